@@ -1,0 +1,68 @@
+// The datasets' extension point: a dataset is one class that produces samples (prompt text and
+// reference answers) for a model's tokenizer, and scores a prediction.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "harness/common/registry.h"
+#include "harness/tokenizer/tokenizer.h"
+
+namespace kvb {
+
+using json = nlohmann::json;
+
+struct Sample {
+  std::string id;
+  std::string prompt;                // the full prompt text (template applied)
+  std::vector<std::string> answers;  // reference answers
+  int max_new_tokens = 32;
+  json meta = json::object();        // e.g. needle depth
+};
+
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+  // The samples for `tokenizer` (lengths are measured in its tokens), deterministic for `seed`.
+  virtual std::vector<Sample> samples(const Tokenizer& tokenizer, uint64_t seed) const = 0;
+  // Score of one prediction in [0, 100].
+  virtual double score(const Sample& sample, const std::string& prediction) const = 0;
+  virtual std::string metric_name() const = 0;
+};
+
+struct DatasetInfo {
+  std::string name;
+  std::string description;
+  std::string source;  // where its format comes from
+  // Validates `params` (defaults filled in) and returns them normalised; InputError naming
+  // `where` and the field.
+  std::function<json(const json& params, const std::string& where)> normalise_params;
+  std::function<std::unique_ptr<Dataset>(const json& params)> create;
+  int sort_key() const { return 0; }
+};
+
+Registry<DatasetInfo>& dataset_registry();
+
+// Registers a dataset whose params type `Params` has static from_json(json, where) and
+// to_json(), and whose class has a constructor taking `const Params&`.
+template <typename DatasetClass, typename Params>
+DatasetInfo make_dataset_info(DatasetInfo info) {
+  info.normalise_params = [](const json& params, const std::string& where) {
+    return Params::from_json(params, where).to_json();
+  };
+  info.create = [](const json& params) -> std::unique_ptr<Dataset> {
+    return std::make_unique<DatasetClass>(Params::from_json(params, "params"));
+  };
+  return info;
+}
+
+#define KVB_REGISTER_DATASET(...)                                        \
+  static const bool KVB_CONCAT(kvb_dataset_registered_, __LINE__) = [] { \
+    ::kvb::dataset_registry().add(__VA_ARGS__);                          \
+    return true;                                                         \
+  }()
+
+}  // namespace kvb

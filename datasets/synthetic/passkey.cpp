@@ -1,0 +1,90 @@
+// Passkey retrieval in InfiniteBench's format: a 5-digit pass key hidden at some depth in a
+// repeated noise text; the model must repeat it.
+#include <random>
+
+#include "datasets/dataset.h"
+#include "datasets/synthetic/haystack.h"
+#include "harness/common/json_fields.h"
+
+namespace kvb {
+namespace {
+
+struct PasskeyParams {
+  int64_t context_length = 1024;  // prompt length in the model's tokens (with BOS)
+  int samples = 8;                // depths spread evenly over [0, 1]
+  int max_new_tokens = 8;
+
+  static PasskeyParams from_json(const json& j, const std::string& where) {
+    PasskeyParams p;
+    JsonFields f(j.is_null() ? json::object() : j, where);
+    f.get("context_length", p.context_length);
+    f.get("samples", p.samples);
+    f.get("max_new_tokens", p.max_new_tokens);
+    f.finish();
+    if (p.context_length < 16) throw InputError(f.path("context_length") + ": must be >= 16");
+    if (p.samples < 1) throw InputError(f.path("samples") + ": must be >= 1");
+    if (p.max_new_tokens < 1) throw InputError(f.path("max_new_tokens") + ": must be >= 1");
+    return p;
+  }
+  json to_json() const {
+    return {{"context_length", context_length}, {"samples", samples},
+            {"max_new_tokens", max_new_tokens}};
+  }
+};
+
+constexpr const char* kNoise =
+    "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again.\n";
+
+class Passkey : public Dataset {
+ public:
+  explicit Passkey(const PasskeyParams& p) : params_(p) {}
+
+  std::vector<Sample> samples(const Tokenizer& tokenizer, uint64_t seed) const override {
+    std::mt19937_64 rng(seed);
+    std::uniform_int_distribution<int> digits(10000, 99999);
+    std::vector<Sample> out;
+    for (int i = 0; i < params_.samples; ++i) {
+      const double depth = params_.samples == 1 ? 0.5 : double(i) / (params_.samples - 1);
+      const std::string key = std::to_string(digits(rng));
+      Sample s;
+      s.id = "passkey-" + std::to_string(i);
+      s.answers = {key};
+      s.max_new_tokens = params_.max_new_tokens;
+      s.meta = {{"depth", depth}};
+      s.prompt = fit_to_tokens(tokenizer, params_.context_length, params_.context_length,
+                               [&](int64_t repeats) { return render(key, repeats, depth); });
+      out.push_back(std::move(s));
+    }
+    return out;
+  }
+
+  double score(const Sample& sample, const std::string& prediction) const override {
+    return prediction.find(sample.answers[0]) != std::string::npos ? 100.0 : 0.0;
+  }
+  std::string metric_name() const override { return "passkey_accuracy"; }
+
+ private:
+  static std::string render(const std::string& key, int64_t repeats, double depth) {
+    const int64_t before = int64_t(depth * double(repeats) + 0.5);
+    std::string context;
+    for (int64_t r = 0; r < repeats; ++r) {
+      if (r == before) context += "The pass key is " + key + ". Remember it. " + key + " is the pass key.\n";
+      context += kNoise;
+    }
+    if (before >= repeats)
+      context += "The pass key is " + key + ". Remember it. " + key + " is the pass key.\n";
+    return "There is an important info hidden inside a lot of irrelevant text. Find it and "
+           "memorize it. I will quiz you about the important information there.\n\n" +
+           context + "\n\nWhat is the pass key? The pass key is";
+  }
+  PasskeyParams params_;
+};
+
+KVB_REGISTER_DATASET(make_dataset_info<Passkey, PasskeyParams>({
+    .name = "passkey",
+    .description = "pass key hidden in repeated noise text, depths spread evenly",
+    .source = "InfiniteBench passkey format",
+}));
+
+}  // namespace
+}  // namespace kvb

@@ -1,0 +1,34 @@
+#include "harness/cli/commands.h"
+
+#include <ATen/Parallel.h>
+
+#include <thread>
+
+namespace kvb {
+namespace {
+std::vector<Command>& commands() {
+  static std::vector<Command> all;
+  return all;
+}
+}  // namespace
+
+void register_commands(CLI::App& app, const std::string& command_line) {
+  add_run_command(app, commands(), command_line);
+  add_list_command(app, commands());
+  add_show_command(app, commands());
+  add_model_commands(app, commands());
+}
+
+int run_selected_command(const CLI::App& app) {
+  for (const Command& c : commands())
+    if (c.app->parsed()) return c.run();
+  return 2;
+}
+
+int configure_threads(int requested) {
+  const int threads = requested > 0 ? requested : int(std::max(1u, std::thread::hardware_concurrency()));
+  at::set_num_threads(threads);
+  return at::get_num_threads();
+}
+
+}  // namespace kvb

@@ -1,0 +1,28 @@
+// The subcommands of the kvbench CLI. Each add_* function declares one subcommand's options
+// (with help text) and what it runs.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace kvb {
+
+struct Command {
+  CLI::App* app;
+  std::function<int()> run;  // returns the exit code
+};
+
+void register_commands(CLI::App& app, const std::string& command_line);
+int run_selected_command(const CLI::App& app);
+
+// One per file under harness/cli/.
+void add_run_command(CLI::App& app, std::vector<Command>& out, const std::string& command_line);
+void add_list_command(CLI::App& app, std::vector<Command>& out);
+void add_show_command(CLI::App& app, std::vector<Command>& out);
+void add_model_commands(CLI::App& app, std::vector<Command>& out);  // generate, forward
+
+// Sets LibTorch's intra-op threads (0: all cores); returns the count in use.
+int configure_threads(int requested);
+
+}  // namespace kvb

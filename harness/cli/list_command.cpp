@@ -1,0 +1,54 @@
+// kvbench list {methods,suites,datasets}
+#include <iostream>
+
+#include "datasets/dataset.h"
+#include "harness/cli/commands.h"
+#include "harness/suite/suite.h"
+#include "methods/method.h"
+
+namespace kvb {
+namespace {
+
+void list_methods() {
+  for (const MethodInfo* m : method_registry().all()) {
+    std::cout << m->name << "  [" << m->family << "]  " << m->title << "\n";
+    if (!m->paper.empty()) std::cout << "    paper:    " << m->paper << "\n";
+    std::cout << "    budget:   " << (m->uses_budget ? "yes" : "no (ignores budgets)") << "\n";
+    std::cout << "    defaults: " << m->normalise_config(json::object(), m->name).dump() << "\n";
+    std::cout << "    fidelity: " << m->fidelity << "\n";
+  }
+}
+
+void list_datasets() {
+  for (const DatasetInfo* d : dataset_registry().all()) {
+    std::cout << d->name << "  " << d->description << "\n";
+    std::cout << "    source:   " << d->source << "\n";
+    std::cout << "    defaults: " << d->normalise_params(json::object(), d->name).dump() << "\n";
+  }
+}
+
+void list_suites() {
+  for (const std::string& name : builtin_suite_names()) {
+    Suite s = load_suite(name);
+    std::cout << name << "  (" << s.cells().size() << " cells)  " << s.description << "\n";
+  }
+}
+
+}  // namespace
+
+void add_list_command(CLI::App& app, std::vector<Command>& out) {
+  auto what = std::make_shared<std::string>();
+  CLI::App* cmd = app.add_subcommand("list", "List the registered methods, datasets or the "
+                                             "built-in suites");
+  cmd->add_option("what", *what, "methods | datasets | suites")
+      ->required()
+      ->check(CLI::IsMember({"methods", "datasets", "suites"}));
+  out.push_back({cmd, [what] {
+    if (*what == "methods") list_methods();
+    if (*what == "datasets") list_datasets();
+    if (*what == "suites") list_suites();
+    return 0;
+  }});
+}
+
+}  // namespace kvb

@@ -1,0 +1,127 @@
+// kvbench generate / forward: run the engine on one prompt, for checks against other
+// implementations.
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "harness/cli/commands.h"
+#include "harness/common/error.h"
+#include "harness/common/json_fields.h"
+#include "harness/engine/session.h"
+#include "methods/method.h"
+
+namespace kvb {
+namespace {
+
+std::vector<int> parse_token_list(const std::string& text) {
+  std::vector<int> ids;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    try {
+      size_t used = 0;
+      ids.push_back(std::stoi(item, &used));
+      if (used != item.size()) throw std::invalid_argument("trailing");
+    } catch (const std::exception&) {
+      throw InputError("--tokens: \"" + item + "\" is not an integer token id");
+    }
+  }
+  if (ids.empty()) throw InputError("--tokens: empty list");
+  return ids;
+}
+
+// Chat template to use: "auto" reads it from tokenizer_config.json.
+std::string chat_template_for(const std::string& requested, const std::string& model_dir) {
+  if (requested != "auto") return requested;
+  const std::string path = model_dir + "/tokenizer_config.json";
+  std::ifstream probe(path);
+  return probe ? detect_chat_template(read_json_file(path)) : "none";
+}
+
+}  // namespace
+
+void add_model_commands(CLI::App& app, std::vector<Command>& out) {
+  struct Options {
+    std::string model, prompt, tokens, out_path, method = "full", chat_template = "none";
+    int max_new = 64, threads = 0;
+    int64_t budget = 0;
+    bool all_positions = false;
+  };
+  auto o = std::make_shared<Options>();
+
+  CLI::App* gen = app.add_subcommand("generate", "Greedy generation from a prompt; prints the "
+                                                 "continuation and tokens/s");
+  gen->add_option("--model", o->model, "Model folder (Hugging Face layout) or random-tiny")->required();
+  gen->add_option("--prompt", o->prompt, "Prompt text (BOS is added as the tokenizer says)")->required();
+  gen->add_option("--max-new", o->max_new, "Maximum new tokens (stops earlier on EOS)")
+      ->check(CLI::PositiveNumber);
+  gen->add_option("--method", o->method, "KV method (default full; see `kvbench list methods`)");
+  gen->add_option("--budget", o->budget, "Budget B for the method")->check(CLI::NonNegativeNumber);
+  gen->add_option("--chat-template", o->chat_template,
+                  "none (default), auto (from tokenizer_config.json), llama2, llama3, mistral, "
+                  "qwen2, chatml");
+  gen->add_option("--threads", o->threads, "CPU threads (default: all cores)")
+      ->check(CLI::NonNegativeNumber);
+  out.push_back({gen, [o] {
+    const MethodInfo& info = method_registry().get(o->method, "--method");
+    json config = info.normalise_config(json::object(), "--method " + o->method);
+    if (info.uses_budget && o->budget <= 0)
+      throw InputError("--budget: method " + o->method + " needs a budget > 0");
+    configure_threads(o->threads);
+    auto model = LlamaModel::from_reference(o->model);
+    const std::string text = apply_chat_template(chat_template_for(o->chat_template, o->model), o->prompt);
+    std::unique_ptr<Method> method = info.create(config);
+    Session session(*model, *method, SessionOptions{o->budget, 0});
+    const std::vector<int> prompt = model->tokenizer->encode(text, true);
+    std::vector<int> stop = model->tokenizer->eos_ids();
+    stop.insert(stop.end(), model->config.eos_token_ids.begin(), model->config.eos_token_ids.end());
+    const std::vector<int> ids = session.generate(prompt, o->max_new, stop);
+    std::cout << model->tokenizer->decode(ids) << "\n";
+    const SessionTimings& t = session.timings();
+    std::cerr << "prompt " << prompt.size() << " tokens: prefill " << t.prefill_s << " s ("
+              << prompt.size() / std::max(t.prefill_s, 1e-9) << " tok/s); " << ids.size()
+              << " new tokens: decode " << t.decode_steps / std::max(t.decode_s, 1e-9)
+              << " tok/s\n";
+    return 0;
+  }});
+
+  CLI::App* fwd = app.add_subcommand("forward", "Run token ids through the model and write the "
+                                                "logits as JSON");
+  fwd->add_option("--model", o->model, "Model folder (Hugging Face layout) or random-tiny")->required();
+  fwd->add_option("--tokens", o->tokens, "Comma-separated token ids, e.g. 1,403,407")->required();
+  fwd->add_option("--out", o->out_path, "Output JSON file: {\"tokens\", \"logits\"}")->required();
+  fwd->add_flag("--all-positions", o->all_positions,
+                "Write logits for every position ([L][V]) instead of the last one ([V])");
+  fwd->add_option("--threads", o->threads, "CPU threads (default: all cores)")
+      ->check(CLI::NonNegativeNumber);
+  out.push_back({fwd, [o] {
+    const std::vector<int> ids = parse_token_list(o->tokens);
+    configure_threads(o->threads);
+    auto model = LlamaModel::from_reference(o->model);
+    std::unique_ptr<Method> method =
+        method_registry().get("full", "forward").create(json::object());
+    Session session(*model, *method, SessionOptions{});
+    at::Tensor logits = session.prefill(ids, o->all_positions).to(at::kDouble).contiguous();
+    json j;
+    j["tokens"] = ids;
+    if (o->all_positions) {
+      j["logits"] = json::array();
+      for (int64_t i = 0; i < logits.size(0); ++i) {
+        at::Tensor row = logits[i].contiguous();
+        j["logits"].push_back(std::vector<double>(row.data_ptr<double>(), row.data_ptr<double>() + row.numel()));
+      }
+    } else {
+      j["logits"] = std::vector<double>(logits.data_ptr<double>(), logits.data_ptr<double>() + logits.numel());
+    }
+    const std::string tmp = o->out_path + ".tmp";
+    {
+      std::ofstream file(tmp);
+      if (!file) throw InputError(o->out_path + ": cannot write");
+      file << j.dump() << "\n";
+    }
+    std::rename(tmp.c_str(), o->out_path.c_str());
+    return 0;
+  }});
+}
+
+}  // namespace kvb

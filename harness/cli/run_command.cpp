@@ -1,0 +1,53 @@
+// kvbench run SUITE: runs a suite's cells into a results database and prints the table.
+#include <unistd.h>
+
+#include <iostream>
+
+#include "harness/cli/commands.h"
+#include "harness/runner/results_table.h"
+#include "harness/runner/runner.h"
+
+namespace kvb {
+
+void add_run_command(CLI::App& app, std::vector<Command>& out, const std::string& command_line) {
+  struct Options {
+    std::string suite, db;
+    std::vector<std::string> overrides;
+    bool fresh = false;
+    int threads = 0;
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand("run", "Run an experiment suite, store results in SQLite, "
+                                            "print the results table");
+  cmd->add_option("suite", o->suite,
+                  "Suite name (a file in harness/suites/, see `kvbench list suites`) or path to "
+                  "a suite JSON file")->required();
+  cmd->add_option("--db", o->db, "Results database (default: results/runs/<suite>.db); "
+                                 "complete cells already in it are skipped");
+  cmd->add_option("--set", o->overrides,
+                  "Override an axis: model=, dataset=, method=, budget=, seed= (comma-separated "
+                  "values, e.g. --set budget=128,256), or max_new_tokens=N. Repeatable");
+  cmd->add_flag("--fresh", o->fresh, "Forget this suite's earlier results in the database first");
+  cmd->add_option("--threads", o->threads, "Intra-op CPU threads (default: all cores)")
+      ->check(CLI::NonNegativeNumber);
+  out.push_back({cmd, [o, command_line] {
+    Suite suite = load_suite(o->suite, o->overrides);  // validated before anything runs
+    RunOptions options;
+    options.db_path = o->db.empty() ? default_db_path(suite.name) : o->db;
+    options.fresh = o->fresh;
+    options.threads = configure_threads(o->threads);
+    options.command = command_line;
+    options.interactive_progress = isatty(STDERR_FILENO);
+    std::cerr << "suite " << suite.name << ": " << suite.cells().size() << " cells -> "
+              << options.db_path << " (" << options.threads << " threads)\n";
+    RunSummary summary = run_suite(suite, options, std::cerr);
+    ResultStore store(options.db_path);
+    print_run(store, summary.run_id, std::cout);
+    std::cout << "\nrun " << summary.run_id << ": " << summary.ran << " ran, " << summary.skipped
+              << " already complete, " << summary.failed << " failed; database "
+              << options.db_path << "\n";
+    return summary.failed > 0 ? 1 : 0;
+  }});
+}
+
+}  // namespace kvb

@@ -1,0 +1,74 @@
+// The KV cache of one layer, paged per KV head: each head owns its own list of 16-entry blocks
+// in a pool shared by the layer's heads, so heads may hold different numbers of entries
+// (ragged), eviction really frees blocks, and freed blocks are reused by later appends.
+#pragma once
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace kvb {
+
+constexpr int64_t kKvBlockSize = 16;
+
+class LayerKV {
+ public:
+  LayerKV(int num_kv_heads, int head_dim, at::ScalarType dtype);
+
+  int num_heads() const { return static_cast<int>(heads_.size()); }
+  int head_dim() const { return head_dim_; }
+  int64_t size(int head) const { return heads_[head].size; }
+  // Original token position of each resident entry of `head`, in logical order.
+  const std::vector<int64_t>& positions(int head) const { return heads_[head].positions; }
+
+  // Appends one token to every head. k, v: [Hkv, d].
+  void append(const at::Tensor& k, const at::Tensor& v, int64_t position);
+  // Appends L tokens to every head, positions first_position.. . k, v: [Hkv, L, d].
+  void append_many(const at::Tensor& k, const at::Tensor& v, int64_t first_position);
+
+  // Keeps only the listed logical entries of `head` (sorted ascending, unique), compacting them
+  // to the front and freeing the blocks no longer needed.
+  void keep(int head, const std::vector<int64_t>& logical_indices);
+  // Releases the pool's unused capacity (after a prefill eviction) so resident bytes shrink.
+  void shrink_to_fit();
+
+  // Physical rows in the pool of the given logical entries of `head`. idx: [n] int64.
+  at::Tensor physical_rows(int head, const at::Tensor& logical) const;
+  at::Tensor all_physical_rows(int head) const;
+  // Gathered copies. Returns [n, d].
+  at::Tensor keys(int head) const;
+  at::Tensor values(int head) const;
+  at::Tensor gather_keys(int head, const at::Tensor& logical) const;
+  at::Tensor gather_values(int head, const at::Tensor& logical) const;
+  // The pools themselves, [capacity_blocks * 16, d], for kernels that index rows directly.
+  const at::Tensor& key_pool() const { return k_pool_; }
+  const at::Tensor& value_pool() const { return v_pool_; }
+
+  int64_t entries() const;          // resident entries over all heads
+  int64_t blocks_in_use() const;
+  int64_t allocated_bytes() const;  // K and V pool capacity in bytes (what the process holds)
+  int64_t used_bytes() const;       // bytes of blocks owned by heads
+  // Share of slots in owned blocks that hold no entry (partially filled last blocks).
+  double fragmentation() const;
+
+ private:
+  struct Head {
+    std::vector<int32_t> blocks;  // block ids, in logical order
+    std::vector<int64_t> positions;
+    int64_t size = 0;
+  };
+  int32_t allocate_block();
+  void grow_pool(int64_t min_blocks);
+  int64_t row_of(const Head& head, int64_t logical) const {
+    return int64_t(head.blocks[logical / kKvBlockSize]) * kKvBlockSize + logical % kKvBlockSize;
+  }
+
+  int head_dim_;
+  at::ScalarType dtype_;
+  std::vector<Head> heads_;
+  at::Tensor k_pool_, v_pool_;  // [capacity_blocks * 16, d]
+  int64_t capacity_blocks_ = 0;
+  std::vector<int32_t> free_blocks_;
+};
+
+}  // namespace kvb

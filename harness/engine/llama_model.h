@@ -1,0 +1,49 @@
+// Weights of a Llama-family decoder (Llama 2/3, Mistral, Qwen2) and how to get them:
+// from a Hugging Face folder, or generated from a seed.
+#pragma once
+#include <ATen/ATen.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "harness/model/model_config.h"
+#include "harness/tokenizer/tokenizer.h"
+
+namespace kvb {
+
+struct LayerWeights {
+  at::Tensor attn_norm, mlp_norm;  // [D]
+  at::Tensor wq, wk, wv, wo;       // [Hq*d, D], [Hkv*d, D], [Hkv*d, D], [D, Hq*d]
+  at::Tensor bq, bk, bv;           // [Hq*d], [Hkv*d], [Hkv*d]; undefined when the model has none
+  at::Tensor w_gate, w_up, w_down;  // [F, D], [F, D], [D, F]
+};
+
+struct LlamaModel {
+  ModelConfig config;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::string source;       // folder path, or the generator's name
+  std::string description;  // one line for outputs: what this model is
+  bool trained = true;      // false for generated random weights: scores mean nothing
+  at::Tensor embed;         // [V, D]
+  at::Tensor final_norm;    // [D]
+  at::Tensor lm_head;       // [V, D] (the embedding when tied)
+  std::vector<LayerWeights> layers;
+  at::Tensor inv_freq;  // [d/2] RoPE frequencies after rope_scaling
+
+  // Loads config.json, model.safetensors (or the sharded index) and the tokenizer from `dir`.
+  static std::shared_ptr<LlamaModel> load(const std::string& dir,
+                                          at::ScalarType dtype = at::kFloat);
+  // Random N(0, 0.02) weights for `config` from `seed`, with a byte-level tokenizer.
+  static std::shared_ptr<LlamaModel> random(const ModelConfig& config, uint64_t seed);
+  // Resolves a suite's model reference: "random-tiny" (generated, seed 0) or a folder.
+  static std::shared_ptr<LlamaModel> from_reference(const std::string& reference);
+  static bool is_builtin_reference(const std::string& reference);
+};
+
+// The config of the generated "random-tiny" model (4 layers, GQA 4/2, head_dim 16).
+ModelConfig random_tiny_config();
+// RoPE inverse frequencies [d/2] for the config's rope_theta and rope_scaling.
+at::Tensor rope_inverse_frequencies(const ModelConfig& config);
+
+}  // namespace kvb

@@ -1,0 +1,216 @@
+#include "harness/engine/session.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "harness/common/error.h"
+
+namespace kvb {
+
+using Clock = std::chrono::steady_clock;
+
+void AttendedCounts::reset(int cells) {
+  sum.assign(cells, 0.0);
+  min.assign(cells, std::numeric_limits<int64_t>::max());
+  max.assign(cells, 0);
+  steps = 0;
+}
+
+void AttendedCounts::add(int cell, int64_t attended) {
+  sum[cell] += double(attended);
+  min[cell] = std::min(min[cell], attended);
+  max[cell] = std::max(max[cell], attended);
+}
+
+int argmax_token(const at::Tensor& logits) {
+  // at::argmax does not promise the lowest index on ties; the reference output does.
+  at::Tensor l = logits.to(at::kFloat).contiguous();
+  const float* p = l.data_ptr<float>();
+  int best = 0;
+  for (int64_t i = 1; i < l.numel(); ++i)
+    if (p[i] > p[best]) best = int(i);
+  return best;
+}
+
+Session::Session(const LlamaModel& model, Method& method, SessionOptions options)
+    : model_(model), method_(method), options_(options) {}
+
+at::Tensor Session::rms_norm(const at::Tensor& x, const at::Tensor& weight) const {
+  at::Tensor variance = x.pow(2).mean(-1, /*keepdim=*/true);
+  return x * at::rsqrt(variance + model_.config.rms_norm_eps) * weight;
+}
+
+at::Tensor Session::rope(const at::Tensor& x, const at::Tensor& positions) const {
+  at::Tensor angles = positions.to(at::kFloat).unsqueeze(1) * model_.inv_freq.unsqueeze(0);
+  at::Tensor cos = at::cat({angles.cos(), angles.cos()}, -1).to(x.scalar_type());  // [n, d]
+  at::Tensor sin = at::cat({angles.sin(), angles.sin()}, -1).to(x.scalar_type());
+  const int64_t half = x.size(-1) / 2;
+  at::Tensor rotated = at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+  return x * cos + rotated * sin;
+}
+
+at::Tensor Session::mlp(const LayerWeights& w, const at::Tensor& x) const {
+  at::Tensor gate = at::linear(x, w.w_gate);
+  return at::linear(at::silu(gate) * at::linear(x, w.w_up), w.w_down);
+}
+
+at::Tensor Session::logits(const at::Tensor& x) const {
+  return at::linear(rms_norm(x, model_.final_norm), model_.lm_head);
+}
+
+at::Tensor Session::prefill(const std::vector<int>& ids, bool all_logits) {
+  if (ids.empty()) throw InputError("prefill: empty prompt");
+  const ModelConfig& c = model_.config;
+  for (int id : ids)
+    if (id < 0 || id >= c.vocab_size)
+      throw InputError("prefill: token id " + std::to_string(id) + " outside the vocabulary");
+  auto start = Clock::now();
+  kv_.clear();
+  for (int l = 0; l < c.num_hidden_layers; ++l)
+    kv_.emplace_back(c.num_key_value_heads, c.head_dim, model_.embed.scalar_type());
+  attended_.reset(c.num_hidden_layers * c.num_key_value_heads);
+  timings_ = SessionTimings{};
+  MethodContext context{c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads,
+                        c.head_dim, options_.budget, int64_t(ids.size()), options_.seed};
+  method_.begin(context);
+
+  at::Tensor x = model_.embed.index_select(0, at::tensor(std::vector<int64_t>(ids.begin(), ids.end()), at::kLong));
+  for (int l = 0; l < c.num_hidden_layers; ++l) x = prefill_layer(l, x);
+  position_ = int64_t(ids.size());
+  at::Tensor out = all_logits ? logits(x) : logits(x.narrow(0, x.size(0) - 1, 1))[0];
+  timings_.prefill_s = seconds_since(start);
+  return out;
+}
+
+at::Tensor Session::prefill_layer(int layer, const at::Tensor& x) {
+  const ModelConfig& c = model_.config;
+  const LayerWeights& w = model_.layers[layer];
+  const int64_t L = x.size(0), d = c.head_dim, Hq = c.num_attention_heads;
+  const int64_t Hkv = c.num_key_value_heads, g = Hq / Hkv;
+  at::Tensor h = rms_norm(x, w.attn_norm);
+  at::Tensor positions = at::arange(L, at::kLong);
+  at::Tensor q = rope(at::linear(h, w.wq, w.bq).view({L, Hq, d}).transpose(0, 1), positions);  // [Hq, L, d]
+  at::Tensor k = rope(at::linear(h, w.wk, w.bk).view({L, Hkv, d}).transpose(0, 1), positions);  // [Hkv, L, d]
+  at::Tensor v = at::linear(h, w.wv, w.bv).view({L, Hkv, d}).transpose(0, 1).contiguous();  // [Hkv, L, d]
+  q = q.contiguous();
+  k = k.contiguous();
+
+  // Causal attention in query chunks: scores [Hkv, g*chunk, keys] stay within the byte bound.
+  const int64_t chunk = std::max<int64_t>(
+      1, std::min<int64_t>(L, options_.prefill_score_bytes / (int64_t(sizeof(float)) * Hq * L)));
+  const double scale = 1.0 / std::sqrt(double(d));
+  at::Tensor out = at::empty({Hkv, g, L, d}, q.options());
+  at::Tensor q_grouped = q.view({Hkv, g, L, d});
+  for (int64_t c0 = 0; c0 < L; c0 += chunk) {
+    const int64_t n = std::min(chunk, L - c0), keys = c0 + n;
+    at::Tensor qc = q_grouped.narrow(2, c0, n).reshape({Hkv, g * n, d});
+    at::Tensor scores = at::bmm(qc, k.narrow(1, 0, keys).transpose(1, 2)).mul_(scale)
+                            .view({Hkv, g, n, keys});
+    // Query c0+i sees keys 0..c0+i.
+    at::Tensor mask = at::arange(keys, at::kLong).unsqueeze(0) >
+                      (at::arange(n, at::kLong) + c0).unsqueeze(1);  // [n, keys]
+    scores.masked_fill_(mask, -std::numeric_limits<float>::infinity());
+    at::Tensor probs = at::softmax(scores, -1).view({Hkv, g * n, keys});
+    out.narrow(2, c0, n).copy_(at::bmm(probs, v.narrow(1, 0, keys)).view({Hkv, g, n, d}));
+  }
+  at::Tensor attn = out.view({Hq, L, d}).transpose(0, 1).reshape({L, Hq * d});
+
+  kv_[layer].append_many(k, v, 0);
+  auto hook_start = Clock::now();
+  method_.on_prefill(layer, q, k, v, kv_[layer]);
+  kv_[layer].shrink_to_fit();
+  timings_.prefill_method_s += seconds_since(hook_start);
+
+  at::Tensor y = x + at::linear(attn, w.wo);
+  return y + mlp(w, rms_norm(y, w.mlp_norm));
+}
+
+at::Tensor Session::decode(int token) {
+  if (kv_.empty()) throw std::logic_error("decode before prefill");
+  if (token < 0 || token >= model_.config.vocab_size)
+    throw InputError("decode: token id " + std::to_string(token) + " outside the vocabulary");
+  auto start = Clock::now();
+  at::Tensor x = model_.embed.narrow(0, token, 1);  // [1, D]
+  for (int l = 0; l < model_.config.num_hidden_layers; ++l) x = decode_layer(l, x);
+  ++position_;
+  ++attended_.steps;
+  ++timings_.decode_steps;
+  at::Tensor out = logits(x)[0];
+  timings_.decode_s += seconds_since(start);
+  return out;
+}
+
+at::Tensor Session::decode_layer(int layer, const at::Tensor& x) {
+  const ModelConfig& c = model_.config;
+  const LayerWeights& w = model_.layers[layer];
+  const int64_t d = c.head_dim, Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
+  at::Tensor h = rms_norm(x, w.attn_norm);
+  at::Tensor pos = at::full({1}, position_, at::kLong);
+  at::Tensor q = rope(at::linear(h, w.wq, w.bq).view({Hq, 1, d}), pos).view({Hq, d});
+  at::Tensor k = rope(at::linear(h, w.wk, w.bk).view({Hkv, 1, d}), pos).view({Hkv, d});
+  at::Tensor v = at::linear(h, w.wv, w.bv).view({Hkv, d});
+
+  LayerKV& kv = kv_[layer];
+  kv.append(k, v, position_);
+  auto select_start = Clock::now();
+  method_.on_append(layer, k, v, kv);
+  Selection selection = method_.select(layer, q, kv);
+  timings_.select_s += seconds_since(select_start);
+
+  at::Tensor attn = decode_attention(layer, q, selection).view({1, Hq * d});
+  at::Tensor y = x + at::linear(attn, w.wo);
+  return y + mlp(w, rms_norm(y, w.mlp_norm));
+}
+
+at::Tensor Session::decode_attention(int layer, const at::Tensor& q, const Selection& selection) {
+  auto start = Clock::now();
+  LayerKV& kv = kv_[layer];
+  const int64_t Hkv = kv.num_heads(), d = kv.head_dim(), g = q.size(0) / Hkv;
+  if (!selection.all && int64_t(selection.per_head.size()) != Hkv)
+    throw std::logic_error("Selection has " + std::to_string(selection.per_head.size()) +
+                           " heads, the layer has " + std::to_string(Hkv));
+  const double scale = 1.0 / std::sqrt(double(d));
+  at::Tensor out = at::empty({Hkv, g, d}, q.options());
+  std::vector<at::Tensor> probs_per_head;
+  for (int64_t h = 0; h < Hkv; ++h) {
+    at::Tensor rows = selection.all
+                          ? kv.all_physical_rows(int(h))
+                          : kv.physical_rows(int(h), at::tensor(selection.per_head[h], at::kLong));
+    at::Tensor keys = kv.key_pool().index_select(0, rows);    // [n, d]
+    at::Tensor values = kv.value_pool().index_select(0, rows);  // [n, d]
+    at::Tensor q_group = q.narrow(0, h * g, g);                 // [g, d]
+    at::Tensor probs = at::softmax(at::matmul(q_group, keys.t()).mul_(scale), -1);  // [g, n]
+    out[h] = at::matmul(probs, values);
+    attended_.add(int(layer * Hkv + h), rows.numel());
+    if (method_.wants_attention()) probs_per_head.push_back(probs);
+  }
+  timings_.attention_s += seconds_since(start);
+  if (method_.wants_attention()) {
+    auto hook_start = Clock::now();
+    method_.on_attention(layer, selection, probs_per_head, kv);
+    timings_.select_s += seconds_since(hook_start);
+  }
+  return out.view({Hkv * g, d});
+}
+
+std::vector<int> Session::generate(const std::vector<int>& prompt, int max_new,
+                                   const std::vector<int>& stop_ids) {
+  std::vector<int> generated;
+  at::Tensor next_logits = prefill(prompt);
+  for (int i = 0; i < max_new; ++i) {
+    int token = argmax_token(next_logits);
+    if (std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end()) break;
+    generated.push_back(token);
+    if (i + 1 < max_new) next_logits = decode(token);
+  }
+  return generated;
+}
+
+int64_t Session::kv_allocated_bytes() const {
+  int64_t total = 0;
+  for (const LayerKV& layer : kv_) total += layer.allocated_bytes();
+  return total;
+}
+
+}  // namespace kvb

@@ -1,0 +1,87 @@
+// One sequence through the model: prefill of the prompt, then token-by-token decode, with the
+// method's hooks called per layer. Owns the paged KV cache of the sequence.
+#pragma once
+#include <ATen/ATen.h>
+
+#include <chrono>
+#include <vector>
+
+#include "harness/engine/kv_store.h"
+#include "harness/engine/llama_model.h"
+#include "methods/method.h"
+
+namespace kvb {
+
+// Attended entries per (layer, KV head) over the decode steps of a session.
+struct AttendedCounts {
+  std::vector<double> sum;  // [layers * Hkv]
+  std::vector<int64_t> min, max;
+  int64_t steps = 0;
+  void reset(int cells);
+  void add(int cell, int64_t attended);
+};
+
+struct SessionTimings {
+  double prefill_s = 0;  // whole prefill, method hooks included
+  double prefill_method_s = 0;  // of which in Method::on_prefill (index build, eviction)
+  double decode_s = 0;   // all decode steps
+  double select_s = 0;   // of which in Method::select / on_append / on_attention
+  double attention_s = 0;  // of which in decode attention over the selection
+  int64_t decode_steps = 0;
+};
+
+struct SessionOptions {
+  int64_t budget = 0;  // B given to the method (0: the method does not use one)
+  uint64_t seed = 0;
+  // Bound on the prefill attention scores buffer: [Hq, chunk, L] floats. Never L x L.
+  int64_t prefill_score_bytes = 64 << 20;
+};
+
+class Session {
+ public:
+  Session(const LlamaModel& model, Method& method, SessionOptions options);
+
+  // Runs the prompt; returns the logits of the last position [V] (all positions [L, V] when
+  // `all_logits`). Calls Method::begin, then on_prefill per layer.
+  at::Tensor prefill(const std::vector<int>& ids, bool all_logits = false);
+  // Feeds one token at the next position; returns its logits [V].
+  at::Tensor decode(int token);
+  // Greedy generation after prefill: argmax (ties to the lowest id), stop on a stop id
+  // (not included) or after max_new tokens.
+  std::vector<int> generate(const std::vector<int>& prompt, int max_new,
+                            const std::vector<int>& stop_ids);
+
+  int64_t position() const { return position_; }
+  const std::vector<LayerKV>& kv() const { return kv_; }
+  const AttendedCounts& attended() const { return attended_; }
+  const SessionTimings& timings() const { return timings_; }
+  int64_t kv_allocated_bytes() const;
+
+ private:
+  at::Tensor prefill_layer(int layer, const at::Tensor& x);  // x: [L, D]
+  at::Tensor decode_layer(int layer, const at::Tensor& x);   // x: [1, D]
+  at::Tensor decode_attention(int layer, const at::Tensor& q, const Selection& selection);
+  at::Tensor logits(const at::Tensor& x) const;              // x: [n, D] -> [n, V]
+  at::Tensor mlp(const LayerWeights& w, const at::Tensor& x) const;
+  at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight) const;
+  // x: [H, n, d] at positions [n] -> rotated (HF rotate-half convention).
+  at::Tensor rope(const at::Tensor& x, const at::Tensor& positions) const;
+
+  const LlamaModel& model_;
+  Method& method_;
+  SessionOptions options_;
+  std::vector<LayerKV> kv_;
+  int64_t position_ = 0;
+  AttendedCounts attended_;
+  SessionTimings timings_;
+};
+
+// Greedy argmax with ties to the lowest id. logits: [V].
+int argmax_token(const at::Tensor& logits);
+
+// Seconds since `start`.
+inline double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace kvb

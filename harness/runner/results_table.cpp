@@ -1,0 +1,70 @@
+#include "harness/runner/results_table.h"
+
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+namespace kvb {
+namespace {
+
+std::string fixed(double v, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.*f", decimals, v);
+  return buf;
+}
+
+void print_rows(const std::vector<std::vector<std::string>>& rows, std::ostream& out) {
+  std::vector<size_t> width;
+  for (const auto& row : rows)
+    for (size_t i = 0; i < row.size(); ++i) {
+      if (width.size() <= i) width.push_back(0);
+      width[i] = std::max(width[i], row[i].size());
+    }
+  for (size_t r = 0; r < rows.size(); ++r) {
+    std::string line;
+    for (size_t i = 0; i < rows[r].size(); ++i)
+      line += rows[r][i] + std::string(width[i] - rows[r][i].size() + 2, ' ');
+    out << line.substr(0, line.find_last_not_of(' ') + 1) << "\n";
+    if (r == 0) {
+      size_t total = 0;
+      for (size_t w : width) total += w + 2;
+      out << std::string(total - 2, '-') << "\n";
+    }
+  }
+}
+
+}  // namespace
+
+void print_run(const ResultStore& store, int64_t run_id, std::ostream& out) {
+  for (const auto& field : store.run_fields(run_id))
+    out << field.first << ": " << field.second << "\n";
+  std::vector<std::vector<std::string>> rows = {
+      {"method", "budget", "dataset", "model", "seed", "status", "score", "metric", "n",
+       "attended", "KV MiB", "decode ms/tok"}};
+  bool untrained = false;
+  std::vector<std::string> errors;
+  for (const CellRow& cell : store.cells_of_run(run_id)) {
+    std::map<std::string, std::pair<double, std::string>> m;
+    for (const MetricRow& metric : store.cell_metrics(cell.id))
+      m[metric.name] = {metric.value, metric.unit};
+    auto value = [&](const std::string& name, int decimals, double scale = 1.0) {
+      return m.count(name) ? fixed(m[name].first * scale, decimals) : std::string("-");
+    };
+    if (m.count("model_trained") && m["model_trained"].first == 0) untrained = true;
+    if (cell.status == "failed") errors.push_back(cell.method + ": " + cell.error);
+    rows.push_back({cell.method, cell.budget ? std::to_string(*cell.budget) : "-", cell.dataset,
+                    cell.model, std::to_string(cell.seed), cell.status, value("score", 2),
+                    m.count("score") ? m["score"].second : "-", value("samples", 0),
+                    value("attended_mean", 1), value("kv_resident_bytes", 3, 1.0 / (1 << 20)),
+                    value("decode_ms_per_token", 3)});
+  }
+  out << "\n";
+  print_rows(rows, out);
+  if (untrained)
+    out << "\nNOTE: cells marked model_trained=0 ran on a random-weight model; their scores "
+           "measure nothing but the harness.\n";
+  for (const auto& e : errors) out << "error: " << e << "\n";
+}
+
+}  // namespace kvb

@@ -1,0 +1,47 @@
+// Runs a suite's cells against a result store: skips complete cells, records failures and
+// goes on, commits each cell in one transaction.
+#pragma once
+#include <functional>
+#include <map>
+#include <memory>
+#include <ostream>
+#include <string>
+
+#include "harness/engine/llama_model.h"
+#include "harness/store/result_store.h"
+#include "harness/suite/suite.h"
+
+namespace kvb {
+
+struct RunOptions {
+  std::string db_path;
+  bool fresh = false;
+  int threads = 0;
+  std::string command;  // the command line, for provenance
+  bool interactive_progress = false;
+};
+
+struct RunSummary {
+  int64_t run_id = 0;
+  int ran = 0, skipped = 0, failed = 0;
+};
+
+// Samples and metrics of one cell, not yet stored.
+struct CellResult {
+  std::vector<SampleRow> samples;
+  std::vector<MetricRow> metrics;
+};
+
+// Runs one cell on `model`; `on_sample(done, total)` reports progress. Throws on failure.
+CellResult run_cell(const Cell& cell, const LlamaModel& model,
+                    const std::function<void(int, int)>& on_sample);
+
+RunSummary run_suite(const Suite& suite, const RunOptions& options, std::ostream& progress);
+
+// Provenance of this process: commit, build type, LibTorch, device, threads, host.
+RunInfo current_run_info(const Suite& suite, const std::string& command, int threads);
+
+// Default database of a suite: results/runs/<suite>.db under the current directory.
+std::string default_db_path(const std::string& suite_name);
+
+}  // namespace kvb

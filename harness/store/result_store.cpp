@@ -1,0 +1,305 @@
+#include "harness/store/result_store.h"
+
+#include <ctime>
+#include <filesystem>
+#include <stdexcept>
+
+#include "harness/common/error.h"
+
+namespace kvb {
+namespace {
+
+// Schema version 1. Any change here bumps ResultStore::kSchemaVersion.
+const char* kSchema = R"sql(
+CREATE TABLE schema_version (version INTEGER NOT NULL);
+CREATE TABLE runs (
+  id INTEGER PRIMARY KEY,
+  suite TEXT NOT NULL,
+  suite_json TEXT NOT NULL,
+  command TEXT NOT NULL,
+  started_at TEXT NOT NULL,
+  finished_at TEXT,
+  status TEXT NOT NULL CHECK (status IN ('running', 'complete', 'failures', 'interrupted')),
+  git_commit TEXT, build_type TEXT, torch_version TEXT, device TEXT, threads INTEGER, host TEXT
+);
+CREATE TABLE cells (
+  id INTEGER PRIMARY KEY,
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  config_json TEXT NOT NULL,
+  model TEXT NOT NULL, dataset TEXT NOT NULL, method TEXT NOT NULL,
+  budget INTEGER, seed INTEGER NOT NULL,
+  status TEXT NOT NULL CHECK (status IN ('running', 'complete', 'failed')),
+  error TEXT,
+  started_at TEXT NOT NULL, finished_at TEXT, elapsed_s REAL
+);
+CREATE INDEX cells_by_config ON cells(config_json);
+CREATE INDEX cells_by_run ON cells(run_id);
+CREATE TABLE samples (
+  cell_id INTEGER NOT NULL REFERENCES cells(id) ON DELETE CASCADE,
+  sample_id TEXT NOT NULL,
+  input_length INTEGER NOT NULL,
+  prediction TEXT NOT NULL,
+  answers_json TEXT NOT NULL,
+  score REAL NOT NULL,
+  PRIMARY KEY (cell_id, sample_id)
+);
+CREATE TABLE metrics (
+  cell_id INTEGER NOT NULL REFERENCES cells(id) ON DELETE CASCADE,
+  sample_id TEXT,
+  name TEXT NOT NULL,
+  value REAL NOT NULL,
+  unit TEXT NOT NULL
+);
+CREATE INDEX metrics_by_cell ON metrics(cell_id);
+)sql";
+
+// A prepared statement with positional binding; finalised on scope exit.
+class Statement {
+ public:
+  Statement(sqlite3* db, const std::string& sql) : db_(db) {
+    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt_, nullptr) != SQLITE_OK)
+      throw std::runtime_error(std::string("sqlite prepare: ") + sqlite3_errmsg(db));
+  }
+  ~Statement() { sqlite3_finalize(stmt_); }
+  Statement& bind(int i, const std::string& v) {
+    sqlite3_bind_text(stmt_, i, v.c_str(), int(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  Statement& bind(int i, int64_t v) {
+    sqlite3_bind_int64(stmt_, i, v);
+    return *this;
+  }
+  Statement& bind(int i, double v) {
+    sqlite3_bind_double(stmt_, i, v);
+    return *this;
+  }
+  template <typename T>
+  Statement& bind(int i, const std::optional<T>& v) {
+    if (v) return bind(i, *v);
+    sqlite3_bind_null(stmt_, i);
+    return *this;
+  }
+  bool step() {  // true while a row is available
+    int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    throw std::runtime_error(std::string("sqlite step: ") + sqlite3_errmsg(db_));
+  }
+  void run() { step(); }
+  int64_t integer(int col) const { return sqlite3_column_int64(stmt_, col); }
+  double real(int col) const { return sqlite3_column_double(stmt_, col); }
+  bool is_null(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
+  std::string text(int col) const {
+    const unsigned char* t = sqlite3_column_text(stmt_, col);
+    return t ? reinterpret_cast<const char*>(t) : "";
+  }
+
+ private:
+  sqlite3* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+}  // namespace
+
+std::string utc_now() {
+  std::time_t now = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  return buf;
+}
+
+ResultStore::ResultStore(const std::string& path) : path_(path) {
+  std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent);
+  if (sqlite3_open(path.c_str(), &db_) != SQLITE_OK) {
+    std::string message = db_ ? sqlite3_errmsg(db_) : "out of memory";
+    sqlite3_close(db_);
+    throw InputError(path + ": cannot open database: " + message);
+  }
+  sqlite3_busy_timeout(db_, 10000);
+  try {
+    exec("PRAGMA journal_mode=WAL; PRAGMA foreign_keys=ON; PRAGMA synchronous=NORMAL;");
+    Statement has_version(db_,
+        "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='schema_version'");
+    has_version.step();
+    if (has_version.integer(0) == 0) {
+      create_schema();
+      return;
+    }
+    Statement version(db_, "SELECT version FROM schema_version");
+    const int64_t found = version.step() ? version.integer(0) : -1;
+    if (found != kSchemaVersion)
+      throw InputError(path + ": schema_version is " + std::to_string(found) + ", this kvbench "
+                       "reads version " + std::to_string(kSchemaVersion));
+  } catch (const std::runtime_error& e) {
+    sqlite3_close(db_);
+    db_ = nullptr;
+    if (dynamic_cast<const InputError*>(&e)) throw;
+    throw InputError(path + ": not a kvbench results database (" + e.what() + ")");
+  }
+}
+
+ResultStore::~ResultStore() { sqlite3_close(db_); }
+
+void ResultStore::exec(const std::string& sql) const {
+  char* error = nullptr;
+  if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &error) != SQLITE_OK) {
+    std::string message = error ? error : "unknown error";
+    sqlite3_free(error);
+    throw std::runtime_error("sqlite: " + message);
+  }
+}
+
+void ResultStore::create_schema() {
+  exec("BEGIN IMMEDIATE");
+  exec(kSchema);
+  exec("INSERT INTO schema_version VALUES (" + std::to_string(kSchemaVersion) + ")");
+  exec("COMMIT");
+}
+
+int64_t ResultStore::begin_run(const RunInfo& r) {
+  Statement s(db_,
+      "INSERT INTO runs (suite, suite_json, command, started_at, status, git_commit, build_type, "
+      "torch_version, device, threads, host) VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?)");
+  s.bind(1, r.suite).bind(2, r.suite_json).bind(3, r.command).bind(4, utc_now())
+      .bind(5, r.git_commit).bind(6, r.build_type).bind(7, r.torch_version).bind(8, r.device)
+      .bind(9, int64_t(r.threads)).bind(10, r.host).run();
+  return sqlite3_last_insert_rowid(db_);
+}
+
+void ResultStore::finish_run(int64_t run_id, const std::string& status) {
+  Statement s(db_, "UPDATE runs SET status = ?, finished_at = ? WHERE id = ?");
+  s.bind(1, status).bind(2, utc_now()).bind(3, run_id).run();
+}
+
+void ResultStore::forget_suite(const std::string& suite) {
+  Statement s(db_, "DELETE FROM runs WHERE suite = ?");
+  s.bind(1, suite).run();
+}
+
+bool ResultStore::cell_complete(const std::string& config_json) const {
+  Statement s(db_, "SELECT count(*) FROM cells WHERE config_json = ? AND status = 'complete'");
+  s.bind(1, config_json).step();
+  return s.integer(0) > 0;
+}
+
+int64_t ResultStore::start_cell(int64_t run_id, const std::string& config_json,
+                                const std::string& model, const std::string& dataset,
+                                const std::string& method, std::optional<int64_t> budget,
+                                int64_t seed) {
+  exec("BEGIN IMMEDIATE");
+  try {
+    Statement drop(db_, "DELETE FROM cells WHERE config_json = ? AND status != 'complete'");
+    drop.bind(1, config_json).run();
+    Statement s(db_,
+        "INSERT INTO cells (run_id, config_json, model, dataset, method, budget, seed, status, "
+        "started_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?)");
+    s.bind(1, run_id).bind(2, config_json).bind(3, model).bind(4, dataset).bind(5, method)
+        .bind(6, budget).bind(7, seed).bind(8, utc_now()).run();
+    const int64_t id = sqlite3_last_insert_rowid(db_);
+    exec("COMMIT");
+    return id;
+  } catch (...) {
+    exec("ROLLBACK");
+    throw;
+  }
+}
+
+void ResultStore::complete_cell(int64_t cell_id, const std::vector<SampleRow>& samples,
+                                const std::vector<MetricRow>& metrics, double elapsed_s) {
+  exec("BEGIN IMMEDIATE");
+  try {
+    for (const SampleRow& r : samples) {
+      Statement s(db_, "INSERT INTO samples VALUES (?, ?, ?, ?, ?, ?)");
+      s.bind(1, cell_id).bind(2, r.sample_id).bind(3, r.input_length).bind(4, r.prediction)
+          .bind(5, r.answers_json).bind(6, r.score).run();
+    }
+    for (const MetricRow& m : metrics) {
+      Statement s(db_, "INSERT INTO metrics VALUES (?, ?, ?, ?, ?)");
+      s.bind(1, cell_id).bind(2, m.sample_id).bind(3, m.name).bind(4, m.value).bind(5, m.unit).run();
+    }
+    Statement s(db_, "UPDATE cells SET status = 'complete', finished_at = ?, elapsed_s = ? "
+                     "WHERE id = ?");
+    s.bind(1, utc_now()).bind(2, elapsed_s).bind(3, cell_id).run();
+    exec("COMMIT");
+  } catch (...) {
+    exec("ROLLBACK");
+    throw;
+  }
+}
+
+void ResultStore::fail_cell(int64_t cell_id, const std::string& error, double elapsed_s) {
+  Statement s(db_, "UPDATE cells SET status = 'failed', error = ?, finished_at = ?, "
+                   "elapsed_s = ? WHERE id = ?");
+  s.bind(1, error).bind(2, utc_now()).bind(3, elapsed_s).bind(4, cell_id).run();
+}
+
+std::optional<int64_t> ResultStore::latest_run() const {
+  Statement s(db_, "SELECT max(id) FROM runs");
+  if (!s.step() || s.is_null(0)) return std::nullopt;
+  return s.integer(0);
+}
+
+std::vector<CellRow> ResultStore::cells_of_run(int64_t run_id) const {
+  // A run's table shows every cell of its suite: those it ran and those it found complete.
+  Statement s(db_,
+      "SELECT id, run_id, config_json, model, dataset, method, budget, seed, status, "
+      "coalesce(error, ''), coalesce(elapsed_s, 0) FROM cells WHERE run_id IN "
+      "(SELECT id FROM runs WHERE suite = (SELECT suite FROM runs WHERE id = ?)) ORDER BY id");
+  s.bind(1, run_id);
+  std::vector<CellRow> rows;
+  while (s.step()) {
+    CellRow r;
+    r.id = s.integer(0);
+    r.run_id = s.integer(1);
+    r.config_json = s.text(2);
+    r.model = s.text(3);
+    r.dataset = s.text(4);
+    r.method = s.text(5);
+    if (!s.is_null(6)) r.budget = s.integer(6);
+    r.seed = s.integer(7);
+    r.status = s.text(8);
+    r.error = s.text(9);
+    r.elapsed_s = s.real(10);
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+std::vector<MetricRow> ResultStore::cell_metrics(int64_t cell_id) const {
+  Statement s(db_, "SELECT name, value, unit FROM metrics WHERE cell_id = ? AND sample_id IS NULL");
+  s.bind(1, cell_id);
+  std::vector<MetricRow> rows;
+  while (s.step()) rows.push_back(MetricRow{std::nullopt, s.text(0), s.real(1), s.text(2)});
+  return rows;
+}
+
+std::vector<SampleRow> ResultStore::cell_samples(int64_t cell_id) const {
+  Statement s(db_, "SELECT sample_id, input_length, prediction, answers_json, score FROM samples "
+                   "WHERE cell_id = ? ORDER BY rowid");
+  s.bind(1, cell_id);
+  std::vector<SampleRow> rows;
+  while (s.step())
+    rows.push_back(SampleRow{s.text(0), s.integer(1), s.text(2), s.text(3), s.real(4)});
+  return rows;
+}
+
+std::vector<std::pair<std::string, std::string>> ResultStore::run_fields(int64_t run_id) const {
+  Statement s(db_, "SELECT suite, command, started_at, coalesce(finished_at, ''), status, "
+                   "git_commit, build_type, torch_version, device, threads, host FROM runs "
+                   "WHERE id = ?");
+  s.bind(1, run_id);
+  if (!s.step()) throw InputError(path_ + ": no run with id " + std::to_string(run_id));
+  const char* names[] = {"suite", "command", "started", "finished", "status", "git commit",
+                         "build type", "LibTorch", "device", "threads", "host"};
+  std::vector<std::pair<std::string, std::string>> fields;
+  for (int i = 0; i < 11; ++i) fields.emplace_back(names[i], s.text(i));
+  return fields;
+}
+
+std::string ResultStore::integrity_check() const {
+  Statement s(db_, "PRAGMA integrity_check");
+  return s.step() ? s.text(0) : "no answer";
+}
+
+}  // namespace kvb

@@ -1,0 +1,89 @@
+// The SQLite result store: schema defined here once and versioned; WAL mode; each cell is
+// committed in one transaction. Metrics are long-form rows, so a new metric needs no migration.
+#pragma once
+#include <sqlite3.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kvb {
+
+struct RunInfo {
+  std::string suite;
+  std::string suite_json;
+  std::string command;
+  std::string git_commit, build_type, torch_version, device, host;
+  int threads = 0;
+};
+
+struct SampleRow {
+  std::string sample_id;
+  int64_t input_length = 0;
+  std::string prediction;
+  std::string answers_json;
+  double score = 0;
+};
+
+struct MetricRow {
+  std::optional<std::string> sample_id;  // none: a cell-level metric
+  std::string name;
+  double value = 0;
+  std::string unit;
+};
+
+struct CellRow {
+  int64_t id = 0, run_id = 0;
+  std::string config_json, model, dataset, method, status, error;
+  std::optional<int64_t> budget;
+  int64_t seed = 0;
+  double elapsed_s = 0;
+};
+
+class ResultStore {
+ public:
+  static constexpr int kSchemaVersion = 1;
+
+  // Opens (creating the file, its folder and the schema on first use). A database with another
+  // schema version is an InputError.
+  explicit ResultStore(const std::string& path);
+  ~ResultStore();
+  ResultStore(const ResultStore&) = delete;
+  ResultStore& operator=(const ResultStore&) = delete;
+
+  int64_t begin_run(const RunInfo& info);
+  void finish_run(int64_t run_id, const std::string& status);
+  // Deletes every run and cell of `suite` (for --fresh).
+  void forget_suite(const std::string& suite);
+
+  bool cell_complete(const std::string& config_json) const;
+  // Replaces any earlier unfinished or failed row of this config with a "running" one.
+  int64_t start_cell(int64_t run_id, const std::string& config_json, const std::string& model,
+                     const std::string& dataset, const std::string& method,
+                     std::optional<int64_t> budget, int64_t seed);
+  // One transaction: samples, metrics, status "complete".
+  void complete_cell(int64_t cell_id, const std::vector<SampleRow>& samples,
+                     const std::vector<MetricRow>& metrics, double elapsed_s);
+  void fail_cell(int64_t cell_id, const std::string& error, double elapsed_s);
+
+  // Queries for `show` and reports.
+  std::optional<int64_t> latest_run() const;
+  std::vector<CellRow> cells_of_run(int64_t run_id) const;
+  std::vector<MetricRow> cell_metrics(int64_t cell_id) const;  // cell-level only
+  std::vector<SampleRow> cell_samples(int64_t cell_id) const;
+  std::vector<std::pair<std::string, std::string>> run_fields(int64_t run_id) const;
+  std::string integrity_check() const;  // "ok" when sound
+
+  sqlite3* handle() const { return db_; }
+
+ private:
+  void exec(const std::string& sql) const;
+  void create_schema();
+  std::string path_;
+  sqlite3* db_ = nullptr;
+};
+
+// Current UTC time as ISO 8601.
+std::string utc_now();
+
+}  // namespace kvb

@@ -1,0 +1,221 @@
+#include "harness/suite/suite.h"
+
+#include <filesystem>
+#include <set>
+#include <sstream>
+
+#include "datasets/dataset.h"
+#include "harness/common/error.h"
+#include "harness/common/json_fields.h"
+#include "harness/engine/llama_model.h"
+#include "methods/method.h"
+
+namespace kvb {
+namespace {
+
+const char* kSuiteDir = KVBENCH_SOURCE_DIR "/harness/suites";
+
+std::vector<std::string> split(const std::string& text, char sep) {
+  std::vector<std::string> parts;
+  std::stringstream in(text);
+  std::string part;
+  while (std::getline(in, part, sep)) parts.push_back(part);
+  return parts;
+}
+
+int64_t parse_integer(const std::string& text, const std::string& what) {
+  try {
+    size_t used = 0;
+    int64_t v = std::stoll(text, &used);
+    if (used == text.size()) return v;
+  } catch (const std::exception&) {
+  }
+  throw InputError(what + ": \"" + text + "\" is not an integer");
+}
+
+// Entries of a "methods"/"datasets" axis: a name, or an object with the name and settings.
+json as_named_object(const json& entry) {
+  return entry.is_string() ? json{{"name", entry}} : entry;
+}
+
+// Keeps the suite's entries whose name is listed, adding default entries for new names.
+json select_named(const json& entries, const std::vector<std::string>& names) {
+  json out = json::array();
+  for (const std::string& name : names) {
+    bool found = false;
+    for (const json& e : entries) {
+      json obj = as_named_object(e);
+      if (obj.is_object() && obj.value("name", "") == name) {
+        out.push_back(obj);
+        found = true;
+      }
+    }
+    if (!found) out.push_back(json{{"name", name}});
+  }
+  return out;
+}
+
+// Applies one --set override to the suite's JSON.
+void apply_override(json& j, const std::string& text) {
+  const size_t eq = text.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size())
+    throw InputError("--set " + text + ": expected KEY=VALUE[,VALUE...]");
+  std::string key = text.substr(0, eq);
+  const std::vector<std::string> values = split(text.substr(eq + 1), ',');
+  const std::string where = "--set " + key;
+  if (key.back() != 's' && key != "max_new_tokens") key += "s";  // budget -> budgets
+  if (key == "budgets" || key == "seeds") {
+    j[key] = json::array();
+    for (const auto& v : values) j[key].push_back(parse_integer(v, where));
+  } else if (key == "models") {
+    j[key] = values;
+  } else if (key == "methods" || key == "datasets") {
+    j[key] = select_named(j.value(key, json::array()), values);
+  } else if (key == "max_new_tokens") {
+    if (values.size() != 1) throw InputError(where + ": takes one value");
+    j[key] = parse_integer(values[0], where);
+  } else {
+    throw InputError(where + ": unknown axis (expected model, dataset, method, budget, seed "
+                     "or max_new_tokens)");
+  }
+}
+
+std::string at_path(const std::string& file, const std::string& json_path) {
+  return file + ": " + json_path;
+}
+
+DatasetSpec parse_dataset(const json& entry, const std::string& where) {
+  json obj = as_named_object(entry);
+  JsonFields f(obj, where);
+  DatasetSpec spec;
+  f.require("name", spec.name);
+  const json* params = f.raw("params");
+  f.finish();
+  const DatasetInfo& info = dataset_registry().get(spec.name, f.path("name"));
+  spec.params = info.normalise_params(params ? *params : json::object(), f.path("params"));
+  return spec;
+}
+
+MethodSpec parse_method(const json& entry, const std::string& where) {
+  json obj = as_named_object(entry);
+  JsonFields f(obj, where);
+  MethodSpec spec;
+  f.require("name", spec.name);
+  f.get("label", spec.label);
+  const json* config = f.raw("config");
+  f.finish();
+  const MethodInfo& info = method_registry().get(spec.name, f.path("name"));
+  spec.config = info.normalise_config(config ? *config : json::object(), f.path("config"));
+  if (spec.label.empty()) spec.label = spec.name;
+  return spec;
+}
+
+template <typename T, typename Parse>
+std::vector<T> parse_list(const json* list, const std::string& where, Parse parse) {
+  if (!list) throw InputError(where + ": missing required field");
+  if (!list->is_array() || list->empty())
+    throw InputError(where + ": expected a non-empty array, got " + json_type_name(*list));
+  std::vector<T> out;
+  for (size_t i = 0; i < list->size(); ++i)
+    out.push_back(parse((*list)[i], where + "[" + std::to_string(i) + "]"));
+  return out;
+}
+
+}  // namespace
+
+json Cell::to_json() const {
+  return {{"model", model},
+          {"dataset", {{"name", dataset.name}, {"params", dataset.params}}},
+          {"method", {{"name", method.name}, {"label", method.label}, {"config", method.config}}},
+          {"budget", budget ? json(*budget) : json(nullptr)},
+          {"seed", seed},
+          {"max_new_tokens", max_new_tokens}};
+}
+
+std::vector<Cell> Suite::cells() const {
+  std::vector<Cell> out;
+  for (const auto& model : models)
+    for (const auto& dataset : datasets)
+      for (const auto& method : methods) {
+        const bool uses_budget = method_registry().get(method.name, path).uses_budget;
+        std::vector<std::optional<int64_t>> cell_budgets;
+        if (uses_budget)
+          for (int64_t b : budgets) cell_budgets.push_back(b);
+        else
+          cell_budgets.push_back(std::nullopt);
+        for (const auto& budget : cell_budgets)
+          for (uint64_t seed : seeds)
+            out.push_back(Cell{model, dataset, method, budget, seed, max_new_tokens});
+      }
+  return out;
+}
+
+std::vector<std::string> builtin_suite_names() {
+  std::vector<std::string> names;
+  if (!std::filesystem::is_directory(kSuiteDir)) return names;
+  for (const auto& entry : std::filesystem::directory_iterator(kSuiteDir))
+    if (entry.path().extension() == ".json") names.push_back(entry.path().stem().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string resolve_suite_path(const std::string& name_or_path) {
+  if (std::filesystem::is_regular_file(name_or_path)) return name_or_path;
+  std::string builtin = std::string(kSuiteDir) + "/" + name_or_path + ".json";
+  if (std::filesystem::is_regular_file(builtin)) return builtin;
+  std::string known;
+  for (const auto& n : builtin_suite_names()) known += (known.empty() ? "" : ", ") + n;
+  throw InputError("suite \"" + name_or_path + "\": no such file, and not a built-in suite (" +
+                   known + ")");
+}
+
+Suite load_suite(const std::string& name_or_path, const std::vector<std::string>& overrides) {
+  const std::string path = resolve_suite_path(name_or_path);
+  return parse_suite(read_json_file(path), path, overrides);
+}
+
+Suite parse_suite(const json& source, const std::string& path,
+                  const std::vector<std::string>& overrides) {
+  json j = source;
+  if (!j.is_object()) throw InputError(at_path(path, "$") + ": expected an object");
+  for (const auto& o : overrides) apply_override(j, o);
+  Suite s;
+  s.path = path;
+  s.source = j;
+  JsonFields f(j, at_path(path, "$"));
+  f.require("name", s.name);
+  f.get("description", s.description);
+  f.require("models", s.models);
+  for (size_t i = 0; i < s.models.size(); ++i)
+    if (!LlamaModel::is_builtin_reference(s.models[i]) &&
+        !std::filesystem::is_directory(s.models[i]))
+      throw InputError(f.path("models") + "[" + std::to_string(i) + "]: \"" + s.models[i] +
+                       "\" is neither a built-in model (random-tiny) nor a model folder");
+  s.datasets = parse_list<DatasetSpec>(f.raw("datasets"), f.path("datasets"), parse_dataset);
+  s.methods = parse_list<MethodSpec>(f.raw("methods"), f.path("methods"), parse_method);
+  std::vector<int64_t> budgets, seeds = {0};
+  f.get("budgets", budgets);
+  f.get("seeds", seeds);
+  f.get("max_new_tokens", s.max_new_tokens);
+  f.finish();
+  if (s.models.empty()) throw InputError(f.path("models") + ": expected a non-empty array");
+  for (int64_t b : budgets)
+    if (b <= 0) throw InputError(f.path("budgets") + ": budget " + std::to_string(b) + " must be > 0");
+  for (int64_t seed : seeds)
+    if (seed < 0) throw InputError(f.path("seeds") + ": seeds must be >= 0");
+  if (s.max_new_tokens < 0) throw InputError(f.path("max_new_tokens") + ": must be >= 0");
+  s.budgets = budgets;
+  s.seeds.assign(seeds.begin(), seeds.end());
+  std::set<std::string> labels;
+  for (const auto& m : s.methods) {
+    if (!labels.insert(m.label).second)
+      throw InputError(f.path("methods") + ": two entries share the label \"" + m.label +
+                       "\" (give each config of a method its own \"label\")");
+    if (method_registry().get(m.name, path).uses_budget && s.budgets.empty())
+      throw InputError(f.path("budgets") + ": method \"" + m.name +
+                       "\" needs a budget, and the suite lists none");
+  }
+  return s;
+}
+
+}  // namespace kvb

@@ -1,0 +1,62 @@
+// Experiment suites: a named JSON file whose axes (models x datasets x methods x budgets x seeds)
+// expand into cells. Validated completely before anything runs.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kvb {
+
+using json = nlohmann::json;
+
+struct DatasetSpec {
+  std::string name;
+  json params;  // normalised: every default filled in
+};
+
+struct MethodSpec {
+  std::string name;
+  std::string label;  // distinguishes two configs of one method; defaults to the name
+  json config;        // normalised
+};
+
+struct Cell {
+  std::string model;
+  DatasetSpec dataset;
+  MethodSpec method;
+  std::optional<int64_t> budget;  // none for methods that take no budget (Full)
+  uint64_t seed = 0;
+  int max_new_tokens = 0;  // 0: the dataset's own
+
+  // The normalised config: what identifies the cell in the store.
+  json to_json() const;
+  std::string key() const { return to_json().dump(); }
+  std::string budget_text() const { return budget ? std::to_string(*budget) : "-"; }
+};
+
+struct Suite {
+  std::string name;
+  std::string description;
+  std::string path;  // the file it was read from
+  std::vector<std::string> models;
+  std::vector<DatasetSpec> datasets;
+  std::vector<MethodSpec> methods;
+  std::vector<int64_t> budgets;
+  std::vector<uint64_t> seeds;
+  int max_new_tokens = 0;
+  json source;  // the file's JSON after overrides, stored with each run
+
+  // Cartesian product of the axes; budget-less methods get one cell per budget-less combination.
+  std::vector<Cell> cells() const;
+};
+
+// Finds a suite by name in harness/suites/ (or takes an existing file path).
+std::string resolve_suite_path(const std::string& name_or_path);
+std::vector<std::string> builtin_suite_names();
+// Reads, applies `overrides` ("key=v1,v2"), validates. InputError names file, JSON path, expectation.
+Suite load_suite(const std::string& name_or_path, const std::vector<std::string>& overrides = {});
+Suite parse_suite(const json& j, const std::string& path, const std::vector<std::string>& overrides = {});
+
+}  // namespace kvb

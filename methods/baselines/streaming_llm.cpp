@@ -1,0 +1,61 @@
+// StreamingLLM (Xiao et al. 2023, https://arxiv.org/abs/2309.17453): keep the first `sinks`
+// tokens (attention sinks) and the most recent B - sinks tokens; evict everything between.
+#include "methods/common/config.h"
+#include "methods/common/eviction.h"
+#include "methods/method.h"
+
+namespace kvb {
+namespace {
+
+struct StreamingLLMConfig {
+  int sinks = 4;
+
+  static StreamingLLMConfig from_json(const json& j, const std::string& where) {
+    StreamingLLMConfig c;
+    JsonFields f(j.is_null() ? json::object() : j, where);
+    f.get("sinks", c.sinks);
+    f.finish();
+    if (c.sinks < 0) throw InputError(f.path("sinks") + ": must be >= 0");
+    return c;
+  }
+  json to_json() const { return {{"sinks", sinks}}; }
+};
+
+class StreamingLLM : public Method {
+ public:
+  explicit StreamingLLM(const StreamingLLMConfig& c) : config_(c) {}
+
+  void begin(const MethodContext& context) override {
+    Method::begin(context);
+    if (context.budget <= config_.sinks)
+      throw InputError("streaming_llm: budget " + std::to_string(context.budget) +
+                       " must exceed sinks " + std::to_string(config_.sinks));
+  }
+
+  // After prefill keep B - 1 entries, so that with the next token appended a step attends to B.
+  void on_prefill(int, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                  LayerKV& kv) override {
+    for (int h = 0; h < kv.num_heads(); ++h)
+      keep_sinks_and_recent(kv, h, config_.sinks, context_.budget - 1);
+  }
+
+  void on_append(int, const at::Tensor&, const at::Tensor&, LayerKV& kv) override {
+    for (int h = 0; h < kv.num_heads(); ++h)
+      keep_sinks_and_recent(kv, h, config_.sinks, context_.budget);
+  }
+
+ private:
+  StreamingLLMConfig config_;
+};
+
+KVB_REGISTER_METHOD(make_method_info<StreamingLLM, StreamingLLMConfig>({
+    .name = "streaming_llm",
+    .title = "StreamingLLM (Xiao et al. 2023)",
+    .paper = "https://arxiv.org/abs/2309.17453",
+    .family = "baseline",
+    .uses_budget = true,
+    .fidelity = "faithful: 4 sinks + most recent B-4, evicted for real",
+}));
+
+}  // namespace
+}  // namespace kvb

@@ -1,0 +1,19 @@
+// Shared selection building blocks: scores of a decode query against a head's resident keys,
+// and top-k.
+#pragma once
+#include <ATen/ATen.h>
+
+#include <vector>
+
+#include "harness/engine/kv_store.h"
+
+namespace kvb {
+
+// Softmax(q.k / sqrt(d)) of each query head of KV head `head`'s group over all resident keys,
+// summed over the group. q: [Hq, d]. Returns [n_head] (logical order).
+at::Tensor group_attention_weights(const at::Tensor& q, const LayerKV& kv, int head);
+
+// Indices of the k largest scores (all when k >= n), ascending by index. scores: [n].
+std::vector<int64_t> top_k_indices(const at::Tensor& scores, int64_t k);
+
+}  // namespace kvb

@@ -1,0 +1,116 @@
+// The extension point: a KV-cache compression method is one class implementing these hooks.
+// The engine calls them per layer; the runner and the engine never name a method.
+#pragma once
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "harness/common/registry.h"
+#include "harness/engine/kv_store.h"
+
+namespace kvb {
+
+using json = nlohmann::json;
+
+// What a method knows about the model and the sequence it runs on.
+struct MethodContext {
+  int num_layers = 0;
+  int num_heads = 0;     // Hq
+  int num_kv_heads = 0;  // Hkv
+  int head_dim = 0;      // d
+  int64_t budget = 0;    // B: KV entries attended per KV head per layer per decode step (0 = none)
+  int64_t prompt_length = 0;
+  uint64_t seed = 0;
+  int group_size() const { return num_heads / num_kv_heads; }  // g = Hq / Hkv
+};
+
+// Which resident entries each KV head of a layer attends to at one decode step.
+struct Selection {
+  bool all = true;  // every resident entry of every head
+  // When !all: per KV head, logical indices into the layer's LayerKV (any order, unique).
+  std::vector<std::vector<int64_t>> per_head;
+
+  static Selection everything() { return Selection{}; }
+};
+
+class Method {
+ public:
+  virtual ~Method() = default;
+
+  // A new sequence starts: reset all per-sequence state.
+  virtual void begin(const MethodContext& context) { context_ = context; }
+
+  // Prefill of one layer, after its attention was computed over the whole prompt.
+  // q: [Hq, L, d], k, v: [Hkv, L, d] (post-RoPE). `kv` already holds the L entries; an eviction
+  // method calls kv.keep(...) here, a retrieval method builds its index.
+  virtual void on_prefill(int layer, const at::Tensor& q, const at::Tensor& k,
+                          const at::Tensor& v, LayerKV& kv) {}
+
+  // A decode token's k, v ([Hkv, d], post-RoPE) were just appended to `kv`.
+  virtual void on_append(int layer, const at::Tensor& k, const at::Tensor& v, LayerKV& kv) {}
+
+  // Decode step: which entries to attend to. q: [Hq, d] (post-RoPE). The current token is
+  // resident already (appended just before) and must be in the selection.
+  virtual Selection select(int layer, const at::Tensor& q, const LayerKV& kv) {
+    return Selection::everything();
+  }
+
+  // After the decode attention: probs[h] is [g, n_h], the softmax of the group's query heads
+  // over the entries attended by KV head h (in the order of `selection`, or logical order).
+  virtual void on_attention(int layer, const Selection& selection,
+                            const std::vector<at::Tensor>& probs, LayerKV& kv) {}
+
+  // Whether on_attention needs the probabilities (the engine skips collecting them otherwise).
+  virtual bool wants_attention() const { return false; }
+
+ protected:
+  MethodContext context_;
+};
+
+// How the registry describes a method (shown by `kvbench list methods`).
+struct MethodInfo {
+  std::string name;      // suite name, e.g. "snapkv"
+  std::string title;     // e.g. "SnapKV (Li et al. 2024)"
+  std::string paper;     // URL
+  std::string family;    // "baseline", "eviction", "retrieval"
+  bool uses_budget = true;
+  std::string fidelity;  // what it follows, and where it is not (yet) faithful
+  // Validates `config` (defaults filled in) and returns it normalised; throws InputError
+  // naming `where` and the field.
+  std::function<json(const json& config, const std::string& where)> normalise_config;
+  // Builds the method from a normalised config.
+  std::function<std::unique_ptr<Method>(const json& config)> create;
+
+  int sort_key() const { return family == "baseline" ? 0 : family == "eviction" ? 1 : 2; }
+};
+
+// Registry of methods. Order in listings: baselines, eviction, retrieval.
+Registry<MethodInfo>& method_registry();
+
+// Registers a method whose config type `Config` provides
+//   static Config from_json(const json&, const std::string& where)  (validates)
+//   json to_json() const
+// and whose class has a constructor taking `const Config&`.
+template <typename MethodClass, typename Config>
+MethodInfo make_method_info(MethodInfo info) {
+  info.normalise_config = [](const json& config, const std::string& where) {
+    return Config::from_json(config, where).to_json();
+  };
+  info.create = [](const json& config) -> std::unique_ptr<Method> {
+    return std::make_unique<MethodClass>(Config::from_json(config, "config"));
+  };
+  return info;
+}
+
+// The one registration line of a method's .cpp.
+#define KVB_REGISTER_METHOD(...)                                                      \
+  static const bool KVB_CONCAT(kvb_method_registered_, __LINE__) = [] {               \
+    ::kvb::method_registry().add(__VA_ARGS__);                               \
+    return true;                                                                      \
+  }()
+
+}  // namespace kvb
