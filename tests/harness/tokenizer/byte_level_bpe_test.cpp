@@ -12,20 +12,20 @@ namespace {
 using Ids = std::vector<int>;
 
 std::unique_ptr<Tokenizer> gpt2() {
-  return Tokenizer::from_json(test::byte_level_tokenizer_json(false),
+  return Tokenizer::from_json(tokenizer_test::byte_level_tokenizer_json(false),
                               {{"bos_token", "<|endoftext|>"}, {"eos_token", "<|endoftext|>"}},
                               "gpt2");
 }
 
 std::unique_ptr<Tokenizer> llama3() {
-  return Tokenizer::from_json(test::byte_level_tokenizer_json(true), nlohmann::json::object(),
+  return Tokenizer::from_json(tokenizer_test::byte_level_tokenizer_json(true), nlohmann::json::object(),
                               "llama3");
 }
 
 TEST(TokenizerByteLevel, FixtureAlphabet) {
-  EXPECT_EQ(test::gpt2_symbol(' '), "\u0120");  // "Ġ"
-  EXPECT_EQ(test::gpt2_symbol('\n'), "\u010A");  // "Ċ"
-  EXPECT_EQ(test::gpt2_symbol('a'), "a");
+  EXPECT_EQ(tokenizer_test::gpt2_symbol(' '), "\u0120");  // "Ġ"
+  EXPECT_EQ(tokenizer_test::gpt2_symbol('\n'), "\u010A");  // "Ċ"
+  EXPECT_EQ(tokenizer_test::gpt2_symbol('a'), "a");
 }
 
 TEST(TokenizerByteLevel, Gpt2RegexAndMerges) {

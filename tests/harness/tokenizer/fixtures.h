@@ -3,12 +3,13 @@
 #pragma once
 #include <nlohmann/json.hpp>
 
+#include <cstdio>
 #include <fstream>
 #include <string>
 #include <utility>
 #include <vector>
 
-namespace kvb::test {
+namespace kvb::tokenizer_test {
 
 using nlohmann::json;
 
@@ -168,4 +169,4 @@ inline void write_file(const std::string& path, const std::string& text) {
   std::ofstream(path) << text;
 }
 
-}  // namespace kvb::test
+}  // namespace kvb::tokenizer_test

@@ -83,8 +83,8 @@ TEST(TokenizerStories260K, EncodesALongTextQuickly) {
 }
 
 std::unique_ptr<Tokenizer> mini(bool legacy, bool byte_fallback = true) {
-  return Tokenizer::from_json(test::sentencepiece_tokenizer_json(legacy, byte_fallback),
-                              test::sentencepiece_config(), "mini");
+  return Tokenizer::from_json(tokenizer_test::sentencepiece_tokenizer_json(legacy, byte_fallback),
+                              tokenizer_test::sentencepiece_config(), "mini");
 }
 
 TEST(TokenizerSentencePiece, MergesByRankAcrossTheWholeText) {
@@ -134,7 +134,7 @@ TEST(TokenizerSentencePiece, BosAndEosFromTheConfig) {
   EXPECT_EQ(tok->bos_id(), 1);
   EXPECT_EQ(tok->eos_ids(), Ids{2});
   EXPECT_TRUE(tok->add_bos_by_default());
-  auto no_bos = Tokenizer::from_json(test::sentencepiece_tokenizer_json(false),
+  auto no_bos = Tokenizer::from_json(tokenizer_test::sentencepiece_tokenizer_json(false),
                                      {{"add_bos_token", false}, {"bos_token", "<s>"}}, "mini");
   EXPECT_FALSE(no_bos->add_bos_by_default());
   EXPECT_EQ(no_bos->bos_id(), 1);
@@ -142,9 +142,9 @@ TEST(TokenizerSentencePiece, BosAndEosFromTheConfig) {
 
 TEST(TokenizerSentencePiece, LoadReadsGenerationConfigEos) {
   test::TempDir dir;
-  test::write_file(dir.file("tokenizer.json"), test::sentencepiece_tokenizer_json(false).dump());
-  test::write_file(dir.file("tokenizer_config.json"), test::sentencepiece_config().dump());
-  test::write_file(dir.file("generation_config.json"), R"({"eos_token_id": [2, 0]})");
+  tokenizer_test::write_file(dir.file("tokenizer.json"), tokenizer_test::sentencepiece_tokenizer_json(false).dump());
+  tokenizer_test::write_file(dir.file("tokenizer_config.json"), tokenizer_test::sentencepiece_config().dump());
+  tokenizer_test::write_file(dir.file("generation_config.json"), R"({"eos_token_id": [2, 0]})");
   auto tok = Tokenizer::load(dir.path());
   EXPECT_EQ(tok->eos_ids(), (Ids{2, 0}));
 }

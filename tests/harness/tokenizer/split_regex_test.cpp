@@ -17,8 +17,8 @@ Pieces split(SplitRegex regex, const std::string& text) {
 }
 
 TEST(TokenizerSplitRegex, RecognisesThePatterns) {
-  EXPECT_EQ(recognise_split_regex(test::kGpt2Regex), SplitRegex::kGpt2);
-  EXPECT_EQ(recognise_split_regex(test::kLlama3Regex), SplitRegex::kLlama3);
+  EXPECT_EQ(recognise_split_regex(tokenizer_test::kGpt2Regex), SplitRegex::kGpt2);
+  EXPECT_EQ(recognise_split_regex(tokenizer_test::kLlama3Regex), SplitRegex::kLlama3);
   EXPECT_EQ(recognise_split_regex(
                 R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"),
             SplitRegex::kQwen2);

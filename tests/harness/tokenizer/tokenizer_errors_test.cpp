@@ -14,8 +14,8 @@ using nlohmann::json;
 // Loads `tokenizer_json` from a temporary folder; returns the InputError's message.
 std::string load_error(const std::string& tokenizer_json, const json& config = json::object()) {
   test::TempDir dir;
-  test::write_file(dir.file("tokenizer.json"), tokenizer_json);
-  test::write_file(dir.file("tokenizer_config.json"), config.dump());
+  tokenizer_test::write_file(dir.file("tokenizer.json"), tokenizer_json);
+  tokenizer_test::write_file(dir.file("tokenizer_config.json"), config.dump());
   try {
     Tokenizer::load(dir.path());
   } catch (const InputError& e) {
@@ -30,7 +30,7 @@ void expect_error(const std::string& message, const std::string& file,
   EXPECT_NE(message.find(field), std::string::npos) << message;
 }
 
-json sentencepiece() { return test::sentencepiece_tokenizer_json(false); }
+json sentencepiece() { return tokenizer_test::sentencepiece_tokenizer_json(false); }
 
 TEST(TokenizerErrors, MissingModel) {
   json t = sentencepiece();
@@ -76,7 +76,7 @@ TEST(TokenizerErrors, AddedTokenIdOutOfRange) {
 }
 
 TEST(TokenizerErrors, UnknownSplitRegex) {
-  json t = test::byte_level_tokenizer_json(true);
+  json t = tokenizer_test::byte_level_tokenizer_json(true);
   t["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "\\w+";
   expect_error(load_error(t.dump()), "/tokenizer.json: ",
                "pre_tokenizer.pretokenizers[0].pattern.Regex: unsupported regex \"\\w+\"");

@@ -1,0 +1,362 @@
+// The SQLite result store: schema and version, the cell lifecycle (start, complete, fail),
+// resume semantics (no duplicate rows per config), long-form samples and metrics.
+#include "harness/store/result_store.h"
+
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <fstream>
+
+#include "harness/common/error.h"
+#include "tests/test_util.h"
+
+namespace kvb {
+namespace {
+
+// One integer from a query on `db`.
+int64_t query_int(sqlite3* db, const std::string& sql) {
+  sqlite3_stmt* stmt = nullptr;
+  EXPECT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr), SQLITE_OK)
+      << sql << ": " << sqlite3_errmsg(db);
+  int64_t v = -1;
+  if (sqlite3_step(stmt) == SQLITE_ROW) v = sqlite3_column_int64(stmt, 0);
+  sqlite3_finalize(stmt);
+  return v;
+}
+
+std::string query_text(sqlite3* db, const std::string& sql) {
+  sqlite3_stmt* stmt = nullptr;
+  EXPECT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr), SQLITE_OK)
+      << sql << ": " << sqlite3_errmsg(db);
+  std::string v;
+  if (sqlite3_step(stmt) == SQLITE_ROW && sqlite3_column_text(stmt, 0))
+    v = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
+  sqlite3_finalize(stmt);
+  return v;
+}
+
+RunInfo run_info(const std::string& suite = "s") {
+  RunInfo r;
+  r.suite = suite;
+  r.suite_json = "{\"name\":\"" + suite + "\"}";
+  r.command = "kvbench run " + suite;
+  r.git_commit = "abc";
+  r.build_type = "Release";
+  r.torch_version = "1.13";
+  r.device = "cpu";
+  r.host = "host";
+  r.threads = 2;
+  return r;
+}
+
+// The InputError message of opening `path`; fails the test when it opens.
+std::string open_error(const std::string& path) {
+  try {
+    ResultStore store(path);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "opened " << path << " without an error";
+  return "";
+}
+
+TEST(ResultStoreSchema, CreatedWithVersionOne) {
+  test::TempDir dir;
+  const std::string path = dir.file("sub/folder/r.db");  // folders are created
+  {
+    ResultStore store(path);
+    EXPECT_EQ(query_int(store.handle(), "SELECT version FROM schema_version"), 1);
+    EXPECT_EQ(query_int(store.handle(), "SELECT count(*) FROM schema_version"), 1);
+    for (const char* table : {"runs", "cells", "samples", "metrics"})
+      EXPECT_EQ(query_int(store.handle(), std::string("SELECT count(*) FROM sqlite_master WHERE "
+                                                      "type='table' AND name='") + table + "'"),
+                1)
+          << table;
+    EXPECT_EQ(query_text(store.handle(), "PRAGMA journal_mode"), "wal");
+    EXPECT_EQ(query_int(store.handle(), "PRAGMA foreign_keys"), 1);
+    EXPECT_EQ(store.integrity_check(), "ok");
+    EXPECT_FALSE(store.latest_run().has_value());
+  }
+  ASSERT_TRUE(std::filesystem::exists(path));
+  // Reopening does not create the schema again.
+  ResultStore again(path);
+  EXPECT_EQ(query_int(again.handle(), "SELECT count(*) FROM schema_version"), 1);
+}
+
+TEST(ResultStoreSchema, OtherVersionIsInputError) {
+  test::TempDir dir;
+  const std::string path = dir.file("v2.db");
+  {
+    ResultStore store(path);
+    ASSERT_EQ(sqlite3_exec(store.handle(), "UPDATE schema_version SET version = 2", nullptr,
+                           nullptr, nullptr),
+              SQLITE_OK);
+  }
+  const std::string m = open_error(path);
+  EXPECT_NE(m.find(path), std::string::npos) << m;
+  EXPECT_NE(m.find("schema_version is 2"), std::string::npos) << m;
+}
+
+TEST(ResultStoreSchema, EmptyVersionTableIsInputError) {
+  test::TempDir dir;
+  const std::string path = dir.file("v.db");
+  {
+    ResultStore store(path);
+    ASSERT_EQ(sqlite3_exec(store.handle(), "DELETE FROM schema_version", nullptr, nullptr, nullptr),
+              SQLITE_OK);
+  }
+  EXPECT_NE(open_error(path).find("schema_version"), std::string::npos);
+}
+
+TEST(ResultStoreSchema, NonDatabaseFileIsInputError) {
+  test::TempDir dir;
+  const std::string path = dir.file("notes.db");
+  {
+    std::ofstream out(path);
+    for (int i = 0; i < 100; ++i) out << "This is a text file, not an SQLite database.\n";
+  }
+  const std::string m = open_error(path);
+  EXPECT_NE(m.find(path), std::string::npos) << m;
+  EXPECT_NE(m.find("not a kvbench results database"), std::string::npos) << m;
+  // The file was left as it was.
+  std::ifstream in(path);
+  std::string first;
+  std::getline(in, first);
+  EXPECT_EQ(first, "This is a text file, not an SQLite database.");
+}
+
+TEST(ResultStoreSchema, ForeignSqliteDatabaseIsInputError) {
+  // An SQLite database of something else: no schema_version table but other tables.
+  test::TempDir dir;
+  const std::string path = dir.file("other.db");
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "CREATE TABLE cells (x INTEGER)", nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  try {
+    ResultStore store(path);
+    ADD_FAILURE() << "opened a database with a foreign 'cells' table";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+  }
+  // Nothing of the kvbench schema was left in it.
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'schema_version'"), 0);
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'table'"), 1);
+  sqlite3_close(db);
+}
+
+class ResultStoreCells : public ::testing::Test {
+ protected:
+  test::TempDir dir;
+  std::string path = dir.file("r.db");
+  ResultStore store{path};
+
+  int64_t rows_of(const std::string& config) {
+    return query_int(store.handle(),
+                     "SELECT count(*) FROM cells WHERE config_json = '" + config + "'");
+  }
+};
+
+TEST_F(ResultStoreCells, StartCompleteFail) {
+  const int64_t run = store.begin_run(run_info());
+  EXPECT_EQ(store.latest_run(), run);
+  const int64_t a = store.start_cell(run, "{\"a\":1}", "random-tiny", "passkey", "full",
+                                     std::nullopt, 0);
+  const int64_t b = store.start_cell(run, "{\"b\":1}", "random-tiny", "passkey", "streaming_llm",
+                                     64, 3);
+  EXPECT_NE(a, b);
+  EXPECT_FALSE(store.cell_complete("{\"a\":1}"));  // running is not complete
+  store.complete_cell(a, {SampleRow{"s0", 100, "12345", "[\"12345\"]", 100.0}},
+                      {MetricRow{std::nullopt, "score", 100.0, "passkey_accuracy"}}, 1.5);
+  store.fail_cell(b, "budget 64 must exceed sinks 80", 0.25);
+  EXPECT_TRUE(store.cell_complete("{\"a\":1}"));
+  EXPECT_FALSE(store.cell_complete("{\"b\":1}"));
+  EXPECT_FALSE(store.cell_complete("{\"never\":1}"));
+  store.finish_run(run, "failures");
+
+  const std::vector<CellRow> cells = store.cells_of_run(run);
+  ASSERT_EQ(cells.size(), 2u);
+  EXPECT_EQ(cells[0].id, a);
+  EXPECT_EQ(cells[0].run_id, run);
+  EXPECT_EQ(cells[0].config_json, "{\"a\":1}");
+  EXPECT_EQ(cells[0].model, "random-tiny");
+  EXPECT_EQ(cells[0].dataset, "passkey");
+  EXPECT_EQ(cells[0].method, "full");
+  EXPECT_FALSE(cells[0].budget.has_value());
+  EXPECT_EQ(cells[0].status, "complete");
+  EXPECT_EQ(cells[0].error, "");
+  EXPECT_DOUBLE_EQ(cells[0].elapsed_s, 1.5);
+  EXPECT_EQ(cells[1].method, "streaming_llm");
+  EXPECT_EQ(cells[1].budget, 64);
+  EXPECT_EQ(cells[1].seed, 3);
+  EXPECT_EQ(cells[1].status, "failed");
+  EXPECT_EQ(cells[1].error, "budget 64 must exceed sinks 80");
+  EXPECT_DOUBLE_EQ(cells[1].elapsed_s, 0.25);
+
+  const auto fields = store.run_fields(run);
+  auto field = [&](const std::string& name) {
+    for (const auto& f : fields)
+      if (f.first == name) return f.second;
+    return std::string("<absent>");
+  };
+  EXPECT_EQ(field("suite"), "s");
+  EXPECT_EQ(field("status"), "failures");
+  EXPECT_EQ(field("git commit"), "abc");
+  EXPECT_EQ(field("threads"), "2");
+  EXPECT_NE(field("finished"), "");
+  EXPECT_THROW(store.run_fields(run + 100), InputError);
+  EXPECT_EQ(store.integrity_check(), "ok");
+}
+
+TEST_F(ResultStoreCells, RestartReplacesFailedAndRunningRows) {
+  const int64_t run1 = store.begin_run(run_info());
+  const std::string failed = "{\"cell\":\"failed\"}", running = "{\"cell\":\"running\"}";
+  const int64_t f1 = store.start_cell(run1, failed, "m", "d", "x", 8, 0);
+  store.fail_cell(f1, "boom", 0.1);
+  const int64_t r1 = store.start_cell(run1, running, "m", "d", "x", 16, 0);  // never finished
+  store.finish_run(run1, "interrupted");
+  EXPECT_EQ(rows_of(failed), 1);
+  EXPECT_EQ(rows_of(running), 1);
+
+  const int64_t run2 = store.begin_run(run_info());
+  const int64_t f2 = store.start_cell(run2, failed, "m", "d", "x", 8, 0);
+  const int64_t r2 = store.start_cell(run2, running, "m", "d", "x", 16, 0);
+  EXPECT_EQ(rows_of(failed), 1);
+  EXPECT_EQ(rows_of(running), 1);
+  EXPECT_NE(f2, f1);
+  EXPECT_NE(r2, r1);
+  EXPECT_EQ(query_int(store.handle(), "SELECT count(*) FROM cells WHERE id IN (" +
+                                          std::to_string(f1) + "," + std::to_string(r1) + ")"),
+            0);
+  EXPECT_EQ(query_text(store.handle(),
+                       "SELECT status FROM cells WHERE id = " + std::to_string(f2)),
+            "running");
+  EXPECT_EQ(query_text(store.handle(),
+                       "SELECT coalesce(error, '') FROM cells WHERE id = " + std::to_string(f2)),
+            "");
+  EXPECT_EQ(query_int(store.handle(), "SELECT run_id FROM cells WHERE id = " + std::to_string(f2)),
+            run2);
+  store.complete_cell(f2, {}, {}, 0.2);
+  EXPECT_TRUE(store.cell_complete(failed));
+  EXPECT_EQ(query_int(store.handle(), "SELECT count(*) FROM cells"), 2);
+  EXPECT_EQ(store.integrity_check(), "ok");
+}
+
+TEST_F(ResultStoreCells, FailedRowsOfAReplacedCellLeaveNoOrphans) {
+  const int64_t run = store.begin_run(run_info());
+  const std::string config = "{\"c\":1}";
+  const int64_t first = store.start_cell(run, config, "m", "d", "x", 8, 0);
+  store.fail_cell(first, "boom", 0.1);
+  const int64_t second = store.start_cell(run, config, "m", "d", "x", 8, 0);
+  store.complete_cell(second, {SampleRow{"s0", 10, "p", "[]", 0}},
+                      {MetricRow{std::string("s0"), "recall", 0.5, "ratio"}}, 0.3);
+  EXPECT_EQ(query_int(store.handle(), "SELECT count(*) FROM samples"), 1);
+  EXPECT_EQ(query_int(store.handle(), "SELECT count(*) FROM metrics"), 1);
+  EXPECT_EQ(query_int(store.handle(), "SELECT count(*) FROM samples WHERE cell_id = " +
+                                          std::to_string(second)),
+            1);
+  EXPECT_EQ(query_int(store.handle(), "PRAGMA foreign_key_check"), -1);  // no violations
+}
+
+TEST_F(ResultStoreCells, SamplesAndMetricsRoundTrip) {
+  const int64_t run = store.begin_run(run_info());
+  const int64_t cell = store.start_cell(run, "{}", "m", "d", "x", 32, 1);
+  const std::vector<SampleRow> samples = {
+      SampleRow{"passkey-0", 128, "The pass key is 12345", "[\"12345\"]", 100.0},
+      SampleRow{"passkey-1", 130, "quote ' and unicode \xc3\xa9", "[\"54321\"]", 0.0}};
+  const std::vector<MetricRow> metrics = {
+      MetricRow{std::nullopt, "score", 50.0, "passkey_accuracy"},
+      MetricRow{std::nullopt, "decode_ms_per_token", 1.25, "ms"},
+      MetricRow{std::string("passkey-0"), "recall", 0.75, "ratio"}};
+  store.complete_cell(cell, samples, metrics, 2.0);
+
+  const std::vector<SampleRow> got = store.cell_samples(cell);
+  ASSERT_EQ(got.size(), 2u);
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].sample_id, samples[i].sample_id);
+    EXPECT_EQ(got[i].input_length, samples[i].input_length);
+    EXPECT_EQ(got[i].prediction, samples[i].prediction);
+    EXPECT_EQ(got[i].answers_json, samples[i].answers_json);
+    EXPECT_DOUBLE_EQ(got[i].score, samples[i].score);
+  }
+  // cell_metrics returns the cell-level ones only; the per-sample row is in the table.
+  const std::vector<MetricRow> cell_level = store.cell_metrics(cell);
+  ASSERT_EQ(cell_level.size(), 2u);
+  EXPECT_EQ(cell_level[0].name, "score");
+  EXPECT_DOUBLE_EQ(cell_level[0].value, 50.0);
+  EXPECT_EQ(cell_level[0].unit, "passkey_accuracy");
+  EXPECT_FALSE(cell_level[0].sample_id.has_value());
+  EXPECT_EQ(cell_level[1].name, "decode_ms_per_token");
+  EXPECT_DOUBLE_EQ(cell_level[1].value, 1.25);
+  EXPECT_EQ(query_int(store.handle(), "SELECT count(*) FROM metrics WHERE sample_id = "
+                                      "'passkey-0' AND name = 'recall'"),
+            1);
+  EXPECT_EQ(store.integrity_check(), "ok");
+}
+
+TEST_F(ResultStoreCells, CompleteCellIsOneTransaction) {
+  const int64_t run = store.begin_run(run_info());
+  const int64_t cell = store.start_cell(run, "{\"t\":1}", "m", "d", "x", 32, 0);
+  // The second sample repeats the first's id: the primary key fails midway, and nothing of
+  // the cell may be left behind.
+  const std::vector<SampleRow> samples = {SampleRow{"dup", 1, "a", "[]", 0},
+                                          SampleRow{"dup", 1, "b", "[]", 0}};
+  EXPECT_ANY_THROW(store.complete_cell(cell, samples, {MetricRow{std::nullopt, "score", 1, "x"}}, 1));
+  EXPECT_EQ(query_int(store.handle(), "SELECT count(*) FROM samples"), 0);
+  EXPECT_EQ(query_int(store.handle(), "SELECT count(*) FROM metrics"), 0);
+  EXPECT_FALSE(store.cell_complete("{\"t\":1}"));
+  EXPECT_EQ(query_text(store.handle(), "SELECT status FROM cells WHERE id = " +
+                                           std::to_string(cell)),
+            "running");
+  // The store is still usable afterwards (no transaction left open).
+  store.fail_cell(cell, "duplicate sample", 1);
+  EXPECT_EQ(store.cells_of_run(run).at(0).status, "failed");
+  EXPECT_TRUE(sqlite3_get_autocommit(store.handle()));
+}
+
+TEST_F(ResultStoreCells, ForgetSuiteDeletesItsRunsAndCells) {
+  const int64_t keep_run = store.begin_run(run_info("other"));
+  const int64_t keep = store.start_cell(keep_run, "{\"k\":1}", "m", "d", "x", 8, 0);
+  store.complete_cell(keep, {SampleRow{"s", 1, "p", "[]", 0}}, {}, 0);
+  const int64_t run = store.begin_run(run_info("s"));
+  const int64_t gone = store.start_cell(run, "{\"g\":1}", "m", "d", "x", 8, 0);
+  store.complete_cell(gone, {SampleRow{"s", 1, "p", "[]", 0}},
+                      {MetricRow{std::nullopt, "score", 1, "x"}}, 0);
+  store.forget_suite("s");
+  EXPECT_FALSE(store.cell_complete("{\"g\":1}"));
+  EXPECT_TRUE(store.cell_complete("{\"k\":1}"));
+  EXPECT_EQ(query_int(store.handle(), "SELECT count(*) FROM runs"), 1);
+  EXPECT_EQ(query_int(store.handle(), "SELECT count(*) FROM samples"), 1);
+  EXPECT_EQ(query_int(store.handle(), "SELECT count(*) FROM metrics"), 0);
+  EXPECT_EQ(store.integrity_check(), "ok");
+}
+
+TEST_F(ResultStoreCells, CellsOfRunShowTheWholeSuite) {
+  // A resumed run's table lists the cells it found complete as well as those it ran.
+  const int64_t run1 = store.begin_run(run_info("s"));
+  const int64_t c1 = store.start_cell(run1, "{\"1\":1}", "m", "d", "x", 8, 0);
+  store.complete_cell(c1, {}, {}, 0);
+  const int64_t run2 = store.begin_run(run_info("s"));
+  const int64_t c2 = store.start_cell(run2, "{\"2\":1}", "m", "d", "x", 8, 0);
+  store.complete_cell(c2, {}, {}, 0);
+  const int64_t other = store.begin_run(run_info("t"));
+  store.start_cell(other, "{\"3\":1}", "m", "d", "x", 8, 0);
+  EXPECT_EQ(store.cells_of_run(run2).size(), 2u);
+  EXPECT_EQ(store.cells_of_run(other).size(), 1u);
+  EXPECT_EQ(store.latest_run(), other);
+}
+
+TEST_F(ResultStoreCells, DataSurvivesReopen) {
+  const int64_t run = store.begin_run(run_info());
+  const int64_t cell = store.start_cell(run, "{\"p\":1}", "m", "d", "x", 8, 0);
+  store.complete_cell(cell, {SampleRow{"s", 1, "p", "[]", 50}}, {}, 0);
+  ResultStore second(path);  // a second connection sees the committed cell
+  EXPECT_TRUE(second.cell_complete("{\"p\":1}"));
+  EXPECT_EQ(second.cell_samples(cell).size(), 1u);
+  EXPECT_EQ(second.integrity_check(), "ok");
+}
+
+}  // namespace
+}  // namespace kvb
