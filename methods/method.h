@@ -50,6 +50,9 @@ class Method {
   virtual void on_prefill(int layer, const at::Tensor& q, const at::Tensor& k,
                           const at::Tensor& v, LayerKV& kv) {}
 
+  // After every layer's prefill: for methods that decide across layers (KV-Compress).
+  virtual void after_prefill(std::vector<LayerKV>& layers) {}
+
   // A decode token's k, v ([Hkv, d], post-RoPE) were just appended to `kv`.
   virtual void on_append(int layer, const at::Tensor& k, const at::Tensor& v, LayerKV& kv) {}
 
@@ -78,10 +81,16 @@ struct MethodInfo {
   std::string paper;     // URL
   std::string family;    // "baseline", "eviction", "retrieval"
   bool uses_budget = true;
+  // How far the measured attended entries per (layer, KV head) may sit from B at the first
+  // decode step, averaged, and why (block-wise eviction, rounding in a per-head allocation).
+  double budget_tolerance = 0.0;
   std::string fidelity;  // what it follows, and where it is not (yet) faithful
   // Validates `config` (defaults filled in) and returns it normalised; throws InputError
   // naming `where` and the field.
   std::function<json(const json& config, const std::string& where)> normalise_config;
+  // Checks a normalised config against one budget (e.g. window <= budget), before any model
+  // is loaded; InputError naming `where` and the field.
+  std::function<void(const json& config, int64_t budget, const std::string& where)> check_budget;
   // Builds the method from a normalised config.
   std::function<std::unique_ptr<Method>(const json& config)> create;
 
@@ -94,11 +103,15 @@ Registry<MethodInfo>& method_registry();
 // Registers a method whose config type `Config` provides
 //   static Config from_json(const json&, const std::string& where)  (validates)
 //   json to_json() const
+//   void check_budget(int64_t budget, const std::string& where) const
 // and whose class has a constructor taking `const Config&`.
 template <typename MethodClass, typename Config>
 MethodInfo make_method_info(MethodInfo info) {
   info.normalise_config = [](const json& config, const std::string& where) {
     return Config::from_json(config, where).to_json();
+  };
+  info.check_budget = [](const json& config, int64_t budget, const std::string& where) {
+    Config::from_json(config, where).check_budget(budget, where);
   };
   info.create = [](const json& config) -> std::unique_ptr<Method> {
     return std::make_unique<MethodClass>(Config::from_json(config, "config"));

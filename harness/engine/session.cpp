@@ -77,6 +77,10 @@ at::Tensor Session::prefill(const std::vector<int>& ids, bool all_logits) {
 
   at::Tensor x = model_.embed.index_select(0, at::tensor(std::vector<int64_t>(ids.begin(), ids.end()), at::kLong));
   for (int l = 0; l < c.num_hidden_layers; ++l) x = prefill_layer(l, x);
+  auto hook_start = Clock::now();
+  method_.after_prefill(kv_);
+  for (LayerKV& layer : kv_) layer.shrink_to_fit();  // evicted blocks leave the process
+  timings_.prefill_method_s += seconds_since(hook_start);
   position_ = int64_t(ids.size());
   at::Tensor out = all_logits ? logits(x) : logits(x.narrow(0, x.size(0) - 1, 1))[0];
   timings_.prefill_s = seconds_since(start);
@@ -119,7 +123,6 @@ at::Tensor Session::prefill_layer(int layer, const at::Tensor& x) {
   kv_[layer].append_many(k, v, 0);
   auto hook_start = Clock::now();
   method_.on_prefill(layer, q, k, v, kv_[layer]);
-  kv_[layer].shrink_to_fit();
   timings_.prefill_method_s += seconds_since(hook_start);
 
   at::Tensor y = x + at::linear(attn, w.wo);

@@ -105,7 +105,8 @@ MethodSpec parse_method(const json& entry, const std::string& where) {
   const json* config = f.raw("config");
   f.finish();
   const MethodInfo& info = method_registry().get(spec.name, f.path("name"));
-  spec.config = info.normalise_config(config ? *config : json::object(), f.path("config"));
+  spec.config = info.normalise_config(config ? *config : json::object(),
+                                      f.path("config") + " (method " + spec.name + ")");
   if (spec.label.empty()) spec.label = spec.name;
   return spec;
 }
@@ -211,9 +212,14 @@ Suite parse_suite(const json& source, const std::string& path,
     if (!labels.insert(m.label).second)
       throw InputError(f.path("methods") + ": two entries share the label \"" + m.label +
                        "\" (give each config of a method its own \"label\")");
-    if (method_registry().get(m.name, path).uses_budget && s.budgets.empty())
+    const MethodInfo& info = method_registry().get(m.name, path);
+    if (info.uses_budget && s.budgets.empty())
       throw InputError(f.path("budgets") + ": method \"" + m.name +
                        "\" needs a budget, and the suite lists none");
+    if (info.uses_budget)
+      for (int64_t b : s.budgets)
+        info.check_budget(m.config, b, f.path("methods") + " (method " + m.label + ", budget " +
+                                           std::to_string(b) + ").config");
   }
   return s;
 }

@@ -19,6 +19,11 @@ struct StreamingLLMConfig {
     return c;
   }
   json to_json() const { return {{"sinks", sinks}}; }
+  void check_budget(int64_t budget, const std::string& where) const {
+    if (budget <= sinks)
+      throw InputError(where + ".sinks: " + std::to_string(sinks) + " sinks leave no room in budget " +
+                       std::to_string(budget));
+  }
 };
 
 class StreamingLLM : public Method {
@@ -27,9 +32,7 @@ class StreamingLLM : public Method {
 
   void begin(const MethodContext& context) override {
     Method::begin(context);
-    if (context.budget <= config_.sinks)
-      throw InputError("streaming_llm: budget " + std::to_string(context.budget) +
-                       " must exceed sinks " + std::to_string(config_.sinks));
+    config_.check_budget(context.budget, "streaming_llm");
   }
 
   // After prefill keep B - 1 entries, so that with the next token appended a step attends to B.

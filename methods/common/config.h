@@ -11,6 +11,7 @@ struct EmptyConfig {
     return {};
   }
   json to_json() const { return json::object(); }
+  void check_budget(int64_t, const std::string&) const {}
 };
 
 }  // namespace kvb

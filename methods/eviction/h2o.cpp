@@ -1,0 +1,137 @@
+// H2O: Heavy-Hitter Oracle (Zhang et al. 2023, https://arxiv.org/abs/2306.14048).
+// "A few keys collect most of the attention mass, and they stay important": every key carries
+// the attention it has received so far, summed over all queries (its heavy-hitter score). The
+// cache keeps the heavy hitters plus a window of the most recent tokens.
+//
+// Modes:
+//  - decode (default; the reference's real-drop mode): after prefill keep heavy + recent; at
+//    every decode step add the new attention row to the scores and, when the cache exceeds the
+//    budget, evict the lowest-scoring entry outside the recent window. heavy = recent = B/2.
+//  - prefill (KVCache-Factory style): after prefill keep the last `window` tokens plus the top
+//    B - window keys by score over all L queries (with a correct causal mask), then no more
+//    evictions.
+// GQA: scores per query head summed over the group of the KV head (the reference has no GQA).
+#include <algorithm>
+
+#include "harness/common/json_fields.h"
+#include "methods/common/attention_scores.h"
+#include "methods/common/prefill_eviction.h"
+#include "methods/method.h"
+
+namespace kvb {
+namespace {
+
+struct H2OConfig {
+  std::string mode = "decode";
+  double heavy_ratio = 0.5;  // decode mode: share of B for heavy hitters, the rest is recent
+  int window = 8;            // prefill mode: recent tokens always kept
+
+  static H2OConfig from_json(const json& j, const std::string& where) {
+    H2OConfig c;
+    JsonFields f(j.is_null() ? json::object() : j, where);
+    f.get("mode", c.mode);
+    f.get("heavy_ratio", c.heavy_ratio);
+    f.get("window", c.window);
+    f.finish();
+    if (c.mode != "decode" && c.mode != "prefill")
+      throw InputError(f.path("mode") + ": \"" + c.mode + "\" is not one of decode, prefill");
+    if (!(c.heavy_ratio > 0 && c.heavy_ratio < 1))
+      throw InputError(f.path("heavy_ratio") + ": must be in (0, 1)");
+    if (c.window < 1) throw InputError(f.path("window") + ": must be >= 1");
+    return c;
+  }
+  json to_json() const { return {{"mode", mode}, {"heavy_ratio", heavy_ratio}, {"window", window}}; }
+  void check_budget(int64_t budget, const std::string& where) const {
+    if (mode == "prefill" && window >= budget)
+      throw InputError(where + ".window: window " + std::to_string(window) +
+                       " must be smaller than the budget " + std::to_string(budget));
+    if (mode == "decode" && (heavy(budget) < 1 || budget - heavy(budget) < 1))
+      throw InputError(where + ".heavy_ratio: budget " + std::to_string(budget) +
+                       " leaves no heavy or no recent entry");
+  }
+  int64_t heavy(int64_t budget) const { return int64_t(double(budget) * heavy_ratio); }
+};
+
+class H2O : public Method {
+ public:
+  explicit H2O(const H2OConfig& c) : config_(c) {}
+
+  void begin(const MethodContext& context) override {
+    Method::begin(context);
+    scores_.assign(context.num_layers, std::vector<std::vector<float>>(context.num_kv_heads));
+  }
+
+  bool wants_attention() const override { return config_.mode == "decode"; }
+
+  void on_prefill(int layer, const at::Tensor& q, const at::Tensor& k, const at::Tensor&,
+                  LayerKV& kv) override {
+    // Heavy-hitter score of each prompt key: attention summed over all L queries. [Hkv, L]
+    at::Tensor scores = reduce_query_groups(column_attention_sum(q, k), k.size(0),
+                                            GroupReduce::kSum).contiguous();
+    const int64_t L = q.size(1);
+    // The current decode token joins the recent window: keep one slot free for it.
+    const int64_t tail = config_.mode == "prefill" ? config_.window : recent() - 1;
+    const int64_t top = context_.budget - 1 - tail;
+    for (int h = 0; h < kv.num_heads(); ++h) {
+      std::vector<float>& s = scores_[layer][h];
+      s.assign(scores[h].data_ptr<float>(), scores[h].data_ptr<float>() + L);
+      if (L < context_.budget) continue;  // prompts shorter than B are not compressed
+      std::vector<int64_t> kept = keep_top_and_tail(kv, h, scores[h].narrow(0, 0, L - tail), top);
+      s = gather(s, kept);
+    }
+  }
+
+  void on_append(int layer, const at::Tensor&, const at::Tensor&, LayerKV&) override {
+    for (auto& s : scores_[layer]) s.push_back(0.0f);
+  }
+
+  // Decode mode: accumulate this step's attention, then evict down to B - 1 so the next token
+  // fits. Selection was "everything", so probs[h] covers all entries in logical order.
+  void on_attention(int layer, const Selection&, const std::vector<at::Tensor>& probs,
+                    LayerKV& kv) override {
+    for (int h = 0; h < kv.num_heads(); ++h) {
+      std::vector<float>& s = scores_[layer][h];
+      at::Tensor received = probs[h].sum(0).to(at::kFloat).contiguous();  // [n]
+      const float* r = received.data_ptr<float>();
+      for (size_t i = 0; i < s.size(); ++i) s[i] += r[i];
+      while (kv.size(h) > context_.budget - 1) evict_lowest(kv, h, s);
+    }
+  }
+
+ private:
+  int64_t recent() const { return context_.budget - config_.heavy(context_.budget); }
+
+  // Evicts the lowest-scoring entry outside the recent window (ties: the oldest).
+  void evict_lowest(LayerKV& kv, int head, std::vector<float>& s) {
+    const int64_t candidates = kv.size(head) - (recent() - 1);
+    const int64_t victim = std::min_element(s.begin(), s.begin() + candidates) - s.begin();
+    std::vector<int64_t> keep;
+    for (int64_t i = 0; i < kv.size(head); ++i)
+      if (i != victim) keep.push_back(i);
+    kv.keep(head, keep);
+    s.erase(s.begin() + victim);
+  }
+
+  static std::vector<float> gather(const std::vector<float>& s, const std::vector<int64_t>& idx) {
+    std::vector<float> out;
+    for (int64_t i : idx) out.push_back(s[i]);
+    return out;
+  }
+
+  H2OConfig config_;
+  std::vector<std::vector<std::vector<float>>> scores_;  // [layer][kv head][resident entry]
+};
+
+KVB_REGISTER_METHOD(make_method_info<H2O, H2OConfig>({
+    .name = "h2o",
+    .title = "H2O: Heavy-Hitter Oracle (Zhang et al. 2023)",
+    .paper = "https://arxiv.org/abs/2306.14048",
+    .family = "eviction",
+    .uses_budget = true,
+    .fidelity = "decode mode follows the reference's real-drop eviction (heavy = recent = B/2); "
+                "prefill mode follows KVCache-Factory with the full causal mask (its older "
+                "last-W-rows masking bug is not reproduced); GQA scores summed over the group",
+}));
+
+}  // namespace
+}  // namespace kvb

@@ -1,0 +1,103 @@
+// Properties every registered method must have, checked on the random-weight model:
+// with a budget covering the whole prompt it is Full; with a smaller one it attends to B.
+#include <gtest/gtest.h>
+
+#include "harness/engine/session.h"
+#include "methods/method.h"
+
+namespace kvb {
+namespace {
+
+std::vector<int> prompt_of_length(int n) {
+  std::vector<int> ids = {1};
+  for (int i = 1; i < n; ++i) ids.push_back(3 + (i * 37 + i / 7) % 250);
+  return ids;
+}
+
+std::vector<const MethodInfo*> budgeted_methods() {
+  std::vector<const MethodInfo*> out;
+  for (const MethodInfo* m : method_registry().all())
+    if (m->uses_budget) out.push_back(m);
+  return out;
+}
+
+// Greedy decoding that returns the logits of every step ([steps, V]) and the tokens.
+struct Trace {
+  std::vector<int> tokens;
+  std::vector<at::Tensor> logits;
+};
+
+Trace greedy_trace(const LlamaModel& model, const MethodInfo& info, int64_t budget,
+                   const std::vector<int>& prompt, int steps) {
+  std::unique_ptr<Method> method = info.create(info.normalise_config(json::object(), info.name));
+  Session session(model, *method, SessionOptions{budget, 0});
+  Trace t;
+  at::Tensor logits = session.prefill(prompt);
+  for (int i = 0; i < steps; ++i) {
+    t.logits.push_back(logits);
+    t.tokens.push_back(argmax_token(logits));
+    logits = session.decode(t.tokens.back());
+  }
+  return t;
+}
+
+TEST(AllMethods, EveryMethodRegistersAConfigThatRoundTrips) {
+  ASSERT_GE(method_registry().all().size(), 3u);
+  for (const MethodInfo* m : method_registry().all()) {
+    json defaults = m->normalise_config(json::object(), m->name);
+    EXPECT_EQ(m->normalise_config(defaults, m->name), defaults) << m->name;
+    EXPECT_FALSE(m->fidelity.empty()) << m->name;
+    EXPECT_THROW(m->normalise_config(json{{"no_such_field", 1}}, m->name), InputError) << m->name;
+  }
+}
+
+TEST(AllMethods, BudgetCoveringThePromptIsIdenticalToFull) {
+  auto model = LlamaModel::from_reference("random-tiny");
+  const std::vector<int> prompt = prompt_of_length(96);
+  const Trace full = greedy_trace(*model, *method_registry().find("full"), 0, prompt, 12);
+  for (const MethodInfo* m : budgeted_methods()) {
+    // B >= prompt + generated tokens: nothing may be dropped at any step.
+    const Trace t = greedy_trace(*model, *m, 96 + 16, prompt, 12);
+    EXPECT_EQ(t.tokens, full.tokens) << m->name;
+    for (size_t i = 0; i < t.logits.size(); ++i) {
+      const double err = (t.logits[i] - full.logits[i]).abs().max().item<double>() /
+                         full.logits[i].abs().max().item<double>();
+      EXPECT_LT(err, 1e-5) << m->name << " step " << i;
+    }
+  }
+}
+
+// Mean over layers and KV heads of the entries attended at the first decode step.
+double first_step_attended(const LlamaModel& model, const MethodInfo& info, int64_t budget,
+                           const std::vector<int>& prompt) {
+  std::unique_ptr<Method> method = info.create(info.normalise_config(json::object(), info.name));
+  Session session(model, *method, SessionOptions{budget, 0});
+  session.prefill(prompt);
+  session.decode(5);
+  const AttendedCounts& a = session.attended();
+  double total = 0;
+  for (double s : a.sum) total += s;
+  return total / double(a.sum.size());
+}
+
+TEST(AllMethods, MeasuredBudgetMatchesTheConfiguredOne) {
+  auto model = LlamaModel::from_reference("random-tiny");
+  const std::vector<int> prompt = prompt_of_length(300);
+  for (const MethodInfo* m : budgeted_methods())
+    for (int64_t budget : {32, 64, 128}) {
+      const double attended = first_step_attended(*model, *m, budget, prompt);
+      // Each method declares its slack (e.g. one block of 16 for block-wise eviction).
+      EXPECT_NEAR(attended, double(budget), m->budget_tolerance) << m->name << " at budget "
+                                                                 << budget;
+    }
+}
+
+TEST(AllMethods, PromptsShorterThanTheBudgetAreNotCompressed) {
+  auto model = LlamaModel::from_reference("random-tiny");
+  const std::vector<int> prompt = prompt_of_length(40);
+  for (const MethodInfo* m : budgeted_methods())
+    EXPECT_DOUBLE_EQ(first_step_attended(*model, *m, 64, prompt), 41.0) << m->name;
+}
+
+}  // namespace
+}  // namespace kvb
