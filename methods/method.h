@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -69,6 +70,11 @@ class Method {
 
   // Whether on_attention needs the probabilities (the engine skips collecting them otherwise).
   virtual bool wants_attention() const { return false; }
+
+  // The method's own counters for the sequence so far (e.g. bytes a GPU deployment would
+  // fetch, cache hits, index bytes), as name -> value; the runner stores their mean over a
+  // cell's samples as cell metrics.
+  virtual std::map<std::string, double> counters() const { return {}; }
 
  protected:
   MethodContext context_;

@@ -23,6 +23,12 @@ void AttendedCounts::add(int cell, int64_t attended) {
   max[cell] = std::max(max[cell], attended);
 }
 
+void FidelityCounts::reset(int layers) {
+  recall_sum.assign(layers, 0.0);
+  output_error_sum.assign(layers, 0.0);
+  count.assign(layers, 0);
+}
+
 int argmax_token(const at::Tensor& logits) {
   // at::argmax does not promise the lowest index on ties; the reference output does.
   at::Tensor l = logits.to(at::kFloat).contiguous();
@@ -67,8 +73,13 @@ at::Tensor Session::prefill(const std::vector<int>& ids, bool all_logits) {
       throw InputError("prefill: token id " + std::to_string(id) + " outside the vocabulary");
   auto start = Clock::now();
   kv_.clear();
-  for (int l = 0; l < c.num_hidden_layers; ++l)
+  shadow_.clear();
+  for (int l = 0; l < c.num_hidden_layers; ++l) {
     kv_.emplace_back(c.num_key_value_heads, c.head_dim, model_.embed.scalar_type());
+    if (options_.track_fidelity)
+      shadow_.emplace_back(c.num_key_value_heads, c.head_dim, model_.embed.scalar_type());
+  }
+  fidelity_.reset(c.num_hidden_layers);
   attended_.reset(c.num_hidden_layers * c.num_key_value_heads);
   timings_ = SessionTimings{};
   MethodContext context{c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads,
@@ -121,6 +132,7 @@ at::Tensor Session::prefill_layer(int layer, const at::Tensor& x) {
   at::Tensor attn = out.view({Hq, L, d}).transpose(0, 1).reshape({L, Hq * d});
 
   kv_[layer].append_many(k, v, 0);
+  if (options_.track_fidelity) shadow_[layer].append_many(k, v, 0);
   auto hook_start = Clock::now();
   method_.on_prefill(layer, q, k, v, kv_[layer]);
   timings_.prefill_method_s += seconds_since(hook_start);
@@ -156,6 +168,7 @@ at::Tensor Session::decode_layer(int layer, const at::Tensor& x) {
 
   LayerKV& kv = kv_[layer];
   kv.append(k, v, position_);
+  if (options_.track_fidelity) shadow_[layer].append(k, v, position_);
   auto select_start = Clock::now();
   method_.on_append(layer, k, v, kv);
   Selection selection = method_.select(layer, q, kv);
@@ -177,9 +190,9 @@ at::Tensor Session::decode_attention(int layer, const at::Tensor& q, const Selec
   at::Tensor out = at::empty({Hkv, g, d}, q.options());
   std::vector<at::Tensor> probs_per_head;
   for (int64_t h = 0; h < Hkv; ++h) {
-    at::Tensor rows = selection.all
-                          ? kv.all_physical_rows(int(h))
-                          : kv.physical_rows(int(h), at::tensor(selection.per_head[h], at::kLong));
+    at::Tensor logical = selection.all ? at::arange(kv.size(int(h)), at::kLong)
+                                       : at::tensor(selection.per_head[h], at::kLong);
+    at::Tensor rows = kv.physical_rows(int(h), logical);
     at::Tensor keys = kv.key_pool().index_select(0, rows);    // [n, d]
     at::Tensor values = kv.value_pool().index_select(0, rows);  // [n, d]
     at::Tensor q_group = q.narrow(0, h * g, g);                 // [g, d]
@@ -189,12 +202,38 @@ at::Tensor Session::decode_attention(int layer, const at::Tensor& q, const Selec
     if (method_.wants_attention()) probs_per_head.push_back(probs);
   }
   timings_.attention_s += seconds_since(start);
+  if (options_.track_fidelity)
+    for (int64_t h = 0; h < Hkv; ++h) {
+      at::Tensor logical = selection.all ? at::arange(kv.size(int(h)), at::kLong)
+                                         : at::tensor(selection.per_head[h], at::kLong);
+      measure_fidelity(layer, int(h), q.narrow(0, h * g, g), logical, out[h]);
+    }
   if (method_.wants_attention()) {
     auto hook_start = Clock::now();
     method_.on_attention(layer, selection, probs_per_head, kv);
     timings_.select_s += seconds_since(hook_start);
   }
   return out.view({Hkv * g, d});
+}
+
+void Session::measure_fidelity(int layer, int head, const at::Tensor& q_group,
+                               const at::Tensor& logical, const at::Tensor& out_head) {
+  const LayerKV& full = shadow_[layer];
+  const double scale = 1.0 / std::sqrt(double(full.head_dim()));
+  at::Tensor probs = at::softmax(at::matmul(q_group, full.keys(head).t()).mul_(scale), -1);  // [g, N]
+  at::Tensor full_out = at::matmul(probs, full.values(head));                               // [g, d]
+  // Shadow entries sit at logical index == position; the method's attended positions:
+  const std::vector<int64_t>& positions = kv_[layer].positions(head);
+  at::Tensor attended = at::zeros({full.size(head)}, at::kBool);
+  at::Tensor idx = logical.contiguous();
+  for (int64_t i = 0; i < idx.numel(); ++i) attended[positions[idx.data_ptr<int64_t>()[i]]] = true;
+  const int64_t b = options_.budget > 0 ? std::min(options_.budget, full.size(head)) : idx.numel();
+  at::Tensor top = std::get<1>(at::topk(probs.sum(0), b));  // I_true
+  const double hits = attended.index_select(0, top).sum().item<double>();
+  fidelity_.recall_sum[layer] += hits / double(b);
+  fidelity_.output_error_sum[layer] +=
+      ((out_head - full_out).norm() / full_out.norm().clamp_min(1e-30)).item<double>();
+  ++fidelity_.count[layer];
 }
 
 std::vector<int> Session::generate(const std::vector<int>& prompt, int max_new,

@@ -30,9 +30,21 @@ struct SessionTimings {
   int64_t decode_steps = 0;
 };
 
+// Recall of the true top-B keys and attention-output error, per layer, over decode steps
+// (../shared/specs/benchmarks.md, "Recall rate"). Kept only when SessionOptions asks.
+struct FidelityCounts {
+  std::vector<double> recall_sum, output_error_sum;  // [layers], summed over steps and heads
+  std::vector<int64_t> count;                         // [layers]: steps x heads
+  void reset(int layers);
+};
+
 struct SessionOptions {
   int64_t budget = 0;  // B given to the method (0: the method does not use one)
   uint64_t seed = 0;
+  // Keep an uncompressed copy of the KV beside the method's view to measure recall of the
+  // true top-B keys and the attention-output error at every decode step (costs a full
+  // attention per step).
+  bool track_fidelity = false;
   // Bound on the prefill attention scores buffer: [Hq, chunk, L] floats. Never L x L.
   int64_t prefill_score_bytes = 64 << 20;
 };
@@ -55,12 +67,17 @@ class Session {
   const std::vector<LayerKV>& kv() const { return kv_; }
   const AttendedCounts& attended() const { return attended_; }
   const SessionTimings& timings() const { return timings_; }
+  const FidelityCounts& fidelity() const { return fidelity_; }
   int64_t kv_allocated_bytes() const;
 
  private:
   at::Tensor prefill_layer(int layer, const at::Tensor& x);  // x: [L, D]
   at::Tensor decode_layer(int layer, const at::Tensor& x);   // x: [1, D]
   at::Tensor decode_attention(int layer, const at::Tensor& q, const Selection& selection);
+  // Compares KV head `head`'s attended entries (logical `rows` of kv_) and its output
+  // out_head [g, d] with full attention over the shadow copy. q_group: [g, d].
+  void measure_fidelity(int layer, int head, const at::Tensor& q_group,
+                        const at::Tensor& logical, const at::Tensor& out_head);
   at::Tensor logits(const at::Tensor& x) const;              // x: [n, D] -> [n, V]
   at::Tensor mlp(const LayerWeights& w, const at::Tensor& x) const;
   at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight) const;
@@ -71,6 +88,8 @@ class Session {
   Method& method_;
   SessionOptions options_;
   std::vector<LayerKV> kv_;
+  std::vector<LayerKV> shadow_;  // uncompressed KV, only with track_fidelity
+  FidelityCounts fidelity_;
   int64_t position_ = 0;
   AttendedCounts attended_;
   SessionTimings timings_;

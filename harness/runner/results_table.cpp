@@ -41,7 +41,7 @@ void print_run(const ResultStore& store, int64_t run_id, std::ostream& out) {
     out << field.first << ": " << field.second << "\n";
   std::vector<std::vector<std::string>> rows = {
       {"method", "budget", "dataset", "model", "seed", "status", "score", "metric", "n",
-       "attended", "KV MiB", "decode ms/tok"}};
+       "attended", "agree %", "recall", "KV MiB", "decode ms/tok"}};
   bool untrained = false;
   std::vector<std::string> errors;
   for (const CellRow& cell : store.cells_of_run(run_id)) {
@@ -56,7 +56,8 @@ void print_run(const ResultStore& store, int64_t run_id, std::ostream& out) {
     rows.push_back({cell.method, cell.budget ? std::to_string(*cell.budget) : "-", cell.dataset,
                     cell.model, std::to_string(cell.seed), cell.status, value("score", 2),
                     m.count("score") ? m["score"].second : "-", value("samples", 0),
-                    value("attended_mean", 1), value("kv_resident_bytes", 3, 1.0 / (1 << 20)),
+                    value("attended_mean", 1), value("agreement_with_full", 1),
+                    value("recall", 3), value("kv_resident_bytes", 3, 1.0 / (1 << 20)),
                     value("decode_ms_per_token", 3)});
   }
   out << "\n";

@@ -5,8 +5,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "datasets/dataset.h"
+#include "harness/common/error.h"
 #include "harness/engine/session.h"
 #include "harness/runner/progress.h"
 #include "methods/method.h"
@@ -29,8 +31,21 @@ struct CellTotals {
   double prefill_s = 0, prefill_method_s = 0, decode_s = 0, select_s = 0, attention_s = 0;
   double kv_bytes = 0, fragmentation = 0;
   int64_t prompt_tokens = 0;
+  std::vector<double> recall_sum, output_error_sum;  // per layer
+  std::vector<int64_t> fidelity_count;
 
   void add(const Session& s) {
+    const FidelityCounts& f = s.fidelity();
+    if (recall_sum.empty()) {
+      recall_sum.assign(f.count.size(), 0.0);
+      output_error_sum.assign(f.count.size(), 0.0);
+      fidelity_count.assign(f.count.size(), 0);
+    }
+    for (size_t l = 0; l < f.count.size(); ++l) {
+      recall_sum[l] += f.recall_sum[l];
+      output_error_sum[l] += f.output_error_sum[l];
+      fidelity_count[l] += f.count[l];
+    }
     const AttendedCounts& a = s.attended();
     if (attended_sum.empty()) {
       attended_sum.assign(a.sum.size(), 0.0);
@@ -87,14 +102,100 @@ struct CellTotals {
            "entries");
     metric("attended_min", double(lo), "entries");
     metric("attended_max", double(hi), "entries");
+    emit_fidelity(metric);
+  }
+
+  template <typename Metric>
+  void emit_fidelity(Metric& metric) const {
+    double recall = 0, error = 0;
+    int64_t count = 0;
+    for (size_t l = 0; l < fidelity_count.size(); ++l) {
+      if (fidelity_count[l] == 0) continue;
+      metric("recall.layer" + std::to_string(l), recall_sum[l] / fidelity_count[l], "ratio");
+      metric("attention_output_error.layer" + std::to_string(l),
+             output_error_sum[l] / fidelity_count[l], "ratio");
+      recall += recall_sum[l];
+      error += output_error_sum[l];
+      count += fidelity_count[l];
+    }
+    if (count == 0) return;
+    metric("recall", recall / count, "ratio");
+    metric("attention_output_error", error / count, "ratio");
   }
 };
 
-std::vector<int> stop_ids(const LlamaModel& model) {
+std::vector<int> stop_ids(const LlamaModel& model, const Sample& sample) {
   std::vector<int> ids = model.tokenizer->eos_ids();
-  for (int id : model.config.eos_token_ids)
-    if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+  for (int id : model.config.eos_token_ids) ids.push_back(id);
+  // LongBench's convention for extra stop texts: the last token of the text's encoding.
+  for (const std::string& text : sample.stop_texts) {
+    std::vector<int> encoded = model.tokenizer->encode(text, /*add_bos=*/false);
+    if (!encoded.empty()) ids.push_back(encoded.back());
+  }
   return ids;
+}
+
+std::vector<int> encode_prompt(const LlamaModel& model, const Sample& sample) {
+  std::string text = sample.prompt;
+  if (sample.chat_template == "auto")
+    text = apply_chat_template(detect_chat_template(model.tokenizer_config), text);
+  else if (sample.chat_template != "none")
+    text = apply_chat_template(sample.chat_template, text);
+  return model.tokenizer->encode(text, /*add_bos=*/true);
+}
+
+// What one sample produced, beside the session's counters.
+struct SampleOutcome {
+  std::string prediction;
+  double score = 0;
+  std::vector<MetricRow> metrics;  // per-sample metrics
+};
+
+SampleOutcome generate_and_score(const Dataset& dataset, const Sample& sample,
+                                 const LlamaModel& model, Session& session,
+                                 const std::vector<int>& prompt, int max_new) {
+  SampleOutcome out;
+  out.prediction =
+      model.tokenizer->decode(session.generate(prompt, max_new, stop_ids(model, sample)));
+  out.score = dataset.score(sample, out.prediction);
+  return out;
+}
+
+// Feeds the reference continuation token by token (so decode-time compression acts), scoring
+// its negative log-likelihood, and compares each step's argmax with Full's on the same input.
+SampleOutcome teacher_force(const Sample& sample, const LlamaModel& model, Session& session,
+                            const std::vector<int>& prompt) {
+  const std::vector<int> continuation =
+      model.tokenizer->encode(sample.reference_continuation, /*add_bos=*/false);
+  if (continuation.empty()) throw InputError("sample " + sample.id + ": empty continuation");
+  std::unique_ptr<Method> full = method_registry().get("full", "runner").create(json::object());
+  Session reference(model, *full, SessionOptions{});
+  at::Tensor logits = session.prefill(prompt), full_logits = reference.prefill(prompt);
+  double nll = 0;
+  int agree = 0;
+  for (size_t i = 0; i < continuation.size(); ++i) {
+    const int token = continuation[i];
+    nll -= at::log_softmax(logits.to(at::kDouble), 0)[token].item<double>();
+    agree += argmax_token(logits) == argmax_token(full_logits);
+    if (i + 1 == continuation.size()) break;
+    logits = session.decode(token);
+    full_logits = reference.decode(token);
+  }
+  const double n = double(continuation.size());
+  SampleOutcome out;
+  out.score = std::exp(nll / n);  // perplexity
+  out.metrics = {{sample.id, "nll", nll / n, "nats/token"},
+                 {sample.id, "agreement_with_full", 100.0 * agree / n, "%"},
+                 {sample.id, "continuation_tokens", n, "tokens"}};
+  return out;
+}
+
+double mean_of(const std::vector<MetricRow>& rows, const std::string& name) {
+  double sum = 0;
+  int count = 0;
+  for (const MetricRow& r : rows)
+    if (r.name == name) sum += r.value, ++count;
+  return count ? sum / count : 0.0;
 }
 
 }  // namespace
@@ -109,26 +210,42 @@ CellResult run_cell(const Cell& cell, const LlamaModel& model,
   CellResult result;
   CellTotals totals;
   double score_sum = 0;
+  std::map<std::string, double> method_counters;  // summed over samples
   for (size_t i = 0; i < samples.size(); ++i) {
     const Sample& sample = samples[i];
     std::unique_ptr<Method> method = method_info.create(cell.method.config);
-    Session session(model, *method, SessionOptions{cell.budget.value_or(0), cell.seed});
-    const std::vector<int> prompt = model.tokenizer->encode(sample.prompt, /*add_bos=*/true);
+    SessionOptions options;
+    options.budget = cell.budget.value_or(0);
+    options.seed = cell.seed;
+    options.track_fidelity = cell.recall;
+    Session session(model, *method, options);
+    const std::vector<int> prompt = encode_prompt(model, sample);
     const int max_new = cell.max_new_tokens > 0 ? cell.max_new_tokens : sample.max_new_tokens;
-    const std::string prediction =
-        model.tokenizer->decode(session.generate(prompt, max_new, stop_ids(model)));
-    const double score = dataset->score(sample, prediction);
-    score_sum += score;
+    SampleOutcome outcome =
+        dataset->teacher_forced()
+            ? teacher_force(sample, model, session, prompt)
+            : generate_and_score(*dataset, sample, model, session, prompt, max_new);
+    score_sum += outcome.score;
     totals.prompt_tokens += int64_t(prompt.size());
     totals.add(session);
-    result.samples.push_back(SampleRow{sample.id, int64_t(prompt.size()), prediction,
-                                       json(sample.answers).dump(), score});
+    for (const auto& [name, value] : method->counters()) method_counters[name] += value;
+    result.samples.push_back(SampleRow{sample.id, int64_t(prompt.size()), outcome.prediction,
+                                       json(sample.answers).dump(), outcome.score});
+    result.metrics.insert(result.metrics.end(), outcome.metrics.begin(), outcome.metrics.end());
     on_sample(int(i + 1), int(samples.size()));
   }
   const int n = std::max<int>(1, int(samples.size()));
-  result.metrics.push_back(MetricRow{std::nullopt, "score", score_sum / n, dataset->metric_name()});
-  result.metrics.push_back(MetricRow{std::nullopt, "samples", double(samples.size()), "count"});
-  result.metrics.push_back(MetricRow{std::nullopt, "model_trained", model.trained ? 1.0 : 0.0, "bool"});
+  auto cell_metric = [&](const std::string& name, double value, const std::string& unit) {
+    result.metrics.push_back(MetricRow{std::nullopt, name, value, unit});
+  };
+  cell_metric("score", score_sum / n, dataset->metric_name());
+  cell_metric("samples", double(samples.size()), "count");
+  cell_metric("model_trained", model.trained ? 1.0 : 0.0, "bool");
+  if (dataset->teacher_forced()) {
+    cell_metric("agreement_with_full", mean_of(result.metrics, "agreement_with_full"), "%");
+    cell_metric("nll", mean_of(result.metrics, "nll"), "nats/token");
+  }
+  for (const auto& [name, sum] : method_counters) cell_metric("method." + name, sum / n, "");
   totals.emit(result.metrics, n, c.num_hidden_layers, c.num_key_value_heads);
   return result;
 }

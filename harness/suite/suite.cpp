@@ -130,7 +130,8 @@ json Cell::to_json() const {
           {"method", {{"name", method.name}, {"label", method.label}, {"config", method.config}}},
           {"budget", budget ? json(*budget) : json(nullptr)},
           {"seed", seed},
-          {"max_new_tokens", max_new_tokens}};
+          {"max_new_tokens", max_new_tokens},
+          {"recall", recall}};
 }
 
 std::vector<Cell> Suite::cells() const {
@@ -146,7 +147,7 @@ std::vector<Cell> Suite::cells() const {
           cell_budgets.push_back(std::nullopt);
         for (const auto& budget : cell_budgets)
           for (uint64_t seed : seeds)
-            out.push_back(Cell{model, dataset, method, budget, seed, max_new_tokens});
+            out.push_back(Cell{model, dataset, method, budget, seed, max_new_tokens, recall});
       }
   return out;
 }
@@ -198,6 +199,7 @@ Suite parse_suite(const json& source, const std::string& path,
   f.get("budgets", budgets);
   f.get("seeds", seeds);
   f.get("max_new_tokens", s.max_new_tokens);
+  f.get("recall", s.recall);
   f.finish();
   if (s.models.empty()) throw InputError(f.path("models") + ": expected a non-empty array");
   for (int64_t b : budgets)

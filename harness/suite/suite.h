@@ -29,6 +29,7 @@ struct Cell {
   std::optional<int64_t> budget;  // none for methods that take no budget (Full)
   uint64_t seed = 0;
   int max_new_tokens = 0;  // 0: the dataset's own
+  bool recall = false;     // measure recall of the true top-B keys and attention-output error
 
   // The normalised config: what identifies the cell in the store.
   json to_json() const;
@@ -46,6 +47,7 @@ struct Suite {
   std::vector<int64_t> budgets;
   std::vector<uint64_t> seeds;
   int max_new_tokens = 0;
+  bool recall = false;
   json source;  // the file's JSON after overrides, stored with each run
 
   // Cartesian product of the axes; budget-less methods get one cell per budget-less combination.

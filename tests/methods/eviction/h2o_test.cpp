@@ -1,0 +1,78 @@
+#include <gtest/gtest.h>
+
+#include "tests/methods/method_test_util.h"
+
+namespace kvb {
+namespace {
+
+// B = 4 with heavy = recent = 2, one KV head with a group of 2 query heads, L = 6.
+// Zero queries make prefill attention uniform over the causal prefix, so key j receives
+// sum_{i >= j} 1/(i+1) from each query head: keys 0 and 1 are the heavy hitters.
+class H2ODecode : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    method = test::make_method("h2o");
+    method->begin(test::context(1, 2, 1, 4, 4, 6));
+    at::Tensor q = at::zeros({2, 6, 4}), k = at::randn({1, 6, 4}), v = at::randn({1, 6, 4});
+    kv.append_many(k, v, 0);
+    method->on_prefill(0, q, k, v, kv);
+  }
+
+  // A decode step: append a token at `position`, then report attention probabilities
+  // (both query heads alike) over the resident entries.
+  void step(int64_t position, std::vector<float> probs_row) {
+    kv.append(at::randn({1, 4}), at::randn({1, 4}), position);
+    method->on_append(0, at::Tensor(), at::Tensor(), kv);
+    ASSERT_EQ(int64_t(probs_row.size()), kv.size(0));
+    at::Tensor row = at::tensor(probs_row);
+    method->on_attention(0, Selection::everything(), {at::stack({row, row})}, kv);
+  }
+
+  std::unique_ptr<Method> method;
+  LayerKV kv{1, 4, at::kFloat};
+};
+
+TEST_F(H2ODecode, PrefillKeepsHeavyHittersAndTheRecentToken) {
+  // B - 1 = 3 entries: 2 heavy (keys 0, 1) + the last prompt token (the decode token
+  // completes the recent window of 2).
+  EXPECT_EQ(kv.positions(0), (std::vector<int64_t>{0, 1, 5}));
+}
+
+TEST_F(H2ODecode, EvictsTheLowestAccumulatedScoreOutsideTheRecentWindow) {
+  // Scores before: key0 4.90, key1 2.90, key5 0.33, new key6 0. Step adds 2x[0, 0, .5, .5]:
+  // key5 1.33, key6 1.00. Key 6 is in the recent window, so key 5 (lowest outside) goes.
+  step(6, {0.f, 0.f, 0.5f, 0.5f});
+  EXPECT_EQ(kv.positions(0), (std::vector<int64_t>{0, 1, 6}));
+  // key0 += 2: 6.90; key6 stays 1.00, outside the window now, and is the lowest.
+  step(7, {1.f, 0.f, 0.f, 0.f});
+  EXPECT_EQ(kv.positions(0), (std::vector<int64_t>{0, 1, 7}));
+  // key7 and the new key8 get 2 x 0.5 each: key7 (1.00) is below key1 (2.90) and goes.
+  step(8, {0.f, 0.f, 0.5f, 0.5f});
+  EXPECT_EQ(kv.positions(0), (std::vector<int64_t>{0, 1, 8}));
+  // key8 gets 2 x 1.0 more: 3.00 > 2.90, so now key 1 is the lowest and leaves.
+  step(9, {0.f, 0.f, 1.f, 0.f});
+  EXPECT_EQ(kv.positions(0), (std::vector<int64_t>{0, 8, 9}));
+}
+
+TEST(H2OPrefill, KeepsTheWindowPlusTopScoresOverAllQueries) {
+  auto method = test::make_method("h2o", {{"mode", "prefill"}, {"window", 2}});
+  method->begin(test::context(1, 2, 1, 4, 5, 6));  // 2 scored + 2 window + decode slot
+  LayerKV kv(1, 4, at::kFloat);
+  at::Tensor q = at::zeros({2, 6, 4}), k = at::randn({1, 6, 4}), v = at::randn({1, 6, 4});
+  kv.append_many(k, v, 0);
+  method->on_prefill(0, q, k, v, kv);
+  EXPECT_EQ(kv.positions(0), (std::vector<int64_t>{0, 1, 4, 5}));
+}
+
+TEST(H2O, BadConfigsFailAtValidation) {
+  std::string e = test::suite_error({{"name", "h2o"}, {"config", {{"mode", "both"}}}}, {32});
+  EXPECT_NE(e.find("h2o"), std::string::npos) << e;
+  EXPECT_NE(e.find("mode"), std::string::npos) << e;
+  e = test::suite_error({{"name", "h2o"}, {"config", {{"mode", "prefill"}, {"window", 40}}}}, {32});
+  EXPECT_NE(e.find("window"), std::string::npos) << e;
+  e = test::suite_error({{"name", "h2o"}, {"config", {{"heavy_ratio", 1.5}}}}, {32});
+  EXPECT_NE(e.find("heavy_ratio"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace kvb

@@ -1,0 +1,39 @@
+// Driving a method's hooks directly on hand-built tensors.
+#pragma once
+#include <gtest/gtest.h>
+
+#include "harness/suite/suite.h"
+#include "methods/method.h"
+
+namespace kvb::test {
+
+inline std::unique_ptr<Method> make_method(const std::string& name, const json& config = {}) {
+  const MethodInfo& info = method_registry().get(name, "test");
+  return info.create(info.normalise_config(config.is_null() ? json::object() : config, name));
+}
+
+inline MethodContext context(int layers, int heads, int kv_heads, int head_dim, int64_t budget,
+                             int64_t prompt_length) {
+  return MethodContext{layers, heads, kv_heads, head_dim, budget, prompt_length, 0};
+}
+
+// Unit vector e_i of length d.
+inline at::Tensor unit(int64_t i, int64_t d) {
+  at::Tensor e = at::zeros({d});
+  e[i] = 1.0;
+  return e;
+}
+
+// The message of the InputError that validating a one-method suite on random-tiny raises.
+inline std::string suite_error(const json& method_entry, const json& budgets) {
+  json suite = {{"name", "t"}, {"models", {"random-tiny"}}, {"datasets", {"passkey"}},
+                {"methods", {method_entry}}, {"budgets", budgets}};
+  try {
+    parse_suite(suite, "t.json");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace kvb::test
