@@ -21,6 +21,15 @@ struct Sample {
   std::vector<std::string> answers;  // reference answers
   int max_new_tokens = 32;
   json meta = json::object();        // e.g. needle depth
+  // Teacher-forced datasets (Dataset::teacher_forced()): the text whose tokens are fed one by
+  // one after the prompt and scored by their negative log-likelihood instead of generating.
+  std::string reference_continuation;
+  // "none": `prompt` is final. "auto": the runner wraps `prompt` in the model's own chat
+  // template (detect_chat_template on its tokenizer_config.json) before encoding.
+  std::string chat_template = "none";
+  // Extra stop texts besides EOS (LongBench samsum stops at "\n"): generation also stops at the
+  // last token id of tokenizer.encode(text, /*add_bos=*/false), as LongBench does.
+  std::vector<std::string> stop_texts;
 };
 
 class Dataset {
@@ -31,6 +40,9 @@ class Dataset {
   // Score of one prediction in [0, 100].
   virtual double score(const Sample& sample, const std::string& prediction) const = 0;
   virtual std::string metric_name() const = 0;
+  // True when samples are scored by teacher forcing `reference_continuation` (perplexity)
+  // rather than by generating; score() is then not called.
+  virtual bool teacher_forced() const { return false; }
 };
 
 struct DatasetInfo {

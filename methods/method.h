@@ -17,6 +17,8 @@ namespace kvb {
 
 using json = nlohmann::json;
 
+struct LlamaModel;
+
 // What a method knows about the model and the sequence it runs on.
 struct MethodContext {
   int num_layers = 0;
@@ -26,6 +28,8 @@ struct MethodContext {
   int64_t budget = 0;    // B: KV entries attended per KV head per layer per decode step (0 = none)
   int64_t prompt_length = 0;
   uint64_t seed = 0;
+  // The model's weights, read-only (InfiniGen speculates the next layer's queries with them).
+  const LlamaModel* model = nullptr;
   int group_size() const { return num_heads / num_kv_heads; }  // g = Hq / Hkv
 };
 
@@ -53,6 +57,10 @@ class Method {
 
   // After every layer's prefill: for methods that decide across layers (KV-Compress).
   virtual void after_prefill(std::vector<LayerKV>& layers) {}
+
+  // Decode step: the attention input of `layer` (after its RMSNorm), x: [1, D], before its
+  // q/k/v projections. Called for every layer before that layer's on_append/select.
+  virtual void on_attention_input(int layer, const at::Tensor& x, int64_t position) {}
 
   // A decode token's k, v ([Hkv, d], post-RoPE) were just appended to `kv`.
   virtual void on_append(int layer, const at::Tensor& k, const at::Tensor& v, LayerKV& kv) {}

@@ -20,4 +20,29 @@ std::string fit_to_tokens(const Tokenizer& tokenizer, int64_t target, int64_t ma
   return render(lo);
 }
 
+const char* const kNoiseSentences[5] = {"The grass is green.", "The sky is blue.",
+                                         "The sun is yellow.", "Here we go.",
+                                         "There and back again."};
+
+std::string noise_haystack(int64_t n, const std::vector<Insert>& inserts) {
+  std::string out;
+  size_t next = 0;
+  auto emit_inserts = [&](int64_t position) {
+    for (; next < inserts.size() && inserts[next].position <= position; ++next) {
+      if (!out.empty() && out.back() != '\n') out += '\n';  // an insert is a line of its own
+      out += inserts[next].text;
+      out += '\n';
+    }
+  };
+  for (int64_t i = 0; i < n; ++i) {
+    emit_inserts(i);
+    if (!out.empty() && out.back() != '\n') out += ' ';
+    out += kNoiseSentences[i % 5];
+    if (i % 5 == 4) out += '\n';
+  }
+  emit_inserts(n);
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  return out;
+}
+
 }  // namespace kvb

@@ -4,6 +4,7 @@
 
 #include "datasets/dataset.h"
 #include "datasets/synthetic/haystack.h"
+#include "datasets/synthetic/random.h"
 #include "harness/common/json_fields.h"
 
 namespace kvb {
@@ -32,27 +33,25 @@ struct PasskeyParams {
   }
 };
 
-constexpr const char* kNoise =
-    "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again.\n";
-
 class Passkey : public Dataset {
  public:
   explicit Passkey(const PasskeyParams& p) : params_(p) {}
 
   std::vector<Sample> samples(const Tokenizer& tokenizer, uint64_t seed) const override {
     std::mt19937_64 rng(seed);
-    std::uniform_int_distribution<int> digits(10000, 99999);
     std::vector<Sample> out;
     for (int i = 0; i < params_.samples; ++i) {
       const double depth = params_.samples == 1 ? 0.5 : double(i) / (params_.samples - 1);
-      const std::string key = std::to_string(digits(rng));
+      const std::string key = std::to_string(uniform_int(rng, 10000, 99999));
       Sample s;
       s.id = "passkey-" + std::to_string(i);
       s.answers = {key};
       s.max_new_tokens = params_.max_new_tokens;
       s.meta = {{"depth", depth}};
+      // One step of the search is one noise sentence, so the prompt lands within a few
+      // tokens below context_length.
       s.prompt = fit_to_tokens(tokenizer, params_.context_length, params_.context_length,
-                               [&](int64_t repeats) { return render(key, repeats, depth); });
+                               [&](int64_t sentences) { return render(key, sentences, depth); });
       out.push_back(std::move(s));
     }
     return out;
@@ -64,18 +63,15 @@ class Passkey : public Dataset {
   std::string metric_name() const override { return "passkey_accuracy"; }
 
  private:
-  static std::string render(const std::string& key, int64_t repeats, double depth) {
-    const int64_t before = int64_t(depth * double(repeats) + 0.5);
-    std::string context;
-    for (int64_t r = 0; r < repeats; ++r) {
-      if (r == before) context += "The pass key is " + key + ". Remember it. " + key + " is the pass key.\n";
-      context += kNoise;
-    }
-    if (before >= repeats)
-      context += "The pass key is " + key + ". Remember it. " + key + " is the pass key.\n";
+  // `sentences` noise sentences with the key line at `depth` (between sentences).
+  static std::string render(const std::string& key, int64_t sentences, double depth) {
+    const int64_t before = int64_t(depth * double(sentences) + 0.5);
+    const std::string needle =
+        "The pass key is " + key + ". Remember it. " + key + " is the pass key.";
     return "There is an important info hidden inside a lot of irrelevant text. Find it and "
            "memorize it. I will quiz you about the important information there.\n\n" +
-           context + "\n\nWhat is the pass key? The pass key is";
+           noise_haystack(sentences, {{before, needle}}) +
+           "\n\nWhat is the pass key? The pass key is";
   }
   PasskeyParams params_;
 };

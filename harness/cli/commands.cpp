@@ -17,6 +17,7 @@ void register_commands(CLI::App& app, const std::string& command_line) {
   add_list_command(app, commands());
   add_show_command(app, commands());
   add_model_commands(app, commands());
+  add_score_command(app, commands());
 }
 
 int run_selected_command(const CLI::App& app) {

@@ -21,6 +21,7 @@ void add_run_command(CLI::App& app, std::vector<Command>& out, const std::string
 void add_list_command(CLI::App& app, std::vector<Command>& out);
 void add_show_command(CLI::App& app, std::vector<Command>& out);
 void add_model_commands(CLI::App& app, std::vector<Command>& out);  // generate, forward
+void add_score_command(CLI::App& app, std::vector<Command>& out);   // LongBench pred/ files
 
 // Sets LibTorch's intra-op threads (0: all cores); returns the count in use.
 int configure_threads(int requested);

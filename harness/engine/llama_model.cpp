@@ -3,7 +3,10 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
 #include "harness/common/error.h"
 #include "harness/common/json_fields.h"
@@ -12,45 +15,55 @@
 namespace kvb {
 namespace {
 
-// Maps tensor name -> the shard that holds it, for single-file and sharded checkpoints.
-std::map<std::string, std::shared_ptr<SafetensorsFile>> open_shards(const std::string& dir) {
+// The tensors of a checkpoint by name, and the file that lists them (named in messages).
+struct Checkpoint {
+  std::string listing;  // model.safetensors or model.safetensors.index.json
   std::map<std::string, std::shared_ptr<SafetensorsFile>> by_tensor;
+};
+
+// Opens a single-file or sharded checkpoint.
+Checkpoint open_checkpoint(const std::string& dir) {
   const std::string single = dir + "/model.safetensors";
   const std::string index_path = dir + "/model.safetensors.index.json";
   if (std::filesystem::exists(single)) {
+    Checkpoint checkpoint{single, {}};
     auto file = SafetensorsFile::open(single);
-    for (const auto& entry : file->entries()) by_tensor[entry.first] = file;
-    return by_tensor;
+    for (const auto& entry : file->entries()) checkpoint.by_tensor[entry.first] = file;
+    return checkpoint;
   }
   if (!std::filesystem::exists(index_path))
     throw InputError(dir + ": no model.safetensors or model.safetensors.index.json");
   json index = read_json_file(index_path);
   if (!index.contains("weight_map") || !index["weight_map"].is_object())
     throw InputError(index_path + ": field \"weight_map\" missing or not an object");
+  Checkpoint checkpoint{index_path, {}};
   std::map<std::string, std::shared_ptr<SafetensorsFile>> shards;
   for (const auto& item : index["weight_map"].items()) {
-    if (!item.value().is_string())
-      throw InputError(index_path + ": weight_map." + item.key() + " is not a file name");
+    const std::string where = index_path + ": weight_map." + item.key();
+    if (!item.value().is_string()) throw InputError(where + " is not a file name");
     std::string shard = item.value().get<std::string>();
     if (shard.find('/') != std::string::npos)
-      throw InputError(index_path + ": weight_map." + item.key() + " names a path outside " + dir);
+      throw InputError(where + " names a path outside " + dir);
+    if (!std::filesystem::exists(dir + "/" + shard))
+      throw InputError(where + " names shard " + shard + ", which does not exist");
     if (!shards.count(shard)) shards[shard] = SafetensorsFile::open(dir + "/" + shard);
     if (!shards[shard]->contains(item.key()))
       throw InputError(dir + "/" + shard + ": tensor " + item.key() + " listed in the index is absent");
-    by_tensor[item.key()] = shards[shard];
+    checkpoint.by_tensor[item.key()] = shards[shard];
   }
-  return by_tensor;
+  return checkpoint;
 }
 
 class WeightReader {
  public:
-  WeightReader(std::map<std::string, std::shared_ptr<SafetensorsFile>> files, at::ScalarType dtype)
-      : files_(std::move(files)), dtype_(dtype) {}
-  bool has(const std::string& name) const { return files_.count(name) != 0; }
+  WeightReader(Checkpoint checkpoint, at::ScalarType dtype)
+      : checkpoint_(std::move(checkpoint)), dtype_(dtype) {}
+  bool has(const std::string& name) const { return checkpoint_.by_tensor.count(name) != 0; }
   // Loads `name` and checks its shape.
   at::Tensor get(const std::string& name, std::vector<int64_t> shape) const {
-    auto it = files_.find(name);
-    if (it == files_.end()) throw InputError("checkpoint: missing tensor " + name);
+    auto it = checkpoint_.by_tensor.find(name);
+    if (it == checkpoint_.by_tensor.end())
+      throw InputError(checkpoint_.listing + ": missing tensor " + name);
     at::Tensor t = it->second->load(name, dtype_);
     if (t.sizes().vec() != shape)
       throw InputError(it->second->path() + ": tensor " + name + " has shape " +
@@ -64,7 +77,7 @@ class WeightReader {
     for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
     return s + "]";
   }
-  std::map<std::string, std::shared_ptr<SafetensorsFile>> files_;
+  Checkpoint checkpoint_;
   at::ScalarType dtype_;
 };
 
@@ -91,8 +104,8 @@ LayerWeights read_layer(const WeightReader& w, const ModelConfig& c, int i) {
   return l;
 }
 
-// A tokenizer.json whose vocabulary is the 256 bytes (SentencePiece-style byte fallback):
-// every text encodes, one token per UTF-8 byte, with no file on disk.
+// A tokenizer.json whose vocabulary is the 256 bytes plus "▁" (SentencePiece-style byte
+// fallback): every text encodes, one token per UTF-8 byte, with no file on disk.
 json byte_tokenizer_json() {
   json vocab = json::object();
   vocab["<unk>"] = 0;
@@ -103,6 +116,9 @@ json byte_tokenizer_json() {
     std::snprintf(name, sizeof(name), "<0x%02X>", b);
     vocab[name] = 3 + b;
   }
+  // The word-boundary marker gets its own token so that decoding turns it back into a space
+  // (as byte tokens, it would only be reassembled after the decoder's Replace step).
+  vocab["\u2581"] = 259;
   auto special = [](int id, const char* content) {
     return json{{"id", id}, {"content", content}, {"special", true}, {"single_word", false},
                 {"lstrip", false}, {"rstrip", false}, {"normalized", false}};
@@ -138,7 +154,7 @@ ModelConfig random_tiny_config() {
   c.num_attention_heads = 4;
   c.num_key_value_heads = 2;
   c.head_dim = 16;
-  c.vocab_size = 259;
+  c.vocab_size = 260;
   c.max_position_embeddings = 8192;
   c.rms_norm_eps = 1e-5;
   c.tie_word_embeddings = true;
@@ -175,11 +191,17 @@ std::shared_ptr<LlamaModel> LlamaModel::load(const std::string& dir, at::ScalarT
   if (!std::filesystem::is_directory(dir)) throw InputError(dir + ": model folder not found");
   auto model = std::make_shared<LlamaModel>();
   model->config = ModelConfig::load(dir + "/config.json");
+  model->tokenizer_json = read_json_file(dir + "/tokenizer.json");
+  const std::string tokenizer_config = dir + "/tokenizer_config.json";
+  model->tokenizer_config = std::filesystem::exists(tokenizer_config)
+                                ? read_json_file(tokenizer_config)
+                                : json::object();
+  // Tokenizer::load also reads generation_config.json's extra EOS ids.
   model->tokenizer = Tokenizer::load(dir);
   model->source = dir;
   model->description = std::filesystem::path(dir).filename().string() + " (" + dir + ")";
   const ModelConfig& c = model->config;
-  WeightReader w(open_shards(dir), dtype);
+  WeightReader w(open_checkpoint(dir), dtype);
   model->embed = w.get("model.embed_tokens.weight", {c.vocab_size, c.hidden_size});
   model->final_norm = w.get("model.norm.weight", {c.hidden_size});
   const bool has_head = w.has("lm_head.weight");
@@ -194,8 +216,9 @@ std::shared_ptr<LlamaModel> LlamaModel::load(const std::string& dir, at::ScalarT
 std::shared_ptr<LlamaModel> LlamaModel::random(const ModelConfig& c, uint64_t seed) {
   auto model = std::make_shared<LlamaModel>();
   model->config = c;
-  model->tokenizer = Tokenizer::from_json(byte_tokenizer_json(), json{{"add_bos_token", true},
-                                          {"bos_token", "<s>"}, {"eos_token", "</s>"}},
+  model->tokenizer_json = byte_tokenizer_json();
+  model->tokenizer_config = {{"add_bos_token", true}, {"bos_token", "<s>"}, {"eos_token", "</s>"}};
+  model->tokenizer = Tokenizer::from_json(model->tokenizer_json, model->tokenizer_config,
                                           "<built-in byte tokenizer>");
   model->trained = false;
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
@@ -226,6 +249,132 @@ std::shared_ptr<LlamaModel> LlamaModel::random(const ModelConfig& c, uint64_t se
   }
   model->inv_freq = rope_inverse_frequencies(c);
   return model;
+}
+
+namespace {
+
+using TensorMap = std::map<std::string, at::Tensor>;
+
+// config.json's "torch_dtype" for the dtypes safetensors files are written in.
+const char* torch_dtype_name(at::ScalarType dtype, const std::string& dir) {
+  if (dtype == at::kFloat) return "float32";
+  if (dtype == at::kHalf) return "float16";
+  if (dtype == at::kBFloat16) return "bfloat16";
+  throw InputError(dir + ": cannot save weights as " + std::string(c10::toString(dtype)) +
+                   " (F32, F16, BF16 only)");
+}
+
+// The weights under their Hugging Face names, converted to `dtype`.
+TensorMap hf_tensors(const LlamaModel& m, at::ScalarType dtype) {
+  TensorMap out;
+  auto put = [&](const std::string& name, const at::Tensor& t) { out[name] = t.to(dtype).contiguous(); };
+  put("model.embed_tokens.weight", m.embed);  // [V, D]
+  put("model.norm.weight", m.final_norm);     // [D]
+  // A loaded tied model may still carry its own lm_head.weight: keep it when it differs.
+  if (!m.config.tie_word_embeddings || !m.lm_head.is_same(m.embed)) put("lm_head.weight", m.lm_head);
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    const LayerWeights& l = m.layers[i];
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    put(p + "input_layernorm.weight", l.attn_norm);
+    put(p + "post_attention_layernorm.weight", l.mlp_norm);
+    put(p + "self_attn.q_proj.weight", l.wq);
+    put(p + "self_attn.k_proj.weight", l.wk);
+    put(p + "self_attn.v_proj.weight", l.wv);
+    put(p + "self_attn.o_proj.weight", l.wo);
+    if (l.bq.defined()) {
+      put(p + "self_attn.q_proj.bias", l.bq);
+      put(p + "self_attn.k_proj.bias", l.bk);
+      put(p + "self_attn.v_proj.bias", l.bv);
+    }
+    put(p + "mlp.gate_proj.weight", l.w_gate);
+    put(p + "mlp.up_proj.weight", l.w_up);
+    put(p + "mlp.down_proj.weight", l.w_down);
+  }
+  return out;
+}
+
+void write_json(const std::string& path, const json& j) {
+  std::ofstream out(path);
+  out << j.dump(2) << "\n";
+  if (!out.flush()) throw InputError(path + ": write failed");
+}
+
+std::string shard_name(int i, int n) {
+  char name[64];
+  std::snprintf(name, sizeof(name), "model-%05d-of-%05d.safetensors", i + 1, n);
+  return name;
+}
+
+// Tensors in name order, cut into `shards` consecutive groups of near-equal count.
+std::vector<TensorMap> split_into_shards(const TensorMap& tensors, int shards) {
+  std::vector<TensorMap> groups(shards);
+  size_t i = 0;
+  for (const auto& [name, t] : tensors) groups[i++ * shards / tensors.size()][name] = t;
+  return groups;
+}
+
+// model.safetensors, or the shards and model.safetensors.index.json, into `dir`.
+void write_weights(const std::string& dir, const TensorMap& tensors, int shards) {
+  const std::map<std::string, std::string> metadata = {{"format", "pt"}};
+  if (shards == 1) return write_safetensors(dir + "/model.safetensors", tensors, metadata);
+  json weight_map = json::object();
+  int64_t total_size = 0;
+  const std::vector<TensorMap> groups = split_into_shards(tensors, shards);
+  for (int i = 0; i < shards; ++i) {
+    const std::string file = shard_name(i, shards);
+    write_safetensors(dir + "/" + file, groups[i], metadata);
+    for (const auto& [name, t] : groups[i]) {
+      weight_map[name] = file;
+      total_size += t.numel() * t.element_size();
+    }
+  }
+  write_json(dir + "/model.safetensors.index.json",
+             {{"metadata", {{"total_size", total_size}}}, {"weight_map", weight_map}});
+}
+
+void write_folder(const LlamaModel& model, const std::string& dir, const TensorMap& tensors,
+                  int shards, at::ScalarType dtype) {
+  json config = model.config.to_json();
+  config["torch_dtype"] = torch_dtype_name(dtype, dir);
+  write_json(dir + "/config.json", config);
+  write_weights(dir, tensors, shards);
+  write_json(dir + "/tokenizer.json", model.tokenizer_json);
+  write_json(dir + "/tokenizer_config.json", model.tokenizer_config);
+}
+
+// A fresh temp folder beside `dir` (creating `dir`'s parents).
+std::string make_temp_folder(const std::string& dir) {
+  std::filesystem::path parent = std::filesystem::absolute(dir).parent_path();
+  std::error_code ec;
+  std::filesystem::create_directories(parent, ec);
+  std::string tmpl = std::filesystem::absolute(dir).string() + ".tmp-XXXXXX";
+  if (ec || !mkdtemp(tmpl.data()))
+    throw InputError(dir + ": cannot create a temp folder in " + parent.string());
+  return tmpl;
+}
+
+}  // namespace
+
+void save_model(const LlamaModel& model, const std::string& dir, int shards,
+                at::ScalarType dtype) {
+  torch_dtype_name(dtype, dir);  // rejects other dtypes before anything is written
+  const TensorMap tensors = hf_tensors(model, dtype);
+  if (shards < 1 || size_t(shards) > tensors.size())
+    throw InputError(dir + ": shards must be in [1, " + std::to_string(tensors.size()) +
+                     "] (one tensor per shard at least), got " + std::to_string(shards));
+  if (!model.tokenizer_json.is_object()) throw InputError(dir + ": the model has no tokenizer.json");
+  std::error_code ec;
+  if (std::filesystem::exists(dir) && !std::filesystem::is_empty(dir, ec))
+    throw InputError(dir + ": exists and is not an empty folder; not overwriting it");
+  const std::string tmp = make_temp_folder(dir);
+  try {
+    write_folder(model, tmp, tensors, shards, dtype);
+    std::filesystem::rename(tmp, dir, ec);  // replaces `dir` only when it is an empty folder
+    if (ec) throw InputError(dir + ": cannot rename " + tmp + " into place: " + ec.message());
+  } catch (...) {
+    std::filesystem::remove_all(tmp, ec);
+    throw;
+  }
 }
 
 bool LlamaModel::is_builtin_reference(const std::string& reference) {

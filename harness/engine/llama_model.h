@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,8 @@ struct LayerWeights {
 struct LlamaModel {
   ModelConfig config;
   std::unique_ptr<Tokenizer> tokenizer;
+  nlohmann::json tokenizer_json;    // tokenizer.json the tokenizer was built from
+  nlohmann::json tokenizer_config;  // tokenizer_config.json ({} when the folder has none)
   std::string source;       // folder path, or the generator's name
   std::string description;  // one line for outputs: what this model is
   bool trained = true;      // false for generated random weights: scores mean nothing
@@ -40,6 +43,14 @@ struct LlamaModel {
   static std::shared_ptr<LlamaModel> from_reference(const std::string& reference);
   static bool is_builtin_reference(const std::string& reference);
 };
+
+// Writes `model` as a Hugging Face folder `dir`: config.json, model.safetensors (or, with
+// shards > 1, model-0000i-of-0000N.safetensors plus model.safetensors.index.json),
+// tokenizer.json and tokenizer_config.json. Weights are stored as `dtype` (F32, F16 or BF16).
+// Everything is written into a temp folder beside `dir`, then renamed into place, so `dir` is
+// either complete or untouched; `dir` must not exist or be an empty folder (else InputError).
+void save_model(const LlamaModel& model, const std::string& dir, int shards = 1,
+                at::ScalarType dtype = at::kFloat);
 
 // The config of the generated "random-tiny" model (4 layers, GQA 4/2, head_dim 16).
 ModelConfig random_tiny_config();

@@ -48,7 +48,11 @@ at::Tensor Session::rms_norm(const at::Tensor& x, const at::Tensor& weight) cons
 }
 
 at::Tensor Session::rope(const at::Tensor& x, const at::Tensor& positions) const {
-  at::Tensor angles = positions.to(at::kFloat).unsqueeze(1) * model_.inv_freq.unsqueeze(0);
+  return apply_rope(x, positions, model_.inv_freq);
+}
+
+at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& positions, const at::Tensor& inv_freq) {
+  at::Tensor angles = positions.to(at::kFloat).unsqueeze(1) * inv_freq.unsqueeze(0);
   at::Tensor cos = at::cat({angles.cos(), angles.cos()}, -1).to(x.scalar_type());  // [n, d]
   at::Tensor sin = at::cat({angles.sin(), angles.sin()}, -1).to(x.scalar_type());
   const int64_t half = x.size(-1) / 2;
@@ -83,7 +87,7 @@ at::Tensor Session::prefill(const std::vector<int>& ids, bool all_logits) {
   attended_.reset(c.num_hidden_layers * c.num_key_value_heads);
   timings_ = SessionTimings{};
   MethodContext context{c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads,
-                        c.head_dim, options_.budget, int64_t(ids.size()), options_.seed};
+                        c.head_dim, options_.budget, int64_t(ids.size()), options_.seed, &model_};
   method_.begin(context);
 
   at::Tensor x = model_.embed.index_select(0, at::tensor(std::vector<int64_t>(ids.begin(), ids.end()), at::kLong));
@@ -161,6 +165,7 @@ at::Tensor Session::decode_layer(int layer, const at::Tensor& x) {
   const LayerWeights& w = model_.layers[layer];
   const int64_t d = c.head_dim, Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
   at::Tensor h = rms_norm(x, w.attn_norm);
+  method_.on_attention_input(layer, h, position_);
   at::Tensor pos = at::full({1}, position_, at::kLong);
   at::Tensor q = rope(at::linear(h, w.wq, w.bq).view({Hq, 1, d}), pos).view({Hq, d});
   at::Tensor k = rope(at::linear(h, w.wk, w.bk).view({Hkv, 1, d}), pos).view({Hkv, d});

@@ -95,6 +95,10 @@ class Session {
   SessionTimings timings_;
 };
 
+// Rotary embedding, Hugging Face rotate-half convention. x: [H, n, d], positions: [n],
+// inv_freq: [d/2] (LlamaModel::inv_freq).
+at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& positions, const at::Tensor& inv_freq);
+
 // Greedy argmax with ties to the lowest id. logits: [V].
 int argmax_token(const at::Tensor& logits);
 

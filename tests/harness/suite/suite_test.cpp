@@ -118,11 +118,24 @@ TEST(SuiteValidation, UnknownMethodConfigKey) {
 TEST(SuiteValidation, WrongMethodConfigType) {
   json j = good();
   j["methods"] = {{{"name", "streaming_llm"}, {"config", {{"sinks", "4"}}}}};
-  expect_message(error_of(j), "$.methods[0].config.sinks", "expected an integer, got a string");
+  expect_message(error_of(j), "$.methods[0].config", ".sinks: expected an integer, got a string");
   j["methods"] = {{{"name", "streaming_llm"}, {"config", 4}}};
   expect_message(error_of(j), "$.methods[0].config", "expected an object, got an integer");
   j["methods"] = {{{"name", "full"}, {"config", {{"x", 1}}}}};
   expect_message(error_of(j), "$.methods[0].config", "unknown key \"x\"");
+}
+
+TEST(SuiteValidation, MethodConfigInvalidForABudget) {
+  // streaming_llm keeps `sinks` first tokens: a budget must leave room beyond them.
+  json j = good();
+  j["methods"] = {{{"name", "streaming_llm"}, {"label", "sinks40"}, {"config", {{"sinks", 40}}}}};
+  j["budgets"] = {64, 32};
+  const std::string m = error_of(j);
+  expect_message(m, "$.methods", "sinks");
+  EXPECT_NE(m.find("budget 32"), std::string::npos) << m;
+  EXPECT_NE(m.find("sinks40"), std::string::npos) << "the entry is not named: " << m;
+  j["budgets"] = {64, 41};
+  EXPECT_EQ(parse_suite(j, kPath).cells().size(), 2u);
 }
 
 TEST(SuiteValidation, WrongDatasetParams) {
@@ -293,8 +306,9 @@ TEST(SuiteExpansion, NormalisedConfigHasDefaults) {
   EXPECT_EQ(full["model"], "random-tiny");
   EXPECT_EQ(full["dataset"]["name"], "passkey");
   // Defaults of passkey filled in beside the given context_length.
-  EXPECT_EQ(full["dataset"]["params"],
-            (json{{"context_length", 128}, {"samples", 8}, {"max_new_tokens", 8}}));
+  EXPECT_EQ(full["dataset"]["params"]["context_length"], 128);
+  EXPECT_EQ(full["dataset"]["params"]["samples"], 8);
+  EXPECT_EQ(full["dataset"]["params"]["max_new_tokens"], 8);
   EXPECT_EQ(full["method"], (json{{"name", "full"}, {"label", "full"}, {"config", json::object()}}));
   EXPECT_TRUE(full["budget"].is_null());
   EXPECT_EQ(full["seed"], 0);

@@ -1,0 +1,131 @@
+// Engine throughput with the "full" method (no compression): prefill and decode tokens/s for
+//   stories260K (KVBENCH_SHARED, default <source>/../shared, + /models/stories260K) at 256
+//   and 512 tokens (its max_position_embeddings is 512), and
+//   a random Llama-shaped model (8 layers, hidden 1024, 16 heads / 4 KV heads of 64,
+//   intermediate 2816, vocab 32000) at 1k and 8k tokens.
+// prefill/<model>/<n>: one prefill of n tokens. decode/<model>/<n>: 32 greedy decode steps after
+// an (untimed) prefill of n - 32 tokens, so the last step attends to n positions.
+// Run: kvbench_bench [--benchmark_filter=<regex>]
+#include <ATen/Parallel.h>
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <thread>
+
+#include "harness/engine/llama_model.h"
+#include "harness/engine/session.h"
+
+namespace kvb {
+namespace {
+
+constexpr int kDecodeSteps = 32;
+
+using ModelSource = std::function<std::shared_ptr<LlamaModel>()>;
+
+// nullptr when the folder is absent.
+std::shared_ptr<LlamaModel> stories260k() {
+  static const std::shared_ptr<LlamaModel> model = [] {
+    const char* env = std::getenv("KVBENCH_SHARED");
+    const std::string shared = env ? env : KVBENCH_SOURCE_DIR "/../shared";
+    const std::string dir = shared + "/models/stories260K";
+    return std::filesystem::exists(dir + "/model.safetensors") ? LlamaModel::load(dir) : nullptr;
+  }();
+  return model;
+}
+
+ModelConfig llama_shaped_config() {
+  ModelConfig c;
+  c.model_type = "llama";
+  c.hidden_size = 1024;
+  c.intermediate_size = 2816;
+  c.num_hidden_layers = 8;
+  c.num_attention_heads = 16;
+  c.num_key_value_heads = 4;
+  c.head_dim = 64;
+  c.vocab_size = 32000;
+  c.max_position_embeddings = 8192;
+  c.rms_norm_eps = 1e-5;
+  c.tie_word_embeddings = false;
+  c.bos_token_id = 1;
+  c.eos_token_ids = {2};
+  return c;
+}
+
+std::shared_ptr<LlamaModel> random_llama() {
+  static const std::shared_ptr<LlamaModel> model = LlamaModel::random(llama_shaped_config(), 0);
+  return model;
+}
+
+// n deterministic ids spread over the vocabulary, past the 3 special tokens.
+std::vector<int> synthetic_prompt(int64_t n, int vocab_size) {
+  std::vector<int> ids;
+  for (int64_t i = 0; i < n; ++i) ids.push_back(3 + int((i * 37) % (vocab_size - 3)));
+  return ids;
+}
+
+std::unique_ptr<Method> full_method() {
+  return method_registry().get("full", "engine_bench").create(json::object());
+}
+
+void bench_prefill(benchmark::State& state, const ModelSource& source, int64_t tokens) {
+  auto model = source();
+  if (!model) return state.SkipWithError("model folder absent (set KVBENCH_SHARED)");
+  auto method = full_method();
+  const std::vector<int> prompt = synthetic_prompt(tokens, model->config.vocab_size);
+  for (auto _ : state) {
+    Session session(*model, *method, SessionOptions{});
+    benchmark::DoNotOptimize(session.prefill(prompt));  // [V]
+  }
+  state.counters["tok/s"] =
+      benchmark::Counter(double(state.iterations() * tokens), benchmark::Counter::kIsRate);
+}
+
+void bench_decode(benchmark::State& state, const ModelSource& source, int64_t context) {
+  auto model = source();
+  if (!model) return state.SkipWithError("model folder absent (set KVBENCH_SHARED)");
+  auto method = full_method();
+  const std::vector<int> prompt = synthetic_prompt(context - kDecodeSteps, model->config.vocab_size);
+  std::unique_ptr<Session> session;
+  for (auto _ : state) {
+    state.PauseTiming();
+    session.reset();  // frees the previous KV cache outside the timed region
+    session = std::make_unique<Session>(*model, *method, SessionOptions{});
+    int token = argmax_token(session->prefill(prompt));
+    state.ResumeTiming();
+    for (int step = 0; step < kDecodeSteps; ++step) token = argmax_token(session->decode(token));
+  }
+  state.counters["tok/s"] =
+      benchmark::Counter(double(state.iterations() * kDecodeSteps), benchmark::Counter::kIsRate);
+}
+
+// Wall-clock time: the work runs on at::get_num_threads() threads, not only the calling one.
+void register_model(const std::string& name, const ModelSource& source,
+                    const std::vector<int64_t>& contexts) {
+  for (int64_t n : contexts) {
+    const std::string suffix = "/" + name + "/" + std::to_string(n);
+    benchmark::RegisterBenchmark(("prefill" + suffix).c_str(), bench_prefill, source, n)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("decode" + suffix).c_str(), bench_decode, source, n)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+  }
+}
+
+}  // namespace
+}  // namespace kvb
+
+int main(int argc, char** argv) {
+  at::set_num_threads(int(std::max(1u, std::thread::hardware_concurrency())));
+  benchmark::AddCustomContext("torch_threads", std::to_string(at::get_num_threads()));
+  kvb::register_model("stories260K", kvb::stories260k, {256, 512});
+  kvb::register_model("random-llama-8L-1024", kvb::random_llama, {1024, 8192});
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,93 @@
+// Perplexity over a text file (PG19 in the ClusterKV paper, Fig. 10): consecutive windows of
+// prefix_tokens + eval_tokens tokens; the prefix is prefilled, then the eval tokens are fed one
+// by one (teacher forcing) while the method compresses as during decoding.
+#include <fstream>
+#include <sstream>
+
+#include "datasets/dataset.h"
+#include "harness/common/json_fields.h"
+
+namespace kvb {
+namespace {
+
+struct PerplexityParams {
+  std::string text_file;
+  int64_t prefix_tokens = 1024;
+  int64_t eval_tokens = 256;
+  int samples = 1;  // consecutive, non-overlapping windows from the start of the file
+
+  static PerplexityParams from_json(const json& j, const std::string& where) {
+    PerplexityParams p;
+    JsonFields f(j.is_null() ? json::object() : j, where);
+    f.require("text_file", p.text_file);
+    f.get("prefix_tokens", p.prefix_tokens);
+    f.get("eval_tokens", p.eval_tokens);
+    f.get("samples", p.samples);
+    f.finish();
+    if (p.prefix_tokens < 1) throw InputError(f.path("prefix_tokens") + ": must be >= 1");
+    if (p.eval_tokens < 1) throw InputError(f.path("eval_tokens") + ": must be >= 1");
+    if (p.samples < 1) throw InputError(f.path("samples") + ": must be >= 1");
+    if (!std::ifstream(p.text_file))
+      throw InputError(f.path("text_file") + ": " + p.text_file + ": cannot read the file");
+    return p;
+  }
+  json to_json() const {
+    return {{"text_file", text_file}, {"prefix_tokens", prefix_tokens},
+            {"eval_tokens", eval_tokens}, {"samples", samples}};
+  }
+};
+
+class Perplexity : public Dataset {
+ public:
+  explicit Perplexity(const PerplexityParams& p) : params_(p) {}
+
+  std::vector<Sample> samples(const Tokenizer& tokenizer, uint64_t /*seed*/) const override {
+    std::ifstream in(params_.text_file, std::ios::binary);
+    if (!in) throw InputError(params_.text_file + ": cannot read the file (params.text_file)");
+    std::stringstream text;
+    text << in.rdbuf();
+    const std::vector<int> ids = tokenizer.encode(text.str(), /*add_bos=*/false);
+    const int64_t window = params_.prefix_tokens + params_.eval_tokens;
+    if (int64_t(ids.size()) < window * params_.samples)
+      throw InputError(params_.text_file + ": " + std::to_string(ids.size()) +
+                       " tokens, fewer than samples x (prefix_tokens + eval_tokens) = " +
+                       std::to_string(window * params_.samples));
+    std::vector<Sample> out;
+    for (int i = 0; i < params_.samples; ++i) {
+      const auto start = ids.begin() + long(i * window);
+      const std::vector<int> prefix(start, start + long(params_.prefix_tokens));
+      const std::vector<int> whole(start, start + long(window));
+      // Decoding the continuation on its own would drop its leading space (SentencePiece
+      // strips it at the start of a text), so it is cut from the decoded whole window.
+      const std::string prompt = tokenizer.decode(prefix);
+      const std::string all = tokenizer.decode(whole);
+      Sample s;
+      s.id = "window-" + std::to_string(i);
+      s.prompt = prompt;
+      s.reference_continuation =
+          all.compare(0, prompt.size(), prompt) == 0
+              ? all.substr(prompt.size())
+              : tokenizer.decode(std::vector<int>(start + long(params_.prefix_tokens), start + long(window)));
+      s.max_new_tokens = 0;
+      s.meta = {{"first_token", i * window}, {"eval_tokens", params_.eval_tokens}};
+      out.push_back(std::move(s));
+    }
+    return out;
+  }
+
+  double score(const Sample&, const std::string&) const override { return 0.0; }  // unused
+  std::string metric_name() const override { return "perplexity"; }
+  bool teacher_forced() const override { return true; }
+
+ private:
+  PerplexityParams params_;
+};
+
+KVB_REGISTER_DATASET(make_dataset_info<Perplexity, PerplexityParams>({
+    .name = "perplexity",
+    .description = "perplexity of eval_tokens after prefix_tokens, teacher-forced, over a text file",
+    .source = "PG19-style language modelling (ClusterKV Fig. 10)",
+}));
+
+}  // namespace
+}  // namespace kvb

@@ -1,0 +1,214 @@
+#include "datasets/longbench/longbench.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "datasets/metrics/longbench_metrics.h"
+#include "harness/common/json_fields.h"
+
+namespace kvb {
+
+std::vector<std::string> longbench_strings(const json& value, const std::string& where) {
+  if (!value.is_array()) throw InputError(where + ": expected a list, got " + json_type_name(value));
+  std::vector<std::string> out;
+  for (const json& v : value) {
+    if (v.is_string()) out.push_back(v.get<std::string>());
+    else if (v.is_number_integer()) out.push_back(std::to_string(v.get<int64_t>()));
+    else throw InputError(where + ": expected strings, got " + json_type_name(v));
+  }
+  return out;
+}
+
+namespace {
+
+std::string string_field(const json& record, const char* key, const std::string& where) {
+  const auto it = record.find(key);
+  if (it == record.end()) throw InputError(where + ": missing field \"" + key + "\"");
+  if (!it->is_string())
+    throw InputError(where + "." + key + ": expected a string, got " + json_type_name(*it));
+  return it->get<std::string>();
+}
+
+LongBenchRecord parse_record(const std::string& line, const std::string& where, int number) {
+  json j;
+  try {
+    j = json::parse(line);
+  } catch (const json::parse_error& e) {
+    throw InputError(where + ": not valid JSON (" + e.what() + ")");
+  }
+  if (!j.is_object()) throw InputError(where + ": expected a JSON object, got " + json_type_name(j));
+  LongBenchRecord r;
+  if (!j.contains("answers")) throw InputError(where + ": missing field \"answers\"");
+  r.answers = longbench_strings(j["answers"], where + ".answers");
+  r.input = string_field(j, "input", where);
+  r.context = string_field(j, "context", where);
+  if (j.contains("all_classes") && !j["all_classes"].is_null())
+    r.all_classes = longbench_strings(j["all_classes"], where + ".all_classes");
+  r.id = j.contains("_id") && j["_id"].is_string() ? j["_id"].get<std::string>()
+                                                   : "line-" + std::to_string(number);
+  if (j.contains("length") && j["length"].is_number_integer()) r.length = j["length"].get<int64_t>();
+  return r;
+}
+
+}  // namespace
+
+std::vector<LongBenchRecord> read_longbench_jsonl(const std::string& path, int limit) {
+  std::ifstream in(path);
+  if (!in) throw InputError(path + ": no such file (download LongBench's data/<dataset>.jsonl)");
+  std::vector<LongBenchRecord> out;
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;  // blank line
+    out.push_back(parse_record(line, path + ":" + std::to_string(number), number));
+    if (limit > 0 && int(out.size()) >= limit) break;
+  }
+  if (out.empty()) throw InputError(path + ": holds no records");
+  return out;
+}
+
+const LongBenchTask& longbench_task(const std::string& dataset) {
+  static const std::map<std::string, LongBenchTask> tasks = [] {
+    const std::string path = KVBENCH_SOURCE_DIR "/datasets/longbench/longbench_config.json";
+    const json config = read_json_file(path);
+    std::map<std::string, LongBenchTask> out;
+    for (const auto& [name, entry] : config.at("datasets").items()) {
+      LongBenchTask t;
+      JsonFields f(entry, path + ": $.datasets." + name);
+      f.require("prompt", t.prompt);
+      f.require("max_new_tokens", t.max_new_tokens);
+      f.require("chat_template", t.chat_template);
+      f.require("stop_at_newline", t.stop_at_newline);
+      f.finish();
+      out[name] = t;
+    }
+    return out;
+  }();
+  const auto it = tasks.find(dataset);
+  if (it == tasks.end()) throw InputError("unknown LongBench dataset \"" + dataset + "\"");
+  return it->second;
+}
+
+std::string longbench_format(const std::string& prompt_template, const std::string& context,
+                             const std::string& input) {
+  std::string out;
+  for (size_t pos = 0; pos < prompt_template.size();) {
+    if (prompt_template.compare(pos, 9, "{context}") == 0) {
+      out += context;
+      pos += 9;
+    } else if (prompt_template.compare(pos, 7, "{input}") == 0) {
+      out += input;
+      pos += 7;
+    } else {
+      out += prompt_template[pos++];
+    }
+  }
+  return out;
+}
+
+std::string longbench_truncate(const Tokenizer& tokenizer, const std::string& prompt,
+                               int64_t max_length) {
+  const std::vector<int> ids = tokenizer.encode(prompt, /*add_bos=*/true);
+  if (int64_t(ids.size()) <= max_length) return prompt;
+  const size_t half = size_t(max_length / 2);
+  const std::vector<int> head(ids.begin(), ids.begin() + long(half));
+  const std::vector<int> tail(ids.end() - long(half), ids.end());
+  return tokenizer.decode(head, /*skip_special=*/true) + tokenizer.decode(tail, true);
+}
+
+namespace {
+
+struct LongBenchParams {
+  std::string dataset;
+  std::string data_dir;
+  int64_t max_length = 7500;
+  std::string chat_template = "auto";
+  int samples = 0;  // 0 = all records
+
+  std::string file() const { return data_dir + "/" + dataset + ".jsonl"; }
+
+  static LongBenchParams from_json(const json& j, const std::string& where) {
+    LongBenchParams p;
+    JsonFields f(j.is_null() ? json::object() : j, where);
+    f.require("dataset", p.dataset);
+    f.require("data_dir", p.data_dir);
+    f.get("max_length", p.max_length);
+    f.get("chat_template", p.chat_template);
+    f.get("samples", p.samples);
+    f.finish();
+    const auto& names = longbench_datasets();
+    if (std::find(names.begin(), names.end(), p.dataset) == names.end()) {
+      std::string known;
+      for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
+      throw InputError(f.path("dataset") + ": unknown LongBench dataset \"" + p.dataset +
+                       "\" (known: " + known + ")");
+    }
+    const std::string why = longbench_unsupported_reason(p.dataset);
+    if (!why.empty()) throw InputError(f.path("dataset") + ": " + why);
+    if (p.max_length < 2) throw InputError(f.path("max_length") + ": must be >= 2");
+    if (p.samples < 0) throw InputError(f.path("samples") + ": must be >= 0 (0 = all)");
+    if (p.chat_template != "auto") {
+      try {
+        apply_chat_template(p.chat_template, "");
+      } catch (const InputError& e) {
+        throw InputError(f.path("chat_template") + ": " + e.what());
+      }
+    }
+    if (!std::filesystem::is_regular_file(p.file()))
+      throw InputError(f.path("data_dir") + ": " + p.file() + ": no such file");
+    return p;
+  }
+  json to_json() const {
+    return {{"dataset", dataset}, {"data_dir", data_dir}, {"max_length", max_length},
+            {"chat_template", chat_template}, {"samples", samples}};
+  }
+};
+
+class LongBench : public Dataset {
+ public:
+  explicit LongBench(const LongBenchParams& p) : params_(p), task_(longbench_task(p.dataset)) {}
+
+  std::vector<Sample> samples(const Tokenizer& tokenizer, uint64_t /*seed*/) const override {
+    std::vector<Sample> out;
+    for (const LongBenchRecord& r : read_longbench_jsonl(params_.file(), params_.samples)) {
+      Sample s;
+      s.id = r.id;
+      const std::string full = longbench_format(task_.prompt, r.context, r.input);
+      s.prompt = longbench_truncate(tokenizer, full, params_.max_length);
+      const bool truncated = s.prompt != full;
+      if (task_.chat_template) {
+        if (params_.chat_template == "auto") s.chat_template = "auto";  // the runner's model's
+        else s.prompt = apply_chat_template(params_.chat_template, s.prompt);
+      }
+      if (task_.stop_at_newline) s.stop_texts = {"\n"};
+      s.answers = r.answers;
+      s.max_new_tokens = task_.max_new_tokens;
+      s.meta = {{"all_classes", r.all_classes}, {"length", r.length},
+                {"truncated", truncated}};
+      out.push_back(std::move(s));
+    }
+    return out;
+  }
+
+  double score(const Sample& sample, const std::string& prediction) const override {
+    std::vector<std::string> classes;
+    if (sample.meta.contains("all_classes"))
+      classes = sample.meta["all_classes"].get<std::vector<std::string>>();
+    return 100.0 * longbench_record_score(params_.dataset, prediction, sample.answers, classes);
+  }
+  std::string metric_name() const override { return longbench_metric_name(params_.dataset); }
+
+ private:
+  LongBenchParams params_;
+  LongBenchTask task_;
+};
+
+KVB_REGISTER_DATASET(make_dataset_info<LongBench, LongBenchParams>({
+    .name = "longbench",
+    .description = "LongBench v1: one of its 21 datasets read from <data_dir>/<dataset>.jsonl",
+    .source = "THUDM/LongBench v1 (pred.py prompts and truncation, metrics.py, eval.py)",
+}));
+
+}  // namespace
+}  // namespace kvb

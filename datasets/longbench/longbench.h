@@ -1,0 +1,46 @@
+// LongBench v1 (THUDM/LongBench): the records of `<data_dir>/<dataset>.jsonl`, the prompt
+// templates and generation lengths of longbench_config.json, LongBench's middle truncation.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "datasets/dataset.h"
+
+namespace kvb {
+
+struct LongBenchRecord {
+  std::string id, input, context;
+  std::vector<std::string> answers;
+  std::vector<std::string> all_classes;  // empty unless classification
+  int64_t length = 0;
+};
+
+// Reads up to `limit` records (0 = all) of a LongBench .jsonl file. A missing file, a line
+// that is not a JSON object, or a record without a list of `answers` (or without string
+// `input`/`context`) is an InputError naming the file and the line.
+std::vector<LongBenchRecord> read_longbench_jsonl(const std::string& path, int limit = 0);
+
+// `answers` and `all_classes` values as Python's str() gives them: strings as they are,
+// integers in decimal (passage_count's answers). `where` prefixes errors.
+std::vector<std::string> longbench_strings(const json& value, const std::string& where);
+
+// One dataset's entry of longbench_config.json.
+struct LongBenchTask {
+  std::string prompt;  // with {context} and {input}
+  int max_new_tokens = 32;
+  bool chat_template = true;  // false for trec, triviaqa, samsum, lsht, lcc, repobench-p
+  bool stop_at_newline = false;  // samsum
+};
+const LongBenchTask& longbench_task(const std::string& dataset);
+
+// The template with {context} and {input} substituted (each placeholder once, like
+// str.format; the substituted text is not scanned again).
+std::string longbench_format(const std::string& prompt_template, const std::string& context,
+                             const std::string& input);
+
+// LongBench's truncation: when the prompt (BOS included) is longer than max_length tokens,
+// the decoded first max_length/2 tokens plus the decoded last max_length/2 tokens.
+std::string longbench_truncate(const Tokenizer& tokenizer, const std::string& prompt,
+                               int64_t max_length);
+
+}  // namespace kvb

@@ -1,0 +1,190 @@
+// RULER's needle-in-a-haystack family (scripts/data/synthetic/niah.py): needles
+// "One of the special magic {numbers|words|uuids} for {key} is: {value}." hidden in a noise,
+// essay or distractor-needle haystack; the model must return the values of the asked keys.
+#include <algorithm>
+
+#include "datasets/ruler/ruler_common.h"
+#include "datasets/synthetic/haystack.h"
+#include "datasets/synthetic/random.h"
+
+namespace kvb {
+namespace {
+
+// One task of the family (RULER's synthetic.yaml).
+struct NiahSpec {
+  std::string haystack;  // "noise", "essay" or "needle" (distractor needles with other keys)
+  std::string key_kind;  // "words" or "uuids"
+  std::string value_kind;  // "numbers", "words" or "uuids"
+  int num_keys = 1;      // needles with distinct keys
+  int num_values = 1;    // values per key (one needle each)
+  int num_queries = 1;   // keys asked about
+};
+
+std::string needle_text(const std::string& value_kind, const std::string& key,
+                        const std::string& value) {
+  return "One of the special magic " + value_kind + " for " + key + " is: " + value + ".";
+}
+
+// "a", "a and b", "a, b, and c" as RULER joins the queried keys.
+std::string join_queries(const std::vector<std::string>& q) {
+  if (q.size() == 1) return q[0];
+  std::string out;
+  for (size_t i = 0; i + 1 < q.size(); ++i) out += (i ? ", " : "") + q[i];
+  return out + ", and " + q.back();
+}
+
+// RULER singularises its template when exactly one value is asked for.
+RulerPrompt niah_prompt(const std::string& kind, const std::string& query, bool singular) {
+  const std::string one = kind.substr(0, kind.size() - 1);  // numbers -> number
+  RulerPrompt p;
+  if (singular) {
+    p.intro = "A special magic " + one + " is hidden within the following text. Make sure to "
+              "memorize it. I will quiz you about the " + one + " afterwards.\n";
+    p.question = "What is the special magic " + one + " for " + query +
+                 " mentioned in the provided text?";
+    p.answer_prefix = " The special magic " + one + " for " + query +
+                      " mentioned in the provided text is";
+  } else {
+    p.intro = "Some special magic " + kind + " are hidden within the following text. Make sure "
+              "to memorize it. I will quiz you about the " + kind + " afterwards.\n";
+    p.question = "What are all the special magic " + kind + " for " + query +
+                 " mentioned in the provided text?";
+    p.answer_prefix = " The special magic " + kind + " for " + query +
+                      " mentioned in the provided text are";
+  }
+  return p;
+}
+
+class Niah : public RulerTask {
+ public:
+  Niah(const std::string& name, const NiahSpec& spec, const RulerParams& p)
+      : RulerTask(p), name_(name), spec_(spec) {}
+
+  std::vector<Sample> samples(const Tokenizer& tokenizer, uint64_t seed) const override {
+    WordLists words;
+    if (!params_.wordlist_dir.empty()) words = WordLists::load(params_.wordlist_dir);
+    EssayWords essay;
+    if (spec_.haystack == "essay") essay = EssayWords::load(params_.haystack_file);
+    std::mt19937_64 rng(seed);
+    std::vector<Sample> out;
+    for (int i = 0; i < params_.samples; ++i) out.push_back(one_sample(tokenizer, rng, i, words, essay));
+    return out;
+  }
+
+ private:
+  Sample one_sample(const Tokenizer& tokenizer, std::mt19937_64& rng, int index,
+                    const WordLists& words, const EssayWords& essay) const {
+    // Everything random is drawn before the size search, so every candidate size holds the
+    // same needles; distractors come from their own stream (`haystack_seed`).
+    std::vector<std::string> keys, needles;
+    std::vector<std::vector<std::string>> values;
+    while (int(keys.size()) < spec_.num_keys) {
+      std::string key = random_value(rng, spec_.key_kind, &words);
+      if (std::find(keys.begin(), keys.end(), key) != keys.end()) continue;  // keys distinct
+      keys.push_back(key);
+      values.emplace_back();
+      for (int v = 0; v < spec_.num_values; ++v) {
+        values.back().push_back(random_value(rng, spec_.value_kind, &words));
+        needles.push_back(needle_text(spec_.value_kind, key, values.back().back()));
+      }
+    }
+    portable_shuffle(needles, rng);
+    const std::vector<int> depths = draw_depths(rng, int(needles.size()));
+    std::vector<std::string> queries, answers;
+    for (int64_t k : sample_indices(rng, spec_.num_keys, spec_.num_queries)) {
+      queries.push_back(keys[size_t(k)]);
+      for (const std::string& v : values[size_t(k)]) answers.push_back(v);
+    }
+    const uint64_t haystack_seed = rng();
+    const RulerPrompt prompt =
+        niah_prompt(spec_.value_kind, join_queries(queries), answers.size() == 1);
+    auto render = [&](int64_t n) {
+      return prompt.compose(haystack(n, needles, depths, keys, haystack_seed, words, essay),
+                            params_.question_position);
+    };
+    // One step of n: one noise sentence, one essay word, or one distractor needle.
+    const int64_t max_n =
+        spec_.haystack == "needle" ? params_.context_length / 8 : params_.context_length;
+    std::string text = fit_to_tokens(tokenizer, params_.context_length, max_n, render);
+    return make_sample(name_, index, std::move(text), answers,
+                       {{"depths", depths}, {"queries", queries}});
+  }
+
+  std::string haystack(int64_t n, const std::vector<std::string>& needles,
+                       const std::vector<int>& depths, const std::vector<std::string>& keys,
+                       uint64_t haystack_seed, const WordLists& words,
+                       const EssayWords& essay) const {
+    if (spec_.haystack == "essay")
+      return essay_haystack(essay, n, [&](int64_t sentences) {
+        std::vector<EssayInsert> ins;
+        for (size_t k = 0; k < needles.size(); ++k)
+          ins.push_back({depth_position(sentences, depths[k]), needles[k]});
+        return ins;
+      });
+    if (spec_.haystack == "noise") {
+      std::vector<Insert> ins;
+      for (size_t k = 0; k < needles.size(); ++k)
+        ins.push_back({depth_position(n, depths[k]), needles[k]});
+      return noise_haystack(n, ins);
+    }
+    return needle_haystack(n, needles, depths, keys, haystack_seed, words);
+  }
+
+  // n distractor needles (other keys, same kinds) one per line, the real ones among them.
+  // The distractors are drawn in order from `haystack_seed`, so a larger n extends a smaller.
+  std::string needle_haystack(int64_t n, const std::vector<std::string>& needles,
+                              const std::vector<int>& depths, const std::vector<std::string>& keys,
+                              uint64_t haystack_seed, const WordLists& words) const {
+    std::mt19937_64 rng(haystack_seed);
+    std::string out;
+    size_t next = 0;
+    for (int64_t i = 0; i <= n; ++i) {
+      for (; next < needles.size() && depth_position(n, depths[next]) <= i; ++next)
+        out += (out.empty() ? "" : "\n") + needles[next];
+      if (i == n) break;
+      std::string key = random_value(rng, spec_.key_kind, &words);
+      while (std::find(keys.begin(), keys.end(), key) != keys.end())
+        key = random_value(rng, spec_.key_kind, &words);
+      const std::string value = random_value(rng, spec_.value_kind, &words);
+      out += (out.empty() ? "" : "\n") + needle_text(spec_.value_kind, key, value);
+    }
+    return out;
+  }
+
+  std::string name_;
+  NiahSpec spec_;
+};
+
+void register_niah(const std::string& name, const std::string& description, const NiahSpec& spec) {
+  RulerNeeds needs;
+  needs.essay = spec.haystack == "essay";
+  needs.words = spec.key_kind == "words" || spec.value_kind == "words";
+  needs.default_max_new_tokens = 128;
+  dataset_registry().add(ruler_dataset_info(name, description, needs, [name, spec](const RulerParams& p) {
+    return std::make_unique<Niah>(name, spec, p);
+  }));
+}
+
+// RULER's synthetic.yaml: haystack, key kind, value kind, keys, values per key, queries.
+const bool kNiahRegistered = [] {
+  register_niah("niah_single_1", "RULER: one word-keyed 7-digit number in noise",
+                {"noise", "words", "numbers", 1, 1, 1});
+  register_niah("niah_single_2", "RULER: one word-keyed 7-digit number in essays",
+                {"essay", "words", "numbers", 1, 1, 1});
+  register_niah("niah_single_3", "RULER: one word-keyed uuid in essays",
+                {"essay", "words", "uuids", 1, 1, 1});
+  register_niah("niah_multikey_1", "RULER: 4 word-keyed numbers in essays, one asked",
+                {"essay", "words", "numbers", 4, 1, 1});
+  register_niah("niah_multikey_2", "RULER: word-keyed number among word-keyed distractor needles",
+                {"needle", "words", "numbers", 1, 1, 1});
+  register_niah("niah_multikey_3", "RULER: uuid-keyed uuid among uuid distractor needles",
+                {"needle", "uuids", "uuids", 1, 1, 1});
+  register_niah("niah_multivalue", "RULER: 4 numbers for one word key in essays, all asked",
+                {"essay", "words", "numbers", 1, 4, 1});
+  register_niah("niah_multiquery", "RULER: 4 word-keyed numbers in essays, all 4 keys asked",
+                {"essay", "words", "numbers", 4, 1, 4});
+  return true;
+}();
+
+}  // namespace
+}  // namespace kvb

@@ -1,0 +1,212 @@
+#include "datasets/ruler/ruler_common.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "datasets/metrics/ruler_metrics.h"
+#include "datasets/synthetic/random.h"
+#include "harness/common/json_fields.h"
+
+namespace kvb {
+
+RulerParams RulerParams::read(const json& j, const std::string& where, const RulerNeeds& needs) {
+  RulerParams p;
+  p.max_new_tokens = needs.default_max_new_tokens;
+  JsonFields f(j.is_null() ? json::object() : j, where);
+  f.get("context_length", p.context_length);
+  f.get("samples", p.samples);
+  f.get("haystack_file", p.haystack_file);
+  f.get("wordlist_dir", p.wordlist_dir);
+  f.get("question_position", p.question_position);
+  f.get("max_new_tokens", p.max_new_tokens);
+  f.finish();
+  if (p.context_length < 32) throw InputError(f.path("context_length") + ": must be >= 32");
+  if (p.samples < 1) throw InputError(f.path("samples") + ": must be >= 1");
+  if (p.max_new_tokens < 1) throw InputError(f.path("max_new_tokens") + ": must be >= 1");
+  if (p.question_position != "after" && p.question_position != "before")
+    throw InputError(f.path("question_position") + ": must be \"after\" or \"before\", not \"" +
+                     p.question_position + "\"");
+  if (needs.essay) {
+    if (p.haystack_file.empty())
+      throw InputError(f.path("haystack_file") +
+                       ": required by this task (a PaulGrahamEssays.json with {\"text\": ...})");
+    if (!std::filesystem::is_regular_file(p.haystack_file))
+      throw InputError(f.path("haystack_file") + ": " + p.haystack_file + ": no such file");
+  }
+  if (needs.words) {
+    if (p.wordlist_dir.empty())
+      throw InputError(f.path("wordlist_dir") +
+                       ": required by this task (a folder with nounlist.txt, adjectivelist.txt, "
+                       "verblist.txt)");
+    if (!std::filesystem::is_directory(p.wordlist_dir))
+      throw InputError(f.path("wordlist_dir") + ": " + p.wordlist_dir + ": no such folder");
+  }
+  return p;
+}
+
+json RulerParams::to_json() const {
+  return {{"context_length", context_length}, {"samples", samples},
+          {"haystack_file", haystack_file},   {"wordlist_dir", wordlist_dir},
+          {"question_position", question_position}, {"max_new_tokens", max_new_tokens}};
+}
+
+std::string RulerPrompt::compose(const std::string& context, const std::string& position) const {
+  if (position == "before") return intro + question + "\n" + context + "\nAnswer:";
+  return intro + context + "\n" + question + answer_prefix;
+}
+
+namespace {
+
+std::vector<std::string> read_lines(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError(path + ": cannot read the word list");
+  std::vector<std::string> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    if (!line.empty()) out.push_back(line);
+  }
+  if (out.empty()) throw InputError(path + ": the word list is empty");
+  return out;
+}
+
+// Ends with . ! or ?, possibly followed by closing quotes or brackets.
+bool word_ends_sentence(const std::string& word) {
+  size_t end = word.size();
+  while (end > 0 && (word[end - 1] == '"' || word[end - 1] == '\'' || word[end - 1] == ')'))
+    --end;
+  return end > 0 && (word[end - 1] == '.' || word[end - 1] == '!' || word[end - 1] == '?');
+}
+
+}  // namespace
+
+WordLists WordLists::load(const std::string& dir) {
+  WordLists w;
+  w.nouns = read_lines(dir + "/nounlist.txt");
+  w.adjectives = read_lines(dir + "/adjectivelist.txt");
+  w.verbs = read_lines(dir + "/verblist.txt");
+  return w;
+}
+
+EssayWords EssayWords::load(const std::string& path) {
+  const json j = read_json_file(path);
+  if (!j.is_object() || !j.contains("text") || !j["text"].is_string())
+    throw InputError(path + ": expected an object with a string field \"text\"");
+  EssayWords e;
+  std::istringstream words(j["text"].get<std::string>());
+  for (std::string w; words >> w;) {
+    e.ends_sentence.push_back(word_ends_sentence(w));
+    e.words.push_back(std::move(w));
+  }
+  if (e.words.empty()) throw InputError(path + ": \"text\" is empty");
+  return e;
+}
+
+std::string essay_haystack(const EssayWords& essay, int64_t n,
+                           const std::function<std::vector<EssayInsert>(int64_t)>& inserts) {
+  const size_t total = essay.words.size();
+  auto ends_at = [&](int64_t i) { return bool(essay.ends_sentence[size_t(i) % total]); };
+  int64_t sentences = 0;
+  for (int64_t i = 0; i < n; ++i)
+    if (ends_at(i) || i == n - 1) ++sentences;  // a trailing fragment counts as a sentence
+  const std::vector<EssayInsert> ins = inserts(sentences);
+  std::string out;
+  size_t next = 0;
+  auto emit = [&](int64_t sentence) {
+    for (; next < ins.size() && ins[next].sentence <= sentence; ++next) {
+      if (!out.empty()) out += ' ';
+      out += ins[next].text;
+    }
+  };
+  int64_t sentence = 0;
+  bool at_sentence_start = true;
+  for (int64_t i = 0; i < n; ++i) {
+    if (at_sentence_start) emit(sentence);
+    if (!out.empty()) out += ' ';
+    out += essay.words[size_t(i) % total];
+    at_sentence_start = ends_at(i);
+    if (at_sentence_start) ++sentence;
+  }
+  emit(INT64_MAX);  // the rest go after the last sentence
+  return out;
+}
+
+const std::vector<int>& ruler_depths() {
+  static const std::vector<int> depths = [] {
+    std::vector<int> d;
+    // 100*i/39 is never exactly k+0.5 for 0 < i < 39, so plain rounding equals numpy's.
+    for (int i = 0; i < 40; ++i) d.push_back(int(std::lround(100.0 * i / 39.0)));
+    return d;
+  }();
+  return depths;
+}
+
+std::vector<int> draw_depths(std::mt19937_64& rng, int k) {
+  const std::vector<int>& all = ruler_depths();
+  std::vector<int> out;
+  for (int64_t i : sample_indices(rng, int64_t(all.size()), k)) out.push_back(all[size_t(i)]);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+namespace {
+
+std::string random_uuid(std::mt19937_64& rng) {
+  uint64_t hi = rng(), lo = rng();
+  hi = (hi & ~0xF000ull) | 0x4000ull;                   // version 4
+  lo = (lo & ~(0xC000ull << 48)) | (0x8000ull << 48);  // RFC 4122 variant
+  char buf[40];
+  std::snprintf(buf, sizeof(buf), "%08x-%04x-%04x-%04x-%012llx", unsigned(hi >> 32),
+                unsigned((hi >> 16) & 0xFFFF), unsigned(hi & 0xFFFF), unsigned(lo >> 48),
+                (unsigned long long)(lo & 0xFFFFFFFFFFFFull));
+  return buf;
+}
+
+}  // namespace
+
+std::string random_value(std::mt19937_64& rng, const std::string& kind, const WordLists* words) {
+  if (kind == "numbers") return std::to_string(uniform_int(rng, 1000000, 9999999));
+  if (kind == "uuids") return random_uuid(rng);
+  if (kind == "words" && words) {
+    const std::string& adj = words->adjectives[uniform_below(rng, words->adjectives.size())];
+    return adj + "-" + words->nouns[uniform_below(rng, words->nouns.size())];
+  }
+  throw std::logic_error("random_value: unknown kind " + kind);
+}
+
+double RulerTask::score(const Sample& sample, const std::string& prediction) const {
+  return string_match_all(prediction, sample.answers);
+}
+
+Sample RulerTask::make_sample(const std::string& task, int index, std::string prompt,
+                              std::vector<std::string> answers, json meta) const {
+  Sample s;
+  s.id = task + "-" + std::to_string(index);
+  s.prompt = std::move(prompt);
+  s.answers = std::move(answers);
+  s.max_new_tokens = params_.max_new_tokens;
+  meta["question_position"] = params_.question_position;
+  s.meta = std::move(meta);
+  return s;
+}
+
+DatasetInfo ruler_dataset_info(const std::string& name, const std::string& description,
+                               const RulerNeeds& needs,
+                               std::function<std::unique_ptr<Dataset>(const RulerParams&)> create) {
+  DatasetInfo info;
+  info.name = name;
+  info.description = description;
+  info.source = "NVIDIA/RULER scripts/data/synthetic (generated, no download)";
+  info.normalise_params = [needs](const json& params, const std::string& where) {
+    return RulerParams::read(params, where, needs).to_json();
+  };
+  info.create = [needs, create](const json& params) {
+    return create(RulerParams::read(params, "params", needs));
+  };
+  return info;
+}
+
+}  // namespace kvb

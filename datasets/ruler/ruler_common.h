@@ -1,0 +1,101 @@
+// What the RULER-style tasks (NVIDIA/RULER, scripts/data/synthetic/) share: their params, the
+// prompt layout (question after or before the context), the word and essay resources, the
+// random keys and values, and registration. Each task is one class in its own .cpp.
+#pragma once
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "datasets/dataset.h"
+
+namespace kvb {
+
+// What a task needs beyond the common params; checked when the params are validated.
+struct RulerNeeds {
+  bool essay = false;  // haystack_file (PaulGrahamEssays.json)
+  bool words = false;  // wordlist_dir (nounlist.txt, adjectivelist.txt, verblist.txt)
+  int default_max_new_tokens = 128;
+};
+
+struct RulerParams {
+  int64_t context_length = 4096;  // prompt length in the model's tokens, BOS included
+  int samples = 8;
+  std::string haystack_file;       // PaulGrahamEssays.json ({"text": ...})
+  std::string wordlist_dir;        // folder with the three word lists
+  std::string question_position = "after";  // "after" (RULER) or "before" the context
+  int max_new_tokens = 128;
+
+  // Strict read with defaults; a needed resource that is missing or absent on disk is an
+  // InputError naming `where` and the field.
+  static RulerParams read(const json& j, const std::string& where, const RulerNeeds& needs);
+  json to_json() const;
+};
+
+// A task's prompt around its context. After (RULER's layout):
+//   intro + context + "\n" + question + answer_prefix
+// Before (the question ahead of the context, PQCache Table 3):
+//   intro + question + "\n" + context + "\nAnswer:"
+// In "before" the answer prefix, which repeats the query, is replaced by a neutral "Answer:" so
+// that nothing after the context tells which needle is asked for.
+struct RulerPrompt {
+  std::string intro;  // ends with its separator ("\n", "\n\n" or " ")
+  std::string question;
+  std::string answer_prefix;
+  std::string compose(const std::string& context, const std::string& position) const;
+};
+
+// Resources, read once per samples() call.
+struct WordLists {
+  std::vector<std::string> nouns, adjectives, verbs;
+  static WordLists load(const std::string& dir);  // InputError naming the missing file
+};
+// The essay text split on whitespace into words, plus for each word whether it ends a sentence.
+struct EssayWords {
+  std::vector<std::string> words;
+  std::vector<bool> ends_sentence;
+  static EssayWords load(const std::string& path);  // InputError naming the file
+};
+
+// A needle or other insert placed before sentence `position` of the haystack.
+struct EssayInsert {
+  int64_t sentence;
+  std::string text;
+};
+// The first `n` essay words (cycling through the essay when n exceeds it), joined by spaces,
+// with the inserts between sentences (RULER inserts needles between nltk sentences).
+// `inserts` is given the number of sentences among the n words and returns the inserts sorted
+// by sentence (0..sentences).
+std::string essay_haystack(const EssayWords& essay, int64_t n,
+                           const std::function<std::vector<EssayInsert>(int64_t sentences)>& inserts);
+
+// The 40 evenly spaced needle depths 0..100 of RULER (round(linspace(0, 100, 40))).
+const std::vector<int>& ruler_depths();
+// `k` distinct depths drawn from ruler_depths(), sorted ascending.
+std::vector<int> draw_depths(std::mt19937_64& rng, int k);
+
+// Random values and keys, RULER's kinds: "numbers" (7 digits), "words" (adjective-noun),
+// "uuids" (version-4 UUID text).
+std::string random_value(std::mt19937_64& rng, const std::string& kind, const WordLists* words);
+
+// Base of every RULER task: the common params, string_match_all scoring.
+class RulerTask : public Dataset {
+ public:
+  explicit RulerTask(RulerParams p) : params_(std::move(p)) {}
+  double score(const Sample& sample, const std::string& prediction) const override;
+  std::string metric_name() const override { return "string_match_all"; }
+
+ protected:
+  // A sample with id "<task>-<i>", the answers, max_new_tokens and the prompt filled in.
+  Sample make_sample(const std::string& task, int index, std::string prompt,
+                     std::vector<std::string> answers, json meta) const;
+  RulerParams params_;
+};
+
+// The registry entry of a RULER task built by `create` from validated params.
+DatasetInfo ruler_dataset_info(
+    const std::string& name, const std::string& description, const RulerNeeds& needs,
+    std::function<std::unique_ptr<Dataset>(const RulerParams&)> create);
+
+}  // namespace kvb

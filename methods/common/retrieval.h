@@ -1,0 +1,43 @@
+// Base of the retrieval family (Quest, InfiniGen, ClusterKV, PQCache): every KV entry stays
+// resident (the "host" tier of a GPU deployment), and at each decode step every KV head of a
+// sparse layer attends to a selection (what would be fetched to the "device" tier).
+// The base handles what the four share: layers kept dense by design, heads whose whole cache
+// fits the budget, and the accounting of what a deployment would move (bytes fetched per step,
+// the method's cache hits, the size of its index).
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "methods/method.h"
+
+namespace kvb {
+
+class RetrievalMethod : public Method {
+ public:
+  void begin(const MethodContext& context) override;
+  Selection select(int layer, const at::Tensor& q, const LayerKV& kv) final;
+  std::map<std::string, double> counters() const override;
+
+ protected:
+  // Layers below this attend to everything (Quest, ClusterKV and InfiniGen skip layers 0-1).
+  virtual int dense_layers() const { return 2; }
+  // The selection of one sparse layer: per KV head, logical indices (unique) with at most
+  // B entries, the current (last) entry included. Called only for heads holding more than B
+  // entries; `heads` lists them. q: [Hq, d].
+  virtual std::vector<std::vector<int64_t>> select_sparse(int layer, const at::Tensor& q,
+                                                          const LayerKV& kv,
+                                                          const std::vector<int>& heads) = 0;
+
+  // Accounting, called by subclasses.
+  void set_index_bytes(int layer, int64_t bytes);  // size of the method's index for `layer`
+  void count_cache(int64_t hits, int64_t lookups);  // the method's own cache (entries or blocks)
+
+ private:
+  std::vector<int64_t> index_bytes_;  // per layer
+  double fetched_bytes_ = 0;          // over all sparse-layer selections
+  int64_t steps_ = 0;                 // decode steps (counted at layer 0)
+  int64_t cache_hits_ = 0, cache_lookups_ = 0;
+};
+
+}  // namespace kvb

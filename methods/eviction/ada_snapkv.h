@@ -1,0 +1,17 @@
+// Ada-SnapKV's per-head capacities (Feng et al. 2024, https://arxiv.org/abs/2407.11550).
+#pragma once
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace kvb {
+
+// Per KV head, how many scored keys to keep (the last `window` positions come on top).
+// scores: [Hkv, L - W]. B' = B - W; floor = int(B' * alpha); c_h = how many of the top Hkv*B'
+// flattened scores lie in head h; cap_h = round(c_h * (1 - alpha) + floor), half to even as
+// torch.round.
+std::vector<int64_t> ada_head_capacities(const at::Tensor& scores, int64_t budget,
+                                         int64_t window, double alpha);
+
+}  // namespace kvb

@@ -1,0 +1,143 @@
+// The LongBench loader on the fixtures in tests/data/longbench/: prompts, truncation, chat
+// templates, stop texts, scoring, and each input error.
+#include "datasets/longbench/longbench.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "datasets/metrics/longbench_metrics.h"
+#include "harness/common/error.h"
+#include "tests/datasets/dataset_test_util.h"
+
+namespace kvb {
+namespace {
+
+using test::byte_tokenizer;
+using test::make_dataset;
+
+const std::string kFixtures = std::string(KVBENCH_SOURCE_DIR) + "/tests/data/longbench";
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(LongBenchConfig, All21DatasetsHaveATemplateAndLength) {
+  ASSERT_EQ(longbench_datasets().size(), 21u);
+  int without_chat = 0;
+  for (const std::string& name : longbench_datasets()) {
+    const LongBenchTask& t = longbench_task(name);
+    EXPECT_NE(t.prompt.find("{context}"), std::string::npos) << name;
+    EXPECT_GT(t.max_new_tokens, 0) << name;
+    without_chat += t.chat_template ? 0 : 1;
+  }
+  EXPECT_EQ(without_chat, 6);
+  EXPECT_EQ(longbench_task("gov_report").max_new_tokens, 512);
+  EXPECT_EQ(longbench_task("hotpotqa").max_new_tokens, 32);
+  EXPECT_NE(longbench_task("narrativeqa").prompt.find("asconcisely"), std::string::npos);
+  EXPECT_TRUE(longbench_task("samsum").stop_at_newline);
+}
+
+TEST(LongBenchLoader, PromptIsTheTemplateFilledIn) {
+  auto d = make_dataset("longbench", {{"dataset", "hotpotqa"}, {"data_dir", kFixtures + "/good"},
+                                      {"chat_template", "none"}});
+  const auto samples = d->samples(byte_tokenizer(), 0);
+  ASSERT_EQ(samples.size(), 3u);
+  const auto records = read_longbench_jsonl(kFixtures + "/good/hotpotqa.jsonl");
+  EXPECT_EQ(samples[0].prompt,
+            longbench_format(longbench_task("hotpotqa").prompt, records[0].context, records[0].input));
+  EXPECT_NE(samples[0].prompt.find("Question: When was the lighthouse"), std::string::npos);
+  EXPECT_EQ(samples[0].id, "hotpotqa-fixture-0");
+  EXPECT_EQ(samples[0].max_new_tokens, 32);
+  EXPECT_EQ(samples[0].chat_template, "none");
+  EXPECT_EQ(samples[2].answers, (std::vector<std::string>{"Verrin", "the town of Verrin"}));
+  EXPECT_EQ(d->score(samples[2], "Verrin"), 100.0);
+  EXPECT_EQ(d->metric_name(), "qa_f1_score");
+}
+
+TEST(LongBenchLoader, SamplesLimitAndFormatIsNotRecursive) {
+  auto d = make_dataset("longbench", {{"dataset", "hotpotqa"}, {"data_dir", kFixtures + "/good"},
+                                      {"samples", 1}});
+  EXPECT_EQ(d->samples(byte_tokenizer(), 0).size(), 1u);
+  EXPECT_EQ(longbench_format("[{context}|{input}]", "{input}", "x"), "[{input}|x]");
+}
+
+TEST(LongBenchLoader, ChatTemplateAutoNamedAndNeverForSixDatasets) {
+  const std::string dir = kFixtures + "/good";
+  auto hotpot = make_dataset("longbench", {{"dataset", "hotpotqa"}, {"data_dir", dir}});
+  EXPECT_EQ(hotpot->samples(byte_tokenizer(), 0)[0].chat_template, "auto");
+  auto named = make_dataset("longbench", {{"dataset", "hotpotqa"}, {"data_dir", dir},
+                                          {"chat_template", "llama3"}});
+  const Sample s = named->samples(byte_tokenizer(), 0)[0];
+  EXPECT_EQ(s.chat_template, "none");
+  EXPECT_NE(s.prompt.find("<|start_header_id|>"), std::string::npos);
+  auto trec = make_dataset("longbench", {{"dataset", "trec"}, {"data_dir", dir},
+                                         {"chat_template", "llama3"}});
+  const Sample t = trec->samples(byte_tokenizer(), 0)[0];
+  EXPECT_EQ(t.chat_template, "none");
+  EXPECT_EQ(t.prompt.find("<|start_header_id|>"), std::string::npos);
+  EXPECT_EQ(t.prompt.substr(0, 30), "Please determine the type of t");
+}
+
+TEST(LongBenchLoader, MiddleTruncationKeepsBothHalves) {
+  auto d = make_dataset("longbench", {{"dataset", "hotpotqa"}, {"data_dir", kFixtures + "/good"},
+                                      {"chat_template", "none"}, {"max_length", 64}});
+  const auto samples = d->samples(byte_tokenizer(), 0);
+  const auto records = read_longbench_jsonl(kFixtures + "/good/hotpotqa.jsonl");
+  const std::string full =
+      longbench_format(longbench_task("hotpotqa").prompt, records[0].context, records[0].input);
+  // The first 32 and the last 32 tokens (BOS included), each decoded on its own.
+  const std::vector<int> ids = byte_tokenizer().encode(full, true);
+  ASSERT_GT(ids.size(), 64u);
+  EXPECT_EQ(samples[0].prompt,
+            byte_tokenizer().decode(std::vector<int>(ids.begin(), ids.begin() + 32)) +
+                byte_tokenizer().decode(std::vector<int>(ids.end() - 32, ids.end())));
+  EXPECT_NE(samples[0].prompt.find("Answer:"), std::string::npos);  // the tail survives
+  EXPECT_TRUE(samples[0].meta["truncated"].get<bool>());
+  // Short enough: untouched.
+  EXPECT_EQ(longbench_truncate(byte_tokenizer(), "short", 64), "short");
+}
+
+TEST(LongBenchLoader, ClassesStopTextsAndFirstLine) {
+  const std::string dir = kFixtures + "/good";
+  auto trec = make_dataset("longbench", {{"dataset", "trec"}, {"data_dir", dir}});
+  const Sample t = trec->samples(byte_tokenizer(), 0)[0];
+  EXPECT_EQ(t.meta["all_classes"].size(), 4u);
+  EXPECT_EQ(trec->score(t, "City\nCountry"), 100.0);  // only the first line counts
+  EXPECT_EQ(trec->score(t, "City or Country"), 50.0);
+  auto samsum = make_dataset("longbench", {{"dataset", "samsum"}, {"data_dir", dir}});
+  EXPECT_EQ(samsum->samples(byte_tokenizer(), 0)[0].stop_texts, std::vector<std::string>{"\n"});
+  auto count = make_dataset("longbench", {{"dataset", "passage_count"}, {"data_dir", dir}});
+  const Sample c = count->samples(byte_tokenizer(), 0)[0];
+  EXPECT_EQ(c.answers, std::vector<std::string>{"2"});  // integer answers read as str()
+  EXPECT_EQ(count->score(c, "2"), 100.0);
+}
+
+TEST(LongBenchLoader, InputErrors) {
+  auto make = [](const json& p) { return [p] { make_dataset("longbench", p)->samples(byte_tokenizer(), 0); }; };
+  const std::string missing = error_of(make({{"dataset", "qasper"}, {"data_dir", kFixtures + "/good"}}));
+  EXPECT_NE(missing.find(kFixtures + "/good/qasper.jsonl"), std::string::npos) << missing;
+  const std::string malformed = error_of(make({{"dataset", "hotpotqa"}, {"data_dir", kFixtures + "/malformed"}}));
+  EXPECT_NE(malformed.find("hotpotqa.jsonl:2"), std::string::npos) << malformed;
+  const std::string no_answers = error_of(make({{"dataset", "hotpotqa"}, {"data_dir", kFixtures + "/no_answers"}}));
+  EXPECT_NE(no_answers.find("hotpotqa.jsonl:1"), std::string::npos) << no_answers;
+  EXPECT_NE(no_answers.find("answers"), std::string::npos) << no_answers;
+  const std::string chinese = error_of(make({{"dataset", "vcsum"}, {"data_dir", kFixtures + "/good"}}));
+  EXPECT_NE(chinese.find("needs jieba segmentation, not supported yet"), std::string::npos) << chinese;
+  EXPECT_NE(chinese.find("dataset"), std::string::npos) << chinese;
+  const std::string unknown = error_of(make({{"dataset", "hotpot"}, {"data_dir", kFixtures + "/good"}}));
+  EXPECT_NE(unknown.find("hotpotqa"), std::string::npos) << unknown;  // lists the known ones
+  const std::string no_dir = error_of(make({{"dataset", "hotpotqa"}}));
+  EXPECT_NE(no_dir.find("data_dir"), std::string::npos) << no_dir;
+  const std::string bad_template = error_of(make({{"dataset", "hotpotqa"}, {"data_dir", kFixtures + "/good"},
+                                                  {"chat_template", "klingon"}}));
+  EXPECT_NE(bad_template.find("chat_template"), std::string::npos) << bad_template;
+}
+
+}  // namespace
+}  // namespace kvb

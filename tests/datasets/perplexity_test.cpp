@@ -1,0 +1,52 @@
+// The perplexity dataset: consecutive windows of prefix + eval tokens, teacher forced.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "harness/common/error.h"
+#include "tests/datasets/dataset_test_util.h"
+
+namespace kvb {
+namespace {
+
+using test::byte_tokenizer;
+using test::make_dataset;
+
+TEST(Perplexity, ConsecutiveWindows) {
+  test::TempDir tmp;
+  std::string text;
+  for (int i = 0; i < 40; ++i) text += "Line_" + std::to_string(i) + "_of_the_book.\n";
+  std::ofstream(tmp.file("book.txt")) << text;
+  auto d = make_dataset("perplexity", {{"text_file", tmp.file("book.txt")}, {"prefix_tokens", 30},
+                                       {"eval_tokens", 10}, {"samples", 3}});
+  EXPECT_TRUE(d->teacher_forced());
+  EXPECT_EQ(d->metric_name(), "perplexity");
+  const auto s = d->samples(byte_tokenizer(), 0);
+  ASSERT_EQ(s.size(), 3u);
+  // Windows of 40 tokens from the start of the text: 30 prompt tokens, 10 scored.
+  const std::vector<int> ids = byte_tokenizer().encode(text, false);
+  auto decode = [&](size_t from, size_t n) {
+    return byte_tokenizer().decode(std::vector<int>(ids.begin() + long(from), ids.begin() + long(from + n)));
+  };
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(s[i].prompt, decode(40 * i, 30));
+    EXPECT_EQ(s[i].reference_continuation, decode(40 * i + 30, 10));
+  }
+}
+
+TEST(Perplexity, Errors) {
+  EXPECT_THROW(make_dataset("perplexity", json::object()), InputError);
+  try {
+    make_dataset("perplexity", {{"text_file", "/no/such/book.txt"}});
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("text_file"), std::string::npos);
+  }
+  test::TempDir tmp;
+  std::ofstream(tmp.file("short.txt")) << "too short";
+  auto d = make_dataset("perplexity", {{"text_file", tmp.file("short.txt")}});
+  EXPECT_THROW(d->samples(byte_tokenizer(), 0), InputError);
+}
+
+}  // namespace
+}  // namespace kvb
