@@ -98,6 +98,8 @@ struct MethodInfo {
   // How far the measured attended entries per (layer, KV head) may sit from B at the first
   // decode step, averaged, and why (block-wise eviction, rounding in a per-head allocation).
   double budget_tolerance = 0.0;
+  // Layers the method keeps dense by design (attend to everything); reported, not hidden.
+  int dense_layers = 0;
   std::string fidelity;  // what it follows, and where it is not (yet) faithful
   // Validates `config` (defaults filled in) and returns it normalised; throws InputError
   // naming `where` and the field.
