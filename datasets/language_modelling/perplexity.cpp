@@ -18,7 +18,7 @@ struct PerplexityParams {
 
   static PerplexityParams from_json(const json& j, const std::string& where) {
     PerplexityParams p;
-    JsonFields f(j.is_null() ? json::object() : j, where);
+    JsonFields f(j, where);
     f.require("text_file", p.text_file);
     f.get("prefix_tokens", p.prefix_tokens);
     f.get("eval_tokens", p.eval_tokens);

@@ -130,7 +130,7 @@ struct LongBenchParams {
 
   static LongBenchParams from_json(const json& j, const std::string& where) {
     LongBenchParams p;
-    JsonFields f(j.is_null() ? json::object() : j, where);
+    JsonFields f(j, where);
     f.require("dataset", p.dataset);
     f.require("data_dir", p.data_dir);
     f.get("max_length", p.max_length);

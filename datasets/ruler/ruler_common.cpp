@@ -15,7 +15,7 @@ namespace kvb {
 RulerParams RulerParams::read(const json& j, const std::string& where, const RulerNeeds& needs) {
   RulerParams p;
   p.max_new_tokens = needs.default_max_new_tokens;
-  JsonFields f(j.is_null() ? json::object() : j, where);
+  JsonFields f(j, where);
   f.get("context_length", p.context_length);
   f.get("samples", p.samples);
   f.get("haystack_file", p.haystack_file);

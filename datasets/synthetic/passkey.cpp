@@ -17,7 +17,7 @@ struct PasskeyParams {
 
   static PasskeyParams from_json(const json& j, const std::string& where) {
     PasskeyParams p;
-    JsonFields f(j.is_null() ? json::object() : j, where);
+    JsonFields f(j, where);
     f.get("context_length", p.context_length);
     f.get("samples", p.samples);
     f.get("max_new_tokens", p.max_new_tokens);

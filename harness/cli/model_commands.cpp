@@ -38,11 +38,32 @@ std::string chat_template_for(const std::string& requested, const std::string& m
   return probe ? detect_chat_template(read_json_file(path)) : "none";
 }
 
+at::ScalarType compute_dtype(const std::string& name) {
+  if (name == "f32") return at::kFloat;
+  if (name == "bf16") return at::kBFloat16;
+  if (name == "f16") return at::kHalf;
+  throw InputError("--dtype: \"" + name + "\" is not one of f32, bf16, f16");
+}
+
+std::shared_ptr<LlamaModel> load_for_cli(const std::string& reference, const std::string& dtype) {
+  if (LlamaModel::is_builtin_reference(reference)) {
+    if (dtype != "f32") throw InputError("--dtype: the built-in models compute in f32 only");
+    return LlamaModel::from_reference(reference);
+  }
+  return LlamaModel::load(reference, compute_dtype(dtype));
+}
+
+void add_dtype_option(CLI::App* cmd, std::string& dtype) {
+  cmd->add_option("--dtype", dtype, "Compute dtype: f32 (default), bf16, f16 (weights are "
+                                    "converted from the checkpoint's dtype on load)");
+}
+
 }  // namespace
 
 void add_model_commands(CLI::App& app, std::vector<Command>& out) {
   struct Options {
     std::string model, prompt, tokens, out_path, method = "full", chat_template = "none";
+    std::string dtype = "f32";
     int max_new = 64, threads = 0;
     int64_t budget = 0;
     bool all_positions = false;
@@ -62,13 +83,14 @@ void add_model_commands(CLI::App& app, std::vector<Command>& out) {
                   "qwen2, chatml");
   gen->add_option("--threads", o->threads, "CPU threads (default: all cores)")
       ->check(CLI::NonNegativeNumber);
+  add_dtype_option(gen, o->dtype);
   out.push_back({gen, [o] {
     const MethodInfo& info = method_registry().get(o->method, "--method");
     json config = info.normalise_config(json::object(), "--method " + o->method);
     if (info.uses_budget && o->budget <= 0)
       throw InputError("--budget: method " + o->method + " needs a budget > 0");
     configure_threads(o->threads);
-    auto model = LlamaModel::from_reference(o->model);
+    auto model = load_for_cli(o->model, o->dtype);
     const std::string text = apply_chat_template(chat_template_for(o->chat_template, o->model), o->prompt);
     std::unique_ptr<Method> method = info.create(config);
     Session session(*model, *method, SessionOptions{o->budget, 0});
@@ -94,10 +116,11 @@ void add_model_commands(CLI::App& app, std::vector<Command>& out) {
                 "Write logits for every position ([L][V]) instead of the last one ([V])");
   fwd->add_option("--threads", o->threads, "CPU threads (default: all cores)")
       ->check(CLI::NonNegativeNumber);
+  add_dtype_option(fwd, o->dtype);
   out.push_back({fwd, [o] {
     const std::vector<int> ids = parse_token_list(o->tokens);
     configure_threads(o->threads);
-    auto model = LlamaModel::from_reference(o->model);
+    auto model = load_for_cli(o->model, o->dtype);
     std::unique_ptr<Method> method =
         method_registry().get("full", "forward").create(json::object());
     Session session(*model, *method, SessionOptions{});

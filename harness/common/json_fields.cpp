@@ -20,7 +20,7 @@ std::string json_type_name(const json& value) {
 }
 
 JsonFields::JsonFields(const json& object, std::string where)
-    : object_(object), where_(std::move(where)) {
+    : object_(object.is_null() ? json::object() : object), where_(std::move(where)) {
   if (!object_.is_object())
     throw InputError(where_ + ": expected an object, got " + json_type_name(object_));
 }

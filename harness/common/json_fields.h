@@ -16,7 +16,8 @@ using json = nlohmann::json;
 // Human name of a JSON value's type, for messages ("a string", "an array", ...).
 std::string json_type_name(const json& value);
 
-// Reads the fields of one JSON object. `where` is "file.json: $.path" and prefixes every error.
+// Reads the fields of one JSON object (null reads as {}: every field at its default).
+// `where` is "file.json: $.path" and prefixes every error.
 // Usage: JsonFields f(j, where); f.get("window", cfg.window); ...; f.finish();
 class JsonFields {
  public:

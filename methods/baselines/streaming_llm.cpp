@@ -12,7 +12,7 @@ struct StreamingLLMConfig {
 
   static StreamingLLMConfig from_json(const json& j, const std::string& where) {
     StreamingLLMConfig c;
-    JsonFields f(j.is_null() ? json::object() : j, where);
+    JsonFields f(j, where);
     f.get("sinks", c.sinks);
     f.finish();
     if (c.sinks < 0) throw InputError(f.path("sinks") + ": must be >= 0");

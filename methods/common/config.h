@@ -7,7 +7,7 @@ namespace kvb {
 // A config with no fields: accepts only {} (or null).
 struct EmptyConfig {
   static EmptyConfig from_json(const json& j, const std::string& where) {
-    if (!j.is_null()) JsonFields(j, where).finish();
+    JsonFields(j, where).finish();
     return {};
   }
   json to_json() const { return json::object(); }

@@ -33,7 +33,7 @@ struct AdaSnapKVConfig {
 
   static AdaSnapKVConfig from_json(const json& j, const std::string& where) {
     AdaSnapKVConfig c;
-    JsonFields f(j.is_null() ? json::object() : j, where);
+    JsonFields f(j, where);
     c.scoring.read(f);
     f.get("alpha", c.alpha);
     f.finish();

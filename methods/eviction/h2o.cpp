@@ -28,7 +28,7 @@ struct H2OConfig {
 
   static H2OConfig from_json(const json& j, const std::string& where) {
     H2OConfig c;
-    JsonFields f(j.is_null() ? json::object() : j, where);
+    JsonFields f(j, where);
     f.get("mode", c.mode);
     f.get("heavy_ratio", c.heavy_ratio);
     f.get("window", c.window);

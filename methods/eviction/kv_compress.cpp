@@ -104,7 +104,7 @@ struct KVCompressConfig {
 
   static KVCompressConfig from_json(const json& j, const std::string& where) {
     KVCompressConfig c;
-    JsonFields f(j.is_null() ? json::object() : j, where);
+    JsonFields f(j, where);
     f.get("variant", c.metric.variant);
     f.get("window", c.metric.window);
     f.get("kernel", c.metric.kernel);

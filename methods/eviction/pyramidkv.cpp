@@ -35,7 +35,7 @@ struct PyramidKVConfig {
 
   static PyramidKVConfig from_json(const json& j, const std::string& where) {
     PyramidKVConfig c;
-    JsonFields f(j.is_null() ? json::object() : j, where);
+    JsonFields f(j, where);
     c.scoring.read(f);
     f.get("beta", c.beta);
     f.finish();

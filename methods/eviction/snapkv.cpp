@@ -15,7 +15,7 @@ struct SnapKVConfig {
 
   static SnapKVConfig from_json(const json& j, const std::string& where) {
     SnapKVConfig c;
-    JsonFields f(j.is_null() ? json::object() : j, where);
+    JsonFields f(j, where);
     c.scoring.read(f);
     f.finish();
     return c;
