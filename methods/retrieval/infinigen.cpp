@@ -1,0 +1,283 @@
+// InfiniGen (Lee et al., OSDI 2024, https://www.usenix.org/conference/osdi24/presentation/lee;
+// snu-comparch/InfiniGen).
+//
+// Offline (paper Section 4.2, gen_llama_skewing_matrix.py): per layer and head, post-RoPE Q and
+// K of a calibration text (first 2048 tokens); Q = Uq Sq Vq^T; the skewing matrix A is Vq with
+// columns ordered by descending Sq x Sk. A is orthogonal, so (qA).(kA) = q.k, but in the skewed
+// basis a few channels dominate. Partial channels: the union of the top int(d r) channels by
+// sum |Q A| and by sum |K A| (r = 0.2).
+// Decode (Section 4.3): for layer i+1 >= 2, q~ = RoPE(x_i Wq_{i+1}) A on the partial channels,
+// where x_i is layer i's attention input (after its RMSNorm); scores against the partial skewed
+// keys / sqrt(d); per head, count the keys with score > max - alpha; the count is averaged over
+// heads and capped by the budget; each head fetches its top-count keys. Layers 0 and 1 attend to
+// everything.
+// Harness choices: GQA (absent from the reference) uses one A per KV head, from the group's
+// queries stacked, and the group's mean speculative score; the per-head max (the reference's
+// Llama code takes head 0's max: a bug); `fill_to_budget` (default) attends exactly the cap B
+// so budgets compare across methods; when no calibration file is configured, A comes from the
+// first min(2048, L) tokens of the current prompt; a calibration file's matrices are kept in
+// memory per process (not written to disk).
+#include "methods/retrieval/infinigen.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+
+#include "harness/common/json_fields.h"
+#include "harness/engine/session.h"
+#include "methods/common/selection.h"
+
+namespace kvb {
+
+at::Tensor infinigen_skewing(const at::Tensor& q, const at::Tensor& k) {
+  const int64_t Hkv = q.size(0), d = q.size(2);
+  at::Tensor qd = q.to(at::kDouble), kd = k.to(at::kDouble);
+  // Q^T Q = Vq Sq^2 Vq^T: eigenvectors are Q's right singular vectors (ascending eigenvalues).
+  auto eig_q = at::linalg_eigh(at::bmm(qd.transpose(1, 2), qd));
+  at::Tensor sq = std::get<0>(eig_q).clamp_min(0).sqrt().flip(-1);  // [Hkv, d] descending
+  at::Tensor vq = std::get<1>(eig_q).flip(-1);                       // [Hkv, d, d] columns
+  at::Tensor sk = at::linalg_eigvalsh(at::bmm(kd.transpose(1, 2), kd)).clamp_min(0).sqrt()
+                      .flip(-1);                                      // [Hkv, d] descending
+  at::Tensor order = std::get<1>((sq * sk).sort(/*dim=*/-1, /*descending=*/true));  // [Hkv, d]
+  at::Tensor a = vq.gather(2, order.unsqueeze(1).expand({Hkv, d, d}));  // columns reordered
+  return a.to(at::kFloat).contiguous();
+}
+
+std::vector<at::Tensor> infinigen_partial_channels(const at::Tensor& qa, const at::Tensor& ka,
+                                                   double r) {
+  const int64_t Hkv = qa.size(0), d = qa.size(2);
+  const int64_t n = std::max<int64_t>(1, std::min<int64_t>(d, int64_t(double(d) * r)));
+  at::Tensor top_q = std::get<1>(qa.abs().sum(1).topk(n, -1)).contiguous();  // [Hkv, n]
+  at::Tensor top_k = std::get<1>(ka.abs().sum(1).topk(n, -1)).contiguous();
+  std::vector<at::Tensor> out;
+  for (int64_t h = 0; h < Hkv; ++h) {
+    std::set<int64_t> channels;
+    for (int64_t i = 0; i < n; ++i) {
+      channels.insert(top_q[h][i].item<int64_t>());
+      channels.insert(top_k[h][i].item<int64_t>());
+    }
+    out.push_back(at::tensor(std::vector<int64_t>(channels.begin(), channels.end()), at::kLong));
+  }
+  return out;
+}
+
+namespace {
+
+// Skewing matrices and partial channels of one layer from its calibration Q, K.
+// q: [Hq, T, d], k: [Hkv, T, d] (post-RoPE).
+void calibrate_layer(const at::Tensor& q, const at::Tensor& k, double r, at::Tensor& skew,
+                     std::vector<at::Tensor>& channels) {
+  const int64_t Hkv = k.size(0), T = k.size(1), d = k.size(2), g = q.size(0) / Hkv;
+  at::Tensor q_group = q.to(at::kFloat).reshape({Hkv, g * T, d});  // [Hkv, g*T, d]
+  at::Tensor k_float = k.to(at::kFloat);
+  skew = infinigen_skewing(q_group, k_float);
+  channels = infinigen_partial_channels(at::bmm(q_group, skew), at::bmm(k_float, skew), r);
+}
+
+// Records the calibration of every layer while a calibration text runs through the model.
+class CalibrationRecorder : public Method {
+ public:
+  CalibrationRecorder(double r, InfiniGenCalibration& out) : r_(r), out_(out) {}
+  void begin(const MethodContext& context) override {
+    Method::begin(context);
+    out_.skew.assign(context.num_layers, at::Tensor());
+    out_.channels.assign(context.num_layers, {});
+  }
+  void on_prefill(int layer, const at::Tensor& q, const at::Tensor& k, const at::Tensor&,
+                  LayerKV&) override {
+    if (layer >= 2) calibrate_layer(q, k, r_, out_.skew[layer], out_.channels[layer]);
+  }
+
+ private:
+  double r_;
+  InfiniGenCalibration& out_;
+};
+
+// Calibrations from files, per process: (model, file, tokens, r) -> matrices.
+std::shared_ptr<const InfiniGenCalibration> file_calibration(const LlamaModel& model,
+                                                             const InfiniGenConfig& c) {
+  static std::mutex mutex;
+  static std::map<std::string, std::shared_ptr<const InfiniGenCalibration>> cache;
+  std::ostringstream key;
+  key << &model << '|' << model.source << '|' << c.calibration_file << '|'
+      << c.calibration_tokens << '|' << c.partial_ratio;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find(key.str());
+  if (it != cache.end()) return it->second;
+
+  std::ifstream in(c.calibration_file, std::ios::binary);
+  if (!in)
+    throw InputError(c.calibration_file + ": cannot read (infinigen.calibration_file)");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::vector<int> ids = model.tokenizer->encode(text.str(), /*add_bos=*/true);
+  if (int64_t(ids.size()) > c.calibration_tokens) ids.resize(c.calibration_tokens);
+  if (ids.size() < 2)
+    throw InputError(c.calibration_file + ": too short for calibration (infinigen.calibration_file)");
+  auto calibration = std::make_shared<InfiniGenCalibration>();
+  CalibrationRecorder recorder(c.partial_ratio, *calibration);
+  Session session(model, recorder, SessionOptions{});
+  session.prefill(ids);
+  cache[key.str()] = calibration;
+  return calibration;
+}
+
+}  // namespace
+
+InfiniGenConfig InfiniGenConfig::from_json(const json& j, const std::string& where) {
+  InfiniGenConfig c;
+  JsonFields f(j.is_null() ? json::object() : j, where);
+  f.get("alpha", c.alpha);
+  f.get("partial_ratio", c.partial_ratio);
+  f.get("calibration_file", c.calibration_file);
+  f.get("calibration_tokens", c.calibration_tokens);
+  f.get("budget_ratio", c.budget_ratio);
+  f.get("fill_to_budget", c.fill_to_budget);
+  f.finish();
+  if (!(c.alpha >= 0.0)) throw InputError(f.path("alpha") + ": must be >= 0");
+  if (!(c.partial_ratio > 0.0 && c.partial_ratio <= 1.0))
+    throw InputError(f.path("partial_ratio") + ": must be in (0, 1]");
+  if (c.calibration_tokens < 2) throw InputError(f.path("calibration_tokens") + ": must be >= 2");
+  if (!(c.budget_ratio >= 0.0 && c.budget_ratio <= 1.0))
+    throw InputError(f.path("budget_ratio") + ": must be in [0, 1] (0: use the budget B)");
+  if (!c.calibration_file.empty() && !std::filesystem::is_regular_file(c.calibration_file))
+    throw InputError(f.path("calibration_file") + ": no such file: " + c.calibration_file);
+  return c;
+}
+
+json InfiniGenConfig::to_json() const {
+  return json{{"alpha", alpha},
+              {"partial_ratio", partial_ratio},
+              {"calibration_file", calibration_file},
+              {"calibration_tokens", calibration_tokens},
+              {"budget_ratio", budget_ratio},
+              {"fill_to_budget", fill_to_budget}};
+}
+
+void InfiniGenConfig::check_budget(int64_t budget, const std::string& where) const {
+  if (budget_ratio == 0.0 && budget < 1)
+    throw InputError(where + ".budget: InfiniGen caps its fetch by the budget, which must be "
+                     ">= 1, got " + std::to_string(budget));
+}
+
+void InfiniGen::begin(const MethodContext& context) {
+  RetrievalMethod::begin(context);
+  file_calibration_.reset();
+  prompt_calibration_.skew.assign(context.num_layers, at::Tensor());
+  prompt_calibration_.channels.assign(context.num_layers, {});
+  partial_keys_.assign(context.num_layers, {});
+  attention_input_.assign(context.num_layers, at::Tensor());
+  last_count_ = 0;
+  if (!config_.calibration_file.empty()) {
+    if (!context.model) throw std::logic_error("infinigen: calibration_file needs the model");
+    file_calibration_ = file_calibration(*context.model, config_);
+  }
+}
+
+void InfiniGen::on_prefill(int layer, const at::Tensor& q, const at::Tensor& k,
+                           const at::Tensor& v, LayerKV& kv) {
+  if (layer < dense_layers()) return;
+  if (!file_calibration_) {
+    const int64_t T = std::min<int64_t>(config_.calibration_tokens, k.size(1));
+    calibrate_layer(q.narrow(1, 0, T), k.narrow(1, 0, T), config_.partial_ratio,
+                    prompt_calibration_.skew[layer], prompt_calibration_.channels[layer]);
+  }
+  const at::Tensor& skew = calibration().skew[layer];  // [Hkv, d, d]
+  at::Tensor skewed = at::bmm(k.to(at::kFloat), skew);  // [Hkv, L, d]
+  partial_keys_[layer].clear();
+  for (int64_t h = 0; h < k.size(0); ++h)  // [L, c_h]
+    partial_keys_[layer].push_back(skewed[h].index_select(1, calibration().channels[layer][h]));
+  set_partial_bytes(layer, kv);
+}
+
+void InfiniGen::on_attention_input(int layer, const at::Tensor& x, int64_t position) {
+  attention_input_[layer] = x;  // [1, D]
+  position_ = position;
+}
+
+void InfiniGen::on_append(int layer, const at::Tensor& k, const at::Tensor& v, LayerKV& kv) {
+  if (layer < dense_layers() || partial_keys_[layer].empty()) return;
+  const at::Tensor& skew = calibration().skew[layer];
+  at::Tensor skewed = at::bmm(k.to(at::kFloat).unsqueeze(1), skew);  // [Hkv, 1, d]
+  for (int64_t h = 0; h < k.size(0); ++h) {
+    at::Tensor row = skewed[h].index_select(1, calibration().channels[layer][h]);  // [1, c_h]
+    partial_keys_[layer][h] = at::cat({partial_keys_[layer][h], row}, 0);
+  }
+  set_partial_bytes(layer, kv);
+}
+
+void InfiniGen::set_partial_bytes(int layer, const LayerKV& kv) {
+  int64_t elements = 0;
+  for (const at::Tensor& p : partial_keys_[layer]) elements += p.numel();
+  set_index_bytes(layer, elements * int64_t(kv.key_pool().element_size()));
+}
+
+std::vector<std::vector<int64_t>> InfiniGen::select_sparse(int layer, const at::Tensor& q,
+                                                           const LayerKV& kv,
+                                                           const std::vector<int>& heads) {
+  if (!context_.model) throw std::logic_error("infinigen: speculation needs MethodContext.model");
+  const at::Tensor& x = attention_input_[layer - 1];  // layer i's input speculates layer i+1
+  if (!x.defined() || partial_keys_[layer].empty())
+    throw std::logic_error("infinigen: no attention input or partial keys for layer " +
+                           std::to_string(layer));
+  const LayerWeights& w = context_.model->layers[layer];
+  const int64_t Hq = context_.num_heads, d = context_.head_dim, g = context_.group_size();
+  // q~ = RoPE(x_i Wq_{i+1}): [Hq, d]
+  at::Tensor q_spec = apply_rope(at::linear(x, w.wq, w.bq).view({Hq, 1, d}),
+                                 at::full({1}, position_, at::kLong), context_.model->inv_freq)
+                          .view({Hq, d}).to(at::kFloat);
+  const double scale = 1.0 / std::sqrt(double(d));
+  const at::Tensor& skew = calibration().skew[layer];
+
+  std::vector<at::Tensor> scores;  // per listed head [n]
+  double count_sum = 0;
+  for (int h : heads) {
+    at::Tensor qh = at::matmul(q_spec.narrow(0, h * g, g), skew[h])
+                        .index_select(1, calibration().channels[layer][h]);  // [g, c_h]
+    at::Tensor s = at::matmul(qh, partial_keys_[layer][h].t()).mul_(scale).mean(0);  // [n]
+    const double threshold = s.max().item<double>() - config_.alpha;  // this head's max
+    count_sum += (s > threshold).sum().item<double>();
+    scores.push_back(s);
+  }
+  last_count_ = int64_t(count_sum / double(heads.size()));  // same count for every head
+  std::vector<std::vector<int64_t>> out;
+  for (size_t i = 0; i < heads.size(); ++i) {
+    const int64_t n = kv.size(heads[i]);
+    const int64_t cap = config_.budget_ratio > 0.0 ? int64_t(double(n) * config_.budget_ratio)
+                                                   : context_.budget;
+    int64_t fetch = config_.fill_to_budget ? cap : std::min(last_count_, cap);
+    fetch = std::max<int64_t>(1, std::min(fetch, n));
+    // The current entry always; the rest by speculative score among the earlier ones.
+    std::vector<int64_t> chosen = top_k_indices(scores[i].narrow(0, 0, n - 1), fetch - 1);
+    chosen.push_back(n - 1);
+    out.push_back(std::move(chosen));
+  }
+  return out;
+}
+
+KVB_REGISTER_METHOD(make_method_info<InfiniGen, InfiniGenConfig>({
+    .name = "infinigen",
+    .title = "InfiniGen (Lee et al., OSDI 2024)",
+    .paper = "https://www.usenix.org/conference/osdi24/presentation/lee",
+    .family = "retrieval",
+    .uses_budget = true,
+    .budget_tolerance = 0.0,
+    .dense_layers = 2,
+    .fidelity =
+        "follows snu-comparch/InfiniGen's Llama path (skewing A = Vq ordered by Sq*Sk, partial "
+        "channels r=0.2 by |QA| and |KA|, speculation from the previous layer's attention input "
+        "with the next layer's Wq, threshold max-alpha with alpha=5 and scores/sqrt(d), count "
+        "averaged over heads, layers 0-1 dense); per-head max (the reference's head-0 max is a "
+        "bug); GQA: one A per KV head from the group's stacked queries, group-mean score; "
+        "fill_to_budget=true (default, harness choice) attends exactly B by speculative score, "
+        "false attends min(threshold count, B); without calibration_file A is built from the first "
+        "min(2048, L) tokens of the current prompt, not a separate calibration text; file "
+        "calibrations are cached in memory per process, not on disk",
+}));
+
+}  // namespace kvb

@@ -1,0 +1,82 @@
+// InfiniGen (Lee et al., OSDI 2024, https://www.usenix.org/conference/osdi24/presentation/lee;
+// snu-comparch/InfiniGen). Speculative KV prefetching: offline, each layer's query/key space is
+// rotated by an orthogonal "skewing" matrix A (from the SVD of calibration queries) so that a few
+// channels carry most of q.k; at decode, layer i's attention input with layer i+1's query weights
+// gives an approximate query for layer i+1, scored on those few channels of the skewed keys, and
+// the keys within alpha of the best are fetched. The building blocks are exposed for the tests.
+#pragma once
+#include <ATen/ATen.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "methods/common/retrieval.h"
+
+namespace kvb {
+
+// Skewing matrices, one per KV head. q: [Hkv, Tq, d] (the group's post-RoPE calibration queries
+// stacked), k: [Hkv, T, d] (post-RoPE calibration keys) -> A: [Hkv, d, d], orthogonal: the right
+// singular vectors of Q (Vq) with columns ordered by descending Sq x Sk (i-th singular values of
+// Q and K). Computed from the eigen-decomposition of the d x d Gram matrices in double precision.
+at::Tensor infinigen_skewing(const at::Tensor& q, const at::Tensor& k);
+
+// Partial channels per KV head: the union of the top max(1, int(d x r)) channels by sum |Q A|
+// and the top max(1, int(d x r)) by sum |K A|, ascending. qa: [Hkv, Tq, d], ka: [Hkv, T, d]
+// (already skewed). Returns Hkv int64 tensors.
+std::vector<at::Tensor> infinigen_partial_channels(const at::Tensor& qa, const at::Tensor& ka,
+                                                   double r);
+
+struct InfiniGenConfig {
+  double alpha = 5.0;           // fetch keys with speculative score > max - alpha (Llama: 5)
+  double partial_ratio = 0.2;   // r: share of channels kept for speculation
+  std::string calibration_file;  // text whose first calibration_tokens build A; "" = the prompt
+  int64_t calibration_tokens = 2048;
+  double budget_ratio = 0.0;     // > 0: cap = int(n x ratio) (the reference's `budget`); 0: B
+  bool fill_to_budget = true;    // attend exactly the cap (top by speculative score)
+
+  static InfiniGenConfig from_json(const json& j, const std::string& where);
+  json to_json() const;
+  void check_budget(int64_t budget, const std::string& where) const;
+};
+
+// Per layer: skewing matrices and partial channels (from a calibration text or the prompt).
+struct InfiniGenCalibration {
+  std::vector<at::Tensor> skew;                   // per layer [Hkv, d, d] (undefined: dense)
+  std::vector<std::vector<at::Tensor>> channels;  // per layer, per KV head [c_h] int64
+};
+
+class InfiniGen : public RetrievalMethod {
+ public:
+  explicit InfiniGen(const InfiniGenConfig& c) : config_(c) {}
+  void begin(const MethodContext& context) override;
+  void on_prefill(int layer, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                  LayerKV& kv) override;
+  void on_attention_input(int layer, const at::Tensor& x, int64_t position) override;
+  void on_append(int layer, const at::Tensor& k, const at::Tensor& v, LayerKV& kv) override;
+
+  // Last step's speculation, for inspection: entries over the threshold averaged over heads.
+  int64_t last_count() const { return last_count_; }
+
+ protected:
+  int dense_layers() const override { return 2; }
+  std::vector<std::vector<int64_t>> select_sparse(int layer, const at::Tensor& q,
+                                                  const LayerKV& kv,
+                                                  const std::vector<int>& heads) override;
+
+ private:
+  void set_partial_bytes(int layer, const LayerKV& kv);
+
+  InfiniGenConfig config_;
+  std::shared_ptr<const InfiniGenCalibration> file_calibration_;  // from calibration_file
+  InfiniGenCalibration prompt_calibration_;                       // from the prompt
+  const InfiniGenCalibration& calibration() const {
+    return file_calibration_ ? *file_calibration_ : prompt_calibration_;
+  }
+  std::vector<std::vector<at::Tensor>> partial_keys_;  // per layer, per KV head [n, c_h]
+  std::vector<at::Tensor> attention_input_;            // per layer, this step's x: [1, D]
+  int64_t position_ = 0;
+  int64_t last_count_ = 0;
+};
+
+}  // namespace kvb

@@ -1,0 +1,109 @@
+// PQCache (Zhang et al., SIGMOD 2025, https://arxiv.org/abs/2407.12820; HugoZHL/PQCache).
+// Product quantization of the keys as a retrieval index: per KV head, d splits into m
+// sub-spaces, each clustered (K-means, 2^b centroids) on the prompt keys after the sinks; a key
+// is stored as m codes. At a decode step the query's sub-vectors against the centroids give a
+// table [m, 2^b]; a token's approximate score is the sum of its codes' table entries. The top-k
+// tokens by softmax of that score (summed over the GQA group) are fetched beside the sinks and a
+// local window. The building blocks are exposed for the tests.
+#pragma once
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "methods/common/retrieval.h"
+
+namespace kvb {
+
+// A product quantizer of Hkv heads' keys.
+struct PQIndex {
+  at::Tensor centroids;  // [Hkv, m, K, d/m] float
+  at::Tensor codes;      // [Hkv, m, N] int64, centroid ids
+};
+
+// K-means per (head, sub-space), batched: init from K distinct random keys (std::mt19937_64
+// seeded with `seed`), Lloyd iterations until the centroids move less than tol x the data's
+// mean per-feature variance (scikit-learn's criterion, tol = 1e-4) or `max_iter`; an empty
+// cluster keeps its centroid. K = min(2^bits, N). keys: [Hkv, N, d].
+PQIndex pq_build(const at::Tensor& keys, int m, int bits, int max_iter, double tol, uint64_t seed);
+// Nearest centroid per sub-space. centroids: [Hkv, m, K, s], keys: [Hkv, n, d] -> [Hkv, m, n].
+at::Tensor pq_encode(const at::Tensor& centroids, const at::Tensor& keys);
+// Approximate keys from codes. centroids: [m, K, s], codes: [m, n] -> [n, d] (one head).
+at::Tensor pq_reconstruct(const at::Tensor& centroids, const at::Tensor& codes);
+// Approximate q.k via the lookup table. q: [g, d], centroids: [m, K, s], codes: [m, n]
+// -> [g, n]; equals q . pq_reconstruct(centroids, codes)^T.
+at::Tensor pq_scores(const at::Tensor& q, const at::Tensor& centroids, const at::Tensor& codes);
+
+// The GPU-side block cache of the paper (Section 3.4): blocks of consecutive tokens shared by a
+// layer's KV heads, LFU eviction.
+class LfuBlockCache {
+ public:
+  explicit LfuBlockCache(int64_t capacity_blocks) : capacity_(capacity_blocks) {}
+  // One decode step: `token_blocks` holds the block of every fetched token (all heads). Returns
+  // how many were hits against the cache as it was, then admits the step's blocks (the most
+  // referenced first, at most `capacity`): a cached block's frequency grows by one, a new one
+  // enters with frequency 1 and evicts the least frequently used block not admitted in this
+  // step (ties: least recently used).
+  int64_t access(const std::vector<int64_t>& token_blocks);
+  bool contains(int64_t block) const { return entries_.count(block) != 0; }
+  int64_t size() const { return int64_t(entries_.size()); }
+
+ private:
+  struct Entry {
+    int64_t frequency = 0, last_used = 0;
+  };
+  int64_t capacity_;
+  int64_t clock_ = 0;
+  std::map<int64_t, Entry> entries_;
+};
+
+struct PQCacheConfig {
+  int64_t sinks = 32;        // initial tokens always attended
+  double ratio = 0.0;        // > 0: attend (L - sinks) x ratio tokens beyond sinks + current
+                             // (paper: 1/5, 1/10); 0: derive from the budget B exactly
+  double local_share = 0.5;  // share of those for the local window (reference recent_ratio)
+  int subspaces = 2;         // m
+  int bits = 6;              // b: 2^b centroids per sub-space
+  int max_iter = 100;        // Lloyd iterations at most
+  double tol = 1e-4;         // K-means convergence tolerance
+  int64_t cache_block = 128;    // tokens per block of the LFU cache
+  int64_t cache_tokens = 4096;  // LFU cache capacity per layer, tokens
+
+  static PQCacheConfig from_json(const json& j, const std::string& where);
+  json to_json() const;
+  void check_budget(int64_t budget, const std::string& where) const;
+};
+
+class PQCache : public RetrievalMethod {
+ public:
+  explicit PQCache(const PQCacheConfig& c) : config_(c) {}
+  void begin(const MethodContext& context) override;
+  void on_prefill(int layer, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                  LayerKV& kv) override;
+  void on_append(int layer, const at::Tensor& k, const at::Tensor& v, LayerKV& kv) override;
+
+  // The split of one step's attended entries: sinks + local + topk + 1 (current).
+  int64_t sinks() const { return sinks_; }
+  int64_t local() const { return local_; }
+  int64_t topk() const { return topk_; }
+  // Layer's index: centroids [Hkv, m, K, s], codes [Hkv, m, N] of logical entries sinks..
+  // sinks + N - 1 (undefined before prefill or when the prompt has no key after the sinks).
+  const PQIndex& index(int layer) const { return index_[layer]; }
+
+ protected:
+  int dense_layers() const override { return 0; }  // PQ on every layer (reference: all layers)
+  std::vector<std::vector<int64_t>> select_sparse(int layer, const at::Tensor& q,
+                                                  const LayerKV& kv,
+                                                  const std::vector<int>& heads) override;
+
+ private:
+  void update_index_bytes(int layer, const LayerKV& kv);
+
+  PQCacheConfig config_;
+  int64_t sinks_ = 0, local_ = 0, topk_ = 0;
+  std::vector<PQIndex> index_;        // per layer
+  std::vector<LfuBlockCache> cache_;  // per layer
+};
+
+}  // namespace kvb

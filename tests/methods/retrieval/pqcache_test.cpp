@@ -1,0 +1,171 @@
+#include "methods/retrieval/pqcache.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "harness/engine/session.h"
+#include "tests/methods/method_test_util.h"
+
+namespace kvb {
+namespace {
+
+double reconstruction_error(const at::Tensor& keys, const PQIndex& index) {
+  double err = 0;
+  for (int64_t h = 0; h < keys.size(0); ++h)
+    err += (keys[h] - pq_reconstruct(index.centroids[h], index.codes[h])).pow(2).sum().item<double>();
+  return err;
+}
+
+TEST(PQCache, ReconstructionErrorFallsAsBitsGrow) {
+  at::manual_seed(1);
+  at::Tensor keys = at::randn({2, 512, 16});  // [Hkv, N, d]
+  const double e2 = reconstruction_error(keys, pq_build(keys, 2, 2, 100, 1e-4, 0));
+  const double e4 = reconstruction_error(keys, pq_build(keys, 2, 4, 100, 1e-4, 0));
+  const double e6 = reconstruction_error(keys, pq_build(keys, 2, 6, 100, 1e-4, 0));
+  EXPECT_LT(e4, e2);
+  EXPECT_LT(e6, e4);
+  EXPECT_LT(e6, 0.8 * e2);
+}
+
+TEST(PQCache, IndexShapesAndFewKeys) {
+  at::manual_seed(2);
+  at::Tensor keys = at::randn({3, 10, 8});
+  PQIndex index = pq_build(keys, 4, 6, 50, 1e-4, 7);
+  // 2^6 centroids > 10 keys: K = 10, every key its own centroid, exact reconstruction.
+  EXPECT_EQ(index.centroids.sizes(), (std::vector<int64_t>{3, 4, 10, 2}));
+  EXPECT_EQ(index.codes.sizes(), (std::vector<int64_t>{3, 4, 10}));
+  EXPECT_LT(reconstruction_error(keys, index), 1e-8);
+}
+
+TEST(PQCache, ScoreEqualsQueryDotReconstructedKey) {
+  at::manual_seed(3);
+  at::Tensor keys = at::randn({1, 200, 16});
+  PQIndex index = pq_build(keys, 2, 4, 100, 1e-4, 0);
+  at::Tensor q = at::randn({3, 16});  // a group of 3 query heads
+  at::Tensor scores = pq_scores(q, index.centroids[0], index.codes[0]);  // [3, 200]
+  // Expected, independently: concatenate each token's centroids by hand and take q . k~.
+  for (int64_t j = 0; j < 200; ++j) {
+    at::Tensor k_hat = at::cat({index.centroids[0][0][index.codes[0][0][j].item<int64_t>()],
+                                index.centroids[0][1][index.codes[0][1][j].item<int64_t>()]});
+    for (int64_t i = 0; i < 3; ++i) {
+      const double expected = (q[i] * k_hat).sum().item<double>();
+      EXPECT_NEAR(scores[i][j].item<double>(), expected, 1e-5 * std::max(1.0, std::abs(expected)));
+    }
+  }
+}
+
+TEST(PQCache, TokensLeavingTheWindowGetTheirNearestCentroids) {
+  at::manual_seed(4);
+  auto method = test::make_method("pqcache", {{"sinks", 4}, {"bits", 3}});
+  auto* pq = dynamic_cast<PQCache*>(method.get());
+  ASSERT_NE(pq, nullptr);
+  const int64_t L = 64, B = 20, d = 8;
+  method->begin(test::context(1, 2, 1, d, B, L));
+  // B = 20 = 4 sinks + 7 local + 8 top-k + 1 current.
+  EXPECT_EQ(pq->sinks(), 4);
+  EXPECT_EQ(pq->local(), 7);
+  EXPECT_EQ(pq->topk(), 8);
+  at::Tensor k = at::randn({1, L, d}), v = at::randn({1, L, d}), q = at::randn({2, L, d});
+  LayerKV kv(1, d, at::kFloat);
+  kv.append_many(k, v, 0);
+  method->on_prefill(0, q, k, v, kv);
+  ASSERT_EQ(pq->index(0).codes.size(2), L - 4);  // every prompt key after the sinks
+  for (int step = 0; step < 12; ++step) {
+    at::Tensor kt = at::randn({1, d}) * 2.0, vt = at::randn({1, d});
+    kv.append(kt, vt, L + step);
+    method->on_append(0, kt, vt, kv);
+    Selection s = method->select(0, at::randn({2, d}), kv);
+    ASSERT_FALSE(s.all);
+    EXPECT_EQ(int64_t(s.per_head[0].size()), B);
+    const int64_t n = kv.size(0);
+    // Prompt keys were all coded at prefill; decode keys once outside the local window.
+    EXPECT_EQ(pq->index(0).codes.size(2), std::max<int64_t>(L - 4, n - 1 - 7 - 4));
+  }
+  // Decode tokens that left the window: codes = argmin over centroids of the squared distance,
+  // per sub-space, computed here by brute force.
+  const PQIndex& index = pq->index(0);
+  ASSERT_EQ(index.codes.size(2), L - 4 + 4);  // 4 decode tokens left the window
+  at::Tensor keys = kv.keys(0);  // [n, d]
+  for (int64_t j = L; j < 4 + index.codes.size(2); ++j)
+    for (int64_t i = 0; i < 2; ++i) {
+      at::Tensor sub = keys[j].narrow(0, i * 4, 4);
+      int64_t best = 0;
+      double best_dist = 1e30;
+      for (int64_t c = 0; c < index.centroids.size(2); ++c) {
+        const double dist = (index.centroids[0][i][c] - sub).pow(2).sum().item<double>();
+        if (dist < best_dist) best_dist = dist, best = c;
+      }
+      EXPECT_EQ(index.codes[0][i][j - 4].item<int64_t>(), best) << "token " << j;
+    }
+}
+
+TEST(PQCache, SelectionIsSinksLocalTopKAndCurrent) {
+  // d = 2, m = 1: keys on the unit circle; the query points at token 30's direction.
+  const int64_t L = 64, d = 2;
+  auto method = test::make_method("pqcache", {{"sinks", 2}, {"subspaces", 1}, {"bits", 6}});
+  method->begin(test::context(1, 1, 1, d, 9, L));  // 2 sinks + 3 local + 3 top-k + 1
+  at::Tensor angles = at::arange(L, at::kFloat) * (6.2831853f / float(L));
+  at::Tensor k = at::stack({angles.cos(), angles.sin()}, 1).unsqueeze(0) * 8.0;  // [1, L, 2]
+  at::Tensor v = at::zeros({1, L, d});
+  LayerKV kv(1, d, at::kFloat);
+  kv.append_many(k, v, 0);
+  method->on_prefill(0, at::zeros({1, L, d}), k, v, kv);
+  at::Tensor kt = at::zeros({1, d});
+  kv.append(kt, kt, L);
+  method->on_append(0, kt, kt, kv);
+  Selection s = method->select(0, k[0][30].unsqueeze(0) * 4.0, kv);
+  std::vector<int64_t> got = s.per_head[0];
+  std::sort(got.begin(), got.end());
+  // 62 keys <= 64 centroids: exact codes; top-3 by q.k are 29, 30, 31.
+  EXPECT_EQ(got, (std::vector<int64_t>{0, 1, 29, 30, 31, 61, 62, 63, 64}));
+}
+
+TEST(PQCache, LfuBlockCacheCountsHitsOnAHandCase) {
+  LfuBlockCache cache(2);
+  EXPECT_EQ(cache.access({0, 0, 1}), 0);  // cold: {0:1, 1:1}
+  EXPECT_EQ(cache.access({0, 2}), 1);     // 0 hits; 2 evicts 1 (freq 1): {0:2, 2:1}
+  EXPECT_TRUE(cache.contains(0));
+  EXPECT_TRUE(cache.contains(2));
+  EXPECT_FALSE(cache.contains(1));
+  EXPECT_EQ(cache.access({1, 1, 2}), 1);  // 2 hits; 1 evicts 0 (not used this step): {1:1, 2:2}
+  EXPECT_TRUE(cache.contains(1));
+  EXPECT_FALSE(cache.contains(0));
+  EXPECT_EQ(cache.access({0}), 0);  // 0 evicts the least frequent, 1: {0:1, 2:2}
+  EXPECT_TRUE(cache.contains(2));
+  EXPECT_FALSE(cache.contains(1));
+  EXPECT_EQ(cache.access({2, 2, 0, 5}), 3);
+  EXPECT_EQ(cache.size(), 2);
+}
+
+TEST(PQCache, CountsCacheAndIndexBytesInASession) {
+  auto model = LlamaModel::from_reference("random-tiny");
+  auto method = test::make_method("pqcache");
+  std::vector<int> prompt = {1};
+  for (int i = 1; i < 300; ++i) prompt.push_back(3 + (i * 37) % 250);
+  Session session(*model, *method, SessionOptions{64, 0});
+  session.prefill(prompt);
+  for (int t = 0; t < 3; ++t) session.decode(5 + t);
+  auto c = method->counters();
+  EXPECT_GT(c["index_bytes"], 0);
+  EXPECT_GT(c["cache_lookups"], 0);
+  EXPECT_GE(c["cache_hit_rate"], 0);
+  EXPECT_LE(c["cache_hit_rate"], 1);
+  EXPECT_NEAR(session.attended().sum[0] / 3.0, 64.0, 1e-9);
+}
+
+TEST(PQCache, BadConfigsNameTheField) {
+  for (const char* field : {"bits", "subspaces", "ratio", "local_share", "sinks", "max_iter",
+                            "cache_block"}) {
+    json bad = {{field, -1}};
+    std::string e = test::suite_error({{"name", "pqcache"}, {"config", bad}}, {32});
+    EXPECT_NE(e.find(field), std::string::npos) << field << ": " << e;
+  }
+  std::string e = test::suite_error({{"name", "pqcache"}, {"config", {{"bitz", 4}}}}, {32});
+  EXPECT_NE(e.find("bitz"), std::string::npos) << e;
+  e = test::suite_error("pqcache", {0});
+  EXPECT_NE(e.find("budget"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace kvb
