@@ -1,0 +1,386 @@
+// ClusterKV (Liu et al., DAC 2025, https://arxiv.org/abs/2412.03213; sjtu-zhao-lab/ClusterKV).
+// "Tokens close in key space get similar attention": recall KV at the granularity of semantic
+// clusters rather than of pages of consecutive positions. After prefill, per KV head, the first
+// 16 tokens (attention sinks, outliers in key space) are always attended and the other prompt
+// keys are grouped by K-means with cosine assignment (C0 = L/80 clusters). At a decode step the
+// centroids are ranked by q.mu (inner product, not cosine) and clusters are taken in that order
+// until the budget is filled, the last one trimmed. Tokens generated during decoding are
+// attended directly until m = 320 of them have accumulated; those are then clustered on their
+// own into C+ = 4 clusters, appended to the index. Layers 0 and 1 attend to everything.
+//
+// Index (Fig. 8), per layer and KV head: centroids [C, d], cluster sizes [C], their prefix sums
+// (start of each cluster's members) [C], and the member indices sorted by label [N].
+// Clustering is batched over the KV heads of a layer: [Hkv, n, d] x [Hkv, C, d] -> bmm.
+//
+// In the harness (see `fidelity` below):
+// - Budget B per KV head = sinks + clustered selection + recent (unclustered, the current token
+//   included). When the recent tokens alone exceed B - sinks (small B, up to m = 320 of them),
+//   only the most recent B - sinks are attended and no cluster: B is never exceeded.
+// - GQA: one selection per KV head, scores of the group's query heads summed (q.mu is linear,
+//   so that is (sum of the group's q).mu); the reference repeats KV and selects per query head.
+// - The cache of the last R steps is counted, not simulated as memory: a lookup is a clustered
+//   entry selected at this step (sinks and recent tokens stay on the device), a hit is one that
+//   was selected in one of the last R steps.
+#include "methods/retrieval/clusterkv.h"
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+#include <stdexcept>
+
+#include "methods/common/config.h"
+#include "methods/common/retrieval.h"
+
+namespace kvb {
+
+at::Tensor cosine_assign(const at::Tensor& keys, const at::Tensor& centroids) {
+  const int64_t H = keys.size(0), n = keys.size(1), C = centroids.size(1);
+  at::Tensor kn = keys.to(at::kFloat);
+  kn = kn / kn.norm(2, -1, /*keepdim=*/true).clamp_min(1e-12);             // [H, n, d]
+  at::Tensor cn = centroids.to(at::kFloat);
+  cn = (cn / cn.norm(2, -1, /*keepdim=*/true).clamp_min(1e-12)).transpose(1, 2);  // [H, d, C]
+  // Chunks of keys keep the similarity block [H, chunk, C] under ~64 MB.
+  const int64_t chunk = std::max<int64_t>(1, (int64_t(16) << 20) / std::max<int64_t>(1, H * C));
+  at::Tensor labels = at::empty({H, n}, at::kLong);
+  for (int64_t s = 0; s < n; s += chunk) {
+    const int64_t len = std::min(chunk, n - s);
+    labels.narrow(1, s, len).copy_(at::bmm(kn.narrow(1, s, len), cn).argmax(-1));  // [H, len]
+  }
+  return labels;
+}
+
+at::Tensor cluster_means(const at::Tensor& keys, const at::Tensor& labels, const at::Tensor& old) {
+  const int64_t H = keys.size(0), n = keys.size(1), d = keys.size(2), C = old.size(1);
+  at::Tensor kf = keys.to(at::kFloat);
+  at::Tensor sums = at::zeros({H, C, d}, at::kFloat)
+                        .scatter_add_(1, labels.unsqueeze(-1).expand({H, n, d}), kf);  // [H, C, d]
+  at::Tensor counts = at::zeros({H, C}, at::kFloat).scatter_add_(1, labels, at::ones({H, n}));
+  at::Tensor means = sums / counts.clamp_min(1).unsqueeze(-1);
+  return at::where((counts > 0).unsqueeze(-1), means, old.to(at::kFloat));  // [H, C, d]
+}
+
+KMeansResult cosine_kmeans(const at::Tensor& keys, int64_t clusters, uint64_t seed,
+                           int max_iterations) {
+  const int64_t H = keys.size(0), n = keys.size(1), d = keys.size(2);
+  if (clusters < 1 || clusters > n)
+    throw std::logic_error("cosine_kmeans: need 1 <= clusters <= keys, got " +
+                           std::to_string(clusters) + " for " + std::to_string(n));
+  at::Tensor kf = keys.to(at::kFloat).contiguous();
+  // Initial centroids: keys at `clusters` distinct random positions per head (partial shuffle).
+  std::mt19937_64 rng(seed);
+  at::Tensor init = at::empty({H, clusters}, at::kLong);  // [H, C] key positions
+  int64_t* pinit = init.data_ptr<int64_t>();
+  std::vector<int64_t> perm(n);
+  for (int64_t h = 0; h < H; ++h) {
+    std::iota(perm.begin(), perm.end(), 0);
+    for (int64_t i = 0; i < clusters; ++i) {
+      const int64_t j = i + int64_t(rng() % uint64_t(n - i));
+      std::swap(perm[i], perm[j]);
+      pinit[h * clusters + i] = perm[i];
+    }
+  }
+  KMeansResult r;
+  r.centroids = kf.gather(1, init.unsqueeze(-1).expand({H, clusters, d})).clone();  // [H, C, d]
+  r.labels = cosine_assign(kf, r.centroids);                                         // [H, n]
+  while (r.iterations < max_iterations) {
+    r.centroids = cluster_means(kf, r.labels, r.centroids);
+    ++r.iterations;
+    at::Tensor labels = cosine_assign(kf, r.centroids);
+    const bool same = labels.equal(r.labels);
+    r.labels = labels;
+    if (same) {
+      r.converged = true;
+      break;
+    }
+  }
+  return r;
+}
+
+uint64_t clusterkv_seed(uint64_t seed, int layer, int64_t batch) {
+  return seed * 0x9E3779B97F4A7C15ull + uint64_t(layer) * 0xBF58476D1CE4E5B9ull +
+         uint64_t(batch) * 0x94D049BB133111EBull;
+}
+
+ClusterMetadata cluster_metadata(const at::Tensor& labels, int64_t clusters, int64_t index_offset) {
+  const int64_t H = labels.size(0), n = labels.size(1);
+  ClusterMetadata m;
+  m.sizes = at::zeros({H, clusters}, at::kLong).scatter_add_(1, labels, at::ones({H, n}, at::kLong));
+  m.starts = m.sizes.cumsum(1) - m.sizes;
+  at::Tensor order = std::get<1>(labels.sort(/*stable=*/true, /*dim=*/1, /*descending=*/false));
+  m.sorted_indices = (order + index_offset).contiguous();  // [H, n]
+  return m;
+}
+
+namespace {
+
+// Clusters ranked by descending score, ties by lower id (std::stable_sort: no thread-pool
+// round trip for a few hundred scores per step).
+std::vector<int64_t> rank_clusters(const float* scores, int64_t C) {
+  std::vector<int64_t> order(C);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [scores](int64_t a, int64_t b) { return scores[a] > scores[b]; });
+  return order;
+}
+
+std::vector<int64_t> gather_ranked(const std::vector<int64_t>& order, const int64_t* sizes,
+                                   const int64_t* starts, const int64_t* sorted_indices,
+                                   int64_t take) {
+  std::vector<int64_t> out;
+  out.reserve(std::max<int64_t>(take, 0));
+  for (size_t r = 0; r < order.size() && int64_t(out.size()) < take; ++r) {
+    const int64_t c = order[r];
+    const int64_t count = std::min(sizes[c], take - int64_t(out.size()));  // trims the last one
+    out.insert(out.end(), sorted_indices + starts[c], sorted_indices + starts[c] + count);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<int64_t> gather_clusters(const at::Tensor& order, const at::Tensor& sizes,
+                                     const at::Tensor& starts, const at::Tensor& sorted_indices,
+                                     int64_t take) {
+  at::Tensor o = order.to(at::kLong).contiguous(), sz = sizes.to(at::kLong).contiguous();
+  at::Tensor st = starts.to(at::kLong).contiguous(), idx = sorted_indices.to(at::kLong).contiguous();
+  std::vector<int64_t> ranked(o.data_ptr<int64_t>(), o.data_ptr<int64_t>() + o.numel());
+  return gather_ranked(ranked, sz.data_ptr<int64_t>(), st.data_ptr<int64_t>(),
+                       idx.data_ptr<int64_t>(), take);
+}
+
+std::vector<int64_t> clusterkv_select(const at::Tensor& scores, const at::Tensor& sizes,
+                                      const at::Tensor& starts, const at::Tensor& sorted_indices,
+                                      int64_t take) {
+  at::Tensor sc = scores.to(at::kFloat).contiguous();
+  at::Tensor sz = sizes.to(at::kLong).contiguous(), st = starts.to(at::kLong).contiguous();
+  at::Tensor idx = sorted_indices.to(at::kLong).contiguous();
+  return gather_ranked(rank_clusters(sc.data_ptr<float>(), sc.numel()), sz.data_ptr<int64_t>(),
+                       st.data_ptr<int64_t>(), idx.data_ptr<int64_t>(), take);
+}
+
+namespace {
+
+struct ClusterKVConfig {
+  int64_t sinks = 16;
+  int64_t clusters = 0;  // C0 fixed (the code's 400); 0 = prompt length / divisor (the paper)
+  int64_t clusters_per_token_divisor = 80;
+  int64_t decode_interval = 320;  // m
+  int64_t decode_clusters = 4;    // C+ (the paper; the code's default is 8)
+  int max_iterations = 20;
+  int64_t cache_steps = 1;        // R
+
+  static ClusterKVConfig from_json(const json& j, const std::string& where) {
+    ClusterKVConfig c;
+    JsonFields f(j.is_null() ? json::object() : j, where);
+    f.get("sinks", c.sinks);
+    f.get("clusters", c.clusters);
+    f.get("clusters_per_token_divisor", c.clusters_per_token_divisor);
+    f.get("decode_interval", c.decode_interval);
+    f.get("decode_clusters", c.decode_clusters);
+    f.get("max_iterations", c.max_iterations);
+    f.get("cache_steps", c.cache_steps);
+    f.finish();
+    auto at_least = [&f](const char* key, int64_t value, int64_t min) {
+      if (value < min)
+        throw InputError(f.path(key) + ": must be >= " + std::to_string(min) + ", got " +
+                         std::to_string(value));
+    };
+    at_least("sinks", c.sinks, 0);
+    at_least("clusters", c.clusters, 0);
+    at_least("clusters_per_token_divisor", c.clusters_per_token_divisor, 1);
+    at_least("decode_interval", c.decode_interval, 1);
+    at_least("decode_clusters", c.decode_clusters, 1);
+    at_least("max_iterations", c.max_iterations, 1);
+    at_least("cache_steps", c.cache_steps, 0);
+    if (c.decode_clusters > c.decode_interval)
+      throw InputError(f.path("decode_clusters") + ": " + std::to_string(c.decode_clusters) +
+                       " clusters cannot be made from decode_interval = " +
+                       std::to_string(c.decode_interval) + " tokens");
+    return c;
+  }
+  json to_json() const {
+    return {{"sinks", sinks},
+            {"clusters", clusters},
+            {"clusters_per_token_divisor", clusters_per_token_divisor},
+            {"decode_interval", decode_interval},
+            {"decode_clusters", decode_clusters},
+            {"max_iterations", max_iterations},
+            {"cache_steps", cache_steps}};
+  }
+  void check_budget(int64_t budget, const std::string& where) const {
+    if (budget <= sinks)
+      throw InputError(where + ".sinks: " + std::to_string(sinks) +
+                       " sinks leave no room in budget " + std::to_string(budget));
+  }
+};
+
+class ClusterKV : public RetrievalMethod {
+ public:
+  explicit ClusterKV(const ClusterKVConfig& c) : config_(c) {}
+
+  void begin(const MethodContext& context) override {
+    RetrievalMethod::begin(context);
+    config_.check_budget(context.budget, "clusterkv");
+    index_.assign(context.num_layers, LayerIndex{});
+  }
+
+  // k: [Hkv, L, d]. Clusters the prompt keys after the sinks, all heads at once.
+  void on_prefill(int layer, const at::Tensor&, const at::Tensor& k, const at::Tensor&,
+                  LayerKV& kv) override {
+    if (layer < dense_layers()) return;
+    LayerIndex& ix = index_[layer];
+    const int64_t H = k.size(0), L = k.size(1), d = k.size(2);
+    ix.sinks = std::min(config_.sinks, L);
+    ix.entries = ix.clustered_end = L;
+    ix.centroids = at::empty({H, 0, d}, at::kFloat);
+    ix.sizes = ix.starts = at::empty({H, 0}, at::kLong);
+    ix.members = at::empty({H, 0}, at::kLong);
+    ix.last_selected.assign(H, {});
+    const int64_t n = L - ix.sinks;
+    if (n > 0) {
+      int64_t c0 = config_.clusters > 0 ? config_.clusters
+                                        : std::max<int64_t>(1, L / config_.clusters_per_token_divisor);
+      add_clusters(layer, k.narrow(1, ix.sinks, n), std::min(c0, n), ix.sinks);
+    }
+    account(layer, kv);
+  }
+
+  // k: [Hkv, d]. Every m decode tokens (the current one excepted) become C+ new clusters.
+  void on_append(int layer, const at::Tensor& k, const at::Tensor&, LayerKV& kv) override {
+    if (layer < dense_layers()) return;
+    LayerIndex& ix = index_[layer];
+    ++ix.steps;
+    ++ix.entries;
+    ix.pending.push_back(k.to(at::kFloat));  // keys of entries clustered_end .. entries-1
+    if (int64_t(ix.pending.size()) - 1 >= config_.decode_interval) {
+      const int64_t m = config_.decode_interval;
+      std::vector<at::Tensor> batch(ix.pending.begin(), ix.pending.begin() + m);
+      ix.pending.erase(ix.pending.begin(), ix.pending.begin() + m);
+      add_clusters(layer, at::stack(batch, 1), config_.decode_clusters, ix.clustered_end);  // [Hkv, m, d]
+      ix.clustered_end += m;
+      account(layer, kv);
+    }
+  }
+
+  std::map<std::string, double> counters() const override {
+    std::map<std::string, double> c = RetrievalMethod::counters();
+    double clusters = 0;
+    int layers = 0;
+    for (const LayerIndex& ix : index_)
+      if (ix.centroids.defined()) {
+        clusters += double(ix.centroids.size(1));
+        ++layers;
+      }
+    if (layers > 0) c["clusters_per_head"] = clusters / layers;  // mean over sparse layers
+    return c;
+  }
+
+ protected:
+  // q: [Hq, d]. Returns sinks + trimmed clusters + recent per listed head.
+  std::vector<std::vector<int64_t>> select_sparse(int layer, const at::Tensor& q,
+                                                  const LayerKV& kv,
+                                                  const std::vector<int>& heads) override {
+    LayerIndex& ix = index_[layer];
+    const int64_t Hkv = kv.num_heads(), g = q.size(0) / Hkv, d = q.size(1);
+    for (int h : heads)
+      if (kv.size(h) != ix.entries)
+        throw std::logic_error("clusterkv: cluster index out of step with the KV store");
+    const int64_t n = ix.entries, B = context_.budget;
+    const int64_t room = B - ix.sinks;                      // for clusters + recent
+    const int64_t recent = std::min(n - ix.clustered_end, room);
+    const int64_t take = room - recent;                     // clustered entries to select
+    at::Tensor scores;                                      // [Hkv, C] q.mu
+    if (take > 0) {
+      at::Tensor q_group = q.to(at::kFloat).reshape({Hkv, g, d}).sum(1).unsqueeze(-1);  // [Hkv, d, 1]
+      scores = at::bmm(ix.centroids, q_group).squeeze(-1).contiguous();                 // [Hkv, C]
+    }
+    const int64_t C = ix.centroids.size(1), N = ix.members.size(1);
+    std::vector<std::vector<int64_t>> out;
+    int64_t hits = 0, lookups = 0;
+    for (int h : heads) {
+      std::vector<int64_t> sel;
+      if (take > 0) {
+        sel = gather_ranked(rank_clusters(scores.data_ptr<float>() + h * C, C),
+                            ix.sizes.data_ptr<int64_t>() + h * C,
+                            ix.starts.data_ptr<int64_t>() + h * C,
+                            ix.members.data_ptr<int64_t>() + h * N, take);
+        count_hits(ix, h, sel, hits, lookups);
+      }
+      for (int64_t i = 0; i < ix.sinks; ++i) sel.push_back(i);
+      for (int64_t i = n - recent; i < n; ++i) sel.push_back(i);
+      out.push_back(std::move(sel));
+    }
+    if (config_.cache_steps > 0 && lookups > 0) count_cache(hits, lookups);
+    return out;
+  }
+
+ private:
+  struct LayerIndex {
+    int64_t sinks = 0;
+    int64_t entries = 0;        // entries seen (== every head's size)
+    int64_t clustered_end = 0;  // [sinks, clustered_end) clustered; [clustered_end, entries) recent
+    int64_t steps = 0;          // decode steps seen by this layer
+    int64_t batches = 0;        // clusterings done (seeds)
+    at::Tensor centroids;       // [Hkv, C, d] float32
+    at::Tensor sizes, starts;   // [Hkv, C] int64
+    at::Tensor members;         // [Hkv, N] int64 entry indices sorted by label, cluster by cluster
+    std::vector<at::Tensor> pending;  // [Hkv, d] keys of the recent (unclustered) entries
+    std::vector<std::vector<int64_t>> last_selected;  // per head, per entry: step last selected
+  };
+
+  // Clusters keys [Hkv, n, d] (entries offset..offset+n-1) into `clusters` and appends them.
+  void add_clusters(int layer, const at::Tensor& keys, int64_t clusters, int64_t offset) {
+    LayerIndex& ix = index_[layer];
+    KMeansResult r = cosine_kmeans(keys, clusters, clusterkv_seed(context_.seed, layer, ix.batches++),
+                                   config_.max_iterations);
+    ClusterMetadata m = cluster_metadata(r.labels, clusters, offset);
+    const int64_t before = ix.members.size(1);
+    ix.centroids = at::cat({ix.centroids, r.centroids}, 1);
+    ix.sizes = at::cat({ix.sizes, m.sizes}, 1);
+    ix.starts = at::cat({ix.starts, m.starts + before}, 1);
+    ix.members = at::cat({ix.members, m.sorted_indices}, 1);
+  }
+
+  // The cache of the last R steps: hits among this step's selected (clustered) entries.
+  void count_hits(LayerIndex& ix, int h, const std::vector<int64_t>& sel, int64_t& hits,
+                  int64_t& lookups) {
+    if (config_.cache_steps <= 0) return;
+    std::vector<int64_t>& last = ix.last_selected[h];
+    if (int64_t(last.size()) < ix.entries) last.resize(ix.entries, -1);
+    for (int64_t e : sel) {
+      if (last[e] >= 0 && ix.steps - last[e] <= config_.cache_steps) ++hits;
+      last[e] = ix.steps;
+    }
+    lookups += int64_t(sel.size());
+  }
+
+  // Index bytes: centroids in the keys' dtype; sizes, prefix sums, sorted indices as int32.
+  void account(int layer, const LayerKV& kv) {
+    const LayerIndex& ix = index_[layer];
+    const int64_t H = kv.num_heads(), C = ix.centroids.size(1), N = ix.members.size(1);
+    set_index_bytes(layer, H * C * kv.head_dim() * int64_t(kv.key_pool().element_size()) +
+                               H * (2 * C + N) * 4);
+  }
+
+  ClusterKVConfig config_;
+  std::vector<LayerIndex> index_;  // per layer
+};
+
+KVB_REGISTER_METHOD(make_method_info<ClusterKV, ClusterKVConfig>({
+    .name = "clusterkv",
+    .title = "ClusterKV (Liu et al. 2025)",
+    .paper = "https://arxiv.org/abs/2412.03213",
+    .family = "retrieval",
+    .uses_budget = true,
+    .budget_tolerance = 0.0,
+    .dense_layers = 2,
+    .fidelity = "paper: 16 sinks, cosine K-means (raw-key means, 20 Lloyd steps, seeded random "
+                "init) with C0 = L/80 (clusters: fixed, the code's 400), q.mu ranking, last "
+                "cluster trimmed to B - sinks - recent, m=320 decode tokens -> C+=4 clusters (code: "
+                "8), layers 0-1 dense, R=1 cache counted; batched over KV heads; GQA: group's "
+                "queries summed per KV head (reference: per query head); recent tokens beyond "
+                "B - sinks are not attended until clustered (reference: all attended, over B)",
+}));
+
+}  // namespace
+}  // namespace kvb

@@ -1,0 +1,59 @@
+// ClusterKV (Liu et al., https://arxiv.org/abs/2412.03213): the parts a test can check on their
+// own: batched cosine K-means over the KV heads of a layer, the cluster metadata of Fig. 8, and
+// the selection of clusters by q.centroid.
+#pragma once
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace kvb {
+
+// Labels of each key: the centroid of largest cosine similarity (keys and centroids
+// L2-normalised). keys: [H, n, d], centroids: [H, C, d]. Returns [H, n] int64.
+at::Tensor cosine_assign(const at::Tensor& keys, const at::Tensor& centroids);
+
+// New centroids: the mean of the RAW member keys; a cluster without members keeps `old`.
+// keys: [H, n, d], labels: [H, n], old: [H, C, d]. Returns [H, C, d] float32.
+at::Tensor cluster_means(const at::Tensor& keys, const at::Tensor& labels, const at::Tensor& old);
+
+struct KMeansResult {
+  at::Tensor centroids;  // [H, C, d] float32
+  at::Tensor labels;     // [H, n] int64: cosine_assign(keys, centroids)
+  int iterations = 0;    // centroid updates done
+  bool converged = false;  // the last update left every head's assignment unchanged
+};
+
+// Batched over heads: initial centroids are the keys at C distinct random positions per head
+// (std::mt19937_64 seeded with `seed`), then Lloyd steps (cosine assignment, mean update) until
+// no head's assignment changes or `max_iterations` updates. keys: [H, n, d]; 1 <= C <= n.
+KMeansResult cosine_kmeans(const at::Tensor& keys, int64_t clusters, uint64_t seed,
+                           int max_iterations);
+
+// The seed of the `batch`-th clustering (0 = the prompt's, then one per m decode tokens) of
+// `layer` in a sequence run with `seed`.
+uint64_t clusterkv_seed(uint64_t seed, int layer, int64_t batch);
+
+// Fig. 8's metadata for labels [H, n] over C clusters, whose key i is the entry
+// `index_offset + i`.
+struct ClusterMetadata {
+  at::Tensor sizes;           // [H, C] int64: members per cluster
+  at::Tensor starts;          // [H, C] int64: exclusive prefix sums of sizes
+  at::Tensor sorted_indices;  // [H, n] int64: entry indices sorted by label (stable)
+};
+ClusterMetadata cluster_metadata(const at::Tensor& labels, int64_t clusters, int64_t index_offset);
+
+// The members of the clusters taken in the given order until `take` entries: the last cluster
+// is trimmed (its first members in sorted order). order: [C] cluster ids, best first; sizes,
+// starts: [C]; sorted_indices: [N]. Returns entry indices (selection order).
+std::vector<int64_t> gather_clusters(const at::Tensor& order, const at::Tensor& sizes,
+                                     const at::Tensor& starts, const at::Tensor& sorted_indices,
+                                     int64_t take);
+
+// ClusterKV's selection for one KV head: clusters ranked by descending score q.mu (ties by lower
+// id), then gather_clusters. scores: [C].
+std::vector<int64_t> clusterkv_select(const at::Tensor& scores, const at::Tensor& sizes,
+                                      const at::Tensor& starts, const at::Tensor& sorted_indices,
+                                      int64_t take);
+
+}  // namespace kvb

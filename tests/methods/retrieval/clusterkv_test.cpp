@@ -1,0 +1,231 @@
+#include "methods/retrieval/clusterkv.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "tests/methods/method_test_util.h"
+
+namespace kvb {
+namespace {
+
+// Keys in `groups` directions with random magnitudes and a little noise. Returns [H, n, d].
+at::Tensor grouped_keys(int64_t H, int64_t per_group, int64_t groups, int64_t d) {
+  at::Tensor dirs = at::randn({H, groups, 1, d});
+  at::Tensor mags = at::rand({H, groups, per_group, 1}) * 4.0 + 0.5;
+  at::Tensor noise = at::randn({H, groups, per_group, d}) * 0.05;
+  return (dirs * mags + noise * mags).reshape({H, groups * per_group, d});
+}
+
+TEST(ClusterKV, KMeansConvergesToAFixedPointOfLloyd) {
+  for (uint64_t seed : {0, 1, 2}) {
+    at::manual_seed(seed);
+    const int64_t H = 3, n = 60, d = 8, C = 4;
+    at::Tensor keys = grouped_keys(H, 15, 4, d);
+    KMeansResult r = cosine_kmeans(keys, C, seed, /*max_iterations=*/50);
+    ASSERT_TRUE(r.converged) << seed;
+    EXPECT_EQ(r.centroids.sizes(), (std::vector<int64_t>{H, C, d}));
+    // One more Lloyd step changes nothing.
+    at::Tensor centroids = cluster_means(keys, r.labels, r.centroids);
+    EXPECT_TRUE(at::allclose(centroids, r.centroids, 1e-5, 1e-6)) << seed;
+    EXPECT_TRUE(cosine_assign(keys, centroids).equal(r.labels)) << seed;
+    // Independently: each key's label is its centroid of largest cosine, and each non-empty
+    // centroid is the mean of its RAW members.
+    for (int64_t h = 0; h < H; ++h) {
+      for (int64_t i = 0; i < n; ++i) {
+        at::Tensor cos = at::cosine_similarity(keys[h][i].unsqueeze(0), r.centroids[h], 1);  // [C]
+        EXPECT_EQ(cos.argmax().item<int64_t>(), r.labels[h][i].item<int64_t>());
+      }
+      for (int64_t c = 0; c < C; ++c) {
+        at::Tensor members = keys[h].index({r.labels[h] == c});
+        if (members.size(0) == 0) continue;
+        EXPECT_TRUE(at::allclose(members.mean(0), r.centroids[h][c], 1e-5, 1e-5));
+      }
+    }
+  }
+}
+
+TEST(ClusterKV, EmptyClusterKeepsItsCentroid) {
+  at::Tensor keys = at::tensor({1.0f, 0.0f, 3.0f, 0.0f, 0.0f, 2.0f}).reshape({1, 3, 2});
+  at::Tensor labels = at::tensor({0, 0, 2}, at::kLong).reshape({1, 3});
+  at::Tensor old = at::tensor({9.0f, 9.0f, 7.0f, 7.0f, 5.0f, 5.0f}).reshape({1, 3, 2});
+  at::Tensor c = cluster_means(keys, labels, old);
+  at::Tensor expected = at::tensor({2.0f, 0.0f, 7.0f, 7.0f, 0.0f, 2.0f}).reshape({1, 3, 2});
+  EXPECT_TRUE(at::equal(c, expected)) << c;
+}
+
+TEST(ClusterKV, MetadataAndSelectionFollowFigure8) {
+  // Fig. 8: k0, k5 in cluster 2; k1 in cluster 0; k2, k3, k4 in cluster 1.
+  at::Tensor labels = at::tensor({2, 0, 1, 1, 1, 2}, at::kLong).reshape({1, 6});
+  ClusterMetadata m = cluster_metadata(labels, 3, /*index_offset=*/16);
+  EXPECT_TRUE(m.sizes.equal(at::tensor({1, 3, 2}, at::kLong).reshape({1, 3})));
+  EXPECT_TRUE(m.starts.equal(at::tensor({0, 1, 4}, at::kLong).reshape({1, 3})));
+  EXPECT_TRUE(
+      m.sorted_indices.equal(at::tensor({17, 18, 19, 20, 16, 21}, at::kLong).reshape({1, 6})));
+  // q.mu ranks the clusters 2, 0, 1. Budget 3 = sizes of clusters 2 and 0.
+  at::Tensor scores = at::tensor({0.5f, -1.0f, 2.0f});
+  EXPECT_EQ(clusterkv_select(scores, m.sizes[0], m.starts[0], m.sorted_indices[0], 3),
+            (std::vector<int64_t>{16, 21, 17}));
+  // Budget 5: cluster 1 is trimmed to its first 2 members.
+  EXPECT_EQ(clusterkv_select(scores, m.sizes[0], m.starts[0], m.sorted_indices[0], 5),
+            (std::vector<int64_t>{16, 21, 17, 18, 19}));
+  EXPECT_EQ(clusterkv_select(scores, m.sizes[0], m.starts[0], m.sorted_indices[0], 2),
+            (std::vector<int64_t>{16, 21}));
+}
+
+// Runs clusterkv on one sparse layer (layer 2 of 3): prefill of keys `k` [1, L, d], then
+// decode tokens. Hq = 2, Hkv = 1.
+struct Driver {
+  std::unique_ptr<Method> method;
+  LayerKV kv;
+  int64_t position = 0;
+  Driver(const json& config, const at::Tensor& k, int64_t budget)
+      : method(test::make_method("clusterkv", config)), kv(1, k.size(2), at::kFloat) {
+    const int64_t L = k.size(1), d = k.size(2);
+    method->begin(test::context(3, 2, 1, int(d), budget, L));
+    at::Tensor v = at::randn({1, L, d});
+    kv.append_many(k, v, 0);
+    method->on_prefill(2, at::randn({2, L, d}), k, v, kv);
+    position = L;
+  }
+  std::vector<int64_t> step(const at::Tensor& kt /*[1, d]*/, const at::Tensor& q /*[2, d]*/) {
+    at::Tensor vt = at::randn({1, kt.size(1)});
+    kv.append(kt, vt, position++);
+    method->on_append(2, kt, vt, kv);
+    Selection s = method->select(2, q, kv);
+    EXPECT_FALSE(s.all);
+    std::vector<int64_t> sel = s.per_head[0];
+    std::sort(sel.begin(), sel.end());
+    return sel;
+  }
+};
+
+TEST(ClusterKV, SelectionCoversClustersInOrderOfQDotCentroidAndMeetsTheBudget) {
+  at::manual_seed(3);
+  const int64_t d = 8, sinks = 16, C = 5, B = 48;
+  at::Tensor k = at::cat({at::randn({1, sinks, d}) * 10.0, grouped_keys(1, 20, 5, d)}, 1);
+  const int64_t L = k.size(1);  // 116
+  Driver drv({{"clusters", C}}, k, B);
+  at::Tensor q = at::randn({2, d});
+  std::vector<int64_t> sel = drv.step(at::randn({1, d}), q);
+
+  // Independently: the same K-means (same seed), ranked by (q0 + q1).mu.
+  KMeansResult r = cosine_kmeans(k.narrow(1, sinks, L - sinks), C, clusterkv_seed(0, 2, 0), 20);
+  at::Tensor score = at::matmul(r.centroids[0], q.sum(0));  // [C]
+  std::vector<int64_t> order(C);
+  for (int64_t c = 0; c < C; ++c) order[c] = c;
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return score[a].item<float>() > score[b].item<float>();
+  });
+  std::vector<int64_t> expected;
+  for (int64_t i = 0; i < sinks; ++i) expected.push_back(i);  // sinks
+  int64_t take = B - sinks - 1;                                // one recent: the current token
+  for (int64_t c : order)
+    for (int64_t i = 0; i < L - sinks && take > 0; ++i)
+      if (r.labels[0][i].item<int64_t>() == c) {
+        expected.push_back(sinks + i);
+        --take;
+      }
+  expected.push_back(L);  // the current token
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(sel, expected);
+  EXPECT_EQ(int64_t(sel.size()), B);
+}
+
+TEST(ClusterKV, ReclusteringAfterMStepsAddsCPlusClusters) {
+  at::manual_seed(4);
+  const int64_t d = 8, m = 8, B = 40;
+  at::Tensor k = at::randn({1, 80, d});
+  Driver drv({{"clusters", 3}, {"decode_interval", m}, {"decode_clusters", 2}}, k, B);
+  EXPECT_EQ(drv.method->counters().at("clusters_per_head"), 3.0);
+  // Decode keys along a new direction, much larger than the prompt's.
+  at::Tensor dir = at::randn({1, d});
+  at::Tensor q = dir.repeat({2, 1});
+  for (int64_t t = 0; t < m; ++t) {
+    std::vector<int64_t> sel = drv.step(dir * (20.0 + double(t)), q);
+    EXPECT_EQ(int64_t(sel.size()), B);
+    for (int64_t i = 0; i < 16; ++i) EXPECT_TRUE(std::binary_search(sel.begin(), sel.end(), i));
+    for (int64_t p = 80; p <= 80 + t; ++p)  // every recent token, the current one included
+      EXPECT_TRUE(std::binary_search(sel.begin(), sel.end(), p)) << p;
+  }
+  EXPECT_EQ(drv.method->counters().at("clusters_per_head"), 3.0);
+  // The (m+1)-th token: the m earlier decode tokens become C+ = 2 clusters.
+  std::vector<int64_t> sel = drv.step(dir * 30.0, q);
+  EXPECT_EQ(drv.method->counters().at("clusters_per_head"), 5.0);
+  EXPECT_EQ(int64_t(sel.size()), B);
+  // They rank first for a query along their direction, so all m are still selected.
+  for (int64_t p = 80; p <= 80 + m; ++p)
+    EXPECT_TRUE(std::binary_search(sel.begin(), sel.end(), p)) << p;
+}
+
+TEST(ClusterKV, RecentTokensBeyondTheBudgetKeepTheNewestAndTheSinks) {
+  at::manual_seed(5);
+  const int64_t d = 4, B = 20;  // 16 sinks + 4
+  Driver drv({{"clusters", 2}}, at::randn({1, 40, d}), B);
+  std::vector<int64_t> sel;
+  for (int t = 0; t < 6; ++t) sel = drv.step(at::randn({1, d}), at::randn({2, d}));
+  std::vector<int64_t> expected;
+  for (int64_t i = 0; i < 16; ++i) expected.push_back(i);
+  for (int64_t p = 42; p <= 45; ++p) expected.push_back(p);
+  EXPECT_EQ(sel, expected);
+}
+
+// Hits counted by hand from the selections themselves: a clustered entry selected now is a hit
+// when it was selected in one of the last R steps.
+void check_cache(int64_t R) {
+  at::manual_seed(6);
+  const int64_t d = 8, L = 96, B = 40;
+  Driver drv({{"clusters", 6}, {"cache_steps", R}}, grouped_keys(1, 16, 6, d), B);
+  at::Tensor qa = at::randn({2, d}), qb = at::randn({2, d});
+  std::vector<std::set<int64_t>> history;
+  int64_t hits = 0, lookups = 0;
+  for (const at::Tensor& q : {qa, qa, qb, qa, qb, qb}) {
+    std::vector<int64_t> sel = drv.step(at::randn({1, d}), q);
+    std::set<int64_t> clustered;
+    for (int64_t e : sel)
+      if (e >= 16 && e < L) clustered.insert(e);
+    for (int64_t e : clustered) {
+      bool hit = false;
+      for (int64_t back = 1; back <= R && back <= int64_t(history.size()); ++back)
+        hit = hit || history[history.size() - back].count(e);
+      hits += hit;
+    }
+    lookups += int64_t(clustered.size());
+    history.push_back(clustered);
+  }
+  auto c = drv.method->counters();
+  EXPECT_EQ(c.at("cache_lookups"), double(lookups)) << R;
+  EXPECT_EQ(c.at("cache_hits"), double(hits)) << R;
+  EXPECT_GT(hits, 0);
+  EXPECT_LT(hits, lookups);
+}
+
+TEST(ClusterKV, CacheOfTheLastRStepsCountsHits) {
+  check_cache(1);
+  check_cache(2);
+}
+
+TEST(ClusterKV, BadConfigsFailAtValidationNamingTheField) {
+  std::string e = test::suite_error({{"name", "clusterkv"}, {"config", {{"sinks", 32}}}}, {32});
+  EXPECT_NE(e.find("sinks"), std::string::npos) << e;
+  e = test::suite_error({{"name", "clusterkv"}, {"config", {{"clusters", -1}}}}, {64});
+  EXPECT_NE(e.find("clusters"), std::string::npos) << e;
+  e = test::suite_error(
+      {{"name", "clusterkv"}, {"config", {{"clusters_per_token_divisor", 0}}}}, {64});
+  EXPECT_NE(e.find("clusters_per_token_divisor"), std::string::npos) << e;
+  e = test::suite_error(
+      {{"name", "clusterkv"}, {"config", {{"decode_interval", 4}, {"decode_clusters", 8}}}}, {64});
+  EXPECT_NE(e.find("decode_clusters"), std::string::npos) << e;
+  e = test::suite_error({{"name", "clusterkv"}, {"config", {{"max_iterations", 0}}}}, {64});
+  EXPECT_NE(e.find("max_iterations"), std::string::npos) << e;
+  e = test::suite_error({{"name", "clusterkv"}, {"config", {{"cache_steps", -1}}}}, {64});
+  EXPECT_NE(e.find("cache_steps"), std::string::npos) << e;
+  e = test::suite_error({{"name", "clusterkv"}, {"config", {{"decode_intervall", 4}}}}, {64});
+  EXPECT_NE(e.find("decode_intervall"), std::string::npos) << e;
+  e = test::suite_error("clusterkv", {16});
+  EXPECT_NE(e.find("budget"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace kvb
