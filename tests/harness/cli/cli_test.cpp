@@ -232,16 +232,16 @@ TEST(CliRun, GoodSuiteRunsAndShowPrintsTable) {
   const std::vector<Output> more = kvbench_all({{"show", "--db", db},
                                                 {"show", "--db", db, "1"},
                                                 {"show", "--db", db, "abc"},
-                                                {"show", "--db", db, "99"},
-                                                {"run", file, "--db", db, "--threads", "1"}},
+                                                {"show", "--db", db, "99"}},
                                                dir.path());
   EXPECT_EQ(more[0].out, show.out);  // "last" is the default
-  EXPECT_EQ(more[1].code, 0) << describe(more[1]);
+  EXPECT_EQ(more[1].out, show.out);  // run 1 is the last one
   EXPECT_EQ(more[2].code, 2) << describe(more[2]);
   EXPECT_EQ(more[3].code, 2) << describe(more[3]);
-  // A second run skips both cells.
-  EXPECT_EQ(more[4].code, 0) << describe(more[4]);
-  EXPECT_TRUE(contains(more[4].out, "0 ran, 2 already complete, 0 failed")) << more[4].out;
+  // A second run (after the shows: it adds a run) skips both cells.
+  const Output again = kvbench({"run", file, "--db", db, "--threads", "1"}, dir.path());
+  EXPECT_EQ(again.code, 0) << describe(again);
+  EXPECT_TRUE(contains(again.out, "0 ran, 2 already complete, 0 failed")) << again.out;
 }
 
 TEST(CliRun, FailingCellExitsOne) {
@@ -415,7 +415,7 @@ std::string integrity(const std::string& db) {
 
 TEST(CliResume, KilledRunResumesWithoutDuplicates) {
   test::TempDir dir;
-  // 4 cells of about a second each.
+  // 3 cells of about a second each (unloaded machine).
   const json suite = {
       {"name", "killme"},
       {"models", {"random-tiny"}},
@@ -423,8 +423,8 @@ TEST(CliResume, KilledRunResumesWithoutDuplicates) {
        {{{"name", "passkey"},
          {"params", {{"context_length", 2048}, {"samples", 4}, {"max_new_tokens", 4}}}}}},
       {"methods", {"full", "streaming_llm"}},
-      {"budgets", {64, 128, 256}}};
-  constexpr size_t kCells = 4;
+      {"budgets", {64, 128}}};
+  constexpr size_t kCells = 3;
   const std::string file = write_suite(dir, "killme.json", suite);
   const std::string db = dir.file("killme.db");
 
