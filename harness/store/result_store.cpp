@@ -9,11 +9,12 @@
 namespace kvb {
 namespace {
 
-// Schema version 1. Any change here bumps ResultStore::kSchemaVersion.
+// Schema version 1. Any change here bumps ResultStore::kSchemaVersion. Ids are AUTOINCREMENT
+// so a deleted run or cell id is never reused by a later row.
 const char* kSchema = R"sql(
 CREATE TABLE schema_version (version INTEGER NOT NULL);
 CREATE TABLE runs (
-  id INTEGER PRIMARY KEY,
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
   suite TEXT NOT NULL,
   suite_json TEXT NOT NULL,
   command TEXT NOT NULL,
@@ -23,7 +24,7 @@ CREATE TABLE runs (
   git_commit TEXT, build_type TEXT, torch_version TEXT, device TEXT, threads INTEGER, host TEXT
 );
 CREATE TABLE cells (
-  id INTEGER PRIMARY KEY,
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
   run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
   config_json TEXT NOT NULL,
   model TEXT NOT NULL, dataset TEXT NOT NULL, method TEXT NOT NULL,
@@ -158,6 +159,9 @@ void ResultStore::create_schema() {
 }
 
 int64_t ResultStore::begin_run(const RunInfo& r) {
+  // A run of this suite still marked running was killed: no two processes share a database.
+  Statement killed(db_, "UPDATE runs SET status = 'interrupted' WHERE suite = ? AND status = 'running'");
+  killed.bind(1, r.suite).run();
   Statement s(db_,
       "INSERT INTO runs (suite, suite_json, command, started_at, status, git_commit, build_type, "
       "torch_version, device, threads, host) VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?)");

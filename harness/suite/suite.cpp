@@ -15,11 +15,13 @@ namespace {
 
 const char* kSuiteDir = KVBENCH_SOURCE_DIR "/harness/suites";
 
+// Splits on `sep`, keeping empty pieces ("1,2," -> "1", "2", "") so callers can reject them.
 std::vector<std::string> split(const std::string& text, char sep) {
-  std::vector<std::string> parts;
-  std::stringstream in(text);
-  std::string part;
-  while (std::getline(in, part, sep)) parts.push_back(part);
+  std::vector<std::string> parts(1);
+  for (char c : text) {
+    if (c == sep) parts.emplace_back();
+    else parts.back() += c;
+  }
   return parts;
 }
 
@@ -63,6 +65,8 @@ void apply_override(json& j, const std::string& text) {
   std::string key = text.substr(0, eq);
   const std::vector<std::string> values = split(text.substr(eq + 1), ',');
   const std::string where = "--set " + key;
+  for (const std::string& v : values)
+    if (v.empty()) throw InputError(where + ": empty value in \"" + text.substr(eq + 1) + "\"");
   if (key.back() != 's' && key != "max_new_tokens") key += "s";  // budget -> budgets
   if (key == "budgets" || key == "seeds") {
     j[key] = json::array();
@@ -105,8 +109,11 @@ MethodSpec parse_method(const json& entry, const std::string& where) {
   const json* config = f.raw("config");
   f.finish();
   const MethodInfo& info = method_registry().get(spec.name, f.path("name"));
-  spec.config = info.normalise_config(config ? *config : json::object(),
-                                      f.path("config") + " (method " + spec.name + ")");
+  try {
+    spec.config = info.normalise_config(config ? *config : json::object(), f.path("config"));
+  } catch (const InputError& e) {
+    throw InputError(std::string(e.what()) + " (method " + spec.name + ")");
+  }
   if (spec.label.empty()) spec.label = spec.name;
   return spec;
 }
@@ -210,7 +217,8 @@ Suite parse_suite(const json& source, const std::string& path,
   s.budgets = budgets;
   s.seeds.assign(seeds.begin(), seeds.end());
   std::set<std::string> labels;
-  for (const auto& m : s.methods) {
+  for (size_t i = 0; i < s.methods.size(); ++i) {
+    const MethodSpec& m = s.methods[i];
     if (!labels.insert(m.label).second)
       throw InputError(f.path("methods") + ": two entries share the label \"" + m.label +
                        "\" (give each config of a method its own \"label\")");
@@ -218,10 +226,15 @@ Suite parse_suite(const json& source, const std::string& path,
     if (info.uses_budget && s.budgets.empty())
       throw InputError(f.path("budgets") + ": method \"" + m.name +
                        "\" needs a budget, and the suite lists none");
-    if (info.uses_budget)
-      for (int64_t b : s.budgets)
-        info.check_budget(m.config, b, f.path("methods") + " (method " + m.label + ", budget " +
-                                           std::to_string(b) + ").config");
+    const std::string config_path = f.path("methods") + "[" + std::to_string(i) + "].config";
+    for (int64_t b : info.uses_budget ? s.budgets : std::vector<int64_t>{}) {
+      try {
+        info.check_budget(m.config, b, config_path);
+      } catch (const InputError& e) {
+        throw InputError(std::string(e.what()) + " (method " + m.label + ", budget " +
+                         std::to_string(b) + ")");
+      }
+    }
   }
   return s;
 }
