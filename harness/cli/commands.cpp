@@ -18,6 +18,12 @@ void register_commands(CLI::App& app, const std::string& command_line) {
   add_show_command(app, commands());
   add_model_commands(app, commands());
   add_score_command(app, commands());
+  add_plan_command(app, commands());
+  add_merge_command(app, commands());
+  add_slurm_command(app, commands());
+  add_report_command(app, commands(), command_line);
+  add_reproduce_command(app, commands(), command_line);
+  add_check_commands(app, commands());
 }
 
 int run_selected_command(const CLI::App& app) {

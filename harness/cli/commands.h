@@ -22,6 +22,12 @@ void add_list_command(CLI::App& app, std::vector<Command>& out);
 void add_show_command(CLI::App& app, std::vector<Command>& out);
 void add_model_commands(CLI::App& app, std::vector<Command>& out);  // generate, forward
 void add_score_command(CLI::App& app, std::vector<Command>& out);   // LongBench pred/ files
+void add_plan_command(CLI::App& app, std::vector<Command>& out);    // scale-out: shards
+void add_merge_command(CLI::App& app, std::vector<Command>& out);   // scale-out: shard dbs
+void add_slurm_command(CLI::App& app, std::vector<Command>& out);   // scale-out: job array
+void add_report_command(CLI::App& app, std::vector<Command>& out, const std::string& command_line);
+void add_reproduce_command(CLI::App& app, std::vector<Command>& out, const std::string& command_line);
+void add_check_commands(CLI::App& app, std::vector<Command>& out);  // check, baseline
 
 // Sets LibTorch's intra-op threads (0: all cores); returns the count in use.
 int configure_threads(int requested);

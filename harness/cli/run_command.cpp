@@ -11,7 +11,7 @@ namespace kvb {
 
 void add_run_command(CLI::App& app, std::vector<Command>& out, const std::string& command_line) {
   struct Options {
-    std::string suite, db;
+    std::string suite, db, shard;
     std::vector<std::string> overrides;
     bool fresh = false;
     int threads = 0;
@@ -28,17 +28,28 @@ void add_run_command(CLI::App& app, std::vector<Command>& out, const std::string
                   "Override an axis: model=, dataset=, method=, budget=, seed= (comma-separated "
                   "values, e.g. --set budget=128,256), or max_new_tokens=N. Repeatable");
   cmd->add_flag("--fresh", o->fresh, "Forget this suite's earlier results in the database first");
+  cmd->add_option("--shard", o->shard,
+                  "Run only shard i of N (i/N, 0-based: 0/4 .. 3/4), the share `kvbench plan "
+                  "SUITE --shards N` shows; default database results/runs/<suite>.shard-i-of-N.db. "
+                  "Combine the shards with `kvbench merge`");
   cmd->add_option("--threads", o->threads, "Intra-op CPU threads (default: all cores)")
       ->check(CLI::NonNegativeNumber);
   out.push_back({cmd, [o, command_line] {
     Suite suite = load_suite(o->suite, o->overrides);  // validated before anything runs
     RunOptions options;
-    options.db_path = o->db.empty() ? default_db_path(suite.name) : o->db;
+    if (!o->shard.empty()) options.shard = parse_shard_spec(o->shard);
+    options.db_path = !o->db.empty() ? o->db
+                      : options.shard ? default_shard_db_path(suite.name, *options.shard)
+                                      : default_db_path(suite.name);
     options.fresh = o->fresh;
     options.threads = configure_threads(o->threads);
     options.command = command_line;
     options.interactive_progress = isatty(STDERR_FILENO);
-    std::cerr << "suite " << suite.name << ": " << suite.cells().size() << " cells -> "
+    std::cerr << "suite " << suite.name << ": " << suite.cells().size() << " cells";
+    if (options.shard)
+      std::cerr << ", shard " << shard_text(*options.shard) << ": "
+                << cells_of_shard(suite.cells(), *options.shard).size() << " of them";
+    std::cerr << " -> "
               << options.db_path << " (" << options.threads << " threads)\n";
     RunSummary summary = run_suite(suite, options, std::cerr);
     ResultStore store(options.db_path);

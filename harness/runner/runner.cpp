@@ -273,7 +273,8 @@ std::string default_db_path(const std::string& suite_name) {
 RunSummary run_suite(const Suite& suite, const RunOptions& options, std::ostream& progress_out) {
   ResultStore store(options.db_path);
   if (options.fresh) store.forget_suite(suite.name);
-  const std::vector<Cell> cells = suite.cells();
+  const std::vector<Cell> cells =
+      options.shard ? cells_of_shard(suite.cells(), *options.shard) : suite.cells();
   RunSummary summary;
   summary.run_id = store.begin_run(current_run_info(suite, options.command, at::get_num_threads()));
   Progress progress(progress_out, int(cells.size()), options.interactive_progress);

@@ -4,10 +4,12 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 
 #include "harness/engine/llama_model.h"
+#include "harness/scaleout/shard.h"
 #include "harness/store/result_store.h"
 #include "harness/suite/suite.h"
 
@@ -19,6 +21,7 @@ struct RunOptions {
   int threads = 0;
   std::string command;  // the command line, for provenance
   bool interactive_progress = false;
+  std::optional<ShardSpec> shard;  // run only this shard's share of the cells (scaleout/shard.h)
 };
 
 struct RunSummary {

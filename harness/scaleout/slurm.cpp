@@ -1,0 +1,82 @@
+#include "harness/scaleout/slurm.h"
+
+#include <filesystem>
+#include <sstream>
+
+namespace kvb {
+namespace {
+
+std::string header(const SlurmOptions& o, const std::string& job_name, const std::string& log,
+                   bool resources) {
+  std::ostringstream s;
+  s << "#!/bin/bash\n";
+  s << "#SBATCH --job-name=" << job_name << "\n";
+  s << "#SBATCH --chdir=" << o.workdir << "\n";
+  s << "#SBATCH --output=" << o.script_dir << "/logs/" << log << "\n";
+  s << "#SBATCH --ntasks=1\n";
+  s << "#SBATCH --cpus-per-task=" << (resources ? o.cpus_per_task : 1) << "\n";
+  if (!o.partition.empty()) s << "#SBATCH --partition=" << o.partition << "\n";
+  if (!o.account.empty()) s << "#SBATCH --account=" << o.account << "\n";
+  if (!o.time.empty()) s << "#SBATCH --time=" << o.time << "\n";
+  if (resources && !o.mem.empty()) s << "#SBATCH --mem=" << o.mem << "\n";
+  if (resources && o.gpus_per_task) s << "#SBATCH --gpus-per-task=" << *o.gpus_per_task << "\n";
+  for (const std::string& extra : o.extra_sbatch) s << "#SBATCH " << extra << "\n";
+  return s.str();
+}
+
+std::string set_args(const SlurmOptions& o) {
+  std::string out;
+  for (const std::string& v : o.overrides) out += " --set " + shell_quote(v);
+  return out;
+}
+
+}  // namespace
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string shard_db_path(const SlurmOptions& o, int shard) {
+  const std::filesystem::path merged(o.merged_db);
+  const std::string name = o.suite_name + ".shard-" + std::to_string(shard) + "-of-" +
+                           std::to_string(o.shards) + ".db";
+  return (merged.parent_path() / name).string();
+}
+
+std::string array_script(const SlurmOptions& o) {
+  std::ostringstream s;
+  s << header(o, o.job_name, o.suite_name + "-shard-%a-job-%A.out", true);
+  s << "#SBATCH --array=0-" << (o.shards - 1) << "\n";
+  s << "# One array task per shard of suite " << o.suite_name << " (" << o.shards
+    << " shards, 0-based): task i runs `kvbench run --shard i/" << o.shards << "` into its own\n"
+    << "# database. Resubmitting a task resumes its shard (complete cells are skipped):\n"
+    << "#   sbatch --array=i " << o.script_dir << "/" << o.suite_name << ".array.sbatch\n";
+  s << "set -euo pipefail\n";
+  s << "shard=${SLURM_ARRAY_TASK_ID:?submit this script with sbatch: it is a job array}\n";
+  const std::string dir = std::filesystem::path(o.merged_db).parent_path().string();
+  s << "db=" << shell_quote((dir.empty() ? "" : dir + "/") + o.suite_name + ".shard-")
+    << "\"${shard}\"" << shell_quote("-of-" + std::to_string(o.shards) + ".db") << "\n";
+  s << "echo \"kvbench: shard ${shard}/" << o.shards << " of " << o.suite_name
+    << " on $(hostname), job ${SLURM_ARRAY_JOB_ID:-?}_${shard} -> ${db}\" >&2\n";
+  s << "exec " << shell_quote(o.kvbench) << " run " << shell_quote(o.suite) << set_args(o)
+    << " --shard \"${shard}/" << o.shards << "\" --db \"${db}\" --threads "
+    << o.cpus_per_task << "\n";
+  return s.str();
+}
+
+std::string merge_script(const SlurmOptions& o) {
+  std::ostringstream s;
+  s << header(o, o.job_name + "-merge", o.suite_name + "-merge-job-%j.out", false);
+  s << "# Merges the shard databases of suite " << o.suite_name << " into " << o.merged_db
+    << " once the array job is over\n# (submitted with --dependency=afterany:<array job>); "
+       "fails, listing them, if cells are missing.\n";
+  s << "set -euo pipefail\n";
+  s << "exec " << shell_quote(o.kvbench) << " merge " << shell_quote(o.merged_db);
+  for (int i = 0; i < o.shards; ++i) s << " \\\n    " << shell_quote(shard_db_path(o, i));
+  s << " \\\n    --skip-missing --suite " << shell_quote(o.suite) << set_args(o) << "\n";
+  return s.str();
+}
+
+}  // namespace kvb

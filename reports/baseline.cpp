@@ -1,0 +1,210 @@
+#include "reports/baseline.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "harness/common/error.h"
+
+namespace kvb {
+namespace {
+
+const char* kFormat = "kvbench-baseline/1";
+
+struct StoredCell {
+  std::string config;  // normalised: parsed and dumped with sorted keys
+  std::string status;
+  std::string error;
+  std::map<std::string, double> metrics;
+  std::string score_unit;
+  std::string predictions_digest;
+};
+
+// FNV-1a over (sample id, prediction) pairs: any change in any generated text changes it.
+std::string predictions_digest(const std::vector<SampleRow>& samples) {
+  uint64_t h = 1469598103934665603ull;
+  auto feed = [&](const std::string& s) {
+    for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+    h = (h ^ 0xff) * 1099511628211ull;  // separator
+  };
+  for (const SampleRow& s : samples) feed(s.sample_id), feed(s.prediction);
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+std::string normalised(const std::string& config_json) { return json::parse(config_json).dump(); }
+
+std::vector<StoredCell> stored_cells(const ResultStore& store) {
+  std::vector<StoredCell> out;
+  sqlite3_stmt* stmt = nullptr;
+  sqlite3_prepare_v2(store.handle(), "SELECT id, config_json, status, coalesce(error, '') "
+                     "FROM cells ORDER BY id", -1, &stmt, nullptr);
+  std::vector<std::pair<int64_t, StoredCell>> rows;
+  while (sqlite3_step(stmt) == SQLITE_ROW) {
+    StoredCell c;
+    c.config = normalised(reinterpret_cast<const char*>(sqlite3_column_text(stmt, 1)));
+    c.status = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 2));
+    c.error = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 3));
+    rows.emplace_back(sqlite3_column_int64(stmt, 0), c);
+  }
+  sqlite3_finalize(stmt);
+  for (auto& [id, c] : rows) {
+    for (const MetricRow& m : store.cell_metrics(id)) {
+      c.metrics[m.name] = m.value;
+      if (m.name == "score") c.score_unit = m.unit;
+    }
+    c.predictions_digest = predictions_digest(store.cell_samples(id));
+    out.push_back(c);
+  }
+  return out;
+}
+
+// +1: higher is better, -1: lower is better, 0: neither (any change is a change).
+int direction(const std::string& metric, const std::string& score_unit) {
+  if (metric == "score") return score_unit == "perplexity" ? -1 : 1;
+  if (metric == "recall" || metric == "agreement_with_full") return 1;
+  if (metric == "nll" || metric == "attention_output_error" || metric == "kv_resident_bytes") return -1;
+  return 0;
+}
+
+std::string describe(const json& config) {
+  const json& budget = config.value("budget", json());
+  return config.at("method").value("label", "?") + " @ " +
+         (budget.is_null() ? std::string("-") : budget.dump()) + " on " +
+         config.at("dataset").value("name", "?") + " (" + config.value("model", "?") + ", seed " +
+         config.value("seed", json(0)).dump() + ")";
+}
+
+std::string number(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.6g", v);
+  return buf;
+}
+
+double tolerance(const std::map<std::string, double>& t, const std::string& metric) {
+  auto it = t.find(metric);
+  if (it != t.end()) return it->second;
+  it = t.find("default");
+  return it != t.end() ? it->second : 0.0;
+}
+
+std::map<std::string, double> read_tolerances(const json& baseline, const std::string& path) {
+  std::map<std::string, double> out;
+  if (!baseline.contains("tolerances")) return out;
+  const json& t = baseline["tolerances"];
+  if (!t.is_object()) throw InputError(path + ": $.tolerances: expected an object of numbers");
+  for (const auto& [name, value] : t.items()) {
+    if (!value.is_number() || value.get<double>() < 0)
+      throw InputError(path + ": $.tolerances." + name + ": expected a number >= 0");
+    out[name] = value.get<double>();
+  }
+  return out;
+}
+
+void compare_cell(const json& expected, const StoredCell& actual,
+                  const std::map<std::string, double>& tolerances, const CheckOptions& options,
+                  const std::string& where, CheckReport& report) {
+  const std::string what = describe(expected.at("config"));
+  const std::string unit = expected.value("score_unit", "");
+  for (const auto& [name, value] : expected.at("metrics").items()) {
+    if (!value.is_number()) throw InputError(where + ".metrics." + name + ": expected a number");
+    const double base = value.get<double>();
+    auto it = actual.metrics.find(name);
+    if (it == actual.metrics.end()) {
+      report.regressions.push_back(name + " no longer recorded: " + what);
+      continue;
+    }
+    const double diff = it->second - base, tol = tolerance(tolerances, name);
+    if (std::fabs(diff) <= tol || (std::isnan(diff) && std::isnan(base))) continue;
+    const std::string line = name + ": " + what + ": " + number(base) + " -> " + number(it->second) +
+                             " (" + (diff > 0 ? "+" : "") + number(diff) + ", tolerance " +
+                             number(tol) + ")";
+    const int d = direction(name, unit);
+    if (d != 0 && diff * d < 0) report.regressions.push_back(line);
+    else report.changes.push_back(line);
+  }
+  if (!options.ignore_predictions && expected.contains("predictions_digest") &&
+      expected["predictions_digest"] != actual.predictions_digest)
+    report.changes.push_back("predictions changed: " + what);
+}
+
+}  // namespace
+
+const std::vector<std::string>& default_baseline_metrics() {
+  static const std::vector<std::string> metrics = {
+      "score", "attended_mean", "kv_resident_bytes", "recall", "attention_output_error", "nll",
+      "agreement_with_full"};
+  return metrics;
+}
+
+json make_baseline(const ResultStore& store, const std::vector<std::string>& metrics) {
+  json cells = json::array();
+  for (const StoredCell& c : stored_cells(store)) {
+    if (c.status != "complete") continue;
+    json values = json::object();
+    for (const std::string& m : metrics)
+      if (c.metrics.count(m)) values[m] = c.metrics.at(m);
+    cells.push_back({{"config", json::parse(c.config)},
+                     {"score_unit", c.score_unit},
+                     {"metrics", values},
+                     {"predictions_digest", c.predictions_digest}});
+  }
+  return {{"format", kFormat},
+          {"tolerances", {{"default", 0.0}}},
+          {"cells", cells}};
+}
+
+CheckReport check_baseline(const ResultStore& store, const json& baseline,
+                           const std::string& path, const CheckOptions& options) {
+  if (!baseline.is_object() || baseline.value("format", "") != kFormat)
+    throw InputError(path + ": $.format: expected \"" + std::string(kFormat) + "\"");
+  if (!baseline.contains("cells") || !baseline["cells"].is_array())
+    throw InputError(path + ": $.cells: expected an array");
+  std::map<std::string, double> tolerances = read_tolerances(baseline, path);
+  for (const auto& [name, value] : options.tolerances) tolerances[name] = value;
+  std::map<std::string, StoredCell> actual;
+  for (StoredCell& c : stored_cells(store)) actual[c.config] = std::move(c);
+  CheckReport report;
+  report.changes_fail = !options.allow_improvements;
+  std::map<std::string, bool> seen;
+  const json& cells = baseline["cells"];
+  for (size_t i = 0; i < cells.size(); ++i) {
+    const std::string where = path + ": $.cells[" + std::to_string(i) + "]";
+    const json& expected = cells[i];
+    if (!expected.is_object() || !expected.contains("config") || !expected.contains("metrics") ||
+        !expected["metrics"].is_object())
+      throw InputError(where + ": expected an object with \"config\" and \"metrics\"");
+    const std::string key = expected["config"].dump();
+    seen[key] = true;
+    auto it = actual.find(key);
+    if (it == actual.end() || it->second.status != "complete") {
+      report.missing.push_back(describe(expected["config"]) +
+                               (it == actual.end() ? std::string(": not in the database")
+                                                   : ": " + it->second.status + " " + it->second.error));
+      continue;
+    }
+    ++report.compared;
+    compare_cell(expected, it->second, tolerances, options, where, report);
+  }
+  for (const auto& [key, cell] : actual)
+    if (!seen.count(key) && cell.status == "complete") report.added.push_back(describe(json::parse(key)));
+  return report;
+}
+
+std::string CheckReport::text() const {
+  std::string out;
+  for (const auto& r : regressions) out += "REGRESSION " + r + "\n";
+  for (const auto& c : changes) out += std::string(changes_fail ? "CHANGED " : "note: changed ") + c + "\n";
+  for (const auto& m : missing) out += "MISSING " + m + "\n";
+  for (const auto& a : added) out += "note: new cell, not in the baseline: " + a + "\n";
+  out += "check: " + std::to_string(compared) + " cells compared, " +
+         std::to_string(regressions.size()) + " regressions, " + std::to_string(changes.size()) +
+         " other changes, " + std::to_string(missing.size()) + " missing, " +
+         std::to_string(added.size()) + " new: " + (passed() ? "PASS" : "FAIL") + "\n";
+  if (!changes.empty() && changes_fail)
+    out += "(an intended change? regenerate the baseline with `kvbench baseline` and commit it "
+           "with the change)\n";
+  return out;
+}
+
+}  // namespace kvb

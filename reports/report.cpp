@@ -1,0 +1,182 @@
+#include "reports/report.h"
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "harness/common/error.h"
+#include "reports/tables.h"
+
+namespace kvb {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Every table of the report in order: per metric, each group, then the average.
+std::vector<MetricTable> all_tables(const ReportData& data) {
+  std::vector<MetricTable> out;
+  for (const MetricSpec& spec : report_metrics()) {
+    for (const std::string& g : groups_of(data))
+      if (auto t = group_table(data, g, spec)) out.push_back(*t);
+    if (auto avg = average_table(data, spec)) out.push_back(*avg);
+  }
+  return out;
+}
+
+std::string models_of(const ReportData& data) {
+  std::set<std::string> models;
+  for (const CellData& c : data.cells) models.insert(c.model);
+  std::string out;
+  for (const std::string& m : models) out += (out.empty() ? "" : ", ") + m;
+  return out;
+}
+
+bool untrained(const ReportData& data) {
+  for (const CellData& c : data.cells) {
+    auto it = c.metrics.find("model_trained");
+    if (it != c.metrics.end() && it->second == 0) return true;
+  }
+  return false;
+}
+
+const char* kUntrainedNote =
+    "Cells marked model_trained=0 ran on a random-weight model: their scores measure nothing "
+    "but the harness.";
+
+std::string html_escape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string base64(const std::string& bytes) {
+  static const char* table = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  size_t i = 0;
+  for (; i + 2 < bytes.size(); i += 3) {
+    const uint32_t v = uint8_t(bytes[i]) << 16 | uint8_t(bytes[i + 1]) << 8 | uint8_t(bytes[i + 2]);
+    for (int s : {18, 12, 6, 0}) out += table[(v >> s) & 63];
+  }
+  if (i < bytes.size()) {
+    uint32_t v = uint8_t(bytes[i]) << 16;
+    if (i + 1 < bytes.size()) v |= uint8_t(bytes[i + 1]) << 8;
+    out += table[(v >> 18) & 63];
+    out += table[(v >> 12) & 63];
+    out += i + 1 < bytes.size() ? table[(v >> 6) & 63] : '=';
+    out += '=';
+  }
+  return out;
+}
+
+std::string read_binary(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string html_table(const MetricTable& t) {
+  std::string out = "<table><tr><th>method</th>";
+  const std::vector<int64_t> columns =
+      t.budgets.empty() ? std::vector<int64_t>{MetricTable::kNoBudget} : t.budgets;
+  for (int64_t b : columns) out += "<th>" + (b < 0 ? std::string("value") : "B=" + std::to_string(b)) + "</th>";
+  out += "</tr>\n";
+  for (const std::string& m : t.methods) {
+    std::string row;
+    bool any = false;
+    for (int64_t b : columns) {
+      auto s = t.at(m, b);
+      any = any || s.has_value();
+      row += "<td>" + format_stat(s, t.spec.decimals) + "</td>";
+    }
+    if (any)
+      out += std::string("<tr") + (t.is_reference(m) ? " class=\"ref\"" : "") + "><td>" +
+             html_escape(m) + (t.is_reference(m) ? " (reference)" : "") + "</td>" + row + "</tr>\n";
+  }
+  return out + "</table>\n";
+}
+
+const char* kCss =
+    "body{font-family:sans-serif;max-width:1000px;margin:2em auto;padding:0 1em;color:#222}"
+    "table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;"
+    "padding:.25em .6em;text-align:right}td:first-child,th:first-child{text-align:left}"
+    "tr.ref td{font-style:italic;background:#f4f4f4}pre{background:#f4f4f4;padding:.6em;"
+    "overflow-x:auto}img{max-width:100%;border:1px solid #ddd}dt{font-weight:bold;float:left;"
+    "width:9em}dd{margin-left:10em}.note{color:#a33}";
+
+}  // namespace
+
+std::string report_markdown(const ReportData& data, const std::vector<PlotFile>& plots,
+                            const std::string& report_command) {
+  std::string md = "# kvbench report: " + data.suite_name + "\n\nRun " +
+                   std::to_string(data.run_id) + " on " + models_of(data) + ". Each cell is the "
+                   "mean over seeds, with the number of samples behind it.\n\n";
+  if (untrained(data)) md += std::string("> ") + kUntrainedNote + "\n\n";
+  md += "## Provenance\n\n";
+  for (const auto& [key, value] : data.provenance) md += "- " + key + ": `" + value + "`\n";
+  md += "\nReproduce:\n\n```sh\n" + data.command + "\n" + report_command + "\n```\n\n";
+  std::string section;
+  for (const MetricTable& t : all_tables(data)) {
+    if (t.spec.title != section) md += "## " + (section = t.spec.title) + "\n\n";
+    md += "### " + t.heading + "\n\n" + to_markdown(t) + "\n";
+  }
+  if (!plots.empty()) md += "## Plots\n\n";
+  for (const PlotFile& p : plots)
+    md += "### " + p.title + "\n\n![" + p.title + "](plots/" + p.name + ".png) ([SVG](plots/" +
+          p.name + ".svg))\n\n";
+  return md;
+}
+
+std::string report_html(const ReportData& data, const std::vector<PlotFile>& plots,
+                        const std::string& plot_dir, const std::string& report_command) {
+  std::string h = "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>kvbench report: " +
+                  html_escape(data.suite_name) + "</title><style>" + kCss + "</style></head><body>\n";
+  h += "<h1>kvbench report: " + html_escape(data.suite_name) + "</h1>\n<p>Run " +
+       std::to_string(data.run_id) + " on " + html_escape(models_of(data)) +
+       ". Each cell is the mean over seeds, with the number of samples behind it.</p>\n";
+  if (untrained(data)) h += std::string("<p class=\"note\">") + kUntrainedNote + "</p>\n";
+  h += "<h2>Provenance</h2>\n<dl>";
+  for (const auto& [key, value] : data.provenance)
+    h += "<dt>" + html_escape(key) + "</dt><dd><code>" + html_escape(value) + "</code></dd>";
+  h += "</dl>\n<h3>Reproduce</h3>\n<pre>" + html_escape(data.command + "\n" + report_command) +
+       "</pre>\n<h3>Suite</h3>\n<pre>" + html_escape(json::parse(data.suite_json).dump(2)) + "</pre>\n";
+  std::string section;
+  for (const MetricTable& t : all_tables(data)) {
+    if (t.spec.title != section) h += "<h2>" + html_escape(section = t.spec.title) + "</h2>\n";
+    h += "<h3>" + html_escape(t.heading) + "</h3>\n" + html_table(t);
+  }
+  if (!plots.empty()) h += "<h2>Plots</h2>\n";
+  for (const PlotFile& p : plots)
+    h += "<h3>" + html_escape(p.title) + "</h3>\n<img alt=\"" + html_escape(p.title) +
+         "\" src=\"data:image/png;base64," + base64(read_binary(plot_dir + "/" + p.name + ".png")) +
+         "\">\n";
+  return h + "</body></html>\n";
+}
+
+ReportFiles write_report(const ReportOptions& options) {
+  if (!fs::exists(options.db)) throw InputError(options.db + ": no such database");
+  ResultStore store(options.db);
+  const ReportData data = load_report_data(store, options.run, options.db);
+  if (data.cells.empty())
+    throw InputError(options.db + ": run " + std::to_string(data.run_id) + " has no complete cells");
+  fs::create_directories(options.out);
+  ReportFiles files;
+  const std::string plot_dir = options.out + "/plots";
+  if (options.plots) files.plots = write_plots(data, plot_dir, options.plot);
+  files.markdown = options.out + "/report.md";
+  files.html = options.out + "/index.html";
+  std::ofstream(files.markdown) << report_markdown(data, files.plots, options.command);
+  std::ofstream(files.html) << report_html(data, files.plots, plot_dir, options.command);
+  return files;
+}
+
+}  // namespace kvb

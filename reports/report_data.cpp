@@ -1,0 +1,110 @@
+#include "reports/report_data.h"
+
+#include <algorithm>
+#include <set>
+
+#include "harness/common/error.h"
+
+namespace kvb {
+namespace {
+
+// "passkey" when all passkey cells share their params, else "passkey (context_length=1024)":
+// only the params that differ between cells of one dataset name are named.
+std::string dataset_label(const CellData& cell, const std::vector<CellData>& all) {
+  std::set<std::string> differing;
+  for (const CellData& other : all) {
+    if (other.dataset != cell.dataset) continue;
+    for (const auto& [key, value] : cell.dataset_params.items())
+      if (!other.dataset_params.contains(key) || other.dataset_params[key] != value)
+        differing.insert(key);
+  }
+  if (differing.empty()) return cell.dataset;
+  std::string label = cell.dataset + " (";
+  for (const std::string& key : differing) {
+    const json& v = cell.dataset_params[key];
+    label += (label.back() == '(' ? "" : ", ") + key + "=" +
+             (v.is_string() ? v.get<std::string>() : v.dump());
+  }
+  return label + ")";
+}
+
+void label_groups(std::vector<CellData>& cells) {
+  std::set<std::string> models;
+  for (const CellData& c : cells) models.insert(c.model);
+  for (CellData& c : cells) {
+    c.group = dataset_label(c, cells);
+    if (models.size() > 1) c.group += " on " + c.model;
+  }
+}
+
+std::string run_column(const ResultStore& store, int64_t run_id, const std::string& column) {
+  sqlite3_stmt* stmt = nullptr;
+  const std::string sql = "SELECT " + column + " FROM runs WHERE id = ?";
+  sqlite3_prepare_v2(store.handle(), sql.c_str(), -1, &stmt, nullptr);
+  sqlite3_bind_int64(stmt, 1, run_id);
+  std::string value;
+  if (sqlite3_step(stmt) == SQLITE_ROW && sqlite3_column_text(stmt, 0))
+    value = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
+  sqlite3_finalize(stmt);
+  return value;
+}
+
+CellData load_cell(const ResultStore& store, const CellRow& row) {
+  CellData cell;
+  cell.model = row.model;
+  cell.dataset = row.dataset;
+  cell.method = row.method;
+  cell.budget = row.budget;
+  cell.seed = row.seed;
+  cell.dataset_params = json::parse(row.config_json).at("dataset").value("params", json::object());
+  for (const MetricRow& m : store.cell_metrics(row.id)) {
+    cell.metrics[m.name] = m.value;
+    if (m.name == "score") cell.score_unit = m.unit;
+  }
+  for (const SampleRow& s : store.cell_samples(row.id)) cell.samples.push_back({s.sample_id, s.score});
+  return cell;
+}
+
+}  // namespace
+
+ReportData load_report_data(const ResultStore& store, std::optional<int64_t> run_id,
+                            const std::string& db_path) {
+  if (!run_id) run_id = store.latest_run();
+  if (!run_id) throw InputError(db_path + ": holds no runs");
+  ReportData data;
+  data.run_id = *run_id;
+  data.provenance = store.run_fields(*run_id);
+  data.suite_name = run_column(store, *run_id, "suite");
+  data.suite_json = run_column(store, *run_id, "suite_json");
+  data.command = run_column(store, *run_id, "command");
+  for (const CellRow& row : store.cells_of_run(*run_id))
+    if (row.status == "complete") data.cells.push_back(load_cell(store, row));
+  label_groups(data.cells);
+  return data;
+}
+
+std::vector<std::string> groups_of(const ReportData& data) {
+  std::vector<std::string> out;
+  for (const CellData& c : data.cells)
+    if (std::find(out.begin(), out.end(), c.group) == out.end()) out.push_back(c.group);
+  return out;
+}
+
+std::vector<std::string> methods_of(const ReportData& data) {
+  std::vector<std::string> reference, budgeted;
+  for (const CellData& c : data.cells) {
+    auto& list = c.budget ? budgeted : reference;
+    if (std::find(list.begin(), list.end(), c.method) == list.end()) list.push_back(c.method);
+  }
+  reference.insert(reference.end(), budgeted.begin(), budgeted.end());
+  return reference;
+}
+
+std::vector<int64_t> budgets_of(const ReportData& data) {
+  std::set<int64_t> budgets;
+  for (const CellData& c : data.cells)
+    if (c.budget) budgets.insert(*c.budget);
+  return {budgets.begin(), budgets.end()};
+}
+
+}  // namespace kvb

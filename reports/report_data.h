@@ -1,0 +1,50 @@
+// What a report reads from a results database: the complete cells of one run's suite with their
+// cell-level metrics and per-sample scores, plus the run's provenance.
+#pragma once
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/store/result_store.h"
+
+namespace kvb {
+
+using json = nlohmann::json;
+
+struct SampleScore {
+  std::string id;
+  double score = 0;
+};
+
+struct CellData {
+  std::string model, dataset, method;  // method: the suite's label
+  std::string group;                   // dataset (and model) as shown in tables and plots
+  json dataset_params;
+  std::optional<int64_t> budget;       // none: a budget-less method (Full), the reference row
+  int64_t seed = 0;
+  std::map<std::string, double> metrics;
+  std::string score_unit;              // the dataset's metric, e.g. passkey_accuracy
+  std::vector<SampleScore> samples;
+};
+
+struct ReportData {
+  int64_t run_id = 0;
+  std::vector<std::pair<std::string, std::string>> provenance;  // runs row: suite, commit, ...
+  std::string suite_name, suite_json, command;
+  std::vector<CellData> cells;  // complete cells only, in stored order
+};
+
+// Loads run `run_id` (or the latest run when none). InputError when the database holds no run.
+ReportData load_report_data(const ResultStore& store, std::optional<int64_t> run_id,
+                            const std::string& db_path);
+
+// Group names in order of first appearance.
+std::vector<std::string> groups_of(const ReportData& data);
+// Method labels, budget-less (reference) methods first, then in order of first appearance.
+std::vector<std::string> methods_of(const ReportData& data);
+// Distinct budgets, ascending.
+std::vector<int64_t> budgets_of(const ReportData& data);
+
+}  // namespace kvb

@@ -1,0 +1,135 @@
+#include "reports/tables.h"
+
+#include <cstdio>
+
+namespace kvb {
+namespace {
+
+std::string fixed(double v, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.*f", decimals, v);
+  return buf;
+}
+
+int64_t budget_key(const CellData& c) { return c.budget.value_or(MetricTable::kNoBudget); }
+
+MetricTable empty_table(const ReportData& data, const MetricSpec& spec) {
+  MetricTable t;
+  t.spec = spec;
+  t.methods = methods_of(data);
+  t.budgets = budgets_of(data);
+  return t;
+}
+
+std::string score_unit(const ReportData& data, const std::string& group) {
+  for (const CellData& c : data.cells)
+    if ((group.empty() || c.group == group) && !c.score_unit.empty()) return c.score_unit;
+  return "";
+}
+
+std::string heading(const ReportData& data, const MetricSpec& spec, const std::string& group) {
+  const std::string unit = spec.unit.empty() ? score_unit(data, group) : spec.unit;
+  return spec.title + ": " + (group.empty() ? "average across datasets" : group) +
+         (unit.empty() ? "" : " (" + unit + ")");
+}
+
+}  // namespace
+
+const std::vector<MetricSpec>& report_metrics() {
+  static const std::vector<MetricSpec> specs = {
+      {"score", "Score", "", 1.0, 2},
+      {"recall", "Recall of the true top-B keys", "ratio", 1.0, 3},
+      {"decode_ms_per_token", "Decode latency", "ms/token", 1.0, 3},
+      {"kv_resident_bytes", "Resident KV", "KiB", 1.0 / 1024, 1},
+  };
+  return specs;
+}
+
+std::optional<Stat> MetricTable::at(const std::string& method, int64_t budget) const {
+  auto it = values.find({method, is_reference(method) ? kNoBudget : budget});
+  if (it == values.end()) return std::nullopt;
+  return it->second;
+}
+
+bool MetricTable::is_reference(const std::string& method) const {
+  return values.count({method, kNoBudget}) > 0;
+}
+
+std::optional<MetricTable> group_table(const ReportData& data, const std::string& group,
+                                       const MetricSpec& spec) {
+  MetricTable t = empty_table(data, spec);
+  t.heading = heading(data, spec, group);
+  std::map<std::pair<std::string, int64_t>, int> seeds;
+  for (const CellData& c : data.cells) {
+    auto m = c.metrics.find(spec.name);
+    if (c.group != group || m == c.metrics.end()) continue;
+    const auto key = std::make_pair(c.method, budget_key(c));
+    Stat& s = t.values[key];
+    s.mean += m->second * spec.scale;  // a sum until divided below
+    s.samples += int64_t(c.samples.size());
+    ++seeds[key];
+  }
+  if (t.values.empty()) return std::nullopt;
+  for (auto& [key, stat] : t.values) stat.mean /= seeds[key];
+  return t;
+}
+
+std::optional<MetricTable> average_table(const ReportData& data, const MetricSpec& spec) {
+  std::vector<MetricTable> per_group;
+  for (const std::string& g : groups_of(data))
+    if (auto t = group_table(data, g, spec)) per_group.push_back(*t);
+  if (per_group.size() < 2) return std::nullopt;
+  MetricTable avg = empty_table(data, spec);
+  avg.heading = heading(data, spec, "");
+  for (const auto& [key, first] : per_group[0].values) {
+    Stat sum;
+    bool everywhere = true;
+    for (const MetricTable& t : per_group) {
+      auto it = t.values.find(key);
+      if (it == t.values.end()) {
+        everywhere = false;
+        break;
+      }
+      sum.mean += it->second.mean;
+      sum.samples += it->second.samples;
+    }
+    if (!everywhere) continue;
+    sum.mean /= double(per_group.size());
+    avg.values[key] = sum;
+  }
+  return avg;
+}
+
+std::string format_stat(const std::optional<Stat>& stat, int decimals) {
+  if (!stat) return "-";
+  return fixed(stat->mean, decimals) + " (n=" + std::to_string(stat->samples) + ")";
+}
+
+std::string to_markdown(const MetricTable& t) {
+  std::string out = "| method |";
+  std::string rule = "|---|";
+  for (int64_t b : t.budgets) {
+    out += " " + std::to_string(b) + " |";
+    rule += "---:|";
+  }
+  if (t.budgets.empty()) {  // only budget-less methods: one value column
+    out += " value |";
+    rule += "---:|";
+  }
+  out += "\n" + rule + "\n";
+  for (const std::string& method : t.methods) {
+    bool any = false;
+    std::string row = "| " + method + (t.is_reference(method) ? " (reference)" : "") + " |";
+    const std::vector<int64_t> columns =
+        t.budgets.empty() ? std::vector<int64_t>{MetricTable::kNoBudget} : t.budgets;
+    for (int64_t b : columns) {
+      const std::optional<Stat> s = t.at(method, b);
+      any = any || s.has_value();
+      row += " " + format_stat(s, t.spec.decimals) + " |";
+    }
+    if (any) out += row + "\n";
+  }
+  return out;
+}
+
+}  // namespace kvb

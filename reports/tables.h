@@ -1,0 +1,53 @@
+// Methods x budgets tables of one metric, per dataset group and averaged across groups, and
+// their Markdown form.
+#pragma once
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "reports/report_data.h"
+
+namespace kvb {
+
+// A metric as reports show it: stored value * scale, printed with `decimals`.
+struct MetricSpec {
+  std::string name;   // metrics.name, e.g. "score"
+  std::string title;  // e.g. "Score"
+  std::string unit;   // shown in headings, e.g. "KiB"; empty: the score's own unit
+  double scale = 1;
+  int decimals = 2;
+};
+
+// The four metrics of a report: score, recall, decode latency, resident KV.
+const std::vector<MetricSpec>& report_metrics();
+
+struct Stat {
+  double mean = 0;
+  int64_t samples = 0;  // samples behind the mean (summed over seeds and, in averages, groups)
+};
+
+struct MetricTable {
+  std::string heading;  // e.g. "Score: passkey (passkey_accuracy)"
+  MetricSpec spec;
+  std::vector<std::string> methods;
+  std::vector<int64_t> budgets;
+  // Key: (method, budget); budget-less reference methods (Full) use kNoBudget.
+  std::map<std::pair<std::string, int64_t>, Stat> values;
+  static constexpr int64_t kNoBudget = -1;
+
+  std::optional<Stat> at(const std::string& method, int64_t budget) const;
+  bool is_reference(const std::string& method) const;
+};
+
+// Mean of `spec` over the seeds of each (method, budget) of `group`; none when no cell has it.
+std::optional<MetricTable> group_table(const ReportData& data, const std::string& group,
+                                       const MetricSpec& spec);
+// Per (method, budget), the mean over groups of the groups' means; only entries every group has.
+std::optional<MetricTable> average_table(const ReportData& data, const MetricSpec& spec);
+
+std::string to_markdown(const MetricTable& table);
+// "12.50 (n=3)" or "-".
+std::string format_stat(const std::optional<Stat>& stat, int decimals);
+
+}  // namespace kvb

@@ -1,0 +1,126 @@
+// kvbench baseline / check: an identical run passes, an injected regression fails and is
+// listed, missing cells fail, new cells are notes; the CLI's exit codes.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sys/wait.h>
+
+#include "harness/common/error.h"
+#include "reports/baseline.h"
+#include "tests/reports/report_test_util.h"
+#include "tests/test_util.h"
+
+namespace kvb {
+namespace {
+
+using test::FakeCell;
+
+std::vector<FakeCell> cells() {
+  return {{"passkey", 256, "full", std::nullopt, 0, {100, 0}},
+          {"passkey", 256, "h2o", 32, 0, {100, 0}},
+          {"passkey", 256, "snapkv", 32, 0, {100, 100}}};
+}
+
+json baseline_of(const std::string& db) {
+  ResultStore store(db);
+  return make_baseline(store, default_baseline_metrics());
+}
+
+CheckReport check(const std::string& db, const json& baseline, CheckOptions options = {}) {
+  ResultStore store(db);
+  return check_baseline(store, baseline, "smoke.json", options);
+}
+
+void fill(const std::string& db, const std::vector<FakeCell>& c) {
+  ResultStore store(db);
+  test::fill_store(store, c);
+}
+
+TEST(Check, IdenticalRunPasses) {
+  test::TempDir dir;
+  fill(dir.file("a.db"), cells());
+  fill(dir.file("b.db"), cells());  // a second, identical run
+  const json baseline = baseline_of(dir.file("a.db"));
+  ASSERT_EQ(baseline["cells"].size(), 3u);
+  const CheckReport r = check(dir.file("b.db"), baseline);
+  EXPECT_TRUE(r.passed()) << r.text();
+  EXPECT_EQ(r.compared, 3);
+}
+
+TEST(Check, InjectedScoreDropFailsAndIsListed) {
+  test::TempDir dir;
+  fill(dir.file("a.db"), cells());
+  std::vector<FakeCell> worse = cells();
+  worse[2].sample_scores = {100, 0};  // snapkv: 100 -> 50
+  fill(dir.file("b.db"), worse);
+  const CheckReport r = check(dir.file("b.db"), baseline_of(dir.file("a.db")));
+  EXPECT_FALSE(r.passed());
+  ASSERT_EQ(r.regressions.size(), 1u) << r.text();
+  EXPECT_NE(r.regressions[0].find("score: snapkv @ 32 on passkey"), std::string::npos) << r.regressions[0];
+  EXPECT_NE(r.regressions[0].find("100 -> 50"), std::string::npos) << r.regressions[0];
+  // Within a configured tolerance it passes (the predictions are unchanged).
+  CheckOptions lenient;
+  lenient.tolerances["score"] = 60;
+  EXPECT_TRUE(check(dir.file("b.db"), baseline_of(dir.file("a.db")), lenient).passed());
+}
+
+TEST(Check, ChangedPredictionsAndImprovementsFailUnlessAllowed) {
+  test::TempDir dir;
+  fill(dir.file("a.db"), cells());
+  std::vector<FakeCell> changed = cells();
+  changed[1].sample_scores = {100, 100};  // h2o better
+  changed[0].prediction = "54321";         // full generates something else
+  fill(dir.file("b.db"), changed);
+  const json baseline = baseline_of(dir.file("a.db"));
+  const CheckReport strict = check(dir.file("b.db"), baseline);
+  EXPECT_FALSE(strict.passed());
+  EXPECT_TRUE(strict.regressions.empty());
+  EXPECT_EQ(strict.changes.size(), 2u) << strict.text();  // h2o score, full predictions
+  CheckOptions allow;
+  allow.allow_improvements = true;
+  EXPECT_TRUE(check(dir.file("b.db"), baseline, allow).passed());
+}
+
+TEST(Check, MissingCellFailsNewCellIsANote) {
+  test::TempDir dir;
+  fill(dir.file("a.db"), cells());
+  std::vector<FakeCell> other = cells();
+  other[2].budget = 64;  // snapkv @ 32 missing, snapkv @ 64 new
+  fill(dir.file("b.db"), other);
+  const CheckReport r = check(dir.file("b.db"), baseline_of(dir.file("a.db")));
+  EXPECT_FALSE(r.passed());
+  ASSERT_EQ(r.missing.size(), 1u);
+  EXPECT_NE(r.missing[0].find("snapkv @ 32"), std::string::npos);
+  ASSERT_EQ(r.added.size(), 1u);
+  EXPECT_NE(r.added[0].find("snapkv @ 64"), std::string::npos);
+}
+
+TEST(Check, MalformedBaselineIsAnInputError) {
+  test::TempDir dir;
+  fill(dir.file("a.db"), cells());
+  EXPECT_THROW(check(dir.file("a.db"), json{{"cells", json::array()}}), InputError);
+}
+
+int run(const std::string& args) {
+  const int status = std::system((std::string(KVBENCH_BINARY) + " " + args + " > /dev/null 2>&1").c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST(CheckCli, ExitCodes) {
+  test::TempDir dir;
+  fill(dir.file("a.db"), cells());
+  std::vector<FakeCell> worse = cells();
+  worse[1].sample_scores = {0, 0};
+  fill(dir.file("b.db"), worse);
+  const std::string base = dir.file("base.json");
+  ASSERT_EQ(run("baseline --db " + dir.file("a.db") + " --out " + base), 0);
+  EXPECT_EQ(run("check --db " + dir.file("a.db") + " --baseline " + base), 0);
+  EXPECT_EQ(run("check --db " + dir.file("b.db") + " --baseline " + base), 1);
+  EXPECT_EQ(run("check --db " + dir.file("b.db") + " --baseline " + base + " --tolerance score=60"), 0);
+  EXPECT_EQ(run("check --db " + dir.file("b.db") + " --baseline " + base + " --tolerance score"), 2);
+  EXPECT_EQ(run("check --db " + dir.file("missing.db") + " --baseline " + base), 2);
+}
+
+}  // namespace
+}  // namespace kvb

@@ -1,0 +1,67 @@
+// Reproductions: every definition and its paper table load; the comparison with the paper
+// and the claims' verdicts on a database the test fills.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "harness/common/error.h"
+#include "reports/reproduce.h"
+#include "tests/reports/report_test_util.h"
+#include "tests/test_util.h"
+
+namespace kvb {
+namespace {
+
+TEST(Reproduce, EveryDefinitionLoads) {
+  const std::vector<std::string> names = reproduction_names();
+  EXPECT_EQ(names, (std::vector<std::string>{"clusterkv_fig11a", "clusterkv_table1",
+                                             "kvcompress_longbench", "pqcache_table2",
+                                             "pqcache_table3"}));
+  for (const std::string& n : names) {
+    const Reproduction r = load_reproduction(n);
+    EXPECT_FALSE(r.claims.empty()) << n;
+    EXPECT_FALSE(r.miniature.budgets.empty()) << n;
+    if (!r.table) continue;
+    for (const auto& [column, b] : r.miniature.budgets)
+      EXPECT_NE(std::find(r.table->columns.begin(), r.table->columns.end(), column),
+                r.table->columns.end()) << n << " " << column;
+  }
+  const Reproduction ckv = load_reproduction("clusterkv_table1");
+  EXPECT_DOUBLE_EQ(ckv.table->values.at("clusterkv").at("2048"), 48.70);
+  EXPECT_DOUBLE_EQ(ckv.table->reference.at("full"), 49.01);
+  EXPECT_THROW(load_reproduction("no_such"), InputError);
+}
+
+TEST(Reproduce, SuiteGetsPlaceholdersAndMappedBudgets) {
+  const Reproduction r = load_reproduction("kvcompress_longbench");
+  const json s = reproduction_suite(r, *r.real, {"/m", "/d", "/s"}, "repro_x");
+  EXPECT_EQ(s["name"], "repro_x");
+  EXPECT_EQ(s["models"][0], "/m");
+  EXPECT_EQ(s["datasets"][0]["params"]["data_dir"], "/d");
+  EXPECT_EQ(s["budgets"], (json{128, 256, 512, 1024}));
+}
+
+TEST(Reproduce, ComparesWithPaperAndJudgesClaims) {
+  const Reproduction r = load_reproduction("kvcompress_longbench");
+  test::TempDir dir;
+  ResultStore store(dir.file("r.db"));
+  // Ours: KV-Compress 10 points under the paper everywhere; Ada-SnapKV above it at 128.
+  std::vector<test::FakeCell> cells = {{"passkey", 256, "full", std::nullopt, 0, {40}}};
+  for (const auto& [column, budget] : r.real->budgets) {
+    const double paper = r.table->values.at("kv_compress").at(column);
+    cells.push_back({"passkey", 256, "kv_compress", budget, 0, {paper - 10}});
+    cells.push_back({"passkey", 256, "ada_snapkv", budget, 0, {budget == 128 ? 99.0 : 1.0}});
+  }
+  test::fill_store(store, cells);
+  const std::string md =
+      compare_with_paper(r, *r.real, load_report_data(store, std::nullopt, "r.db"));
+  EXPECT_NE(md.find("| kv_compress | 128 | 128 | 37.64 | 27.640 | -10.00 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| full | - | - | 42.51 | 40.000 | -2.51 | 100.0 | 100.0 | 0.0 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("KV-Compress > Ada-SnapKV at every budget: paper holds; ours does not hold (at 128"),
+            std::string::npos) << md;
+  EXPECT_NE(md.find("SnapKV > H2O at every budget: paper holds; ours not measured"), std::string::npos) << md;
+  EXPECT_NE(md.find("Full > KV-Compress at every budget: paper holds; ours holds"), std::string::npos) << md;
+}
+
+}  // namespace
+}  // namespace kvb
