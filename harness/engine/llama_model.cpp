@@ -377,8 +377,35 @@ void save_model(const LlamaModel& model, const std::string& dir, int shards,
   }
 }
 
+namespace {
+
+// Llama-3-8B's layer shape (hidden 4096, 32 heads, 8 KV heads of 128, MLP 14336, rope theta
+// 5e5) with 4 layers so it fits a CPU box (~3.5 GB fp32), and the built-in byte tokenizer's
+// 260-entry vocabulary (Llama-3's 128k-entry LM head is left out of "rest"): the `latency`
+// suite's model. Random weights: timings only, task scores are meaningless.
+ModelConfig random_llama3_8b_4layers_config() {
+  ModelConfig c;
+  c.model_type = "llama";
+  c.hidden_size = 4096;
+  c.intermediate_size = 14336;
+  c.num_hidden_layers = 4;
+  c.num_attention_heads = 32;
+  c.num_key_value_heads = 8;
+  c.head_dim = 128;
+  c.vocab_size = 260;  // the built-in byte tokenizer's vocabulary
+  c.max_position_embeddings = 32768 + 1024;
+  c.rope_theta = 500000.0;
+  c.rms_norm_eps = 1e-5;
+  c.tie_word_embeddings = true;
+  c.bos_token_id = 1;
+  c.eos_token_ids = {2};
+  return c;
+}
+
+}  // namespace
+
 bool LlamaModel::is_builtin_reference(const std::string& reference) {
-  return reference == "random-tiny";
+  return reference == "random-tiny" || reference == "random-llama3-8b-4layers";
 }
 
 std::shared_ptr<LlamaModel> LlamaModel::from_reference(const std::string& reference) {
@@ -388,6 +415,14 @@ std::shared_ptr<LlamaModel> LlamaModel::from_reference(const std::string& refere
     model->description =
         "random-tiny: random weights generated from seed 0 (UNTRAINED placeholder until the "
         "embedded trained model exists; task scores are not meaningful)";
+    return model;
+  }
+  if (reference == "random-llama3-8b-4layers") {
+    auto model = random(random_llama3_8b_4layers_config(), 0);
+    model->source = reference;
+    model->description =
+        "random-llama3-8b-4layers: Llama-3-8B layer shape (hidden 4096, 32/8 heads of 128, MLP "
+        "14336), 4 layers, byte vocabulary (260), random weights from seed 0 (timings only)";
     return model;
   }
   return load(reference);

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "harness/common/error.h"
+#include "harness/engine/kernel_adapter.h"
 
 namespace kvb {
 
@@ -192,19 +193,32 @@ at::Tensor Session::decode_attention(int layer, const at::Tensor& q, const Selec
     throw std::logic_error("Selection has " + std::to_string(selection.per_head.size()) +
                            " heads, the layer has " + std::to_string(Hkv));
   const double scale = 1.0 / std::sqrt(double(d));
-  at::Tensor out = at::empty({Hkv, g, d}, q.options());
+  at::Tensor out;
   std::vector<at::Tensor> probs_per_head;
-  for (int64_t h = 0; h < Hkv; ++h) {
-    at::Tensor logical = selection.all ? at::arange(kv.size(int(h)), at::kLong)
-                                       : at::tensor(selection.per_head[h], at::kLong);
-    at::Tensor rows = kv.physical_rows(int(h), logical);
-    at::Tensor keys = kv.key_pool().index_select(0, rows);    // [n, d]
-    at::Tensor values = kv.value_pool().index_select(0, rows);  // [n, d]
-    at::Tensor q_group = q.narrow(0, h * g, g);                 // [g, d]
-    at::Tensor probs = at::softmax(at::matmul(q_group, keys.t()).mul_(scale), -1);  // [g, n]
-    out[h] = at::matmul(probs, values);
-    attended_.add(int(layer * Hkv + h), rows.numel());
-    if (method_.wants_attention()) probs_per_head.push_back(probs);
+  if (sparse_attention_supported(q, kv.key_pool(), kv.value_pool())) {
+    // fp32: one pass of kernels::sparse_decode_attention over the pool rows, no gathered copy.
+    std::vector<at::Tensor> rows(Hkv);  // [n_h] physical pool rows per KV head
+    for (int64_t h = 0; h < Hkv; ++h) {
+      rows[h] = selection.all ? kv.all_physical_rows(int(h))
+                              : kv.physical_rows(int(h), at::tensor(selection.per_head[h], at::kLong));
+      attended_.add(int(layer * Hkv + h), rows[h].numel());
+    }
+    out = sparse_decode_attention(q, kv.key_pool(), kv.value_pool(), rows, scale,
+                                  method_.wants_attention() ? &probs_per_head : nullptr);  // [Hkv, g, d]
+  } else {
+    out = at::empty({Hkv, g, d}, q.options());
+    for (int64_t h = 0; h < Hkv; ++h) {
+      at::Tensor logical = selection.all ? at::arange(kv.size(int(h)), at::kLong)
+                                         : at::tensor(selection.per_head[h], at::kLong);
+      at::Tensor rows = kv.physical_rows(int(h), logical);
+      at::Tensor keys = kv.key_pool().index_select(0, rows);    // [n, d]
+      at::Tensor values = kv.value_pool().index_select(0, rows);  // [n, d]
+      at::Tensor q_group = q.narrow(0, h * g, g);                 // [g, d]
+      at::Tensor probs = at::softmax(at::matmul(q_group, keys.t()).mul_(scale), -1);  // [g, n]
+      out[h] = at::matmul(probs, values);
+      attended_.add(int(layer * Hkv + h), rows.numel());
+      if (method_.wants_attention()) probs_per_head.push_back(probs);
+    }
   }
   timings_.attention_s += seconds_since(start);
   if (options_.track_fidelity)

@@ -1,0 +1,179 @@
+// Kernel bandwidth benchmarks (framework-free kernels in kernels/), Llama-3-8B attention shape:
+// 32 query heads, 8 KV heads, head dim 128, fp32.
+//   copy/<MiB>                      memcpy of a buffer as large as the 32k K+V: the ceiling
+//   dense_decode/<n>                dense GQA decode attention over n tokens (4k..32k)
+//   sparse_decode/<n>/<budget>      sparse decode attention, `budget` rows per KV head picked as
+//                                   whole 16-row pages at random from a paged pool of n rows
+//   quest_scores/<n>, pq_scores/<n>, cosine_assign/<n>, centroid_update/<n>, topk/<n>/<k>
+// Counters: bytes (moved per call) and GBps (bytes / time, decimal GB/s). Copy counts read +
+// write. Compare dense/sparse GBps with copy's GBps of the same run (ratios in README).
+// Run: kvbench_bench --benchmark_filter='copy|dense_decode|sparse_decode|quest|pq_|cosine|centroid|topk'
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "kernels/decode_attention.h"
+#include "kernels/kmeans_assign.h"
+#include "kernels/pq_scoring.h"
+#include "kernels/quest_scoring.h"
+#include "kernels/topk.h"
+
+namespace kvb::kernels {
+namespace {
+
+constexpr int64_t kHq = 32, kHkv = 8, kD = 128;
+
+std::vector<float> random_floats(size_t n, uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::normal_distribution<float> dist(0.f, 1.f);
+  std::vector<float> x(n);
+  for (float& v : x) v = dist(gen);
+  return x;
+}
+
+void set_bytes(benchmark::State& state, double bytes) {
+  state.counters["bytes"] = bytes;
+  state.counters["GBps"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_copy(benchmark::State& state) {
+  const size_t bytes = size_t(state.range(0)) << 20;
+  std::vector<char> src(bytes, 1), dst(bytes, 0);
+  for (auto _ : state) {
+    std::memcpy(dst.data(), src.data(), bytes);
+    benchmark::DoNotOptimize(dst.data());
+    benchmark::ClobberMemory();
+  }
+  set_bytes(state, 2.0 * double(bytes));
+}
+// 256 MiB = K+V of 32k tokens x 8 KV heads x 128 x fp32.
+BENCHMARK(BM_copy)->Arg(256)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_dense_decode(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  auto q = random_floats(size_t(kHq * kD), 1);
+  auto k = random_floats(size_t(kHkv * n * kD), 2), v = random_floats(size_t(kHkv * n * kD), 3);
+  std::vector<float> out(size_t(kHq * kD));
+  for (auto _ : state) {
+    dense_decode_attention(q.data(), k.data(), v.data(), out.data(), kHq, kHkv, n, kD, n * kD,
+                           1.f / std::sqrt(float(kD)));
+    benchmark::DoNotOptimize(out.data());
+  }
+  set_bytes(state, double(decode_attention_bytes(kHq, kHkv * n, kD, false)));
+}
+BENCHMARK(BM_dense_decode)->Arg(4096)->Arg(8192)->Arg(16384)->Arg(32768)
+    ->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_sparse_decode(benchmark::State& state) {
+  const int64_t n = state.range(0), budget = state.range(1), pages = n / 16;
+  auto q = random_floats(size_t(kHq * kD), 1);
+  auto k = random_floats(size_t(n * kHkv * kD), 2), v = random_floats(size_t(n * kHkv * kD), 3);
+  // Pool of n * Hkv rows (all heads' blocks interleaved, as LayerKV allocates them); each head
+  // takes budget/16 random pages of its own. Calls cycle through `sets` different selections
+  // (>= 64 MiB of K/V touched in all, twice the L3) so rows come from DRAM, not cache.
+  std::mt19937_64 gen(7);
+  const int64_t bytes_per_set = 2 * kHkv * budget * kD * int64_t(sizeof(float));
+  const int64_t sets = std::max<int64_t>(8, (int64_t(64) << 20) / bytes_per_set);
+  std::vector<std::vector<int64_t>> offsets(sets, std::vector<int64_t>{0}), rows(sets);
+  for (int64_t set = 0; set < sets; ++set)
+    for (int64_t h = 0; h < kHkv; ++h) {
+      std::vector<int64_t> ids(static_cast<size_t>(pages));
+      std::iota(ids.begin(), ids.end(), int64_t(0));
+      std::shuffle(ids.begin(), ids.end(), gen);
+      ids.resize(size_t(budget / 16));
+      std::sort(ids.begin(), ids.end());
+      for (int64_t p : ids)
+        for (int64_t r = 0; r < 16; ++r) rows[set].push_back((p * kHkv + h) * 16 + r);
+      offsets[set].push_back(int64_t(rows[set].size()));
+    }
+  std::vector<float> out(size_t(kHq * kD));
+  int64_t set = 0;
+  for (auto _ : state) {
+    sparse_decode_attention(q.data(), k.data(), v.data(), offsets[set].data(), rows[set].data(),
+                            out.data(), kHq, kHkv, kD, 1.f / std::sqrt(float(kD)));
+    benchmark::DoNotOptimize(out.data());
+    set = (set + 1) % sets;
+  }
+  set_bytes(state, double(decode_attention_bytes(kHq, int64_t(rows[0].size()), kD, true)));
+}
+BENCHMARK(BM_sparse_decode)->Args({32768, 256})->Args({32768, 1024})
+    ->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void BM_quest_scores(benchmark::State& state) {
+  const int64_t n = state.range(0), P = n / 16, g = kHq / kHkv;
+  auto q = random_floats(size_t(kHq * kD), 1);
+  auto lo = random_floats(size_t(kHkv * P * kD), 2), hi = random_floats(size_t(kHkv * P * kD), 3);
+  std::vector<float> out(size_t(kHkv * P));
+  for (auto _ : state) {
+    quest_page_scores(q.data(), lo.data(), hi.data(), out.data(), kHkv, g, P, kD, P * kD, true);
+    benchmark::DoNotOptimize(out.data());
+  }
+  set_bytes(state, 4.0 * double(2 * kHkv * P * kD + kHkv * P));
+}
+BENCHMARK(BM_quest_scores)->Arg(32768)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void BM_pq_scores(benchmark::State& state) {
+  const int64_t n = state.range(0), g = kHq / kHkv, m = 16, K = 256, s = kD / m;
+  auto q = random_floats(size_t(kHq * kD), 1);
+  auto cent = random_floats(size_t(kHkv * m * K * s), 2);
+  std::vector<uint8_t> codes(size_t(kHkv * m * n));
+  std::mt19937_64 gen(3);
+  for (auto& c : codes) c = uint8_t(gen() & 255);
+  std::vector<float> out(size_t(kHkv * g * n));
+  for (auto _ : state) {
+    pq_scores(q.data(), cent.data(), codes.data(), out.data(), kHkv, g, m, K, s, n);
+    benchmark::DoNotOptimize(out.data());
+  }
+  set_bytes(state, double(codes.size()) + 4.0 * double(out.size() + cent.size()));
+}
+BENCHMARK(BM_pq_scores)->Arg(32768)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// ClusterKV prefill clustering at L tokens, C = L / 80 clusters: one Lloyd step's parts.
+void BM_cosine_assign(benchmark::State& state) {
+  const int64_t n = state.range(0), C = n / 80;
+  auto keys = random_floats(size_t(kHkv * n * kD), 1), cent = random_floats(size_t(kHkv * C * kD), 2);
+  std::vector<int32_t> labels(size_t(kHkv * n));
+  for (auto _ : state) {
+    cosine_assign(keys.data(), cent.data(), labels.data(), kHkv, n, C, kD);
+    benchmark::DoNotOptimize(labels.data());
+  }
+  state.counters["GFLOPs"] = benchmark::Counter(2e-9 * double(kHkv * n * C * kD),
+                                                benchmark::Counter::kIsIterationInvariantRate);
+  set_bytes(state, 4.0 * double(keys.size() + cent.size() + labels.size()));
+}
+BENCHMARK(BM_cosine_assign)->Arg(4096)->Arg(32768)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_centroid_update(benchmark::State& state) {
+  const int64_t n = state.range(0), C = n / 80;
+  auto keys = random_floats(size_t(kHkv * n * kD), 1), old = random_floats(size_t(kHkv * C * kD), 2);
+  std::vector<int32_t> labels(size_t(kHkv * n));
+  std::mt19937_64 gen(3);
+  for (auto& l : labels) l = int32_t(gen() % uint64_t(C));
+  std::vector<float> out(old.size());
+  for (auto _ : state) {
+    centroid_update(keys.data(), labels.data(), old.data(), out.data(), kHkv, n, C, kD);
+    benchmark::DoNotOptimize(out.data());
+  }
+  set_bytes(state, 4.0 * double(keys.size() + labels.size() + 2 * out.size()));
+}
+BENCHMARK(BM_centroid_update)->Arg(32768)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_topk(benchmark::State& state) {
+  const int64_t n = state.range(0), k = state.range(1);
+  auto x = random_floats(size_t(kHkv * n), 1);
+  std::vector<int64_t> idx(size_t(kHkv * k));
+  for (auto _ : state) {
+    topk_rows(x.data(), kHkv, n, n, k, idx.data());
+    benchmark::DoNotOptimize(idx.data());
+  }
+  set_bytes(state, 4.0 * double(x.size()) + 8.0 * double(idx.size()));
+}
+BENCHMARK(BM_topk)->Args({2048, 64})->Args({32768, 1024})->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+}  // namespace
+}  // namespace kvb::kernels

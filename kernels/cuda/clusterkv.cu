@@ -1,0 +1,180 @@
+// ClusterKV kernels: cosine assignment, centroid update (one block per head, shared-memory
+// accumulation, strided threads), selection indexing.
+#include <cuda_runtime.h>
+
+#include <cfloat>
+#include <stdexcept>
+
+#include "kernels/cuda/kvbench_cuda.h"
+
+namespace kvb::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kCentroidTile = 32;  // centroids per shared-memory tile (with d <= 256)
+
+cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
+
+// grid (ceil(n / kThreads), H); thread = key. Centroid tiles normalised into shared memory.
+__global__ void cosine_assign_kernel(const float* keys, const float* centroids, int32_t* labels,
+                                     int n, int C, int d) {
+  extern __shared__ float tile[];  // [kCentroidTile, d]
+  const int h = blockIdx.y;
+  const int j = blockIdx.x * blockDim.x + threadIdx.x;
+  const float* k = keys + (int64_t(h) * n + j) * d;
+  float best = -FLT_MAX;
+  int arg = 0;
+  for (int c0 = 0; c0 < C; c0 += kCentroidTile) {
+    const int tc = min(kCentroidTile, C - c0);
+    __syncthreads();
+    for (int x = threadIdx.x; x < tc * d; x += blockDim.x)
+      tile[x] = centroids[(int64_t(h) * C + c0) * d + x];
+    __syncthreads();
+    // Normalise each centroid of the tile (one warp-free pass per centroid by thread c).
+    if (threadIdx.x < tc) {
+      float norm = 0.f;
+      for (int x = 0; x < d; ++x) norm += tile[threadIdx.x * d + x] * tile[threadIdx.x * d + x];
+      const float inv = 1.f / fmaxf(sqrtf(norm), 1e-12f);
+      for (int x = 0; x < d; ++x) tile[threadIdx.x * d + x] *= inv;
+    }
+    __syncthreads();
+    if (j < n)
+      for (int c = 0; c < tc; ++c) {
+        float s = 0.f;
+        for (int x = 0; x < d; ++x) s += k[x] * tile[c * d + x];
+        if (s > best) {
+          best = s;
+          arg = c0 + c;
+        }
+      }
+  }
+  if (j < n) labels[int64_t(h) * n + j] = arg;
+}
+
+// One block per head; sums [C, d] and counts [C] in shared memory.
+__global__ void centroid_update_shared(const float* keys, const int32_t* labels, const float* old,
+                                       float* out, int32_t* counts, int n, int C, int d) {
+  extern __shared__ float smem[];
+  float* sums = smem;                                       // [C, d]
+  int* cnt = reinterpret_cast<int*>(smem + int64_t(C) * d);  // [C]
+  const int h = blockIdx.x;
+  for (int x = threadIdx.x; x < C * d; x += blockDim.x) sums[x] = 0.f;
+  for (int c = threadIdx.x; c < C; c += blockDim.x) cnt[c] = 0;
+  __syncthreads();
+  // Strided over (key, channel) pairs: consecutive threads read consecutive channels.
+  const int64_t total = int64_t(n) * d;
+  for (int64_t e = threadIdx.x; e < total; e += blockDim.x) {
+    const int64_t j = e / d;
+    const int x = int(e % d);
+    const int c = labels[int64_t(h) * n + j];
+    atomicAdd(&sums[c * d + x], keys[int64_t(h) * n * d + e]);
+    if (x == 0) atomicAdd(&cnt[c], 1);
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < C * d; e += blockDim.x) {
+    const int c = e / d;
+    const int64_t o = int64_t(h) * C * d + e;
+    out[o] = cnt[c] > 0 ? sums[e] / float(cnt[c]) : old[o];
+  }
+  if (counts)
+    for (int c = threadIdx.x; c < C; c += blockDim.x) counts[int64_t(h) * C + c] = cnt[c];
+}
+
+// Fallback for C * (d + 1) beyond shared memory: sums in `out` (zeroed), counts in `counts`.
+__global__ void centroid_accumulate_global(const float* keys, const int32_t* labels, float* sums,
+                                           int32_t* counts, int n, int C, int d) {
+  const int h = blockIdx.y;
+  const int64_t total = int64_t(n) * d;
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t j = e / d;
+    const int x = int(e % d);
+    const int c = labels[int64_t(h) * n + j];
+    atomicAdd(&sums[(int64_t(h) * C + c) * d + x], keys[int64_t(h) * n * d + e]);
+    if (x == 0) atomicAdd(&counts[int64_t(h) * C + c], 1);
+  }
+}
+
+__global__ void centroid_finish_global(const float* old, float* out, const int32_t* counts,
+                                       int64_t HCd, int d) {
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < HCd;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    const int32_t c = counts[e / d];
+    out[e] = c > 0 ? out[e] / float(c) : old[e];
+  }
+}
+
+// One block per head; threads stride over output slots. Ranked sizes are scanned in shared
+// memory (inclusive prefix over rank order), then each slot binary-searches its cluster.
+__global__ void select_indices_kernel(const int32_t* ranked, const int32_t* sizes,
+                                      const int32_t* offsets, const int32_t* members,
+                                      int32_t* selected, int C, int n, int budget) {
+  extern __shared__ int prefix[];  // [C]: sizes of ranked clusters, inclusive prefix
+  const int h = blockIdx.x;
+  for (int r = threadIdx.x; r < C; r += blockDim.x)
+    prefix[r] = sizes[int64_t(h) * C + ranked[int64_t(h) * C + r]];
+  __syncthreads();
+  // Hillis-Steele scan, strided (C may exceed blockDim).
+  for (int step = 1; step < C; step <<= 1) {
+    int vals[8];  // up to 8 elements per thread per step for C <= 8 * blockDim
+    int cnt = 0;
+    for (int r = threadIdx.x; r < C && cnt < 8; r += blockDim.x, ++cnt)
+      vals[cnt] = r >= step ? prefix[r - step] : 0;
+    __syncthreads();
+    cnt = 0;
+    for (int r = threadIdx.x; r < C && cnt < 8; r += blockDim.x, ++cnt) prefix[r] += vals[cnt];
+    __syncthreads();
+  }
+  for (int slot = threadIdx.x; slot < budget; slot += blockDim.x) {
+    int lo = 0, hi = C - 1;  // first rank whose inclusive prefix exceeds slot
+    while (lo < hi) {
+      const int mid = (lo + hi) / 2;
+      if (prefix[mid] > slot) hi = mid;
+      else lo = mid + 1;
+    }
+    const int before = lo > 0 ? prefix[lo - 1] : 0;
+    const int cluster = ranked[int64_t(h) * C + lo];
+    selected[int64_t(h) * budget + slot] =
+        slot < prefix[C - 1] ? members[int64_t(h) * n + offsets[int64_t(h) * C + cluster] + slot - before]
+                             : -1;
+  }
+}
+
+}  // namespace
+
+void cosine_assign(const float* keys, const float* centroids, int32_t* labels, int64_t H,
+                   int64_t n, int64_t C, int64_t d, void* stream) {
+  if (H == 0 || n == 0) return;
+  dim3 grid(unsigned((n + kThreads - 1) / kThreads), unsigned(H));
+  cosine_assign_kernel<<<grid, kThreads, kCentroidTile * d * sizeof(float), as_stream(stream)>>>(
+      keys, centroids, labels, int(n), int(C), int(d));
+}
+
+void centroid_update(const float* keys, const int32_t* labels, const float* old, float* out,
+                     int64_t H, int64_t n, int64_t C, int64_t d, int32_t* counts, void* stream) {
+  if (H == 0) return;
+  const size_t shared = size_t(C) * (d + 1) * sizeof(float);
+  if (shared <= 48 * 1024) {
+    centroid_update_shared<<<unsigned(H), kThreads, shared, as_stream(stream)>>>(
+        keys, labels, old, out, counts, int(n), int(C), int(d));
+    return;
+  }
+  // counts is required scratch on this path.
+  cudaMemsetAsync(out, 0, size_t(H * C * d) * sizeof(float), as_stream(stream));
+  cudaMemsetAsync(counts, 0, size_t(H * C) * sizeof(int32_t), as_stream(stream));
+  centroid_accumulate_global<<<dim3(64, unsigned(H)), kThreads, 0, as_stream(stream)>>>(
+      keys, labels, out, counts, int(n), int(C), int(d));
+  centroid_finish_global<<<256, kThreads, 0, as_stream(stream)>>>(old, out, counts, H * C * d, int(d));
+}
+
+void select_indices(const int32_t* ranked, const int32_t* sizes, const int32_t* offsets,
+                    const int32_t* members, int32_t* selected, int64_t H, int64_t C, int64_t n,
+                    int64_t budget, void* stream) {
+  if (H == 0 || C == 0 || budget == 0) return;
+  if (C > 8 * kThreads)  // the block scan holds 8 ranks per thread
+    throw std::invalid_argument("kvb::cuda::select_indices: more than 2048 clusters per head");
+  select_indices_kernel<<<unsigned(H), kThreads, size_t(C) * sizeof(int), as_stream(stream)>>>(
+      ranked, sizes, offsets, members, selected, int(C), int(n), int(budget));
+}
+
+}  // namespace kvb::cuda

@@ -1,0 +1,449 @@
+#include "kernels/decode_attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "kernels/simd.h"
+
+#if KVB_X86_DISPATCH
+#include <immintrin.h>
+#endif
+
+namespace kvb::kernels {
+namespace {
+
+constexpr int64_t kTile = 32;        // rows scored before one rescale of the accumulators
+constexpr int64_t kMaxGroup = 16;    // g handled per pass (larger groups loop over passes)
+constexpr int64_t kMinChunkRows = 512;
+constexpr int64_t kParallelBytes = int64_t(2) << 20;   // K+V bytes below which one thread runs
+
+// Partial result of one (KV head, row chunk): running max m, sum l, accumulator acc[g, d].
+struct Partial {
+  float m[kMaxGroup];
+  float l[kMaxGroup];
+};
+
+// Scores, online softmax and accumulation over rows [r0, r1) of one KV head for g query rows.
+// Row j's K/V: (idx ? base + idx[j] * d : base + j * d). raw (nullable): the scaled scores
+// of the chunk's rows are written at raw[i * raw_stride + j] (j relative to the head's start).
+template <int kUnused>
+KVB_INLINE void attend_rows_body(const float* q, int64_t g, int64_t d, float scale,
+                                 const float* k, const float* v, const int64_t* idx,
+                                 int64_t r0, int64_t r1, float* m, float* l, float* acc,
+                                 float* raw, int64_t raw_stride) {
+  float s[kMaxGroup][kTile];
+  for (int64_t t0 = r0; t0 < r1; t0 += kTile) {
+    const int64_t T = std::min(kTile, r1 - t0);
+    for (int64_t j = 0; j < T; ++j) {
+      const int64_t row = idx ? idx[t0 + j] : t0 + j;
+      const float* kr = k + row * d;
+      for (int64_t i = 0; i < g; ++i) {
+        const float* qi = q + i * d;
+        float dot = 0.f;
+#pragma omp simd reduction(+ : dot)
+        for (int64_t c = 0; c < d; ++c) dot += qi[c] * kr[c];
+        s[i][j] = dot * scale;
+      }
+    }
+    for (int64_t i = 0; i < g; ++i) {
+      if (raw)
+        for (int64_t j = 0; j < T; ++j) raw[i * raw_stride + t0 + j] = s[i][j];
+      float tmax = m[i];
+      for (int64_t j = 0; j < T; ++j) tmax = std::max(tmax, s[i][j]);
+      const float alpha = std::exp(m[i] - tmax);  // exp(-inf) = 0 on the first tile
+      float sum = 0.f;
+      for (int64_t j = 0; j < T; ++j) {
+        s[i][j] = std::exp(s[i][j] - tmax);
+        sum += s[i][j];
+      }
+      l[i] = l[i] * alpha + sum;
+      m[i] = tmax;
+      if (alpha != 1.f) {
+        float* a = acc + i * d;
+#pragma omp simd
+        for (int64_t c = 0; c < d; ++c) a[c] *= alpha;
+      }
+    }
+    for (int64_t j = 0; j < T; ++j) {
+      const int64_t row = idx ? idx[t0 + j] : t0 + j;
+      const float* vr = v + row * d;
+      for (int64_t i = 0; i < g; ++i) {
+        const float p = s[i][j];
+        float* a = acc + i * d;
+#pragma omp simd
+        for (int64_t c = 0; c < d; ++c) a[c] += p * vr[c];
+      }
+    }
+  }
+}
+
+// Register-blocked variant for a compile-time group size kG and d % kW == 0: the QK dot
+// products keep kG partial vectors per row; the PV update walks d in kW-wide slices, holding
+// the kG accumulator slices in registers across the tile's rows (V rows of a tile stay in L1).
+constexpr int64_t kW = 16;
+
+template <int kG>
+KVB_INLINE void attend_rows_blocked(const float* q, int64_t d, float scale, const float* k,
+                                    const float* v, const int64_t* idx, int64_t r0, int64_t r1,
+                                    float* m, float* l, float* acc, float* raw,
+                                    int64_t raw_stride) {
+  float s[kG][kTile];
+  const float* vrows[kTile];
+  for (int64_t t0 = r0; t0 < r1; t0 += kTile) {
+    const int64_t T = std::min(kTile, r1 - t0);
+    for (int64_t j = t0 + kTile, je = std::min(r1, t0 + 2 * kTile); j < je; ++j) {
+      const int64_t row = idx ? idx[j] : j;
+      for (int64_t c = 0; c < d; c += 16) {
+        __builtin_prefetch(k + row * d + c);
+        __builtin_prefetch(v + row * d + c);
+      }
+    }
+    for (int64_t j = 0; j < T; ++j) {
+      const int64_t row = idx ? idx[t0 + j] : t0 + j;
+      const float* kr = k + row * d;
+      vrows[j] = v + row * d;
+      float part[kG][kW] = {};
+      for (int64_t c0 = 0; c0 < d; c0 += kW)
+        for (int i = 0; i < kG; ++i)
+          for (int64_t x = 0; x < kW; ++x) part[i][x] += q[i * d + c0 + x] * kr[c0 + x];
+      // Tree reduction (a serial 16-add chain per head would cost more than the FMAs).
+      for (int i = 0; i < kG; ++i) {
+        float r8[8], r4[4];
+        for (int x = 0; x < 8; ++x) r8[x] = part[i][x] + part[i][x + 8];
+        for (int x = 0; x < 4; ++x) r4[x] = r8[x] + r8[x + 4];
+        s[i][j] = ((r4[0] + r4[2]) + (r4[1] + r4[3])) * scale;
+      }
+    }
+    for (int i = 0; i < kG; ++i) {
+      if (raw)
+        for (int64_t j = 0; j < T; ++j) raw[i * raw_stride + t0 + j] = s[i][j];
+      float tmax = m[i];
+      for (int64_t j = 0; j < T; ++j) tmax = std::max(tmax, s[i][j]);
+      const float alpha = std::exp(m[i] - tmax);
+      float sum = 0.f;
+      for (int64_t j = 0; j < T; ++j) {
+        s[i][j] = std::exp(s[i][j] - tmax);
+        sum += s[i][j];
+      }
+      l[i] = l[i] * alpha + sum;
+      m[i] = tmax;
+      if (alpha != 1.f)
+        for (int64_t c = 0; c < d; ++c) acc[i * d + c] *= alpha;
+    }
+    for (int64_t c0 = 0; c0 < d; c0 += kW) {
+      float a[kG][kW];
+      for (int i = 0; i < kG; ++i)
+        for (int64_t x = 0; x < kW; ++x) a[i][x] = acc[i * d + c0 + x];
+      for (int64_t j = 0; j < T; ++j) {
+        const float* vr = vrows[j] + c0;
+        for (int i = 0; i < kG; ++i) {
+          const float p = s[i][j];
+          for (int64_t x = 0; x < kW; ++x) a[i][x] += p * vr[x];
+        }
+      }
+      for (int i = 0; i < kG; ++i)
+        for (int64_t x = 0; x < kW; ++x) acc[i * d + c0 + x] = a[i][x];
+    }
+  }
+}
+
+// Picks the blocked variant when g is 1, 2, 4 or 8 and d % kW == 0.
+template <int kUnused>
+KVB_INLINE void attend_rows_dispatch(const float* q, int64_t g, int64_t d, float scale,
+                                     const float* k, const float* v, const int64_t* idx,
+                                     int64_t r0, int64_t r1, float* m, float* l, float* acc,
+                                     float* raw, int64_t raw_stride) {
+  if (d % kW == 0) {
+    switch (g) {
+      case 1: return attend_rows_blocked<1>(q, d, scale, k, v, idx, r0, r1, m, l, acc, raw, raw_stride);
+      case 2: return attend_rows_blocked<2>(q, d, scale, k, v, idx, r0, r1, m, l, acc, raw, raw_stride);
+      case 4: return attend_rows_blocked<4>(q, d, scale, k, v, idx, r0, r1, m, l, acc, raw, raw_stride);
+      case 8: return attend_rows_blocked<8>(q, d, scale, k, v, idx, r0, r1, m, l, acc, raw, raw_stride);
+      default: break;
+    }
+  }
+  attend_rows_body<0>(q, g, d, scale, k, v, idx, r0, r1, m, l, acc, raw, raw_stride);
+}
+
+void attend_rows_generic(const float* q, int64_t g, int64_t d, float scale, const float* k,
+                         const float* v, const int64_t* idx, int64_t r0, int64_t r1, float* m,
+                         float* l, float* acc, float* raw, int64_t raw_stride) {
+  attend_rows_dispatch<0>(q, g, d, scale, k, v, idx, r0, r1, m, l, acc, raw, raw_stride);
+}
+
+#if KVB_X86_DISPATCH
+// AVX2+FMA register-blocked rows for g in {1, 2, 4, 8} and d % 16 == 0: accumulators live in
+// ymm registers (the portable blocked loop above gets them spilled by GCC), query heads in
+// blocks of up to 4 so that 8 accumulators + 2 data registers fit in 16 ymm.
+KVB_TARGET_AVX2 inline float hsum256(__m256 x) {
+  __m128 lo = _mm256_castps256_ps128(x), hi = _mm256_extractf128_ps(x, 1);
+  lo = _mm_add_ps(lo, hi);
+  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
+  lo = _mm_add_ss(lo, _mm_shuffle_ps(lo, lo, 1));
+  return _mm_cvtss_f32(lo);
+}
+
+// exp for 8 floats (Cephes expf polynomial, relative error ~2e-7; inputs clamped to
+// [-87.3, 88.4], so exp(-inf) gives ~1e-38 instead of 0, negligible against the sum >= 1).
+KVB_TARGET_AVX2 inline __m256 exp256(__m256 x) {
+  x = _mm256_min_ps(x, _mm256_set1_ps(88.3762626647949f));
+  x = _mm256_max_ps(x, _mm256_set1_ps(-87.3365447504f));
+  __m256 fx = _mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f));
+  fx = _mm256_floor_ps(fx);
+  x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
+  x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
+  __m256 y = _mm256_set1_ps(1.9875691500E-4f);
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507E-3f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073E-3f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894E-2f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459E-1f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201E-1f));
+  y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.f)));
+  const __m256i n = _mm256_slli_epi32(
+      _mm256_add_epi32(_mm256_cvttps_epi32(fx), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(y, _mm256_castsi256_ps(n));
+}
+
+template <int kG>
+KVB_TARGET_AVX2 void attend_rows_avx2_blocked(const float* q, int64_t d, float scale,
+                                              const float* k, const float* v,
+                                              const int64_t* idx, int64_t r0, int64_t r1,
+                                              float* m, float* l, float* acc, float* raw,
+                                              int64_t raw_stride) {
+  constexpr int kB = kG < 4 ? kG : 4;  // query heads per register block
+  float s[kG][kTile];
+  const float* vrows[kTile];
+  for (int64_t t0 = r0; t0 < r1; t0 += kTile) {
+    const int64_t T = std::min(kTile, r1 - t0);
+    // Software prefetch two tiles ahead (paged / indexed rows defeat the hardware prefetcher).
+    for (int64_t j = t0 + 2 * kTile, je = std::min(r1, t0 + 3 * kTile); j < je; ++j) {
+      const int64_t row = idx ? idx[j] : j;
+      for (int64_t c = 0; c < d; c += 16) {
+        _mm_prefetch(reinterpret_cast<const char*>(k + row * d + c), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(v + row * d + c), _MM_HINT_T0);
+      }
+    }
+    for (int64_t j = 0; j < T; ++j) {
+      const int64_t row = idx ? idx[t0 + j] : t0 + j;
+      const float* kr = k + row * d;
+      vrows[j] = v + row * d;
+      for (int ib = 0; ib < kG; ib += kB) {
+        __m256 a0[kB], a1[kB];
+        for (int i = 0; i < kB; ++i) a0[i] = a1[i] = _mm256_setzero_ps();
+        for (int64_t c0 = 0; c0 < d; c0 += 16) {
+          const __m256 k0 = _mm256_loadu_ps(kr + c0), k1 = _mm256_loadu_ps(kr + c0 + 8);
+          for (int i = 0; i < kB; ++i) {
+            const float* qi = q + (ib + i) * d + c0;
+            a0[i] = _mm256_fmadd_ps(_mm256_loadu_ps(qi), k0, a0[i]);
+            a1[i] = _mm256_fmadd_ps(_mm256_loadu_ps(qi + 8), k1, a1[i]);
+          }
+        }
+        for (int i = 0; i < kB; ++i) s[ib + i][j] = hsum256(_mm256_add_ps(a0[i], a1[i])) * scale;
+      }
+    }
+    for (int i = 0; i < kG; ++i) {
+      if (raw)
+        for (int64_t j = 0; j < T; ++j) raw[i * raw_stride + t0 + j] = s[i][j];
+      float tmax = m[i];
+      for (int64_t j = 0; j < T; ++j) tmax = std::max(tmax, s[i][j]);
+      const float alpha = std::exp(m[i] - tmax);
+      float sum = 0.f;
+      int64_t j = 0;
+      if (T == kTile) {
+        const __m256 mx = _mm256_set1_ps(tmax);
+        __m256 total = _mm256_setzero_ps();
+        for (; j < kTile; j += 8) {
+          const __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(&s[i][j]), mx));
+          _mm256_storeu_ps(&s[i][j], e);
+          total = _mm256_add_ps(total, e);
+        }
+        sum = hsum256(total);
+      }
+      for (; j < T; ++j) {
+        s[i][j] = std::exp(s[i][j] - tmax);
+        sum += s[i][j];
+      }
+      l[i] = l[i] * alpha + sum;
+      m[i] = tmax;
+      if (alpha != 1.f) {
+        const __m256 al = _mm256_set1_ps(alpha);
+        for (int64_t c = 0; c < d; c += 8)
+          _mm256_storeu_ps(acc + i * d + c, _mm256_mul_ps(al, _mm256_loadu_ps(acc + i * d + c)));
+      }
+    }
+    for (int ib = 0; ib < kG; ib += kB)
+      for (int64_t c0 = 0; c0 < d; c0 += 16) {
+        __m256 a0[kB], a1[kB];
+        for (int i = 0; i < kB; ++i) {
+          a0[i] = _mm256_loadu_ps(acc + (ib + i) * d + c0);
+          a1[i] = _mm256_loadu_ps(acc + (ib + i) * d + c0 + 8);
+        }
+        for (int64_t j = 0; j < T; ++j) {
+          const __m256 v0 = _mm256_loadu_ps(vrows[j] + c0), v1 = _mm256_loadu_ps(vrows[j] + c0 + 8);
+          for (int i = 0; i < kB; ++i) {
+            const __m256 p = _mm256_broadcast_ss(&s[ib + i][j]);
+            a0[i] = _mm256_fmadd_ps(p, v0, a0[i]);
+            a1[i] = _mm256_fmadd_ps(p, v1, a1[i]);
+          }
+        }
+        for (int i = 0; i < kB; ++i) {
+          _mm256_storeu_ps(acc + (ib + i) * d + c0, a0[i]);
+          _mm256_storeu_ps(acc + (ib + i) * d + c0 + 8, a1[i]);
+        }
+      }
+  }
+}
+
+KVB_TARGET_AVX2 void attend_rows_avx2(const float* q, int64_t g, int64_t d, float scale,
+                                      const float* k, const float* v, const int64_t* idx,
+                                      int64_t r0, int64_t r1, float* m, float* l, float* acc,
+                                      float* raw, int64_t raw_stride) {
+  if (d % 16 == 0) {
+    switch (g) {
+      case 1: return attend_rows_avx2_blocked<1>(q, d, scale, k, v, idx, r0, r1, m, l, acc, raw, raw_stride);
+      case 2: return attend_rows_avx2_blocked<2>(q, d, scale, k, v, idx, r0, r1, m, l, acc, raw, raw_stride);
+      case 4: return attend_rows_avx2_blocked<4>(q, d, scale, k, v, idx, r0, r1, m, l, acc, raw, raw_stride);
+      case 8: return attend_rows_avx2_blocked<8>(q, d, scale, k, v, idx, r0, r1, m, l, acc, raw, raw_stride);
+      default: break;
+    }
+  }
+  attend_rows_dispatch<0>(q, g, d, scale, k, v, idx, r0, r1, m, l, acc, raw, raw_stride);
+}
+#endif
+
+void attend_rows(const float* q, int64_t g, int64_t d, float scale, const float* k,
+                 const float* v, const int64_t* idx, int64_t r0, int64_t r1, float* m, float* l,
+                 float* acc, float* raw, int64_t raw_stride) {
+#if KVB_X86_DISPATCH
+  if (cpu_has_avx2_fma())
+    return attend_rows_avx2(q, g, d, scale, k, v, idx, r0, r1, m, l, acc, raw, raw_stride);
+#endif
+  attend_rows_generic(q, g, d, scale, k, v, idx, r0, r1, m, l, acc, raw, raw_stride);
+}
+
+int max_threads() {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
+// Shared driver. Head h's rows: count[h]; row j of head h lives at
+// k_head[h] + (idx_head[h] ? idx_head[h][j] : j) * d.
+struct HeadRows {
+  const float* k;
+  const float* v;
+  const int64_t* idx;  // nullptr: contiguous
+  int64_t n;
+  float* probs;        // nullptr or [g, n]
+};
+
+void run(const float* q, float* out, int64_t Hq, int64_t Hkv, int64_t d, float scale,
+         const std::vector<HeadRows>& heads) {
+  const int64_t g = Hq / Hkv;
+  // Passes over the group when g > kMaxGroup (each pass re-reads K/V; rare in practice).
+  const int64_t gp = std::min(g, kMaxGroup);
+  const int64_t passes = (g + gp - 1) / gp;
+  // Split rows so there are enough work items for the threads (split-K) but chunks stay long.
+  const int threads = max_threads();
+  int64_t max_n = 0;
+  for (const HeadRows& h : heads) max_n = std::max(max_n, h.n);
+  const int64_t want_items = int64_t(threads) * 4;
+  int64_t chunks = std::max<int64_t>(1, (want_items + Hkv * passes - 1) / (Hkv * passes));
+  chunks = std::max<int64_t>(1, std::min(chunks, max_n / kMinChunkRows));
+  int64_t all_rows = 0;
+  for (const HeadRows& h : heads) all_rows += h.n;
+  if (all_rows * d * int64_t(2 * sizeof(float)) < kParallelBytes) chunks = 1;  // serial anyway
+  const int64_t items = Hkv * passes * chunks;
+  std::vector<Partial> parts(items);
+  std::vector<float> accs(size_t(items * gp * d));
+
+  // Threads only when the call streams enough bytes to amortise a parallel region (tens of
+  // microseconds when idle, a scheduler quantum when the cores are oversubscribed).
+  const bool parallel = items > 1 && all_rows * d * int64_t(2 * sizeof(float)) >= kParallelBytes;
+#pragma omp parallel for schedule(dynamic, 1) if (parallel)
+  for (int64_t it = 0; it < items; ++it) {
+    const int64_t h = it / (passes * chunks), p = (it / chunks) % passes, c = it % chunks;
+    const HeadRows& hr = heads[h];
+    const int64_t g0 = p * gp, gn = std::min(gp, g - g0);
+    const int64_t per = (hr.n + chunks - 1) / chunks;
+    const int64_t r0 = std::min(hr.n, c * per), r1 = std::min(hr.n, r0 + per);
+    Partial& part = parts[it];
+    float* acc = accs.data() + it * gp * d;
+    std::fill(acc, acc + gn * d, 0.f);
+    for (int64_t i = 0; i < gn; ++i) {
+      part.m[i] = -std::numeric_limits<float>::infinity();
+      part.l[i] = 0.f;
+    }
+    if (r1 > r0)
+      attend_rows(q + (h * g + g0) * d, gn, d, scale, hr.k, hr.v, hr.idx, r0, r1, part.m,
+                  part.l, acc, hr.probs ? hr.probs + g0 * hr.n : nullptr, hr.n);
+  }
+
+  // Merge the chunks of each (head, pass); normalise probabilities if asked (serial: small).
+  for (int64_t hp = 0; hp < Hkv * passes; ++hp) {
+    const int64_t h = hp / passes, p = hp % passes;
+    const int64_t g0 = p * gp, gn = std::min(gp, g - g0);
+    const HeadRows& hr = heads[h];
+    for (int64_t i = 0; i < gn; ++i) {
+      float M = -std::numeric_limits<float>::infinity();
+      for (int64_t c = 0; c < chunks; ++c) M = std::max(M, parts[hp * chunks + c].m[i]);
+      float* o = out + (h * g + g0 + i) * d;
+      std::fill(o, o + d, 0.f);
+      if (M == -std::numeric_limits<float>::infinity()) continue;  // no rows: zeros
+      float L = 0.f;
+      for (int64_t c = 0; c < chunks; ++c) {
+        const Partial& part = parts[hp * chunks + c];
+        if (part.l[i] == 0.f) continue;
+        const float w = std::exp(part.m[i] - M);
+        L += part.l[i] * w;
+        const float* a = accs.data() + ((hp * chunks + c) * gp + i) * d;
+        for (int64_t x = 0; x < d; ++x) o[x] += w * a[x];
+      }
+      const float inv = 1.f / L;
+      for (int64_t x = 0; x < d; ++x) o[x] *= inv;
+      if (hr.probs) {
+        float* pr = hr.probs + (g0 + i) * hr.n;
+        for (int64_t j = 0; j < hr.n; ++j) pr[j] = std::exp(pr[j] - M) * inv;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void dense_decode_attention(const float* q, const float* k, const float* v, float* out,
+                            int64_t num_q_heads, int64_t num_kv_heads, int64_t n, int64_t d,
+                            int64_t kv_head_stride, float scale) {
+  std::vector<HeadRows> heads(num_kv_heads);
+  for (int64_t h = 0; h < num_kv_heads; ++h)
+    heads[h] = HeadRows{k + h * kv_head_stride, v + h * kv_head_stride, nullptr, n, nullptr};
+  run(q, out, num_q_heads, num_kv_heads, d, scale, heads);
+}
+
+void sparse_decode_attention(const float* q, const float* k_pool, const float* v_pool,
+                             const int64_t* offsets, const int64_t* rows, float* out,
+                             int64_t num_q_heads, int64_t num_kv_heads, int64_t d, float scale,
+                             float* probs) {
+  const int64_t g = num_q_heads / num_kv_heads;
+  std::vector<HeadRows> heads(num_kv_heads);
+  for (int64_t h = 0; h < num_kv_heads; ++h)
+    heads[h] = HeadRows{k_pool, v_pool, rows + offsets[h], offsets[h + 1] - offsets[h],
+                        probs ? probs + g * offsets[h] : nullptr};
+  run(q, out, num_q_heads, num_kv_heads, d, scale, heads);
+}
+
+int64_t decode_attention_bytes(int64_t num_q_heads, int64_t attended_rows_all_heads, int64_t d,
+                               bool indexed) {
+  return int64_t(sizeof(float)) * (2 * attended_rows_all_heads * d + 2 * num_q_heads * d) +
+         (indexed ? int64_t(sizeof(int64_t)) * attended_rows_all_heads : 0);
+}
+
+}  // namespace kvb::kernels

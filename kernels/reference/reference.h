@@ -1,0 +1,33 @@
+// Plain reference implementations of the kernels in kernels/ (same signatures, suffix
+// _reference): straightforward loops, double accumulation, two-pass softmax, no threads.
+// The tests compare every kernel with these on random inputs; the CUDA kernels share them.
+#pragma once
+#include <cstdint>
+
+namespace kvb::kernels {
+
+void dense_decode_attention_reference(const float* q, const float* k, const float* v, float* out,
+                                      int64_t num_q_heads, int64_t num_kv_heads, int64_t n,
+                                      int64_t d, int64_t kv_head_stride, float scale);
+void sparse_decode_attention_reference(const float* q, const float* k_pool, const float* v_pool,
+                                       const int64_t* offsets, const int64_t* rows, float* out,
+                                       int64_t num_q_heads, int64_t num_kv_heads, int64_t d,
+                                       float scale, float* probs = nullptr);
+void quest_page_scores_reference(const float* q, const float* kmin, const float* kmax,
+                                 float* scores, int64_t H, int64_t g, int64_t P, int64_t d,
+                                 int64_t head_stride, bool sum_group);
+void cosine_assign_reference(const float* keys, const float* centroids, int32_t* labels,
+                             int64_t H, int64_t n, int64_t C, int64_t d);
+// Cosine similarity of keys[h, j] and centroids[h, c] (for tests tolerant to near ties).
+double cosine_reference(const float* keys, const float* centroids, int64_t h, int64_t j,
+                        int64_t c, int64_t n, int64_t C, int64_t d);
+void centroid_update_reference(const float* keys, const int32_t* labels, const float* old,
+                               float* out, int64_t H, int64_t n, int64_t C, int64_t d,
+                               int64_t* counts = nullptr);
+void pq_scores_reference(const float* q, const float* centroids, const uint8_t* codes,
+                         float* scores, int64_t H, int64_t g, int64_t m, int64_t K, int64_t s,
+                         int64_t n);
+void topk_rows_reference(const float* x, int64_t R, int64_t n, int64_t row_stride, int64_t k,
+                         int64_t* idx, float* values = nullptr);
+
+}  // namespace kvb::kernels

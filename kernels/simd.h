@@ -1,0 +1,27 @@
+// Runtime ISA dispatch for the hot loops, without build flags: a body written once as an
+// always-inline template is instantiated in a default function and in one compiled for
+// AVX2+FMA; the latter is chosen once when the CPU has both (GCC/Clang).
+#pragma once
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#define KVB_X86_DISPATCH 1
+#define KVB_INLINE inline __attribute__((always_inline))
+#define KVB_TARGET_AVX2 __attribute__((target("avx2,fma")))
+#else
+#define KVB_X86_DISPATCH 0
+#define KVB_INLINE inline
+#define KVB_TARGET_AVX2
+#endif
+
+namespace kvb::kernels {
+
+inline bool cpu_has_avx2_fma() {
+#if KVB_X86_DISPATCH
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return has;
+#else
+  return false;
+#endif
+}
+
+}  // namespace kvb::kernels

@@ -1,0 +1,115 @@
+// Quest page scoring, ClusterKV assignment / centroid update, PQ scoring, top-k vs reference.
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/kmeans_assign.h"
+#include "kernels/pq_scoring.h"
+#include "kernels/quest_scoring.h"
+#include "kernels/reference/reference.h"
+#include "kernels/topk.h"
+#include "tests/kernels/kernel_test_util.h"
+
+namespace kvb::kernels {
+namespace {
+
+using test::KernelRng;
+using test::poisoned;
+using test::relative_error;
+
+TEST(QuestPageScores, MatchReferencePerQueryHeadAndSummed) {
+  KernelRng rng;
+  SCOPED_TRACE(rng.trace());
+  const int64_t H = 8, g = 4, P = 700, d = 128, stride = 1000 * d;
+  auto q = rng.normal(size_t(H * g * d));
+  auto a = rng.normal(size_t(H * stride)), b = rng.normal(size_t(H * stride));
+  std::vector<float> lo(a.size()), hi(a.size());
+  for (size_t i = 0; i < a.size(); ++i) lo[i] = std::min(a[i], b[i]), hi[i] = std::max(a[i], b[i]);
+  for (bool sum : {false, true}) {
+    const size_t size = size_t(H * (sum ? 1 : g) * P);
+    auto out = poisoned<float>(size), ref = poisoned<float>(size);
+    quest_page_scores(q.data(), lo.data(), hi.data(), out.data(), H, g, P, d, stride, sum);
+    quest_page_scores_reference(q.data(), lo.data(), hi.data(), ref.data(), H, g, P, d, stride, sum);
+    EXPECT_LT(relative_error(out, ref), 1e-5) << "sum_group " << sum;
+  }
+}
+
+TEST(CosineAssign, PicksTheMostSimilarCentroid) {
+  KernelRng rng;
+  SCOPED_TRACE(rng.trace());
+  const int64_t H = 4, n = 1500, C = 40, d = 64;
+  auto keys = rng.normal(size_t(H * n * d));
+  auto cent = rng.normal(size_t(H * C * d), 3.f);  // norms differ from the keys': cosine matters
+  auto labels = poisoned<int32_t>(size_t(H * n)), ref = poisoned<int32_t>(size_t(H * n));
+  cosine_assign(keys.data(), cent.data(), labels.data(), H, n, C, d);
+  cosine_assign_reference(keys.data(), cent.data(), ref.data(), H, n, C, d);
+  int64_t same = 0;
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t j = 0; j < n; ++j) {
+      const int64_t i = h * n + j;
+      ASSERT_GE(labels[i], 0);
+      ASSERT_LT(labels[i], C);
+      same += labels[i] == ref[i];
+      // Near ties may flip by rounding; the chosen centroid must be as similar as the best.
+      const double got = cosine_reference(keys.data(), cent.data(), h, j, labels[i], n, C, d);
+      const double best = cosine_reference(keys.data(), cent.data(), h, j, ref[i], n, C, d);
+      EXPECT_LE(best - got, 1e-5 * std::max(1.0, std::abs(best)));
+    }
+  EXPECT_GE(same, H * n - 5);
+}
+
+TEST(CentroidUpdate, MeansOfRawKeysAndEmptyClustersKept) {
+  KernelRng rng;
+  SCOPED_TRACE(rng.trace());
+  const int64_t H = 8, n = 2000, C = 64, d = 128;
+  auto keys = rng.normal(size_t(H * n * d));
+  auto old = rng.normal(size_t(H * C * d));
+  std::vector<int32_t> labels(size_t(H * n));
+  for (auto& l : labels) l = int32_t(rng.uniform(0, C - 4));  // the last 3 clusters stay empty
+  auto out = poisoned<float>(old.size()), ref = poisoned<float>(old.size());
+  std::vector<int64_t> counts(size_t(H * C), -1), ref_counts(size_t(H * C), -1);
+  centroid_update(keys.data(), labels.data(), old.data(), out.data(), H, n, C, d, counts.data());
+  centroid_update_reference(keys.data(), labels.data(), old.data(), ref.data(), H, n, C, d,
+                            ref_counts.data());
+  EXPECT_LT(relative_error(out, ref), 1e-5);
+  EXPECT_EQ(counts, ref_counts);
+  for (int64_t x = 0; x < d; ++x) EXPECT_EQ(out[(C - 1) * d + x], old[(C - 1) * d + x]);
+  // In place (out aliases old).
+  auto inplace = old;
+  centroid_update(keys.data(), labels.data(), inplace.data(), inplace.data(), H, n, C, d);
+  EXPECT_LT(relative_error(inplace, ref), 1e-5);
+}
+
+TEST(PqScores, MatchReference) {
+  KernelRng rng;
+  SCOPED_TRACE(rng.trace());
+  const int64_t H = 8, g = 4, m = 16, K = 256, s = 8, n = 3000;
+  auto q = rng.normal(size_t(H * g * m * s));
+  auto cent = rng.normal(size_t(H * m * K * s));
+  std::vector<uint8_t> codes(size_t(H * m * n));
+  for (auto& c : codes) c = uint8_t(rng.uniform(0, K - 1));
+  auto out = poisoned<float>(size_t(H * g * n)), ref = poisoned<float>(size_t(H * g * n));
+  pq_scores(q.data(), cent.data(), codes.data(), out.data(), H, g, m, K, s, n);
+  pq_scores_reference(q.data(), cent.data(), codes.data(), ref.data(), H, g, m, K, s, n);
+  EXPECT_LT(relative_error(out, ref), 1e-5);
+}
+
+TEST(TopK, MatchesStableSortWithTiesAndNaN) {
+  KernelRng rng;
+  SCOPED_TRACE(rng.trace());
+  const int64_t R = 9, n = 5000, stride = 5003;
+  auto x = rng.normal(size_t(R * stride));
+  for (int64_t r = 0; r < R; ++r)  // ties and NaNs
+    for (int64_t j = 0; j < n; j += 7) x[r * stride + j] = (j % 14 == 0) ? 1.5f : NAN;
+  for (int64_t k : {int64_t(1), int64_t(64), int64_t(1024), n}) {
+    auto idx = poisoned<int64_t>(size_t(R * k)), ref = poisoned<int64_t>(size_t(R * k));
+    auto val = poisoned<float>(size_t(R * k)), ref_val = poisoned<float>(size_t(R * k));
+    topk_rows(x.data(), R, n, stride, k, idx.data(), val.data());
+    topk_rows_reference(x.data(), R, n, stride, k, ref.data(), ref_val.data());
+    EXPECT_EQ(idx, ref) << "k " << k;
+    for (size_t i = 0; i < val.size(); ++i)
+      if (!std::isnan(ref_val[i])) EXPECT_EQ(val[i], ref_val[i]);
+  }
+}
+
+}  // namespace
+}  // namespace kvb::kernels
