@@ -37,21 +37,8 @@ std::shared_ptr<LlamaModel> stories260k() {
 }
 
 ModelConfig llama_shaped_config() {
-  ModelConfig c;
-  c.model_type = "llama";
-  c.hidden_size = 1024;
-  c.intermediate_size = 2816;
-  c.num_hidden_layers = 8;
-  c.num_attention_heads = 16;
-  c.num_key_value_heads = 4;
-  c.head_dim = 64;
-  c.vocab_size = 32000;
-  c.max_position_embeddings = 8192;
-  c.rms_norm_eps = 1e-5;
-  c.tie_word_embeddings = false;
-  c.bos_token_id = 1;
-  c.eos_token_ids = {2};
-  return c;
+  return llama_config({.layers = 8, .hidden = 1024, .ffn = 2816, .heads = 16, .kv_heads = 4,
+                       .head_dim = 64, .vocab = 32000, .tied = false});
 }
 
 std::shared_ptr<LlamaModel> random_llama() {

@@ -32,13 +32,7 @@ std::string string_field(const json& record, const char* key, const std::string&
 }
 
 LongBenchRecord parse_record(const std::string& line, const std::string& where, int number) {
-  json j;
-  try {
-    j = json::parse(line);
-  } catch (const json::parse_error& e) {
-    throw InputError(where + ": not valid JSON (" + e.what() + ")");
-  }
-  if (!j.is_object()) throw InputError(where + ": expected a JSON object, got " + json_type_name(j));
+  json j = parse_json_object(line, where);
   LongBenchRecord r;
   if (!j.contains("answers")) throw InputError(where + ": missing field \"answers\"");
   r.answers = longbench_strings(j["answers"], where + ".answers");

@@ -20,13 +20,7 @@ struct Prediction {
 };
 
 Prediction parse_prediction(const std::string& line, const std::string& where) {
-  json j;
-  try {
-    j = json::parse(line);
-  } catch (const json::parse_error& e) {
-    throw InputError(where + ": not valid JSON (" + e.what() + ")");
-  }
-  if (!j.is_object()) throw InputError(where + ": expected a JSON object, got " + json_type_name(j));
+  json j = parse_json_object(line, where);
   Prediction p;
   if (!j.contains("pred") || !j["pred"].is_string())
     throw InputError(where + ": missing string field \"pred\"");

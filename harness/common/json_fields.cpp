@@ -97,9 +97,20 @@ json read_json_file(const std::string& path) {
   buffer << in.rdbuf();
   try {
     return json::parse(buffer.str());
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for huge numbers
     throw InputError(path + ": malformed JSON: " + e.what());
   }
+}
+
+json parse_json_object(const std::string& text, const std::string& where) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for huge numbers
+    throw InputError(where + ": not valid JSON (" + e.what() + ")");
+  }
+  if (!j.is_object()) throw InputError(where + ": expected a JSON object, got " + json_type_name(j));
+  return j;
 }
 
 }  // namespace kvb

@@ -58,4 +58,7 @@ class JsonFields {
 // Reads a JSON file; a missing file or a parse error is an InputError naming the file.
 json read_json_file(const std::string& path);
 
+// Parses one JSON object (a jsonl line, say); anything else is an InputError at `where`.
+json parse_json_object(const std::string& text, const std::string& where);
+
 }  // namespace kvb

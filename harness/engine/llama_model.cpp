@@ -145,22 +145,28 @@ json byte_tokenizer_json() {
 
 }  // namespace
 
-ModelConfig random_tiny_config() {
+ModelConfig llama_config(const LlamaShape& shape) {
   ModelConfig c;
   c.model_type = "llama";
-  c.hidden_size = 64;
-  c.intermediate_size = 172;
-  c.num_hidden_layers = 4;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 16;
-  c.vocab_size = 260;
-  c.max_position_embeddings = 8192;
+  c.num_hidden_layers = shape.layers;
+  c.hidden_size = shape.hidden;
+  c.intermediate_size = shape.ffn;
+  c.num_attention_heads = shape.heads;
+  c.num_key_value_heads = shape.kv_heads;
+  c.head_dim = shape.head_dim;
+  c.vocab_size = shape.vocab;
+  c.max_position_embeddings = shape.max_positions;
+  c.rope_theta = shape.rope_theta;
+  c.tie_word_embeddings = shape.tied;
   c.rms_norm_eps = 1e-5;
-  c.tie_word_embeddings = true;
   c.bos_token_id = 1;
   c.eos_token_ids = {2};
   return c;
+}
+
+ModelConfig random_tiny_config() {
+  return llama_config({.layers = 4, .hidden = 64, .ffn = 172, .heads = 4, .kv_heads = 2,
+                       .head_dim = 16, .vocab = 260, .max_positions = 8192});
 }
 
 at::Tensor rope_inverse_frequencies(const ModelConfig& c) {
@@ -384,22 +390,9 @@ namespace {
 // 260-entry vocabulary (Llama-3's 128k-entry LM head is left out of "rest"): the `latency`
 // suite's model. Random weights: timings only, task scores are meaningless.
 ModelConfig random_llama3_8b_4layers_config() {
-  ModelConfig c;
-  c.model_type = "llama";
-  c.hidden_size = 4096;
-  c.intermediate_size = 14336;
-  c.num_hidden_layers = 4;
-  c.num_attention_heads = 32;
-  c.num_key_value_heads = 8;
-  c.head_dim = 128;
-  c.vocab_size = 260;  // the built-in byte tokenizer's vocabulary
-  c.max_position_embeddings = 32768 + 1024;
-  c.rope_theta = 500000.0;
-  c.rms_norm_eps = 1e-5;
-  c.tie_word_embeddings = true;
-  c.bos_token_id = 1;
-  c.eos_token_ids = {2};
-  return c;
+  return llama_config({.layers = 4, .hidden = 4096, .ffn = 14336, .heads = 32, .kv_heads = 8,
+                       .head_dim = 128, .vocab = 260,  // the built-in byte tokenizer's vocabulary
+                       .max_positions = 32768 + 1024, .rope_theta = 500000.0});
 }
 
 }  // namespace

@@ -52,6 +52,16 @@ struct LlamaModel {
 void save_model(const LlamaModel& model, const std::string& dir, int shards = 1,
                 at::ScalarType dtype = at::kFloat);
 
+// The shape of a Llama-layout model; the rest of its config takes Llama's defaults
+// (RMSNorm eps 1e-5, BOS 1, EOS 2, no rope scaling).
+struct LlamaShape {
+  int layers = 0, hidden = 0, ffn = 0, heads = 0, kv_heads = 0, head_dim = 0, vocab = 0;
+  int max_positions = 8192;
+  double rope_theta = 10000.0;
+  bool tied = true;  // tie_word_embeddings
+};
+ModelConfig llama_config(const LlamaShape& shape);
+
 // The config of the generated "random-tiny" model (4 layers, GQA 4/2, head_dim 16).
 ModelConfig random_tiny_config();
 // RoPE inverse frequencies [d/2] for the config's rope_theta and rope_scaling.

@@ -19,7 +19,7 @@ json read_json_file(const std::string& file) {
   if (!in) fail(file, "", "cannot open");
   try {
     return json::parse(in);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for huge numbers
     fail(file, "", std::string("invalid JSON: ") + e.what());
   }
 }
