@@ -145,6 +145,24 @@ json byte_tokenizer_json() {
 
 }  // namespace
 
+uint64_t weights_hash(const LlamaModel& model) {
+  uint64_t hash = 0xcbf29ce484222325ULL;  // FNV-1a offset basis
+  auto mix = [&](const at::Tensor& t) {
+    if (!t.defined()) return;
+    at::Tensor c = t.contiguous();
+    const uint8_t* bytes = static_cast<const uint8_t*>(c.data_ptr());
+    for (size_t i = 0; i < c.nbytes(); ++i) hash = (hash ^ bytes[i]) * 0x100000001b3ULL;
+  };
+  mix(model.embed);
+  mix(model.final_norm);
+  mix(model.lm_head);
+  for (const LayerWeights& l : model.layers)
+    for (const at::Tensor* t : {&l.attn_norm, &l.mlp_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.bq,
+                                &l.bk, &l.bv, &l.w_gate, &l.w_up, &l.w_down})
+      mix(*t);
+  return hash;
+}
+
 ModelConfig llama_config(const LlamaShape& shape) {
   ModelConfig c;
   c.model_type = "llama";

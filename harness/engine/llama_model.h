@@ -52,6 +52,10 @@ struct LlamaModel {
 void save_model(const LlamaModel& model, const std::string& dir, int shards = 1,
                 at::ScalarType dtype = at::kFloat);
 
+// 64-bit FNV-1a over the bytes of every weight, in a fixed order: identifies the weights
+// (e.g. to key caches derived from them). Reads all weights once.
+uint64_t weights_hash(const LlamaModel& model);
+
 // The shape of a Llama-layout model; the rest of its config takes Llama's defaults
 // (RMSNorm eps 1e-5, BOS 1, EOS 2, no rope scaling).
 struct LlamaShape {

@@ -15,13 +15,18 @@
 // queries stacked, and the group's mean speculative score; the per-head max (the reference's
 // Llama code takes head 0's max: a bug); `fill_to_budget` (default) attends exactly the cap B
 // so budgets compare across methods; when no calibration file is configured, A comes from the
-// first min(2048, L) tokens of the current prompt; a calibration file's matrices are kept in
-// memory per process (not written to disk).
+// first min(2048, L) tokens of the current prompt; a calibration file's matrices are cached in
+// memory and, for a model loaded from a folder, on disk beside it
+// (<model>/.kvbench-cache/infinigen-<hash>.safetensors, keyed by the weights' hash, the
+// calibration text, its token count and r); a read-only model folder keeps them in memory only.
 #include "methods/retrieval/infinigen.h"
+
+#include "harness/model/safetensors.h"
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <iostream>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -98,24 +103,24 @@ class CalibrationRecorder : public Method {
   InfiniGenCalibration& out_;
 };
 
-// Calibrations from files, per process: (model, file, tokens, r) -> matrices.
-std::shared_ptr<const InfiniGenCalibration> file_calibration(const LlamaModel& model,
-                                                             const InfiniGenConfig& c) {
-  static std::mutex mutex;
-  static std::map<std::string, std::shared_ptr<const InfiniGenCalibration>> cache;
-  std::ostringstream key;
-  key << &model << '|' << model.source << '|' << c.calibration_file << '|'
-      << c.calibration_tokens << '|' << c.partial_ratio;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = cache.find(key.str());
-  if (it != cache.end()) return it->second;
-
-  std::ifstream in(c.calibration_file, std::ios::binary);
-  if (!in)
-    throw InputError(c.calibration_file + ": cannot read (infinigen.calibration_file)");
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path + ": cannot read (infinigen.calibration_file)");
   std::stringstream text;
   text << in.rdbuf();
-  std::vector<int> ids = model.tokenizer->encode(text.str(), /*add_bos=*/true);
+  return text.str();
+}
+
+uint64_t fnv1a(const std::string& bytes) {
+  uint64_t hash = 0xcbf29ce484222325ULL;
+  for (unsigned char b : bytes) hash = (hash ^ b) * 0x100000001b3ULL;
+  return hash;
+}
+
+// Runs the calibration text through the model, recording every layer's matrices.
+std::shared_ptr<InfiniGenCalibration> calibrate(const LlamaModel& model, const std::string& text,
+                                                const InfiniGenConfig& c) {
+  std::vector<int> ids = model.tokenizer->encode(text, /*add_bos=*/true);
   if (int64_t(ids.size()) > c.calibration_tokens) ids.resize(c.calibration_tokens);
   if (ids.size() < 2)
     throw InputError(c.calibration_file + ": too short for calibration (infinigen.calibration_file)");
@@ -123,7 +128,78 @@ std::shared_ptr<const InfiniGenCalibration> file_calibration(const LlamaModel& m
   CalibrationRecorder recorder(c.partial_ratio, *calibration);
   Session session(model, recorder, SessionOptions{});
   session.prefill(ids);
-  cache[key.str()] = calibration;
+  return calibration;
+}
+
+// The calibration as safetensors: "layerL.skew" [Hkv, d, d] and "layerL.channelsH" [c_h]
+// (channel ids stored as f32: exact for any head dim).
+std::map<std::string, at::Tensor> to_tensors(const InfiniGenCalibration& c) {
+  std::map<std::string, at::Tensor> out;
+  for (size_t l = 0; l < c.skew.size(); ++l) {
+    if (!c.skew[l].defined()) continue;
+    out["layer" + std::to_string(l) + ".skew"] = c.skew[l].contiguous();
+    for (size_t h = 0; h < c.channels[l].size(); ++h)
+      out["layer" + std::to_string(l) + ".channels" + std::to_string(h)] =
+          c.channels[l][h].to(at::kFloat);
+  }
+  return out;
+}
+
+std::shared_ptr<InfiniGenCalibration> from_file(const SafetensorsFile& file, int layers) {
+  auto c = std::make_shared<InfiniGenCalibration>();
+  c->skew.assign(layers, at::Tensor());
+  c->channels.assign(layers, {});
+  for (int l = 0; l < layers; ++l) {
+    const std::string prefix = "layer" + std::to_string(l);
+    if (!file.contains(prefix + ".skew")) continue;
+    c->skew[l] = file.load(prefix + ".skew");
+    for (int64_t h = 0; h < c->skew[l].size(0); ++h)
+      c->channels[l].push_back(file.load(prefix + ".channels" + std::to_string(h)).to(at::kLong));
+  }
+  return c;
+}
+
+}  // namespace
+
+std::string infinigen_cache_path(const LlamaModel& model, const InfiniGenConfig& c) {
+  if (!std::filesystem::is_directory(model.source)) return "";
+  std::ostringstream key;
+  key << std::hex << weights_hash(model) << '-' << fnv1a(read_text(c.calibration_file)) << '-'
+      << std::dec << c.calibration_tokens << '-' << c.partial_ratio;
+  return model.source + "/.kvbench-cache/infinigen-" + key.str() + ".safetensors";
+}
+
+namespace {
+
+// Calibrations from files: per process in memory, and on disk beside a folder model.
+std::shared_ptr<const InfiniGenCalibration> file_calibration(const LlamaModel& model,
+                                                             const InfiniGenConfig& c) {
+  static std::mutex mutex;
+  static std::map<std::string, std::shared_ptr<const InfiniGenCalibration>> memory;
+  std::ostringstream key;
+  key << &model << '|' << model.source << '|' << c.calibration_file << '|'
+      << c.calibration_tokens << '|' << c.partial_ratio;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = memory.find(key.str());
+  if (it != memory.end()) return it->second;
+
+  const std::string path = infinigen_cache_path(model, c);
+  std::shared_ptr<InfiniGenCalibration> calibration;
+  if (!path.empty() && std::filesystem::exists(path)) {
+    calibration = from_file(*SafetensorsFile::open(path), model.config.num_hidden_layers);
+  } else {
+    calibration = calibrate(model, read_text(c.calibration_file), c);
+    if (!path.empty()) {
+      std::error_code ec;
+      std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+      try {
+        write_safetensors(path, to_tensors(*calibration));
+      } catch (const std::exception& e) {  // e.g. a read-only model folder: memory only
+        std::cerr << "infinigen: calibration not cached on disk (" << e.what() << ")\n";
+      }
+    }
+  }
+  memory[key.str()] = calibration;
   return calibration;
 }
 
@@ -277,7 +353,7 @@ KVB_REGISTER_METHOD(make_method_info<InfiniGen, InfiniGenConfig>({
         "fill_to_budget=true (default, harness choice) attends exactly B by speculative score, "
         "false attends min(threshold count, B); without calibration_file A is built from the first "
         "min(2048, L) tokens of the current prompt, not a separate calibration text; file "
-        "calibrations are cached in memory per process, not on disk",
+        "calibrations are cached beside a folder model (keyed by its weights hash) and in memory",
 }));
 
 }  // namespace kvb

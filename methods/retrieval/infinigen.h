@@ -40,6 +40,11 @@ struct InfiniGenConfig {
   void check_budget(int64_t budget, const std::string& where) const;
 };
 
+// Where a calibration file's matrices are cached for `model` ("" when the model has no folder):
+// <model>/.kvbench-cache/infinigen-<weights hash>-<text hash>-<tokens>-<r>.safetensors.
+struct LlamaModel;
+std::string infinigen_cache_path(const LlamaModel& model, const InfiniGenConfig& c);
+
 // Per layer: skewing matrices and partial channels (from a calibration text or the prompt).
 struct InfiniGenCalibration {
   std::vector<at::Tensor> skew;                   // per layer [Hkv, d, d] (undefined: dense)

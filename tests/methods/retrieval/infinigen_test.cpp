@@ -2,11 +2,15 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include <cstdio>
 #include <fstream>
 
 #include "harness/engine/session.h"
+#include "harness/model/safetensors.h"
 #include "tests/methods/method_test_util.h"
+#include "tests/test_util.h"
 
 namespace kvb {
 namespace {
@@ -103,6 +107,33 @@ TEST(InfiniGen, CalibrationFromAFileRuns) {
   EXPECT_DOUBLE_EQ(sparse_attended(*model, *method, 64, 2), 64.0);
   EXPECT_GT(method->counters()["index_bytes"], 0);
   std::remove(path.c_str());
+}
+
+TEST(InfiniGen, FileCalibrationIsCachedBesideAFolderModelKeyedByItsWeights) {
+  test::TempDir dir;
+  const std::string text = dir.file("calibration.txt");
+  {
+    std::ofstream out(text);
+    for (int i = 0; i < 40; ++i) out << "Pack my box with five dozen liquor jugs " << i << ". ";
+  }
+  save_model(*LlamaModel::from_reference("random-tiny"), dir.file("model"));
+  auto model = LlamaModel::load(dir.file("model"));
+  InfiniGenConfig config;
+  config.calibration_file = text;
+  const std::string path = infinigen_cache_path(*model, config);
+  EXPECT_EQ(path.rfind(dir.file("model") + "/.kvbench-cache/infinigen-", 0), 0u) << path;
+  auto method = test::make_method("infinigen", {{"calibration_file", text}});
+  EXPECT_DOUBLE_EQ(sparse_attended(*model, *method, 64, 2), 64.0);
+  ASSERT_TRUE(std::filesystem::exists(path));
+  // The cached matrices are the ones a fresh calibration computes: orthogonal [Hkv, d, d].
+  auto file = SafetensorsFile::open(path);
+  at::Tensor skew = file->load("layer2.skew");
+  ASSERT_EQ(skew.sizes().vec(), (std::vector<int64_t>{2, 16, 16}));
+  EXPECT_LT((at::bmm(skew.transpose(1, 2), skew) - at::eye(16)).abs().max().item<double>(), 1e-5);
+  // Other weights, other key.
+  auto other = LlamaModel::random(random_tiny_config(), 1);
+  other->source = model->source;
+  EXPECT_NE(infinigen_cache_path(*other, config), path);
 }
 
 TEST(InfiniGen, BadConfigsNameTheField) {
