@@ -88,13 +88,10 @@ class CommonWords : public RulerTask {
   }
 };
 
-const bool kRegistered = [] {
-  dataset_registry().add(ruler_dataset_info(
-      "cwe", "RULER common words extraction: the 10 most frequent words of a numbered list",
-      RulerNeeds{false, true, 120},
-      [](const RulerParams& p) { return std::make_unique<CommonWords>(p); }));
-  return true;
-}();
+KVB_REGISTER_DATASET(ruler_dataset_info(
+    "cwe", "RULER common words extraction: the 10 most frequent words of a numbered list",
+    RulerNeeds{false, true, 120},
+    [](const RulerParams& p) { return std::make_unique<CommonWords>(p); }));
 
 }  // namespace
 }  // namespace kvb

@@ -75,13 +75,10 @@ class FrequentWords : public RulerTask {
   }
 };
 
-const bool kRegistered = [] {
-  dataset_registry().add(ruler_dataset_info(
-      "fwe", "RULER frequent words extraction: the 3 most frequent coded words (Zipf, alpha 2)",
-      RulerNeeds{false, false, 50},
-      [](const RulerParams& p) { return std::make_unique<FrequentWords>(p); }));
-  return true;
-}();
+KVB_REGISTER_DATASET(ruler_dataset_info(
+    "fwe", "RULER frequent words extraction: the 3 most frequent coded words (Zipf, alpha 2)",
+    RulerNeeds{false, false, 50},
+    [](const RulerParams& p) { return std::make_unique<FrequentWords>(p); }));
 
 }  // namespace
 }  // namespace kvb

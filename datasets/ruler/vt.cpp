@@ -89,13 +89,10 @@ class VariableTracking : public RulerTask {
   }
 };
 
-const bool kRegistered = [] {
-  dataset_registry().add(ruler_dataset_info(
-      "vt", "RULER variable tracking: 1 chain of 4 hops in noise, name all variables",
-      RulerNeeds{false, false, 30},
-      [](const RulerParams& p) { return std::make_unique<VariableTracking>(p); }));
-  return true;
-}();
+KVB_REGISTER_DATASET(ruler_dataset_info(
+    "vt", "RULER variable tracking: 1 chain of 4 hops in noise, name all variables",
+    RulerNeeds{false, false, 30},
+    [](const RulerParams& p) { return std::make_unique<VariableTracking>(p); }));
 
 }  // namespace
 }  // namespace kvb
