@@ -26,6 +26,9 @@ void list_methods() {
     std::cout << m->name << "  [" << m->family << "]  " << m->title << "\n";
     if (!m->paper.empty()) std::cout << "    paper:    " << m->paper << "\n";
     std::cout << "    budget:   " << (m->uses_budget ? "yes" : "no (ignores budgets)") << "\n";
+    if (m->dense_layers > 0)
+      std::cout << "    dense:    layers 0-" << m->dense_layers - 1
+                << " attend to everything (by design; reported in attended_mean.layerN)\n";
     std::cout << "    defaults: " << defaults_text(m->normalise_config, m->name) << "\n";
     std::cout << "    fidelity: " << m->fidelity << "\n";
   }

@@ -232,6 +232,9 @@ CellResult run_cell(const Cell& cell, const LlamaModel& model,
     result.samples.push_back(SampleRow{sample.id, int64_t(prompt.size()), outcome.prediction,
                                        json(sample.answers).dump(), outcome.score});
     result.metrics.insert(result.metrics.end(), outcome.metrics.begin(), outcome.metrics.end());
+    for (const auto& [name, value] : sample.meta.items())  // e.g. needle depth, for reports
+      if (value.is_number())
+        result.metrics.push_back(MetricRow{sample.id, "meta." + name, value.get<double>(), ""});
     on_sample(int(i + 1), int(samples.size()));
   }
   const int n = std::max<int>(1, int(samples.size()));
