@@ -212,13 +212,16 @@ std::optional<std::string> recall_layer_plot(const ReportData& data, int64_t bud
          clauses + "\n";
 }
 
-// Needle depth of a sample, where the dataset defines it by the sample's index: passkey
-// spreads its samples' depths evenly over [0, 1] (datasets/synthetic/passkey.cpp). Other needle
-// tasks draw depths at random and the store keeps no sample metadata, so they get no heatmap.
-std::optional<double> needle_depth(const CellData& c, size_t index) {
-  if (c.dataset != "passkey") return std::nullopt;
-  const size_t n = c.samples.size();
-  return n == 1 ? 0.5 : double(index) / double(n - 1);
+// Datasets whose samples carry a needle depth (passkey, single-needle RULER tasks).
+std::vector<std::string> needle_datasets(const ReportData& data) {
+  std::vector<std::string> out;
+  for (const CellData& c : data.cells)
+    for (const SampleScore& s : c.samples)
+      if (s.depth && std::find(out.begin(), out.end(), c.dataset) == out.end()) {
+        out.push_back(c.dataset);
+        break;
+      }
+  return out;
 }
 
 // Accuracy over context length x needle depth for one method at `budget`.
@@ -228,10 +231,10 @@ std::optional<std::string> heatmap_plot(const ReportData& data, const std::strin
   for (const CellData& c : data.cells) {
     if (c.dataset != dataset || c.method != method || !at_budget(c, budget)) continue;
     const int64_t context = c.dataset_params.value("context_length", int64_t(0));
-    for (size_t i = 0; i < c.samples.size(); ++i)
-      if (auto depth = needle_depth(c, i)) {
-        auto& a = acc[{context, *depth}];
-        a.first += c.samples[i].score;
+    for (const SampleScore& s : c.samples)
+      if (s.depth) {
+        auto& a = acc[{context, *s.depth}];
+        a.first += s.score;
         ++a.second;
       }
   }
@@ -316,9 +319,10 @@ std::vector<PlotFile> write_plots(const ReportData& data, const std::string& out
        latency_plot(data, budget, colours));
   emit("recall_per_layer", "Recall per layer at budget " + std::to_string(budget),
        recall_layer_plot(data, budget, colours));
-  for (const std::string& m : methods_of(data))
-    emit("needle_passkey_" + slug(m), "passkey accuracy heatmap: " + m,
-         heatmap_plot(data, "passkey", m, budget));
+  for (const std::string& dataset : needle_datasets(data))
+    for (const std::string& m : methods_of(data))
+      emit("needle_" + slug(dataset) + "_" + slug(m), dataset + " accuracy heatmap: " + m,
+           heatmap_plot(data, dataset, m, budget));
   return out;
 }
 

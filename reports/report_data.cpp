@@ -61,7 +61,12 @@ CellData load_cell(const ResultStore& store, const CellRow& row) {
     cell.metrics[m.name] = m.value;
     if (m.name == "score") cell.score_unit = m.unit;
   }
-  for (const SampleRow& s : store.cell_samples(row.id)) cell.samples.push_back({s.sample_id, s.score});
+  const std::map<std::string, double> depths = store.sample_metric(row.id, "meta.depth");
+  for (const SampleRow& s : store.cell_samples(row.id)) {
+    auto depth = depths.find(s.sample_id);
+    cell.samples.push_back({s.sample_id, s.score,
+                            depth == depths.end() ? std::nullopt : std::optional(depth->second)});
+  }
   return cell;
 }
 

@@ -16,6 +16,7 @@ using json = nlohmann::json;
 struct SampleScore {
   std::string id;
   double score = 0;
+  std::optional<double> depth;  // needle depth in [0, 1] (per-sample metric meta.depth)
 };
 
 struct CellData {

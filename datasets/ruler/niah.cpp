@@ -106,8 +106,9 @@ class Niah : public RulerTask {
     const int64_t max_n =
         spec_.haystack == "needle" ? params_.context_length / 8 : params_.context_length;
     std::string text = fit_to_tokens(tokenizer, params_.context_length, max_n, render);
-    return make_sample(name_, index, std::move(text), answers,
-                       {{"depths", depths}, {"queries", queries}});
+    json meta = {{"depths", depths}, {"queries", queries}};
+    if (depths.size() == 1) meta["depth"] = depths[0] / 100.0;  // one needle: a heatmap coordinate
+    return make_sample(name_, index, std::move(text), answers, meta);
   }
 
   std::string haystack(int64_t n, const std::vector<std::string>& needles,

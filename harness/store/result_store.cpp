@@ -288,6 +288,16 @@ std::vector<SampleRow> ResultStore::cell_samples(int64_t cell_id) const {
   return rows;
 }
 
+std::map<std::string, double> ResultStore::sample_metric(int64_t cell_id,
+                                                         const std::string& name) const {
+  Statement s(db_, "SELECT sample_id, value FROM metrics WHERE cell_id = ? AND name = ? AND "
+                   "sample_id IS NOT NULL");
+  s.bind(1, cell_id).bind(2, name);
+  std::map<std::string, double> values;
+  while (s.step()) values[s.text(0)] = s.real(1);
+  return values;
+}
+
 std::vector<std::pair<std::string, std::string>> ResultStore::run_fields(int64_t run_id) const {
   Statement s(db_, "SELECT suite, command, started_at, coalesce(finished_at, ''), status, "
                    "git_commit, build_type, torch_version, device, threads, host FROM runs "

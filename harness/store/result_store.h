@@ -3,6 +3,7 @@
 #pragma once
 #include <sqlite3.h>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -71,6 +72,8 @@ class ResultStore {
   std::vector<CellRow> cells_of_run(int64_t run_id) const;
   std::vector<MetricRow> cell_metrics(int64_t cell_id) const;  // cell-level only
   std::vector<SampleRow> cell_samples(int64_t cell_id) const;
+  // sample_id -> value of the per-sample metric `name` of a cell.
+  std::map<std::string, double> sample_metric(int64_t cell_id, const std::string& name) const;
   std::vector<std::pair<std::string, std::string>> run_fields(int64_t run_id) const;
   std::string integrity_check() const;  // "ok" when sound
 

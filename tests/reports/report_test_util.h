@@ -57,6 +57,11 @@ inline int64_t fill_store(ResultStore& store, const std::vector<FakeCell>& cells
         {std::nullopt, "decode_ms_per_token", c.decode_ms, "ms"},
         {std::nullopt, "select_ms_per_token", c.decode_ms / 4, "ms"},
         {std::nullopt, "attention_ms_per_token", c.decode_ms / 2, "ms"}};
+    // Needle depths as the passkey generator spreads them: evenly over [0, 1].
+    const size_t n = c.sample_scores.size();
+    for (size_t i = 0; i < n; ++i)
+      metrics.push_back({samples[i].sample_id, "meta.depth",
+                         n == 1 ? 0.5 : double(i) / double(n - 1), ""});
     store.complete_cell(id, samples, metrics, 0.1);
   }
   store.finish_run(run, "complete");
