@@ -21,4 +21,21 @@ at::Tensor sparse_decode_attention(const at::Tensor& q, const at::Tensor& k_pool
                                    const std::vector<at::Tensor>& rows_per_head, double scale,
                                    std::vector<at::Tensor>* probs);
 
+// Quest page scores (kernels::quest_page_scores) on page summaries kept in a preallocated
+// buffer. Supported when kmin and kmax are fp32 CPU [H, P, d] views with unit channel stride,
+// pages d floats apart and the same head stride (e.g. a narrow of a contiguous [H, cap, d]).
+bool quest_page_scores_supported(const at::Tensor& kmin, const at::Tensor& kmax);
+//   q: [H, g, d] any floating dtype (converted to fp32). Returns [H, g, P] fp32, or [H, 1, P]
+//   summed over the group when sum_group.
+at::Tensor quest_page_scores_kernel(const at::Tensor& q, const at::Tensor& kmin,
+                                    const at::Tensor& kmax, bool sum_group);
+
+// PQ table scores (kernels::pq_scores). Supported when centroids are fp32 CPU [H, m, K, s] with
+// K <= 256 (codes fit uint8).
+bool pq_scores_supported(const at::Tensor& centroids);
+//   q: [H, g, m*s] any floating dtype; centroids: [H, m, K, s] fp32;
+//   codes: [H, m, n] any integer dtype (converted to contiguous uint8). Returns [H, g, n] fp32.
+at::Tensor pq_scores_kernel(const at::Tensor& q, const at::Tensor& centroids,
+                            const at::Tensor& codes);
+
 }  // namespace kvb

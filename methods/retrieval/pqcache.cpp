@@ -19,6 +19,7 @@
 #include <random>
 #include <set>
 
+#include "harness/engine/kernel_adapter.h"
 #include "methods/common/config.h"
 #include "methods/common/selection.h"
 
@@ -255,7 +256,13 @@ std::vector<std::vector<int64_t>> PQCache::select_sparse(int layer, const at::Te
       std::vector<int64_t> top;
       if (index.centroids.defined() && s == sinks_) {
         at::Tensor codes = index.codes[h].narrow(1, 0, candidates);  // [m, candidates]
-        at::Tensor scores = pq_scores(q.narrow(0, h * g, g), index.centroids[h], codes);  // [g, c]
+        at::Tensor qh = q.narrow(0, h * g, g);  // [g, d]
+        at::Tensor scores;                      // [g, candidates]
+        if (pq_scores_supported(index.centroids) && q.device().is_cpu())
+          scores = pq_scores_kernel(qh.unsqueeze(0), index.centroids[h].unsqueeze(0),
+                                    codes.unsqueeze(0))[0];
+        else
+          scores = pq_scores(qh, index.centroids[h], codes);
         at::Tensor weights = at::softmax(scores * scale, -1).sum(0);  // [candidates]
         top = top_k_indices(weights, topk_);
       } else {

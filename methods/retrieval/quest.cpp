@@ -21,6 +21,7 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "harness/engine/kernel_adapter.h"
 #include "methods/common/config.h"
 #include "methods/common/retrieval.h"
 
@@ -189,9 +190,15 @@ class Quest : public RetrievalMethod {
     for (int h : heads)
       if (kv.size(h) != ix.entries)
         throw std::logic_error("quest: page index out of step with the KV store");
-    at::Tensor scores = quest_page_scores(q.reshape({Hkv, g, d}), ix.kmin.narrow(1, 0, ix.pages),
-                                          ix.kmax.narrow(1, 0, ix.pages));  // [Hkv, g, P]
-    if (!config_.per_query_head) scores = scores.sum(1, /*keepdim=*/true);  // [Hkv, 1, P]
+    at::Tensor kmin = ix.kmin.narrow(1, 0, ix.pages), kmax = ix.kmax.narrow(1, 0, ix.pages);
+    at::Tensor scores;  // [Hkv, g, P], or [Hkv, 1, P] summed over the group
+    if (quest_page_scores_supported(kmin, kmax) && q.device().is_cpu()) {
+      scores = quest_page_scores_kernel(q.reshape({Hkv, g, d}), kmin, kmax,
+                                        /*sum_group=*/!config_.per_query_head);
+    } else {
+      scores = quest_page_scores(q.reshape({Hkv, g, d}), kmin, kmax);
+      if (!config_.per_query_head) scores = scores.sum(1, /*keepdim=*/true);
+    }
     std::vector<std::vector<int64_t>> out;
     for (int h : heads) {
       std::vector<std::vector<int64_t>> rankings;
