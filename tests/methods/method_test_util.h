@@ -2,6 +2,7 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include "harness/engine/session.h"
 #include "harness/suite/suite.h"
 #include "methods/method.h"
 
@@ -34,6 +35,27 @@ inline std::string suite_error(const json& method_entry, const json& budgets) {
     return e.what();
   }
   return "";
+}
+
+// Greedy decoding of `ids` on random-tiny with method `name` (`config`) at `budget` gives Full's
+// logits (within 1e-5) and tokens at every one of `steps` steps.
+inline void expect_matches_full(const std::string& name, int64_t budget,
+                                const std::vector<int>& ids, const json& config = {},
+                                int steps = 6) {
+  auto model = LlamaModel::from_reference("random-tiny");
+  auto full = make_method("full");
+  auto method = make_method(name, config);
+  SessionOptions options;
+  options.budget = budget;
+  Session a(*model, *full, SessionOptions{}), b(*model, *method, options);
+  at::Tensor la = a.prefill(ids), lb = b.prefill(ids);
+  for (int step = 0; step < steps; ++step) {
+    ASSERT_LT((la - lb).abs().max().item<double>(), 1e-5) << name << config << " step " << step;
+    const int ta = argmax_token(la), tb = argmax_token(lb);
+    ASSERT_EQ(ta, tb) << name << config << " step " << step;
+    la = a.decode(ta);
+    lb = b.decode(tb);
+  }
 }
 
 }  // namespace kvb::test

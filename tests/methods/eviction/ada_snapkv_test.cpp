@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "harness/engine/session.h"
+#include "tests/methods/method_test_util.h"
 
 namespace kvb {
 namespace {
@@ -60,21 +61,7 @@ std::vector<int> prompt(int n) {
 }
 
 TEST(AdaSnapKV, BudgetAbovePromptMatchesFull) {
-  auto model = LlamaModel::from_reference("random-tiny");
-  auto full = method_registry().get("full", "t").create(json::object());
-  auto ada = method_registry().get("ada_snapkv", "t").create(json::object());
-  SessionOptions options;
-  options.budget = 128;
-  Session a(*model, *full, SessionOptions{}), b(*model, *ada, options);
-  const std::vector<int> ids = prompt(100);
-  at::Tensor la = a.prefill(ids), lb = b.prefill(ids);
-  for (int step = 0; step < 6; ++step) {
-    ASSERT_LT((la - lb).abs().max().item<double>(), 1e-5) << "step " << step;
-    const int ta = argmax_token(la), tb = argmax_token(lb);
-    ASSERT_EQ(ta, tb);
-    la = a.decode(ta);
-    lb = b.decode(tb);
-  }
+  test::expect_matches_full("ada_snapkv", 128, prompt(100));
 }
 
 TEST(AdaSnapKV, FirstDecodeStepAttendsBOnAverageWithRaggedHeads) {

@@ -6,6 +6,7 @@
 
 #include "harness/engine/session.h"
 #include "methods/method.h"
+#include "tests/methods/method_test_util.h"
 
 namespace kvb {
 namespace {
@@ -179,28 +180,11 @@ std::vector<int> prompt(int n) {
   return ids;
 }
 
-void expect_matches_full(const json& config, int64_t budget) {
-  auto model = LlamaModel::from_reference("random-tiny");
-  auto full = method_registry().get("full", "t").create(json::object());
-  auto kvc = method_registry().get("kv_compress", "t").create(config);
-  SessionOptions options;
-  options.budget = budget;
-  Session a(*model, *full, SessionOptions{}), b(*model, *kvc, options);
-  const std::vector<int> ids = prompt(100);
-  at::Tensor la = a.prefill(ids), lb = b.prefill(ids);
-  for (int step = 0; step < 6; ++step) {
-    ASSERT_LT((la - lb).abs().max().item<double>(), 1e-5) << config << " step " << step;
-    const int ta = argmax_token(la), tb = argmax_token(lb);
-    ASSERT_EQ(ta, tb);
-    la = a.decode(ta);
-    lb = b.decode(tb);
-  }
-}
-
 TEST(KVCompress, BudgetAbovePromptMatchesFull) {
-  expect_matches_full(json::object(), 128);
-  expect_matches_full({{"continual", true}}, 128);  // 100 + 6 tokens never outgrow 128
-  expect_matches_full({{"variant", "full"}}, 128);
+  test::expect_matches_full("kv_compress", 128, prompt(100));
+  // 100 + 6 tokens never outgrow 128
+  test::expect_matches_full("kv_compress", 128, prompt(100), {{"continual", true}});
+  test::expect_matches_full("kv_compress", 128, prompt(100), {{"variant", "full"}});
 }
 
 // Mean over (layer, head) of attended entries per step.
