@@ -24,6 +24,7 @@ void register_commands(CLI::App& app, const std::string& command_line) {
   add_report_command(app, commands(), command_line);
   add_reproduce_command(app, commands(), command_line);
   add_check_commands(app, commands());
+  add_train_tiny_command(app, commands(), command_line);
 }
 
 int run_selected_command(const CLI::App& app) {

@@ -28,6 +28,7 @@ void add_slurm_command(CLI::App& app, std::vector<Command>& out);   // scale-out
 void add_report_command(CLI::App& app, std::vector<Command>& out, const std::string& command_line);
 void add_reproduce_command(CLI::App& app, std::vector<Command>& out, const std::string& command_line);
 void add_check_commands(CLI::App& app, std::vector<Command>& out);  // check, baseline
+void add_train_tiny_command(CLI::App& app, std::vector<Command>& out, const std::string& command_line);
 
 // Sets LibTorch's intra-op threads (0: all cores); returns the count in use.
 int configure_threads(int requested);

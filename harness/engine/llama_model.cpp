@@ -415,11 +415,24 @@ ModelConfig random_llama3_8b_4layers_config() {
 
 }  // namespace
 
+std::string embedded_model_dir() {
+  const char* env = std::getenv("KVBENCH_TINY_MODEL");
+  return env && *env ? env : KVBENCH_SOURCE_DIR "/models/kvbench-tiny";
+}
+
 bool LlamaModel::is_builtin_reference(const std::string& reference) {
-  return reference == "random-tiny" || reference == "random-llama3-8b-4layers";
+  return reference == "random-tiny" || reference == "random-llama3-8b-4layers" ||
+         reference == "kvbench-tiny";
 }
 
 std::shared_ptr<LlamaModel> LlamaModel::from_reference(const std::string& reference) {
+  if (reference == "kvbench-tiny") {
+    auto model = load(embedded_model_dir());
+    model->source = reference;
+    model->description = "kvbench-tiny: the embedded retrieval model trained by `kvbench "
+                         "train-tiny` (" + embedded_model_dir() + ")";
+    return model;
+  }
   if (reference == "random-tiny") {
     auto model = random(random_tiny_config(), 0);
     model->source = reference;

@@ -39,7 +39,9 @@ struct LlamaModel {
                                           at::ScalarType dtype = at::kFloat);
   // Random N(0, 0.02) weights for `config` from `seed`, with a byte-level tokenizer.
   static std::shared_ptr<LlamaModel> random(const ModelConfig& config, uint64_t seed);
-  // Resolves a suite's model reference: "random-tiny" (generated, seed 0) or a folder.
+  // Resolves a suite's model reference: "kvbench-tiny" (the embedded trained model,
+  // embedded_model_dir()), "random-tiny" (generated, seed 0), "random-llama3-8b-4layers"
+  // (generated, for timings) or a folder.
   static std::shared_ptr<LlamaModel> from_reference(const std::string& reference);
   static bool is_builtin_reference(const std::string& reference);
 };
@@ -65,6 +67,10 @@ struct LlamaShape {
   bool tied = true;  // tie_word_embeddings
 };
 ModelConfig llama_config(const LlamaShape& shape);
+
+// The folder of the embedded trained model: models/kvbench-tiny in the source tree
+// ($KVBENCH_TINY_MODEL overrides, e.g. for an installed binary).
+std::string embedded_model_dir();
 
 // The config of the generated "random-tiny" model (4 layers, GQA 4/2, head_dim 16).
 ModelConfig random_tiny_config();

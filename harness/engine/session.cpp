@@ -43,33 +43,6 @@ int argmax_token(const at::Tensor& logits) {
 Session::Session(const LlamaModel& model, Method& method, SessionOptions options)
     : model_(model), method_(method), options_(options) {}
 
-at::Tensor Session::rms_norm(const at::Tensor& x, const at::Tensor& weight) const {
-  at::Tensor variance = x.pow(2).mean(-1, /*keepdim=*/true);
-  return x * at::rsqrt(variance + model_.config.rms_norm_eps) * weight;
-}
-
-at::Tensor Session::rope(const at::Tensor& x, const at::Tensor& positions) const {
-  return apply_rope(x, positions, model_.inv_freq);
-}
-
-at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& positions, const at::Tensor& inv_freq) {
-  at::Tensor angles = positions.to(at::kFloat).unsqueeze(1) * inv_freq.unsqueeze(0);
-  at::Tensor cos = at::cat({angles.cos(), angles.cos()}, -1).to(x.scalar_type());  // [n, d]
-  at::Tensor sin = at::cat({angles.sin(), angles.sin()}, -1).to(x.scalar_type());
-  const int64_t half = x.size(-1) / 2;
-  at::Tensor rotated = at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
-  return x * cos + rotated * sin;
-}
-
-at::Tensor Session::mlp(const LayerWeights& w, const at::Tensor& x) const {
-  at::Tensor gate = at::linear(x, w.w_gate);
-  return at::linear(at::silu(gate) * at::linear(x, w.w_up), w.w_down);
-}
-
-at::Tensor Session::logits(const at::Tensor& x) const {
-  return at::linear(rms_norm(x, model_.final_norm), model_.lm_head);
-}
-
 at::Tensor Session::prefill(const std::vector<int>& ids, bool all_logits) {
   if (ids.empty()) throw InputError("prefill: empty prompt");
   const ModelConfig& c = model_.config;
@@ -98,7 +71,8 @@ at::Tensor Session::prefill(const std::vector<int>& ids, bool all_logits) {
   for (LayerKV& layer : kv_) layer.shrink_to_fit();  // evicted blocks leave the process
   timings_.prefill_method_s += seconds_since(hook_start);
   position_ = int64_t(ids.size());
-  at::Tensor out = all_logits ? logits(x) : logits(x.narrow(0, x.size(0) - 1, 1))[0];
+  at::Tensor out = all_logits ? output_logits(model_, x)
+                              : output_logits(model_, x.narrow(0, x.size(0) - 1, 1))[0];
   timings_.prefill_s = seconds_since(start);
   return out;
 }
@@ -108,10 +82,13 @@ at::Tensor Session::prefill_layer(int layer, const at::Tensor& x) {
   const LayerWeights& w = model_.layers[layer];
   const int64_t L = x.size(0), d = c.head_dim, Hq = c.num_attention_heads;
   const int64_t Hkv = c.num_key_value_heads, g = Hq / Hkv;
-  at::Tensor h = rms_norm(x, w.attn_norm);
+  at::Tensor h = rms_norm(x, w.attn_norm, model_.config.rms_norm_eps);
   at::Tensor positions = at::arange(L, at::kLong);
-  at::Tensor q = rope(at::linear(h, w.wq, w.bq).view({L, Hq, d}).transpose(0, 1), positions);  // [Hq, L, d]
-  at::Tensor k = rope(at::linear(h, w.wk, w.bk).view({L, Hkv, d}).transpose(0, 1), positions);  // [Hkv, L, d]
+  const at::Tensor& inv_freq = model_.inv_freq;
+  at::Tensor q = apply_rope(at::linear(h, w.wq, w.bq).view({L, Hq, d}).transpose(0, 1), positions,
+                            inv_freq);  // [Hq, L, d]
+  at::Tensor k = apply_rope(at::linear(h, w.wk, w.bk).view({L, Hkv, d}).transpose(0, 1), positions,
+                            inv_freq);  // [Hkv, L, d]
   at::Tensor v = at::linear(h, w.wv, w.bv).view({L, Hkv, d}).transpose(0, 1).contiguous();  // [Hkv, L, d]
   q = q.contiguous();
   k = k.contiguous();
@@ -143,7 +120,7 @@ at::Tensor Session::prefill_layer(int layer, const at::Tensor& x) {
   timings_.prefill_method_s += seconds_since(hook_start);
 
   at::Tensor y = x + at::linear(attn, w.wo);
-  return y + mlp(w, rms_norm(y, w.mlp_norm));
+  return y + swiglu_mlp(w, rms_norm(y, w.mlp_norm, model_.config.rms_norm_eps));
 }
 
 at::Tensor Session::decode(int token) {
@@ -156,7 +133,7 @@ at::Tensor Session::decode(int token) {
   ++position_;
   ++attended_.steps;
   ++timings_.decode_steps;
-  at::Tensor out = logits(x)[0];
+  at::Tensor out = output_logits(model_, x)[0];
   timings_.decode_s += seconds_since(start);
   return out;
 }
@@ -165,11 +142,11 @@ at::Tensor Session::decode_layer(int layer, const at::Tensor& x) {
   const ModelConfig& c = model_.config;
   const LayerWeights& w = model_.layers[layer];
   const int64_t d = c.head_dim, Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
-  at::Tensor h = rms_norm(x, w.attn_norm);
+  at::Tensor h = rms_norm(x, w.attn_norm, model_.config.rms_norm_eps);
   method_.on_attention_input(layer, h, position_);
   at::Tensor pos = at::full({1}, position_, at::kLong);
-  at::Tensor q = rope(at::linear(h, w.wq, w.bq).view({Hq, 1, d}), pos).view({Hq, d});
-  at::Tensor k = rope(at::linear(h, w.wk, w.bk).view({Hkv, 1, d}), pos).view({Hkv, d});
+  at::Tensor q = apply_rope(at::linear(h, w.wq, w.bq).view({Hq, 1, d}), pos, model_.inv_freq).view({Hq, d});
+  at::Tensor k = apply_rope(at::linear(h, w.wk, w.bk).view({Hkv, 1, d}), pos, model_.inv_freq).view({Hkv, d});
   at::Tensor v = at::linear(h, w.wv, w.bv).view({Hkv, d});
 
   LayerKV& kv = kv_[layer];
@@ -182,7 +159,7 @@ at::Tensor Session::decode_layer(int layer, const at::Tensor& x) {
 
   at::Tensor attn = decode_attention(layer, q, selection).view({1, Hq * d});
   at::Tensor y = x + at::linear(attn, w.wo);
-  return y + mlp(w, rms_norm(y, w.mlp_norm));
+  return y + swiglu_mlp(w, rms_norm(y, w.mlp_norm, model_.config.rms_norm_eps));
 }
 
 at::Tensor Session::decode_attention(int layer, const at::Tensor& q, const Selection& selection) {

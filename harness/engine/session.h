@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "harness/engine/kv_store.h"
+#include "harness/engine/llama_layers.h"
 #include "harness/engine/llama_model.h"
 #include "methods/method.h"
 
@@ -78,11 +79,6 @@ class Session {
   // out_head [g, d] with full attention over the shadow copy. q_group: [g, d].
   void measure_fidelity(int layer, int head, const at::Tensor& q_group,
                         const at::Tensor& logical, const at::Tensor& out_head);
-  at::Tensor logits(const at::Tensor& x) const;              // x: [n, D] -> [n, V]
-  at::Tensor mlp(const LayerWeights& w, const at::Tensor& x) const;
-  at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight) const;
-  // x: [H, n, d] at positions [n] -> rotated (HF rotate-half convention).
-  at::Tensor rope(const at::Tensor& x, const at::Tensor& positions) const;
 
   const LlamaModel& model_;
   Method& method_;
@@ -94,10 +90,6 @@ class Session {
   AttendedCounts attended_;
   SessionTimings timings_;
 };
-
-// Rotary embedding, Hugging Face rotate-half convention. x: [H, n, d], positions: [n],
-// inv_freq: [d/2] (LlamaModel::inv_freq).
-at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& positions, const at::Tensor& inv_freq);
 
 // Greedy argmax with ties to the lowest id. logits: [V].
 int argmax_token(const at::Tensor& logits);

@@ -199,7 +199,7 @@ Suite parse_suite(const json& source, const std::string& path,
     if (!LlamaModel::is_builtin_reference(s.models[i]) &&
         !std::filesystem::is_directory(s.models[i]))
       throw InputError(f.path("models") + "[" + std::to_string(i) + "]: \"" + s.models[i] +
-                       "\" is neither a built-in model (random-tiny) nor a model folder");
+                       "\" is neither a built-in model (kvbench-tiny, random-tiny, random-llama3-8b-4layers) nor a model folder");
   s.datasets = parse_list<DatasetSpec>(f.raw("datasets"), f.path("datasets"), parse_dataset);
   s.methods = parse_list<MethodSpec>(f.raw("methods"), f.path("methods"), parse_method);
   std::vector<int64_t> budgets, seeds = {0};

@@ -139,6 +139,7 @@ TEST(CliUsage, HelpOfEverySubcommand) {
       {"generate",
        {"--model", "--prompt", "--max-new", "--method", "--budget", "--chat-template", "--threads"}},
       {"forward", {"--model", "--tokens", "--out", "--all-positions", "--threads"}},
+      {"train-tiny", {"--out", "--seed", "--threads", "--wordlists", "--haystack", "--scale"}},
   };
   std::vector<std::vector<std::string>> invocations = {{"--help"}};
   for (const auto& [sub, opts] : options) invocations.push_back({sub, "--help"});
@@ -155,6 +156,24 @@ TEST(CliUsage, HelpOfEverySubcommand) {
       EXPECT_TRUE(contains(o.out, opt)) << sub << " --help does not mention " << opt << ":\n"
                                         << o.out;
   }
+}
+
+// train-tiny refuses, before any work, a non-empty output folder and missing data sources.
+TEST(CliTrainTiny, BadArgumentsAreOneLineErrors) {
+  test::TempDir dir;
+  std::filesystem::create_directories(dir.file("full"));
+  std::ofstream(dir.file("full/x")) << "keep";
+  const std::vector<Output> r = kvbench_all(
+      {{"train-tiny", "--out", dir.file("full")},
+       {"train-tiny", "--out", dir.file("new"), "--wordlists", dir.file("none")},
+       {"train-tiny", "--out", dir.file("new"), "--wordlists", dir.path(), "--haystack", dir.file("none.json")},
+       {"train-tiny", "--out", dir.file("new"), "--scale", "0"}},
+      dir.path());
+  for (const Output& o : r) EXPECT_EQ(o.code, 2) << describe(o);
+  EXPECT_TRUE(contains(r[0].err, "not an empty folder")) << describe(r[0]);
+  EXPECT_TRUE(contains(r[1].err, "--wordlists")) << describe(r[1]);
+  EXPECT_TRUE(contains(r[2].err, "--haystack")) << describe(r[2]);
+  EXPECT_FALSE(std::filesystem::exists(dir.file("new")));
 }
 
 TEST(CliRun, UnknownSuiteIsOneLineError) {

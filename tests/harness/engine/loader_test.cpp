@@ -220,3 +220,19 @@ TEST_F(BrokenFolder, NoModelFileNamesFolder) {
 
 }  // namespace
 }  // namespace kvb
+
+namespace kvb {
+namespace {
+
+// The embedded model (models/kvbench-tiny) resolves from its built-in name and is usable.
+TEST(EmbeddedModel, KvbenchTinyLoadsByName) {
+  auto model = LlamaModel::from_reference("kvbench-tiny");
+  EXPECT_TRUE(model->trained);
+  EXPECT_EQ(model->source, "kvbench-tiny");
+  EXPECT_EQ(model->config.vocab_size, model->tokenizer->vocab_size());
+  const std::string text = "The pass key is 71432. Remember it.";
+  EXPECT_EQ(model->tokenizer->decode(model->tokenizer->encode(text, true)), text);
+}
+
+}  // namespace
+}  // namespace kvb

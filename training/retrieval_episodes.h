@@ -1,0 +1,77 @@
+// Training sequences for the embedded tiny model, built from the project's own generators.
+//
+// A sequence packs several documents, each "<s> prompt answer </s>", where the prompt and its
+// answers are a real sample of one of the registered synthetic datasets (passkey, the RULER
+// needle tasks, variable tracking) at some context length, so the model is trained on exactly
+// the formats the suites evaluate. A "repeat" document (a random token span shown 2-4 times)
+// trains copying, the induction circuit retrieval is built on. Attention never crosses
+// documents (`doc` ids), and the loss weights the answers (and repeats) fully, the rest
+// lightly.
+#pragma once
+#include <ATen/ATen.h>
+
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "datasets/dataset.h"
+#include "harness/tokenizer/tokenizer.h"
+
+namespace kvb {
+
+struct EpisodeSources {
+  std::string wordlist_dir;   // nounlist.txt, adjectivelist.txt, verblist.txt
+  std::string haystack_file;  // PaulGrahamEssays.json
+};
+
+// What one training phase draws: documents of `min_doc`..`max_doc` tokens packed into
+// sequences of `length` tokens; `task_weights` maps a dataset name (or "repeat") to its share.
+struct EpisodeMix {
+  int64_t length = 256;
+  int64_t min_doc = 64, max_doc = 256;
+  std::map<std::string, double> task_weights;
+  double context_loss_weight = 0.1;  // weight of prompt tokens (answers weigh 1)
+  int64_t repeat_vocab = 0;  // repeat spans draw from the first n ordinary tokens (0: all)
+};
+
+// A batch: inputs and next-token targets [B, L], loss weights [B, L] (float) and each
+// position's document [B, L].
+struct EpisodeBatch {
+  at::Tensor inputs, targets, weights, doc;
+  std::vector<std::vector<std::string>> kinds;  // per row, the documents' task names in order
+  at::Tensor answer_kind;  // [B, L] index into `kind_names` of an answer position, -1 elsewhere
+  std::vector<std::string> kind_names;
+};
+
+class EpisodeSampler {
+ public:
+  EpisodeSampler(const Tokenizer& tokenizer, EpisodeSources sources, uint64_t seed);
+  EpisodeBatch batch(const EpisodeMix& mix, int64_t rows);
+  // A prompt + answer document of `task` close to `tokens` long (for tests and the corpus).
+  struct Document {
+    std::vector<int> ids;       // <s> prompt answer </s>
+    int64_t answer_begin = 0;   // first answer token
+  };
+  Document document(const std::string& task, int64_t tokens, int64_t repeat_vocab = 0);
+
+ private:
+  json params_for(const std::string& task, int64_t tokens, int samples) const;
+  Document repeat_document(int64_t tokens, int64_t vocab = 0);
+  std::string draw_task(const EpisodeMix& mix);
+  int64_t draw_length(const EpisodeMix& mix, int64_t room);
+
+  const Tokenizer& tokenizer_;
+  EpisodeSources sources_;
+  std::mt19937_64 rng_;
+  // Unused documents per (task, length bucket): datasets are asked for several at once.
+  std::map<std::pair<std::string, int64_t>, std::vector<Document>> pool_;
+  std::vector<int> plain_tokens_;  // ids a repeat span is drawn from
+  std::map<std::string, int64_t> too_short_;  // per task, the longest length that failed
+};
+
+// Every dataset a training mix may name, besides "repeat".
+const std::vector<std::string>& episode_tasks();
+
+}  // namespace kvb

@@ -1,0 +1,50 @@
+// `kvbench train-tiny`: trains the embedded default model (models/kvbench-tiny) from scratch on
+// the project's own synthetic retrieval tasks, with LibTorch autograd over the engine's Llama
+// blocks, and writes a Hugging Face folder the standard loader reads.
+//
+// Recipe (../shared/specs/tiny-model-notes.md): a BPE tokenizer learnt from the task texts and
+// the essays; N(0, 0.02) init; AdamW with warm-up and cosine decay; a curriculum of phases,
+// first copying (repeat documents, dense in induction events) to form the induction circuit,
+// then the retrieval tasks packed several per row at growing lengths.
+#pragma once
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "harness/engine/llama_model.h"
+#include "training/retrieval_episodes.h"
+
+namespace kvb {
+
+struct TrainingPhase {
+  std::string name;
+  EpisodeMix mix;
+  int64_t rows = 16;   // sequences per step
+  int64_t steps = 100;
+};
+
+struct TinyTrainingOptions {
+  std::string out_dir;
+  uint64_t seed = 0;
+  EpisodeSources sources;
+  LlamaShape shape{.layers = 4, .hidden = 128, .ffn = 384, .heads = 4, .kv_heads = 2,
+                   .head_dim = 32, .vocab = 0, .max_positions = 8192};
+  int bpe_merges = 1000;
+  double embed_std = 0.1;  // the other matrices: N(0, 0.02)
+  double peak_lr = 3e-3, final_lr_fraction = 0.1, weight_decay = 0.0;
+  int64_t warmup_steps = 30;
+  double clip_norm = 1.0;
+  int64_t log_every = 25;
+  std::vector<TrainingPhase> phases;
+};
+
+// The curriculum `kvbench train-tiny` runs; `scale` < 1 shortens every phase (tests).
+std::vector<TrainingPhase> default_curriculum(double scale = 1.0);
+
+// Trains and saves to options.out_dir (plus training.json: command, seed, phases, wall time,
+// the loss curve). Progress goes to `log`. Returns the trained model.
+std::shared_ptr<LlamaModel> train_tiny_model(const TinyTrainingOptions& options,
+                                             const std::string& command_line, std::ostream& log);
+
+}  // namespace kvb
