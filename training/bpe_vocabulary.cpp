@@ -4,6 +4,8 @@
 #include <cctype>
 #include <map>
 
+#include "harness/tokenizer/sentencepiece_json.h"
+
 namespace kvb {
 namespace {
 
@@ -98,11 +100,6 @@ std::vector<std::string> merged(const std::vector<std::string>& symbols,
   return out;
 }
 
-nlohmann::json special_token(int id, const char* content) {
-  return {{"id", id},         {"content", content}, {"special", true}, {"single_word", false},
-          {"lstrip", false},  {"rstrip", false},    {"normalized", false}};
-}
-
 }  // namespace
 
 nlohmann::json learn_bpe_tokenizer(const std::vector<std::string>& corpus, int merges) {
@@ -112,14 +109,8 @@ nlohmann::json learn_bpe_tokenizer(const std::vector<std::string>& corpus, int m
   PairCounts pairs;
   for (const auto& [symbols, n] : words) count_pairs(symbols, n, pairs);
 
-  nlohmann::json vocab = nlohmann::json::object();
-  int next_id = 0;
-  for (const char* s : {"<unk>", "<s>", "</s>"}) vocab[s] = next_id++;
-  char name[8];
-  for (int b = 0; b < 256; ++b) {
-    std::snprintf(name, sizeof(name), "<0x%02X>", b);
-    vocab[name] = next_id++;
-  }
+  nlohmann::json vocab = byte_fallback_vocab();
+  int next_id = int(vocab.size());
   vocab[kSpace] = next_id++;
   vocab["\n"] = next_id++;
   for (char c = 33; c < 127; ++c) vocab[std::string(1, c)] = next_id++;
@@ -137,25 +128,7 @@ nlohmann::json learn_bpe_tokenizer(const std::vector<std::string>& corpus, int m
     if (!vocab.contains(token)) vocab[token] = next_id++;
     merge_list.push_back(pair.first + " " + pair.second);
   }
-  return {
-      {"version", "1.0"},
-      {"added_tokens", {special_token(0, "<unk>"), special_token(1, "<s>"), special_token(2, "</s>")}},
-      {"normalizer",
-       {{"type", "Sequence"},
-        {"normalizers",
-         {{{"type", "Prepend"}, {"prepend", kSpace}},
-          {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", kSpace}}}}}},
-      {"pre_tokenizer", nullptr},
-      {"model",
-       {{"type", "BPE"}, {"vocab", vocab}, {"merges", merge_list}, {"byte_fallback", true},
-        {"unk_token", "<unk>"}, {"fuse_unk", true}}},
-      {"decoder",
-       {{"type", "Sequence"},
-        {"decoders",
-         {{{"type", "Replace"}, {"pattern", {{"String", kSpace}}}, {"content", " "}},
-          {{"type", "ByteFallback"}},
-          {{"type", "Fuse"}},
-          {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}}}};
+  return sentencepiece_tokenizer_json(std::move(vocab), std::move(merge_list));
 }
 
 nlohmann::json bpe_tokenizer_config() {

@@ -11,6 +11,7 @@
 #include "harness/common/error.h"
 #include "harness/common/json_fields.h"
 #include "harness/model/safetensors.h"
+#include "harness/tokenizer/sentencepiece_json.h"
 
 namespace kvb {
 namespace {
@@ -107,40 +108,11 @@ LayerWeights read_layer(const WeightReader& w, const ModelConfig& c, int i) {
 // A tokenizer.json whose vocabulary is the 256 bytes plus "▁" (SentencePiece-style byte
 // fallback): every text encodes, one token per UTF-8 byte, with no file on disk.
 json byte_tokenizer_json() {
-  json vocab = json::object();
-  vocab["<unk>"] = 0;
-  vocab["<s>"] = 1;
-  vocab["</s>"] = 2;
-  char name[8];
-  for (int b = 0; b < 256; ++b) {
-    std::snprintf(name, sizeof(name), "<0x%02X>", b);
-    vocab[name] = 3 + b;
-  }
+  json vocab = byte_fallback_vocab();
   // The word-boundary marker gets its own token so that decoding turns it back into a space
   // (as byte tokens, it would only be reassembled after the decoder's Replace step).
   vocab["\u2581"] = 259;
-  auto special = [](int id, const char* content) {
-    return json{{"id", id}, {"content", content}, {"special", true}, {"single_word", false},
-                {"lstrip", false}, {"rstrip", false}, {"normalized", false}};
-  };
-  return json{
-      {"added_tokens", {special(0, "<unk>"), special(1, "<s>"), special(2, "</s>")}},
-      {"normalizer",
-       {{"type", "Sequence"},
-        {"normalizers",
-         {{{"type", "Prepend"}, {"prepend", "\u2581"}},
-          {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\u2581"}}}}}},
-      {"pre_tokenizer", nullptr},
-      {"model",
-       {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array()}, {"byte_fallback", true},
-        {"unk_token", "<unk>"}, {"fuse_unk", true}}},
-      {"decoder",
-       {{"type", "Sequence"},
-        {"decoders",
-         {{{"type", "Replace"}, {"pattern", {{"String", "\u2581"}}}, {"content", " "}},
-          {{"type", "ByteFallback"}},
-          {{"type", "Fuse"}},
-          {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}}}};
+  return sentencepiece_tokenizer_json(std::move(vocab), json::array());
 }
 
 }  // namespace
@@ -380,7 +352,7 @@ std::string make_temp_folder(const std::string& dir) {
 }  // namespace
 
 void save_model(const LlamaModel& model, const std::string& dir, int shards,
-                at::ScalarType dtype) {
+                at::ScalarType dtype, const std::map<std::string, json>& extra_json) {
   torch_dtype_name(dtype, dir);  // rejects other dtypes before anything is written
   const TensorMap tensors = hf_tensors(model, dtype);
   if (shards < 1 || size_t(shards) > tensors.size())
@@ -393,6 +365,7 @@ void save_model(const LlamaModel& model, const std::string& dir, int shards,
   const std::string tmp = make_temp_folder(dir);
   try {
     write_folder(model, tmp, tensors, shards, dtype);
+    for (const auto& [name, content] : extra_json) write_json(tmp + "/" + name, content);
     std::filesystem::rename(tmp, dir, ec);  // replaces `dir` only when it is an empty folder
     if (ec) throw InputError(dir + ": cannot rename " + tmp + " into place: " + ec.message());
   } catch (...) {
@@ -426,30 +399,25 @@ bool LlamaModel::is_builtin_reference(const std::string& reference) {
 }
 
 std::shared_ptr<LlamaModel> LlamaModel::from_reference(const std::string& reference) {
+  std::shared_ptr<LlamaModel> model;
+  std::string about;
   if (reference == "kvbench-tiny") {
-    auto model = load(embedded_model_dir());
-    model->source = reference;
-    model->description = "kvbench-tiny: the embedded retrieval model trained by `kvbench "
-                         "train-tiny` (" + embedded_model_dir() + ")";
-    return model;
+    model = load(embedded_model_dir());
+    about = "the embedded retrieval model trained by `kvbench train-tiny` (" + embedded_model_dir() + ")";
+  } else if (reference == "random-tiny") {
+    model = random(random_tiny_config(), 0);
+    about = "random weights from seed 0, byte vocabulary (UNTRAINED: for tests; task scores are "
+            "not meaningful)";
+  } else if (reference == "random-llama3-8b-4layers") {
+    model = random(random_llama3_8b_4layers_config(), 0);
+    about = "Llama-3-8B layer shape (hidden 4096, 32/8 heads of 128, MLP 14336), 4 layers, byte "
+            "vocabulary (260), random weights from seed 0 (timings only)";
+  } else {
+    return load(reference);
   }
-  if (reference == "random-tiny") {
-    auto model = random(random_tiny_config(), 0);
-    model->source = reference;
-    model->description =
-        "random-tiny: random weights generated from seed 0 (UNTRAINED placeholder until the "
-        "embedded trained model exists; task scores are not meaningful)";
-    return model;
-  }
-  if (reference == "random-llama3-8b-4layers") {
-    auto model = random(random_llama3_8b_4layers_config(), 0);
-    model->source = reference;
-    model->description =
-        "random-llama3-8b-4layers: Llama-3-8B layer shape (hidden 4096, 32/8 heads of 128, MLP "
-        "14336), 4 layers, byte vocabulary (260), random weights from seed 0 (timings only)";
-    return model;
-  }
-  return load(reference);
+  model->source = reference;
+  model->description = reference + ": " + about;
+  return model;
 }
 
 }  // namespace kvb

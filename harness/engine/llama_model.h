@@ -3,6 +3,7 @@
 #pragma once
 #include <ATen/ATen.h>
 
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -51,8 +52,10 @@ struct LlamaModel {
 // tokenizer.json and tokenizer_config.json. Weights are stored as `dtype` (F32, F16 or BF16).
 // Everything is written into a temp folder beside `dir`, then renamed into place, so `dir` is
 // either complete or untouched; `dir` must not exist or be an empty folder (else InputError).
+// `extra_json` adds files (name -> content) to the folder, e.g. a training record.
 void save_model(const LlamaModel& model, const std::string& dir, int shards = 1,
-                at::ScalarType dtype = at::kFloat);
+                at::ScalarType dtype = at::kFloat,
+                const std::map<std::string, nlohmann::json>& extra_json = {});
 
 // 64-bit FNV-1a over the bytes of every weight, in a fixed order: identifies the weights
 // (e.g. to key caches derived from them). Reads all weights once.
