@@ -1,6 +1,7 @@
 // Engine throughput with the "full" method (no compression): prefill and decode tokens/s for
 //   stories260K (KVBENCH_SHARED, default <source>/../shared, + /models/stories260K) at 256
-//   and 512 tokens (its max_position_embeddings is 512), and
+//   and 512 tokens (its max_position_embeddings is 512),
+//   the embedded trained model kvbench-tiny (models/kvbench-tiny) at 1k and 2k tokens, and
 //   a random Llama-shaped model (8 layers, hidden 1024, 16 heads / 4 KV heads of 64,
 //   intermediate 2816, vocab 32000) at 1k and 8k tokens.
 // prefill/<model>/<n>: one prefill of n tokens. decode/<model>/<n>: 32 greedy decode steps after
@@ -33,6 +34,11 @@ std::shared_ptr<LlamaModel> stories260k() {
     const std::string dir = shared + "/models/stories260K";
     return std::filesystem::exists(dir + "/model.safetensors") ? LlamaModel::load(dir) : nullptr;
   }();
+  return model;
+}
+
+std::shared_ptr<LlamaModel> kvbench_tiny() {
+  static const std::shared_ptr<LlamaModel> model = LlamaModel::from_reference("kvbench-tiny");
   return model;
 }
 
@@ -109,6 +115,7 @@ int main(int argc, char** argv) {
   at::set_num_threads(int(std::max(1u, std::thread::hardware_concurrency())));
   benchmark::AddCustomContext("torch_threads", std::to_string(at::get_num_threads()));
   kvb::register_model("stories260K", kvb::stories260k, {256, 512});
+  kvb::register_model("kvbench-tiny", kvb::kvbench_tiny, {1024, 2048});
   kvb::register_model("random-llama-8L-1024", kvb::random_llama, {1024, 8192});
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

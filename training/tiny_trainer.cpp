@@ -4,7 +4,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <fstream>
 #include <iomanip>
 #include <ostream>
 
@@ -123,8 +122,8 @@ std::vector<TrainingPhase> default_curriculum(double scale) {
   auto steps = [scale](int64_t n) { return std::max<int64_t>(1, int64_t(std::lround(n * scale))); };
   const std::map<std::string, double> tasks = {
       {"repeat", 1.0},          {"passkey", 1.0},         {"niah_single_1", 1.0},
-      {"niah_single_2", 0.5},   {"niah_multikey_1", 1.0}, {"niah_multikey_2", 0.5},
-      {"niah_multivalue", 0.5}, {"niah_multiquery", 0.5}, {"vt", 1.0}};
+      {"niah_single_2", 0.5},   {"niah_multikey_1", 1.5}, {"niah_multikey_2", 0.5},
+      {"niah_multivalue", 0.5}, {"niah_multiquery", 0.5}, {"vt", 1.5}};
   // Copying first, over short documents and a 256-token alphabet (digits, letters, common
   // words): in our probes copying over 128-256-token documents stayed near chance for 1000
   // steps, while over 16-40-token documents it started within 100, crawled to 0.3 accuracy by
@@ -135,9 +134,12 @@ std::vector<TrainingPhase> default_curriculum(double scale) {
                       .repeat_vocab = 256}, 8, steps(1800)},
       {"copy-long", {.length = 256, .min_doc = 32, .max_doc = 160, .task_weights = copy,
                      .repeat_vocab = 256}, 8, steps(300)},
-      {"tasks-256", {.length = 256, .min_doc = 64, .max_doc = 208, .task_weights = tasks}, 8, steps(1000)},
-      {"tasks-512", {.length = 512, .min_doc = 128, .max_doc = 464, .task_weights = tasks}, 4, steps(600)},
-      {"tasks-1024", {.length = 1024, .min_doc = 256, .max_doc = 976, .task_weights = tasks}, 2, steps(500)},
+      {"tasks-256", {.length = 256, .min_doc = 64, .max_doc = 208, .task_weights = tasks}, 8, steps(600)},
+      {"tasks-512", {.length = 512, .min_doc = 128, .max_doc = 464, .task_weights = tasks}, 4, steps(400)},
+      // Documents must outgrow the evaluation length: a model trained on documents of at most
+      // 976 tokens scored 70% on passkey at 896 tokens and 0% at 1024, where its answers were
+      // not even digits. Most of the budget goes here.
+      {"tasks-1280", {.length = 1280, .min_doc = 512, .max_doc = 1232, .task_weights = tasks}, 2, steps(1400)},
   };
 }
 
@@ -187,12 +189,11 @@ std::shared_ptr<LlamaModel> train_tiny_model(const TinyTrainingOptions& options,
     }
   }
   for (at::Tensor& p : params) p.requires_grad_(false);
-  save_model(*model, options.out_dir);
   json phases = json::array();
   for (const TrainingPhase& p : options.phases) phases.push_back(phase_json(p));
   const json record = {{"command", command_line}, {"seed", options.seed},
                        {"wall_time_s", seconds()}, {"phases", phases}, {"curve", curve}};
-  std::ofstream(options.out_dir + "/training.json") << record.dump(1) << "\n";
+  save_model(*model, options.out_dir, 1, at::kFloat, {{"training.json", record}});
   log << "saved " << options.out_dir << " after " << std::setprecision(0) << seconds() << " s" << std::endl;
   return model;
 }

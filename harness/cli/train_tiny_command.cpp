@@ -21,7 +21,7 @@ void add_train_tiny_command(CLI::App& app, std::vector<Command>& out, const std:
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
       "train-tiny", "Train the embedded tiny retrieval model from scratch on the synthetic tasks "
-                    "(about 30 minutes on 2 cores) and write it as a Hugging Face folder");
+                    "(about 45-50 minutes on 2 cores) and write it as a Hugging Face folder");
   cmd->add_option("--out", o->out_dir, "Output model folder (must not exist or be empty)")->required();
   cmd->add_option("--seed", o->seed, "Seed of the initial weights and of the training data");
   cmd->add_option("--threads", o->threads, "Intra-op threads (0: all cores)");
