@@ -177,7 +177,7 @@ wait_jobs() {  # waits until none of the given jobs is pending or running
 }
 
 # The complete cells of a database as comparable text: config, samples, metrics except the
-# timings (names ending in _s or _ms_per_token, elapsed, and prefill_method_share, a ratio of
+# timings (names ending in _s or _ms_per_token[.layerN], elapsed, and prefill_method_share, a ratio of
 # two timings).
 dump() {
   sqlite3 -readonly "$1" "
@@ -188,7 +188,7 @@ dump() {
     SELECT c.config_json || ' | ' || coalesce(m.sample_id, '-') || ' | ' || m.name || ' | ' ||
            printf('%.17g', m.value) || ' | ' || m.unit
       FROM cells c JOIN metrics m ON m.cell_id = c.id WHERE c.status = 'complete'
-       AND m.name NOT LIKE '%\_s' ESCAPE '\' AND m.name NOT LIKE '%\_ms\_per\_token' ESCAPE '\'
+       AND m.name NOT LIKE '%\_s' ESCAPE '\' AND m.name NOT LIKE '%\_ms\_per\_token%' ESCAPE '\'
        AND m.name NOT IN ('elapsed', 'prefill_method_share')
     ORDER BY 1;"
 }

@@ -60,6 +60,7 @@ at::Tensor Session::prefill(const std::vector<int>& ids, bool all_logits) {
   fidelity_.reset(c.num_hidden_layers);
   attended_.reset(c.num_hidden_layers * c.num_key_value_heads);
   timings_ = SessionTimings{};
+  timings_.attention_s.assign(size_t(c.num_hidden_layers), 0.0);
   MethodContext context{c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads,
                         c.head_dim, options_.budget, int64_t(ids.size()), options_.seed, &model_};
   method_.begin(context);
@@ -197,7 +198,7 @@ at::Tensor Session::decode_attention(int layer, const at::Tensor& q, const Selec
       if (method_.wants_attention()) probs_per_head.push_back(probs);
     }
   }
-  timings_.attention_s += seconds_since(start);
+  timings_.attention_s[size_t(layer)] += seconds_since(start);
   if (options_.track_fidelity)
     for (int64_t h = 0; h < Hkv; ++h) {
       at::Tensor logical = selection.all ? at::arange(kv.size(int(h)), at::kLong)

@@ -28,7 +28,8 @@ struct CellTotals {
   std::vector<double> attended_sum;  // per layer * Hkv
   std::vector<int64_t> attended_min, attended_max;
   int64_t decode_steps = 0;
-  double prefill_s = 0, prefill_method_s = 0, decode_s = 0, select_s = 0, attention_s = 0;
+  double prefill_s = 0, prefill_method_s = 0, decode_s = 0, select_s = 0;
+  std::vector<double> attention_s;  // per layer
   double kv_bytes = 0, fragmentation = 0;
   int64_t prompt_tokens = 0;
   std::vector<double> recall_sum, output_error_sum;  // per layer
@@ -63,7 +64,8 @@ struct CellTotals {
     prefill_method_s += t.prefill_method_s;
     decode_s += t.decode_s;
     select_s += t.select_s;
-    attention_s += t.attention_s;
+    attention_s.resize(t.attention_s.size(), 0.0);
+    for (size_t l = 0; l < t.attention_s.size(); ++l) attention_s[l] += t.attention_s[l];
     kv_bytes += double(s.kv_allocated_bytes());
     double frag = 0;
     for (const LayerKV& layer : s.kv()) frag += layer.fragmentation();
@@ -82,7 +84,12 @@ struct CellTotals {
     if (decode_steps == 0) return;
     metric("decode_ms_per_token", 1e3 * decode_s / decode_steps, "ms");
     metric("select_ms_per_token", 1e3 * select_s / decode_steps, "ms");
-    metric("attention_ms_per_token", 1e3 * attention_s / decode_steps, "ms");
+    double attention_total = 0;
+    for (size_t l = 0; l < attention_s.size(); ++l) {
+      attention_total += attention_s[l];
+      metric("attention_ms_per_token.layer" + std::to_string(l), 1e3 * attention_s[l] / decode_steps, "ms");
+    }
+    metric("attention_ms_per_token", 1e3 * attention_total / decode_steps, "ms");
     // Measured budget: attended entries per KV head per layer per decode step.
     double total = 0;
     int64_t lo = INT64_MAX, hi = 0;

@@ -106,8 +106,11 @@ TEST(TopK, MatchesStableSortWithTiesAndNaN) {
     topk_rows(x.data(), R, n, stride, k, idx.data(), val.data());
     topk_rows_reference(x.data(), R, n, stride, k, ref.data(), ref_val.data());
     EXPECT_EQ(idx, ref) << "k " << k;
-    for (size_t i = 0; i < val.size(); ++i)
-      if (!std::isnan(ref_val[i])) EXPECT_EQ(val[i], ref_val[i]);
+    for (size_t i = 0; i < val.size(); ++i) {
+      if (!std::isnan(ref_val[i])) {
+        EXPECT_EQ(val[i], ref_val[i]);
+      }
+    }
   }
 }
 

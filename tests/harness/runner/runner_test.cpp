@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "harness/common/error.h"
+#include "harness/engine/llama_model.h"
 #include "tests/test_util.h"
 
 namespace kvb {
@@ -163,6 +164,31 @@ TEST_F(RunnerTest, RunsThenSkipsThenFreshRerunsAll) {
   // --fresh forgot the earlier runs of the suite.
   EXPECT_EQ(count(store, "SELECT count(*) FROM runs"), 1);
   EXPECT_EQ(store.integrity_check(), "ok");
+}
+
+// attention_ms_per_token is split per layer (attention_ms_per_token.layerN, one per layer of
+// random-tiny), and the layers add up to the total.
+TEST_F(RunnerTest, AttentionTimeIsSplitPerLayer) {
+  const Suite suite = parse_suite(small_suite(), "runner_test.json");
+  std::ostringstream log;
+  const RunSummary summary = run_suite(suite, options(), log);
+  ASSERT_EQ(summary.failed, 0) << log.str();
+  const int layers = LlamaModel::from_reference("random-tiny")->config.num_hidden_layers;
+  ResultStore store(options().db_path);
+  for (const CellRow& c : store.cells_of_run(summary.run_id)) {
+    std::map<std::string, double> metrics;
+    for (const MetricRow& m : store.cell_metrics(c.id)) metrics[m.name] = m.value;
+    ASSERT_EQ(metrics.count("attention_ms_per_token"), 1u) << c.method;
+    double sum = 0;
+    for (int l = 0; l < layers; ++l) {
+      const std::string name = "attention_ms_per_token.layer" + std::to_string(l);
+      ASSERT_EQ(metrics.count(name), 1u) << c.method << " " << name;
+      EXPECT_GT(metrics[name], 0.0) << c.method << " " << name;
+      sum += metrics[name];
+    }
+    EXPECT_EQ(metrics.count("attention_ms_per_token.layer" + std::to_string(layers)), 0u);
+    EXPECT_NEAR(sum, metrics["attention_ms_per_token"], 1e-9 * sum) << c.method;
+  }
 }
 
 TEST_F(RunnerTest, FailingCellIsRecordedAndOthersComplete) {

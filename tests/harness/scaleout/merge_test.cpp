@@ -66,7 +66,7 @@ void exec(const std::string& db, const std::string& sql) {
 }
 
 // Everything a database says about its complete cells, keyed by config, timings left out
-// (names ending in _s or _ms_per_token, elapsed, prefill_method_share): samples (prediction,
+// (names ending in _s, _ms_per_token[.layerN], elapsed, prefill_method_share): samples (prediction,
 // answers, score, input length) and metrics (cell- and sample-level).
 std::map<std::string, std::string> content(const std::string& db) {
   std::map<std::string, std::string> out;
@@ -80,7 +80,7 @@ std::map<std::string, std::string> content(const std::string& db) {
     for (const auto& r : query(db, "SELECT coalesce(sample_id, '-'), name, printf('%.17g', value), "
                                    "unit FROM metrics WHERE cell_id = " + row[0] +
                                        " AND name NOT LIKE '%\\_s' ESCAPE '\\' AND name NOT LIKE "
-                                       "'%ms\\_per\\_token' ESCAPE '\\' AND name NOT IN ('elapsed', "
+                                       "'%ms\\_per\\_token%' ESCAPE '\\' AND name NOT IN ('elapsed', "
                                        "'prefill_method_share') "
                                        "ORDER BY 1, 2"))
       for (const auto& v : r) s << v << "|";
