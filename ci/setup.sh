@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake git pkg-config libtorch-dev nlohmann-json3-dev libcli11-dev
           libsqlite3-dev libbenchmark-dev libgtest-dev gnuplot-nox libopenblas0-pthread
-          sqlite3 ccache)
+          sqlite3 ccache python3-jieba unicode-data)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

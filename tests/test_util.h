@@ -2,6 +2,10 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -41,5 +45,22 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// Runs the kvbench binary with `args` (one shell command line); stdout and stderr together.
+struct CliRun {
+  int code;
+  std::string output;
+};
+inline CliRun run_kvbench(const std::string& args) {
+  const std::string cmd = std::string(KVBENCH_BINARY) + " " + args + " 2>&1";
+  CliRun r{-1, ""};
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) return r;
+  std::array<char, 512> buf;
+  while (fgets(buf.data(), int(buf.size()), pipe)) r.output += buf.data();
+  const int status = pclose(pipe);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
 
 }  // namespace kvb::test

@@ -35,15 +35,11 @@ at::Tensor causal_gqa_attention(const at::Tensor& q, const at::Tensor& k, const 
 at::Tensor decoder_layer(const LlamaModel& model, const LayerWeights& w, const at::Tensor& x,
                          const at::Tensor& positions, const at::Tensor& hidden) {
   const ModelConfig& c = model.config;
-  const int64_t B = x.size(0), L = x.size(1), d = c.head_dim;
-  const int64_t Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
   at::Tensor h = rms_norm(x, w.attn_norm, c.rms_norm_eps);  // [B, L, D]
-  at::Tensor q = apply_rope(at::linear(h, w.wq, w.bq).view({B, L, Hq, d}).transpose(1, 2),
-                            positions, model.inv_freq);  // [B, Hq, L, d]
-  at::Tensor k = apply_rope(at::linear(h, w.wk, w.bk).view({B, L, Hkv, d}).transpose(1, 2),
-                            positions, model.inv_freq);  // [B, Hkv, L, d]
-  at::Tensor v = at::linear(h, w.wv, w.bv).view({B, L, Hkv, d}).transpose(1, 2);  // [B, Hkv, L, d]
-  at::Tensor y = x + at::linear(causal_gqa_attention(q, k, v, hidden), w.wo);
+  at::Tensor q = layer_queries(model, w, h, positions);  // [B, Hq, L, d]
+  at::Tensor k = layer_keys(model, w, h, positions);     // [B, Hkv, L, d]
+  at::Tensor v = layer_values(model, w, h);              // [B, Hkv, L, d]
+  at::Tensor y = x + attention_output(w, causal_gqa_attention(q, k, v, hidden));
   return y + swiglu_mlp(w, rms_norm(y, w.mlp_norm, c.rms_norm_eps));
 }
 

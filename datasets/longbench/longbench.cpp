@@ -119,6 +119,7 @@ struct LongBenchParams {
   int64_t max_length = 7500;
   std::string chat_template = "auto";
   int samples = 0;  // 0 = all records
+  std::string jieba_dict;  // the Chinese word metrics' dictionary; "" = Debian's python3-jieba
 
   std::string file() const { return data_dir + "/" + dataset + ".jsonl"; }
 
@@ -130,6 +131,7 @@ struct LongBenchParams {
     f.get("max_length", p.max_length);
     f.get("chat_template", p.chat_template);
     f.get("samples", p.samples);
+    f.get("jieba_dict", p.jieba_dict);
     f.finish();
     const auto& names = longbench_datasets();
     if (std::find(names.begin(), names.end(), p.dataset) == names.end()) {
@@ -138,8 +140,13 @@ struct LongBenchParams {
       throw InputError(f.path("dataset") + ": unknown LongBench dataset \"" + p.dataset +
                        "\" (known: " + known + ")");
     }
-    const std::string why = longbench_unsupported_reason(p.dataset);
-    if (!why.empty()) throw InputError(f.path("dataset") + ": " + why);
+    if (longbench_needs_jieba(p.dataset)) {
+      try {
+        jieba_segmenter(p.jieba_dict);  // loaded once per process; here to fail before running
+      } catch (const InputError& e) {
+        throw InputError(f.path("jieba_dict") + ": " + e.what());
+      }
+    }
     if (p.max_length < 2) throw InputError(f.path("max_length") + ": must be >= 2");
     if (p.samples < 0) throw InputError(f.path("samples") + ": must be >= 0 (0 = all)");
     if (p.chat_template != "auto") {
@@ -154,8 +161,11 @@ struct LongBenchParams {
     return p;
   }
   json to_json() const {
-    return {{"dataset", dataset}, {"data_dir", data_dir}, {"max_length", max_length},
-            {"chat_template", chat_template}, {"samples", samples}};
+    json j = {{"dataset", dataset}, {"data_dir", data_dir}, {"max_length", max_length},
+              {"chat_template", chat_template}, {"samples", samples}};
+    // Only when set, so that the cells of configs written before it keep their ids.
+    if (!jieba_dict.empty()) j["jieba_dict"] = jieba_dict;
+    return j;
   }
 };
 
@@ -189,7 +199,8 @@ class LongBench : public Dataset {
     std::vector<std::string> classes;
     if (sample.meta.contains("all_classes"))
       classes = sample.meta["all_classes"].get<std::vector<std::string>>();
-    return 100.0 * longbench_record_score(params_.dataset, prediction, sample.answers, classes);
+    return 100.0 * longbench_record_score(params_.dataset, prediction, sample.answers, classes,
+                                          params_.jieba_dict);
   }
   std::string metric_name() const override { return longbench_metric_name(params_.dataset); }
 

@@ -9,27 +9,15 @@
 #include <set>
 #include <unordered_map>
 
+#include "datasets/metrics/py_lower.h"
 #include "harness/common/error.h"
 #include "harness/tokenizer/unicode.h"
 
 namespace kvb {
 namespace {
 
-std::u32string to_code_points(const std::string& s) {
-  std::u32string out;
-  for (size_t pos = 0; pos < s.size();) {
-    char32_t cp;
-    pos += unicode::decode_utf8(s, pos, &cp);
-    out.push_back(cp);
-  }
-  return out;
-}
-
-std::string to_utf8(const std::u32string& s) {
-  std::string out;
-  for (char32_t cp : s) unicode::append_utf8(cp, &out);
-  return out;
-}
+using unicode::to_code_points;
+using unicode::to_utf8;
 
 // What Python's str.split() (no argument) splits on.
 bool is_py_space(char32_t c) {
@@ -41,15 +29,11 @@ bool is_py_space(char32_t c) {
 // Python's \w for str patterns: letters, numbers, underscore.
 bool is_py_word(char32_t c) { return c == '_' || unicode::is_letter(c) || unicode::is_number(c); }
 
-// Python str.lower() for ASCII, Latin-1, Greek and Cyrillic capitals (the scripts LongBench's
-// English answers contain); other code points are left as they are.
-char32_t py_lower(char32_t c) {
-  if (c >= 'A' && c <= 'Z') return c + 32;
-  if (c >= 0xC0 && c <= 0xDE && c != 0xD7) return c + 32;
-  if (c >= 0x391 && c <= 0x3A9 && c != 0x3A2) return c + 32;
-  if (c >= 0x410 && c <= 0x42F) return c + 32;
-  if (c >= 0x400 && c <= 0x40F) return c + 80;
-  return c;
+// Python's str.lower() (see py_lower.h for the one context rule it leaves out).
+std::u32string py_lower(const std::u32string& s) {
+  std::u32string out;
+  for (char32_t c : s) append_py_lower(c, &out);
+  return out;
 }
 
 std::vector<std::string> py_split(const std::string& s) {
@@ -76,6 +60,44 @@ std::string join(const std::vector<std::string>& v, const std::string& sep) {
 bool is_ascii_punct(char32_t c) {
   return (c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) ||
          (c >= 123 && c <= 126);
+}
+
+// normalize_zh_answer's cn_punctuation, as LongBench lists it (full-width forms, CJK
+// brackets, dashes, quotes, ellipsis, "."; note that it has U+300B but not U+300A).
+bool is_cn_punct(char32_t c) {
+  static const std::u32string list =
+      U"\uFF01\uFF1F\uFF61\u3002\uFF02\uFF03\uFF04\uFF05\uFF06\uFF07\uFF08\uFF09\uFF0A\uFF0B"
+      U"\uFF0C\uFF0D\uFF0F\uFF1A\uFF1B\uFF1C\uFF1D\uFF1E\uFF20\uFF3B\uFF3C\uFF3D\uFF3E\uFF3F"
+      U"\uFF40\uFF5B\uFF5C\uFF5D\uFF5E\uFF5F\uFF60\uFF62\uFF63\uFF64\u3001\u3003\u300B\u300C"
+      U"\u300D\u300E\u300F\u3010\u3011\u3014\u3015\u3016\u3017\u3018\u3019\u301A\u301B\u301C"
+      U"\u301D\u301E\u301F\u3030\u303E\u303F\u2013\u2014\u2018\u2019\u201B\u201C\u201D\u201E"
+      U"\u201F\u2026\u2027\uFE4F.";
+  return list.find(c) != std::u32string::npos;
+}
+
+// LongBench's f1_score: multiset overlap of two token lists; 0 when nothing overlaps.
+double token_f1(const std::vector<std::string>& pred, const std::vector<std::string>& gold) {
+  std::map<std::string, int> gold_counts;
+  for (const std::string& t : gold) ++gold_counts[t];
+  int same = 0;
+  for (const std::string& t : pred) {
+    auto it = gold_counts.find(t);
+    if (it != gold_counts.end() && it->second > 0) --it->second, ++same;
+  }
+  if (same == 0) return 0.0;
+  const double precision = double(same) / double(pred.size());
+  const double recall = double(same) / double(gold.size());
+  return 2 * precision * recall / (precision + recall);
+}
+
+// The jieba tokens of `text`, each normalize_zh_answer-ed, the empty ones dropped.
+std::vector<std::string> zh_answer_tokens(const std::string& text, const JiebaSegmenter& jieba) {
+  std::vector<std::string> out;
+  for (const std::string& token : jieba.cut(text)) {
+    std::string normalized = normalize_zh_answer(token);
+    if (!normalized.empty()) out.push_back(std::move(normalized));
+  }
+  return out;
 }
 
 // re.sub(r'\b(a|an|the)\b', ' ', s): a match is a whole run of word characters.
@@ -266,27 +288,25 @@ class Matcher {
 
 std::string normalize_answer(const std::string& s) {
   std::u32string text;
-  for (char32_t c : to_code_points(s)) {
-    c = py_lower(c);
+  for (char32_t c : py_lower(to_code_points(s)))
     if (!is_ascii_punct(c)) text.push_back(c);
-  }
   return join(py_split(to_utf8(replace_articles(text))), " ");
 }
 
+std::string normalize_zh_answer(const std::string& s) {
+  std::u32string text;
+  for (char32_t c : py_lower(to_code_points(s)))
+    if (!is_ascii_punct(c) && !is_cn_punct(c) && !is_py_space(c)) text.push_back(c);
+  return to_utf8(text);
+}
+
 double qa_f1_score(const std::string& prediction, const std::string& ground_truth) {
-  const std::vector<std::string> pred = py_split(normalize_answer(prediction));
-  const std::vector<std::string> gold = py_split(normalize_answer(ground_truth));
-  std::map<std::string, int> gold_counts;
-  for (const std::string& t : gold) ++gold_counts[t];
-  int same = 0;
-  for (const std::string& t : pred) {
-    auto it = gold_counts.find(t);
-    if (it != gold_counts.end() && it->second > 0) --it->second, ++same;
-  }
-  if (same == 0) return 0.0;
-  const double precision = double(same) / double(pred.size());
-  const double recall = double(same) / double(gold.size());
-  return 2 * precision * recall / (precision + recall);
+  return token_f1(py_split(normalize_answer(prediction)), py_split(normalize_answer(ground_truth)));
+}
+
+double qa_f1_zh_score(const std::string& prediction, const std::string& ground_truth,
+                      const JiebaSegmenter& jieba) {
+  return token_f1(zh_answer_tokens(prediction, jieba), zh_answer_tokens(ground_truth, jieba));
 }
 
 double rouge_score(const std::string& prediction, const std::string& ground_truth) {
@@ -304,6 +324,11 @@ double rouge_score(const std::string& prediction, const std::string& ground_trut
   const double llcs = double(lcs_union.size());
   const double r_lcs = llcs / m, p_lcs = llcs / n;
   return 2.0 * ((p_lcs * r_lcs) / (p_lcs + r_lcs + 1e-8));
+}
+
+double rouge_zh_score(const std::string& prediction, const std::string& ground_truth,
+                      const JiebaSegmenter& jieba) {
+  return rouge_score(join(jieba.cut(prediction), " "), join(jieba.cut(ground_truth), " "));
 }
 
 double classification_score(const std::string& prediction, const std::string& ground_truth,
@@ -373,10 +398,8 @@ const std::vector<std::string>& longbench_datasets() {
   return names;
 }
 
-std::string longbench_unsupported_reason(const std::string& dataset) {
-  if (dataset == "multifieldqa_zh" || dataset == "dureader" || dataset == "vcsum")
-    return dataset + " needs jieba segmentation, not supported yet";
-  return "";
+bool longbench_needs_jieba(const std::string& dataset) {
+  return dataset == "multifieldqa_zh" || dataset == "dureader" || dataset == "vcsum";
 }
 
 bool longbench_first_line_only(const std::string& dataset) {
@@ -385,27 +408,41 @@ bool longbench_first_line_only(const std::string& dataset) {
 
 namespace {
 
-using Metric = double (*)(const std::string&, const std::string&, const std::vector<std::string>&);
+// What a metric may need besides the prediction and the reference.
+struct MetricContext {
+  const std::vector<std::string>& all_classes;
+  const std::string& jieba_dict;
+};
+
+using Metric = double (*)(const std::string&, const std::string&, const MetricContext&);
 
 template <double (*F)(const std::string&, const std::string&)>
-double ignore_classes(const std::string& p, const std::string& g, const std::vector<std::string>&) {
+double plain(const std::string& p, const std::string& g, const MetricContext&) {
   return F(p, g);
+}
+
+double with_classes(const std::string& p, const std::string& g, const MetricContext& c) {
+  return classification_score(p, g, c.all_classes);
+}
+
+template <double (*F)(const std::string&, const std::string&, const JiebaSegmenter&)>
+double with_jieba(const std::string& p, const std::string& g, const MetricContext& c) {
+  return F(p, g, jieba_segmenter(c.jieba_dict));
 }
 
 Metric metric_for(const std::string& dataset) {
   static const std::map<std::string, Metric> metrics = {
-      {"narrativeqa", ignore_classes<qa_f1_score>}, {"qasper", ignore_classes<qa_f1_score>},
-      {"multifieldqa_en", ignore_classes<qa_f1_score>}, {"hotpotqa", ignore_classes<qa_f1_score>},
-      {"2wikimqa", ignore_classes<qa_f1_score>},    {"musique", ignore_classes<qa_f1_score>},
-      {"triviaqa", ignore_classes<qa_f1_score>},    {"gov_report", ignore_classes<rouge_score>},
-      {"qmsum", ignore_classes<rouge_score>},       {"multi_news", ignore_classes<rouge_score>},
-      {"samsum", ignore_classes<rouge_score>},      {"trec", classification_score},
-      {"lsht", classification_score},               {"passage_retrieval_en", ignore_classes<retrieval_score>},
-      {"passage_retrieval_zh", ignore_classes<retrieval_zh_score>},
-      {"passage_count", ignore_classes<count_score>}, {"lcc", ignore_classes<code_sim_score>},
-      {"repobench-p", ignore_classes<code_sim_score>}};
-  const std::string why = longbench_unsupported_reason(dataset);
-  if (!why.empty()) throw InputError(why);
+      {"narrativeqa", plain<qa_f1_score>},       {"qasper", plain<qa_f1_score>},
+      {"multifieldqa_en", plain<qa_f1_score>},   {"multifieldqa_zh", with_jieba<qa_f1_zh_score>},
+      {"hotpotqa", plain<qa_f1_score>},          {"2wikimqa", plain<qa_f1_score>},
+      {"musique", plain<qa_f1_score>},           {"dureader", with_jieba<rouge_zh_score>},
+      {"gov_report", plain<rouge_score>},        {"qmsum", plain<rouge_score>},
+      {"multi_news", plain<rouge_score>},        {"vcsum", with_jieba<rouge_zh_score>},
+      {"trec", with_classes},                    {"triviaqa", plain<qa_f1_score>},
+      {"samsum", plain<rouge_score>},            {"lsht", with_classes},
+      {"passage_retrieval_en", plain<retrieval_score>}, {"passage_count", plain<count_score>},
+      {"passage_retrieval_zh", plain<retrieval_zh_score>}, {"lcc", plain<code_sim_score>},
+      {"repobench-p", plain<code_sim_score>}};
   const auto it = metrics.find(dataset);
   if (it == metrics.end()) throw InputError("unknown LongBench dataset \"" + dataset + "\"");
   return it->second;
@@ -417,6 +454,8 @@ std::string longbench_metric_name(const std::string& dataset) {
   if (dataset == "trec" || dataset == "lsht") return "classification_score";
   if (dataset == "gov_report" || dataset == "qmsum" || dataset == "multi_news" || dataset == "samsum")
     return "rouge_score";
+  if (dataset == "multifieldqa_zh") return "qa_f1_zh_score";
+  if (dataset == "dureader" || dataset == "vcsum") return "rouge_zh_score";
   if (dataset == "passage_retrieval_en") return "retrieval_score";
   if (dataset == "passage_retrieval_zh") return "retrieval_zh_score";
   if (dataset == "passage_count") return "count_score";
@@ -426,12 +465,14 @@ std::string longbench_metric_name(const std::string& dataset) {
 
 double longbench_record_score(const std::string& dataset, const std::string& prediction,
                               const std::vector<std::string>& answers,
-                              const std::vector<std::string>& all_classes) {
+                              const std::vector<std::string>& all_classes,
+                              const std::string& jieba_dict) {
   const Metric metric = metric_for(dataset);
   const std::string pred =
       longbench_first_line_only(dataset) ? split_lines(lstrip_newlines(prediction))[0] : prediction;
   double best = 0.0;
-  for (const std::string& answer : answers) best = std::max(best, metric(pred, answer, all_classes));
+  const MetricContext context{all_classes, jieba_dict};
+  for (const std::string& answer : answers) best = std::max(best, metric(pred, answer, context));
   return best;
 }
 

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "datasets/metrics/jieba.h"
+
 namespace kvb {
 
 // SQuAD-style normalisation: lower-case, drop ASCII punctuation, articles a/an/the -> " ",
@@ -15,9 +17,21 @@ std::string normalize_answer(const std::string& s);
 // nothing overlaps.
 double qa_f1_score(const std::string& prediction, const std::string& ground_truth);
 
+// LongBench's Chinese normalisation of one token: Python's lower(), then ASCII and the listed
+// Chinese punctuation removed, then all whitespace removed.
+std::string normalize_zh_answer(const std::string& s);
+
+// Token F1 over the jieba tokens of both sides, each normalize_zh_answer-ed, empty ones
+// dropped (multiset overlap); 0 when nothing overlaps.
+double qa_f1_zh_score(const std::string& prediction, const std::string& ground_truth,
+                      const JiebaSegmenter& jieba);
+
 // ROUGE-L F of the `rouge` 1.0.1 package (summary level, union LCS over sentences split on
 // "."); 0 when either side has no sentence (the package raises, LongBench returns 0).
 double rouge_score(const std::string& prediction, const std::string& ground_truth);
+// rouge_score of both sides' jieba tokens joined by spaces.
+double rouge_zh_score(const std::string& prediction, const std::string& ground_truth,
+                      const JiebaSegmenter& jieba);
 
 // LongBench's classification score, with its list-removal quirk (see the .cpp).
 double classification_score(const std::string& prediction, const std::string& ground_truth,
@@ -40,18 +54,19 @@ double code_sim_score(const std::string& prediction, const std::string& ground_t
 
 // The 21 LongBench v1 dataset names, in LongBench's order.
 const std::vector<std::string>& longbench_datasets();
-// Why a dataset cannot be scored yet ("" when it can): the Chinese word-level metrics need
-// jieba segmentation.
-std::string longbench_unsupported_reason(const std::string& dataset);
+// multifieldqa_zh, dureader, vcsum: the metric segments with jieba (so needs its dictionary).
+bool longbench_needs_jieba(const std::string& dataset);
 // trec, triviaqa, samsum, lsht: only the first line of the prediction is scored.
 bool longbench_first_line_only(const std::string& dataset);
 // The metric's name ("qa_f1_score", "rouge_score", ...).
 std::string longbench_metric_name(const std::string& dataset);
-// Max over `answers` of the dataset's metric, in [0, 1] (first-line rule applied). Throws
-// InputError for an unknown or unsupported dataset.
+// Max over `answers` of the dataset's metric, in [0, 1] (first-line rule applied). The
+// Chinese word metrics segment with jieba_segmenter(jieba_dict) ("" = Debian's dictionary).
+// Throws InputError for an unknown dataset or a missing or malformed jieba dictionary.
 double longbench_record_score(const std::string& dataset, const std::string& prediction,
                               const std::vector<std::string>& answers,
-                              const std::vector<std::string>& all_classes);
+                              const std::vector<std::string>& all_classes,
+                              const std::string& jieba_dict = "");
 // The per-dataset score from the sum of record scores: round(100 * total / count, 2) in that
 // order of operations, with Python's round (half to even on the exact binary value).
 double longbench_dataset_score(double total, size_t count);

@@ -33,4 +33,7 @@ void add_train_tiny_command(CLI::App& app, std::vector<Command>& out, const std:
 // Sets LibTorch's intra-op threads (0: all cores); returns the count in use.
 int configure_threads(int requested);
 
+// --allow-unknown-config-keys, shared by the commands that load models.
+void add_allow_unknown_config_keys_flag(CLI::App* cmd, bool& flag);
+
 }  // namespace kvb

@@ -1,9 +1,10 @@
-// kvbench list {methods,suites,datasets}
+// kvbench list {methods,suites,datasets,config-keys}
 #include <iostream>
 
 #include "datasets/dataset.h"
 #include "harness/cli/commands.h"
 #include "harness/common/error.h"
+#include "harness/model/model_config.h"
 #include "harness/suite/suite.h"
 #include "methods/method.h"
 
@@ -53,19 +54,31 @@ void list_suites() {
   }
 }
 
+// The config.json keys a model folder may have, and what kvbench does with each.
+void list_config_keys() {
+  for (bool read : {true, false}) {
+    std::cout << (read ? "read (implemented, or refused by value):\n"
+                       : "known not to change inference (accepted, not used):\n");
+    for (const ConfigKey& k : config_key_table())
+      if (k.read == read) std::cout << "  " << k.key << ": " << k.why << "\n";
+  }
+  std::cout << "any other key: refused (exit 2) unless --allow-unknown-config-keys\n";
+}
+
 }  // namespace
 
 void add_list_command(CLI::App& app, std::vector<Command>& out) {
   auto what = std::make_shared<std::string>();
-  CLI::App* cmd = app.add_subcommand("list", "List the registered methods, datasets or the "
-                                             "built-in suites");
-  cmd->add_option("what", *what, "methods | datasets | suites")
+  CLI::App* cmd = app.add_subcommand("list", "List the registered methods, datasets, the "
+                                             "built-in suites or the config.json keys models may have");
+  cmd->add_option("what", *what, "methods | datasets | suites | config-keys")
       ->required()
-      ->check(CLI::IsMember({"methods", "datasets", "suites"}));
+      ->check(CLI::IsMember({"methods", "datasets", "suites", "config-keys"}));
   out.push_back({cmd, [what] {
     if (*what == "methods") list_methods();
     if (*what == "datasets") list_datasets();
     if (*what == "suites") list_suites();
+    if (*what == "config-keys") list_config_keys();
     return 0;
   }});
 }

@@ -45,12 +45,17 @@ at::ScalarType compute_dtype(const std::string& name) {
   throw InputError("--dtype: \"" + name + "\" is not one of f32, bf16, f16");
 }
 
-std::shared_ptr<LlamaModel> load_for_cli(const std::string& reference, const std::string& dtype) {
+std::shared_ptr<LlamaModel> load_for_cli(const std::string& reference, const std::string& dtype,
+                                         bool allow_unknown_config_keys) {
   if (LlamaModel::is_builtin_reference(reference)) {
     if (dtype != "f32") throw InputError("--dtype: the built-in models compute in f32 only");
     return LlamaModel::from_reference(reference);
   }
-  return LlamaModel::load(reference, compute_dtype(dtype));
+  auto model = LlamaModel::load(reference, {compute_dtype(dtype), allow_unknown_config_keys});
+  for (const std::string& key : model->config.unknown_keys)
+    std::cerr << "warning: " << reference << "/config.json: unknown key '" << key
+              << "' ignored (--allow-unknown-config-keys)\n";
+  return model;
 }
 
 void add_dtype_option(CLI::App* cmd, std::string& dtype) {
@@ -66,7 +71,7 @@ void add_model_commands(CLI::App& app, std::vector<Command>& out) {
     std::string dtype = "f32";
     int max_new = 64, threads = 0;
     int64_t budget = 0;
-    bool all_positions = false;
+    bool all_positions = false, allow_unknown_config_keys = false;
   };
   auto o = std::make_shared<Options>();
 
@@ -80,17 +85,18 @@ void add_model_commands(CLI::App& app, std::vector<Command>& out) {
   gen->add_option("--budget", o->budget, "Budget B for the method")->check(CLI::NonNegativeNumber);
   gen->add_option("--chat-template", o->chat_template,
                   "none (default), auto (from tokenizer_config.json), llama2, llama3, mistral, "
-                  "qwen2, chatml");
+                  "qwen2, chatml, glm4");
   gen->add_option("--threads", o->threads, "CPU threads (default: all cores)")
       ->check(CLI::NonNegativeNumber);
   add_dtype_option(gen, o->dtype);
+  add_allow_unknown_config_keys_flag(gen, o->allow_unknown_config_keys);
   out.push_back({gen, [o] {
     const MethodInfo& info = method_registry().get(o->method, "--method");
     json config = info.normalise_config(json::object(), "--method " + o->method);
     if (info.uses_budget && o->budget <= 0)
       throw InputError("--budget: method " + o->method + " needs a budget > 0");
     configure_threads(o->threads);
-    auto model = load_for_cli(o->model, o->dtype);
+    auto model = load_for_cli(o->model, o->dtype, o->allow_unknown_config_keys);
     const std::string text = apply_chat_template(chat_template_for(o->chat_template, o->model), o->prompt);
     std::unique_ptr<Method> method = info.create(config);
     Session session(*model, *method, SessionOptions{o->budget, 0});
@@ -117,10 +123,11 @@ void add_model_commands(CLI::App& app, std::vector<Command>& out) {
   fwd->add_option("--threads", o->threads, "CPU threads (default: all cores)")
       ->check(CLI::NonNegativeNumber);
   add_dtype_option(fwd, o->dtype);
+  add_allow_unknown_config_keys_flag(fwd, o->allow_unknown_config_keys);
   out.push_back({fwd, [o] {
     const std::vector<int> ids = parse_token_list(o->tokens);
     configure_threads(o->threads);
-    auto model = load_for_cli(o->model, o->dtype);
+    auto model = load_for_cli(o->model, o->dtype, o->allow_unknown_config_keys);
     std::unique_ptr<Method> method =
         method_registry().get("full", "forward").create(json::object());
     Session session(*model, *method, SessionOptions{});

@@ -13,7 +13,7 @@ void add_run_command(CLI::App& app, std::vector<Command>& out, const std::string
   struct Options {
     std::string suite, db, shard;
     std::vector<std::string> overrides;
-    bool fresh = false;
+    bool fresh = false, allow_unknown_config_keys = false;
     int threads = 0;
   };
   auto o = std::make_shared<Options>();
@@ -34,9 +34,12 @@ void add_run_command(CLI::App& app, std::vector<Command>& out, const std::string
                   "Combine the shards with `kvbench merge`");
   cmd->add_option("--threads", o->threads, "Intra-op CPU threads (default: all cores)")
       ->check(CLI::NonNegativeNumber);
+  add_allow_unknown_config_keys_flag(cmd, o->allow_unknown_config_keys);
   out.push_back({cmd, [o, command_line] {
     Suite suite = load_suite(o->suite, o->overrides);  // validated before anything runs
+    check_model_configs(suite, o->allow_unknown_config_keys);
     RunOptions options;
+    options.allow_unknown_config_keys = o->allow_unknown_config_keys;
     if (!o->shard.empty()) options.shard = parse_shard_spec(o->shard);
     options.db_path = !o->db.empty() ? o->db
                       : options.shard ? default_shard_db_path(suite.name, *options.shard)

@@ -32,12 +32,17 @@ Prediction parse_prediction(const std::string& line, const std::string& where) {
   return p;
 }
 
-int score_file(const std::string& dataset, const std::string& path) {
+int score_file(const std::string& dataset, const std::string& path, const std::string& jieba_dict) {
   const auto& names = longbench_datasets();
   if (std::find(names.begin(), names.end(), dataset) == names.end())
     throw InputError("score: --dataset: unknown LongBench dataset \"" + dataset + "\"");
-  const std::string why = longbench_unsupported_reason(dataset);
-  if (!why.empty()) throw InputError("score: --dataset: " + why);
+  if (longbench_needs_jieba(dataset)) {
+    try {
+      jieba_segmenter(jieba_dict);  // loaded once, before any line: a missing one fails fast
+    } catch (const InputError& e) {
+      throw InputError("score: --jieba-dict: " + std::string(e.what()));
+    }
+  }
   std::ifstream in(path);
   if (!in) throw InputError(path + ": no such file");
   double total = 0;
@@ -46,7 +51,7 @@ int score_file(const std::string& dataset, const std::string& path) {
   for (int number = 1; std::getline(in, line); ++number) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const Prediction p = parse_prediction(line, path + ":" + std::to_string(number));
-    total += longbench_record_score(dataset, p.pred, p.answers, p.all_classes);
+    total += longbench_record_score(dataset, p.pred, p.answers, p.all_classes, jieba_dict);
     ++count;
   }
   if (count == 0) throw InputError(path + ": holds no predictions");
@@ -60,7 +65,7 @@ int score_file(const std::string& dataset, const std::string& path) {
 
 void add_score_command(CLI::App& app, std::vector<Command>& out) {
   struct Options {
-    std::string dataset, file;
+    std::string dataset, file, jieba_dict;
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
@@ -68,7 +73,10 @@ void add_score_command(CLI::App& app, std::vector<Command>& out) {
                "\"length\"} a line) as LongBench's eval.py does");
   cmd->add_option("--dataset", o->dataset, "LongBench dataset name (e.g. hotpotqa)")->required();
   cmd->add_option("file", o->file, "Predictions .jsonl")->required();
-  out.push_back({cmd, [o] { return score_file(o->dataset, o->file); }});
+  cmd->add_option("--jieba-dict", o->jieba_dict,
+                  "jieba's dict.txt for multifieldqa_zh, dureader and vcsum (default: Debian's "
+                  "python3-jieba, " + std::string(kDebianJiebaDict) + ")");
+  out.push_back({cmd, [o] { return score_file(o->dataset, o->file, o->jieba_dict); }});
 }
 
 }  // namespace kvb

@@ -12,9 +12,23 @@ namespace kvb {
 // x * rsqrt(mean(x^2) + eps) * weight over the last dimension. x: [..., D], weight: [D].
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
 
-// Rotary embedding, Hugging Face rotate-half convention. x: [..., n, d], positions: [n],
-// inv_freq: [d/2] (LlamaModel::inv_freq).
-at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& positions, const at::Tensor& inv_freq);
+// Rotary embedding of the first r = 2 * inv_freq.size(0) dimensions of each head (the rest
+// pass unchanged). Pairs are (i, i + r/2), Hugging Face's rotate-half convention, or, when
+// `interleaved` (GLM), (2i, 2i+1). x: [..., n, d], positions: [n], inv_freq: [r/2].
+at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& positions, const at::Tensor& inv_freq,
+                      bool interleaved = false);
+
+// A layer's queries / keys as its architecture computes them: projection (+ bias), the
+// per-head RMSNorm (Qwen3), RoPE. h: [..., L, D] (the normalised layer input), positions: [L]
+// -> [..., Hq, L, d] / [..., Hkv, L, d].
+at::Tensor layer_queries(const LlamaModel& model, const LayerWeights& w, const at::Tensor& h,
+                         const at::Tensor& positions);
+at::Tensor layer_keys(const LlamaModel& model, const LayerWeights& w, const at::Tensor& h,
+                      const at::Tensor& positions);
+// h: [..., L, D] -> [..., Hkv, L, d].
+at::Tensor layer_values(const LlamaModel& model, const LayerWeights& w, const at::Tensor& h);
+// The attention output projection (+ bias). attn: [..., L, Hq*d] -> [..., L, D].
+at::Tensor attention_output(const LayerWeights& w, const at::Tensor& attn);
 
 // down(silu(gate(x)) * up(x)). x: [..., D] -> [..., D].
 at::Tensor swiglu_mlp(const LayerWeights& w, const at::Tensor& x);

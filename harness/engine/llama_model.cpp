@@ -2,11 +2,13 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "harness/common/error.h"
 #include "harness/common/json_fields.h"
@@ -61,7 +63,7 @@ class WeightReader {
       : checkpoint_(std::move(checkpoint)), dtype_(dtype) {}
   bool has(const std::string& name) const { return checkpoint_.by_tensor.count(name) != 0; }
   // Loads `name` and checks its shape.
-  at::Tensor get(const std::string& name, std::vector<int64_t> shape) const {
+  at::Tensor get(const std::string& name, std::vector<int64_t> shape) {
     auto it = checkpoint_.by_tensor.find(name);
     if (it == checkpoint_.by_tensor.end())
       throw InputError(checkpoint_.listing + ": missing tensor " + name);
@@ -69,10 +71,23 @@ class WeightReader {
     if (t.sizes().vec() != shape)
       throw InputError(it->second->path() + ": tensor " + name + " has shape " +
                        shape_text(t.sizes().vec()) + ", expected " + shape_text(shape));
+    used_.insert(name);
     return t;
+  }
+  // A tensor the model does not use would be ignored silently (a bias the architecture lacks,
+  // a layer beyond num_hidden_layers): refused instead. RoPE buffers are derived, not weights.
+  void require_all_used(const std::string& model_type) const {
+    for (const auto& [name, file] : checkpoint_.by_tensor) {
+      if (used_.count(name) || ends_with(name, ".rotary_emb.inv_freq")) continue;
+      throw InputError(file->path() + ": tensor " + name + " is not part of a " + model_type +
+                       " model as config.json describes it; refusing to ignore it");
+    }
   }
 
  private:
+  static bool ends_with(const std::string& s, const std::string& tail) {
+    return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+  }
   static std::string shape_text(const std::vector<int64_t>& shape) {
     std::string s = "[";
     for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
@@ -80,16 +95,13 @@ class WeightReader {
   }
   Checkpoint checkpoint_;
   at::ScalarType dtype_;
+  std::set<std::string> used_;
 };
 
-LayerWeights read_layer(const WeightReader& w, const ModelConfig& c, int i) {
-  const std::string p = "model.layers." + std::to_string(i) + ".";
-  const int64_t D = c.hidden_size, F = c.intermediate_size;
-  const int64_t q_dim = int64_t(c.num_attention_heads) * c.head_dim;
-  const int64_t kv_dim = int64_t(c.num_key_value_heads) * c.head_dim;
-  LayerWeights l;
-  l.attn_norm = w.get(p + "input_layernorm.weight", {D});
-  l.mlp_norm = w.get(p + "post_attention_layernorm.weight", {D});
+void read_attention(WeightReader& w, const ModelConfig& c, const std::string& p, LayerWeights& l) {
+  const int64_t D = c.hidden_size, d = c.head_dim;
+  const int64_t q_dim = int64_t(c.num_attention_heads) * d;
+  const int64_t kv_dim = int64_t(c.num_key_value_heads) * d;
   l.wq = w.get(p + "self_attn.q_proj.weight", {q_dim, D});
   l.wk = w.get(p + "self_attn.k_proj.weight", {kv_dim, D});
   l.wv = w.get(p + "self_attn.v_proj.weight", {kv_dim, D});
@@ -99,8 +111,29 @@ LayerWeights read_layer(const WeightReader& w, const ModelConfig& c, int i) {
     l.bk = w.get(p + "self_attn.k_proj.bias", {kv_dim});
     l.bv = w.get(p + "self_attn.v_proj.bias", {kv_dim});
   }
-  l.w_gate = w.get(p + "mlp.gate_proj.weight", {F, D});
-  l.w_up = w.get(p + "mlp.up_proj.weight", {F, D});
+  if (c.output_bias) l.bo = w.get(p + "self_attn.o_proj.bias", {D});
+  if (c.has_qk_norm()) {
+    l.q_norm = w.get(p + "self_attn.q_norm.weight", {d});
+    l.k_norm = w.get(p + "self_attn.k_norm.weight", {d});
+  }
+}
+
+LayerWeights read_layer(WeightReader& w, const ModelConfig& c, int i) {
+  const std::string p = "model.layers." + std::to_string(i) + ".";
+  const int64_t D = c.hidden_size, F = c.intermediate_size;
+  LayerWeights l;
+  l.attn_norm = w.get(p + "input_layernorm.weight", {D});
+  l.mlp_norm = w.get(p + "post_attention_layernorm.weight", {D});
+  read_attention(w, c, p, l);
+  if (c.has_fused_gate_up()) {
+    // GLM: one [2F, D] matrix, the gate's rows first.
+    at::Tensor gate_up = w.get(p + "mlp.gate_up_proj.weight", {2 * F, D});
+    l.w_gate = gate_up.narrow(0, 0, F);
+    l.w_up = gate_up.narrow(0, F, F);
+  } else {
+    l.w_gate = w.get(p + "mlp.gate_proj.weight", {F, D});
+    l.w_up = w.get(p + "mlp.up_proj.weight", {F, D});
+  }
   l.w_down = w.get(p + "mlp.down_proj.weight", {D, F});
   return l;
 }
@@ -130,7 +163,8 @@ uint64_t weights_hash(const LlamaModel& model) {
   mix(model.lm_head);
   for (const LayerWeights& l : model.layers)
     for (const at::Tensor* t : {&l.attn_norm, &l.mlp_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.bq,
-                                &l.bk, &l.bv, &l.w_gate, &l.w_up, &l.w_down})
+                                &l.bk, &l.bv, &l.w_gate, &l.w_up, &l.w_down, &l.bo, &l.q_norm,
+                                &l.k_norm})
       mix(*t);
   return hash;
 }
@@ -160,8 +194,8 @@ ModelConfig random_tiny_config() {
 }
 
 at::Tensor rope_inverse_frequencies(const ModelConfig& c) {
-  const int64_t half = c.head_dim / 2;
-  at::Tensor exponents = at::arange(half, at::kDouble) * 2.0 / double(c.head_dim);
+  const int64_t half = c.rotary_dim() / 2;
+  at::Tensor exponents = at::arange(half, at::kDouble) * 2.0 / double(c.rotary_dim());
   at::Tensor inv_freq = at::pow(c.rope_theta, exponents).reciprocal();
   const RopeScaling& s = c.rope_scaling;
   if (s.type == "linear") return (inv_freq / s.factor).to(at::kFloat);
@@ -183,10 +217,29 @@ at::Tensor rope_inverse_frequencies(const ModelConfig& c) {
   return inv_freq.to(at::kFloat);
 }
 
-std::shared_ptr<LlamaModel> LlamaModel::load(const std::string& dir, at::ScalarType dtype) {
+namespace {
+
+// The LM head: lm_head.weight, or the embedding when tied. A tied model whose file also holds
+// a different lm_head.weight is ambiguous (transformers would use the embedding): refused.
+at::Tensor read_lm_head(WeightReader& w, const ModelConfig& c, const at::Tensor& embed,
+                        const std::string& dir) {
+  const bool has_head = w.has("lm_head.weight");
+  if (!has_head && !c.tie_word_embeddings)
+    throw InputError(dir + ": lm_head.weight is missing and tie_word_embeddings is false");
+  if (!has_head) return embed;
+  at::Tensor head = w.get("lm_head.weight", {c.vocab_size, c.hidden_size});
+  if (c.tie_word_embeddings && !at::equal(head, embed))
+    throw InputError(dir + "/config.json: field 'tie_word_embeddings': true, but lm_head.weight "
+                     "differs from model.embed_tokens.weight");
+  return c.tie_word_embeddings ? embed : head;
+}
+
+}  // namespace
+
+std::shared_ptr<LlamaModel> LlamaModel::load(const std::string& dir, const LoadOptions& options) {
   if (!std::filesystem::is_directory(dir)) throw InputError(dir + ": model folder not found");
   auto model = std::make_shared<LlamaModel>();
-  model->config = ModelConfig::load(dir + "/config.json");
+  model->config = ModelConfig::load(dir + "/config.json", options.allow_unknown_config_keys);
   model->tokenizer_json = read_json_file(dir + "/tokenizer.json");
   const std::string tokenizer_config = dir + "/tokenizer_config.json";
   model->tokenizer_config = std::filesystem::exists(tokenizer_config)
@@ -197,14 +250,12 @@ std::shared_ptr<LlamaModel> LlamaModel::load(const std::string& dir, at::ScalarT
   model->source = dir;
   model->description = std::filesystem::path(dir).filename().string() + " (" + dir + ")";
   const ModelConfig& c = model->config;
-  WeightReader w(open_checkpoint(dir), dtype);
+  WeightReader w(open_checkpoint(dir), options.dtype);
   model->embed = w.get("model.embed_tokens.weight", {c.vocab_size, c.hidden_size});
   model->final_norm = w.get("model.norm.weight", {c.hidden_size});
-  const bool has_head = w.has("lm_head.weight");
-  if (!has_head && !c.tie_word_embeddings)
-    throw InputError(dir + ": lm_head.weight is missing and tie_word_embeddings is false");
-  model->lm_head = has_head ? w.get("lm_head.weight", {c.vocab_size, c.hidden_size}) : model->embed;
+  model->lm_head = read_lm_head(w, c, model->embed, dir);
   for (int i = 0; i < c.num_hidden_layers; ++i) model->layers.push_back(read_layer(w, c, i));
+  w.require_all_used(c.model_type);
   model->inv_freq = rope_inverse_frequencies(c);
   return model;
 }
@@ -238,6 +289,11 @@ std::shared_ptr<LlamaModel> LlamaModel::random(const ModelConfig& c, uint64_t se
       l.bk = normal({kv_dim});
       l.bv = normal({kv_dim});
     }
+    if (c.output_bias) l.bo = normal({D});
+    if (c.has_qk_norm()) {  // not all ones, so a test notices when the norm is skipped
+      l.q_norm = 1.0 + normal({c.head_dim}) * 10.0;
+      l.k_norm = 1.0 + normal({c.head_dim}) * 10.0;
+    }
     l.w_gate = normal({F, D});
     l.w_up = normal({F, D});
     l.w_down = normal({D, F});
@@ -266,8 +322,7 @@ TensorMap hf_tensors(const LlamaModel& m, at::ScalarType dtype) {
   auto put = [&](const std::string& name, const at::Tensor& t) { out[name] = t.to(dtype).contiguous(); };
   put("model.embed_tokens.weight", m.embed);  // [V, D]
   put("model.norm.weight", m.final_norm);     // [D]
-  // A loaded tied model may still carry its own lm_head.weight: keep it when it differs.
-  if (!m.config.tie_word_embeddings || !m.lm_head.is_same(m.embed)) put("lm_head.weight", m.lm_head);
+  if (!m.config.tie_word_embeddings) put("lm_head.weight", m.lm_head);
   for (size_t i = 0; i < m.layers.size(); ++i) {
     const LayerWeights& l = m.layers[i];
     const std::string p = "model.layers." + std::to_string(i) + ".";
@@ -282,8 +337,17 @@ TensorMap hf_tensors(const LlamaModel& m, at::ScalarType dtype) {
       put(p + "self_attn.k_proj.bias", l.bk);
       put(p + "self_attn.v_proj.bias", l.bv);
     }
-    put(p + "mlp.gate_proj.weight", l.w_gate);
-    put(p + "mlp.up_proj.weight", l.w_up);
+    if (l.bo.defined()) put(p + "self_attn.o_proj.bias", l.bo);
+    if (l.q_norm.defined()) {
+      put(p + "self_attn.q_norm.weight", l.q_norm);
+      put(p + "self_attn.k_norm.weight", l.k_norm);
+    }
+    if (m.config.has_fused_gate_up()) {
+      put(p + "mlp.gate_up_proj.weight", at::cat({l.w_gate, l.w_up}, 0));
+    } else {
+      put(p + "mlp.gate_proj.weight", l.w_gate);
+      put(p + "mlp.up_proj.weight", l.w_up);
+    }
     put(p + "mlp.down_proj.weight", l.w_down);
   }
   return out;
@@ -328,6 +392,21 @@ void write_weights(const std::string& dir, const TensorMap& tensors, int shards)
              {{"metadata", {{"total_size", total_size}}}, {"weight_map", weight_map}});
 }
 
+// generation_config.json as transformers writes it: the ids generation starts and stops with.
+// eos_token_id lists every id this model's generation stops at (config.json's and the
+// tokenizer's), so that a saved and reloaded model stops where the original did.
+json generation_config(const LlamaModel& model) {
+  std::vector<int> eos = model.config.eos_token_ids;
+  if (model.tokenizer)
+    for (int id : model.tokenizer->eos_ids())
+      if (std::find(eos.begin(), eos.end(), id) == eos.end()) eos.push_back(id);
+  json j = {{"_from_model_config", true}};
+  if (model.config.bos_token_id >= 0) j["bos_token_id"] = model.config.bos_token_id;
+  if (eos.size() == 1) j["eos_token_id"] = eos[0];
+  else if (!eos.empty()) j["eos_token_id"] = eos;
+  return j;
+}
+
 void write_folder(const LlamaModel& model, const std::string& dir, const TensorMap& tensors,
                   int shards, at::ScalarType dtype) {
   json config = model.config.to_json();
@@ -336,6 +415,7 @@ void write_folder(const LlamaModel& model, const std::string& dir, const TensorM
   write_weights(dir, tensors, shards);
   write_json(dir + "/tokenizer.json", model.tokenizer_json);
   write_json(dir + "/tokenizer_config.json", model.tokenizer_config);
+  write_json(dir + "/generation_config.json", generation_config(model));
 }
 
 // A fresh temp folder beside `dir` (creating `dir`'s parents).
@@ -398,11 +478,12 @@ bool LlamaModel::is_builtin_reference(const std::string& reference) {
          reference == "kvbench-tiny";
 }
 
-std::shared_ptr<LlamaModel> LlamaModel::from_reference(const std::string& reference) {
+std::shared_ptr<LlamaModel> LlamaModel::from_reference(const std::string& reference,
+                                                       const LoadOptions& options) {
   std::shared_ptr<LlamaModel> model;
   std::string about;
   if (reference == "kvbench-tiny") {
-    model = load(embedded_model_dir());
+    model = load(embedded_model_dir(), options);
     about = "the embedded retrieval model trained by `kvbench train-tiny` (" + embedded_model_dir() + ")";
   } else if (reference == "random-tiny") {
     model = random(random_tiny_config(), 0);
@@ -413,7 +494,7 @@ std::shared_ptr<LlamaModel> LlamaModel::from_reference(const std::string& refere
     about = "Llama-3-8B layer shape (hidden 4096, 32/8 heads of 128, MLP 14336), 4 layers, byte "
             "vocabulary (260), random weights from seed 0 (timings only)";
   } else {
-    return load(reference);
+    return load(reference, options);
   }
   model->source = reference;
   model->description = reference + ": " + about;

@@ -1,4 +1,4 @@
-// Weights of a Llama-family decoder (Llama 2/3, Mistral, Qwen2) and how to get them:
+// Weights of a Llama-family decoder (Llama 2/3, Mistral, Qwen2, Qwen3, GLM-4) and how to get them:
 // from a Hugging Face folder, or generated from a seed.
 #pragma once
 #include <ATen/ATen.h>
@@ -18,7 +18,16 @@ struct LayerWeights {
   at::Tensor attn_norm, mlp_norm;  // [D]
   at::Tensor wq, wk, wv, wo;       // [Hq*d, D], [Hkv*d, D], [Hkv*d, D], [D, Hq*d]
   at::Tensor bq, bk, bv;           // [Hq*d], [Hkv*d], [Hkv*d]; undefined when the model has none
-  at::Tensor w_gate, w_up, w_down;  // [F, D], [F, D], [D, F]
+  at::Tensor bo;                   // [D]; undefined when the model has none
+  at::Tensor q_norm, k_norm;       // [d] per-head RMSNorm weights (Qwen3); else undefined
+  at::Tensor w_gate, w_up, w_down;  // [F, D], [F, D], [D, F] (GLM's gate_up_proj split in two)
+};
+
+// How a model folder is read.
+struct LoadOptions {
+  at::ScalarType dtype = at::kFloat;  // weights are converted to this on load
+  // Unknown config.json keys become ModelConfig::unknown_keys instead of an InputError.
+  bool allow_unknown_config_keys = false;
 };
 
 struct LlamaModel {
@@ -33,17 +42,18 @@ struct LlamaModel {
   at::Tensor final_norm;    // [D]
   at::Tensor lm_head;       // [V, D] (the embedding when tied)
   std::vector<LayerWeights> layers;
-  at::Tensor inv_freq;  // [d/2] RoPE frequencies after rope_scaling
+  at::Tensor inv_freq;  // [rotary_dim/2] RoPE frequencies after rope_scaling
 
   // Loads config.json, model.safetensors (or the sharded index) and the tokenizer from `dir`.
-  static std::shared_ptr<LlamaModel> load(const std::string& dir,
-                                          at::ScalarType dtype = at::kFloat);
+  static std::shared_ptr<LlamaModel> load(const std::string& dir, const LoadOptions& options = {});
   // Random N(0, 0.02) weights for `config` from `seed`, with a byte-level tokenizer.
   static std::shared_ptr<LlamaModel> random(const ModelConfig& config, uint64_t seed);
   // Resolves a suite's model reference: "kvbench-tiny" (the embedded trained model,
   // embedded_model_dir()), "random-tiny" (generated, seed 0), "random-llama3-8b-4layers"
   // (generated, for timings) or a folder.
-  static std::shared_ptr<LlamaModel> from_reference(const std::string& reference);
+  // Generated models ignore `options`.
+  static std::shared_ptr<LlamaModel> from_reference(const std::string& reference,
+                                                    const LoadOptions& options = {});
   static bool is_builtin_reference(const std::string& reference);
 };
 
@@ -77,7 +87,7 @@ std::string embedded_model_dir();
 
 // The config of the generated "random-tiny" model (4 layers, GQA 4/2, head_dim 16).
 ModelConfig random_tiny_config();
-// RoPE inverse frequencies [d/2] for the config's rope_theta and rope_scaling.
+// RoPE inverse frequencies [rotary_dim/2] for the config's rope_theta and rope_scaling.
 at::Tensor rope_inverse_frequencies(const ModelConfig& config);
 
 }  // namespace kvb

@@ -43,12 +43,22 @@ int argmax_token(const at::Tensor& logits) {
 Session::Session(const LlamaModel& model, Method& method, SessionOptions options)
     : model_(model), method_(method), options_(options) {}
 
+void Session::check_context(int64_t tokens) const {
+  const int window = model_.config.sliding_window;
+  if (window > 0 && tokens > window)
+    throw InputError(model_.source + ": context of " + std::to_string(tokens) +
+                     " tokens exceeds the model's sliding_window (" + std::to_string(window) +
+                     "); sliding-window attention is not implemented, so kvbench refuses "
+                     "rather than attend beyond the window");
+}
+
 at::Tensor Session::prefill(const std::vector<int>& ids, bool all_logits) {
   if (ids.empty()) throw InputError("prefill: empty prompt");
   const ModelConfig& c = model_.config;
   for (int id : ids)
     if (id < 0 || id >= c.vocab_size)
       throw InputError("prefill: token id " + std::to_string(id) + " outside the vocabulary");
+  check_context(int64_t(ids.size()));
   auto start = Clock::now();
   kv_.clear();
   shadow_.clear();
@@ -85,14 +95,9 @@ at::Tensor Session::prefill_layer(int layer, const at::Tensor& x) {
   const int64_t Hkv = c.num_key_value_heads, g = Hq / Hkv;
   at::Tensor h = rms_norm(x, w.attn_norm, model_.config.rms_norm_eps);
   at::Tensor positions = at::arange(L, at::kLong);
-  const at::Tensor& inv_freq = model_.inv_freq;
-  at::Tensor q = apply_rope(at::linear(h, w.wq, w.bq).view({L, Hq, d}).transpose(0, 1), positions,
-                            inv_freq);  // [Hq, L, d]
-  at::Tensor k = apply_rope(at::linear(h, w.wk, w.bk).view({L, Hkv, d}).transpose(0, 1), positions,
-                            inv_freq);  // [Hkv, L, d]
-  at::Tensor v = at::linear(h, w.wv, w.bv).view({L, Hkv, d}).transpose(0, 1).contiguous();  // [Hkv, L, d]
-  q = q.contiguous();
-  k = k.contiguous();
+  at::Tensor q = layer_queries(model_, w, h, positions).contiguous();  // [Hq, L, d]
+  at::Tensor k = layer_keys(model_, w, h, positions).contiguous();     // [Hkv, L, d]
+  at::Tensor v = layer_values(model_, w, h).contiguous();              // [Hkv, L, d]
 
   // Causal attention in query chunks: scores [Hkv, g*chunk, keys] stay within the byte bound.
   const int64_t chunk = std::max<int64_t>(
@@ -120,7 +125,7 @@ at::Tensor Session::prefill_layer(int layer, const at::Tensor& x) {
   method_.on_prefill(layer, q, k, v, kv_[layer]);
   timings_.prefill_method_s += seconds_since(hook_start);
 
-  at::Tensor y = x + at::linear(attn, w.wo);
+  at::Tensor y = x + attention_output(w, attn);
   return y + swiglu_mlp(w, rms_norm(y, w.mlp_norm, model_.config.rms_norm_eps));
 }
 
@@ -128,6 +133,7 @@ at::Tensor Session::decode(int token) {
   if (kv_.empty()) throw std::logic_error("decode before prefill");
   if (token < 0 || token >= model_.config.vocab_size)
     throw InputError("decode: token id " + std::to_string(token) + " outside the vocabulary");
+  check_context(position_ + 1);
   auto start = Clock::now();
   at::Tensor x = model_.embed.narrow(0, token, 1);  // [1, D]
   for (int l = 0; l < model_.config.num_hidden_layers; ++l) x = decode_layer(l, x);
@@ -146,9 +152,9 @@ at::Tensor Session::decode_layer(int layer, const at::Tensor& x) {
   at::Tensor h = rms_norm(x, w.attn_norm, model_.config.rms_norm_eps);
   method_.on_attention_input(layer, h, position_);
   at::Tensor pos = at::full({1}, position_, at::kLong);
-  at::Tensor q = apply_rope(at::linear(h, w.wq, w.bq).view({Hq, 1, d}), pos, model_.inv_freq).view({Hq, d});
-  at::Tensor k = apply_rope(at::linear(h, w.wk, w.bk).view({Hkv, 1, d}), pos, model_.inv_freq).view({Hkv, d});
-  at::Tensor v = at::linear(h, w.wv, w.bv).view({Hkv, d});
+  at::Tensor q = layer_queries(model_, w, h, pos).reshape({Hq, d});
+  at::Tensor k = layer_keys(model_, w, h, pos).reshape({Hkv, d});
+  at::Tensor v = layer_values(model_, w, h).reshape({Hkv, d});
 
   LayerKV& kv = kv_[layer];
   kv.append(k, v, position_);
@@ -159,7 +165,7 @@ at::Tensor Session::decode_layer(int layer, const at::Tensor& x) {
   timings_.select_s += seconds_since(select_start);
 
   at::Tensor attn = decode_attention(layer, q, selection).view({1, Hq * d});
-  at::Tensor y = x + at::linear(attn, w.wo);
+  at::Tensor y = x + attention_output(w, attn);
   return y + swiglu_mlp(w, rms_norm(y, w.mlp_norm, model_.config.rms_norm_eps));
 }
 

@@ -72,6 +72,8 @@ class Session {
   int64_t kv_allocated_bytes() const;
 
  private:
+  // InputError when `tokens` keys would reach past the model's sliding window.
+  void check_context(int64_t tokens) const;
   at::Tensor prefill_layer(int layer, const at::Tensor& x);  // x: [L, D]
   at::Tensor decode_layer(int layer, const at::Tensor& x);   // x: [1, D]
   at::Tensor decode_attention(int layer, const at::Tensor& q, const Selection& selection);

@@ -280,6 +280,29 @@ std::string default_db_path(const std::string& suite_name) {
   return "results/runs/" + suite_name + ".db";
 }
 
+namespace {
+
+// What --allow-unknown-config-keys let through, on the terminal and in the run's provenance.
+void record_unknown_keys(ResultStore& store, int64_t run_id, const LlamaModel& model,
+                         std::ostream& out) {
+  for (const std::string& key : model.config.unknown_keys) {
+    const std::string warning = model.source + "/config.json: unknown key '" + key +
+                                "' ignored (--allow-unknown-config-keys)";
+    out << "warning: " << warning << "\n";
+    store.add_run_warning(run_id, warning);
+  }
+}
+
+}  // namespace
+
+void check_model_configs(const Suite& suite, bool allow_unknown_config_keys) {
+  std::set<std::string> seen;
+  for (const Cell& cell : suite.cells()) {
+    if (LlamaModel::is_builtin_reference(cell.model) || !seen.insert(cell.model).second) continue;
+    ModelConfig::load(cell.model + "/config.json", allow_unknown_config_keys);
+  }
+}
+
 RunSummary run_suite(const Suite& suite, const RunOptions& options, std::ostream& progress_out) {
   ResultStore store(options.db_path);
   if (options.fresh) store.forget_suite(suite.name);
@@ -303,7 +326,11 @@ RunSummary run_suite(const Suite& suite, const RunOptions& options, std::ostream
     auto start = Clock::now();
     try {
       auto& model = models[cell.model];
-      if (!model) model = LlamaModel::from_reference(cell.model);
+      if (!model) {
+        model = LlamaModel::from_reference(cell.model, {.allow_unknown_config_keys =
+                                                            options.allow_unknown_config_keys});
+        record_unknown_keys(store, summary.run_id, *model, progress_out);
+      }
       CellResult result = run_cell(cell, *model, [&](int done, int total) {
         progress.sample_done(done, total);
       });

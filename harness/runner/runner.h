@@ -22,6 +22,8 @@ struct RunOptions {
   std::string command;  // the command line, for provenance
   bool interactive_progress = false;
   std::optional<ShardSpec> shard;  // run only this shard's share of the cells (scaleout/shard.h)
+  // Unknown config.json keys are warnings (stored in the run's provenance), not errors.
+  bool allow_unknown_config_keys = false;
 };
 
 struct RunSummary {
@@ -40,6 +42,10 @@ CellResult run_cell(const Cell& cell, const LlamaModel& model,
                     const std::function<void(int, int)>& on_sample);
 
 RunSummary run_suite(const Suite& suite, const RunOptions& options, std::ostream& progress);
+
+// Reads the config.json of every model folder of the suite, so that a config kvbench refuses
+// is an InputError before anything runs (not a failed cell).
+void check_model_configs(const Suite& suite, bool allow_unknown_config_keys);
 
 // Provenance of this process: commit, build type, LibTorch, device, threads, host.
 RunInfo current_run_info(const Suite& suite, const std::string& command, int threads);

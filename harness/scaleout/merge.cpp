@@ -290,9 +290,9 @@ MergeSummary merge_databases(const std::string& out, const std::vector<std::stri
         if (r->source != si) continue;
         Stmt s(db, "INSERT INTO main.runs (id, suite, suite_json, command, started_at, "
                    "finished_at, status, git_commit, build_type, torch_version, device, threads, "
-                   "host) SELECT ?, suite, suite_json, command, started_at, finished_at, status, "
-                   "git_commit, build_type, torch_version, device, threads, host FROM src.runs "
-                   "WHERE id = ?");
+                   "host, warnings) SELECT ?, suite, suite_json, command, started_at, finished_at, "
+                   "status, git_commit, build_type, torch_version, device, threads, host, warnings "
+                   "FROM src.runs WHERE id = ?");
         s.bind(1, new_run_id.at(r->identity)).bind(2, r->id).step();
       }
       exec(db, "COMMIT");

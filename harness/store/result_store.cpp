@@ -21,7 +21,8 @@ CREATE TABLE runs (
   started_at TEXT NOT NULL,
   finished_at TEXT,
   status TEXT NOT NULL CHECK (status IN ('running', 'complete', 'failures', 'interrupted')),
-  git_commit TEXT, build_type TEXT, torch_version TEXT, device TEXT, threads INTEGER, host TEXT
+  git_commit TEXT, build_type TEXT, torch_version TEXT, device TEXT, threads INTEGER, host TEXT,
+  warnings TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE cells (
   id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -127,8 +128,12 @@ ResultStore::ResultStore(const std::string& path) : path_(path) {
       create_schema();
       return;
     }
-    Statement version(db_, "SELECT version FROM schema_version");
-    const int64_t found = version.step() ? version.integer(0) : -1;
+    int64_t found = -1;
+    {
+      Statement version(db_, "SELECT version FROM schema_version");
+      found = version.step() ? version.integer(0) : -1;
+    }
+    if (found == 1) found = migrate_from_1();
     if (found != kSchemaVersion)
       throw InputError(path + ": schema_version is " + std::to_string(found) + ", this kvbench "
                        "reads version " + std::to_string(kSchemaVersion));
@@ -151,6 +156,15 @@ void ResultStore::exec(const std::string& sql) const {
   }
 }
 
+// Version 2 added runs.warnings; version-1 databases gain the column (empty) in place.
+int64_t ResultStore::migrate_from_1() {
+  exec("BEGIN IMMEDIATE");
+  exec("ALTER TABLE runs ADD COLUMN warnings TEXT NOT NULL DEFAULT ''");
+  exec("UPDATE schema_version SET version = 2");
+  exec("COMMIT");
+  return 2;
+}
+
 void ResultStore::create_schema() {
   exec("BEGIN IMMEDIATE");
   exec(kSchema);
@@ -169,6 +183,11 @@ int64_t ResultStore::begin_run(const RunInfo& r) {
       .bind(5, r.git_commit).bind(6, r.build_type).bind(7, r.torch_version).bind(8, r.device)
       .bind(9, int64_t(r.threads)).bind(10, r.host).run();
   return sqlite3_last_insert_rowid(db_);
+}
+
+void ResultStore::add_run_warning(int64_t run_id, const std::string& warning) {
+  Statement s(db_, "UPDATE runs SET warnings = warnings || ? || char(10) WHERE id = ?");
+  s.bind(1, warning).bind(2, run_id).run();
 }
 
 void ResultStore::finish_run(int64_t run_id, const std::string& status) {
@@ -300,14 +319,20 @@ std::map<std::string, double> ResultStore::sample_metric(int64_t cell_id,
 
 std::vector<std::pair<std::string, std::string>> ResultStore::run_fields(int64_t run_id) const {
   Statement s(db_, "SELECT suite, command, started_at, coalesce(finished_at, ''), status, "
-                   "git_commit, build_type, torch_version, device, threads, host FROM runs "
-                   "WHERE id = ?");
+                   "git_commit, build_type, torch_version, device, threads, host, warnings "
+                   "FROM runs WHERE id = ?");
   s.bind(1, run_id);
   if (!s.step()) throw InputError(path_ + ": no run with id " + std::to_string(run_id));
   const char* names[] = {"suite", "command", "started", "finished", "status", "git commit",
-                         "build type", "LibTorch", "device", "threads", "host"};
+                         "build type", "LibTorch", "device", "threads", "host", "warnings"};
   std::vector<std::pair<std::string, std::string>> fields;
   for (int i = 0; i < 11; ++i) fields.emplace_back(names[i], s.text(i));
+  // One line per warning; shown only when there are any.
+  if (std::string w = s.text(11); !w.empty()) {
+    while (!w.empty() && w.back() == '\n') w.pop_back();
+    for (size_t pos; (pos = w.find('\n')) != std::string::npos;) w.replace(pos, 1, "; ");
+    fields.emplace_back(names[11], w);
+  }
   return fields;
 }
 

@@ -43,7 +43,7 @@ struct CellRow {
 
 class ResultStore {
  public:
-  static constexpr int kSchemaVersion = 1;
+  static constexpr int kSchemaVersion = 2;  // 2: runs.warnings
 
   // Opens (creating the file, its folder and the schema on first use). A database with another
   // schema version is an InputError.
@@ -54,6 +54,8 @@ class ResultStore {
 
   int64_t begin_run(const RunInfo& info);
   void finish_run(int64_t run_id, const std::string& status);
+  // Appends one line to the run's warnings (provenance: what the run let through).
+  void add_run_warning(int64_t run_id, const std::string& warning);
   // Deletes every run and cell of `suite` (for --fresh).
   void forget_suite(const std::string& suite);
 
@@ -82,6 +84,7 @@ class ResultStore {
  private:
   void exec(const std::string& sql) const;
   void create_schema();
+  int64_t migrate_from_1();  // returns the new version
   std::string path_;
   sqlite3* db_ = nullptr;
 };

@@ -8,7 +8,7 @@ namespace kvb::tok {
 
 std::vector<int> BpeTokenizer::encode(const std::string& text, bool add_bos) const {
   std::vector<int> ids;
-  if (add_bos && bos_id_ >= 0) ids.push_back(bos_id_);
+  if (add_bos) ids = prefix_ids_;
   for (const AddedTokens::Piece& piece : parts_.added.split(text)) {
     if (piece.id >= 0) {
       ids.push_back(piece.id);

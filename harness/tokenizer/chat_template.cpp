@@ -7,7 +7,7 @@
 namespace kvb {
 namespace {
 
-constexpr const char* kKnownTemplates = "none, llama2, mistral, llama3, qwen2, chatml";
+constexpr const char* kKnownTemplates = "none, llama2, mistral, llama3, qwen2, chatml, glm4";
 
 // chat_template is a string, or a list of {"name", "template"} (the "default" one is used).
 std::string template_text(const nlohmann::json& value) {
@@ -40,6 +40,11 @@ std::string apply_chat_template(const std::string& template_name, const std::str
   if (template_name == "qwen2" || template_name == "chatml") {
     return "<|im_start|>user\n" + user_message + "<|im_end|>\n<|im_start|>assistant\n";
   }
+  if (template_name == "glm4") {
+    // GLM-4's template starts with "[gMASK]<sop>", which its tokenizer's post-processor adds
+    // as the BOS prefix (encode with add_bos), so the text here starts at the user turn.
+    return "<|user|>\n" + user_message + "<|assistant|>";
+  }
   throw InputError("chat template: unknown name \"" + template_name + "\" (known: " +
                    kKnownTemplates + ")");
 }
@@ -54,6 +59,7 @@ std::string detect_chat_template(const nlohmann::json& tokenizer_config) {
     const std::string cls = tokenizer_config.value("tokenizer_class", "");
     return cls.rfind("Qwen2", 0) == 0 ? "qwen2" : "chatml";
   }
+  if (contains(text, "[gMASK]") && contains(text, "<|user|>")) return "glm4";
   if (contains(text, "[INST]")) return contains(text, "<<SYS>>") ? "llama2" : "mistral";
   throw InputError("tokenizer_config.json: chat_template: not one of the known families (" +
                    std::string(kKnownTemplates) + "); name a template explicitly");

@@ -1,6 +1,7 @@
 #include "harness/tokenizer/normalizer.h"
 
 #include "harness/tokenizer/json_fields.h"
+#include "harness/tokenizer/nfc.h"
 
 namespace kvb::tok {
 
@@ -43,9 +44,10 @@ void Normalizer::add(const nlohmann::json& normalizer, const std::string& file,
               required_string(normalizer, "content", file, field)};
     if (step.text.empty()) fail(file, pattern_field + ".String", "empty");
     steps_.push_back(std::move(step));
-  } else if (type != "NFC") {
-    // NFC (Qwen2) is accepted as the identity: composing needs Unicode's composition tables,
-    // and benchmark text is already NFC in practice. Anything else would silently change ids.
+  } else if (type == "NFC") {  // Qwen2 / Qwen3
+    steps_.push_back({Step::Kind::kNfc, "", ""});
+  } else {
+    // NFD, NFKC, Lowercase, Strip, ... would silently change ids if skipped.
     fail(file, join_field(field, "type"), "unsupported normalizer \"" + type + "\"");
   }
 }
@@ -53,10 +55,16 @@ void Normalizer::add(const nlohmann::json& normalizer, const std::string& file,
 std::string Normalizer::apply(std::string_view text) const {
   std::string out(text);
   for (const Step& step : steps_) {
-    if (step.kind == Step::Kind::kPrepend) {
-      if (!out.empty()) out.insert(0, step.text);
-    } else {
-      out = replace_all(out, step.text, step.replacement);
+    switch (step.kind) {
+      case Step::Kind::kPrepend:
+        if (!out.empty()) out.insert(0, step.text);
+        break;
+      case Step::Kind::kReplace:
+        out = replace_all(out, step.text, step.replacement);
+        break;
+      case Step::Kind::kNfc:
+        out = unicode::nfc(out);
+        break;
     }
   }
   return out;

@@ -49,46 +49,66 @@ int require_token(const tok::BpeTokenizer& tokenizer, const std::string& token,
   return id;
 }
 
-// The special token a TemplateProcessing post-processor puts before a single sequence, or -1.
-int post_processor_bos(const json& processor, const tok::BpeTokenizer& tokenizer,
-                       const std::string& file) {
-  if (!processor.is_object()) return -1;
+// The special tokens a TemplateProcessing post-processor puts before a single sequence
+// (Llama 3: <|begin_of_text|>; GLM-4: [gMASK] <sop>); empty when there is none. A template that
+// adds tokens after the sequence is refused: encode() would silently leave them out.
+std::vector<int> post_processor_prefix(const json& processor, const tok::BpeTokenizer& tokenizer,
+                                       const std::string& file) {
+  if (!processor.is_object()) return {};
   const std::string type = processor.value("type", "");
   if (type == "Sequence" && processor.contains("processors") && processor["processors"].is_array()) {
     for (const json& inner : processor["processors"]) {
-      if (const int id = post_processor_bos(inner, tokenizer, file); id >= 0) return id;
+      if (std::vector<int> ids = post_processor_prefix(inner, tokenizer, file); !ids.empty()) return ids;
     }
-    return -1;
+    return {};
   }
-  if (type != "TemplateProcessing") return -1;
+  if (type != "TemplateProcessing") return {};
   const json& single = tok::required(processor, "single", file, "post_processor");
-  if (!single.is_array() || single.empty() || !single[0].is_object() ||
-      !single[0].contains("SpecialToken")) {
-    return -1;
+  if (!single.is_array()) return {};
+  std::vector<int> prefix;
+  bool after_sequence = false;
+  for (size_t i = 0; i < single.size(); ++i) {
+    const std::string field = "post_processor.single[" + std::to_string(i) + "]";
+    if (!single[i].is_object() || !single[i].contains("SpecialToken")) {
+      after_sequence = true;
+      continue;
+    }
+    if (after_sequence) fail(file, field, "special tokens after the sequence are not supported");
+    const std::string name = tok::required_string(single[i]["SpecialToken"], "id", file, field + ".SpecialToken");
+    prefix.push_back(require_token(tokenizer, name, file, field + ".SpecialToken.id"));
   }
-  const std::string name =
-      tok::required_string(single[0]["SpecialToken"], "id", file, "post_processor.single[0].SpecialToken");
-  return require_token(tokenizer, name, file, "post_processor.single[0].SpecialToken.id");
+  return prefix;
 }
 
 struct SpecialIds {
-  int bos = -1;
+  std::vector<int> prefix;  // what encode(text, add_bos=true) puts first
   std::vector<int> eos;
   bool add_bos = false;
 };
 
 // tokenizer_config.json decides (add_bos_token, bos_token, eos_token); without it, the
-// post-processor's template tells whether and which BOS is added.
+// post-processor's template tells whether and which BOS is added. A template of several
+// special tokens (GLM-4's [gMASK] <sop>) is added whole.
 SpecialIds special_ids(const tok::BpeTokenizer& tokenizer, const json& tokenizer_json,
                        const json& config, const std::string& json_file,
                        const std::string& config_file) {
   SpecialIds ids;
-  const int template_bos =
-      post_processor_bos(tokenizer_json.value("post_processor", json()), tokenizer, json_file);
+  const std::vector<int> template_prefix =
+      post_processor_prefix(tokenizer_json.value("post_processor", json()), tokenizer, json_file);
   const std::string bos = config_token(config, "bos_token", config_file);
-  ids.bos = bos.empty() ? template_bos : require_token(tokenizer, bos, config_file, "bos_token");
-  ids.add_bos = tok::optional_bool(config, "add_bos_token", template_bos >= 0, config_file, "");
-  if (ids.add_bos && ids.bos < 0) fail(config_file, "add_bos_token", "true, but there is no bos_token");
+  const int config_bos = bos.empty() ? -1 : require_token(tokenizer, bos, config_file, "bos_token");
+  if (template_prefix.size() > 1) {
+    if (config_bos >= 0 && config_bos != template_prefix[0])
+      fail(config_file, "bos_token", "\"" + bos + "\" is not the first token of tokenizer.json's "
+                                     "post_processor template");
+    ids.prefix = template_prefix;
+  } else if (config_bos >= 0) {
+    ids.prefix = {config_bos};
+  } else {
+    ids.prefix = template_prefix;
+  }
+  ids.add_bos = tok::optional_bool(config, "add_bos_token", !template_prefix.empty(), config_file, "");
+  if (ids.add_bos && ids.prefix.empty()) fail(config_file, "add_bos_token", "true, but there is no bos_token");
   const std::string eos = config_token(config, "eos_token", config_file);
   if (!eos.empty()) ids.eos.push_back(require_token(tokenizer, eos, config_file, "eos_token"));
   return ids;
@@ -151,7 +171,8 @@ std::unique_ptr<Tokenizer> Tokenizer::from_json(const json& tokenizer_json,
 
   SpecialIds ids = special_ids(*tokenizer, tokenizer_json, tokenizer_config, json_file, config_file);
   Tokenizer& base = *tokenizer;
-  base.bos_id_ = ids.bos;
+  base.bos_id_ = ids.prefix.empty() ? -1 : ids.prefix[0];
+  base.prefix_ids_ = std::move(ids.prefix);
   base.eos_ids_ = std::move(ids.eos);
   base.add_bos_ = ids.add_bos;
   return tokenizer;

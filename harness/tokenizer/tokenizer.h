@@ -11,7 +11,8 @@ namespace kvb {
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
-  // Text -> ids, with BOS prepended when `add_bos` (and the tokenizer has one).
+  // Text -> ids, with BOS prepended when `add_bos` (and the tokenizer has one; GLM-4's
+  // tokenizer prepends two special tokens, [gMASK] <sop>).
   // Special/added tokens written literally in `text` (e.g. "<s>", "<|eot_id|>") map to their ids.
   virtual std::vector<int> encode(const std::string& text, bool add_bos) const = 0;
   // Ids -> text; special tokens are skipped when `skip_special`.
@@ -34,6 +35,7 @@ class Tokenizer {
 
  protected:
   int bos_id_ = -1;
+  std::vector<int> prefix_ids_;  // what add_bos prepends: {bos_id_}, or a template's tokens
   std::vector<int> eos_ids_;
   bool add_bos_ = true;
 };

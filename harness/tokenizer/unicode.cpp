@@ -44,6 +44,22 @@ size_t decode_utf8(std::string_view s, size_t pos, char32_t* cp) {
   return 1;
 }
 
+std::u32string to_code_points(std::string_view utf8) {
+  std::u32string out;
+  for (size_t pos = 0; pos < utf8.size();) {
+    char32_t cp;
+    pos += decode_utf8(utf8, pos, &cp);
+    out.push_back(cp);
+  }
+  return out;
+}
+
+std::string to_utf8(const std::u32string& code_points) {
+  std::string out;
+  for (char32_t cp : code_points) append_utf8(cp, &out);
+  return out;
+}
+
 void append_utf8(char32_t cp, std::string* out) {
   if (cp < 0x80) {
     out->push_back(static_cast<char>(cp));

@@ -17,6 +17,10 @@ size_t decode_utf8(std::string_view s, size_t pos, char32_t* cp);
 // Appends the UTF-8 encoding of `cp` to `out`.
 void append_utf8(char32_t cp, std::string* out);
 
+// Whole strings: UTF-8 -> code points (invalid bytes as kReplacementChar) and back.
+std::u32string to_code_points(std::string_view utf8);
+std::string to_utf8(const std::u32string& code_points);
+
 // Bytes -> valid UTF-8: each maximal invalid subsequence becomes one U+FFFD.
 std::string utf8_lossy(std::string_view bytes);
 

@@ -304,9 +304,8 @@ std::vector<std::vector<int64_t>> InfiniGen::select_sparse(int layer, const at::
   const LayerWeights& w = context_.model->layers[layer];
   const int64_t Hq = context_.num_heads, d = context_.head_dim, g = context_.group_size();
   // q~ = RoPE(x_i Wq_{i+1}): [Hq, d]
-  at::Tensor q_spec = apply_rope(at::linear(x, w.wq, w.bq).view({Hq, 1, d}),
-                                 at::full({1}, position_, at::kLong), context_.model->inv_freq)
-                          .view({Hq, d}).to(at::kFloat);
+  at::Tensor q_spec = layer_queries(*context_.model, w, x, at::full({1}, position_, at::kLong))
+                          .reshape({Hq, d}).to(at::kFloat);
   const double scale = 1.0 / std::sqrt(double(d));
   const at::Tensor& skew = calibration().skew[layer];
 

@@ -127,9 +127,10 @@ TEST(LongBenchLoader, InputErrors) {
   const std::string no_answers = error_of(make({{"dataset", "hotpotqa"}, {"data_dir", kFixtures + "/no_answers"}}));
   EXPECT_NE(no_answers.find("hotpotqa.jsonl:1"), std::string::npos) << no_answers;
   EXPECT_NE(no_answers.find("answers"), std::string::npos) << no_answers;
-  const std::string chinese = error_of(make({{"dataset", "vcsum"}, {"data_dir", kFixtures + "/good"}}));
-  EXPECT_NE(chinese.find("needs jieba segmentation, not supported yet"), std::string::npos) << chinese;
-  EXPECT_NE(chinese.find("dataset"), std::string::npos) << chinese;
+  const std::string chinese = error_of(make({{"dataset", "vcsum"}, {"data_dir", kFixtures + "/good"},
+                                             {"jieba_dict", "/nonexistent/dict.txt"}}));
+  EXPECT_NE(chinese.find("/nonexistent/dict.txt"), std::string::npos) << chinese;
+  EXPECT_NE(chinese.find("jieba_dict"), std::string::npos) << chinese;
   const std::string unknown = error_of(make({{"dataset", "hotpot"}, {"data_dir", kFixtures + "/good"}}));
   EXPECT_NE(unknown.find("hotpotqa"), std::string::npos) << unknown;  // lists the known ones
   const std::string no_dir = error_of(make({{"dataset", "hotpotqa"}}));

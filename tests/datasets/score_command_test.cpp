@@ -1,6 +1,5 @@
 // kvbench score --dataset NAME FILE.jsonl, through the binary.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <array>
 #include <cstdio>
@@ -11,23 +10,6 @@
 namespace kvb {
 namespace {
 
-struct CliRun {
-  int code;
-  std::string output;  // stdout and stderr
-};
-
-CliRun kvbench(const std::string& args) {
-  const std::string cmd = std::string(KVBENCH_BINARY) + " " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  CliRun r{-1, ""};
-  if (!pipe) return r;
-  std::array<char, 512> buf;
-  while (fgets(buf.data(), int(buf.size()), pipe)) r.output += buf.data();
-  const int status = pclose(pipe);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
 TEST(ScoreCommand, PrintsTheDatasetScore) {
   test::TempDir tmp;
   std::ofstream(tmp.file("hotpotqa.jsonl"))
@@ -35,7 +17,7 @@ TEST(ScoreCommand, PrintsTheDatasetScore) {
       << R"({"pred": "London", "answers": ["Paris", "Lyon"], "all_classes": null, "length": 12})" "\n"
       << R"({"pred": "the city of Paris", "answers": ["Paris"], "all_classes": null, "length": 9})" "\n";
   // Scores 1, 0 and F1([city, of, paris], [paris]) = 0.5: round(100 * 1.5 / 3, 2) = 50.
-  const CliRun r = kvbench("score --dataset hotpotqa " + tmp.file("hotpotqa.jsonl"));
+  const test::CliRun r = test::run_kvbench("score --dataset hotpotqa " + tmp.file("hotpotqa.jsonl"));
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("hotpotqa 50.00"), std::string::npos) << r.output;
 }
@@ -44,7 +26,7 @@ TEST(ScoreCommand, ClassificationUsesAllClasses) {
   test::TempDir tmp;
   std::ofstream(tmp.file("trec.jsonl"))
       << R"({"pred": "City\nCountry", "answers": ["City"], "all_classes": ["City", "Country"], "length": 1})" "\n";
-  const CliRun r = kvbench("score --dataset trec " + tmp.file("trec.jsonl"));
+  const test::CliRun r = test::run_kvbench("score --dataset trec " + tmp.file("trec.jsonl"));
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("trec 100.00"), std::string::npos) << r.output;
 }
@@ -54,17 +36,17 @@ TEST(ScoreCommand, BadLinesExitTwoWithTheLineNumber) {
   std::ofstream(tmp.file("bad.jsonl"))
       << R"({"pred": "a", "answers": ["a"], "all_classes": null, "length": 1})" "\n"
       << R"({"pred": "a", "all_classes": null})" "\n";
-  CliRun r = kvbench("score --dataset hotpotqa " + tmp.file("bad.jsonl"));
+  test::CliRun r = test::run_kvbench("score --dataset hotpotqa " + tmp.file("bad.jsonl"));
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("bad.jsonl:2"), std::string::npos) << r.output;
   std::ofstream(tmp.file("broken.jsonl")) << "{not json\n";
-  r = kvbench("score --dataset hotpotqa " + tmp.file("broken.jsonl"));
+  r = test::run_kvbench("score --dataset hotpotqa " + tmp.file("broken.jsonl"));
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("broken.jsonl:1"), std::string::npos) << r.output;
-  r = kvbench("score --dataset dureader " + tmp.file("broken.jsonl"));
+  r = test::run_kvbench("score --dataset dureader --jieba-dict /nonexistent/dict.txt " + tmp.file("broken.jsonl"));
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.output.find("jieba"), std::string::npos) << r.output;
-  r = kvbench("score --dataset hotpotqa " + tmp.file("missing.jsonl"));
+  r = test::run_kvbench("score --dataset hotpotqa " + tmp.file("missing.jsonl"));
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.output.find("missing.jsonl"), std::string::npos) << r.output;
 }

@@ -47,14 +47,15 @@ TEST(RecordScore, MaxOverAnswersAndFirstLineRule) {
   EXPECT_EQ(longbench_record_score("hotpotqa", "\n\nParis\nLondon", {"London"}, {}) > 0, true);
 }
 
-TEST(RecordScore, ChineseWordMetricsAreRefusedLoudly) {
-  try {
-    longbench_record_score("dureader", "x", {"y"}, {});
-    FAIL() << "expected InputError";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("jieba"), std::string::npos) << e.what();
-  }
-  EXPECT_EQ(longbench_unsupported_reason("lsht"), "");  // classification: no segmentation
+TEST(RecordScore, ChineseWordMetricsUseJieba) {
+  // Scored in tests/datasets/metrics/longbench_zh_metrics_test.cpp.
+  EXPECT_EQ(longbench_metric_name("multifieldqa_zh"), "qa_f1_zh_score");
+  EXPECT_EQ(longbench_metric_name("dureader"), "rouge_zh_score");
+  EXPECT_EQ(longbench_metric_name("vcsum"), "rouge_zh_score");
+  EXPECT_TRUE(longbench_needs_jieba("vcsum"));
+  EXPECT_FALSE(longbench_needs_jieba("lsht"));  // classification: no segmentation
+  EXPECT_THROW(longbench_record_score("dureader", "x", {"y"}, {}, "/nonexistent/dict.txt"),
+               InputError);
 }
 
 TEST(Rouge, RepeatedWordsCountOnceUnlikeTextbookLcs) {

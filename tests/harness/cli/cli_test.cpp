@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -17,6 +18,7 @@
 
 #include "datasets/dataset.h"
 #include "harness/engine/llama_model.h"
+#include "harness/model/model_config.h"
 #include "harness/suite/suite.h"
 #include "methods/method.h"
 #include "tests/test_util.h"
@@ -284,8 +286,12 @@ TEST(CliRun, FailingCellExitsOne) {
 TEST(CliList, MethodsDatasetsSuites) {
   test::TempDir dir;
   const std::vector<Output> r = kvbench_all(
-      {{"list", "methods"}, {"list", "datasets"}, {"list", "suites"}, {"list", "foo"}, {"list"}},
+      {{"list", "methods"}, {"list", "datasets"}, {"list", "suites"}, {"list", "foo"}, {"list"},
+       {"list", "config-keys"}},
       dir.path());
+  EXPECT_EQ(r[5].code, 0) << describe(r[5]);
+  for (const ConfigKey& k : config_key_table())
+    EXPECT_TRUE(contains(r[5].out, std::string("  ") + k.key + ": ")) << k.key << " not listed";
   EXPECT_EQ(r[0].code, 0) << describe(r[0]);
   for (const char* m : {"full", "streaming_llm", "oracle_topk", "defaults:", "\"sinks\":4"})
     EXPECT_TRUE(contains(r[0].out, m)) << m << " missing:\n" << r[0].out;
@@ -370,6 +376,57 @@ TEST(CliForward, WritesLogits) {
   // The last position's logits agree with the single-position output.
   for (size_t v = 0; v < vocab; v += 37)
     EXPECT_NEAR(a["logits"][2][v].get<double>(), j["logits"][v].get<double>(), 1e-5) << v;
+}
+
+// A saved random-tiny folder whose config.json gets `edit`.
+std::string model_with_config(const test::TempDir& dir, const std::function<void(json&)>& edit) {
+  const std::string model = dir.file("model");
+  save_model(*LlamaModel::from_reference("random-tiny"), model);
+  json config = json::parse(read_file(model + "/config.json"));
+  edit(config);
+  std::ofstream(model + "/config.json") << config.dump(2);
+  return model;
+}
+
+// config.json keys kvbench does not know, and rope forms that disagree, are refused with one
+// line and exit 2 by every command that loads a model; --allow-unknown-config-keys turns the
+// unknown keys into warnings, which `run` stores in the run's provenance.
+TEST(CliModelConfig, RefusedUnlessAllowedAndThenRecorded) {
+  test::TempDir dir;
+  const std::string model = model_with_config(dir, [](json& c) { c["fancy_attention"] = true; });
+  test::TempDir other;
+  const std::string disagreeing = model_with_config(other, [](json& c) {
+    c["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1e6}};
+  });
+  json suite = small_suite("configkeys");
+  suite["models"] = {model};
+  suite["methods"] = {"full"};
+  const std::string file = write_suite(dir, "configkeys.json", suite);
+  const std::string db = dir.file("k.db");
+  const std::vector<Output> r = kvbench_all(
+      {{"forward", "--model", model, "--tokens", "1,5", "--out", dir.file("a.json")},
+       {"forward", "--model", disagreeing, "--tokens", "1,5", "--out", dir.file("b.json")},
+       {"run", file, "--db", db, "--threads", "1"},
+       {"forward", "--model", model, "--tokens", "1,5", "--out", dir.file("c.json"),
+        "--allow-unknown-config-keys"}},
+      dir.path());
+  for (int i : {0, 1, 2}) {
+    EXPECT_EQ(r[size_t(i)].code, 2) << describe(r[size_t(i)]);
+    EXPECT_EQ(lines(r[size_t(i)].err), 1u) << describe(r[size_t(i)]);
+  }
+  EXPECT_TRUE(contains(r[0].err, model + "/config.json: field 'fancy_attention': unknown key")) << r[0].err;
+  EXPECT_TRUE(contains(r[1].err, "'rope_parameters': disagrees with rope_theta/rope_scaling")) << r[1].err;
+  EXPECT_FALSE(std::filesystem::exists(db)) << "a refused run wrote its database";
+  EXPECT_EQ(r[3].code, 0) << describe(r[3]);
+  EXPECT_TRUE(contains(r[3].err, "warning: " + model + "/config.json: unknown key 'fancy_attention'"))
+      << r[3].err;
+
+  const Output allowed =
+      kvbench({"run", file, "--db", db, "--threads", "1", "--allow-unknown-config-keys"}, dir.path());
+  EXPECT_EQ(allowed.code, 0) << describe(allowed);
+  const Output show = kvbench({"show", "--db", db}, dir.path());
+  EXPECT_TRUE(contains(show.out, "warnings: " + model + "/config.json: unknown key 'fancy_attention' "
+                                 "ignored (--allow-unknown-config-keys)")) << show.out;
 }
 
 // Counts of cells by status, read through a read-only connection; nullopt while unreadable.

@@ -213,9 +213,87 @@ TEST_F(BrokenFolder, IndexPointingToMissingShardNamesIndexTensorAndShard) {
                                        "model-00002-of-00003.safetensors", "does not exist"});
 }
 
+TEST_F(BrokenFolder, TensorTheModelDoesNotUseIsRefused) {
+  // Llama with attention_bias false has no o_proj bias: ignoring it would change the math.
+  edit_weights([](auto& t) { t["model.layers.0.self_attn.o_proj.bias"] = at::ones({64}); });
+  expect_input_error([&] { load(); }, {dir_ + "/model.safetensors",
+                                       "model.layers.0.self_attn.o_proj.bias", "not part of a llama"});
+}
+
+TEST_F(BrokenFolder, TiedModelWithADifferentHeadIsRefused) {
+  edit_weights([](auto& t) { t["lm_head.weight"] = t["model.embed_tokens.weight"] * 2.0; });
+  expect_input_error([&] { load(); }, {dir_ + "/config.json", "tie_word_embeddings",
+                                       "lm_head.weight differs"});
+}
+
+TEST_F(BrokenFolder, TiedModelWithAnEqualHeadLoads) {
+  edit_weights([](auto& t) { t["lm_head.weight"] = t["model.embed_tokens.weight"].clone(); });
+  EXPECT_TRUE(at::equal(prompt_logits(*LlamaModel::load(dir_)), prompt_logits(*model_)));
+}
+
 TEST_F(BrokenFolder, NoModelFileNamesFolder) {
   fs::remove(dir_ + "/model.safetensors");
   expect_input_error([&] { load(); }, {dir_ + ": no model.safetensors or model.safetensors.index.json"});
+}
+
+// The same checkpoint with its config.json written by transformers >= 5 (rope_parameters)
+// gives the same logits as with the older layout, for every supported rope type.
+TEST(ConfigGenerations, RopeParametersAndRopeScalingGiveIdenticalLogits) {
+  const json scalings[] = {
+      nullptr,
+      {{"rope_type", "linear"}, {"factor", 4.0}},
+      {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0},
+       {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 16}}};
+  for (const json& scaling : scalings) {
+    SCOPED_TRACE(scaling.dump());
+    TempDir tmp;
+    ModelConfig c = random_tiny_config();
+    c.rope_theta = 5e5;
+    c.rope_scaling = ModelConfig::from_json(
+        [&] { json j = c.to_json(); j["rope_scaling"] = scaling; return j; }(), "x").rope_scaling;
+    auto model = LlamaModel::random(c, 5);
+    save_model(*model, tmp.file("old"));
+    save_model(*model, tmp.file("new"));
+    json config = read_json_file(tmp.file("new/config.json"));
+    json parameters = scaling.is_null() ? json{{"rope_type", "default"}} : scaling;
+    parameters["rope_theta"] = config["rope_theta"];
+    config.erase("rope_theta");
+    config.erase("rope_scaling");
+    config["rope_parameters"] = parameters;
+    std::ofstream(tmp.file("new/config.json")) << config.dump(2);
+    const at::Tensor old_logits = prompt_logits(*LlamaModel::load(tmp.file("old")));
+    EXPECT_TRUE(at::equal(prompt_logits(*LlamaModel::load(tmp.file("new"))), old_logits));
+    // The rope settings matter: a default-rope reading of the same weights differs.
+    if (!scaling.is_null()) {
+      config["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 5e5}};
+      std::ofstream(tmp.file("new/config.json")) << config.dump(2);
+      EXPECT_FALSE(at::allclose(prompt_logits(*LlamaModel::load(tmp.file("new"))), old_logits));
+    }
+  }
+}
+
+// Sliding-window attention is not implemented: contexts that would reach past the window are
+// refused; shorter ones are exact (the window removes nothing from them).
+TEST(SlidingWindow, ContextsBeyondTheWindowAreRefused) {
+  ModelConfig c = random_tiny_config();
+  c.model_type = "mistral";
+  c.sliding_window = 26;  // prompt_logits: 24 prompt tokens + 3 decode steps = 27 keys
+  auto model = LlamaModel::random(c, 1);
+  expect_input_error([&] { prompt_logits(*model); }, {"27 tokens", "sliding_window (26)"});
+  model->config.sliding_window = 27;
+  auto full = LlamaModel::random(random_tiny_config(), 1);
+  EXPECT_TRUE(at::equal(prompt_logits(*model), prompt_logits(*full)));
+}
+
+TEST(SaveModel, WritesGenerationConfigWithEveryStopId) {
+  ModelConfig c = random_tiny_config();
+  c.eos_token_ids = {2, 7};
+  TempDir tmp;
+  save_model(*LlamaModel::random(c, 0), tmp.file("m"));
+  const json gen = read_json_file(tmp.file("m/generation_config.json"));
+  EXPECT_EQ(gen["eos_token_id"], json({2, 7}));
+  EXPECT_EQ(gen["bos_token_id"], 1);
+  EXPECT_EQ(LlamaModel::load(tmp.file("m"))->tokenizer->eos_ids(), (std::vector<int>{2, 7}));
 }
 
 }  // namespace

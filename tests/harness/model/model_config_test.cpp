@@ -199,6 +199,36 @@ TEST(ModelConfig, ErrorsNameFileAndField) {
          j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 4.0},
                               {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}};
        }, "rope_scaling.high_freq_factor", "low_freq_factor < high_freq_factor"},
+      {"rope dynamic", [](json& j) { j["rope_scaling"] = {{"type", "dynamic"}, {"factor", 2.0}}; },
+       "rope_scaling.rope_type", "unsupported 'dynamic'"},
+      {"v5 yarn", [](json& j) {
+         j.erase("rope_theta");
+         j["rope_parameters"] = {{"rope_type", "yarn"}, {"rope_theta", 1e6}, {"factor", 4.0}};
+       }, "rope_parameters.rope_type", "unsupported 'yarn'"},
+      {"v5 unknown rope key", [](json& j) {
+         j.erase("rope_theta");
+         j["rope_parameters"] = {{"rope_type", "linear"}, {"rope_theta", 1e4}, {"factor", 2.0},
+                                 {"beta_fast", 32}};
+       }, "rope_parameters.beta_fast", "not understood for rope_type 'linear'"},
+      {"unknown top-level key", [](json& j) { j["quantization_config"] = json::object(); },
+       "quantization_config", "--allow-unknown-config-keys"},
+      {"gelu", [](json& j) { j["hidden_act"] = "gelu"; }, "hidden_act", "unsupported 'gelu'"},
+      {"mlp bias", [](json& j) { j["mlp_bias"] = true; }, "mlp_bias", "not implemented"},
+      {"mistral bias", [](json& j) { j["model_type"] = "mistral"; j["attention_bias"] = true; },
+       "attention_bias", "not implemented for mistral"},
+      {"llama partial rotary", [](json& j) { j["partial_rotary_factor"] = 0.5; },
+       "partial_rotary_factor", "only glm"},
+      {"llama sliding window", [](json& j) { j["sliding_window"] = 256; }, "sliding_window",
+       "no sliding-window attention"},
+      {"unknown layer type", [](json& j) { j["layer_types"] = {"full_attention", "chunked"}; },
+       "layer_types", "unsupported layer type"},
+      {"sliding layer without window", [](json& j) {
+         j["layer_types"] = {"full_attention", "sliding_attention"};
+       }, "layer_types", "needs sliding_window"},
+      {"encoder-decoder", [](json& j) { j["is_encoder_decoder"] = true; }, "is_encoder_decoder",
+       "must be false"},
+      {"model_type vs nothing", [](json& j) { j["model_type"] = "qwen3_moe"; }, "model_type",
+       "unsupported architecture 'qwen3_moe'"},
   };
   for (const BadConfig& c : cases) {
     SCOPED_TRACE(c.what);
@@ -209,6 +239,133 @@ TEST(ModelConfig, ErrorsNameFileAndField) {
     EXPECT_NE(msg.find(std::string("'") + c.field + "'"), std::string::npos) << msg;
     EXPECT_NE(msg.find(c.fragment), std::string::npos) << msg;
   }
+}
+
+// transformers >= 5 writes the rope settings as rope_parameters; the older layout writes
+// rope_theta + rope_scaling. Both forms of each rope type read to the same config.
+struct RopeForms {
+  const char* what;
+  json legacy_scaling;  // rope_scaling (null: none)
+  json parameters;      // rope_parameters
+  double theta;
+};
+
+std::vector<RopeForms> rope_forms() {
+  return {{"default", nullptr, {{"rope_type", "default"}, {"rope_theta", 1e6}}, 1e6},
+          {"linear", {{"type", "linear"}, {"factor", 4.0}},
+           {{"rope_type", "linear"}, {"rope_theta", 1e4}, {"factor", 4.0}}, 1e4},
+          {"llama3",
+           {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0},
+            {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}},
+           {{"rope_type", "llama3"}, {"rope_theta", 5e5}, {"factor", 8.0}, {"low_freq_factor", 1.0},
+            {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}},
+           5e5}};
+}
+
+TEST(ModelConfig, BothRopeFormsReadTheSame) {
+  for (const RopeForms& f : rope_forms()) {
+    SCOPED_TRACE(f.what);
+    json legacy = llama();
+    legacy["rope_theta"] = f.theta;
+    legacy["rope_scaling"] = f.legacy_scaling;
+    json modern = llama();
+    modern.erase("rope_theta");
+    modern["rope_parameters"] = f.parameters;
+    const ModelConfig a = ModelConfig::from_json(legacy, kPath), b = ModelConfig::from_json(modern, kPath);
+    EXPECT_EQ(a.to_json(), b.to_json());
+    EXPECT_DOUBLE_EQ(b.rope_theta, f.theta);
+    EXPECT_EQ(b.rope_scaling.type, std::string(f.what) == "default" ? "none" : f.what);
+    // Both present and equal is fine too.
+    json both = modern;
+    both["rope_theta"] = f.theta;
+    both["rope_scaling"] = f.legacy_scaling;
+    EXPECT_EQ(ModelConfig::from_json(both, kPath).to_json(), a.to_json());
+  }
+}
+
+TEST(ModelConfig, DisagreeingRopeFormsAreRefusedNamingBoth) {
+  json j = llama();
+  j["rope_theta"] = 10000.0;
+  j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1e6}};
+  std::string msg = error_of(j);
+  EXPECT_NE(msg.find("'rope_parameters'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("rope_theta/rope_scaling"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("1e+06"), std::string::npos) << msg;
+  j = llama();
+  j["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
+  j["rope_parameters"] = {{"rope_type", "linear"}, {"rope_theta", 10000.0}, {"factor", 4.0}};
+  msg = error_of(j);
+  EXPECT_NE(msg.find("factor 4 vs rope_theta 10000, type linear, factor 2"), std::string::npos) << msg;
+}
+
+TEST(ModelConfig, UnknownKeysAllowedOnRequestAreListed) {
+  json j = llama();
+  j["quantization_config"] = {{"bits", 4}};
+  j["my_flag"] = true;
+  ModelConfig c = ModelConfig::from_json(j, kPath, /*allow_unknown_keys=*/true);
+  EXPECT_EQ(c.unknown_keys, (std::vector<std::string>{"my_flag", "quantization_config"}));
+}
+
+TEST(ModelConfig, KnownInertKeysOfRealCheckpointsAreAccepted) {
+  json j = llama();  // keys transformers writes for Llama 3.1 / Qwen3 / GLM-4 checkpoints
+  j.update({{"transformers_version", "5.17.0"}, {"dtype", "bfloat16"}, {"use_cache", true},
+            {"initializer_range", 0.02}, {"attention_dropout", 0.0}, {"pretraining_tp", 1},
+            {"mlp_bias", false}, {"hidden_act", "silu"}, {"pad_token_id", nullptr},
+            {"torch_dtype", "bfloat16"}, {"_name_or_path", "x"}});
+  EXPECT_TRUE(ModelConfig::from_json(j, kPath).unknown_keys.empty());
+  for (const ConfigKey& k : config_key_table()) EXPECT_TRUE(k.why && *k.why) << k.key;
+}
+
+TEST(ModelConfig, Qwen3AndGlmArchitectures) {
+  json q = llama();
+  q["model_type"] = "qwen3";
+  q["head_dim"] = 16;
+  q["attention_bias"] = false;
+  q["use_sliding_window"] = false;
+  q["sliding_window"] = nullptr;
+  q["max_window_layers"] = 28;
+  q["layer_types"] = {"full_attention", "full_attention"};
+  ModelConfig c = ModelConfig::from_json(q, kPath);
+  EXPECT_TRUE(c.has_qk_norm());
+  EXPECT_FALSE(c.attention_bias);
+  EXPECT_EQ(c.sliding_window, 0);
+  EXPECT_EQ(c.rotary_dim(), 16);
+  expect_round_trip(c);
+
+  json g = llama();
+  g["model_type"] = "glm";
+  g["head_dim"] = 16;
+  g["eos_token_id"] = {151329, 151336, 151338};
+  ModelConfig glm = ModelConfig::from_json(g, kPath);  // GlmConfig's defaults
+  EXPECT_TRUE(glm.attention_bias);
+  EXPECT_FALSE(glm.output_bias);
+  EXPECT_DOUBLE_EQ(glm.partial_rotary_factor, 0.5);
+  EXPECT_EQ(glm.rotary_dim(), 8);
+  EXPECT_TRUE(glm.has_interleaved_rope());
+  EXPECT_TRUE(glm.has_fused_gate_up());
+  expect_round_trip(glm);
+  g.erase("rope_theta");  // transformers >= 5 may put the factor inside rope_parameters
+  g["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 10000.0}, {"partial_rotary_factor", 0.25}};
+  EXPECT_EQ(ModelConfig::from_json(g, kPath).rotary_dim(), 4);
+}
+
+TEST(ModelConfig, SlidingWindowOnlyWhereALayerSlides) {
+  json m = llama();
+  m["model_type"] = "mistral";
+  m["sliding_window"] = 4096;
+  EXPECT_EQ(ModelConfig::from_json(m, kPath).sliding_window, 4096);
+  expect_round_trip(ModelConfig::from_json(m, kPath));
+  json q = llama();
+  q["model_type"] = "qwen2";
+  q["sliding_window"] = 4096;
+  q["use_sliding_window"] = false;
+  EXPECT_EQ(ModelConfig::from_json(q, kPath).sliding_window, 0);
+  q["use_sliding_window"] = true;
+  q["max_window_layers"] = 2;  // == num_hidden_layers: no layer slides
+  EXPECT_EQ(ModelConfig::from_json(q, kPath).sliding_window, 0);
+  q["max_window_layers"] = 1;
+  EXPECT_EQ(ModelConfig::from_json(q, kPath).sliding_window, 4096);
+  expect_round_trip(ModelConfig::from_json(q, kPath));
 }
 
 TEST(ModelConfig, NotAnObject) {

@@ -60,12 +60,12 @@ std::string open_error(const std::string& path) {
   return "";
 }
 
-TEST(ResultStoreSchema, CreatedWithVersionOne) {
+TEST(ResultStoreSchema, CreatedWithCurrentVersion) {
   test::TempDir dir;
   const std::string path = dir.file("sub/folder/r.db");  // folders are created
   {
     ResultStore store(path);
-    EXPECT_EQ(query_int(store.handle(), "SELECT version FROM schema_version"), 1);
+    EXPECT_EQ(query_int(store.handle(), "SELECT version FROM schema_version"), 2);
     EXPECT_EQ(query_int(store.handle(), "SELECT count(*) FROM schema_version"), 1);
     for (const char* table : {"runs", "cells", "samples", "metrics"})
       EXPECT_EQ(query_int(store.handle(), std::string("SELECT count(*) FROM sqlite_master WHERE "
@@ -85,16 +85,39 @@ TEST(ResultStoreSchema, CreatedWithVersionOne) {
 
 TEST(ResultStoreSchema, OtherVersionIsInputError) {
   test::TempDir dir;
-  const std::string path = dir.file("v2.db");
+  const std::string path = dir.file("v3.db");
   {
     ResultStore store(path);
-    ASSERT_EQ(sqlite3_exec(store.handle(), "UPDATE schema_version SET version = 2", nullptr,
+    ASSERT_EQ(sqlite3_exec(store.handle(), "UPDATE schema_version SET version = 3", nullptr,
                            nullptr, nullptr),
               SQLITE_OK);
   }
   const std::string m = open_error(path);
   EXPECT_NE(m.find(path), std::string::npos) << m;
-  EXPECT_NE(m.find("schema_version is 2"), std::string::npos) << m;
+  EXPECT_NE(m.find("schema_version is 3"), std::string::npos) << m;
+}
+
+// A version-1 database (no runs.warnings) is upgraded in place when opened; its runs keep
+// their provenance and get no warnings.
+TEST(ResultStoreSchema, VersionOneIsMigrated) {
+  test::TempDir dir;
+  const std::string path = dir.file("v1.db");
+  int64_t run = 0;
+  {
+    ResultStore store(path);
+    run = store.begin_run(RunInfo{"s", "{}", "kvbench run s", "abc", "Release", "1.13", "cpu", "h", 1});
+    ASSERT_EQ(sqlite3_exec(store.handle(), "ALTER TABLE runs DROP COLUMN warnings; "
+                           "UPDATE schema_version SET version = 1", nullptr, nullptr, nullptr),
+              SQLITE_OK);
+  }
+  ResultStore store(path);
+  EXPECT_EQ(query_int(store.handle(), "SELECT version FROM schema_version"), 2);
+  EXPECT_EQ(query_text(store.handle(), "SELECT warnings FROM runs"), "");
+  store.add_run_warning(run, "w1");
+  store.add_run_warning(run, "w2");
+  const auto fields = store.run_fields(run);
+  EXPECT_EQ(fields.back(), (std::pair<std::string, std::string>{"warnings", "w1; w2"}));
+  EXPECT_EQ(fields.front(), (std::pair<std::string, std::string>{"suite", "s"}));
 }
 
 TEST(ResultStoreSchema, EmptyVersionTableIsInputError) {

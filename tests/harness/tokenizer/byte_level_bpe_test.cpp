@@ -89,6 +89,37 @@ TEST(TokenizerByteLevel, Llama3RegexAndMerges) {
   EXPECT_EQ(tok->encode("xyz", false), Ids{266});
 }
 
+// GLM-4's tokenizer.json: Sequence[ByteLevel, TemplateProcessing("[gMASK] <sop> $A")] (here
+// with the fixture's two special tokens standing for [gMASK] and <sop>): both are the prefix.
+nlohmann::json glm_style_post_processor(bool token_after_sequence) {
+  auto special = [](const char* id) {
+    return nlohmann::json{{"SpecialToken", {{"id", id}, {"type_id", 0}}}};
+  };
+  nlohmann::json single = {special("<|endoftext|>"), special("<|eot_id|>"),
+                           {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}};
+  if (token_after_sequence) single.push_back(special("<|eot_id|>"));
+  return {{"type", "Sequence"},
+          {"processors", {{{"type", "ByteLevel"}, {"trim_offsets", false}},
+                          {{"type", "TemplateProcessing"}, {"single", single}}}}};
+}
+
+TEST(TokenizerByteLevel, TemplateOfTwoSpecialTokensIsTheWholePrefix) {
+  nlohmann::json j = tokenizer_test::byte_level_tokenizer_json(true);
+  j["post_processor"] = glm_style_post_processor(false);
+  auto tok = Tokenizer::from_json(j, nlohmann::json::object(), "glm");
+  EXPECT_TRUE(tok->add_bos_by_default());
+  EXPECT_EQ(tok->encode("ok", true), (Ids{267, 268, 111, 107}));
+  EXPECT_EQ(tok->encode("ok", false), (Ids{111, 107}));
+  // A template that appends after the sequence would be half-applied: refused.
+  j["post_processor"] = glm_style_post_processor(true);
+  try {
+    Tokenizer::from_json(j, nlohmann::json::object(), "glm");
+    ADD_FAILURE() << "accepted a special token after the sequence";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("special tokens after the sequence"), std::string::npos) << e.what();
+  }
+}
+
 TEST(TokenizerByteLevel, MultiByteUtf8) {
   auto tok = llama3();
   // "é日本": one word of letters; é and 日 merge, 本 stays three bytes.

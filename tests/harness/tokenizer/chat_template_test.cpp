@@ -18,6 +18,8 @@ TEST(TokenizerChatTemplate, Apply) {
   const std::string chatml = "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n";
   EXPECT_EQ(apply_chat_template("qwen2", "Hi"), chatml);
   EXPECT_EQ(apply_chat_template("chatml", "Hi"), chatml);
+  // GLM-4: "[gMASK]<sop>" is the tokenizer's BOS prefix, not part of the text.
+  EXPECT_EQ(apply_chat_template("glm4", "Hi"), "<|user|>\nHi<|assistant|>");
 }
 
 TEST(TokenizerChatTemplate, UnknownNameListsTheKnownOnes) {
@@ -57,6 +59,11 @@ TEST(TokenizerChatTemplate, Detect) {
                 {{"chat_template", json::array({{{"name", "tool_use"}, {"template", "x"}},
                                                 {{"name", "default"}, {"template", chatml}}})}}),
             "chatml");
+  EXPECT_EQ(detect_chat_template(
+                {{"chat_template", "[gMASK]<sop>{% for item in messages %}{% if item['role'] == "
+                                   "'user' %}<|user|>\n{{ item['content'] }}{% endif %}{% endfor %}"
+                                   "{% if add_generation_prompt %}<|assistant|>{% endif %}"}}),
+            "glm4");
   EXPECT_THROW(detect_chat_template({{"chat_template", "{{ messages }}"}}), InputError);
 }
 
