@@ -1,5 +1,5 @@
 // Engine throughput with the "full" method (no compression): prefill and decode tokens/s for
-//   stories260K (KVBENCH_SHARED, default <source>/../shared, + /models/stories260K) at 256
+//   stories260K (the shared folder, harness/common/shared_folder.h, + /models/stories260K) at 256
 //   and 512 tokens (its max_position_embeddings is 512),
 //   the embedded trained model kvbench-tiny (models/kvbench-tiny) at 1k and 2k tokens, and
 //   a random Llama-shaped model (8 layers, hidden 1024, 16 heads / 4 KV heads of 64,
@@ -16,6 +16,7 @@
 #include <memory>
 #include <thread>
 
+#include "harness/common/shared_folder.h"
 #include "harness/engine/llama_model.h"
 #include "harness/engine/session.h"
 
@@ -29,9 +30,7 @@ using ModelSource = std::function<std::shared_ptr<LlamaModel>()>;
 // nullptr when the folder is absent.
 std::shared_ptr<LlamaModel> stories260k() {
   static const std::shared_ptr<LlamaModel> model = [] {
-    const char* env = std::getenv("KVBENCH_SHARED");
-    const std::string shared = env ? env : KVBENCH_SOURCE_DIR "/../shared";
-    const std::string dir = shared + "/models/stories260K";
+    const std::string dir = shared_folder() + "/models/stories260K";
     return std::filesystem::exists(dir + "/model.safetensors") ? LlamaModel::load(dir) : nullptr;
   }();
   return model;

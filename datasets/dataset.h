@@ -49,6 +49,10 @@ struct DatasetInfo {
   std::string name;
   std::string description;
   std::string source;  // where its format comes from
+  // Params without a default, which a suite must give (shown by `kvbench list datasets`).
+  std::vector<std::string> required_params;
+  // Every other param with its default (`kvbench list datasets`).
+  std::function<json()> default_params;
   // Validates `params` (defaults filled in) and returns them normalised; InputError naming
   // `where` and the field.
   std::function<json(const json& params, const std::string& where)> normalise_params;
@@ -58,10 +62,19 @@ struct DatasetInfo {
 
 Registry<DatasetInfo>& dataset_registry();
 
+// A params struct's to_json() without the params that have no real default.
+inline json optional_params(json params, const std::vector<std::string>& required) {
+  for (const std::string& name : required) params.erase(name);
+  return params;
+}
+
 // Registers a dataset whose params type `Params` has static from_json(json, where) and
 // to_json(), and whose class has a constructor taking `const Params&`.
 template <typename DatasetClass, typename Params>
 DatasetInfo make_dataset_info(DatasetInfo info) {
+  info.default_params = [required = info.required_params] {
+    return optional_params(Params{}.to_json(), required);
+  };
   info.normalise_params = [](const json& params, const std::string& where) {
     return Params::from_json(params, where).to_json();
   };

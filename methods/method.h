@@ -8,6 +8,8 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "harness/common/registry.h"
@@ -38,6 +40,11 @@ struct Selection {
   bool all = true;  // every resident entry of every head
   // When !all: per KV head, logical indices into the layer's LayerKV (any order, unique).
   std::vector<std::vector<int64_t>> per_head;
+  // When !all and not empty (then per_head is ignored): per query head q (Hq lists), logical
+  // indices into KV head q / g's entries, each query head attending only to its own list: the
+  // per-query-head selection of references that repeat the KV (KVCache-Factory's SnapKV). The
+  // attended count of a KV head is the mean over its query heads.
+  std::vector<std::vector<int64_t>> per_query_head;
 
   static Selection everything() { return Selection{}; }
 };
@@ -58,6 +65,10 @@ class Method {
   // After every layer's prefill: for methods that decide across layers (KV-Compress).
   virtual void after_prefill(std::vector<LayerKV>& layers) {}
 
+  // A decode step begins, before any layer runs (the step's token is not appended yet): for
+  // methods that evict across layers while decoding (KV-Compress's continual compression).
+  virtual void on_decode_step(std::vector<LayerKV>& layers) {}
+
   // Decode step: the attention input of `layer` (after its RMSNorm), x: [1, D], before its
   // q/k/v projections. Called for every layer before that layer's on_append/select.
   virtual void on_attention_input(int layer, const at::Tensor& x, int64_t position) {}
@@ -72,7 +83,8 @@ class Method {
   }
 
   // After the decode attention: probs[h] is [g, n_h], the softmax of the group's query heads
-  // over the entries attended by KV head h (in the order of `selection`, or logical order).
+  // over the entries attended by KV head h (in the order of `selection`, or logical order);
+  // with a per-query-head selection, probs[q] is [1, n_q] for each of the Hq query heads.
   virtual void on_attention(int layer, const Selection& selection,
                             const std::vector<at::Tensor>& probs, LayerKV& kv) {}
 
@@ -88,6 +100,18 @@ class Method {
   MethodContext context_;
 };
 
+// The fewest and the most entries one KV head of a sparse layer attends at a decode step.
+struct AttendedRange {
+  double fewest = 0, most = 0;
+};
+
+// A named config that reproduces one reference implementation's defaults.
+struct MethodPreset {
+  std::string name;         // e.g. "kvpress": used as "snapkv:kvpress"
+  std::string description;  // the reference repository and file it follows, and what it sets
+  json config;              // the fields it sets; the method's defaults fill the rest
+};
+
 // How the registry describes a method (shown by `kvbench list methods`).
 struct MethodInfo {
   std::string name;      // suite name, e.g. "snapkv"
@@ -98,9 +122,19 @@ struct MethodInfo {
   // How far the measured attended entries per (layer, KV head) may sit from B at the first
   // decode step, averaged, and why (block-wise eviction, rounding in a per-head allocation).
   double budget_tolerance = 0.0;
+  // The method's own budget rule, for methods whose reference does not attend exactly B per KV
+  // head of a sparse layer (recent tokens on top of B, whole pages only, a data-dependent
+  // count): the range attended given the normalised config, B, the entries resident (n > B,
+  // the current one included) and the decode step (1 = the first). Unset: exactly B.
+  // Filled by make_method_info from `Config::attended(budget, entries, step)` when it exists.
+  std::function<AttendedRange(const json& config, int64_t budget, int64_t entries, int64_t step)>
+      attended;
   // Layers the method keeps dense by design (attend to everything); reported, not hidden.
   int dense_layers = 0;
   std::string fidelity;  // what it follows, and where it is not (yet) faithful
+  // Named configs reproducing a reference's defaults, usable as "<name>:<preset>" wherever a
+  // method name is (suites, --set method=, generate --method); declared in the method's file.
+  std::vector<MethodPreset> presets;
   // Validates `config` (defaults filled in) and returns it normalised; throws InputError
   // naming `where` and the field.
   std::function<json(const json& config, const std::string& where)> normalise_config;
@@ -116,10 +150,29 @@ struct MethodInfo {
 // Registry of methods. Order in listings: baselines, eviction, retrieval.
 Registry<MethodInfo>& method_registry();
 
+// A method name or "<method>:<preset>" resolved against the registry, with its config.
+struct MethodChoice {
+  const MethodInfo* info = nullptr;
+  std::string preset;  // empty: the method's own defaults
+  json config;         // normalised: the preset's fields, then `config`'s on top, then defaults
+};
+// InputError at `where` for an unknown method or preset (listing the known ones) or a bad
+// config; the config's own errors name `config_where`.
+MethodChoice resolve_method(const std::string& name, const json& config, const std::string& where,
+                            const std::string& config_where);
+
+// Whether a config type declares its method's budget rule: AttendedRange attended(B, n, step).
+template <typename C, typename = void>
+struct has_attended_rule : std::false_type {};
+template <typename C>
+struct has_attended_rule<C, std::void_t<decltype(std::declval<const C&>().attended(
+                                int64_t(), int64_t(), int64_t()))>> : std::true_type {};
+
 // Registers a method whose config type `Config` provides
 //   static Config from_json(const json&, const std::string& where)  (validates)
 //   json to_json() const
 //   void check_budget(int64_t budget, const std::string& where) const
+//   AttendedRange attended(int64_t budget, int64_t entries, int64_t step) const  (optional)
 // and whose class has a constructor taking `const Config&`.
 template <typename MethodClass, typename Config>
 MethodInfo make_method_info(MethodInfo info) {
@@ -129,6 +182,10 @@ MethodInfo make_method_info(MethodInfo info) {
   info.check_budget = [](const json& config, int64_t budget, const std::string& where) {
     Config::from_json(config, where).check_budget(budget, where);
   };
+  if constexpr (has_attended_rule<Config>::value)
+    info.attended = [](const json& config, int64_t budget, int64_t entries, int64_t step) {
+      return Config::from_json(config, "config").attended(budget, entries, step);
+    };
   info.create = [](const json& config) -> std::unique_ptr<Method> {
     return std::make_unique<MethodClass>(Config::from_json(config, "config"));
   };

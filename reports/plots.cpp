@@ -1,6 +1,7 @@
 #include "reports/plots.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -45,9 +46,6 @@ std::string number(double v) {
   std::snprintf(buf, sizeof(buf), "%.10g", v);
   return buf;
 }
-
-// "#1f77b4" -> 0x1f77b4, for `lc rgb variable`.
-std::string colour_int(const std::string& hex) { return std::to_string(std::stol(hex.substr(1), nullptr, 16)); }
 
 std::string datablock(const std::string& name, const std::vector<std::vector<double>>& rows) {
   std::string out = "$" + name + " << EOD\n";
@@ -97,29 +95,102 @@ std::string axes_for_budgets(const std::vector<int64_t>& budgets) {
 
 const char* kStyle = "set grid\nset key outside right top\nset border 3\nset tics nomirror\n";
 
-// One line per budgeted method over the budgets, each reference method a dashed level.
-std::string line_plot(const MetricTable& t, const std::map<std::string, std::string>& colours,
-                      const std::string& ylabel) {
-  std::string blocks, clauses;
-  for (size_t i = 0; i < t.methods.size(); ++i) {
-    const std::string& m = t.methods[i];
-    const std::string style = " lw 2 lc rgb " + quoted(colours.at(m));
-    if (t.is_reference(m)) {
-      clauses += (clauses.empty() ? "" : ", ") + number(t.at(m, 0)->mean) + " with lines dt 2" +
-                 style + " title " + quoted(m + " (reference)");
-      continue;
-    }
-    std::vector<std::vector<double>> rows;
+// The line of a method: its colour and dash (references always dashed).
+std::string line_style(const MethodStyle& style, bool reference, int width = 2) {
+  return " lw " + std::to_string(width) + " lc rgb " + quoted(style.colour) + " dt " +
+         (reference ? "2" : style.dash);
+}
+
+std::string point_style(const MethodStyle& style, const std::string& size = "1.3") {
+  return " pt " + std::to_string(style.point) + " ps " + size;
+}
+
+// A note in the bottom-left corner of the figure.
+std::string corner_note(const std::string& text) {
+  return "set label " + quoted(text) + " at screen 0.01, screen 0.025 font ',9' tc rgb '#555555'\n";
+}
+
+// One method's values over the budgets; a reference method's level repeats at every budget.
+struct Series {
+  std::string method;
+  bool reference = false;
+  std::vector<std::pair<int64_t, double>> points;
+};
+
+std::vector<Series> series_of(const MetricTable& t) {
+  std::vector<Series> out;
+  for (const std::string& m : t.methods) {
+    Series s{m, t.is_reference(m), {}};
     for (int64_t b : t.budgets)
-      if (auto s = t.at(m, b)) rows.push_back({double(b), s->mean});
-    if (rows.empty()) continue;
-    const std::string block = "m" + std::to_string(i);
-    blocks += datablock(block, rows);
-    clauses += (clauses.empty() ? "" : ", ") + ("$" + block) + " using 1:2 with linespoints pt 7" +
-               style + " title " + quoted(m);
+      if (auto v = t.at(m, b)) s.points.push_back({b, v->mean});
+    if (!s.points.empty()) out.push_back(s);
   }
-  return blocks + kStyle + "set title " + quoted(t.heading) + "\nset ylabel " + quoted(ylabel) +
-         "\n" + axes_for_budgets(t.budgets) + "plot " + clauses + "\n";
+  return out;
+}
+
+bool same_values(const Series& a, const Series& b) {
+  if (a.points.size() != b.points.size()) return false;
+  for (size_t i = 0; i < a.points.size(); ++i) {
+    const double x = a.points[i].second, y = b.points[i].second;
+    if (a.points[i].first != b.points[i].first || std::abs(x - y) > 1e-9 * std::max(1.0, std::abs(x)))
+      return false;
+  }
+  return true;
+}
+
+// The legend entry of series i; one drawn over an identical earlier series says so
+// ("h2o_prefill = snapkv"), since the earlier one is hidden under it.
+std::string legend(const std::vector<Series>& all, size_t i) {
+  const std::string title = all[i].method + (all[i].reference ? " (reference)" : "");
+  for (size_t j = 0; j < i; ++j)
+    if (same_values(all[i], all[j])) return title + " = " + all[j].method;
+  return title;
+}
+
+bool has_reference(const std::vector<Series>& all) {
+  return std::any_of(all.begin(), all.end(), [](const Series& s) { return s.reference; });
+}
+
+// The datablocks and the `plot` command of `all`: a line with markers per series, dashed for
+// references (a level when `references_as_levels`); a series over an identical earlier one
+// is drawn thinner, so that both show, and named as such in the legend.
+std::string plot_series(const std::vector<Series>& all, const std::map<std::string, MethodStyle>& styles,
+                        bool references_as_levels) {
+  std::string blocks, clauses;
+  for (size_t i = 0; i < all.size(); ++i) {
+    const Series& s = all[i];
+    const MethodStyle& style = styles.at(s.method);
+    const std::string title = legend(all, i);
+    const bool over_another = title.find(" = ") != std::string::npos;
+    std::string clause;
+    if (s.reference && references_as_levels) {
+      clause = number(s.points.front().second) + " with lines" + line_style(style, true);
+    } else {
+      std::vector<std::vector<double>> rows;
+      for (const auto& [x, value] : s.points) rows.push_back({double(x), value});
+      const std::string block = "s" + std::to_string(i);
+      blocks += datablock(block, rows);
+      clause = "$" + block + " using 1:2 with linespoints" +
+               point_style(style, over_another ? "0.8" : "1.3") +
+               line_style(style, s.reference, over_another ? 1 : 2);
+    }
+    clauses += (clauses.empty() ? "" : ", ") + clause + " title " + quoted(title);
+  }
+  return blocks + "plot " + clauses + "\n";
+}
+
+// One line per budgeted method over the budgets, each reference method a dashed level.
+std::string line_plot(const MetricTable& t, const std::map<std::string, MethodStyle>& styles,
+                      const std::string& ylabel) {
+  const std::vector<Series> all = series_of(t);
+  return kStyle + std::string("set title ") + quoted(t.heading) + "\nset ylabel " + quoted(ylabel) +
+         "\n" + (has_reference(all) ? "" : corner_note("No Full (reference) row in this run.")) +
+         axes_for_budgets(t.budgets) + plot_series(all, styles, /*references_as_levels=*/true);
+}
+
+// "perplexity (lower is better)": the unit of a table's values and which way is better.
+std::string axis_label(const MetricTable& t, const std::string& unit) {
+  return unit + " (" + better_direction(t.spec, t.unit) + ")";
 }
 
 // The average across groups when there is one, else the first group's table.
@@ -144,9 +215,9 @@ std::string method_tics(const std::vector<std::string>& methods) {
          number(double(methods.size()) - 0.4) + "]\n";
 }
 
-// Stacked bars per method at `budget`: selection (solid), attention, the rest of the step.
-std::optional<std::string> latency_plot(const ReportData& data, int64_t budget,
-                                        const std::map<std::string, std::string>& colours) {
+// Stacked bars per method at `budget`: selection, attention, the rest of the step; the methods
+// are named on the x axis, and the parts have one colour each, the legend's.
+std::optional<std::string> latency_plot(const ReportData& data, int64_t budget) {
   MetricSpec select{"select_ms_per_token", "", "", 1, 3}, attend{"attention_ms_per_token", "", "", 1, 3};
   auto sel = summary_table(data, select), att = summary_table(data, attend);
   auto dec = summary_table(data, *spec_named("decode_ms_per_token"));
@@ -157,30 +228,26 @@ std::optional<std::string> latency_plot(const ReportData& data, int64_t budget,
     auto s = sel->at(m, budget), a = att->at(m, budget), d = dec->at(m, budget);
     if (!s || !a || !d) continue;
     const double rest = std::max(0.0, d->mean - s->mean - a->mean);
-    rows.push_back({double(shown.size()), s->mean, a->mean, rest,
-                    double(std::stol(colour_int(colours.at(m))))});
+    rows.push_back({double(shown.size()), s->mean, a->mean, rest});
     shown.push_back(m);
   }
   if (rows.empty()) return std::nullopt;
-  const std::string bars = " with boxes lc rgb variable notitle";
-  return datablock("lat", rows) + kStyle + "set title " +
-         quoted("Decode latency per token at budget " + std::to_string(budget) +
-                " (reference methods at full KV)") +
-         "\nset ylabel 'ms per token'\nset yrange [0:*]\nset boxwidth 0.6\n"
-         "set style fill solid border lc rgb 'black'\n" + method_tics(shown) +
-         "plot $lat using 1:($2+$3+$4):5" + bars + " fs solid 0.2, $lat using 1:($2+$3):5" +
-         bars + " fs solid 0.55, $lat using 1:2:5" + bars + " fs solid 1.0, "
-         "keyentry with boxes fs solid 1.0 lc rgb 'gray30' title 'selection', "
-         "keyentry with boxes fs solid 0.55 lc rgb 'gray30' title 'attention', "
-         "keyentry with boxes fs solid 0.2 lc rgb 'gray30' title 'rest'\n";
+  // Drawn tallest first, each part over the one below it; the legend lists them top down.
+  return datablock("lat", rows) + kStyle + "set title \"Decode latency per token at budget " +
+         std::to_string(budget) + " (lower is better)\\nbudget-less methods (Full) attend the "
+         "whole KV\"\nset ylabel 'ms per token (lower is better)'\nset yrange [0:*]\nset boxwidth 0.6\n"
+         "set style fill solid 1.0 border lc rgb 'black'\n" + method_tics(shown) +
+         "plot $lat using 1:($2+$3+$4) with boxes lc rgb '#cccccc' title 'rest of the step', "
+         "$lat using 1:($2+$3) with boxes lc rgb '#4c72b0' title 'attention', "
+         "$lat using 1:2 with boxes lc rgb '#dd8452' title 'selection'\n";
 }
 
 bool at_budget(const CellData& c, int64_t budget) { return !c.budget || *c.budget == budget; }
 
 // Mean recall of each layer per method at `budget`, over groups and seeds.
 std::optional<std::string> recall_layer_plot(const ReportData& data, int64_t budget,
-                                             const std::map<std::string, std::string>& colours) {
-  std::string blocks, clauses;
+                                             const std::map<std::string, MethodStyle>& styles) {
+  std::vector<Series> all;
   const std::vector<std::string> methods = methods_of(data);
   for (size_t i = 0; i < methods.size(); ++i) {
     std::map<int, std::pair<double, int>> layers;  // layer -> (sum, count)
@@ -194,22 +261,21 @@ std::optional<std::string> recall_layer_plot(const ReportData& data, int64_t bud
         }
     }
     if (layers.empty()) continue;
-    std::vector<std::vector<double>> rows;
-    for (const auto& [layer, acc] : layers) rows.push_back({double(layer), acc.first / acc.second});
-    const std::string block = "r" + std::to_string(i);
-    blocks += datablock(block, rows);
     const bool reference = std::none_of(data.cells.begin(), data.cells.end(), [&](const CellData& c) {
       return c.method == methods[i] && c.budget;
     });
-    clauses += (clauses.empty() ? "" : ", ") + ("$" + block) + " using 1:2 with linespoints pt 7 lw 2" +
-               (reference ? " dt 2" : "") + " lc rgb " + quoted(colours.at(methods[i])) +
-               " title " + quoted(methods[i]);
+    Series s{methods[i], reference, {}};
+    for (const auto& [layer, acc] : layers) s.points.push_back({layer, acc.first / acc.second});
+    all.push_back(s);
   }
-  if (clauses.empty()) return std::nullopt;
-  return blocks + kStyle + "set title " +
-         quoted("Recall of the true top-B keys per layer at budget " + std::to_string(budget)) +
-         "\nset xlabel 'layer'\nset ylabel 'recall'\nset yrange [0:1.05]\nset xtics 1\nplot " +
-         clauses + "\n";
+  if (all.empty()) return std::nullopt;
+  return kStyle + std::string("set title ") +
+         quoted("Recall of the true top-B keys per layer at budget " + std::to_string(budget) +
+                " (higher is better)") +
+         "\nset xlabel 'layer'\nset ylabel 'recall (higher is better)'\nset yrange [0:1.05]\n"
+         "set xtics 1\n" +
+         (has_reference(all) ? "" : corner_note("No Full row in this run (its recall is 1 at every layer).")) +
+         plot_series(all, styles, /*references_as_levels=*/false);
 }
 
 // Datasets whose samples carry a needle depth (passkey, single-needle RULER tasks).
@@ -268,19 +334,51 @@ std::optional<std::string> heatmap_plot(const ReportData& data, const std::strin
 
 }  // namespace
 
-std::map<std::string, std::string> method_colours(const std::vector<std::string>& methods) {
-  static const std::map<std::string, std::string> known = {
-      {"full", "#000000"},       {"oracle_topk", "#7f7f7f"}, {"streaming_llm", "#bcbd22"},
-      {"h2o", "#1f77b4"},        {"snapkv", "#ff7f0e"},      {"pyramidkv", "#2ca02c"},
-      {"ada_snapkv", "#d62728"}, {"kv_compress", "#9467bd"}, {"quest", "#8c564b"},
-      {"clusterkv", "#e377c2"},  {"pqcache", "#17becf"},     {"infinigen", "#6b6ecf"}};
-  static const std::vector<std::string> palette = {"#393b79", "#637939", "#8c6d31", "#843c39",
-                                                   "#7b4173", "#3182bd", "#e6550d", "#31a354"};
-  std::map<std::string, std::string> out;
+std::map<std::string, MethodStyle> method_styles(const std::vector<std::string>& methods) {
+  // Colours: Okabe-Ito's and Paul Tol's colour-blind-safe sets, chosen so that any two are at
+  // least 20 CIEDE2000 apart for normal vision and 10 under simulated deuteranopia, protanopia
+  // and tritanopia (tests/reports/report_test.cpp checks it). Markers: filled for eviction,
+  // open for retrieval. Dashes: "(dash, gap, ...)"; "2" is kept for references.
+  static const std::map<std::string, MethodStyle> known = {
+      {"full", {"#000000", 7, "2"}},
+      {"oracle_topk", {"#800000", 3, "1"}},
+      {"streaming_llm", {"#777777", 2, "1"}},
+      {"h2o", {"#0072b2", 5, "1"}},
+      {"snapkv", {"#e69f00", 7, "1"}},
+      {"pyramidkv", {"#669966", 9, "(6,3)"}},
+      {"ada_snapkv", {"#d55e00", 11, "(8,3,2,3)"}},
+      {"kv_compress", {"#cc79a7", 13, "(2,2)"}},
+      {"quest", {"#56b4e9", 4, "(12,4)"}},
+      {"infinigen", {"#332288", 6, "(6,3)"}},
+      {"clusterkv", {"#882255", 8, "(8,3,2,3)"}},
+      {"pqcache", {"#006633", 12, "(2,2)"}}};
+  // Further labels: colours picked to stay apart from those above.
+  static const std::vector<std::string> colours = {"#cc0044", "#6688ee", "#6600ee",
+                                                   "#886688", "#ee8888", "#cc00aa"};
+  static const std::vector<int> points = {15, 14, 10, 1, 5, 6};
+  static const std::vector<std::string> dashes = {"(4,2)", "(10,3,3,3)", "(3,5)", "1", "(12,4)"};
+  std::map<std::string, MethodStyle> out;
+  std::set<std::string> taken(methods.begin(), methods.end());  // known styles in use
   size_t next = 0;
   for (const std::string& m : methods) {
-    auto it = known.find(m);
-    out[m] = it != known.end() ? it->second : palette[next++ % palette.size()];
+    if (known.count(m)) {
+      out[m] = known.at(m);
+      continue;
+    }
+    // A config of a method ("ada_snapkv_w8", "quest:evaluation") looks like the method when
+    // the method itself is not drawn.
+    std::string parent;
+    for (const auto& [name, style] : known) {
+      const bool config_of = m.rfind(name + "_", 0) == 0 || m.rfind(name + ":", 0) == 0;
+      if (config_of && !taken.count(name) && name.size() > parent.size()) parent = name;
+    }
+    if (!parent.empty()) {
+      out[m] = known.at(parent);
+      taken.insert(parent);
+      continue;
+    }
+    out[m] = {colours[next % colours.size()], points[next % points.size()], dashes[next % dashes.size()]};
+    ++next;
   }
   return out;
 }
@@ -292,7 +390,7 @@ std::vector<PlotFile> write_plots(const ReportData& data, const std::string& out
     throw InputError(options.gnuplot + ": gnuplot not found (install Debian's gnuplot-nox, or "
                      "pass --gnuplot PATH, or --no-plots)");
   fs::create_directories(dir);
-  const auto colours = method_colours(methods_of(data));
+  const auto styles = method_styles(methods_of(data));
   const std::vector<int64_t> budgets = budgets_of(data);
   std::vector<PlotFile> out;
   auto emit = [&](const std::string& name, const std::string& title,
@@ -305,20 +403,20 @@ std::vector<PlotFile> write_plots(const ReportData& data, const std::string& out
   const MetricSpec& score = *spec_named("score");
   for (const std::string& g : groups_of(data))
     if (auto t = group_table(data, g, score))
-      emit("score_" + slug(g), "Score vs budget: " + g, line_plot(*t, colours, t->heading));
+      emit("score_" + slug(g), "Score vs budget: " + g, line_plot(*t, styles, axis_label(*t, t->unit)));
   if (auto avg = average_table(data, score))
     emit("score_average", "Score vs budget, average across datasets",
-         line_plot(*avg, colours, "mean score"));
+         line_plot(*avg, styles, axis_label(*avg, "mean score")));
   if (auto t = summary_table(data, *spec_named("recall")))
-    emit("recall_vs_budget", "Recall vs budget", line_plot(*t, colours, "recall"));
+    emit("recall_vs_budget", "Recall vs budget", line_plot(*t, styles, axis_label(*t, "recall")));
   if (auto t = summary_table(data, *spec_named("kv_resident_bytes")))
     emit("kv_memory_vs_budget", "Resident KV memory vs budget",
-         "set yrange [0:*]\n" + line_plot(*t, colours, "KiB"));
+         "set yrange [0:*]\n" + line_plot(*t, styles, axis_label(*t, t->unit)));
   const int64_t budget = options.budget.value_or(budgets.back());
   emit("latency_breakdown", "Decode latency breakdown at budget " + std::to_string(budget),
-       latency_plot(data, budget, colours));
+       latency_plot(data, budget));
   emit("recall_per_layer", "Recall per layer at budget " + std::to_string(budget),
-       recall_layer_plot(data, budget, colours));
+       recall_layer_plot(data, budget, styles));
   for (const std::string& dataset : needle_datasets(data))
     for (const std::string& m : methods_of(data))
       emit("needle_" + slug(dataset) + "_" + slug(m), dataset + " accuracy heatmap: " + m,

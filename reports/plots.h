@@ -22,9 +22,19 @@ struct PlotFile {
   std::string title;
 };
 
-// One colour per method label, the same in every plot: fixed for the known methods, then a
-// palette in order of appearance for other labels.
-std::map<std::string, std::string> method_colours(const std::vector<std::string>& methods);
+// How a method label is drawn, the same in every plot: a colour, a gnuplot point type and a
+// dash type, so that lines stay apart where colours are hard to tell (colour-blind readers,
+// grey-scale prints) and where two series coincide.
+struct MethodStyle {
+  std::string colour;  // "#rrggbb"
+  int point = 7;       // gnuplot `pt`: filled markers for eviction, open ones for retrieval
+  std::string dash;    // gnuplot `dt`: "1" solid, "2" dashed (references), or "(a,b,...)"
+};
+
+// Fixed styles for the registered methods (a palette whose colours stay apart, also under
+// simulated deuteranopia, protanopia and tritanopia), then, for other labels, further colours,
+// markers and dashes in order of appearance.
+std::map<std::string, MethodStyle> method_styles(const std::vector<std::string>& methods);
 
 // Writes and renders every plot the data supports into `dir`. Throws InputError when gnuplot
 // is missing, std::runtime_error when it fails (naming the script and its log).

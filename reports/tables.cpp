@@ -27,10 +27,19 @@ std::string score_unit(const ReportData& data, const std::string& group) {
   return "";
 }
 
+// "Score (perplexity, lower is better)", "Recall of the true top-B keys (ratio, higher is
+// better) on passkey", "... , average across datasets": the dataset is not repeated when the
+// unit already names it.
+std::string unit_of(const ReportData& data, const MetricSpec& spec, const std::string& group) {
+  return spec.unit.empty() ? score_unit(data, group) : spec.unit;
+}
+
 std::string heading(const ReportData& data, const MetricSpec& spec, const std::string& group) {
-  const std::string unit = spec.unit.empty() ? score_unit(data, group) : spec.unit;
-  return spec.title + ": " + (group.empty() ? "average across datasets" : group) +
-         (unit.empty() ? "" : " (" + unit + ")");
+  const std::string unit = unit_of(data, spec, group);
+  const std::string what = spec.title + " (" + (unit.empty() ? "" : unit + ", ") +
+                           better_direction(spec, unit) + ")";
+  if (group.empty()) return what + ", average across datasets";
+  return group == unit ? what : what + " on " + group;
 }
 
 }  // namespace
@@ -39,10 +48,18 @@ const std::vector<MetricSpec>& report_metrics() {
   static const std::vector<MetricSpec> specs = {
       {"score", "Score", "", 1.0, 2},
       {"recall", "Recall of the true top-B keys", "ratio", 1.0, 3},
-      {"decode_ms_per_token", "Decode latency", "ms/token", 1.0, 3},
-      {"kv_resident_bytes", "Resident KV", "KiB", 1.0 / 1024, 1},
+      {"decode_ms_per_token", "Decode latency", "ms/token", 1.0, 3, /*lower_is_better=*/true},
+      {"kv_resident_bytes", "Resident KV", "KiB", 1.0 / 1024, 1, /*lower_is_better=*/true},
   };
   return specs;
+}
+
+bool lower_is_better(const MetricSpec& spec, const std::string& unit) {
+  return spec.lower_is_better || unit == "perplexity";
+}
+
+std::string better_direction(const MetricSpec& spec, const std::string& unit) {
+  return lower_is_better(spec, unit) ? "lower is better" : "higher is better";
 }
 
 std::optional<Stat> MetricTable::at(const std::string& method, int64_t budget) const {
@@ -59,6 +76,7 @@ std::optional<MetricTable> group_table(const ReportData& data, const std::string
                                        const MetricSpec& spec) {
   MetricTable t = empty_table(data, spec);
   t.heading = heading(data, spec, group);
+  t.unit = unit_of(data, spec, group);
   std::map<std::pair<std::string, int64_t>, int> seeds;
   for (const CellData& c : data.cells) {
     auto m = c.metrics.find(spec.name);
@@ -81,6 +99,7 @@ std::optional<MetricTable> average_table(const ReportData& data, const MetricSpe
   if (per_group.size() < 2) return std::nullopt;
   MetricTable avg = empty_table(data, spec);
   avg.heading = heading(data, spec, "");
+  avg.unit = unit_of(data, spec, "");
   for (const auto& [key, first] : per_group[0].values) {
     Stat sum;
     bool everywhere = true;

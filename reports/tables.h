@@ -17,7 +17,13 @@ struct MetricSpec {
   std::string unit;   // shown in headings, e.g. "KiB"; empty: the score's own unit
   double scale = 1;
   int decimals = 2;
+  bool lower_is_better = false;  // costs (latency, memory); the score's direction is its unit's
 };
+
+// Whether lower values of `spec`, shown in `unit`, are better (perplexity, latency, memory).
+bool lower_is_better(const MetricSpec& spec, const std::string& unit);
+// "lower is better" or "higher is better".
+std::string better_direction(const MetricSpec& spec, const std::string& unit);
 
 // The four metrics of a report: score, recall, decode latency, resident KV.
 const std::vector<MetricSpec>& report_metrics();
@@ -28,7 +34,8 @@ struct Stat {
 };
 
 struct MetricTable {
-  std::string heading;  // e.g. "Score: passkey (passkey_accuracy)"
+  std::string heading;  // e.g. "Score (passkey_accuracy, higher is better) on passkey"
+  std::string unit;     // e.g. "passkey_accuracy", "KiB"
   MetricSpec spec;
   std::vector<std::string> methods;
   std::vector<int64_t> budgets;

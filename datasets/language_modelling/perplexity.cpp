@@ -87,6 +87,7 @@ KVB_REGISTER_DATASET(make_dataset_info<Perplexity, PerplexityParams>({
     .name = "perplexity",
     .description = "perplexity of eval_tokens after prefix_tokens, teacher-forced, over a text file",
     .source = "PG19-style language modelling (ClusterKV Fig. 10)",
+    .required_params = {"text_file"},
 }));
 
 }  // namespace

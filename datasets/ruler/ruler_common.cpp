@@ -200,6 +200,13 @@ DatasetInfo ruler_dataset_info(const std::string& name, const std::string& descr
   info.name = name;
   info.description = description;
   info.source = "NVIDIA/RULER scripts/data/synthetic (generated, no download)";
+  if (needs.essay) info.required_params.push_back("haystack_file");
+  if (needs.words) info.required_params.push_back("wordlist_dir");
+  info.default_params = [needs, required = info.required_params] {
+    RulerParams defaults;
+    defaults.max_new_tokens = needs.default_max_new_tokens;
+    return optional_params(defaults.to_json(), required);
+  };
   info.normalise_params = [needs](const json& params, const std::string& where) {
     return RulerParams::read(params, where, needs).to_json();
   };

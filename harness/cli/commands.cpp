@@ -25,6 +25,7 @@ void register_commands(CLI::App& app, const std::string& command_line) {
   add_reproduce_command(app, commands(), command_line);
   add_check_commands(app, commands());
   add_train_tiny_command(app, commands(), command_line);
+  add_inspect_command(app, commands());
 }
 
 int run_selected_command(const CLI::App& app) {

@@ -3,10 +3,15 @@
 #pragma once
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "harness/cli/usage.h"  // validators with kvbench-style messages
+
 namespace kvb {
+
+struct LlamaModel;
 
 struct Command {
   CLI::App* app;
@@ -29,11 +34,21 @@ void add_report_command(CLI::App& app, std::vector<Command>& out, const std::str
 void add_reproduce_command(CLI::App& app, std::vector<Command>& out, const std::string& command_line);
 void add_check_commands(CLI::App& app, std::vector<Command>& out);  // check, baseline
 void add_train_tiny_command(CLI::App& app, std::vector<Command>& out, const std::string& command_line);
+void add_inspect_command(CLI::App& app, std::vector<Command>& out);  // one sequence's attention
 
 // Sets LibTorch's intra-op threads (0: all cores); returns the count in use.
 int configure_threads(int requested);
 
 // --allow-unknown-config-keys, shared by the commands that load models.
 void add_allow_unknown_config_keys_flag(CLI::App* cmd, bool& flag);
+
+// Shared by the commands that run one sequence (model_commands.cpp: generate, forward; inspect).
+// "1,403,407" -> ids; InputError naming --tokens otherwise.
+std::vector<int> parse_token_list(const std::string& text);
+// A built-in model name or a Hugging Face folder, in `dtype` (f32, bf16, f16); unknown
+// config.json keys printed as warnings when allowed.
+std::shared_ptr<LlamaModel> load_for_cli(const std::string& reference, const std::string& dtype,
+                                         bool allow_unknown_config_keys);
+void add_dtype_option(CLI::App* cmd, std::string& dtype);
 
 }  // namespace kvb

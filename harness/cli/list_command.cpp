@@ -32,6 +32,9 @@ void list_methods() {
                 << " attend to everything (by design; reported in attended_mean.layerN)\n";
     std::cout << "    defaults: " << defaults_text(m->normalise_config, m->name) << "\n";
     std::cout << "    fidelity: " << m->fidelity << "\n";
+    for (const MethodPreset& p : m->presets)  // the fields it sets; the defaults fill the rest
+      std::cout << "    preset:   " << m->name << ":" << p.name << "  " << p.config.dump()
+                << "\n              " << p.description << "\n";
   }
 }
 
@@ -39,7 +42,12 @@ void list_datasets() {
   for (const DatasetInfo* d : dataset_registry().all()) {
     std::cout << d->name << "  " << d->description << "\n";
     std::cout << "    source:   " << d->source << "\n";
-    std::cout << "    defaults: " << defaults_text(d->normalise_params, d->name) << "\n";
+    std::cout << "    defaults: " << d->default_params().dump() << "\n";
+    if (!d->required_params.empty()) {
+      std::string required;
+      for (const std::string& p : d->required_params) required += (required.empty() ? "" : ", ") + p;
+      std::cout << "    required: " << required << " (no default: the suite gives them)\n";
+    }
   }
 }
 
@@ -73,7 +81,7 @@ void add_list_command(CLI::App& app, std::vector<Command>& out) {
                                              "built-in suites or the config.json keys models may have");
   cmd->add_option("what", *what, "methods | datasets | suites | config-keys")
       ->required()
-      ->check(CLI::IsMember({"methods", "datasets", "suites", "config-keys"}));
+      ->check(one_of({"methods", "datasets", "suites", "config-keys"}));
   out.push_back({cmd, [what] {
     if (*what == "methods") list_methods();
     if (*what == "datasets") list_datasets();

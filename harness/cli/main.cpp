@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "harness/cli/commands.h"
+#include "harness/cli/usage.h"
 #include "harness/common/error.h"
 
 int main(int argc, char** argv) {
@@ -17,11 +18,18 @@ int main(int argc, char** argv) {
   std::string command_line;
   for (int i = 0; i < argc; ++i) command_line += (i ? " " : "") + std::string(argv[i]);
   kvb::register_commands(app, command_line);
+  const std::string unknown_command =
+      kvb::unknown_command_message(app, std::vector<std::string>(argv + 1, argv + argc));
+  if (!unknown_command.empty()) {  // CLI11 would say "A subcommand is required"
+    std::cerr << "kvbench: error: " << unknown_command << "\n";
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    return code == 0 ? 0 : 2;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    std::cerr << "kvbench: error: " << kvb::usage_error_message(app, e) << "\n";
+    return 2;
   }
   try {
     return kvb::run_selected_command(app);

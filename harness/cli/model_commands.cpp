@@ -11,7 +11,6 @@
 #include "methods/method.h"
 
 namespace kvb {
-namespace {
 
 std::vector<int> parse_token_list(const std::string& text) {
   std::vector<int> ids;
@@ -30,6 +29,8 @@ std::vector<int> parse_token_list(const std::string& text) {
   return ids;
 }
 
+namespace {
+
 // Chat template to use: "auto" reads it from tokenizer_config.json.
 std::string chat_template_for(const std::string& requested, const std::string& model_dir) {
   if (requested != "auto") return requested;
@@ -44,6 +45,8 @@ at::ScalarType compute_dtype(const std::string& name) {
   if (name == "f16") return at::kHalf;
   throw InputError("--dtype: \"" + name + "\" is not one of f32, bf16, f16");
 }
+
+}  // namespace
 
 std::shared_ptr<LlamaModel> load_for_cli(const std::string& reference, const std::string& dtype,
                                          bool allow_unknown_config_keys) {
@@ -63,8 +66,6 @@ void add_dtype_option(CLI::App* cmd, std::string& dtype) {
                                     "converted from the checkpoint's dtype on load)");
 }
 
-}  // namespace
-
 void add_model_commands(CLI::App& app, std::vector<Command>& out) {
   struct Options {
     std::string model, prompt, tokens, out_path, method = "full", chat_template = "none";
@@ -80,19 +81,21 @@ void add_model_commands(CLI::App& app, std::vector<Command>& out) {
   gen->add_option("--model", o->model, "Model folder (Hugging Face layout) or a built-in: kvbench-tiny, random-tiny")->required();
   gen->add_option("--prompt", o->prompt, "Prompt text (BOS is added as the tokenizer says)")->required();
   gen->add_option("--max-new", o->max_new, "Maximum new tokens (stops earlier on EOS)")
-      ->check(CLI::PositiveNumber);
-  gen->add_option("--method", o->method, "KV method (default full; see `kvbench list methods`)");
-  gen->add_option("--budget", o->budget, "Budget B for the method")->check(CLI::NonNegativeNumber);
+      ->check(positive());
+  gen->add_option("--method", o->method, "KV method or method:preset (default full; see `kvbench list methods`)");
+  gen->add_option("--budget", o->budget, "Budget B for the method")->check(non_negative());
   gen->add_option("--chat-template", o->chat_template,
                   "none (default), auto (from tokenizer_config.json), llama2, llama3, mistral, "
                   "qwen2, chatml, glm4");
   gen->add_option("--threads", o->threads, "CPU threads (default: all cores)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative("all cores"));
   add_dtype_option(gen, o->dtype);
   add_allow_unknown_config_keys_flag(gen, o->allow_unknown_config_keys);
   out.push_back({gen, [o] {
-    const MethodInfo& info = method_registry().get(o->method, "--method");
-    json config = info.normalise_config(json::object(), "--method " + o->method);
+    const MethodChoice choice =
+        resolve_method(o->method, json::object(), "--method", "--method " + o->method);
+    const MethodInfo& info = *choice.info;
+    const json& config = choice.config;
     if (info.uses_budget && o->budget <= 0)
       throw InputError("--budget: method " + o->method + " needs a budget > 0");
     configure_threads(o->threads);
@@ -121,7 +124,7 @@ void add_model_commands(CLI::App& app, std::vector<Command>& out) {
   fwd->add_flag("--all-positions", o->all_positions,
                 "Write logits for every position ([L][V]) instead of the last one ([V])");
   fwd->add_option("--threads", o->threads, "CPU threads (default: all cores)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative("all cores"));
   add_dtype_option(fwd, o->dtype);
   add_allow_unknown_config_keys_flag(fwd, o->allow_unknown_config_keys);
   out.push_back({fwd, [o] {

@@ -24,7 +24,7 @@ void add_plan_command(CLI::App& app, std::vector<Command>& out) {
   cmd->add_option("suite", o->suite, "Suite name or path to a suite JSON file")->required();
   cmd->add_option("--shards", o->shards,
                   "Number of shards (0-based: `kvbench run SUITE --shard i/N`, i = 0..N-1)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   cmd->add_option("--set", o->overrides, "Override an axis, as in `kvbench run`. Repeatable");
   cmd->add_flag("--json", o->json, "Print the plan as JSON instead of a table");
   cmd->add_option("--out", o->out, "Write the plan as JSON to this file (the table still prints)");

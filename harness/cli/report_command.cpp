@@ -18,10 +18,10 @@ void add_report_command(CLI::App& app, std::vector<Command>& out, const std::str
   cmd->add_option("--db", o->db, "Results database")->required();
   cmd->add_option("--out", o->out, "Output folder (created; files in it are overwritten)")->required();
   cmd->add_option("--run", *run, "Run id (default: the latest run); the report covers every "
-                                 "complete cell of that run's suite")->check(CLI::PositiveNumber);
+                                 "complete cell of that run's suite")->check(positive());
   cmd->add_option("--budget", *budget, "Budget of the latency breakdown, per-layer recall and "
                                        "needle heatmaps (default: the largest)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   cmd->add_option("--gnuplot", o->plot.gnuplot, "gnuplot binary")->capture_default_str();
   cmd->add_flag("--no-plots", *no_plots, "Tables and HTML only");
   out.push_back({cmd, [o, run, budget, no_plots, command_line] {

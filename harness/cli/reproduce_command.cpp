@@ -9,13 +9,14 @@
 
 #include "harness/cli/commands.h"
 #include "harness/common/error.h"
+#include "harness/common/shared_folder.h"
 #include "harness/runner/runner.h"
 #include "reports/reproduce.h"
 
 namespace kvb {
 namespace {
 
-// The miniature's model: stories260K from ../shared when present, else the embedded model.
+// The miniature's model: stories260K from the shared folder when present, else random-tiny.
 std::string miniature_model(const std::string& shared) {
   const std::string stories = shared + "/models/stories260K";
   return std::filesystem::exists(stories + "/model.safetensors") ? stories : "random-tiny";
@@ -25,7 +26,7 @@ std::string miniature_model(const std::string& shared) {
 
 void add_reproduce_command(CLI::App& app, std::vector<Command>& out, const std::string& command_line) {
   struct Options {
-    std::string name, model, data, db, out, shared = KVBENCH_SOURCE_DIR "/../shared";
+    std::string name, model, data, db, out, shared = shared_folder();
     int threads = 0;
     bool list = false;
   };
@@ -40,10 +41,11 @@ void add_reproduce_command(CLI::App& app, std::vector<Command>& out, const std::
   cmd->add_option("--data", o->data, "Folder of LongBench <dataset>.jsonl files (with --model)");
   cmd->add_option("--db", o->db, "Results database (default: results/runs/<suite>.db)");
   cmd->add_option("--out", o->out, "Also write the comparison (Markdown) to this file");
-  cmd->add_option("--shared", o->shared, "The shared folder (tiny models, haystack, word lists)")
+  cmd->add_option("--shared", o->shared, "The shared folder (tiny models, haystack, word lists; default: $KVBENCH_SHARED, else "
+                  "../shared beside the checkout)")
       ->capture_default_str();
   cmd->add_option("--threads", o->threads, "Intra-op CPU threads (default: all cores)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative("all cores"));
   out.push_back({cmd, [o, command_line] {
     if (o->list || o->name.empty()) {
       for (const std::string& n : reproduction_names())

@@ -33,7 +33,7 @@ void add_run_command(CLI::App& app, std::vector<Command>& out, const std::string
                   "SUITE --shards N` shows; default database results/runs/<suite>.shard-i-of-N.db. "
                   "Combine the shards with `kvbench merge`");
   cmd->add_option("--threads", o->threads, "Intra-op CPU threads (default: all cores)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative("all cores"));
   add_allow_unknown_config_keys_flag(cmd, o->allow_unknown_config_keys);
   out.push_back({cmd, [o, command_line] {
     Suite suite = load_suite(o->suite, o->overrides);  // validated before anything runs

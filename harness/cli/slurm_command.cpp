@@ -71,15 +71,15 @@ void add_slurm_command(CLI::App& app, std::vector<Command>& out) {
                "SUITE --shard i/N`) and a merge job that depends on it; --submit submits them");
   cmd->add_option("suite", o->suite, "Suite name or path to a suite JSON file")->required();
   cmd->add_option("--shards", o->shards, "Number of shards = array tasks")
-      ->required()->check(CLI::PositiveNumber);
+      ->required()->check(positive());
   cmd->add_option("--partition", o->partition, "Slurm partition (default: the cluster's)");
   cmd->add_option("--gpus-per-task", o->gpus_per_task, "GPUs per array task (default: none)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   cmd->add_option("--time", o->time, "Time limit per task, e.g. 04:00:00 (default: the "
                                      "partition's)");
   cmd->add_option("--cpus-per-task", o->cpus_per_task,
                   "CPUs per array task, also the run's --threads (default 4)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   cmd->add_option("--mem", o->mem, "Memory per array task, e.g. 16G (default: the partition's)");
   cmd->add_option("--account", o->account, "Slurm account to charge");
   cmd->add_option("--sbatch-option", o->extra,

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "harness/common/error.h"
+#include "harness/common/files.h"
 #include "harness/common/json_fields.h"
 #include "harness/model/safetensors.h"
 #include "harness/tokenizer/sentencepiece_json.h"
@@ -449,7 +450,7 @@ void save_model(const LlamaModel& model, const std::string& dir, int shards,
     std::filesystem::rename(tmp, dir, ec);  // replaces `dir` only when it is an empty folder
     if (ec) throw InputError(dir + ": cannot rename " + tmp + " into place: " + ec.message());
   } catch (...) {
-    std::filesystem::remove_all(tmp, ec);
+    remove_tree(tmp);
     throw;
   }
 }

@@ -40,6 +40,20 @@ int argmax_token(const at::Tensor& logits) {
   return best;
 }
 
+// Logical entries KV head `head` supplies at a step (the union over its query heads for a
+// per-query-head selection). Returns [n] int64.
+static at::Tensor attended_entries(const LayerKV& kv, const Selection& selection, int head,
+                                   int64_t g) {
+  if (selection.all) return at::arange(kv.size(head), at::kLong);
+  if (selection.per_query_head.empty()) return at::tensor(selection.per_head[head], at::kLong);
+  std::vector<int64_t> all;  // the union of the group's query heads' entries
+  for (int64_t i = head * g; i < (head + 1) * g; ++i)
+    all.insert(all.end(), selection.per_query_head[i].begin(), selection.per_query_head[i].end());
+  std::sort(all.begin(), all.end());
+  all.erase(std::unique(all.begin(), all.end()), all.end());
+  return at::tensor(all, at::kLong);
+}
+
 Session::Session(const LlamaModel& model, Method& method, SessionOptions options)
     : model_(model), method_(method), options_(options) {}
 
@@ -135,6 +149,8 @@ at::Tensor Session::decode(int token) {
     throw InputError("decode: token id " + std::to_string(token) + " outside the vocabulary");
   check_context(position_ + 1);
   auto start = Clock::now();
+  method_.on_decode_step(kv_);  // cross-layer decisions before the step's token is appended
+  timings_.select_s += seconds_since(start);
   at::Tensor x = model_.embed.narrow(0, token, 1);  // [1, D]
   for (int l = 0; l < model_.config.num_hidden_layers; ++l) x = decode_layer(l, x);
   ++position_;
@@ -172,48 +188,54 @@ at::Tensor Session::decode_layer(int layer, const at::Tensor& x) {
 at::Tensor Session::decode_attention(int layer, const at::Tensor& q, const Selection& selection) {
   auto start = Clock::now();
   LayerKV& kv = kv_[layer];
-  const int64_t Hkv = kv.num_heads(), d = kv.head_dim(), g = q.size(0) / Hkv;
-  if (!selection.all && int64_t(selection.per_head.size()) != Hkv)
-    throw std::logic_error("Selection has " + std::to_string(selection.per_head.size()) +
-                           " heads, the layer has " + std::to_string(Hkv));
+  const int64_t Hkv = kv.num_heads(), d = kv.head_dim(), Hq = q.size(0), g = Hq / Hkv;
+  // One attention unit per KV head, or one per query head for a per-query-head selection.
+  const bool per_query = !selection.all && !selection.per_query_head.empty();
+  const int64_t units = per_query ? Hq : Hkv, queries_per_unit = Hq / units;
+  const auto& lists = per_query ? selection.per_query_head : selection.per_head;
+  if (!selection.all && int64_t(lists.size()) != units)
+    throw std::logic_error("Selection has " + std::to_string(lists.size()) +
+                           " lists, the layer has " + std::to_string(units) +
+                           (per_query ? " query heads" : " KV heads"));
   const double scale = 1.0 / std::sqrt(double(d));
-  at::Tensor out;
-  std::vector<at::Tensor> probs_per_head;
+  std::vector<at::Tensor> rows(units);  // [n_u] physical pool rows of unit u's KV head
+  for (int64_t u = 0; u < units; ++u) {
+    const int h = int(u * queries_per_unit / g);
+    rows[u] = selection.all ? kv.all_physical_rows(h)
+                            : kv.physical_rows(h, at::tensor(lists[u], at::kLong));
+  }
+  for (int64_t h = 0; h < Hkv; ++h) {  // per KV head: the mean over its units, rounded
+    const int64_t per_head = units / Hkv;
+    int64_t total = 0;
+    for (int64_t u = h * per_head; u < (h + 1) * per_head; ++u) total += rows[u].numel();
+    attended_.add(int(layer * Hkv + h), (total + per_head / 2) / per_head);
+  }
+  at::Tensor out;  // [units, queries_per_unit, d]
+  std::vector<at::Tensor> probs_per_unit;
   if (sparse_attention_supported(q, kv.key_pool(), kv.value_pool())) {
     // fp32: one pass of kernels::sparse_decode_attention over the pool rows, no gathered copy.
-    std::vector<at::Tensor> rows(Hkv);  // [n_h] physical pool rows per KV head
-    for (int64_t h = 0; h < Hkv; ++h) {
-      rows[h] = selection.all ? kv.all_physical_rows(int(h))
-                              : kv.physical_rows(int(h), at::tensor(selection.per_head[h], at::kLong));
-      attended_.add(int(layer * Hkv + h), rows[h].numel());
-    }
     out = sparse_decode_attention(q, kv.key_pool(), kv.value_pool(), rows, scale,
-                                  method_.wants_attention() ? &probs_per_head : nullptr);  // [Hkv, g, d]
+                                  method_.wants_attention() ? &probs_per_unit : nullptr);
   } else {
-    out = at::empty({Hkv, g, d}, q.options());
-    for (int64_t h = 0; h < Hkv; ++h) {
-      at::Tensor logical = selection.all ? at::arange(kv.size(int(h)), at::kLong)
-                                         : at::tensor(selection.per_head[h], at::kLong);
-      at::Tensor rows = kv.physical_rows(int(h), logical);
-      at::Tensor keys = kv.key_pool().index_select(0, rows);    // [n, d]
-      at::Tensor values = kv.value_pool().index_select(0, rows);  // [n, d]
-      at::Tensor q_group = q.narrow(0, h * g, g);                 // [g, d]
-      at::Tensor probs = at::softmax(at::matmul(q_group, keys.t()).mul_(scale), -1);  // [g, n]
-      out[h] = at::matmul(probs, values);
-      attended_.add(int(layer * Hkv + h), rows.numel());
-      if (method_.wants_attention()) probs_per_head.push_back(probs);
+    out = at::empty({units, queries_per_unit, d}, q.options());
+    for (int64_t u = 0; u < units; ++u) {
+      at::Tensor keys = kv.key_pool().index_select(0, rows[u]);      // [n, d]
+      at::Tensor values = kv.value_pool().index_select(0, rows[u]);  // [n, d]
+      at::Tensor q_unit = q.narrow(0, u * queries_per_unit, queries_per_unit);  // [q/u, d]
+      at::Tensor probs = at::softmax(at::matmul(q_unit, keys.t()).mul_(scale), -1);  // [q/u, n]
+      out[u] = at::matmul(probs, values);
+      if (method_.wants_attention()) probs_per_unit.push_back(probs);
     }
   }
+  out = out.view({Hkv, g, d});
   timings_.attention_s[size_t(layer)] += seconds_since(start);
   if (options_.track_fidelity)
-    for (int64_t h = 0; h < Hkv; ++h) {
-      at::Tensor logical = selection.all ? at::arange(kv.size(int(h)), at::kLong)
-                                         : at::tensor(selection.per_head[h], at::kLong);
-      measure_fidelity(layer, int(h), q.narrow(0, h * g, g), logical, out[h]);
-    }
+    for (int64_t h = 0; h < Hkv; ++h)
+      measure_fidelity(layer, int(h), q.narrow(0, h * g, g),
+                       attended_entries(kv, selection, int(h), g), out[h]);
   if (method_.wants_attention()) {
     auto hook_start = Clock::now();
-    method_.on_attention(layer, selection, probs_per_head, kv);
+    method_.on_attention(layer, selection, probs_per_unit, kv);
     timings_.select_s += seconds_since(hook_start);
   }
   return out.view({Hkv * g, d});

@@ -26,7 +26,7 @@ struct SessionTimings {
   double prefill_s = 0;  // whole prefill, method hooks included
   double prefill_method_s = 0;  // of which in Method::on_prefill (index build, eviction)
   double decode_s = 0;   // all decode steps
-  double select_s = 0;   // of which in Method::select / on_append / on_attention
+  double select_s = 0;   // of which in Method::on_decode_step / select / on_append / on_attention
   std::vector<double> attention_s;  // [layers]: of which in decode attention over the selection
   int64_t decode_steps = 0;
 };

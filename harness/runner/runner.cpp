@@ -142,6 +142,8 @@ std::vector<int> stop_ids(const LlamaModel& model, const Sample& sample) {
   return ids;
 }
 
+}  // namespace
+
 std::vector<int> encode_prompt(const LlamaModel& model, const Sample& sample) {
   std::string text = sample.prompt;
   if (sample.chat_template == "auto")
@@ -150,6 +152,8 @@ std::vector<int> encode_prompt(const LlamaModel& model, const Sample& sample) {
     text = apply_chat_template(sample.chat_template, text);
   return model.tokenizer->encode(text, /*add_bos=*/true);
 }
+
+namespace {
 
 // What one sample produced, beside the session's counters.
 struct SampleOutcome {

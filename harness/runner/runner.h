@@ -8,6 +8,7 @@
 #include <ostream>
 #include <string>
 
+#include "datasets/dataset.h"
 #include "harness/engine/llama_model.h"
 #include "harness/scaleout/shard.h"
 #include "harness/store/result_store.h"
@@ -36,6 +37,9 @@ struct CellResult {
   std::vector<SampleRow> samples;
   std::vector<MetricRow> metrics;
 };
+
+// A sample's prompt as the runner feeds it: its chat template applied, BOS added.
+std::vector<int> encode_prompt(const LlamaModel& model, const Sample& sample);
 
 // Runs one cell on `model`; `on_sample(done, total)` reports progress. Throws on failure.
 CellResult run_cell(const Cell& cell, const LlamaModel& model,

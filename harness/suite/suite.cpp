@@ -1,12 +1,14 @@
 #include "harness/suite/suite.h"
 
 #include <filesystem>
+#include <map>
 #include <set>
 #include <sstream>
 
 #include "datasets/dataset.h"
 #include "harness/common/error.h"
 #include "harness/common/json_fields.h"
+#include "harness/common/shared_folder.h"
 #include "harness/engine/llama_model.h"
 #include "methods/method.h"
 
@@ -57,8 +59,8 @@ json select_named(const json& entries, const std::vector<std::string>& names) {
   return out;
 }
 
-// Applies one --set override to the suite's JSON.
-void apply_override(json& j, const std::string& text) {
+// Applies one --set override to the suite's JSON; returns the suite key it replaced.
+std::string apply_override(json& j, const std::string& text) {
   const size_t eq = text.find('=');
   if (eq == std::string::npos || eq == 0 || eq + 1 == text.size())
     throw InputError("--set " + text + ": expected KEY=VALUE[,VALUE...]");
@@ -82,10 +84,51 @@ void apply_override(json& j, const std::string& text) {
     throw InputError(where + ": unknown axis (expected model, dataset, method, budget, seed "
                      "or max_new_tokens)");
   }
+  return key;
 }
 
 std::string at_path(const std::string& file, const std::string& json_path) {
   return file + ": " + json_path;
+}
+
+// An error in a field that a --set flag replaced names the flag, not the suite file:
+// "smoke.json: $.budgets: budget -5 must be > 0" -> "--set budget=-5: budget -5 must be > 0".
+// `flags`: suite key -> the flag's text ("budgets" -> "budget=-5").
+InputError blame_override_flag(const InputError& e, const std::string& path,
+                               const std::map<std::string, std::string>& flags) {
+  const std::string message = e.what();
+  for (const auto& [key, flag] : flags) {
+    const std::string field = at_path(path, "$." + key);
+    if (message.rfind(field, 0) != 0) continue;
+    const std::string rest = message.substr(field.size());  // ": ..." or "[0].name: ..."
+    if (rest.empty() || (rest[0] != ':' && rest[0] != '[' && rest[0] != '.')) continue;
+    const std::string inside = rest[0] == ':' ? "" : "$." + key + rest.substr(0, rest.find(": "));
+    const std::string what = rest.substr(rest.find(": ") + 2);
+    return InputError("--set " + flag + ": " + (inside.empty() ? "" : inside + ": ") + what);
+  }
+  return e;
+}
+
+// Every "${SHARED}" in the strings of `j` replaced by the shared folder.
+json with_shared_folder(json j) {
+  if (j.is_string()) return expand_shared(j.get<std::string>());
+  if (j.is_structured())
+    for (auto& item : j) item = with_shared_folder(item);
+  return j;
+}
+
+// One suite model: a built-in name or an existing folder; else an error saying where it looked.
+void check_model(const std::string& as_written, const std::string& model, const std::string& where) {
+  if (LlamaModel::is_builtin_reference(model) || std::filesystem::is_directory(model)) return;
+  std::string looked = "no folder " + std::filesystem::absolute(model).lexically_normal().string();
+  if (mentions_shared(as_written)) looked += "; " + shared_folder_hint();
+  else if (std::filesystem::path(model).is_relative())
+    looked += ": relative paths are taken from the working directory";
+  if (as_written.rfind("../shared/", 0) == 0)
+    looked += "; write ${SHARED}/" + as_written.substr(10) + " to find it wherever the shared "
+              "folder is";
+  throw InputError(where + ": \"" + as_written + "\" is neither a built-in model (kvbench-tiny, "
+                   "random-tiny, random-llama3-8b-4layers) nor a model folder (" + looked + ")");
 }
 
 DatasetSpec parse_dataset(const json& entry, const std::string& where) {
@@ -108,13 +151,17 @@ MethodSpec parse_method(const json& entry, const std::string& where) {
   f.get("label", spec.label);
   const json* config = f.raw("config");
   f.finish();
-  const MethodInfo& info = method_registry().get(spec.name, f.path("name"));
+  // "<method>:<preset>" names a reference's defaults; the label keeps the preset's name.
+  const std::string given = spec.name;
+  if (spec.label.empty()) spec.label = given;
   try {
-    spec.config = info.normalise_config(config ? *config : json::object(), f.path("config"));
+    MethodChoice choice = resolve_method(given, config ? *config : json::object(), f.path("name"),
+                                         f.path("config"));
+    spec.name = choice.info->name;
+    spec.config = std::move(choice.config);
   } catch (const InputError& e) {
-    throw InputError(std::string(e.what()) + " (method " + spec.name + ")");
+    throw InputError(std::string(e.what()) + " (method " + given + ")");
   }
-  if (spec.label.empty()) spec.label = spec.name;
   return spec;
 }
 
@@ -183,24 +230,32 @@ Suite load_suite(const std::string& name_or_path, const std::vector<std::string>
   return parse_suite(read_json_file(path), path, overrides);
 }
 
-Suite parse_suite(const json& source, const std::string& path,
-                  const std::vector<std::string>& overrides) {
-  json j = source;
-  if (!j.is_object()) throw InputError(at_path(path, "$") + ": expected an object");
-  for (const auto& o : overrides) apply_override(j, o);
+namespace {
+
+// The suite of `written` (the file's JSON after --set overrides), ${SHARED} expanded in its
+// models and dataset params, validated completely.
+Suite validate_suite(const json& written, const std::string& path) {
+  json j = written;
+  for (const char* axis : {"models", "datasets"})
+    if (j.contains(axis)) j[axis] = with_shared_folder(j[axis]);
   Suite s;
   s.path = path;
-  s.source = j;
+  s.source = written;
   JsonFields f(j, at_path(path, "$"));
   f.require("name", s.name);
   f.get("description", s.description);
   f.require("models", s.models);
   for (size_t i = 0; i < s.models.size(); ++i)
-    if (!LlamaModel::is_builtin_reference(s.models[i]) &&
-        !std::filesystem::is_directory(s.models[i]))
-      throw InputError(f.path("models") + "[" + std::to_string(i) + "]: \"" + s.models[i] +
-                       "\" is neither a built-in model (kvbench-tiny, random-tiny, random-llama3-8b-4layers) nor a model folder");
-  s.datasets = parse_list<DatasetSpec>(f.raw("datasets"), f.path("datasets"), parse_dataset);
+    check_model(written["models"][i].get<std::string>(), s.models[i],
+                f.path("models") + "[" + std::to_string(i) + "]");
+  try {
+    s.datasets = parse_list<DatasetSpec>(f.raw("datasets"), f.path("datasets"), parse_dataset);
+  } catch (const InputError& e) {  // a data file under ${SHARED} not found: say where that was
+    const bool in_shared = mentions_shared(written.value("datasets", json()).dump()) &&
+                           std::string(e.what()).find(shared_folder()) != std::string::npos;
+    if (!in_shared) throw;
+    throw InputError(std::string(e.what()) + " (" + shared_folder_hint() + ")");
+  }
   s.methods = parse_list<MethodSpec>(f.raw("methods"), f.path("methods"), parse_method);
   std::vector<int64_t> budgets, seeds = {0};
   f.get("budgets", budgets);
@@ -237,6 +292,21 @@ Suite parse_suite(const json& source, const std::string& path,
     }
   }
   return s;
+}
+
+}  // namespace
+
+Suite parse_suite(const json& source, const std::string& path,
+                  const std::vector<std::string>& overrides) {
+  if (!source.is_object()) throw InputError(at_path(path, "$") + ": expected an object");
+  json written = source;
+  std::map<std::string, std::string> flags;  // suite key -> the --set text that replaced it
+  for (const auto& o : overrides) flags[apply_override(written, o)] = o;
+  try {
+    return validate_suite(written, path);
+  } catch (const InputError& e) {
+    throw blame_override_flag(e, path, flags);
+  }
 }
 
 }  // namespace kvb

@@ -58,6 +58,13 @@ KVB_REGISTER_METHOD(make_method_info<StreamingLLM, StreamingLLMConfig>({
     .family = "baseline",
     .uses_budget = true,
     .fidelity = "faithful: 4 sinks + most recent B-4, evicted for real",
+    .presets = {
+        {"mit-han-lab",
+         "mit-han-lab/streaming-llm streaming_llm/enable_streaming_llm.py (start_size 4, the "
+         "rest recent); its pos_shift re-rotation of cached keys is not reproduced: keys keep "
+         "their original positions",
+         {{"sinks", 4}}},
+    },
 }));
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "methods/common/retrieval.h"
 
+#include <algorithm>
 #include <numeric>
 
 namespace kvb {
@@ -21,18 +22,30 @@ Selection RetrievalMethod::select(int layer, const at::Tensor& q, const LayerKV&
   if (sparse_heads.empty()) return Selection::everything();
   Selection s;
   s.all = false;
-  s.per_head.resize(kv.num_heads());
+  const int g = per_query_head() ? context_.group_size() : 1;  // lists per KV head
+  std::vector<std::vector<int64_t>>& lists = per_query_head() ? s.per_query_head : s.per_head;
+  lists.resize(size_t(kv.num_heads()) * g);
   std::vector<std::vector<int64_t>> chosen = select_sparse(layer, q, kv, sparse_heads);
   const int64_t entry_bytes = 2 * int64_t(kv.head_dim()) * int64_t(kv.key_pool().element_size());
   for (size_t i = 0; i < sparse_heads.size(); ++i) {
-    s.per_head[sparse_heads[i]] = std::move(chosen[i]);
-    fetched_bytes_ += double(s.per_head[sparse_heads[i]].size() * entry_bytes);
+    std::vector<int64_t> fetched;  // a KV head's entries are fetched once for its whole group
+    for (int j = 0; j < g; ++j) {
+      std::vector<int64_t>& list = lists[size_t(sparse_heads[i]) * g + j];
+      list = std::move(chosen[i * g + j]);
+      fetched.insert(fetched.end(), list.begin(), list.end());
+    }
+    if (g > 1) {  // the union of the group's lists (a single list is unique already)
+      std::sort(fetched.begin(), fetched.end());
+      fetched.erase(std::unique(fetched.begin(), fetched.end()), fetched.end());
+    }
+    fetched_bytes_ += double(int64_t(fetched.size()) * entry_bytes);
   }
   for (int h = 0; h < kv.num_heads(); ++h)
-    if (kv.size(h) <= context_.budget) {
-      s.per_head[h].resize(kv.size(h));
-      std::iota(s.per_head[h].begin(), s.per_head[h].end(), 0);
-    }
+    if (kv.size(h) <= context_.budget)
+      for (int j = 0; j < g; ++j) {
+        lists[size_t(h) * g + j].resize(kv.size(h));
+        std::iota(lists[size_t(h) * g + j].begin(), lists[size_t(h) * g + j].end(), 0);
+      }
   return s;
 }
 

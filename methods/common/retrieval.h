@@ -22,12 +22,15 @@ class RetrievalMethod : public Method {
  protected:
   // Layers below this attend to everything (Quest, ClusterKV and InfiniGen skip layers 0-1).
   virtual int dense_layers() const { return 2; }
-  // The selection of one sparse layer: per KV head, logical indices (unique) with at most
-  // B entries, the current (last) entry included. Called only for heads holding more than B
-  // entries; `heads` lists them. q: [Hq, d].
+  // The selection of one sparse layer: per KV head, logical indices (unique), by the method's
+  // budget rule (B, or its declared MethodInfo::attended), normally the current (last) entry
+  // included. Called only for heads holding more than B entries; `heads` lists them.
+  // q: [Hq, d]. With per_query_head(): g lists per listed head instead (its query heads in
+  // order), each query head attending only to its own (the references that repeat the KV).
   virtual std::vector<std::vector<int64_t>> select_sparse(int layer, const at::Tensor& q,
                                                           const LayerKV& kv,
                                                           const std::vector<int>& heads) = 0;
+  virtual bool per_query_head() const { return false; }
 
   // Accounting, called by subclasses.
   void set_index_bytes(int layer, int64_t bytes);  // size of the method's index for `layer`

@@ -131,6 +131,19 @@ KVB_REGISTER_METHOD(make_method_info<H2O, H2OConfig>({
     .fidelity = "decode mode follows the reference's real-drop eviction (heavy = recent = B/2); "
                 "prefill mode follows KVCache-Factory with the full causal mask (its older "
                 "last-W-rows masking bug is not reproduced); GQA scores summed over the group",
+    .presets = {
+        {"fminference",
+         "FMInference/H2O h2o_hf/utils_real_drop/modify_llama.py (H2OKVCache_LayerWise: "
+         "attention accumulated per key, the lowest outside the recent window dropped as the "
+         "cache grows; hh_size = recent_size = B/2)",
+         {{"mode", "decode"}, {"heavy_ratio", 0.5}}},
+        {"kvcache-factory",
+         "Zefan-Cai/KVCache-Factory run_longbench.py (window_sizes 8) with H2OKVCluster of "
+         "pyramidkv/pyramidkv_utils.py: the window plus the top keys by attention summed over "
+         "all prompt queries, once after prefill (no pooling); it repeats the KV and selects "
+         "per query head, kvbench per KV head with the group's scores summed",
+         {{"mode", "prefill"}, {"window", 8}}},
+    },
 }));
 
 }  // namespace

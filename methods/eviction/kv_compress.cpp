@@ -8,8 +8,11 @@
 //   KVC-w (default): metric from the last w=8 prompt queries, max-pooled (k=7) per query head.
 //   KVC-full: metric from every prompt query i >= j + v (v=10) for key j, no pooling.
 // The last `protected` = 8 positions are never evicted. With `continual`, squared attention of
-// decode queries keeps accumulating into the metrics and whole blocks are re-evicted during
-// decoding (per layer, across its heads) whenever a layer outgrows its prefill allocation.
+// decode queries keeps accumulating into the metrics and, before every decode step, whole
+// blocks are re-evicted across all layers and heads at once (the vLLM fork's scheduler)
+// whenever the cache outgrew (B - 1) x layers x Hkv. With `compression_rate` r the size comes
+// from the prompt instead of B: max(min_cache_tokens, (int(L/r) - 1) // 16 * 16), as the fork's
+// LongBench runner derives --max-cache-tokens from --compression-rate.
 #include "methods/eviction/kv_compress.h"
 
 #include <algorithm>
@@ -95,12 +98,20 @@ std::vector<std::vector<int64_t>> plan_block_eviction(const std::vector<Eviction
   return keep;
 }
 
+int64_t kvcompress_rate_budget(int64_t prompt_length, double rate, int64_t min_cache_tokens,
+                               int64_t block_size) {
+  const int64_t scaled = static_cast<int64_t>(double(prompt_length) / rate);  // int(L / r)
+  return std::max(min_cache_tokens, (scaled - 1) / block_size * block_size);
+}
+
 namespace {
 
 struct KVCompressConfig {
   KVCompressMetric metric;
   std::string aggregation = "l2";  // l2: squared attention (paper default) | l1
   bool continual = false;
+  double compression_rate = 0.0;  // > 0 (>= 1): size the cache from L / rate, not from B
+  int min_cache_tokens = 128;     // the smallest size the rate mode gives (the fork's runner)
 
   static KVCompressConfig from_json(const json& j, const std::string& where) {
     KVCompressConfig c;
@@ -112,6 +123,8 @@ struct KVCompressConfig {
     f.get("skip_queries", c.metric.skip_queries);
     f.get("protected", c.metric.protected_tail);
     f.get("continual", c.continual);
+    f.get("compression_rate", c.compression_rate);
+    f.get("min_cache_tokens", c.min_cache_tokens);
     f.finish();
     if (c.metric.variant != "w" && c.metric.variant != "full")
       throw InputError(f.path("variant") + ": \"" + c.metric.variant + "\" is not one of w, full");
@@ -129,21 +142,34 @@ struct KVCompressConfig {
     if (c.metric.protected_tail < 0)
       throw InputError(f.path("protected") + ": must be >= 0, got " +
                        std::to_string(c.metric.protected_tail));
+    if (!(c.compression_rate == 0.0 || c.compression_rate >= 1.0))
+      throw InputError(f.path("compression_rate") + ": must be 0 (size from the budget) or >= 1 "
+                       "(keep about 1/rate of the prompt), got " +
+                       std::to_string(c.compression_rate));
+    if (c.min_cache_tokens < 1)
+      throw InputError(f.path("min_cache_tokens") + ": must be >= 1, got " +
+                       std::to_string(c.min_cache_tokens));
     return c;
   }
   json to_json() const {
     return {{"variant", metric.variant},          {"window", metric.window},
             {"kernel", metric.kernel},            {"aggregation", aggregation},
             {"skip_queries", metric.skip_queries}, {"protected", metric.protected_tail},
-            {"continual", continual}};
+            {"continual", continual},             {"compression_rate", compression_rate},
+            {"min_cache_tokens", min_cache_tokens}};
   }
+  // In the rate mode B comes from the prompt; the smallest it can be is min_cache_tokens.
   void check_budget(int64_t budget, const std::string& where) const {
-    if (metric.variant == "w" && metric.window >= budget)
+    const int64_t b = compression_rate > 0 ? min_cache_tokens : budget;
+    const std::string what = compression_rate > 0
+                                 ? "min_cache_tokens " + std::to_string(min_cache_tokens)
+                                 : "the budget " + std::to_string(budget);
+    if (metric.variant == "w" && metric.window >= b)
       throw InputError(where + ".window: window " + std::to_string(metric.window) +
-                       " must be smaller than the budget " + std::to_string(budget));
-    if (metric.protected_tail >= budget)
+                       " must be smaller than " + what);
+    if (metric.protected_tail >= b)
       throw InputError(where + ".protected: " + std::to_string(metric.protected_tail) +
-                       " protected positions leave no room in budget " + std::to_string(budget) +
+                       " protected positions leave no room in " + what +
                        " (the current token needs one slot)");
   }
 };
@@ -155,8 +181,11 @@ class KVCompress : public Method {
   void begin(const MethodContext& context) override {
     Method::begin(context);
     metrics_.assign(context.num_layers, {});
-    allowance_.assign(context.num_layers, 0);
-    compress_ = context.prompt_length >= context.budget;
+    budget_ = config_.compression_rate > 0
+                  ? kvcompress_rate_budget(context.prompt_length, config_.compression_rate,
+                                           config_.min_cache_tokens)
+                  : context.budget;
+    compress_ = context.prompt_length >= budget_;
   }
 
   // Metrics only; the eviction decision needs every layer (after_prefill).
@@ -176,29 +205,22 @@ class KVCompress : public Method {
   // Keeps (B - 1) x layers x Hkv entries in all: one slot per (layer, head) is left for the
   // current decode token, as PrefillEviction does.
   void after_prefill(std::vector<LayerKV>& layers) override {
-    const int64_t heads = context_.num_kv_heads;
-    if (compress_) {
-      std::vector<size_t> all_layers(layers.size());
-      std::iota(all_layers.begin(), all_layers.end(), 0);
-      const int64_t target = (context_.budget - 1) * int64_t(layers.size()) * heads;
-      evict(layers, all_layers, target, config_.metric.protected_tail);
-    }
-    for (size_t l = 0; l < layers.size(); ++l)
-      allowance_[l] = compress_ ? layers[l].entries() + heads : context_.budget * heads;
+    if (compress_) evict(layers);
     if (!config_.continual) metrics_.clear();
   }
 
   bool wants_attention() const override { return config_.continual; }
 
-  // Continual compression: the new token starts with metric 0; if the layer now holds more than
-  // its allowance, whole blocks go (the current token is always protected).
-  void on_append(int layer, const at::Tensor&, const at::Tensor&, LayerKV& kv) override {
+  // Continual compression, before each decode step as the fork's scheduler: when the cache
+  // outgrew (B - 1) x layers x Hkv, whole blocks go, ranked across all layers and heads.
+  void on_decode_step(std::vector<LayerKV>& layers) override {
+    if (config_.continual) evict(layers);
+  }
+
+  // The new token starts with metric 0 (it is protected while within the last positions).
+  void on_append(int layer, const at::Tensor&, const at::Tensor&, LayerKV&) override {
     if (!config_.continual) return;
     for (auto& head_metrics : metrics_[layer]) head_metrics.push_back(0.0f);
-    if (kv.entries() <= allowance_[layer]) return;
-    std::vector<LayerKV*> one{&kv};
-    evict_cells(one, {size_t(layer)}, allowance_[layer],
-                std::max(config_.metric.protected_tail, 1));
   }
 
   // probs[h]: [g, n_h] over all resident entries of KV head h (logical order).
@@ -213,34 +235,33 @@ class KVCompress : public Method {
     }
   }
 
- private:
-  void evict(std::vector<LayerKV>& layers, const std::vector<size_t>& which, int64_t target,
-             int64_t protected_tail) {
-    std::vector<LayerKV*> ptrs;
-    for (size_t l : which) ptrs.push_back(&layers[l]);
-    evict_cells(ptrs, which, target, protected_tail);
+  // derived_budget: the B the compression rate gave this prompt (rate mode only).
+  std::map<std::string, double> counters() const override {
+    if (config_.compression_rate <= 0) return {};
+    return {{"derived_budget", double(budget_)}};
   }
 
-  // Evicts blocks from the (layer, head) cells of `kvs` (layers `which`) until their entries
-  // total at most `target`, and compacts the metrics alike.
-  void evict_cells(const std::vector<LayerKV*>& kvs, const std::vector<size_t>& which,
-                   int64_t target, int64_t protected_tail) {
+ private:
+  // Evicts blocks from every (layer, head) cell until the entries total at most
+  // (B - 1) x layers x Hkv, and compacts the metrics alike.
+  void evict(std::vector<LayerKV>& layers) {
+    const int64_t target = (budget_ - 1) * int64_t(layers.size()) * context_.num_kv_heads;
     std::vector<EvictionCell> cells;
     int64_t total = 0;
-    for (size_t i = 0; i < kvs.size(); ++i) {
-      for (int h = 0; h < kvs[i]->num_heads(); ++h) {
-        cells.push_back({metrics_[which[i]][h], protected_tail});
-        total += kvs[i]->size(h);
+    for (size_t l = 0; l < layers.size(); ++l) {
+      for (int h = 0; h < layers[l].num_heads(); ++h) {
+        cells.push_back({metrics_[l][h], config_.metric.protected_tail});
+        total += layers[l].size(h);
       }
     }
     if (total <= target) return;
     const auto keep = plan_block_eviction(cells, total - target);
     size_t c = 0;
-    for (size_t i = 0; i < kvs.size(); ++i) {
-      for (int h = 0; h < kvs[i]->num_heads(); ++h, ++c) {
-        if (int64_t(keep[c].size()) == kvs[i]->size(h)) continue;
-        kvs[i]->keep(h, keep[c]);
-        std::vector<float>& m = metrics_[which[i]][h];
+    for (size_t l = 0; l < layers.size(); ++l) {
+      for (int h = 0; h < layers[l].num_heads(); ++h, ++c) {
+        if (int64_t(keep[c].size()) == layers[l].size(h)) continue;
+        layers[l].keep(h, keep[c]);
+        std::vector<float>& m = metrics_[l][h];
         std::vector<float> kept(keep[c].size());
         for (size_t j = 0; j < keep[c].size(); ++j) kept[j] = m[keep[c][j]];
         m = std::move(kept);
@@ -249,9 +270,9 @@ class KVCompress : public Method {
   }
 
   KVCompressConfig config_;
+  int64_t budget_ = 0;  // B: the cell's, or derived from the prompt in the rate mode
   bool compress_ = false;
   std::vector<std::vector<std::vector<float>>> metrics_;  // [layer][head][entry]
-  std::vector<int64_t> allowance_;  // per layer: entries a decode step may attend to
 };
 
 KVB_REGISTER_METHOD(make_method_info<KVCompress, KVCompressConfig>({
@@ -266,8 +287,25 @@ KVB_REGISTER_METHOD(make_method_info<KVCompress, KVCompressConfig>({
                 "over the GQA group), 8 protected positions, blocks of 16 per (layer, head) "
                 "ranked across all layers and heads with the last physical block's empty slots "
                 "first (Fig. 5); KVC-full via variant (queries i >= j+10); continual compression "
-                "evicts per layer across its heads, not across layers; budget given as B only "
-                "(no compression-ratio option)",
+                "re-evicts before every decode step across all layers and heads, as the "
+                "vLLM fork's scheduler (compression_interval 1); compression_rate r sizes the "
+                "cache per prompt as the fork's experiments/run_longbench.py "
+                "(max(min_cache_tokens, (int(L/r) - 1) // 16 * 16)), used as B (the current "
+                "token included), the budget axis then ignored",
+    .presets = {
+        {"paper",
+         "the paper, arxiv.org/abs/2410.00161 Table 2's KVC-w8-L2 (the fork's runner defaults "
+         "to w 32): observation window 8, squared attention summed over it, max pooling 7, "
+         "blocks ranked across layers and heads",
+         {{"variant", "w"}, {"window", 8}, {"kernel", 7}, {"aggregation", "l2"}}},
+        {"vllm-kvcompress",
+         "IsaacRe/vllm-kvcompress experiments/run_longbench.py defaults "
+         "(--prefill-metric-collection-window-size 32, --protected-window-size 50, "
+         "--metric-aggregation L2-sum, max pooling kernel 7 of "
+         "vllm/attention/backends/flash_attn.py, compress once after prefill)",
+         {{"variant", "w"}, {"window", 32}, {"kernel", 7}, {"aggregation", "l2"},
+          {"protected", 50}, {"continual", false}}},
+    },
 }));
 
 }  // namespace

@@ -26,6 +26,13 @@ struct KVCompressMetric {
   at::Tensor compute(const at::Tensor& q, const at::Tensor& k) const;
 };
 
+// The cache size (entries per KV head, the current token included) of the compression-rate
+// mode, as IsaacRe/vllm-kvcompress experiments/run_longbench.py derives --max-cache-tokens from
+// --compression-rate r: max(min_cache_tokens, (int(L / r) - 1) // block * block).
+// Example: L = 5000, r = 8 -> 624; L = 1000, r = 8 -> 112 -> 128 (the minimum).
+int64_t kvcompress_rate_budget(int64_t prompt_length, double rate, int64_t min_cache_tokens,
+                               int64_t block_size = kKvBlockSize);
+
 // One (layer, KV head) cell: its resident entries' metrics in logical order.
 struct EvictionCell {
   std::vector<float> metrics;  // [n]

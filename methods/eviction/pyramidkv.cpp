@@ -6,7 +6,6 @@
 // (KVCache-Factory, pyramidkv/pyramidkv_utils.py), beta = 20.
 #include "methods/eviction/pyramidkv.h"
 
-#include "methods/common/prefill_eviction.h"
 #include "methods/common/snapkv_scoring.h"
 
 namespace kvb {
@@ -54,16 +53,12 @@ struct PyramidKVConfig {
   }
 };
 
-class PyramidKV : public PrefillEviction {
+class PyramidKV : public SnapKVScoredEviction {
  public:
-  explicit PyramidKV(const PyramidKVConfig& c) : config_(c) {}
+  explicit PyramidKV(const PyramidKVConfig& c) : SnapKVScoredEviction(c.scoring), config_(c) {}
 
  protected:
-  int64_t window() const override { return config_.scoring.window; }
-  at::Tensor score(int, const at::Tensor& q, const at::Tensor& k) override {
-    return config_.scoring.score(q, k);  // [Hkv, L - W]
-  }
-  // scores: [Hkv, L - W]; every head of layer `layer` gets cap_l.
+  // scores: [Hkv or Hq, L - W]; every head of layer `layer` gets cap_l.
   std::vector<int64_t> capacities(int layer, const at::Tensor& scores) override {
     const int64_t L = scores.size(1) + window();
     const std::vector<int64_t> caps = pyramid_capacities(
@@ -88,7 +83,16 @@ KVB_REGISTER_METHOD(make_method_info<PyramidKV, PyramidKVConfig>({
     .fidelity = "faithful to KVCache-Factory (W=8, k=7, max pool, beta=20, its integer capacity "
                 "arithmetic, uniform SnapKV when L < 2(B-W)); the floor in `steps` makes the "
                 "mean capacity slightly above B-W, as in the reference (measured budget shows "
-                "it); GQA scores reduced before pooling",
+                "it); GQA scores reduced before pooling, one selection per KV head (gqa: "
+                "per_query_head as the reference's default query_head granularity)",
+    .presets = {
+        {"kvcache-factory",
+         "Zefan-Cai/KVCache-Factory run_longbench.py (window_sizes 8, kernel_sizes 7, pooling "
+         "maxpool) with PyramidKVCluster of pyramidkv/pyramidkv_utils.py (beta 20); its default "
+         "--kv_cache_granularity query_head repeats the KV before compressing: per query head",
+         {{"window", 8}, {"kernel", 7}, {"pooling", "max"}, {"beta", 20},
+          {"gqa", "per_query_head"}}},
+    },
 }));
 
 }  // namespace

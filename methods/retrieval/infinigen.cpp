@@ -8,17 +8,23 @@
 // sum |Q A| and by sum |K A| (r = 0.2).
 // Decode (Section 4.3): for layer i+1 >= 2, q~ = RoPE(x_i Wq_{i+1}) A on the partial channels,
 // where x_i is layer i's attention input (after its RMSNorm); scores against the partial skewed
-// keys / sqrt(d); per head, count the keys with score > max - alpha; the count is averaged over
+// keys / sqrt(d); per head, count the keys with score >= max - alpha; the count is averaged over
 // heads and capped by the budget; each head fetches its top-count keys. Layers 0 and 1 attend to
 // everything.
+// Calibration text: the reference uses the first 2048 tokens of PG19's first book
+// (pg19_firstbook.txt, not shipped here). kvbench's default is its own fixed text,
+// methods/retrieval/infinigen_calibration.txt (original prose written for kvbench, ~8.6 KB:
+// about 2000 tokens for a Llama-class tokenizer); `calibration_file` names another (e.g. that
+// PG19 book), `calibration: "prompt"` fits A to the current prompt's first tokens instead.
 // Harness choices: GQA (absent from the reference) uses one A per KV head, from the group's
 // queries stacked, and the group's mean speculative score; the per-head max (the reference's
-// Llama code takes head 0's max: a bug); `fill_to_budget` (default) attends exactly the cap B
-// so budgets compare across methods; when no calibration file is configured, A comes from the
-// first min(2048, L) tokens of the current prompt; a calibration file's matrices are cached in
-// memory and, for a model loaded from a folder, on disk beside it
-// (<model>/.kvbench-cache/infinigen-<hash>.safetensors, keyed by the weights' hash, the
-// calibration text, its token count and r); a read-only model folder keeps them in memory only.
+// Llama code takes head 0's max: a bug); the current entry is always fetched (the reference
+// fetches the top-count keys, the current one only when it ranks); `fill_to_budget: true`
+// attends exactly the cap (top by speculative score) instead of the threshold count; a
+// calibration text's matrices are cached in memory and, for a model loaded from a folder, on
+// disk beside it (<model>/.kvbench-cache/infinigen-<hash>.safetensors, keyed by the weights'
+// hash, the calibration text, its token count and r); a read-only model folder keeps them in
+// memory only.
 #include "methods/retrieval/infinigen.h"
 
 #include "harness/model/safetensors.h"
@@ -71,6 +77,35 @@ std::vector<at::Tensor> infinigen_partial_channels(const at::Tensor& qa, const a
   return out;
 }
 
+at::Tensor infinigen_speculative_scores(const at::Tensor& q, const at::Tensor& skew,
+                                        const at::Tensor& channels,
+                                        const at::Tensor& partial_keys) {
+  const double scale = 1.0 / std::sqrt(double(skew.size(0)));
+  at::Tensor qs = at::matmul(q.to(at::kFloat), skew).index_select(1, channels);  // [g, c]
+  return at::matmul(qs, partial_keys.to(at::kFloat).t()).mul_(scale).mean(0);   // [n]
+}
+
+int64_t infinigen_threshold_count(const std::vector<at::Tensor>& scores, double alpha) {
+  if (scores.empty()) throw std::logic_error("infinigen_threshold_count: no heads");
+  double count_sum = 0;
+  for (const at::Tensor& s : scores)
+    count_sum += (s >= s.max().item<double>() - alpha).sum().item<double>();  // this head's max
+  return int64_t(count_sum / double(scores.size()));
+}
+
+std::vector<int64_t> infinigen_fetch(const at::Tensor& scores, int64_t fetch) {
+  const int64_t n = scores.size(0);
+  if (fetch < 1 || fetch > n) throw std::logic_error("infinigen_fetch: needs 1 <= fetch <= n");
+  std::vector<int64_t> chosen = top_k_indices(scores.narrow(0, 0, n - 1), fetch - 1);
+  chosen.push_back(n - 1);
+  std::sort(chosen.begin(), chosen.end());
+  return chosen;
+}
+
+std::string infinigen_default_calibration_file() {
+  return KVBENCH_SOURCE_DIR "/methods/retrieval/infinigen_calibration.txt";
+}
+
 namespace {
 
 // Skewing matrices and partial channels of one layer from its calibration Q, K.
@@ -105,7 +140,7 @@ class CalibrationRecorder : public Method {
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path + ": cannot read (infinigen.calibration_file)");
+  if (!in) throw InputError(path + ": cannot read (infinigen calibration text; calibration_file)");
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
@@ -123,7 +158,7 @@ std::shared_ptr<InfiniGenCalibration> calibrate(const LlamaModel& model, const s
   std::vector<int> ids = model.tokenizer->encode(text, /*add_bos=*/true);
   if (int64_t(ids.size()) > c.calibration_tokens) ids.resize(c.calibration_tokens);
   if (ids.size() < 2)
-    throw InputError(c.calibration_file + ": too short for calibration (infinigen.calibration_file)");
+    throw InputError(c.text_file() + ": too short for calibration (infinigen.calibration_file)");
   auto calibration = std::make_shared<InfiniGenCalibration>();
   CalibrationRecorder recorder(c.partial_ratio, *calibration);
   Session session(model, recorder, SessionOptions{});
@@ -164,21 +199,34 @@ std::shared_ptr<InfiniGenCalibration> from_file(const SafetensorsFile& file, int
 std::string infinigen_cache_path(const LlamaModel& model, const InfiniGenConfig& c) {
   if (!std::filesystem::is_directory(model.source)) return "";
   std::ostringstream key;
-  key << std::hex << weights_hash(model) << '-' << fnv1a(read_text(c.calibration_file)) << '-'
+  key << std::hex << weights_hash(model) << '-' << fnv1a(read_text(c.text_file())) << '-'
       << std::dec << c.calibration_tokens << '-' << c.partial_ratio;
   return model.source + "/.kvbench-cache/infinigen-" + key.str() + ".safetensors";
 }
 
 namespace {
 
-// Calibrations from files: per process in memory, and on disk beside a folder model.
+// A cheap fingerprint of a model's weights (the first bytes of every layer's Wk), so that a
+// model allocated where an earlier one was does not reuse its calibration from memory.
+uint64_t weights_fingerprint(const LlamaModel& model) {
+  std::string bytes;
+  for (const LayerWeights& l : model.layers) {
+    at::Tensor wk = l.wk.contiguous();
+    bytes.append(static_cast<const char*>(wk.data_ptr()), std::min<size_t>(wk.nbytes(), 256));
+  }
+  return fnv1a(bytes);
+}
+
+// Calibrations from texts: per process in memory, and on disk beside a folder model.
 std::shared_ptr<const InfiniGenCalibration> file_calibration(const LlamaModel& model,
                                                              const InfiniGenConfig& c) {
   static std::mutex mutex;
   static std::map<std::string, std::shared_ptr<const InfiniGenCalibration>> memory;
-  std::ostringstream key;
-  key << &model << '|' << model.source << '|' << c.calibration_file << '|'
-      << c.calibration_tokens << '|' << c.partial_ratio;
+  std::ostringstream key;  // the address alone could be reused by another model: its shape too
+  key << &model << '|' << model.source << '|' << model.config.num_hidden_layers << 'x'
+      << model.config.num_key_value_heads << 'x' << model.config.head_dim << '|'
+      << weights_fingerprint(model) << '|' << c.text_file() << '|' << c.calibration_tokens << '|'
+      << c.partial_ratio;
   std::lock_guard<std::mutex> lock(mutex);
   auto it = memory.find(key.str());
   if (it != memory.end()) return it->second;
@@ -188,7 +236,7 @@ std::shared_ptr<const InfiniGenCalibration> file_calibration(const LlamaModel& m
   if (!path.empty() && std::filesystem::exists(path)) {
     calibration = from_file(*SafetensorsFile::open(path), model.config.num_hidden_layers);
   } else {
-    calibration = calibrate(model, read_text(c.calibration_file), c);
+    calibration = calibrate(model, read_text(c.text_file()), c);
     if (!path.empty()) {
       std::error_code ec;
       std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
@@ -210,6 +258,7 @@ InfiniGenConfig InfiniGenConfig::from_json(const json& j, const std::string& whe
   JsonFields f(j.is_null() ? json::object() : j, where);
   f.get("alpha", c.alpha);
   f.get("partial_ratio", c.partial_ratio);
+  f.get("calibration", c.calibration);
   f.get("calibration_file", c.calibration_file);
   f.get("calibration_tokens", c.calibration_tokens);
   f.get("budget_ratio", c.budget_ratio);
@@ -221,6 +270,12 @@ InfiniGenConfig InfiniGenConfig::from_json(const json& j, const std::string& whe
   if (c.calibration_tokens < 2) throw InputError(f.path("calibration_tokens") + ": must be >= 2");
   if (!(c.budget_ratio >= 0.0 && c.budget_ratio <= 1.0))
     throw InputError(f.path("budget_ratio") + ": must be in [0, 1] (0: use the budget B)");
+  if (c.calibration != "text" && c.calibration != "prompt")
+    throw InputError(f.path("calibration") + ": \"" + c.calibration +
+                     "\" is not one of text (calibration_file, or kvbench's text), prompt");
+  if (c.calibration == "prompt" && !c.calibration_file.empty())
+    throw InputError(f.path("calibration_file") + ": set, but calibration is \"prompt\" "
+                     "(calibrating on the prompt reads no file)");
   if (!c.calibration_file.empty() && !std::filesystem::is_regular_file(c.calibration_file))
     throw InputError(f.path("calibration_file") + ": no such file: " + c.calibration_file);
   return c;
@@ -229,6 +284,7 @@ InfiniGenConfig InfiniGenConfig::from_json(const json& j, const std::string& whe
 json InfiniGenConfig::to_json() const {
   return json{{"alpha", alpha},
               {"partial_ratio", partial_ratio},
+              {"calibration", calibration},
               {"calibration_file", calibration_file},
               {"calibration_tokens", calibration_tokens},
               {"budget_ratio", budget_ratio},
@@ -241,6 +297,20 @@ void InfiniGenConfig::check_budget(int64_t budget, const std::string& where) con
                      ">= 1, got " + std::to_string(budget));
 }
 
+std::string InfiniGenConfig::text_file() const {
+  return calibration_file.empty() ? infinigen_default_calibration_file() : calibration_file;
+}
+
+int64_t InfiniGenConfig::cap(int64_t budget, int64_t entries) const {
+  const int64_t c = budget_ratio > 0.0 ? int64_t(double(entries) * budget_ratio) : budget;
+  return std::max<int64_t>(1, std::min(c, entries));
+}
+
+AttendedRange InfiniGenConfig::attended(int64_t budget, int64_t entries, int64_t step) const {
+  const double most = double(cap(budget, entries));
+  return {fill_to_budget ? most : 1.0, most};
+}
+
 void InfiniGen::begin(const MethodContext& context) {
   RetrievalMethod::begin(context);
   file_calibration_.reset();
@@ -249,8 +319,8 @@ void InfiniGen::begin(const MethodContext& context) {
   partial_keys_.assign(context.num_layers, {});
   attention_input_.assign(context.num_layers, at::Tensor());
   last_count_ = 0;
-  if (!config_.calibration_file.empty()) {
-    if (!context.model) throw std::logic_error("infinigen: calibration_file needs the model");
+  if (config_.calibration == "text") {
+    if (!context.model) throw std::logic_error("infinigen: a calibration text needs the model");
     file_calibration_ = file_calibration(*context.model, config_);
   }
 }
@@ -306,31 +376,18 @@ std::vector<std::vector<int64_t>> InfiniGen::select_sparse(int layer, const at::
   // q~ = RoPE(x_i Wq_{i+1}): [Hq, d]
   at::Tensor q_spec = layer_queries(*context_.model, w, x, at::full({1}, position_, at::kLong))
                           .reshape({Hq, d}).to(at::kFloat);
-  const double scale = 1.0 / std::sqrt(double(d));
   const at::Tensor& skew = calibration().skew[layer];
-
   std::vector<at::Tensor> scores;  // per listed head [n]
-  double count_sum = 0;
-  for (int h : heads) {
-    at::Tensor qh = at::matmul(q_spec.narrow(0, h * g, g), skew[h])
-                        .index_select(1, calibration().channels[layer][h]);  // [g, c_h]
-    at::Tensor s = at::matmul(qh, partial_keys_[layer][h].t()).mul_(scale).mean(0);  // [n]
-    const double threshold = s.max().item<double>() - config_.alpha;  // this head's max
-    count_sum += (s > threshold).sum().item<double>();
-    scores.push_back(s);
-  }
-  last_count_ = int64_t(count_sum / double(heads.size()));  // same count for every head
+  for (int h : heads)
+    scores.push_back(infinigen_speculative_scores(q_spec.narrow(0, h * g, g), skew[h],
+                                                  calibration().channels[layer][h],
+                                                  partial_keys_[layer][h]));
+  last_count_ = infinigen_threshold_count(scores, config_.alpha);  // same count for every head
   std::vector<std::vector<int64_t>> out;
   for (size_t i = 0; i < heads.size(); ++i) {
-    const int64_t n = kv.size(heads[i]);
-    const int64_t cap = config_.budget_ratio > 0.0 ? int64_t(double(n) * config_.budget_ratio)
-                                                   : context_.budget;
-    int64_t fetch = config_.fill_to_budget ? cap : std::min(last_count_, cap);
-    fetch = std::max<int64_t>(1, std::min(fetch, n));
-    // The current entry always; the rest by speculative score among the earlier ones.
-    std::vector<int64_t> chosen = top_k_indices(scores[i].narrow(0, 0, n - 1), fetch - 1);
-    chosen.push_back(n - 1);
-    out.push_back(std::move(chosen));
+    const int64_t cap = config_.cap(context_.budget, kv.size(heads[i]));
+    const int64_t fetch = config_.fill_to_budget ? cap : std::min(last_count_, cap);
+    out.push_back(infinigen_fetch(scores[i], std::max<int64_t>(1, fetch)));  // NaN scores: 1
   }
   return out;
 }
@@ -346,13 +403,14 @@ KVB_REGISTER_METHOD(make_method_info<InfiniGen, InfiniGenConfig>({
     .fidelity =
         "follows snu-comparch/InfiniGen's Llama path (skewing A = Vq ordered by Sq*Sk, partial "
         "channels r=0.2 by |QA| and |KA|, speculation from the previous layer's attention input "
-        "with the next layer's Wq, threshold max-alpha with alpha=5 and scores/sqrt(d), count "
-        "averaged over heads, layers 0-1 dense); per-head max (the reference's head-0 max is a "
-        "bug); GQA: one A per KV head from the group's stacked queries, group-mean score; "
-        "fill_to_budget=true (default, harness choice) attends exactly B by speculative score, "
-        "false attends min(threshold count, B); without calibration_file A is built from the first "
-        "min(2048, L) tokens of the current prompt, not a separate calibration text; file "
-        "calibrations are cached beside a folder model (keyed by its weights hash) and in memory",
+        "with the next layer's Wq, keys with score >= max - alpha fetched, alpha=5, "
+        "scores/sqrt(d), the count averaged over heads and capped by B, layers 0-1 dense); "
+        "calibration: kvbench's fixed text methods/retrieval/infinigen_calibration.txt (the "
+        "reference: 2048 tokens of PG19's first book; calibration_file: another text, "
+        "calibration=prompt: the prompt itself); per-head max (the reference's head-0 max is a "
+        "bug); current entry always fetched; GQA: one A per KV head from the group's stacked "
+        "queries, group-mean score; fill_to_budget=true: exactly B by speculative score; "
+        "calibrations cached beside a folder model (keyed by its weights hash) and in memory",
 }));
 
 }  // namespace kvb

@@ -27,17 +27,47 @@ at::Tensor infinigen_skewing(const at::Tensor& q, const at::Tensor& k);
 std::vector<at::Tensor> infinigen_partial_channels(const at::Tensor& qa, const at::Tensor& ka,
                                                    double r);
 
+// The speculative scores of one KV head: the group's speculated queries q [g, d] in the skewed
+// basis (q A, A = skew [d, d]) on the partial channels [c] (int64), against the partial skewed
+// keys [n, c], / sqrt(d), averaged over the group. Returns [n] float32.
+at::Tensor infinigen_speculative_scores(const at::Tensor& q, const at::Tensor& skew,
+                                        const at::Tensor& channels, const at::Tensor& partial_keys);
+
+// InfiniGen's fetch count: per head, the keys whose speculative score is within alpha of that
+// head's max (score >= max - alpha, as the reference), averaged over the heads and truncated
+// (the reference fetches the same number for every head). scores: one [n_h] tensor per head.
+int64_t infinigen_threshold_count(const std::vector<at::Tensor>& scores, double alpha);
+
+// The entries one head fetches: the current (last) one and the top fetch - 1 of the others by
+// speculative score (ties by lower index). scores: [n]; 1 <= fetch <= n. Returns ascending.
+std::vector<int64_t> infinigen_fetch(const at::Tensor& scores, int64_t fetch);
+
+// The calibration text shipped with kvbench (methods/retrieval/infinigen_calibration.txt): used
+// when `calibration_file` is empty.
+std::string infinigen_default_calibration_file();
+
 struct InfiniGenConfig {
-  double alpha = 5.0;           // fetch keys with speculative score > max - alpha (Llama: 5)
+  double alpha = 5.0;           // fetch keys with speculative score >= max - alpha (Llama: 5)
   double partial_ratio = 0.2;   // r: share of channels kept for speculation
-  std::string calibration_file;  // text whose first calibration_tokens build A; "" = the prompt
+  // "text": A from the first calibration_tokens of a calibration text (the reference: PG19's
+  // first book), `calibration_file` or, when empty, infinigen_default_calibration_file();
+  // "prompt": from the current prompt's first calibration_tokens (fits A to the input scored).
+  std::string calibration = "text";
+  std::string calibration_file;
   int64_t calibration_tokens = 2048;
   double budget_ratio = 0.0;     // > 0: cap = int(n x ratio) (the reference's `budget`); 0: B
-  bool fill_to_budget = true;    // attend exactly the cap (top by speculative score)
+  bool fill_to_budget = false;   // true: attend exactly the cap, top by speculative score
 
   static InfiniGenConfig from_json(const json& j, const std::string& where);
   json to_json() const;
   void check_budget(int64_t budget, const std::string& where) const;
+  // The calibration text read when calibration == "text".
+  std::string text_file() const;
+  // The fetch cap of a head holding n entries: int(n x budget_ratio) or B, within [1, n].
+  int64_t cap(int64_t budget, int64_t entries) const;
+  // The budget rule: the threshold count, between 1 and the cap (exactly the cap with
+  // fill_to_budget).
+  AttendedRange attended(int64_t budget, int64_t entries, int64_t step) const;
 };
 
 // Where a calibration file's matrices are cached for `model` ("" when the model has no folder):
@@ -62,6 +92,10 @@ class InfiniGen : public RetrievalMethod {
 
   // Last step's speculation, for inspection: entries over the threshold averaged over heads.
   int64_t last_count() const { return last_count_; }
+  // The skewing matrices and partial channels in use (after begin, or on_prefill for "prompt").
+  const InfiniGenCalibration& calibration() const {
+    return file_calibration_ ? *file_calibration_ : prompt_calibration_;
+  }
 
  protected:
   int dense_layers() const override { return 2; }
@@ -73,11 +107,8 @@ class InfiniGen : public RetrievalMethod {
   void set_partial_bytes(int layer, const LayerKV& kv);
 
   InfiniGenConfig config_;
-  std::shared_ptr<const InfiniGenCalibration> file_calibration_;  // from calibration_file
+  std::shared_ptr<const InfiniGenCalibration> file_calibration_;  // from a calibration text
   InfiniGenCalibration prompt_calibration_;                       // from the prompt
-  const InfiniGenCalibration& calibration() const {
-    return file_calibration_ ? *file_calibration_ : prompt_calibration_;
-  }
   std::vector<std::vector<at::Tensor>> partial_keys_;  // per layer, per KV head [n, c_h]
   std::vector<at::Tensor> attention_input_;            // per layer, this step's x: [1, D]
   int64_t position_ = 0;

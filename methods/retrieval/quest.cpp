@@ -6,15 +6,20 @@
 // partial) page is always attended. Layers 0 and 1 attend to everything (as in the paper).
 //
 // In the harness (see `fidelity` below):
-// - The budget B counts entries: the current page contributes its filled entries, then whole
-//   pages by score; the room left (< 16) is filled with the leading entries of the next-ranked
-//   page, so every sparse head attends exactly B (`fill_budget`, default). With
-//   `fill_budget: false` the reference kernel's rule applies: floor(B/16) pages in all, the
-//   current one included, so a head attends between B - 15 - B%16 and B - B%16 entries.
+// - `selection` (what B buys):
+//   kernel (default; the reference's kernel path, the spec's default): floor(B/16) pages in
+//     all, the current one included and counted, so a head attends (floor(B/16) - 1) x 16 +
+//     the current page's filled entries: between B - 15 - B%16 and B - B%16.
+//   fill (a kvbench option, not in the reference): the current page, whole pages by score, and
+//     the room left (< 16) filled with the leading entries of the next-ranked page: exactly B.
+//   evaluation (the reference's accuracy-evaluation path, evaluation/quest_attention.py, which
+//     produced the paper's accuracy numbers): each query head takes its top max(3, B/16) pages,
+//     the current page a candidate like any other (not forced: the current token may go
+//     unattended, as there).
 // - GQA: the reference repeats KV and selects per query head. Default: one selection per KV
-//   head with the group's query heads' page scores summed. `per_query_head`: each query head
-//   ranks the pages itself and the KV head attends the union, built rank by rank across the
-//   group's query heads until B is reached (so the budget keeps its meaning: B per KV head).
+//   head with the group's query heads' page scores summed. `gqa: per_query_head`: as the reference,
+//   each query head ranks the pages itself and attends only to its own selection (B per query
+//   head; a KV head's entries are fetched once for its group, counted as their union).
 #include "methods/retrieval/quest.h"
 
 #include <algorithm>
@@ -54,47 +59,53 @@ at::Tensor quest_page_scores(const at::Tensor& q, const at::Tensor& kmin, const 
          at::bmm(q_neg, kmin.to(at::kFloat).transpose(1, 2));  // [H, g, P]
 }
 
-std::vector<int64_t> quest_rank_pages(const at::Tensor& scores) {
+std::vector<int64_t> quest_rank_pages(const at::Tensor& scores, bool with_current) {
   at::Tensor s = scores.to(at::kFloat).contiguous();
   const float* p = s.data_ptr<float>();
-  std::vector<int64_t> order(std::max<int64_t>(s.numel() - 1, 0));
+  std::vector<int64_t> order(std::max<int64_t>(s.numel() - (with_current ? 0 : 1), 0));
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [p](int64_t a, int64_t b) { return p[a] > p[b]; });
   return order;
 }
 
-std::vector<int64_t> quest_select_pages(const std::vector<std::vector<int64_t>>& rankings,
-                                        int64_t n, int64_t page_size, int64_t budget,
-                                        bool fill_budget) {
+namespace {
+
+// The entries of `page` (the last one possibly partial), `count` of them at most.
+void append_page(std::vector<int64_t>& out, int64_t page, int64_t n, int64_t page_size,
+                 int64_t count) {
+  const int64_t end = std::min(n, page * page_size + count);
+  for (int64_t i = page * page_size; i < end; ++i) out.push_back(i);
+}
+
+}  // namespace
+
+std::vector<int64_t> quest_select_pages(const std::vector<int64_t>& ranking, int64_t n,
+                                        int64_t page_size, int64_t budget, bool fill_budget) {
   if (budget < page_size || n <= budget)
     throw std::logic_error("quest_select_pages: needs n > budget >= page_size");
-  const int64_t pages = (n + page_size - 1) / page_size;
-  const int64_t current = pages - 1, current_fill = n - current * page_size;
-  std::vector<int64_t> out;
-  // Entries the other pages may use: exactly B - current_fill, or whole pages up to
-  // floor(B / page_size) - 1 of them (the reference kernel).
+  const int64_t current = (n - 1) / page_size, current_fill = n - current * page_size;
+  // Entries the other pages may use: whole pages up to floor(B / page_size) - 1 of them (the
+  // reference kernel), or exactly B - current_fill.
   int64_t room = fill_budget ? budget - current_fill : (budget / page_size - 1) * page_size;
-  std::vector<char> taken(pages, 0);
-  taken[current] = 1;
-  size_t rank = 0;
-  bool more = true;
-  while (room > 0 && more) {
-    more = false;
-    for (const std::vector<int64_t>& ranking : rankings) {
-      if (rank >= ranking.size()) continue;
-      more = true;
-      const int64_t page = ranking[rank];
-      if (taken[page]) continue;
-      taken[page] = 1;
-      const int64_t count = std::min(room, page_size);  // a trimmed page only when filling
-      for (int64_t i = 0; i < count; ++i) out.push_back(page * page_size + i);
-      room -= count;
-      if (room <= 0) break;
-    }
-    ++rank;
+  std::vector<int64_t> out;
+  for (size_t r = 0; r < ranking.size() && room > 0; ++r) {
+    const int64_t count = std::min(room, page_size);  // a trimmed page only when filling
+    append_page(out, ranking[r], n, page_size, count);
+    room -= count;
   }
-  for (int64_t i = current * page_size; i < n; ++i) out.push_back(i);
+  append_page(out, current, n, page_size, page_size);
   std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<int64_t> quest_evaluation_pages(const std::vector<int64_t>& ranking, int64_t n,
+                                            int64_t page_size, int64_t budget) {
+  const int64_t taken = std::max<int64_t>(3, budget / page_size);
+  std::vector<int64_t> pages(ranking.begin(),
+                             ranking.begin() + std::min<int64_t>(taken, int64_t(ranking.size())));
+  std::sort(pages.begin(), pages.end());
+  std::vector<int64_t> out;
+  for (int64_t page : pages) append_page(out, page, n, page_size, page_size);
   return out;
 }
 
@@ -102,29 +113,55 @@ namespace {
 
 struct QuestConfig {
   int64_t page_size = 16;
-  bool per_query_head = false;
-  bool fill_budget = true;
+  // per_kv_head: the group's page scores summed, one selection per KV head; per_query_head:
+  // every query head selects and attends on its own pages, as the reference (which repeats KV).
+  std::string gqa = "per_kv_head";
+  // kernel: floor(B/16) pages, the current one included (the reference kernel; the spec's
+  // default); fill: exactly B, the room left after whole pages filled from the next-ranked page
+  // (a kvbench option); evaluation: the reference's accuracy-evaluation path, max(3, B/16)
+  // pages per query head, the current page a candidate like any other.
+  std::string selection = "kernel";
 
   static QuestConfig from_json(const json& j, const std::string& where) {
     QuestConfig c;
     JsonFields f(j.is_null() ? json::object() : j, where);
     f.get("page_size", c.page_size);
-    f.get("per_query_head", c.per_query_head);
-    f.get("fill_budget", c.fill_budget);
+    f.get("gqa", c.gqa);
+    f.get("selection", c.selection);
     f.finish();
     if (c.page_size < 1)
       throw InputError(f.path("page_size") + ": must be >= 1, got " + std::to_string(c.page_size));
+    if (c.gqa != "per_kv_head" && c.gqa != "per_query_head")
+      throw InputError(f.path("gqa") + ": \"" + c.gqa + "\" is not one of per_kv_head, per_query_head");
+    if (c.selection != "kernel" && c.selection != "fill" && c.selection != "evaluation")
+      throw InputError(f.path("selection") + ": \"" + c.selection +
+                       "\" is not one of kernel, fill, evaluation");
     return c;
   }
   json to_json() const {
-    return {{"page_size", page_size}, {"per_query_head", per_query_head},
-            {"fill_budget", fill_budget}};
+    return {{"page_size", page_size}, {"gqa", gqa}, {"selection", selection}};
   }
+  bool per_query_head() const { return gqa == "per_query_head"; }
   void check_budget(int64_t budget, const std::string& where) const {
-    if (budget < page_size)
+    if (selection != "evaluation" && budget < page_size)
       throw InputError(where + ".page_size: budget " + std::to_string(budget) +
                        " must hold at least one page of " + std::to_string(page_size) +
                        " entries (the current page is always attended)");
+  }
+  // The budget rule per KV head (per query head with per_query_head, the KV head's count their
+  // mean). kernel: floor(B/16) - 1 whole pages + the current page's filled entries; fill: B;
+  // evaluation: max(3, B/16) pages, whole or one of them the partial current page.
+  AttendedRange attended(int64_t budget, int64_t entries, int64_t step) const {
+    const int64_t pages = (entries + page_size - 1) / page_size;
+    const int64_t current_fill = entries - (pages - 1) * page_size;
+    if (selection == "fill") return {double(budget), double(budget)};
+    if (selection == "kernel") {
+      const double n = double((budget / page_size - 1) * page_size + current_fill);
+      return {n, n};
+    }
+    const int64_t taken = std::min(std::max<int64_t>(3, budget / page_size), pages);
+    const int64_t whole = std::min(taken * page_size, entries);
+    return {double(std::min(whole, (taken - 1) * page_size + current_fill)), double(whole)};
   }
 };
 
@@ -181,6 +218,8 @@ class Quest : public RetrievalMethod {
   }
 
  protected:
+  bool per_query_head() const override { return config_.per_query_head(); }
+
   // q: [Hq, d]. Every head of this family holds the same entries (nothing is evicted).
   std::vector<std::vector<int64_t>> select_sparse(int layer, const at::Tensor& q,
                                                   const LayerKV& kv,
@@ -194,18 +233,22 @@ class Quest : public RetrievalMethod {
     at::Tensor scores;  // [Hkv, g, P], or [Hkv, 1, P] summed over the group
     if (quest_page_scores_supported(kmin, kmax) && q.device().is_cpu()) {
       scores = quest_page_scores_kernel(q.reshape({Hkv, g, d}), kmin, kmax,
-                                        /*sum_group=*/!config_.per_query_head);
+                                        /*sum_group=*/!config_.per_query_head());
     } else {
       scores = quest_page_scores(q.reshape({Hkv, g, d}), kmin, kmax);
-      if (!config_.per_query_head) scores = scores.sum(1, /*keepdim=*/true);
+      if (!config_.per_query_head()) scores = scores.sum(1, /*keepdim=*/true);
     }
-    std::vector<std::vector<int64_t>> out;
-    for (int h : heads) {
-      std::vector<std::vector<int64_t>> rankings;
-      for (int64_t j = 0; j < scores.size(1); ++j) rankings.push_back(quest_rank_pages(scores[h][j]));
-      out.push_back(quest_select_pages(rankings, ix.entries, config_.page_size, context_.budget,
-                                       config_.fill_budget));
-    }
+    const bool evaluation = config_.selection == "evaluation";
+    std::vector<std::vector<int64_t>> out;  // per head, or per query head (scores' rows)
+    for (int h : heads)
+      for (int64_t j = 0; j < scores.size(1); ++j) {
+        const std::vector<int64_t> ranking =
+            quest_rank_pages(scores[h][j], /*with_current=*/evaluation);
+        const int64_t n = ix.entries, page = config_.page_size, B = context_.budget;
+        const bool fill = config_.selection == "fill";
+        out.push_back(evaluation ? quest_evaluation_pages(ranking, n, page, B)
+                                 : quest_select_pages(ranking, n, page, B, fill));
+      }
     return out;
   }
 
@@ -236,11 +279,19 @@ KVB_REGISTER_METHOD(make_method_info<Quest, QuestConfig>({
     .budget_tolerance = 0.0,
     .dense_layers = 2,
     .fidelity = "pages of 16 with per-channel min/max keys, score sum_c max(q_c*kmax_c, "
-                "q_c*kmin_c), current page always attended and counted, layers 0-1 dense (as the "
-                "reference); B is met exactly by filling the room left after whole pages with the "
-                "leading entries of the next-ranked page (fill_budget=false: the reference's "
-                "floor(B/16) pages incl. the current one, <= B); GQA: group's scores summed per KV "
-                "head (per_query_head: per-query-head rankings merged rank by rank up to B)",
+                "q_c*kmin_c), layers 0-1 dense (as the reference); selection=kernel (default, "
+                "the reference kernel): floor(B/16) pages incl. the current one, <= B; fill: "
+                "exactly B, the room after whole pages filled from the next-ranked page (kvbench's "
+                "option); evaluation: the reference's accuracy-evaluation path, max(3, B/16) pages "
+                "per query head, current page not forced; GQA: group's scores summed per KV head "
+                "(gqa: per_query_head: each query head selects and attends on its own, as the "
+                "reference)",
+    .presets = {{"evaluation",
+                 "mit-han-lab/Quest evaluation/quest_attention.py, the accuracy-evaluation path "
+                 "behind Quest's accuracy numbers and ClusterKV's Quest baseline "
+                 "(sjtu-zhao-lab/ClusterKV accuracy/quest_attention.py, gen = False): max(3, B/16) "
+                 "pages per query head, the current page not forced",
+                 {{"selection", "evaluation"}, {"gqa", "per_query_head"}}}},
 }));
 
 }  // namespace

@@ -19,21 +19,26 @@ std::pair<at::Tensor, at::Tensor> quest_page_summaries(const at::Tensor& k, int6
 // q: [H, g, d]; kmin, kmax: [H, P, d]. Returns [H, g, P], float32.
 at::Tensor quest_page_scores(const at::Tensor& q, const at::Tensor& kmin, const at::Tensor& kmax);
 
-// Which entries one KV head attends to, given page scores. n resident entries form
-// P = ceil(n / page_size) pages; the last (current, possibly partial) page is always taken and
-// counts against `budget`. The other pages are taken in the order of `rankings` (one ranking per
-// query head, best first; with several rankings they are interleaved rank by rank, a page
-// counted once) while whole pages fit. With `fill_budget`, the room left (< page_size) is
-// filled with the leading entries of the next page in that order, so exactly `budget` entries
-// are attended; without it (the reference kernel) floor(budget / page_size) pages are taken in
-// all, the current one included. Returns logical indices, ascending. Requires n > budget >=
-// page_size.
-std::vector<int64_t> quest_select_pages(const std::vector<std::vector<int64_t>>& rankings,
-                                        int64_t n, int64_t page_size, int64_t budget,
-                                        bool fill_budget);
+// Which entries one KV head (or query head) attends to, given a page ranking (best first).
+// n resident entries form P = ceil(n / page_size) pages; the last (current, possibly partial)
+// page is always taken and counts against `budget`; the others are taken in ranking order
+// (the ranking lists them without the current one). Without `fill_budget` (the reference
+// kernel, Quest's default) floor(budget / page_size) pages are taken in all, the current one
+// included; with it (a kvbench option) the room left after whole pages (< page_size) is filled
+// with the leading entries of the next-ranked page, so exactly `budget` entries are attended.
+// Returns logical indices, ascending. Requires n > budget >= page_size.
+std::vector<int64_t> quest_select_pages(const std::vector<int64_t>& ranking, int64_t n,
+                                        int64_t page_size, int64_t budget, bool fill_budget);
 
-// Pages 0..P-2 (all but the current one) ranked by descending score, ties by lower index.
-// scores: [P] (the current page's entry is ignored).
-std::vector<int64_t> quest_rank_pages(const at::Tensor& scores);
+// The accuracy-evaluation path of the reference (evaluation/quest_attention.py): the top
+// min(max(3, budget / page_size), P) pages of a ranking over all P pages, the current one a
+// candidate like any other (a partial last page with its filled entries). Returns logical
+// indices, ascending.
+std::vector<int64_t> quest_evaluation_pages(const std::vector<int64_t>& ranking, int64_t n,
+                                            int64_t page_size, int64_t budget);
+
+// Pages ranked by descending score, ties by lower index: 0..P-2 (all but the current one), or
+// all P with `with_current`. scores: [P].
+std::vector<int64_t> quest_rank_pages(const at::Tensor& scores, bool with_current = false);
 
 }  // namespace kvb

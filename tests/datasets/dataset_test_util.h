@@ -25,7 +25,7 @@ inline int64_t token_count(const Tokenizer& t, const std::string& text) {
   return int64_t(t.encode(text, /*add_bos=*/true).size());
 }
 
-// ../shared/data, or "" when absent.
+// ${SHARED}/data, or "" when absent.
 inline std::string shared_data_dir() {
   const std::string shared = shared_dir();
   return shared.empty() || !std::filesystem::exists(shared + "/data/wordlists/nounlist.txt")
@@ -33,9 +33,10 @@ inline std::string shared_data_dir() {
              : shared + "/data";
 }
 
-#define KVB_REQUIRE_SHARED_DATA(dir_var)                                                   \
-  std::string dir_var = ::kvb::test::shared_data_dir();                                    \
-  if (dir_var.empty()) GTEST_SKIP() << "skipped: ../shared/data (haystack essays, word lists) " \
-                                       "is absent (set KVBENCH_SHARED to the shared folder)"
+#define KVB_REQUIRE_SHARED_DATA(dir_var)                  \
+  std::string dir_var = ::kvb::test::shared_data_dir();   \
+  if (dir_var.empty())                                    \
+  GTEST_SKIP() << "skipped: "                             \
+               << ::kvb::test::shared_absent("${SHARED}/data (haystack essays, word lists)")
 
 }  // namespace kvb::test

@@ -42,7 +42,13 @@ INSTANTIATE_TEST_SUITE_P(Shapes, DenseDecodeAttention,
                                            DenseCase{8, 2, 37, 64, 5},      // tail tile, padding
                                            DenseCase{32, 8, 1000, 128, 0},  // Llama-3 GQA
                                            DenseCase{6, 1, 5000, 32, 3},    // split-K chunks
-                                           DenseCase{40, 2, 300, 8, 0}));   // g = 20 > 16
+                                           DenseCase{40, 2, 300, 8, 0}),    // g = 20 > 16
+                         [](const ::testing::TestParamInfo<DenseCase>& info) {
+                           const DenseCase& c = info.param;  // e.g. Hq8_Hkv2_n37_d64_pad5
+                           return "Hq" + std::to_string(c.Hq) + "_Hkv" + std::to_string(c.Hkv) +
+                                  "_n" + std::to_string(c.n) + "_d" + std::to_string(c.d) +
+                                  "_pad" + std::to_string(c.pad);
+                         });
 
 TEST(DenseDecodeAttention, EmptyContextGivesZeros) {
   std::vector<float> q(4 * 8, 1.f), kv(1, 0.f);

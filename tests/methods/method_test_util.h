@@ -18,6 +18,13 @@ inline MethodContext context(int layers, int heads, int kv_heads, int head_dim, 
   return MethodContext{layers, heads, kv_heads, head_dim, budget, prompt_length, 0};
 }
 
+// The integers a, a+1, ..., b-1 (expected positions).
+inline std::vector<int64_t> range(int64_t a, int64_t b) {
+  std::vector<int64_t> out;
+  for (int64_t i = a; i < b; ++i) out.push_back(i);
+  return out;
+}
+
 // Unit vector e_i of length d.
 inline at::Tensor unit(int64_t i, int64_t d) {
   at::Tensor e = at::zeros({d});

@@ -4,11 +4,15 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <sstream>
 
 #include "harness/common/error.h"
+#include "reports/plots.h"
 #include "reports/report.h"
 #include "reports/tables.h"
+#include "tests/reports/colour_test_util.h"
 #include "tests/reports/report_test_util.h"
 #include "tests/test_util.h"
 
@@ -100,7 +104,10 @@ TEST(Report, WritesEveryPlotTablesAndSelfContainedHtml) {
       EXPECT_GT(std::filesystem::file_size(path), 100u) << path;
     }
   const std::string md = slurp(files.markdown);
-  EXPECT_NE(md.find("### Score: average across datasets (passkey_accuracy)"), std::string::npos);
+  EXPECT_NE(md.find("### Score (passkey_accuracy, higher is better), average across datasets"),
+            std::string::npos) << md;
+  EXPECT_NE(md.find("### Resident KV (KiB, lower is better) on passkey (context_length=256)"),
+            std::string::npos) << md;
   EXPECT_NE(md.find("![Recall vs budget](plots/recall_vs_budget.png)"), std::string::npos);
   const std::string html = slurp(files.html);
   EXPECT_NE(html.find("kvbench run fake"), std::string::npos);               // provenance
@@ -111,6 +118,113 @@ TEST(Report, WritesEveryPlotTablesAndSelfContainedHtml) {
        at = html.find("data:image/png;base64,", at + 1))
     ++images;
   EXPECT_EQ(images, expected.size());
+}
+
+std::string plot_script(const ReportFiles& files, const std::string& out, const std::string& name) {
+  for (const PlotFile& p : files.plots)
+    if (p.name == name) return slurp(out + "/plots/" + name + ".gp");
+  ADD_FAILURE() << "no plot " << name;
+  return "";
+}
+
+// The plot scripts: direction on every value axis, one style per method, coinciding series
+// named, the latency legend drawn in the bars' colours, a missing Full reference said.
+TEST(ReportPlots, SayWhatIsBetterAndKeepEverySeriesVisible) {
+  const std::string gnuplot = "/usr/bin/gnuplot";
+  if (!std::filesystem::exists(gnuplot)) GTEST_SKIP() << "skipped: " << gnuplot << " is absent (apt-get install gnuplot-nox)";
+  test::TempDir dir;
+  {
+    ResultStore store(dir.file("r.db"));
+    std::vector<FakeCell> cells;
+    cells.push_back({"perplexity", 256, "full", std::nullopt, 0, {50}, 1.0, 4.0, 8192});
+    for (int64_t budget : {32, 64}) {  // h2o and snapkv keep the same KV; snapkv is better
+      cells.push_back({"perplexity", 256, "h2o", budget, 0, {60}, 0.4, 2.0, 40.0 * budget});
+      cells.push_back({"perplexity", 256, "snapkv", budget, 0, {55}, 0.6, 2.5, 40.0 * budget});
+    }
+    for (FakeCell& c : cells) c.unit = "perplexity";
+    test::fill_store(store, cells);
+  }
+  ReportOptions o{dir.file("r.db"), dir.file("out")};
+  o.plot.gnuplot = gnuplot;
+  const ReportFiles files = write_report(o);
+
+  const std::string score = plot_script(files, o.out, "score_perplexity");
+  EXPECT_NE(score.find("set title 'Score (perplexity, lower is better)'"), std::string::npos) << score;
+  EXPECT_NE(score.find("set ylabel 'perplexity (lower is better)'"), std::string::npos) << score;
+  const std::map<std::string, MethodStyle> styles = method_styles({"full", "h2o", "snapkv"});
+  for (const char* m : {"h2o", "snapkv"})
+    EXPECT_NE(score.find(" pt " + std::to_string(styles.at(m).point) + " ps 1.3 lw 2 lc rgb '" +
+                         styles.at(m).colour + "' dt " + styles.at(m).dash),
+              std::string::npos)
+        << m << ":\n" << score;
+
+  const std::string memory = plot_script(files, o.out, "kv_memory_vs_budget");
+  EXPECT_NE(memory.find("title 'snapkv = h2o'"), std::string::npos) << memory;
+  EXPECT_NE(memory.find("set ylabel 'KiB (lower is better)'"), std::string::npos) << memory;
+
+  const std::string latency = plot_script(files, o.out, "latency_breakdown");
+  for (const char* part : {"with boxes lc rgb '#cccccc' title 'rest of the step'",
+                           "with boxes lc rgb '#4c72b0' title 'attention'",
+                           "with boxes lc rgb '#dd8452' title 'selection'"})
+    EXPECT_NE(latency.find(part), std::string::npos) << part << ":\n" << latency;
+  EXPECT_EQ(latency.find("notitle"), std::string::npos) << "a part without a legend entry:\n" << latency;
+  EXPECT_NE(latency.find("(lower is better)"), std::string::npos) << latency;
+
+  // Without Full, the plot says so.
+  EXPECT_EQ(score.find("No Full"), std::string::npos) << score;
+  test::TempDir no_full;
+  {
+    ResultStore store(no_full.file("r.db"));
+    test::fill_store(store, {{"passkey", 256, "h2o", 32, 0, {10}}, {"passkey", 256, "h2o", 64, 0, {20}}});
+  }
+  ReportOptions n{no_full.file("r.db"), no_full.file("out")};
+  n.plot.gnuplot = gnuplot;
+  const ReportFiles without = write_report(n);
+  const std::string recall = plot_script(without, n.out, "recall_vs_budget");
+  EXPECT_NE(recall.find("No Full (reference) row in this run."), std::string::npos) << recall;
+  EXPECT_NE(plot_script(without, n.out, "recall_per_layer").find("No Full row in this run"),
+            std::string::npos);
+}
+
+TEST(ReportPlots, ColourDifferenceMatchesPublishedCiede2000Values) {
+  // Sharma, Wu & Dalal (2005), Table 1, pairs 1 and 7.
+  EXPECT_NEAR(test::ciede2000({50, 2.6772, -79.7751}, {50, 0, -82.7485}), 2.0425, 1e-4);
+  EXPECT_NEAR(test::ciede2000({50, 0, 0}, {50, -1, 2}), 2.3669, 1e-4);
+  EXPECT_NEAR(test::colour_difference("#000000", "#ffffff", test::Vision::normal), 100.0, 1e-3);
+}
+
+// A config of a method takes the method's style when the method itself is not plotted; other
+// labels get styles of their own.
+TEST(ReportPlots, ConfigsOfAMethodLookLikeItUnlessItIsPlotted) {
+  const auto alone = method_styles({"full", "ada_snapkv_w8"});
+  const auto both = method_styles({"h2o", "h2o_prefill", "custom"});
+  EXPECT_EQ(alone.at("ada_snapkv_w8").colour, method_styles({"ada_snapkv"}).at("ada_snapkv").colour);
+  EXPECT_NE(both.at("h2o_prefill").colour, both.at("h2o").colour);
+  EXPECT_NE(both.at("h2o_prefill").colour, both.at("custom").colour);
+  EXPECT_NE(both.at("h2o_prefill").point, both.at("custom").point);
+}
+
+// Colours stay apart for the 12 registered methods, also for colour-blind readers, and no two
+// methods share a marker.
+TEST(ReportPlots, MethodStylesAreDistinct) {
+  const std::map<std::string, MethodStyle> styles = method_styles(
+      {"full", "oracle_topk", "streaming_llm", "h2o", "snapkv", "pyramidkv", "ada_snapkv",
+       "kv_compress", "quest", "infinigen", "clusterkv", "pqcache"});
+  std::set<int> points;
+  for (const auto& [name, style] : styles) {
+    if (name != "full") {  // drawn as a level, without markers
+      EXPECT_TRUE(points.insert(style.point).second) << name << " shares a marker";
+    }
+    EXPECT_EQ(style.dash == "2", name == "full") << name << ": dashes \"2\" mark references";
+  }
+  for (const auto& [a, sa] : styles)
+    for (const auto& [b, sb] : styles) {
+      if (a >= b) continue;
+      EXPECT_GE(test::colour_difference(sa.colour, sb.colour, test::Vision::normal), 20.0) << a << " " << b;
+      for (test::Vision v : {test::Vision::deuteranopia, test::Vision::protanopia, test::Vision::tritanopia})
+        EXPECT_GE(test::colour_difference(sa.colour, sb.colour, v), 10.0)
+            << a << " " << b << " for vision " << int(v);
+    }
 }
 
 TEST(Report, MissingDatabaseIsAnInputError) {

@@ -18,6 +18,7 @@ struct FakeCell {
   std::vector<double> sample_scores;
   double recall = 0.5, decode_ms = 2.0, kv_bytes = 4096;
   std::string prediction = "12345";
+  std::string unit = "passkey_accuracy";  // the score's unit (the dataset's metric)
 };
 
 inline std::string fake_config(const FakeCell& c) {
@@ -48,7 +49,7 @@ inline int64_t fill_store(ResultStore& store, const std::vector<FakeCell>& cells
       sum += c.sample_scores[i];
     }
     std::vector<MetricRow> metrics = {
-        {std::nullopt, "score", sum / double(c.sample_scores.size()), "passkey_accuracy"},
+        {std::nullopt, "score", sum / double(c.sample_scores.size()), c.unit},
         {std::nullopt, "samples", double(c.sample_scores.size()), "count"},
         {std::nullopt, "recall", c.recall, "ratio"},
         {std::nullopt, "recall.layer0", c.recall - 0.1, "ratio"},

@@ -63,5 +63,32 @@ TEST(Reproduce, ComparesWithPaperAndJudgesClaims) {
   EXPECT_NE(md.find("Full > KV-Compress at every budget: paper holds; ours holds"), std::string::npos) << md;
 }
 
+// A miniature runs other budgets than the paper's: a verdict names both. A claim that Full
+// beats compression cannot be tested where compression costs nothing: the verdict says so.
+TEST(Reproduce, MiniatureVerdictsNameBothBudgetsAndWhatCannotBeTested) {
+  const Reproduction r = load_reproduction("kvcompress_longbench");
+  ASSERT_EQ(r.miniature.budgets.at("128"), 32);
+  test::TempDir dir;
+  ResultStore store(dir.file("r.db"));
+  // Perplexity: Full 50; every compressed method lower (better), Ada-SnapKV worse than SnapKV.
+  std::vector<test::FakeCell> cells = {{"perplexity", 256, "full", std::nullopt, 0, {50}}};
+  for (const auto& [column, budget] : r.miniature.budgets)
+    for (const auto& [method, value] : std::vector<std::pair<std::string, double>>{
+             {"kv_compress", 40}, {"ada_snapkv", 45}, {"snapkv", 44}, {"h2o", 46}})
+      cells.push_back({"perplexity", 256, method, budget, 0, {value}});
+  for (test::FakeCell& c : cells) c.unit = "perplexity";
+  test::fill_store(store, cells);
+  const std::string md =
+      compare_with_paper(r, r.miniature, load_report_data(store, std::nullopt, "r.db"));
+  EXPECT_NE(md.find("KV-Compress > Ada-SnapKV at every budget: paper holds; ours holds"),
+            std::string::npos) << md;
+  EXPECT_NE(md.find("Ada-SnapKV > SnapKV at every budget: paper holds; ours does not hold (at "
+                    "paper budget 128 = our B=32: ada_snapkv 45.000, snapkv 44.000)"),
+            std::string::npos) << md;
+  EXPECT_NE(md.find("Full > KV-Compress at every budget: paper holds; ours not testable in this "
+                    "miniature (full is beaten in 16 of 16 compressed cells here"),
+            std::string::npos) << md;
+}
+
 }  // namespace
 }  // namespace kvb

@@ -22,9 +22,10 @@ bool make_fixture(Fixture* f) {
   return true;
 }
 
-#define KVB_REQUIRE_SHARED(f)                                                              \
-  Fixture f;                                                                               \
-  if (!make_fixture(&f)) GTEST_SKIP() << "skipped: ../shared (word lists, essays) is absent"
+#define KVB_REQUIRE_SHARED(f) \
+  Fixture f;                  \
+  if (!make_fixture(&f))      \
+  GTEST_SKIP() << "skipped: " << test::shared_absent("${SHARED} (word lists, essays)")
 
 TEST(RetrievalEpisodes, DocumentsEndWithTheAnswerTheDatasetExpects) {
   KVB_REQUIRE_SHARED(f);

@@ -13,7 +13,8 @@ namespace {
 
 TEST(TinyTrainer, CopyingLossFallsAndTheFolderLoads) {
   const std::string shared = test::shared_dir();
-  if (shared.empty()) GTEST_SKIP() << "skipped: ../shared (word lists, essays) is absent";
+  if (shared.empty())
+    GTEST_SKIP() << "skipped: " << test::shared_absent("${SHARED} (word lists, essays)");
   test::TempDir dir;
   TinyTrainingOptions options;
   options.out_dir = dir.file("model");

@@ -132,6 +132,58 @@ TEST(CliUsage, UsageErrors) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("results")));
 }
 
+// Usage mistakes get one line in the style of the input errors: the subcommand, what is wrong,
+// the nearest valid name, where to read more.
+TEST(CliUsage, MessagesNameTheMistakeAndSuggestTheFix) {
+  test::TempDir dir;
+  const std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> cases = {
+      {{}, {"kvbench: error: no command given; commands: run, list,", "kvbench --help"}},
+      {{"runn", "smoke"}, {"unknown command \"runn\" (did you mean run?)", "commands: run,"}},
+      {{"frobnicate"}, {"unknown command \"frobnicate\"; commands: run,"}},
+      {{"list"}, {"list: missing WHAT (methods | datasets | suites | config-keys)",
+                  "see kvbench list --help"}},
+      {{"list", "method"}, {"list: what: \"method\" is not one of methods, datasets, suites, "
+                            "config-keys (did you mean methods?)"}},
+      {{"run"}, {"run: missing SUITE ("}},
+      {{"run", "smoke", "--threads", "-1"},
+       {"run: --threads: -1 is negative; expected 0 or more (0: all cores)"}},
+      {{"run", "smoke", "--threads", "two"}, {"run: --threads: \"two\" is not a number"}},
+      {{"run", "smoke", "--fersh"}, {"run: unknown option --fersh (did you mean --fresh?)"}},
+      {{"report", "--db"}, {"report: --db needs a value"}},
+      {{"plan", "smoke", "--shards", "0"}, {"plan: --shards: 0 is not positive"}},
+  };
+  std::vector<std::vector<std::string>> invocations;
+  for (const auto& c : cases) invocations.push_back(c.first);
+  const std::vector<Output> r = kvbench_all(invocations, dir.path());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    EXPECT_EQ(r[i].code, 2) << describe(r[i]);
+    EXPECT_EQ(lines(r[i].err), 1u) << describe(r[i]);
+    EXPECT_LT(r[i].err.size(), 300u) << describe(r[i]);
+    EXPECT_EQ(r[i].err.rfind("kvbench: error: ", 0), 0u) << describe(r[i]);
+    for (const std::string& part : cases[i].second) EXPECT_TRUE(contains(r[i].err, part)) << describe(r[i]);
+  }
+}
+
+// A --set value is blamed on the flag; a suite's missing shared material names where it was
+// looked for and how to point elsewhere.
+TEST(CliRun, ErrorsNameTheFlagAndTheSharedFolder) {
+  test::TempDir dir;
+  const Output bad_set = kvbench({"run", "smoke", "--set", "budget=-5"}, dir.path());
+  EXPECT_EQ(bad_set.code, 2) << describe(bad_set);
+  EXPECT_TRUE(contains(bad_set.err, "kvbench: error: --set budget=-5: budget -5 must be > 0"))
+      << describe(bad_set);
+  EXPECT_FALSE(contains(bad_set.err, "smoke.json")) << describe(bad_set);
+
+  test::ScopedSharedFolder shared(dir.file("nowhere"));
+  const Output missing = kvbench({"run", "eviction"}, dir.path());
+  EXPECT_EQ(missing.code, 2) << describe(missing);
+  EXPECT_EQ(lines(missing.err), 1u) << describe(missing);
+  for (const std::string& part : {std::string("${SHARED}/models/stories260K"),
+                                  dir.file("nowhere/models/stories260K"), std::string("set KVBENCH_SHARED")})
+    EXPECT_TRUE(contains(missing.err, part)) << part << " missing: " << describe(missing);
+  EXPECT_FALSE(std::filesystem::exists(dir.file("results")));
+}
+
 TEST(CliUsage, HelpOfEverySubcommand) {
   test::TempDir dir;
   const std::vector<std::pair<std::string, std::vector<std::string>>> options = {
@@ -300,9 +352,15 @@ TEST(CliList, MethodsDatasetsSuites) {
 
   EXPECT_EQ(r[1].code, 0) << describe(r[1]);
   EXPECT_TRUE(contains(r[1].out, "passkey")) << r[1].out;
-  // Every registered dataset is listed, those with required params as well.
+  // Every registered dataset is listed with its defaults, those with required params as well.
   for (const DatasetInfo* d : dataset_registry().all())
     EXPECT_TRUE(contains(r[1].out, d->name + "  ")) << d->name << " not listed:\n" << r[1].out;
+  EXPECT_FALSE(contains(r[1].out, "defaults: none")) << r[1].out;
+  const std::string niah = r[1].out.substr(r[1].out.find("niah_single_1  "));
+  EXPECT_TRUE(contains(niah.substr(0, niah.find("\n", niah.find("required:"))),
+                       "\"context_length\":4096"))
+      << niah;
+  EXPECT_TRUE(contains(niah, "    required: wordlist_dir (no default")) << niah;
 
   // Every built-in suite is listed, also one that does not validate from this directory.
   EXPECT_EQ(r[2].code, 0) << describe(r[2]);

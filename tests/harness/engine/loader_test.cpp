@@ -7,6 +7,7 @@
 #include <set>
 
 #include "harness/common/error.h"
+#include "harness/common/files.h"
 #include "harness/common/json_fields.h"
 #include "harness/engine/llama_model.h"
 #include "harness/engine/session.h"
@@ -178,7 +179,7 @@ TEST_F(BrokenFolder, MissingTensorNamesFileAndTensor) {
 }
 
 TEST_F(BrokenFolder, MissingTensorInShardedIndexNamesIndexAndTensor) {
-  fs::remove_all(dir_);
+  remove_tree(dir_);
   save_model(*model_, dir_, 2);
   json index = read_json_file(dir_ + "/model.safetensors.index.json");
   index["weight_map"].erase("model.norm.weight");
@@ -202,7 +203,7 @@ TEST_F(BrokenFolder, UnsupportedArchitectureNamesConfigAndField) {
 }
 
 TEST_F(BrokenFolder, IndexPointingToMissingShardNamesIndexTensorAndShard) {
-  fs::remove_all(dir_);
+  remove_tree(dir_);
   save_model(*model_, dir_, 3);
   fs::remove(dir_ + "/model-00002-of-00003.safetensors");
   json index = read_json_file(dir_ + "/model.safetensors.index.json");

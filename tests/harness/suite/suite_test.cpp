@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <set>
 
@@ -196,6 +197,50 @@ TEST(SuiteValidation, UnknownModelReference) {
   json j = good();
   j["models"] = {"random-tiny", "/no/such/model-folder"};
   expect_message(error_of(j), "$.models[1]", "neither a built-in model");
+  j["models"] = {"no/such/relative-folder"};
+  expect_message(error_of(j), "$.models[0]", "relative paths are taken from the working directory");
+}
+
+json suite_on_shared_material() {
+  json j = good();
+  j["models"] = {"${SHARED}/models/m"};
+  j["datasets"] = {{{"name", "perplexity"}, {"params", {{"text_file", "${SHARED}/data/essays.txt"}}}}};
+  return j;
+}
+
+TEST(SuiteSharedFolder, PlaceholderExpandsToKvbenchShared) {
+  test::TempDir dir;
+  std::filesystem::create_directories(dir.file("models/m"));
+  std::filesystem::create_directories(dir.file("data"));
+  std::ofstream(dir.file("data/essays.txt")) << "text";
+  test::ScopedSharedFolder shared(dir.path());
+  const Suite s = parse_suite(suite_on_shared_material(), kPath);
+  EXPECT_EQ(s.models, std::vector<std::string>{dir.file("models/m")});
+  EXPECT_EQ(s.datasets[0].params["text_file"], dir.file("data/essays.txt"));
+  EXPECT_EQ(s.source["models"][0], "${SHARED}/models/m");  // the file as written, for provenance
+}
+
+TEST(SuiteSharedFolder, MissingMaterialSaysWhereItLookedAndHowToPointElsewhere) {
+  test::TempDir dir;
+  test::ScopedSharedFolder shared(dir.file("absent"));
+  std::string m = error_of(suite_on_shared_material());
+  expect_message(m, "$.models[0]", "\"${SHARED}/models/m\" is neither a built-in model");
+  EXPECT_NE(m.find("no folder " + dir.file("absent/models/m")), std::string::npos) << m;
+  EXPECT_NE(m.find("set KVBENCH_SHARED"), std::string::npos) << m;
+
+  std::filesystem::create_directories(dir.file("absent/models/m"));
+  m = error_of(suite_on_shared_material());
+  expect_message(m, "$.datasets[0].params.text_file", dir.file("absent/data/essays.txt"));
+  EXPECT_NE(m.find("set KVBENCH_SHARED"), std::string::npos) << m;
+}
+
+TEST(SuiteSharedFolder, BuiltinSuitesUseThePlaceholder) {
+  for (const std::string& name : builtin_suite_names()) {
+    std::ifstream in(resolve_suite_path(name));
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(text.find("../shared"), std::string::npos)
+        << name << ": write ${SHARED}/..., which KVBENCH_SHARED can move";
+  }
 }
 
 TEST(SuiteValidation, MaxNewTokensNegative) {
@@ -358,9 +403,10 @@ TEST(SuiteOverrides, MethodsKeepFileConfigsAndAddDefaults) {
   // full: 1 cell, oracle_topk: 2 budgets.
   EXPECT_EQ(t.cells().size(), 3u);
 
-  // An unknown method given by override is still validated.
-  expect_message(error_of(good(), {"method=full,nosuch"}), "$.methods[1].name",
-                 "unknown method \"nosuch\"");
+  // An unknown method given by override is still validated, and blamed on the flag.
+  const std::string m = error_of(good(), {"method=full,nosuch"});
+  EXPECT_EQ(m.rfind("--set method=full,nosuch: $.methods[1].name: unknown method \"nosuch\"", 0), 0u)
+      << m;
 }
 
 TEST(SuiteOverrides, SeedsModelsDatasetsAndMaxNewTokens) {
@@ -385,10 +431,24 @@ TEST(SuiteOverrides, SeedsModelsDatasetsAndMaxNewTokens) {
   ASSERT_EQ(d.datasets.size(), 1u);
   EXPECT_EQ(d.datasets[0].params["context_length"], 128);
 
-  expect_message(error_of(good(), {"model=/no/such/model"}), "$.models[0]",
-                 "neither a built-in model");
-  expect_message(error_of(good(), {"seed=-1"}), "$.seeds", ">= 0");
-  expect_message(error_of(good(), {"budget=0"}), "$.budgets", "must be > 0");
+}
+
+// A bad value given by --set is blamed on the flag, not on the suite file.
+TEST(SuiteOverrides, ErrorsNameTheFlag) {
+  auto expect_flag = [](const std::string& message, const std::string& start) {
+    EXPECT_EQ(message.rfind(start, 0), 0u) << "does not start with \"" << start << "\": " << message;
+    EXPECT_EQ(message.find(kPath), std::string::npos) << "names the suite file: " << message;
+  };
+  expect_flag(error_of(good(), {"budget=-5"}), "--set budget=-5: budget -5 must be > 0");
+  expect_flag(error_of(good(), {"seed=-1"}), "--set seed=-1: seeds must be >= 0");
+  expect_flag(error_of(good(), {"max_new_tokens=-2"}), "--set max_new_tokens=-2: must be >= 0");
+  expect_flag(error_of(good(), {"model=/no/such/model"}),
+              "--set model=/no/such/model: $.models[0]: \"/no/such/model\" is neither a built-in model");
+  expect_flag(error_of(good(), {"method=fulll"}), "--set method=fulll: $.methods[0].name: unknown method");
+  // A field no flag touched is still reported against the file.
+  json j = good();
+  j["budgets"] = {0};
+  expect_message(error_of(j, {"seed=1"}), "$.budgets", "must be > 0");
 }
 
 TEST(SuiteOverrides, BadForms) {

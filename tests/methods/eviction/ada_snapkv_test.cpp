@@ -33,11 +33,27 @@ TEST(AdaSnapKV, HeadCapacitiesFollowTheFlattenedTopK) {
             (std::vector<int64_t>{10, 5, 0}));
 }
 
+TEST(AdaSnapKV, NormalizeWeighsHeadsByTheirTopMassShare) {
+  // B' = 2, two heads, H x B' = 4 flattened slots, alpha = 0 (caps = counts).
+  // Head 0 is concentrated (0.4, then four 0.15), head 1 flat (five 0.2).
+  at::Tensor s = at::tensor({0.4f, 0.15f, 0.15f, 0.15f, 0.15f, 0.2f, 0.2f, 0.2f, 0.2f, 0.2f})
+                     .view({2, 5});
+  // Raw scores (FFY0/AdaKV): the top 4 are 0.4 and three 0.2 -> caps 1, 3.
+  EXPECT_EQ(ada_head_capacities(s, 10, 8, 0.0), (std::vector<int64_t>{1, 3}));
+  // normalize (KVCache-Factory): head 0 x (0.4 + 0.15) = 0.55 -> 0.22, four 0.0825; head 1 x
+  // 0.4 -> five 0.08: the top 4 all lie in head 0 -> caps 4, 0.
+  EXPECT_EQ(ada_head_capacities(s, 10, 8, 0.0, true), (std::vector<int64_t>{4, 0}));
+  // With the floor alpha = 0.5: int(2 x 0.5) = 1; round(4 x 0.5 + 1) = 3, round(0 + 1) = 1.
+  EXPECT_EQ(ada_head_capacities(s, 10, 8, 0.5, true), (std::vector<int64_t>{3, 1}));
+}
+
 TEST(AdaSnapKV, ConfigValidation) {
   const MethodInfo& info = method_registry().get("ada_snapkv", "test");
   const json defaults = info.normalise_config(json::object(), "s");
-  EXPECT_EQ(defaults["window"], 8);
-  EXPECT_DOUBLE_EQ(defaults["alpha"].get<double>(), 0.2);
+  // FFY0/AdaKV as its LongBench pred.py runs it (with --gqa_support's per-KV-head selection).
+  EXPECT_EQ(defaults, (json{{"window", 32}, {"kernel", 7}, {"pooling", "max"},
+                            {"group_reduce", "mean"}, {"gqa", "per_kv_head"}, {"alpha", 0.2},
+                            {"normalize", false}}));
   auto message = [&](const json& config, int64_t budget) -> std::string {
     try {
       info.check_budget(info.normalise_config(config, "s"), budget, "s");
@@ -51,6 +67,10 @@ TEST(AdaSnapKV, ConfigValidation) {
   EXPECT_NE(message({{"kernel", 6}}, 64).find("s.kernel"), std::string::npos);
   EXPECT_NE(message({{"floor", 1}}, 64).find("floor"), std::string::npos);
   EXPECT_NE(message({{"window", 32}}, 32).find("s.window"), std::string::npos);
+  EXPECT_NE(message(json::object(), 32).find("ada_snapkv:kvcache-factory"), std::string::npos)
+      << "the default window 32 refuses B = 32 and names the preset that does not";
+  EXPECT_NE(message({{"normalize", 1}}, 64).find("s.normalize"), std::string::npos);
+  EXPECT_NE(message({{"gqa", "per_group"}}, 64).find("s.gqa"), std::string::npos);
   EXPECT_EQ(message({{"window", 32}, {"alpha", 0.5}}, 64), "");
 }
 
@@ -68,7 +88,7 @@ TEST(AdaSnapKV, FirstDecodeStepAttendsBOnAverageWithRaggedHeads) {
   // B = 28, W = 8: B' = 20, floor 4; with 2 KV heads c_0 + c_1 = 40 and the fractional parts of
   // 0.8 c_h sum to an integer without ties, so each layer's total is exactly 2 x 20.
   auto model = LlamaModel::from_reference("random-tiny");
-  auto ada = method_registry().get("ada_snapkv", "t").create(json::object());
+  auto ada = method_registry().get("ada_snapkv", "t").create({{"window", 8}});
   SessionOptions options;
   options.budget = 28;
   Session s(*model, *ada, options);

@@ -107,11 +107,7 @@ void build_layer(const Cell& c0, const Cell& c1, at::Tensor& q, at::Tensor& k) {
   }
 }
 
-std::vector<int64_t> range(int64_t a, int64_t b) {
-  std::vector<int64_t> out;
-  for (int64_t i = a; i < b; ++i) out.push_back(i);
-  return out;
-}
+using test::range;
 
 std::vector<int64_t> sorted_union(std::vector<int64_t> a, const std::vector<int64_t>& b) {
   a.insert(a.end(), b.begin(), b.end());
@@ -153,7 +149,8 @@ TEST(KVCompress, ConfigValidation) {
   const MethodInfo& info = method_registry().get("kv_compress", "test");
   const json defaults = info.normalise_config(json::object(), "s");
   EXPECT_EQ(defaults, (json{{"variant", "w"}, {"window", 8}, {"kernel", 7}, {"aggregation", "l2"},
-                            {"skip_queries", 10}, {"protected", 8}, {"continual", false}}));
+                            {"skip_queries", 10}, {"protected", 8}, {"continual", false},
+                            {"compression_rate", 0.0}, {"min_cache_tokens", 128}}));
   auto message = [&](const json& config, int64_t budget) -> std::string {
     try {
       info.check_budget(info.normalise_config(config, "s"), budget, "s");
@@ -172,6 +169,22 @@ TEST(KVCompress, ConfigValidation) {
   EXPECT_NE(message({{"window", 16}, {"protected", 2}}, 16).find("s.window"), std::string::npos);
   EXPECT_NE(message({{"protected", 16}, {"window", 2}}, 16).find("s.protected"), std::string::npos);
   EXPECT_EQ(message({{"variant", "full"}, {"window", 64}, {"continual", true}}, 32), "");
+  EXPECT_NE(message({{"compression_rate", 0.5}}, 64).find("s.compression_rate"), std::string::npos);
+  EXPECT_NE(message({{"min_cache_tokens", 0}}, 64).find("s.min_cache_tokens"), std::string::npos);
+  // The rate mode checks against its smallest size, not the (ignored) budget axis.
+  EXPECT_EQ(message({{"compression_rate", 8}}, 4), "");
+  EXPECT_NE(message({{"compression_rate", 8}, {"min_cache_tokens", 8}}, 64)
+                .find("min_cache_tokens 8"),
+            std::string::npos);
+}
+
+TEST(KVCompress, CompressionRateGivesTheForksCacheSize) {
+  // max(min_cache_tokens, (int(L / r) - 1) // 16 * 16), as experiments/run_longbench.py.
+  EXPECT_EQ(kvcompress_rate_budget(5000, 8.0, 128), 624);  // 625 - 1 = 624 = 39 blocks
+  EXPECT_EQ(kvcompress_rate_budget(1000, 8.0, 128), 128);  // 124 -> 112, below the minimum
+  EXPECT_EQ(kvcompress_rate_budget(1000, 8.0, 16), 112);
+  EXPECT_EQ(kvcompress_rate_budget(320, 2.0, 16), 144);    // 159 -> 144
+  EXPECT_EQ(kvcompress_rate_budget(1000, 3.0, 16), 320);   // int(333.3) - 1 = 332 -> 320
 }
 
 std::vector<int> prompt(int n) {
@@ -216,6 +229,76 @@ TEST(KVCompress, AttendsBOnAverageWithinOneBlock) {
         for (int i = 0; i < 8; ++i) EXPECT_EQ(p[p.size() - 9 + i], 92 + i) << "protected kept";
       }
   }
+}
+
+TEST(KVCompress, RateModeSizesTheCacheFromThePrompt) {
+  // L = 300, r = 2: (150 - 1) // 16 * 16 = 144 per KV head; the cell's budget (32) is ignored.
+  auto model = LlamaModel::from_reference("random-tiny");
+  auto kvc = test::make_method("kv_compress", {{"compression_rate", 2.0}, {"min_cache_tokens", 16}});
+  SessionOptions options;
+  options.budget = 32;
+  Session s(*model, *kvc, options);
+  s.decode(argmax_token(s.prefill(prompt(300))));
+  EXPECT_LE(mean_attended(s), 144.0);
+  EXPECT_GT(mean_attended(s), 144.0 - 16.0 / double(s.attended().sum.size()));
+  EXPECT_EQ(kvc->counters().at("derived_budget"), 144.0);
+}
+
+// Two layers of one head (d = 8), L = 48, B = 40, w = 1, no pooling, 1 protected position.
+// Layer 0's last query looks at every key alike (metric (1/48)^2 each); layer 1's only at itself
+// (the others ~0). Prefill keeps 39 x 2 = 78 of 96: layer 1's two coldest units go (32 entries,
+// its lowest-index keys on ties): layer 0 keeps 0..47, layer 1 32..47.
+struct TwoLayerContinual {
+  std::unique_ptr<Method> method = test::make_method(
+      "kv_compress", {{"window", 1}, {"kernel", 1}, {"protected", 1}, {"continual", true}});
+  std::vector<LayerKV> layers;
+
+  TwoLayerContinual() {
+    method->begin(test::context(2, 1, 1, 8, 40, 48));
+    for (int l = 0; l < 2; ++l) {
+      at::Tensor k = at::zeros({1, 48, 8}), q = at::zeros({1, 48, 8});  // [H, L, d]
+      if (l == 1) {
+        k.select(2, 1).fill_(1.0);  // keys 0..46 along e_1, key 47 along e_0
+        k[0][47] = test::unit(0, 8);
+        q[0][47] = test::unit(0, 8) * 60.0;
+      }
+      layers.emplace_back(1, 8, at::kFloat);
+      layers[l].append_many(k, k, 0);
+      method->on_prefill(l, q, k, k, layers[l]);
+    }
+    method->after_prefill(layers);
+  }
+
+  // One decode step: the cross-layer eviction, then per layer the new token, attended uniformly
+  // in layer 0 and only by itself in layer 1.
+  void step(int64_t position) {
+    method->on_decode_step(layers);
+    for (int l = 0; l < 2; ++l) {
+      layers[l].append(at::zeros({1, 8}), at::zeros({1, 8}), position);
+      method->on_append(l, at::zeros({1, 8}), at::zeros({1, 8}), layers[l]);
+      const int64_t n = layers[l].size(0);
+      at::Tensor probs = l == 0 ? at::full({1, n}, 1.0 / double(n)) : at::zeros({1, n});  // [g, n]
+      if (l == 1) probs[0][n - 1] = 1.0;
+      method->on_attention(l, Selection::everything(), {probs}, layers[l]);
+    }
+  }
+};
+
+TEST(KVCompress, ContinualEvictsAcrossAllLayersBeforeEachStep) {
+  TwoLayerContinual t;
+  EXPECT_EQ(t.layers[0].positions(0), range(0, 48));
+  EXPECT_EQ(t.layers[1].positions(0), range(32, 48));
+  // Steps 1-8 bring the cache from 64 to 80 entries: nothing goes while it fits 78 before a
+  // step (a per-layer rule would already have cut layer 0, grown past its prefill share).
+  for (int64_t p = 48; p < 56; ++p) t.step(p);
+  EXPECT_EQ(t.layers[0].positions(0), range(0, 56));
+  EXPECT_EQ(t.layers[1].positions(0), range(32, 56));
+  // Step 9: 80 > 78, evict >= 2: the lowest unit of all layers is layer 1's first, 8 entries
+  // (24 % 16 leaves 8 empty slots in its last block) with keys 32..39 (~0 metric): all the
+  // eviction is in layer 1, none in layer 0.
+  t.step(56);
+  EXPECT_EQ(t.layers[0].positions(0), range(0, 57));
+  EXPECT_EQ(t.layers[1].positions(0), range(40, 57));
 }
 
 TEST(KVCompress, ContinualKeepsTheBudgetWhileDecoding) {

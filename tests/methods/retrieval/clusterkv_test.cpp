@@ -101,12 +101,14 @@ struct Driver {
   }
 };
 
-TEST(ClusterKV, SelectionCoversClustersInOrderOfQDotCentroidAndMeetsTheBudget) {
+// The first decode step: sinks + clusters ranked by (q0 + q1).mu, the last trimmed, + the
+// current token; `take` clustered entries.
+void check_first_step(const std::string& recent, int64_t take, int64_t expected_size) {
   at::manual_seed(3);
   const int64_t d = 8, sinks = 16, C = 5, B = 48;
   at::Tensor k = at::cat({at::randn({1, sinks, d}) * 10.0, grouped_keys(1, 20, 5, d)}, 1);
   const int64_t L = k.size(1);  // 116
-  Driver drv({{"clusters", C}}, k, B);
+  Driver drv({{"clusters", C}, {"recent", recent}}, k, B);
   at::Tensor q = at::randn({2, d});
   std::vector<int64_t> sel = drv.step(at::randn({1, d}), q);
 
@@ -120,7 +122,6 @@ TEST(ClusterKV, SelectionCoversClustersInOrderOfQDotCentroidAndMeetsTheBudget) {
   });
   std::vector<int64_t> expected;
   for (int64_t i = 0; i < sinks; ++i) expected.push_back(i);  // sinks
-  int64_t take = B - sinks - 1;                                // one recent: the current token
   for (int64_t c : order)
     for (int64_t i = 0; i < L - sinks && take > 0; ++i)
       if (r.labels[0][i].item<int64_t>() == c) {
@@ -129,8 +130,15 @@ TEST(ClusterKV, SelectionCoversClustersInOrderOfQDotCentroidAndMeetsTheBudget) {
       }
   expected.push_back(L);  // the current token
   std::sort(expected.begin(), expected.end());
-  EXPECT_EQ(sel, expected);
-  EXPECT_EQ(int64_t(sel.size()), B);
+  EXPECT_EQ(sel, expected) << recent;
+  EXPECT_EQ(int64_t(sel.size()), expected_size) << recent;
+}
+
+TEST(ClusterKV, SelectionCoversClustersInOrderOfQDotCentroid) {
+  // The reference: B - sinks = 32 clustered entries, the current token on top: B + 1.
+  check_first_step("on_top", 32, 49);
+  // in_budget: the current token takes one of B's slots.
+  check_first_step("in_budget", 31, 48);
 }
 
 TEST(ClusterKV, ReclusteringAfterMStepsAddsCPlusClusters) {
@@ -144,7 +152,7 @@ TEST(ClusterKV, ReclusteringAfterMStepsAddsCPlusClusters) {
   at::Tensor q = dir.repeat({2, 1});
   for (int64_t t = 0; t < m; ++t) {
     std::vector<int64_t> sel = drv.step(dir * (20.0 + double(t)), q);
-    EXPECT_EQ(int64_t(sel.size()), B);
+    EXPECT_EQ(int64_t(sel.size()), B + t + 1);  // every unclustered token on top of B
     for (int64_t i = 0; i < 16; ++i) EXPECT_TRUE(std::binary_search(sel.begin(), sel.end(), i));
     for (int64_t p = 80; p <= 80 + t; ++p)  // every recent token, the current one included
       EXPECT_TRUE(std::binary_search(sel.begin(), sel.end(), p)) << p;
@@ -153,22 +161,74 @@ TEST(ClusterKV, ReclusteringAfterMStepsAddsCPlusClusters) {
   // The (m+1)-th token: the m earlier decode tokens become C+ = 2 clusters.
   std::vector<int64_t> sel = drv.step(dir * 30.0, q);
   EXPECT_EQ(drv.method->counters().at("clusters_per_head"), 5.0);
-  EXPECT_EQ(int64_t(sel.size()), B);
+  EXPECT_EQ(int64_t(sel.size()), B + 1);  // one unclustered token left: the current one
   // They rank first for a query along their direction, so all m are still selected.
   for (int64_t p = 80; p <= 80 + m; ++p)
     EXPECT_TRUE(std::binary_search(sel.begin(), sel.end(), p)) << p;
 }
 
-TEST(ClusterKV, RecentTokensBeyondTheBudgetKeepTheNewestAndTheSinks) {
-  at::manual_seed(5);
-  const int64_t d = 4, B = 20;  // 16 sinks + 4
-  Driver drv({{"clusters", 2}}, at::randn({1, 40, d}), B);
+// 16 sinks, then two groups of 12 keys: along e_0 (entries 16..27) and along e_1 (28..39),
+// which cosine K-means with 2 clusters separates whatever its initial centroids.
+at::Tensor two_groups(int64_t d) {
+  at::Tensor k = at::zeros({1, 40, d});
+  for (int64_t i = 0; i < 16; ++i) k[0][i] = test::unit(3, d) * 8.0;
+  for (int64_t i = 16; i < 28; ++i) k[0][i] = test::unit(0, d) * (1.0 + 0.1 * double(i));
+  for (int64_t i = 28; i < 40; ++i) k[0][i] = test::unit(1, d) * (1.0 + 0.1 * double(i));
+  return k;
+}
+
+// After 6 decode steps at B = 20 (16 sinks + 4), the query along e_1. Decode keys along e_2.
+std::vector<int64_t> after_six_steps(const std::string& recent) {
+  const int64_t d = 4;
+  Driver drv({{"clusters", 2}, {"recent", recent}}, two_groups(d), 20);
+  const at::Tensor q = at::stack({test::unit(1, d), test::unit(1, d)});  // [2, d]
   std::vector<int64_t> sel;
-  for (int t = 0; t < 6; ++t) sel = drv.step(at::randn({1, d}), at::randn({2, d}));
+  for (int t = 0; t < 6; ++t) sel = drv.step(test::unit(2, d).unsqueeze(0), q);
+  return sel;
+}
+
+TEST(ClusterKV, RecentTokensOnTopKeepRetrievingClustersAtSmallBudgets) {
+  // on_top (the reference): sinks + the first B - 16 = 4 members of the e_1 cluster (28..31) +
+  // all six decode tokens (40..45).
+  std::vector<int64_t> expected;
+  for (int64_t i = 0; i < 16; ++i) expected.push_back(i);
+  for (int64_t p = 28; p < 32; ++p) expected.push_back(p);
+  for (int64_t p = 40; p < 46; ++p) expected.push_back(p);
+  EXPECT_EQ(after_six_steps("on_top"), expected);
+}
+
+TEST(ClusterKV, RecentTokensInBudgetCrowdOutTheClusters) {
+  // in_budget: the 4 newest decode tokens fill B - 16; no cluster is attended any more.
   std::vector<int64_t> expected;
   for (int64_t i = 0; i < 16; ++i) expected.push_back(i);
   for (int64_t p = 42; p <= 45; ++p) expected.push_back(p);
-  EXPECT_EQ(sel, expected);
+  EXPECT_EQ(after_six_steps("in_budget"), expected);
+}
+
+TEST(ClusterKV, ClusterCountIsLOver80OrFixed) {
+  at::manual_seed(8);
+  const int64_t d = 4, L = 416;  // 16 sinks + 400 clustered keys
+  const at::Tensor k = at::randn({1, L, d});
+  auto clusters = [&](const json& config) {
+    Driver drv(config, k, 64);
+    return drv.method->counters().at("clusters_per_head");
+  };
+  EXPECT_EQ(clusters(json::object()), 5.0);          // the paper: L / 80 = 5
+  EXPECT_EQ(clusters({{"clusters", "L/40"}}), 10.0);  // L / 40
+  EXPECT_EQ(clusters({{"clusters", 7}}), 7.0);        // fixed
+  EXPECT_EQ(clusters({{"clusters", 400}}), 400.0);    // the code's C0: one key per cluster here
+  EXPECT_EQ(clusters({{"clusters", 1000}}), 400.0);   // capped by the keys to cluster
+  // Both spellings survive normalisation.
+  const MethodInfo& info = method_registry().get("clusterkv", "test");
+  EXPECT_EQ(info.normalise_config(json::object(), "c").at("clusters"), "L/80");
+  EXPECT_EQ(info.normalise_config({{"clusters", "L/40"}}, "c").at("clusters"), "L/40");
+  EXPECT_EQ(info.normalise_config({{"clusters", 400}}, "c").at("clusters"), 400);
+  EXPECT_EQ(info.normalise_config(json::object(), "c").at("recent"), "on_top");
+  // The code's values, by name.
+  const json code = resolve_method("clusterkv:sjtu-zhao-lab", json::object(), "t", "t.c").config;
+  EXPECT_EQ(code.at("clusters"), 400);
+  EXPECT_EQ(code.at("decode_clusters"), 8);
+  EXPECT_EQ(code.at("recent"), "on_top");
 }
 
 // Hits counted by hand from the selections themselves: a clustered entry selected now is a hit
@@ -209,11 +269,13 @@ TEST(ClusterKV, CacheOfTheLastRStepsCountsHits) {
 TEST(ClusterKV, BadConfigsFailAtValidationNamingTheField) {
   std::string e = test::suite_error({{"name", "clusterkv"}, {"config", {{"sinks", 32}}}}, {32});
   EXPECT_NE(e.find("sinks"), std::string::npos) << e;
-  e = test::suite_error({{"name", "clusterkv"}, {"config", {{"clusters", -1}}}}, {64});
-  EXPECT_NE(e.find("clusters"), std::string::npos) << e;
-  e = test::suite_error(
-      {{"name", "clusterkv"}, {"config", {{"clusters_per_token_divisor", 0}}}}, {64});
-  EXPECT_NE(e.find("clusters_per_token_divisor"), std::string::npos) << e;
+  for (const json& bad : {json(-1), json(0), json(2.5), json("L/0"), json("L/"), json("400"),
+                          json("L/8x"), json("K/80")}) {
+    e = test::suite_error({{"name", "clusterkv"}, {"config", {{"clusters", bad}}}}, {64});
+    EXPECT_NE(e.find("clusters: expected a count >= 1 or \"L/<k>\""), std::string::npos) << e;
+  }
+  e = test::suite_error({{"name", "clusterkv"}, {"config", {{"recent", "window"}}}}, {64});
+  EXPECT_NE(e.find("recent"), std::string::npos) << e;
   e = test::suite_error(
       {{"name", "clusterkv"}, {"config", {{"decode_interval", 4}, {"decode_clusters", 8}}}}, {64});
   EXPECT_NE(e.find("decode_clusters"), std::string::npos) << e;

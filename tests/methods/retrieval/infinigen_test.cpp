@@ -64,6 +64,46 @@ TEST(InfiniGen, PartialChannelsAreTheUnionOfTheTopQueryAndKeyChannels) {
   EXPECT_EQ(got, (std::vector<int64_t>{1, 3, 7}));
 }
 
+TEST(InfiniGen, SpeculativeScoresUseTheSkewedQueryOnThePartialChannels) {
+  // d = 4; keys already skewed and cut to channels {0, 2}: [n = 3, 2].
+  at::Tensor keys = at::tensor({1.0f, 0.0f, 0.0f, 2.0f, 3.0f, -1.0f}).reshape({3, 2});
+  at::Tensor q = at::tensor({2.0f, 9.0f, 1.0f, 9.0f, 4.0f, 9.0f, -1.0f, 9.0f}).reshape({2, 4});
+  at::Tensor channels = at::tensor({0, 2}, at::kLong);
+  // A = I: q on channels {0, 2} is (2, 1) and (4, -1); scores / sqrt(4), averaged over the two.
+  //   key 0 (1, 0): (2 + 4) / 2 / 2 = 1.5; key 1 (0, 2): (2 - 2) / 4 = 0; key 2 (3, -1):
+  //   ((6 - 1) + (12 + 1)) / 4 = 4.5.
+  at::Tensor s = infinigen_speculative_scores(q, at::eye(4), channels, keys);
+  EXPECT_TRUE(at::allclose(s, at::tensor({1.5f, 0.0f, 4.5f}))) << s;
+  // A swapping channels 0 and 1: (q A)_0 = q_1 = 9 for both query heads, (q A)_2 = q_2.
+  at::Tensor swap = at::eye(4).index_select(0, at::tensor({1, 0, 2, 3}, at::kLong));
+  s = infinigen_speculative_scores(q, swap, channels, keys);
+  //   key 0: (9 + 9) / 4 = 4.5; key 1: (2 - 2) / 4 = 0; key 2: (27 - 1 + 27 + 1) / 4 = 13.5.
+  EXPECT_TRUE(at::allclose(s, at::tensor({4.5f, 0.0f, 13.5f}))) << s;
+}
+
+TEST(InfiniGen, ThresholdCountIsTheHeadMeanOfKeysWithinAlphaOfTheirOwnMax) {
+  // Head 0: max 10, alpha 5: 5 (exactly at the threshold, counted as the reference's >=), 9.5,
+  // 10 -> 3. Head 1: its own max 8: 3 and 8 -> 2. Mean 2.5, truncated -> 2.
+  const std::vector<at::Tensor> scores = {at::tensor({0.0f, 4.0f, 5.0f, 9.5f, 10.0f}),
+                                          at::tensor({1.0f, 2.0f, 3.0f, 8.0f})};
+  EXPECT_EQ(infinigen_threshold_count(scores, 5.0), 2);
+  EXPECT_EQ(infinigen_threshold_count({scores[0]}, 5.0), 3);
+  EXPECT_EQ(infinigen_threshold_count({scores[1]}, 5.0), 2);
+  EXPECT_EQ(infinigen_threshold_count(scores, 0.0), 1);   // only each max
+  EXPECT_EQ(infinigen_threshold_count(scores, 100.0), 4);  // (5 + 4) / 2
+  // With the shared count 2, head 0 fetches its current entry (4) and its best other one (3);
+  // head 1 its current entry (3) and entry 2.
+  EXPECT_EQ(infinigen_fetch(scores[0], 2), (std::vector<int64_t>{3, 4}));
+  EXPECT_EQ(infinigen_fetch(scores[1], 2), (std::vector<int64_t>{2, 3}));
+}
+
+TEST(InfiniGen, FetchTakesTheCurrentEntryAndTheTopOthersBySpeculativeScore) {
+  const at::Tensor scores = at::tensor({3.0f, 9.0f, 1.0f, 7.0f, 0.5f});  // entry 4: current
+  EXPECT_EQ(infinigen_fetch(scores, 3), (std::vector<int64_t>{1, 3, 4}));
+  EXPECT_EQ(infinigen_fetch(scores, 1), (std::vector<int64_t>{4}));
+  EXPECT_EQ(infinigen_fetch(scores, 5), (std::vector<int64_t>{0, 1, 2, 3, 4}));
+}
+
 std::vector<int> prompt_of_length(int n) {
   std::vector<int> ids = {1};
   for (int i = 1; i < n; ++i) ids.push_back(3 + (i * 37 + i / 7) % 250);
@@ -82,18 +122,68 @@ double sparse_attended(const LlamaModel& model, Method& method, int64_t budget, 
   return total / double(a.sum.size() - first) / double(steps);
 }
 
-TEST(InfiniGen, ThresholdModeAttendsAtMostTheBudget) {
+TEST(InfiniGen, DefaultAttendsTheThresholdCountCappedByTheBudget) {
+  const MethodInfo& info = method_registry().get("infinigen", "test");
+  const json defaults = info.normalise_config(json::object(), "infinigen");
+  EXPECT_EQ(defaults.at("fill_to_budget"), false);
+  EXPECT_EQ(defaults.at("calibration"), "text");
+  // Every sparse head of every step attends min(count, B), count = that layer's threshold count
+  // (alpha = 0.01: random-tiny's speculative scores spread over ~0.1, so alpha = 5 takes every
+  // key; here 24..35 of ~300 pass).
   auto model = LlamaModel::from_reference("random-tiny");
-  auto method = test::make_method("infinigen", {{"fill_to_budget", false}});
-  const double attended = sparse_attended(*model, *method, 64, 3);
-  EXPECT_LE(attended, 64.0);
-  EXPECT_GE(attended, 1.0);
+  auto method = test::make_method("infinigen", {{"alpha", 0.01}});
+  auto* infinigen = dynamic_cast<InfiniGen*>(method.get());
+  ASSERT_NE(infinigen, nullptr);
+  Session session(*model, *method, SessionOptions{64, 0});
+  session.prefill(prompt_of_length(300));
+  const int last = model->config.num_hidden_layers - 1, Hkv = model->config.num_key_value_heads;
+  std::vector<double> before(Hkv, 0.0);
+  bool below_budget = false;
+  for (int t = 0; t < 4; ++t) {
+    session.decode(5 + t);
+    const int64_t expected = std::min<int64_t>(infinigen->last_count(), 64);  // the last layer's
+    below_budget = below_budget || expected < 64;
+    for (int h = 0; h < Hkv; ++h) {
+      const double now = session.attended().sum[size_t(last * Hkv + h)];
+      EXPECT_EQ(now - before[h], double(expected)) << "step " << t << " head " << h;
+      before[h] = now;
+    }
+  }
+  EXPECT_TRUE(below_budget) << "alpha = 5 never fell below B = 64: the check shows nothing";
   // alpha so large that every key passes: the count is capped by B exactly.
-  auto all = test::make_method("infinigen", {{"fill_to_budget", false}, {"alpha", 1e9}});
+  auto all = test::make_method("infinigen", {{"alpha", 1e9}});
   EXPECT_DOUBLE_EQ(sparse_attended(*model, *all, 64, 2), 64.0);
+  // fill_to_budget: exactly B by speculative score.
+  auto fill = test::make_method("infinigen", {{"fill_to_budget", true}});
+  EXPECT_DOUBLE_EQ(sparse_attended(*model, *fill, 64, 2), 64.0);
   // The reference's ratio cap: int(n * 0.1) entries per head (n = 301, 302).
-  auto ratio = test::make_method("infinigen", {{"budget_ratio", 0.1}});
+  auto ratio = test::make_method("infinigen", {{"budget_ratio", 0.1}, {"fill_to_budget", true}});
   EXPECT_DOUBLE_EQ(sparse_attended(*model, *ratio, 64, 2), 30.0);
+}
+
+// The skewing matrices of layer 2 after a prefill of `prompt`.
+at::Tensor layer2_skew(const LlamaModel& model, const json& config,
+                       const std::vector<int>& prompt) {
+  auto method = test::make_method("infinigen", config);
+  Session session(model, *method, SessionOptions{64, 0});
+  session.prefill(prompt);
+  return dynamic_cast<InfiniGen&>(*method).calibration().skew[2].clone();
+}
+
+TEST(InfiniGen, DefaultCalibrationIsKvbenchsTextNotThePrompt) {
+  auto model = LlamaModel::from_reference("random-tiny");
+  std::vector<int> other = prompt_of_length(300);
+  for (int& id : other) id = 3 + (id * 7) % 250;
+  const at::Tensor a = layer2_skew(*model, json::object(), prompt_of_length(300));
+  // The same matrices for another prompt, and the same as naming the shipped text.
+  EXPECT_TRUE(at::equal(a, layer2_skew(*model, json::object(), other)));
+  EXPECT_TRUE(at::equal(a, layer2_skew(*model, {{"calibration_file",
+                                                 infinigen_default_calibration_file()}}, other)));
+  EXPECT_TRUE(std::filesystem::is_regular_file(infinigen_default_calibration_file()));
+  // calibration = prompt: fitted to each prompt, so they differ.
+  const json on_prompt = {{"calibration", "prompt"}};
+  EXPECT_FALSE(at::allclose(layer2_skew(*model, on_prompt, prompt_of_length(300)),
+                            layer2_skew(*model, on_prompt, other)));
 }
 
 TEST(InfiniGen, CalibrationFromAFileRuns) {
@@ -103,7 +193,8 @@ TEST(InfiniGen, CalibrationFromAFileRuns) {
     for (int i = 0; i < 40; ++i) out << "The quick brown fox jumps over the lazy dog " << i << ". ";
   }
   auto model = LlamaModel::from_reference("random-tiny");
-  auto method = test::make_method("infinigen", {{"calibration_file", path}});
+  auto method =
+      test::make_method("infinigen", {{"calibration_file", path}, {"fill_to_budget", true}});
   EXPECT_DOUBLE_EQ(sparse_attended(*model, *method, 64, 2), 64.0);
   EXPECT_GT(method->counters()["index_bytes"], 0);
   std::remove(path.c_str());
@@ -122,7 +213,8 @@ TEST(InfiniGen, FileCalibrationIsCachedBesideAFolderModelKeyedByItsWeights) {
   config.calibration_file = text;
   const std::string path = infinigen_cache_path(*model, config);
   EXPECT_EQ(path.rfind(dir.file("model") + "/.kvbench-cache/infinigen-", 0), 0u) << path;
-  auto method = test::make_method("infinigen", {{"calibration_file", text}});
+  auto method =
+      test::make_method("infinigen", {{"calibration_file", text}, {"fill_to_budget", true}});
   EXPECT_DOUBLE_EQ(sparse_attended(*model, *method, 64, 2), 64.0);
   ASSERT_TRUE(std::filesystem::exists(path));
   // The cached matrices are the ones a fresh calibration computes: orthogonal [Hkv, d, d].
@@ -147,6 +239,13 @@ TEST(InfiniGen, BadConfigsNameTheField) {
   EXPECT_NE(e.find("calibration_file"), std::string::npos) << e;
   e = test::suite_error({{"name", "infinigen"}, {"config", {{"fill_to_budget", 3}}}}, {32});
   EXPECT_NE(e.find("fill_to_budget"), std::string::npos) << e;
+  e = test::suite_error({{"name", "infinigen"}, {"config", {{"calibration", "book"}}}}, {32});
+  EXPECT_NE(e.find("calibration"), std::string::npos) << e;
+  e = test::suite_error({{"name", "infinigen"},
+                         {"config", {{"calibration", "prompt"},
+                                     {"calibration_file", infinigen_default_calibration_file()}}}},
+                        {32});
+  EXPECT_NE(e.find("calibration_file"), std::string::npos) << e;
 }
 
 }  // namespace

@@ -51,56 +51,133 @@ TEST(Quest, SelectionTakesRankedPagesAndAlwaysTheCurrentPage) {
   // n = 70: pages 0..3 full, page 4 (current) holds 6 entries.
   const std::vector<int64_t> ranking = {2, 0, 3, 1};
   // B = 32: current page (6) + whole page 2 (16) + the first 10 entries of page 0.
-  std::vector<int64_t> sel = quest_select_pages({ranking}, 70, 16, 32, /*fill_budget=*/true);
+  std::vector<int64_t> sel = quest_select_pages(ranking, 70, 16, 32, /*fill_budget=*/true);
   std::vector<int64_t> expected;
   for (int64_t i = 0; i < 10; ++i) expected.push_back(i);
   for (int64_t i = 32; i < 48; ++i) expected.push_back(i);
   for (int64_t i = 64; i < 70; ++i) expected.push_back(i);
   EXPECT_EQ(sel, expected);
   // The reference kernel: floor(32/16) = 2 pages in all, the current one among them.
-  sel = quest_select_pages({ranking}, 70, 16, 32, /*fill_budget=*/false);
+  sel = quest_select_pages(ranking, 70, 16, 32, /*fill_budget=*/false);
   expected.assign({});
   for (int64_t i = 32; i < 48; ++i) expected.push_back(i);
   for (int64_t i = 64; i < 70; ++i) expected.push_back(i);
   EXPECT_EQ(sel, expected);
   // B = 16 with a current page of 16 entries: only the current page.
-  sel = quest_select_pages({{0, 1, 2}}, 64, 16, 16, true);
+  sel = quest_select_pages({0, 1, 2}, 64, 16, 16, true);
   EXPECT_EQ(sel.size(), 16u);
   EXPECT_EQ(sel.front(), 48);
-  // Per query head rankings are merged rank by rank: head 0's best, head 1's best, ...
-  sel = quest_select_pages({{1, 0, 2, 3}, {3, 1, 0, 2}}, 70, 16, 38, true);  // 6 + 16 + 16
-  std::set<int64_t> pages;
-  for (int64_t i : sel) pages.insert(i / 16);
-  EXPECT_EQ(pages, (std::set<int64_t>{1, 3, 4}));
+  // B = 47 on the kernel path: still 2 pages (6 + 16 entries).
+  sel = quest_select_pages(ranking, 70, 16, 47, false);
+  EXPECT_EQ(sel.size(), 22u);
 }
 
-// Drives the registered method on one sparse layer (layer 2; layers 0-1 are dense).
-TEST(Quest, MethodSelectsTheBestPagesAndTheCurrentOneExactlyB) {
+TEST(Quest, EvaluationPathTakesMax3OrBOver16PagesPerQueryHeadCurrentNotForced) {
+  // n = 70: pages 0..3 full, page 4 (current) holds 6 entries; rankings over all 5 pages.
+  auto entries = [](std::initializer_list<int64_t> pages) {
+    std::vector<int64_t> out;
+    for (int64_t p : pages)
+      for (int64_t i = p * 16; i < std::min<int64_t>(70, (p + 1) * 16); ++i) out.push_back(i);
+    return out;
+  };
+  // B = 32: max(3, 2) = 3 pages, the current one among them when it ranks.
+  EXPECT_EQ(quest_evaluation_pages({2, 4, 0, 3, 1}, 70, 16, 32), entries({0, 2, 4}));
+  // ... and not when it does not: the current token goes unattended, as in the reference.
+  EXPECT_EQ(quest_evaluation_pages({2, 0, 3, 4, 1}, 70, 16, 32), entries({0, 2, 3}));
+  // B = 64: 4 pages.
+  EXPECT_EQ(quest_evaluation_pages({1, 0, 2, 3, 4}, 70, 16, 64), entries({0, 1, 2, 3}));
+  // B = 8 still takes 3 pages; never more than exist.
+  EXPECT_EQ(quest_evaluation_pages({4, 1, 3, 0, 2}, 70, 16, 8), entries({1, 3, 4}));
+  EXPECT_EQ(quest_evaluation_pages({1, 0}, 20, 16, 8).size(), 20u);  // 2 pages exist
+}
+
+// Drives the registered method on one sparse layer (layer 2; layers 0-1 are dense) with keys
+// along e_0 of a known size per page: page 0: 0.3, page 1: 5, page 2: 0.2, page 3: 0.1, the
+// current page 4 (entry 64 alone): 0.05. Query heads 0 and 1 look along `q1` and `q2`.
+Selection selection_of(const json& config, int64_t budget, double q1, double q2) {
   const int64_t d = 4, L = 64;
-  at::Tensor k = at::randn({1, L, d}) * 0.01;
-  // Page 1 (entries 16..31) holds keys aligned with e_0; the query looks along e_0.
-  for (int64_t i = 16; i < 32; ++i) k[0][i] = test::unit(0, d) * 5.0;
+  const double size[] = {0.3, 5.0, 0.2, 0.1};
+  at::Tensor k = at::zeros({1, L, d});
+  for (int64_t i = 0; i < L; ++i) k[0][i] = test::unit(0, d) * size[i / 16];
   at::Tensor v = at::randn({1, L, d});
-  auto method = test::make_method("quest");
-  method->begin(test::context(3, 2, 1, d, 32, L));
+  auto method = test::make_method("quest", config);
+  method->begin(test::context(3, 2, 1, d, budget, L));
   LayerKV kv(1, d, at::kFloat);
   kv.append_many(k, v, 0);
   method->on_prefill(2, at::randn({2, L, d}), k, v, kv);
-  at::Tensor kt = at::randn({1, d}) * 0.01, vt = at::randn({1, d});
+  at::Tensor kt = test::unit(0, d).unsqueeze(0) * 0.05, vt = at::randn({1, d});
   kv.append(kt, vt, L);
   method->on_append(2, kt, vt, kv);
-  at::Tensor q = at::stack({test::unit(0, d), test::unit(0, d)});  // [Hq = 2, d]
+  at::Tensor q = at::stack({test::unit(0, d) * q1, test::unit(0, d) * q2});  // [Hq = 2, d]
   Selection s = method->select(2, q, kv);
-  ASSERT_FALSE(s.all);
-  std::vector<int64_t> sel = s.per_head[0];
-  std::sort(sel.begin(), sel.end());
-  EXPECT_EQ(sel.size(), 32u);  // B exactly
-  EXPECT_EQ(sel.back(), L);    // the current (new) page
-  for (int64_t i = 16; i < 32; ++i)
-    EXPECT_TRUE(std::binary_search(sel.begin(), sel.end(), i)) << i;
-  // Dense layers attend to everything.
-  EXPECT_TRUE(method->select(0, q, kv).all);
+  EXPECT_FALSE(s.all);
+  EXPECT_TRUE(method->select(0, q, kv).all);  // dense layers attend to everything
   EXPECT_GT(method->counters().at("index_bytes"), 0.0);
+  return s;
+}
+
+std::vector<int64_t> sorted(std::vector<int64_t> v) {
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+// Both query heads along e_0: the KV head's selection.
+std::vector<int64_t> select_with(const json& config, int64_t budget) {
+  return sorted(selection_of(config, budget, 1.0, 1.0).per_head[0]);
+}
+
+std::vector<int64_t> range(int64_t from, int64_t to) {  // [from, to)
+  std::vector<int64_t> out;
+  for (int64_t i = from; i < to; ++i) out.push_back(i);
+  return out;
+}
+
+std::vector<int64_t> operator+(std::vector<int64_t> a, const std::vector<int64_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+TEST(Quest, DefaultIsTheKernelPathFloorBOver16PagesWithTheCurrentOne) {
+  // B = 32: 2 pages in all: the current one (entry 64) and the best other, page 1.
+  EXPECT_EQ(select_with(json::object(), 32), range(16, 32) + range(64, 65));
+  // B = 63: still floor(63/16) = 3 pages: + page 0.
+  EXPECT_EQ(select_with(json::object(), 63), range(0, 32) + range(64, 65));
+}
+
+TEST(Quest, FillOptionAttendsExactlyB) {
+  // The current page (1) + page 1 (16) + the first 15 entries of the next-ranked page 0.
+  EXPECT_EQ(select_with({{"selection", "fill"}}, 32), range(0, 15) + range(16, 32) + range(64, 65));
+}
+
+TEST(Quest, EvaluationOptionRanksTheCurrentPageLikeAnyOther) {
+  // max(3, 2) = 3 pages by score: 1, 0, 2; the current page (0.05) is not among them.
+  EXPECT_EQ(select_with({{"selection", "evaluation"}}, 32), range(0, 48));
+  // B = 64: 4 pages: + page 3; still not the current one.
+  EXPECT_EQ(select_with({{"selection", "evaluation"}}, 64), range(0, 64));
+}
+
+TEST(Quest, PerQueryHeadEachQueryHeadAttendsItsOwnPages) {
+  // Query head 0 along e_0 prefers page 1; head 1 along -e_0 ranks by -min: the current page
+  // (-0.05), then page 3 (-0.1), page 2, page 0, page 1.
+  Selection s = selection_of({{"gqa", "per_query_head"}}, 32, 1.0, -1.0);
+  ASSERT_EQ(s.per_query_head.size(), 2u);
+  EXPECT_EQ(sorted(s.per_query_head[0]), range(16, 32) + range(64, 65));
+  EXPECT_EQ(sorted(s.per_query_head[1]), range(48, 65));
+  // The evaluation path: 3 pages each; head 1's include the current page, head 0's do not.
+  s = selection_of({{"gqa", "per_query_head"}, {"selection", "evaluation"}}, 32, 1.0, -1.0);
+  EXPECT_EQ(sorted(s.per_query_head[0]), range(0, 48));
+  EXPECT_EQ(sorted(s.per_query_head[1]), range(32, 65));
+  // Summed over the group (the default), e_0 and -e_0 cancel: every page scores 0 and the
+  // ranking keeps page order.
+  EXPECT_EQ(sorted(selection_of(json::object(), 32, 1.0, -1.0).per_head[0]),
+            range(0, 16) + range(64, 65));
+}
+
+TEST(Quest, EvaluationPresetIsThePerQueryHeadEvaluationPath) {
+  EXPECT_EQ(resolve_method("quest:evaluation", json::object(), "t", "t.config").config,
+            (json{{"page_size", 16}, {"gqa", "per_query_head"}, {"selection", "evaluation"}}));
+  EXPECT_EQ(method_registry().get("quest", "t").normalise_config(json::object(), "t"),
+            (json{{"page_size", 16}, {"gqa", "per_kv_head"}, {"selection", "kernel"}}));
 }
 
 TEST(Quest, IncrementalSummariesMatchARebuild) {
@@ -109,7 +186,7 @@ TEST(Quest, IncrementalSummariesMatchARebuild) {
   at::Tensor all = at::randn({1, L + 30, d});
   at::Tensor k = all.narrow(1, 0, L), v = at::randn({1, L + 30, d});
   auto method = test::make_method("quest");
-  method->begin(test::context(3, 1, 1, d, 16, L));
+  method->begin(test::context(3, 1, 1, d, 32, L));
   LayerKV kv(1, d, at::kFloat);
   kv.append_many(k, v.narrow(1, 0, L), 0);
   method->on_prefill(2, at::randn({1, L, d}), k, v.narrow(1, 0, L), kv);
@@ -118,12 +195,12 @@ TEST(Quest, IncrementalSummariesMatchARebuild) {
     kv.append(kt, vt, t);
     method->on_append(2, kt, vt, kv);
   }
-  // With B = 16 and 50 entries (current page: 2 entries), the 14 other entries come from the
-  // best page by the rebuilt summaries' scores.
+  // With B = 32 and 50 entries (current page: 2 entries), the other page is the best one by the
+  // rebuilt summaries' scores.
   at::Tensor q = at::randn({1, d});
   auto [kmin, kmax] = quest_page_summaries(all, 16);
   std::vector<int64_t> ranking = quest_rank_pages(quest_page_scores(q.unsqueeze(0), kmin, kmax)[0][0]);
-  std::vector<int64_t> expected = quest_select_pages({ranking}, L + 30, 16, 16, true);
+  std::vector<int64_t> expected = quest_select_pages(ranking, L + 30, 16, 32, false);
   std::vector<int64_t> sel = method->select(2, q, kv).per_head[0];
   std::sort(sel.begin(), sel.end());
   EXPECT_EQ(sel, expected);
@@ -140,6 +217,11 @@ TEST(Quest, BadConfigsFailAtValidationNamingTheField) {
   EXPECT_NE(e.find("pages"), std::string::npos) << e;
   e = test::suite_error("quest", {8});
   EXPECT_NE(e.find("budget"), std::string::npos) << e;
+  e = test::suite_error({{"name", "quest"}, {"config", {{"selection", "exact"}}}}, {32});
+  EXPECT_NE(e.find("selection"), std::string::npos) << e;
+  // The evaluation path takes max(3, B/16) pages: any budget.
+  EXPECT_EQ(test::suite_error({{"name", "quest"}, {"config", {{"selection", "evaluation"}}}}, {8}),
+            "");
 }
 
 }  // namespace

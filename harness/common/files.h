@@ -1,0 +1,16 @@
+// File-system helpers that must not go through std::filesystem.
+#pragma once
+#include <string>
+
+namespace kvb {
+
+// Deletes `path` and, for a folder, everything below it; symbolic links are removed, never
+// followed. Returns false (errno set) when something could not be removed; a missing `path` is
+// not an error.
+//
+// Why not std::filesystem::remove_all: pip's CUDA libtorch.so exports its own copies of
+// libstdc++'s std::filesystem functions (pytorch/pytorch#133437); kvbench linked against it
+// binds remove_all to that copy and crashes. POSIX nftw has no such twin.
+bool remove_tree(const std::string& path);
+
+}  // namespace kvb
