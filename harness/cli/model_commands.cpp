@@ -56,8 +56,7 @@ std::shared_ptr<LlamaModel> load_for_cli(const std::string& reference, const std
   }
   auto model = LlamaModel::load(reference, {compute_dtype(dtype), allow_unknown_config_keys});
   for (const std::string& key : model->config.unknown_keys)
-    std::cerr << "warning: " << reference << "/config.json: unknown key '" << key
-              << "' ignored (--allow-unknown-config-keys)\n";
+    std::cerr << "warning: " << unknown_key_warning(reference + "/config.json", key) << "\n";
   return model;
 }
 

@@ -141,6 +141,23 @@ std::string read_model_type(const Fields& f) {
   f.fail("model_type", "unsupported architecture '" + type + "' (supported: " + supported_list() + ")");
 }
 
+// What transformers' config class of `model_type` assumes for a key the file leaves out, where
+// that differs from Llama's (<= 0: Llama's rule, num_attention_heads or hidden / heads).
+struct ClassDefaults {
+  int kv_heads = 0;
+  int head_dim = 0;
+  double rms_norm_eps = 1e-6;
+  std::vector<int> eos_token_ids;
+};
+
+ClassDefaults class_defaults(const std::string& model_type) {
+  if (model_type == "mistral") return {8, 0, 1e-6, {}};
+  if (model_type == "qwen2") return {32, 0, 1e-6, {}};
+  if (model_type == "qwen3") return {32, 128, 1e-6, {}};
+  if (model_type == "glm") return {2, 128, 1.5625e-07, {151329, 151336, 151338}};
+  return {};
+}
+
 // ---- config keys -------------------------------------------------------------------------
 
 const std::vector<ConfigKey>& key_table() {
@@ -160,7 +177,7 @@ const std::vector<ConfigKey>& key_table() {
       {"rope_theta", true, "RoPE base (transformers < 5)"},
       {"rope_scaling", true, "RoPE scaling (transformers < 5): default, linear, llama3; others refused"},
       {"rope_parameters", true, "RoPE base and scaling (transformers >= 5); must agree with the older keys"},
-      {"partial_rotary_factor", true, "GLM: share of each head RoPE turns; != 1 refused elsewhere"},
+      {"partial_rotary_factor", true, "GLM: share of each head RoPE turns (also inside rope_parameters); != 1 refused elsewhere"},
       {"tie_word_embeddings", true, "LM head = embedding; a differing lm_head.weight is refused"},
       {"attention_bias", true, "q/k/v (and, for llama/qwen3, o_proj) biases; refused for mistral"},
       {"mlp_bias", true, "must be false"},
@@ -203,7 +220,6 @@ const std::vector<ConfigKey>& key_table() {
       {"prefix", false, "pipeline prompt prefix"},
       {"chunk_size_feed_forward", false, "memory chunking of the same product"},
       {"tie_encoder_decoder", false, "encoder-decoder models only"},
-      {"architectures_version", false, "bookkeeping"},
       {"_attn_implementation_autoset", false, "attention kernel choice, same math"},
       {"attn_implementation", false, "attention kernel choice, same math"},
       // Generation defaults: kvbench decodes greedily and states its own stopping rule.
@@ -262,11 +278,7 @@ std::vector<std::string> check_keys(const json& j, const std::string& path, bool
 struct Rope {
   double theta = 10000.0;
   RopeScaling scaling;
-  double partial_rotary_factor = -1;  // < 0: not stated
-  bool operator==(const Rope& o) const {
-    return theta == o.theta && scaling == o.scaling &&
-           partial_rotary_factor == o.partial_rotary_factor;
-  }
+  double partial_rotary_factor = -1;  // < 0: not stated (only rope_parameters may state it)
 };
 
 std::string describe(const Rope& r) {
@@ -276,29 +288,36 @@ std::string describe(const Rope& r) {
     s += ", low_freq_factor " + number_text(r.scaling.low_freq_factor) + ", high_freq_factor " +
          number_text(r.scaling.high_freq_factor) + ", original_max_position_embeddings " +
          std::to_string(r.scaling.original_max_position_embeddings);
-  if (r.partial_rotary_factor >= 0)
-    s += ", partial_rotary_factor " + number_text(r.partial_rotary_factor);
   return s;
 }
 
-// The scaling of a rope_scaling or rope_parameters object. `type_key` is "rope_type" or, in
-// older files, "type".
-RopeScaling read_scaling(const Fields& rope, const std::string& type) {
+// The kind of rope an object states: "rope_type" or, in older files, "type" (both: equal).
+// An empty `fallback` makes it required.
+std::string rope_type(const Fields& rope, const std::string& fallback) {
+  const bool both = rope.find("rope_type") && rope.find("type");
+  const char* key = rope.find("rope_type") ? "rope_type" : "type";
+  const std::string type = fallback.empty() ? rope.string(key) : rope.string(key, fallback);
+  if (both && rope.string("type") != type)
+    rope.fail("type", "\"" + rope.string("type") + "\" disagrees with rope_type \"" + type + "\"");
+  return type;
+}
+
+// The scaling of a rope_scaling or rope_parameters object; `form_keys` are the keys the object
+// may hold besides those of its type (each read by the caller).
+RopeScaling read_scaling(const Fields& rope, const std::string& type,
+                         const std::vector<std::string>& form_keys) {
   RopeScaling r;
-  const std::vector<std::string> always = {"rope_type", "type", "rope_theta", "partial_rotary_factor"};
   auto allow = [&](std::vector<std::string> extra) {
-    extra.insert(extra.end(), always.begin(), always.end());
+    extra.insert(extra.end(), form_keys.begin(), form_keys.end());
     rope.only(extra, "for rope_type '" + type + "'");
   };
   if (type == "default") {
     allow({});
     return r;
   }
-  if (type == "dynamic" || type == "yarn" || type == "longrope" || type == "ntk")
+  if (type != "linear" && type != "llama3")
     rope.fail("rope_type", "unsupported '" + type + "': not implemented, so refused rather than "
                            "approximated (supported: default, linear, llama3)");
-  if (type != "linear" && type != "llama3")
-    rope.fail("rope_type", "unsupported '" + type + "' (supported: default, linear, llama3)");
   r.type = type;
   r.factor = rope.number("factor");
   if (!(r.factor > 0)) rope.fail("factor", "must be > 0");
@@ -325,15 +344,13 @@ const json& rope_object(const Fields& f, const char* field) {
   return *v;
 }
 
-// transformers < 5: top-level rope_theta, rope_scaling and partial_rotary_factor.
+// transformers < 5: top-level rope_theta and rope_scaling.
 Rope read_legacy_rope(const Fields& f, const std::string& path) {
   Rope r;
   r.theta = f.number("rope_theta", r.theta);
-  r.partial_rotary_factor = f.number("partial_rotary_factor", -1);
   if (!f.find("rope_scaling")) return r;
   Fields rope(rope_object(f, "rope_scaling"), path, "rope_scaling.");
-  // Newer files spell the kind "rope_type", older ones "type".
-  r.scaling = read_scaling(rope, rope.string(rope.find("rope_type") ? "rope_type" : "type"));
+  r.scaling = read_scaling(rope, rope_type(rope, ""), {"rope_type", "type"});
   return r;
 }
 
@@ -343,30 +360,28 @@ Rope read_rope_parameters(const Fields& f, const std::string& path) {
   Rope r;
   r.theta = rope.number("rope_theta", r.theta);
   r.partial_rotary_factor = rope.number("partial_rotary_factor", -1);
-  r.scaling = read_scaling(rope, rope.string(rope.find("type") ? "type" : "rope_type", "default"));
+  r.scaling = read_scaling(rope, rope_type(rope, "default"),
+                           {"rope_type", "type", "rope_theta", "partial_rotary_factor"});
   return r;
 }
 
-bool states_legacy_rope(const Fields& f) {
-  return f.find("rope_theta") || f.find("rope_scaling");
-}
-
-// Both forms when both are present (they must agree), else whichever is there.
+// Both forms when both are present (they must agree), else whichever is there; the top-level
+// partial_rotary_factor (any transformers version) must agree with one in rope_parameters.
 Rope read_rope(const Fields& f, const std::string& path) {
-  if (!f.find("rope_parameters")) return read_legacy_rope(f, path);
-  Rope modern = read_rope_parameters(f, path);
-  if (states_legacy_rope(f)) {
-    Rope legacy = read_legacy_rope(f, path);
-    // partial_rotary_factor may sit at the top level in both forms.
-    if (legacy.partial_rotary_factor < 0) legacy.partial_rotary_factor = modern.partial_rotary_factor;
-    if (modern.partial_rotary_factor < 0) modern.partial_rotary_factor = legacy.partial_rotary_factor;
-    if (!(modern == legacy))
-      fail(path, "rope_parameters", "disagrees with rope_theta/rope_scaling (" + describe(modern) +
-                                        " vs " + describe(legacy) + "); keep one of the two");
-  } else if (const json* p = f.find("partial_rotary_factor"); p && modern.partial_rotary_factor < 0) {
-    modern.partial_rotary_factor = f.number("partial_rotary_factor");
+  const bool modern = f.find("rope_parameters"), legacy = f.find("rope_theta") || f.find("rope_scaling");
+  Rope rope = modern ? read_rope_parameters(f, path) : read_legacy_rope(f, path);
+  if (modern && legacy) {
+    const Rope old = read_legacy_rope(f, path);
+    if (old.theta != rope.theta || !(old.scaling == rope.scaling))
+      fail(path, "rope_parameters", "disagrees with rope_theta/rope_scaling (" + describe(rope) +
+                                        " vs " + describe(old) + "); keep one of the two");
   }
-  return modern;
+  const double top = f.number("partial_rotary_factor", -1);
+  if (top >= 0 && rope.partial_rotary_factor >= 0 && top != rope.partial_rotary_factor)
+    fail(path, "partial_rotary_factor", number_text(top) + " disagrees with rope_parameters."
+                                        "partial_rotary_factor " + number_text(rope.partial_rotary_factor));
+  if (top >= 0) rope.partial_rotary_factor = top;
+  return rope;
 }
 
 // ---- what the architecture implements ------------------------------------------------------
@@ -474,6 +489,10 @@ int ModelConfig::rotary_dim() const { return int(head_dim * partial_rotary_facto
 
 const std::vector<ConfigKey>& config_key_table() { return key_table(); }
 
+std::string unknown_key_warning(const std::string& config_path, const std::string& key) {
+  return config_path + ": unknown key '" + key + "' ignored (--allow-unknown-config-keys)";
+}
+
 ModelConfig ModelConfig::from_json(const json& j, const std::string& path, bool allow_unknown_keys) {
   if (!j.is_object()) throw InputError(path + ": config must be a JSON object");
   Fields f(j, path);
@@ -484,14 +503,16 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& path, bool 
   c.intermediate_size = f.integer("intermediate_size");
   c.num_hidden_layers = f.integer("num_hidden_layers");
   c.num_attention_heads = f.integer("num_attention_heads");
-  c.num_key_value_heads = f.integer("num_key_value_heads", c.num_attention_heads);
+  const ClassDefaults defaults = class_defaults(c.model_type);
+  c.num_key_value_heads =
+      f.integer("num_key_value_heads", defaults.kv_heads > 0 ? defaults.kv_heads : c.num_attention_heads);
   c.vocab_size = f.integer("vocab_size");
   c.max_position_embeddings = f.integer("max_position_embeddings");
-  bool explicit_head_dim = f.find("head_dim") != nullptr;
+  bool explicit_head_dim = f.find("head_dim") != nullptr || defaults.head_dim > 0;
   // A placeholder when heads <= 0: validate() rejects that before head_dim matters.
   int derived_head_dim = c.num_attention_heads > 0 ? c.hidden_size / c.num_attention_heads : 0;
-  c.head_dim = f.integer("head_dim", derived_head_dim);
-  c.rms_norm_eps = f.number("rms_norm_eps", c.rms_norm_eps);
+  c.head_dim = f.integer("head_dim", defaults.head_dim > 0 ? defaults.head_dim : derived_head_dim);
+  c.rms_norm_eps = f.number("rms_norm_eps", defaults.rms_norm_eps);
   read_rope_into(c, f, path);
   c.tie_word_embeddings = f.boolean("tie_word_embeddings", false);
   read_biases(c, f, path);
@@ -501,7 +522,7 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& path, bool 
   require_value(f, "add_cross_attention", false);
   c.sliding_window = read_sliding_window(c, f, path);
   c.bos_token_id = f.integer("bos_token_id", -1);
-  c.eos_token_ids = f.integers("eos_token_id");
+  c.eos_token_ids = f.find("eos_token_id") ? f.integers("eos_token_id") : defaults.eos_token_ids;
   validate(c, explicit_head_dim, path);
   return c;
 }

@@ -61,6 +61,9 @@ struct ModelConfig {
   nlohmann::json to_json() const;
 };
 
+// The one-line warning for an unknown key of `config_path` let through by allow_unknown_keys.
+std::string unknown_key_warning(const std::string& config_path, const std::string& key);
+
 // The keys config.json may hold: those kvbench reads (their values are implemented or refused)
 // and those known not to change greedy inference. Anything else is refused.
 struct ConfigKey {

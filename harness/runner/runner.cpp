@@ -290,8 +290,7 @@ namespace {
 void record_unknown_keys(ResultStore& store, int64_t run_id, const LlamaModel& model,
                          std::ostream& out) {
   for (const std::string& key : model.config.unknown_keys) {
-    const std::string warning = model.source + "/config.json: unknown key '" + key +
-                                "' ignored (--allow-unknown-config-keys)";
+    const std::string warning = unknown_key_warning(model.source + "/config.json", key);
     out << "warning: " << warning << "\n";
     store.add_run_warning(run_id, warning);
   }

@@ -205,6 +205,18 @@ TEST(ModelConfig, ErrorsNameFileAndField) {
          j.erase("rope_theta");
          j["rope_parameters"] = {{"rope_type", "yarn"}, {"rope_theta", 1e6}, {"factor", 4.0}};
        }, "rope_parameters.rope_type", "unsupported 'yarn'"},
+      {"theta inside legacy rope_scaling", [](json& j) {
+         j["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}, {"rope_theta", 5e5}};
+       }, "rope_scaling.rope_theta", "not understood for rope_type 'linear'"},
+      {"type and rope_type disagree", [](json& j) {
+         j["rope_scaling"] = {{"type", "linear"}, {"rope_type", "llama3"}, {"factor", 2.0}};
+       }, "rope_scaling.type", "disagrees with rope_type"},
+      {"partial rotary in two places", [](json& j) {
+         j["model_type"] = "glm";
+         j.erase("rope_theta");
+         j["partial_rotary_factor"] = 0.5;
+         j["rope_parameters"] = {{"rope_type", "default"}, {"partial_rotary_factor", 0.25}};
+       }, "partial_rotary_factor", "disagrees with rope_parameters.partial_rotary_factor"},
       {"v5 unknown rope key", [](json& j) {
          j.erase("rope_theta");
          j["rope_parameters"] = {{"rope_type", "linear"}, {"rope_theta", 1e4}, {"factor", 2.0},
@@ -347,6 +359,31 @@ TEST(ModelConfig, Qwen3AndGlmArchitectures) {
   g.erase("rope_theta");  // transformers >= 5 may put the factor inside rope_parameters
   g["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 10000.0}, {"partial_rotary_factor", 0.25}};
   EXPECT_EQ(ModelConfig::from_json(g, kPath).rotary_dim(), 4);
+}
+
+// A key the file leaves out takes the default of transformers' config class for the model
+// type, not Llama's (GlmConfig: 2 KV heads, head_dim 128, eps 1.5625e-07, three EOS ids).
+TEST(ModelConfig, OmittedKeysTakeTheirClassDefaults) {
+  json g = llama();
+  g["model_type"] = "glm";
+  for (const char* key : {"num_key_value_heads", "rms_norm_eps", "eos_token_id"}) g.erase(key);
+  const ModelConfig glm = ModelConfig::from_json(g, kPath);
+  EXPECT_EQ(glm.num_key_value_heads, 2);
+  EXPECT_EQ(glm.head_dim, 128);
+  EXPECT_DOUBLE_EQ(glm.rms_norm_eps, 1.5625e-07);
+  EXPECT_EQ(glm.eos_token_ids, (std::vector<int>{151329, 151336, 151338}));
+  json q = llama();
+  q["model_type"] = "qwen3";
+  q["num_attention_heads"] = 32;
+  q.erase("num_key_value_heads");
+  const ModelConfig qwen3 = ModelConfig::from_json(q, kPath);
+  EXPECT_EQ(qwen3.num_key_value_heads, 32);
+  EXPECT_EQ(qwen3.head_dim, 128);
+  json m = llama();
+  m["model_type"] = "mistral";
+  m.erase("num_key_value_heads");
+  EXPECT_EQ(ModelConfig::from_json(m, kPath).num_key_value_heads, 8);
+  EXPECT_EQ(ModelConfig::from_json(m, kPath).head_dim, 8);  // hidden / heads, as Llama
 }
 
 TEST(ModelConfig, SlidingWindowOnlyWhereALayerSlides) {
