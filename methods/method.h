@@ -35,18 +35,30 @@ struct MethodContext {
   int group_size() const { return num_heads / num_kv_heads; }  // g = Hq / Hkv
 };
 
-// Which resident entries each KV head of a layer attends to at one decode step.
+// Which resident entries each attention unit of a layer attends to at one decode step, in the
+// ragged form GPU attention kernels take (flashinfer's indptr/indices), on the layer's device.
+// A unit is a KV head, whose g query heads share its entries; or, with per_query_head, a query
+// head q attending only to its own list of KV head q / g's entries (the per-query-head
+// selection of references that repeat the KV, e.g. KVCache-Factory's SnapKV; the attended
+// count of a KV head is then the mean over its query heads).
 struct Selection {
-  bool all = true;  // every resident entry of every head
-  // When !all: per KV head, logical indices into the layer's LayerKV (any order, unique).
-  std::vector<std::vector<int64_t>> per_head;
-  // When !all and not empty (then per_head is ignored): per query head q (Hq lists), logical
-  // indices into KV head q / g's entries, each query head attending only to its own list: the
-  // per-query-head selection of references that repeat the KV (KVCache-Factory's SnapKV). The
-  // attended count of a KV head is the mean over its query heads.
-  std::vector<std::vector<int64_t>> per_query_head;
+  bool all = true;  // every resident entry of every KV head (indptr/indices undefined)
+  bool per_query_head = false;
+  at::Tensor indptr;   // [units + 1] int64: unit u attends indices[indptr[u] .. indptr[u + 1])
+  at::Tensor indices;  // [nnz] int64: logical indices into the unit's KV head (unique per unit)
+  // The longest unit's count when known on the host without reading the device (-1: not known).
+  int64_t max_count = -1;
 
   static Selection everything() { return Selection{}; }
+  // One list per unit, from the host; the tensors are placed on `device`.
+  static Selection from_lists(const std::vector<std::vector<int64_t>>& lists,
+                              bool per_query_head, at::Device device);
+  // Every unit attends k entries: rows [units, k] int64 (any device), no host round trip.
+  static Selection from_rows(const at::Tensor& rows, bool per_query_head);
+
+  int64_t units() const { return indptr.size(0) - 1; }
+  // Host copies of the lists, one per unit (reads the device: for tests, recall, inspection).
+  std::vector<std::vector<int64_t>> lists() const;
 };
 
 class Method {

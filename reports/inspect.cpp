@@ -16,18 +16,20 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Original positions of the entries KV head `head` attends to under `s` (sorted).
-std::vector<int64_t> attended_positions(const LayerKV& kv, const Selection& s, int head,
-                                        int64_t g) {
+// Original positions of the entries KV head `head` attends to (sorted); `lists`: the
+// selection's host lists (Selection::lists()), empty when it selects everything.
+std::vector<int64_t> attended_positions(const LayerKV& kv,
+                                        const std::vector<std::vector<int64_t>>& lists,
+                                        bool per_query_head, int head, int64_t g) {
   const std::vector<int64_t>& positions = kv.positions(head);
-  if (s.all) return positions;
+  if (lists.empty()) return positions;
   std::vector<int64_t> out;
   auto add = [&](const std::vector<int64_t>& logical) {
     for (int64_t i : logical) out.push_back(positions[size_t(i)]);
   };
-  if (s.per_query_head.empty()) add(s.per_head[size_t(head)]);
+  if (!per_query_head) add(lists[size_t(head)]);
   else
-    for (int64_t q = head * g; q < (head + 1) * g; ++q) add(s.per_query_head[size_t(q)]);
+    for (int64_t q = head * g; q < (head + 1) * g; ++q) add(lists[size_t(q)]);
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
@@ -49,8 +51,8 @@ class Recorder : public Method {
   void on_prefill(int layer, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                   LayerKV& kv) override {
     if (dump_qk_) {
-      trace_.qk["layer" + std::to_string(layer) + ".prefill.q"] = q.to(at::kFloat).contiguous();
-      trace_.qk["layer" + std::to_string(layer) + ".prefill.k"] = k.to(at::kFloat).contiguous();
+      trace_.qk["layer" + std::to_string(layer) + ".prefill.q"] = q.to(at::kCPU, at::kFloat).contiguous();
+      trace_.qk["layer" + std::to_string(layer) + ".prefill.k"] = k.to(at::kCPU, at::kFloat).contiguous();
     }
     inner_.on_prefill(layer, q, k, v, kv);
   }
@@ -71,16 +73,17 @@ class Recorder : public Method {
   }
   // k, v: [Hkv, d].
   void on_append(int layer, const at::Tensor& k, const at::Tensor& v, LayerKV& kv) override {
-    if (dump_qk_) decode_k_[size_t(layer)].push_back(k.to(at::kFloat).clone());
+    if (dump_qk_) decode_k_[size_t(layer)].push_back(k.to(at::kCPU, at::kFloat).clone());
     inner_.on_append(layer, k, v, kv);
   }
   // q: [Hq, d].
   Selection select(int layer, const at::Tensor& q, const LayerKV& kv) override {
     Selection s = inner_.select(layer, q, kv);
-    if (dump_qk_) decode_q_[size_t(layer)].push_back(q.to(at::kFloat).clone());
+    if (dump_qk_) decode_q_[size_t(layer)].push_back(q.to(at::kCPU, at::kFloat).clone());
     auto& heads = trace_.attended.back()[size_t(layer)];
+    const std::vector<std::vector<int64_t>> lists = s.all ? std::vector<std::vector<int64_t>>{} : s.lists();
     for (int h = 0; h < kv.num_heads(); ++h)
-      heads.push_back(attended_positions(kv, s, h, context_.group_size()));
+      heads.push_back(attended_positions(kv, lists, s.per_query_head, h, context_.group_size()));
     return s;
   }
   void on_attention(int layer, const Selection& selection, const std::vector<at::Tensor>& probs,

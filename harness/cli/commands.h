@@ -45,10 +45,15 @@ void add_allow_unknown_config_keys_flag(CLI::App* cmd, bool& flag);
 // Shared by the commands that run one sequence (model_commands.cpp: generate, forward; inspect).
 // "1,403,407" -> ids; InputError naming --tokens otherwise.
 std::vector<int> parse_token_list(const std::string& text);
-// A built-in model name or a Hugging Face folder, in `dtype` (f32, bf16, f16); unknown
-// config.json keys printed as warnings when allowed.
-std::shared_ptr<LlamaModel> load_for_cli(const std::string& reference, const std::string& dtype,
+// --device (cpu, cuda, cuda:N) and --dtype (f32, bf16, f16) of the commands that load a model.
+struct ComputeOptions {
+  std::string device = "cpu", dtype = "f32";
+};
+void add_compute_options(CLI::App* cmd, ComputeOptions& options);
+// A built-in model name or a Hugging Face folder, on `compute.device` in `compute.dtype`;
+// unknown config.json keys printed as warnings when allowed.
+std::shared_ptr<LlamaModel> load_for_cli(const std::string& reference,
+                                         const ComputeOptions& compute,
                                          bool allow_unknown_config_keys);
-void add_dtype_option(CLI::App* cmd, std::string& dtype);
 
 }  // namespace kvb

@@ -14,7 +14,8 @@ namespace {
 
 struct InspectOptions {
   std::string model, method = "full", prompt, tokens, dataset, dataset_params = "{}", out;
-  std::string needle, dtype = "f32", gnuplot = "/usr/bin/gnuplot";
+  std::string needle, gnuplot = "/usr/bin/gnuplot";
+  ComputeOptions compute;
   int64_t budget = 0;
   int sample = 0, steps = 8, threads = 0;
   uint64_t seed = 0;
@@ -72,7 +73,7 @@ void add_inspect_command(CLI::App& app, std::vector<Command>& out) {
   cmd->add_option("--gnuplot", o->gnuplot, "gnuplot binary (default /usr/bin/gnuplot)");
   cmd->add_option("--threads", o->threads, "CPU threads (default: all cores)")
       ->check(CLI::NonNegativeNumber);
-  add_dtype_option(cmd, o->dtype);
+  add_compute_options(cmd, o->compute);
   add_allow_unknown_config_keys_flag(cmd, o->allow_unknown_config_keys);
   out.push_back({cmd, [o] {
     const MethodChoice choice =
@@ -82,7 +83,7 @@ void add_inspect_command(CLI::App& app, std::vector<Command>& out) {
     if (choice.info->uses_budget)
       choice.info->check_budget(choice.config, o->budget, "--method " + o->method);
     configure_threads(o->threads);
-    auto model = load_for_cli(o->model, o->dtype, o->allow_unknown_config_keys);
+    auto model = load_for_cli(o->model, o->compute, o->allow_unknown_config_keys);
     json about = {{"model", o->model}, {"method", choice.info->name}, {"method_label", o->method},
                   {"preset", choice.preset}, {"config", choice.config}, {"budget", o->budget}};
     std::string mark = o->needle;

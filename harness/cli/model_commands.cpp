@@ -7,6 +7,7 @@
 #include "harness/cli/commands.h"
 #include "harness/common/error.h"
 #include "harness/common/json_fields.h"
+#include "harness/engine/device.h"
 #include "harness/engine/session.h"
 #include "methods/method.h"
 
@@ -39,36 +40,34 @@ std::string chat_template_for(const std::string& requested, const std::string& m
   return probe ? detect_chat_template(read_json_file(path)) : "none";
 }
 
-at::ScalarType compute_dtype(const std::string& name) {
-  if (name == "f32") return at::kFloat;
-  if (name == "bf16") return at::kBFloat16;
-  if (name == "f16") return at::kHalf;
-  throw InputError("--dtype: \"" + name + "\" is not one of f32, bf16, f16");
-}
-
 }  // namespace
 
-std::shared_ptr<LlamaModel> load_for_cli(const std::string& reference, const std::string& dtype,
+std::shared_ptr<LlamaModel> load_for_cli(const std::string& reference,
+                                         const ComputeOptions& compute,
                                          bool allow_unknown_config_keys) {
-  if (LlamaModel::is_builtin_reference(reference)) {
-    if (dtype != "f32") throw InputError("--dtype: the built-in models compute in f32 only");
-    return LlamaModel::from_reference(reference);
-  }
-  auto model = LlamaModel::load(reference, {compute_dtype(dtype), allow_unknown_config_keys});
+  LoadOptions options;
+  options.dtype = parse_dtype(compute.dtype, "--dtype");
+  options.device = parse_device(compute.device, "--device");
+  options.allow_unknown_config_keys = allow_unknown_config_keys;
+  check_dtype_on_device(options.dtype, options.device, "--dtype");
+  auto model = LlamaModel::from_reference(reference, options);
   for (const std::string& key : model->config.unknown_keys)
     std::cerr << "warning: " << unknown_key_warning(reference + "/config.json", key) << "\n";
   return model;
 }
 
-void add_dtype_option(CLI::App* cmd, std::string& dtype) {
-  cmd->add_option("--dtype", dtype, "Compute dtype: f32 (default), bf16, f16 (weights are "
-                                    "converted from the checkpoint's dtype on load)");
+void add_compute_options(CLI::App* cmd, ComputeOptions& options) {
+  cmd->add_option("--device", options.device, "cpu (default), cuda or cuda:N (a build against "
+                                              "a CUDA LibTorch; README: On a GPU machine)");
+  cmd->add_option("--dtype", options.dtype, "Compute dtype: f32 (default), bf16, f16 (weights "
+                                            "are converted from the checkpoint's dtype on load; "
+                                            "softmax and attention accumulate in fp32)");
 }
 
 void add_model_commands(CLI::App& app, std::vector<Command>& out) {
   struct Options {
     std::string model, prompt, tokens, out_path, method = "full", chat_template = "none";
-    std::string dtype = "f32";
+    ComputeOptions compute;
     int max_new = 64, threads = 0;
     int64_t budget = 0;
     bool all_positions = false, allow_unknown_config_keys = false;
@@ -88,7 +87,7 @@ void add_model_commands(CLI::App& app, std::vector<Command>& out) {
                   "qwen2, chatml, glm4");
   gen->add_option("--threads", o->threads, "CPU threads (default: all cores)")
       ->check(non_negative("all cores"));
-  add_dtype_option(gen, o->dtype);
+  add_compute_options(gen, o->compute);
   add_allow_unknown_config_keys_flag(gen, o->allow_unknown_config_keys);
   out.push_back({gen, [o] {
     const MethodChoice choice =
@@ -98,7 +97,7 @@ void add_model_commands(CLI::App& app, std::vector<Command>& out) {
     if (info.uses_budget && o->budget <= 0)
       throw InputError("--budget: method " + o->method + " needs a budget > 0");
     configure_threads(o->threads);
-    auto model = load_for_cli(o->model, o->dtype, o->allow_unknown_config_keys);
+    auto model = load_for_cli(o->model, o->compute, o->allow_unknown_config_keys);
     const std::string text = apply_chat_template(chat_template_for(o->chat_template, o->model), o->prompt);
     std::unique_ptr<Method> method = info.create(config);
     Session session(*model, *method, SessionOptions{o->budget, 0});
@@ -124,16 +123,16 @@ void add_model_commands(CLI::App& app, std::vector<Command>& out) {
                 "Write logits for every position ([L][V]) instead of the last one ([V])");
   fwd->add_option("--threads", o->threads, "CPU threads (default: all cores)")
       ->check(non_negative("all cores"));
-  add_dtype_option(fwd, o->dtype);
+  add_compute_options(fwd, o->compute);
   add_allow_unknown_config_keys_flag(fwd, o->allow_unknown_config_keys);
   out.push_back({fwd, [o] {
     const std::vector<int> ids = parse_token_list(o->tokens);
     configure_threads(o->threads);
-    auto model = load_for_cli(o->model, o->dtype, o->allow_unknown_config_keys);
+    auto model = load_for_cli(o->model, o->compute, o->allow_unknown_config_keys);
     std::unique_ptr<Method> method =
         method_registry().get("full", "forward").create(json::object());
     Session session(*model, *method, SessionOptions{});
-    at::Tensor logits = session.prefill(ids, o->all_positions).to(at::kDouble).contiguous();
+    at::Tensor logits = session.prefill(ids, o->all_positions).to(at::kCPU, at::kDouble).contiguous();
     json j;
     j["tokens"] = ids;
     if (o->all_positions) {

@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "harness/cli/commands.h"
+#include "harness/engine/device.h"
 #include "harness/runner/results_table.h"
 #include "harness/runner/runner.h"
 
@@ -15,6 +16,7 @@ void add_run_command(CLI::App& app, std::vector<Command>& out, const std::string
     std::vector<std::string> overrides;
     bool fresh = false, allow_unknown_config_keys = false;
     int threads = 0;
+    std::string device, dtype;
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("run", "Run an experiment suite, store results in SQLite, "
@@ -25,8 +27,13 @@ void add_run_command(CLI::App& app, std::vector<Command>& out, const std::string
   cmd->add_option("--db", o->db, "Results database (default: results/runs/<suite>.db); "
                                  "complete cells already in it are skipped");
   cmd->add_option("--set", o->overrides,
-                  "Override an axis: model=, dataset=, method=, budget=, seed= (comma-separated "
-                  "values, e.g. --set budget=128,256), or max_new_tokens=N. Repeatable");
+                  "Override an axis: model=, dataset=, method=, budget=, seed=, device=, dtype= "
+                  "(comma-separated values, e.g. --set budget=128,256), or max_new_tokens=N. "
+                  "Repeatable");
+  cmd->add_option("--device", o->device, "Run every cell on cpu, cuda or cuda:N (the same as "
+                                         "--set device=...; default: the suite's, else cpu)");
+  cmd->add_option("--dtype", o->dtype, "Compute dtype of every cell: f32, bf16, f16 (the same "
+                                       "as --set dtype=...; default: the suite's, else f32)");
   cmd->add_flag("--fresh", o->fresh, "Forget this suite's earlier results in the database first");
   cmd->add_option("--shard", o->shard,
                   "Run only shard i of N (i/N, 0-based: 0/4 .. 3/4), the share `kvbench plan "
@@ -36,8 +43,13 @@ void add_run_command(CLI::App& app, std::vector<Command>& out, const std::string
       ->check(non_negative("all cores"));
   add_allow_unknown_config_keys_flag(cmd, o->allow_unknown_config_keys);
   out.push_back({cmd, [o, command_line] {
-    Suite suite = load_suite(o->suite, o->overrides);  // validated before anything runs
+    std::vector<std::string> overrides = o->overrides;
+    if (!o->device.empty()) parse_device(o->device, "--device");  // usable here?
+    if (!o->device.empty()) overrides.push_back("device=" + o->device);
+    if (!o->dtype.empty()) overrides.push_back("dtype=" + o->dtype);
+    Suite suite = load_suite(o->suite, overrides);  // validated before anything runs
     check_model_configs(suite, o->allow_unknown_config_keys);
+    check_devices(suite);  // a GPU asked for where there is none: exit 2, nothing written
     RunOptions options;
     options.allow_unknown_config_keys = o->allow_unknown_config_keys;
     if (!o->shard.empty()) options.shard = parse_shard_spec(o->shard);

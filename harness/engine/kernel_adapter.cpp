@@ -19,37 +19,33 @@ bool sparse_attention_supported(const at::Tensor& q, const at::Tensor& k_pool,
 }
 
 at::Tensor sparse_decode_attention(const at::Tensor& q, const at::Tensor& k_pool,
-                                   const at::Tensor& v_pool,
-                                   const std::vector<at::Tensor>& rows_per_head, double scale,
+                                   const at::Tensor& v_pool, const at::Tensor& indptr,
+                                   const at::Tensor& rows, double scale,
                                    std::vector<at::Tensor>* probs) {
   if (!sparse_attention_supported(q, k_pool, v_pool))
     throw std::logic_error("sparse_decode_attention: needs fp32 CPU tensors q [Hq, d] and "
                            "contiguous pools [rows, d]");
-  const int64_t Hq = q.size(0), d = q.size(1), Hkv = int64_t(rows_per_head.size());
-  if (Hkv == 0 || Hq % Hkv != 0)
+  const int64_t Hq = q.size(0), d = q.size(1), units = indptr.size(0) - 1;
+  if (units <= 0 || Hq % units != 0)
     throw std::logic_error("sparse_decode_attention: " + std::to_string(Hq) +
-                           " query heads over " + std::to_string(Hkv) + " KV heads");
-  const int64_t g = Hq / Hkv;
-  std::vector<int64_t> offsets(size_t(Hkv + 1), 0);
-  for (int64_t h = 0; h < Hkv; ++h) offsets[h + 1] = offsets[h] + rows_per_head[h].numel();
-  // One index buffer; a head's rows are already contiguous int64 in the common case.
-  at::Tensor rows = at::empty({offsets[Hkv]}, at::kLong);
-  for (int64_t h = 0; h < Hkv; ++h)
-    rows.narrow(0, offsets[h], offsets[h + 1] - offsets[h])
-        .copy_(rows_per_head[h].to(at::kLong).view({-1}));
+                           " query heads over " + std::to_string(units) + " units");
+  const int64_t g = Hq / units;
+  at::Tensor offsets = indptr.to(at::kCPU, at::kLong).contiguous();
+  at::Tensor row_ids = rows.to(at::kCPU, at::kLong).contiguous();
+  const int64_t* off = offsets.data_ptr<int64_t>();
   at::Tensor qc = q.contiguous();
-  at::Tensor out = at::empty({Hkv, g, d}, q.options());
+  at::Tensor out = at::empty({Hq, d}, q.options());
   at::Tensor probs_buffer;
-  if (probs) probs_buffer = at::empty({g * offsets[Hkv]}, q.options());
+  if (probs) probs_buffer = at::empty({g * off[units]}, q.options());
   kernels::sparse_decode_attention(qc.data_ptr<float>(), k_pool.data_ptr<float>(),
-                                   v_pool.data_ptr<float>(), offsets.data(),
-                                   rows.data_ptr<int64_t>(), out.data_ptr<float>(), Hq, Hkv, d,
-                                   float(scale), probs ? probs_buffer.data_ptr<float>() : nullptr);
+                                   v_pool.data_ptr<float>(), off, row_ids.data_ptr<int64_t>(),
+                                   out.data_ptr<float>(), Hq, units, d, float(scale),
+                                   probs ? probs_buffer.data_ptr<float>() : nullptr);
   if (probs) {
     probs->clear();
-    for (int64_t h = 0; h < Hkv; ++h) {
-      const int64_t n = offsets[h + 1] - offsets[h];
-      probs->push_back(probs_buffer.narrow(0, g * offsets[h], g * n).view({g, n}));
+    for (int64_t u = 0; u < units; ++u) {
+      const int64_t n = off[u + 1] - off[u];
+      probs->push_back(probs_buffer.narrow(0, g * off[u], g * n).view({g, n}));
     }
   }
   return out;

@@ -13,12 +13,14 @@ bool sparse_attention_supported(const at::Tensor& q, const at::Tensor& k_pool,
 
 // Sparse GQA decode attention (kernels::sparse_decode_attention) over the pools of a LayerKV.
 //   q: [Hq, d] fp32; k_pool, v_pool: [rows, d] fp32 contiguous;
-//   rows_per_head: Hkv int64 tensors of physical pool rows.
-// Returns out [Hkv, g, d]. When `probs` is non-null it receives Hkv tensors [g, n_h] of softmax
+//   indptr: [units + 1] int64, rows: [nnz] int64 physical pool rows: unit u attends rows
+//   indptr[u] .. indptr[u + 1]; a unit is a KV head serving Hq / units query heads (units = Hq:
+//   one query head each).
+// Returns out [Hq, d]. When `probs` is non-null it receives per unit [Hq / units, n_u] softmax
 // probabilities (views of one buffer).
 at::Tensor sparse_decode_attention(const at::Tensor& q, const at::Tensor& k_pool,
-                                   const at::Tensor& v_pool,
-                                   const std::vector<at::Tensor>& rows_per_head, double scale,
+                                   const at::Tensor& v_pool, const at::Tensor& indptr,
+                                   const at::Tensor& rows, double scale,
                                    std::vector<at::Tensor>* probs);
 
 // Quest page scores (kernels::quest_page_scores) on page summaries kept in a preallocated

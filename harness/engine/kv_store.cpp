@@ -5,14 +5,33 @@
 
 namespace kvb {
 
-LayerKV::LayerKV(int num_kv_heads, int head_dim, at::ScalarType dtype)
-    : head_dim_(head_dim), dtype_(dtype), heads_(num_kv_heads) {
-  k_pool_ = at::empty({0, head_dim}, at::TensorOptions().dtype(dtype));
-  v_pool_ = at::empty({0, head_dim}, at::TensorOptions().dtype(dtype));
+LayerKV::LayerKV(int num_kv_heads, int head_dim, const at::TensorOptions& options)
+    : head_dim_(head_dim),
+      dtype_(options.dtype().toScalarType()),
+      device_(options.device()),
+      heads_(num_kv_heads) {
+  k_pool_ = at::empty({0, head_dim}, options);
+  v_pool_ = at::empty({0, head_dim}, options);
+}
+
+at::Tensor LayerKV::on_device(const std::vector<int64_t>& values) const {
+  return at::tensor(values, at::kLong).to(device_);
+}
+
+const at::Tensor& LayerKV::device_block_table() const {
+  if (block_table_.defined()) return block_table_;
+  size_t widest = 1;
+  for (const Head& h : heads_) widest = std::max(widest, h.blocks.size());
+  std::vector<int64_t> table(heads_.size() * widest, 0);
+  for (size_t hi = 0; hi < heads_.size(); ++hi)
+    std::copy(heads_[hi].blocks.begin(), heads_[hi].blocks.end(), table.begin() + hi * widest);
+  block_table_ = on_device(table).view({int64_t(heads_.size()), int64_t(widest)});
+  return block_table_;
 }
 
 void LayerKV::grow_pool(int64_t min_blocks) {
-  int64_t new_capacity = std::max<int64_t>(min_blocks, capacity_blocks_ * 2);
+  // A quarter more, not double: a GPU holding a 128k-token cache cannot afford twice of it.
+  int64_t new_capacity = std::max<int64_t>(min_blocks, capacity_blocks_ + capacity_blocks_ / 4);
   auto grow = [&](at::Tensor& pool) {
     at::Tensor bigger = at::empty({new_capacity * kKvBlockSize, head_dim_}, pool.options());
     if (pool.size(0) > 0) bigger.narrow(0, 0, pool.size(0)).copy_(pool);
@@ -46,21 +65,23 @@ void LayerKV::append_many(const at::Tensor& k, const at::Tensor& v, int64_t firs
     needed += (h.size + count + kKvBlockSize - 1) / kKvBlockSize - int64_t(h.blocks.size());
   if (needed > int64_t(free_blocks_.size()))
     grow_pool(capacity_blocks_ + needed - int64_t(free_blocks_.size()));
-  at::Tensor k_src = k.to(dtype_).contiguous(), v_src = v.to(dtype_).contiguous();
+  if (needed > 0) block_table_ = at::Tensor();
+  at::Tensor k_src = k.to(device_, dtype_).reshape({-1, head_dim_});  // [Hkv * count, d]
+  at::Tensor v_src = v.to(device_, dtype_).reshape({-1, head_dim_});
+  std::vector<int64_t> rows(size_t(num_heads() * count));  // head-major, like k_src
   for (int hi = 0; hi < num_heads(); ++hi) {
     Head& h = heads_[hi];
-    std::vector<int64_t> rows(count);
     for (int64_t i = 0; i < count; ++i) {
       int64_t logical = h.size + i;
       if (logical / kKvBlockSize >= int64_t(h.blocks.size())) h.blocks.push_back(allocate_block());
-      rows[i] = row_of(h, logical);
+      rows[size_t(hi * count + i)] = row_of(h, logical);
       h.positions.push_back(first_position + i);
     }
     h.size += count;
-    at::Tensor index = at::tensor(rows, at::kLong);
-    k_pool_.index_copy_(0, index, k_src[hi]);
-    v_pool_.index_copy_(0, index, v_src[hi]);
   }
+  at::Tensor index = on_device(rows);  // one copy of the rows and one scatter for all heads
+  k_pool_.index_copy_(0, index, k_src);
+  v_pool_.index_copy_(0, index, v_src);
 }
 
 void LayerKV::keep(int head, const std::vector<int64_t>& logical_indices) {
@@ -72,14 +93,17 @@ void LayerKV::keep(int head, const std::vector<int64_t>& logical_indices) {
   }
   const int64_t kept = int64_t(logical_indices.size());
   if (kept > 0) {
-    // Moving entries forward never overwrites a source not yet read: destination <= source.
-    at::Tensor src = physical_rows(head, at::tensor(logical_indices, at::kLong));
-    std::vector<int64_t> dst_logical(kept);
-    for (int64_t i = 0; i < kept; ++i) dst_logical[i] = i;
-    at::Tensor dst = physical_rows(head, at::tensor(dst_logical, at::kLong));
-    k_pool_.index_copy_(0, dst, k_pool_.index_select(0, src));
-    v_pool_.index_copy_(0, dst, v_pool_.index_select(0, src));
+    // index_select copies the sources before index_copy_ writes any destination.
+    std::vector<int64_t> src(static_cast<size_t>(kept)), dst(static_cast<size_t>(kept));
+    for (int64_t i = 0; i < kept; ++i) {
+      src[size_t(i)] = row_of(h, logical_indices[size_t(i)]);
+      dst[size_t(i)] = row_of(h, i);
+    }
+    at::Tensor src_rows = on_device(src), dst_rows = on_device(dst);
+    k_pool_.index_copy_(0, dst_rows, k_pool_.index_select(0, src_rows));
+    v_pool_.index_copy_(0, dst_rows, v_pool_.index_select(0, src_rows));
   }
+  block_table_ = at::Tensor();
   std::vector<int64_t> positions(kept);
   for (int64_t i = 0; i < kept; ++i) positions[i] = h.positions[logical_indices[i]];
   h.positions = std::move(positions);
@@ -111,20 +135,23 @@ void LayerKV::shrink_to_fit() {
   v_pool_ = v_new;
   capacity_blocks_ = used;
   free_blocks_.clear();
+  block_table_ = at::Tensor();
 }
 
 at::Tensor LayerKV::physical_rows(int head, const at::Tensor& logical) const {
-  const Head& h = heads_[head];
-  at::Tensor idx = logical.to(at::kLong).contiguous();
-  at::Tensor rows = at::empty_like(idx);
-  const int64_t* in = idx.data_ptr<int64_t>();
-  int64_t* out = rows.data_ptr<int64_t>();
-  for (int64_t i = 0; i < idx.numel(); ++i) out[i] = row_of(h, in[i]);
-  return rows;
+  at::Tensor idx = logical.to(device_, at::kLong).reshape({-1});
+  at::Tensor blocks = device_block_table()[head].index_select(0, idx.div(kKvBlockSize, "floor"));
+  return blocks * kKvBlockSize + idx.remainder(kKvBlockSize);
+}
+
+at::Tensor LayerKV::physical_rows(const at::Tensor& heads, const at::Tensor& logical) const {
+  const at::Tensor& table = device_block_table();  // [Hkv, widest]
+  at::Tensor slot = heads * table.size(1) + logical.div(kKvBlockSize, "floor");
+  return table.view({-1}).index_select(0, slot) * kKvBlockSize + logical.remainder(kKvBlockSize);
 }
 
 at::Tensor LayerKV::all_physical_rows(int head) const {
-  return physical_rows(head, at::arange(heads_[head].size, at::kLong));
+  return physical_rows(head, at::arange(heads_[head].size, at::TensorOptions(device_).dtype(at::kLong)));
 }
 
 at::Tensor LayerKV::keys(int head) const { return k_pool_.index_select(0, all_physical_rows(head)); }

@@ -1,6 +1,9 @@
 // The KV cache of one layer, paged per KV head: each head owns its own list of 16-entry blocks
 // in a pool shared by the layer's heads, so heads may hold different numbers of entries
 // (ragged), eviction really frees blocks, and freed blocks are reused by later appends.
+// The pools live on the model's device in its dtype. The block table is kept on the host (the
+// bookkeeping of appends and evictions) and mirrored on the device, copied again only after it
+// changed (a new block every 16 tokens, an eviction), so row lookups are device ops.
 #pragma once
 #include <ATen/ATen.h>
 
@@ -13,7 +16,8 @@ constexpr int64_t kKvBlockSize = 16;
 
 class LayerKV {
  public:
-  LayerKV(int num_kv_heads, int head_dim, at::ScalarType dtype);
+  // options: the pools' dtype and device.
+  LayerKV(int num_kv_heads, int head_dim, const at::TensorOptions& options);
 
   int num_heads() const { return static_cast<int>(heads_.size()); }
   int head_dim() const { return head_dim_; }
@@ -32,8 +36,11 @@ class LayerKV {
   // Releases the pool's unused capacity (after a prefill eviction) so resident bytes shrink.
   void shrink_to_fit();
 
-  // Physical rows in the pool of the given logical entries of `head`. idx: [n] int64.
+  // Physical rows in the pool of the given logical entries of `head`. logical: [n] int64 (any
+  // device); returns [n] int64 on the pools' device.
   at::Tensor physical_rows(int head, const at::Tensor& logical) const;
+  // The same for entries of several heads at once: heads, logical: [n] int64 on the device.
+  at::Tensor physical_rows(const at::Tensor& heads, const at::Tensor& logical) const;
   at::Tensor all_physical_rows(int head) const;
   // Gathered copies. Returns [n, d].
   at::Tensor keys(int head) const;
@@ -62,9 +69,14 @@ class LayerKV {
   int64_t row_of(const Head& head, int64_t logical) const {
     return int64_t(head.blocks[logical / kKvBlockSize]) * kKvBlockSize + logical % kKvBlockSize;
   }
+  // [Hkv, most blocks of a head] int64 on the pools' device (unused slots 0).
+  const at::Tensor& device_block_table() const;
+  at::Tensor on_device(const std::vector<int64_t>& values) const;
 
   int head_dim_;
   at::ScalarType dtype_;
+  at::Device device_;
+  mutable at::Tensor block_table_;  // undefined when the host table changed since the last copy
   std::vector<Head> heads_;
   at::Tensor k_pool_, v_pool_;  // [capacity_blocks * 16, d]
   int64_t capacity_blocks_ = 0;

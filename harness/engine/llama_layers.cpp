@@ -3,8 +3,10 @@
 namespace kvb {
 
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
-  at::Tensor variance = x.pow(2).mean(-1, /*keepdim=*/true);
-  return x * at::rsqrt(variance + eps) * weight;
+  // In fp32 whatever the model's dtype, then back, as transformers' LlamaRMSNorm does.
+  at::Tensor xf = x.to(at::kFloat);
+  at::Tensor normed = xf * at::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
+  return normed.to(x.scalar_type()) * weight;
 }
 
 namespace {

@@ -60,15 +60,16 @@ Checkpoint open_checkpoint(const std::string& dir) {
 
 class WeightReader {
  public:
-  WeightReader(Checkpoint checkpoint, at::ScalarType dtype)
-      : checkpoint_(std::move(checkpoint)), dtype_(dtype) {}
+  WeightReader(Checkpoint checkpoint, const LoadOptions& options)
+      : checkpoint_(std::move(checkpoint)), dtype_(options.dtype), device_(options.device) {}
   bool has(const std::string& name) const { return checkpoint_.by_tensor.count(name) != 0; }
   // Loads `name` and checks its shape.
   at::Tensor get(const std::string& name, std::vector<int64_t> shape) {
     auto it = checkpoint_.by_tensor.find(name);
     if (it == checkpoint_.by_tensor.end())
       throw InputError(checkpoint_.listing + ": missing tensor " + name);
-    at::Tensor t = it->second->load(name, dtype_);
+    // In the file's dtype, converted on the host when it differs, then copied to the device.
+    at::Tensor t = it->second->load(name, dtype_).to(device_);
     if (t.sizes().vec() != shape)
       throw InputError(it->second->path() + ": tensor " + name + " has shape " +
                        shape_text(t.sizes().vec()) + ", expected " + shape_text(shape));
@@ -96,6 +97,7 @@ class WeightReader {
   }
   Checkpoint checkpoint_;
   at::ScalarType dtype_;
+  at::Device device_;
   std::set<std::string> used_;
 };
 
@@ -155,7 +157,7 @@ uint64_t weights_hash(const LlamaModel& model) {
   uint64_t hash = 0xcbf29ce484222325ULL;  // FNV-1a offset basis
   auto mix = [&](const at::Tensor& t) {
     if (!t.defined()) return;
-    at::Tensor c = t.contiguous();
+    at::Tensor c = t.contiguous().cpu();
     const uint8_t* bytes = static_cast<const uint8_t*>(c.data_ptr());
     for (size_t i = 0; i < c.nbytes(); ++i) hash = (hash ^ bytes[i]) * 0x100000001b3ULL;
   };
@@ -251,17 +253,30 @@ std::shared_ptr<LlamaModel> LlamaModel::load(const std::string& dir, const LoadO
   model->source = dir;
   model->description = std::filesystem::path(dir).filename().string() + " (" + dir + ")";
   const ModelConfig& c = model->config;
-  WeightReader w(open_checkpoint(dir), options.dtype);
+  WeightReader w(open_checkpoint(dir), options);
   model->embed = w.get("model.embed_tokens.weight", {c.vocab_size, c.hidden_size});
   model->final_norm = w.get("model.norm.weight", {c.hidden_size});
   model->lm_head = read_lm_head(w, c, model->embed, dir);
   for (int i = 0; i < c.num_hidden_layers; ++i) model->layers.push_back(read_layer(w, c, i));
   w.require_all_used(c.model_type);
-  model->inv_freq = rope_inverse_frequencies(c);
+  model->inv_freq = rope_inverse_frequencies(c).to(options.device);
   return model;
 }
 
-std::shared_ptr<LlamaModel> LlamaModel::random(const ModelConfig& c, uint64_t seed) {
+namespace {
+
+// A generator of `device`'s kind seeded with `seed`, independent of the global one.
+at::Generator seeded_generator(at::Device device, uint64_t seed) {
+  if (device.is_cpu()) return at::make_generator<at::CPUGeneratorImpl>(seed);
+  at::Generator gen = at::globalContext().defaultGenerator(device).clone();
+  gen.set_current_seed(seed);
+  return gen;
+}
+
+}  // namespace
+
+std::shared_ptr<LlamaModel> LlamaModel::random(const ModelConfig& c, uint64_t seed,
+                                               const LoadOptions& options) {
   auto model = std::make_shared<LlamaModel>();
   model->config = c;
   model->tokenizer_json = byte_tokenizer_json();
@@ -269,18 +284,22 @@ std::shared_ptr<LlamaModel> LlamaModel::random(const ModelConfig& c, uint64_t se
   model->tokenizer = Tokenizer::from_json(model->tokenizer_json, model->tokenizer_config,
                                           "<built-in byte tokenizer>");
   model->trained = false;
-  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-  auto normal = [&](std::vector<int64_t> shape) { return at::normal(0.0, 0.02, shape, gen); };
+  at::Generator gen = seeded_generator(options.device, seed);
+  const at::TensorOptions on_device = at::TensorOptions().device(options.device);
+  auto normal = [&](std::vector<int64_t> shape) {
+    return at::normal(0.0, 0.02, shape, gen, on_device.dtype(at::kFloat)).to(options.dtype);
+  };
+  auto ones = [&](int64_t n) { return at::ones({n}, on_device.dtype(options.dtype)); };
   const int64_t D = c.hidden_size, F = c.intermediate_size;
   const int64_t q_dim = int64_t(c.num_attention_heads) * c.head_dim;
   const int64_t kv_dim = int64_t(c.num_key_value_heads) * c.head_dim;
   model->embed = normal({c.vocab_size, D});
-  model->final_norm = at::ones({D});
+  model->final_norm = ones(D);
   model->lm_head = c.tie_word_embeddings ? model->embed : normal({c.vocab_size, D});
   for (int i = 0; i < c.num_hidden_layers; ++i) {
     LayerWeights l;
-    l.attn_norm = at::ones({D});
-    l.mlp_norm = at::ones({D});
+    l.attn_norm = ones(D);
+    l.mlp_norm = ones(D);
     l.wq = normal({q_dim, D});
     l.wk = normal({kv_dim, D});
     l.wv = normal({kv_dim, D});
@@ -292,16 +311,43 @@ std::shared_ptr<LlamaModel> LlamaModel::random(const ModelConfig& c, uint64_t se
     }
     if (c.output_bias) l.bo = normal({D});
     if (c.has_qk_norm()) {  // not all ones, so a test notices when the norm is skipped
-      l.q_norm = 1.0 + normal({c.head_dim}) * 10.0;
-      l.k_norm = 1.0 + normal({c.head_dim}) * 10.0;
+      l.q_norm = (1.0 + normal({c.head_dim}).to(at::kFloat) * 10.0).to(options.dtype);
+      l.k_norm = (1.0 + normal({c.head_dim}).to(at::kFloat) * 10.0).to(options.dtype);
     }
     l.w_gate = normal({F, D});
     l.w_up = normal({F, D});
     l.w_down = normal({D, F});
     model->layers.push_back(l);
   }
-  model->inv_freq = rope_inverse_frequencies(c);
+  model->inv_freq = rope_inverse_frequencies(c).to(options.device);
   return model;
+}
+
+std::shared_ptr<LlamaModel> LlamaModel::to(at::Device device, at::ScalarType dtype) const {
+  auto copy = std::make_shared<LlamaModel>();
+  copy->config = config;
+  copy->tokenizer = tokenizer;
+  copy->tokenizer_json = tokenizer_json;
+  copy->tokenizer_config = tokenizer_config;
+  copy->source = source;
+  copy->description = description;
+  copy->trained = trained;
+  auto moved = [&](const at::Tensor& t) { return t.defined() ? t.to(device, dtype) : t; };
+  copy->embed = moved(embed);
+  copy->final_norm = moved(final_norm);
+  copy->lm_head = lm_head.is_same(embed) ? copy->embed : moved(lm_head);
+  for (const LayerWeights& l : layers) {
+    LayerWeights m;
+    for (auto [from, into] : std::initializer_list<std::pair<const at::Tensor*, at::Tensor*>>{
+             {&l.attn_norm, &m.attn_norm}, {&l.mlp_norm, &m.mlp_norm}, {&l.wq, &m.wq},
+             {&l.wk, &m.wk}, {&l.wv, &m.wv}, {&l.wo, &m.wo}, {&l.bq, &m.bq}, {&l.bk, &m.bk},
+             {&l.bv, &m.bv}, {&l.bo, &m.bo}, {&l.q_norm, &m.q_norm}, {&l.k_norm, &m.k_norm},
+             {&l.w_gate, &m.w_gate}, {&l.w_up, &m.w_up}, {&l.w_down, &m.w_down}})
+      *into = moved(*from);
+    copy->layers.push_back(m);
+  }
+  copy->inv_freq = inv_freq.to(device);
+  return copy;
 }
 
 namespace {
@@ -467,6 +513,35 @@ ModelConfig random_llama3_8b_4layers_config() {
                        .max_positions = 32768 + 1024, .rope_theta = 500000.0});
 }
 
+// All 32 layers of that shape (about 7 B weights: 14 GB in bf16), positions up to 128k + 1k:
+// GPU runs at full scale without a download.
+ModelConfig random_llama3_8b_config() {
+  ModelConfig c = random_llama3_8b_4layers_config();
+  c.num_hidden_layers = 32;
+  c.max_position_embeddings = 131072 + 1024;
+  return c;
+}
+
+struct BuiltinModel {
+  const char* name;
+  ModelConfig (*config)();  // generated from seed 0; nullptr: the embedded trained model
+  const char* about;
+};
+
+const BuiltinModel kBuiltinModels[] = {
+    {"kvbench-tiny", nullptr, ""},
+    {"random-tiny", random_tiny_config,
+     "random weights from seed 0, byte vocabulary (UNTRAINED: for tests; task scores are not "
+     "meaningful)"},
+    {"random-llama3-8b-4layers", random_llama3_8b_4layers_config,
+     "Llama-3-8B layer shape (hidden 4096, 32/8 heads of 128, MLP 14336), 4 layers, byte "
+     "vocabulary (260), random weights from seed 0 (timings only)"},
+    {"random-llama3-8b", random_llama3_8b_config,
+     "Llama-3-8B shape (32 layers, hidden 4096, 32/8 heads of 128, MLP 14336, positions to 128k), "
+     "byte vocabulary (260), random weights from seed 0 drawn on the run's device (timings "
+     "only)"},
+};
+
 }  // namespace
 
 std::string embedded_model_dir() {
@@ -475,31 +550,35 @@ std::string embedded_model_dir() {
 }
 
 bool LlamaModel::is_builtin_reference(const std::string& reference) {
-  return reference == "random-tiny" || reference == "random-llama3-8b-4layers" ||
-         reference == "kvbench-tiny";
+  for (const BuiltinModel& b : kBuiltinModels)
+    if (reference == b.name) return true;
+  return false;
+}
+
+std::vector<std::string> LlamaModel::builtin_model_names() {
+  std::vector<std::string> names;
+  for (const BuiltinModel& b : kBuiltinModels) names.push_back(b.name);
+  return names;
 }
 
 std::shared_ptr<LlamaModel> LlamaModel::from_reference(const std::string& reference,
                                                        const LoadOptions& options) {
-  std::shared_ptr<LlamaModel> model;
-  std::string about;
-  if (reference == "kvbench-tiny") {
-    model = load(embedded_model_dir(), options);
-    about = "the embedded retrieval model trained by `kvbench train-tiny` (" + embedded_model_dir() + ")";
-  } else if (reference == "random-tiny") {
-    model = random(random_tiny_config(), 0);
-    about = "random weights from seed 0, byte vocabulary (UNTRAINED: for tests; task scores are "
-            "not meaningful)";
-  } else if (reference == "random-llama3-8b-4layers") {
-    model = random(random_llama3_8b_4layers_config(), 0);
-    about = "Llama-3-8B layer shape (hidden 4096, 32/8 heads of 128, MLP 14336), 4 layers, byte "
-            "vocabulary (260), random weights from seed 0 (timings only)";
-  } else {
-    return load(reference, options);
+  for (const BuiltinModel& b : kBuiltinModels) {
+    if (reference != b.name) continue;
+    std::shared_ptr<LlamaModel> model;
+    std::string about = b.about;
+    if (b.config) {
+      model = random(b.config(), 0, options);
+    } else {
+      model = load(embedded_model_dir(), options);
+      about = "the embedded retrieval model trained by `kvbench train-tiny` (" +
+              embedded_model_dir() + ")";
+    }
+    model->source = reference;
+    model->description = reference + ": " + about;
+    return model;
   }
-  model->source = reference;
-  model->description = reference + ": " + about;
-  return model;
+  return load(reference, options);
 }
 
 }  // namespace kvb

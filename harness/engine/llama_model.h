@@ -26,13 +26,14 @@ struct LayerWeights {
 // How a model folder is read.
 struct LoadOptions {
   at::ScalarType dtype = at::kFloat;  // weights are converted to this on load
+  at::Device device = at::kCPU;       // and placed here (each tensor straight from the file)
   // Unknown config.json keys become ModelConfig::unknown_keys instead of an InputError.
   bool allow_unknown_config_keys = false;
 };
 
 struct LlamaModel {
   ModelConfig config;
-  std::unique_ptr<Tokenizer> tokenizer;
+  std::shared_ptr<Tokenizer> tokenizer;  // shared by copies made with to()
   nlohmann::json tokenizer_json;    // tokenizer.json the tokenizer was built from
   nlohmann::json tokenizer_config;  // tokenizer_config.json ({} when the folder has none)
   std::string source;       // folder path, or the generator's name
@@ -46,15 +47,22 @@ struct LlamaModel {
 
   // Loads config.json, model.safetensors (or the sharded index) and the tokenizer from `dir`.
   static std::shared_ptr<LlamaModel> load(const std::string& dir, const LoadOptions& options = {});
-  // Random N(0, 0.02) weights for `config` from `seed`, with a byte-level tokenizer.
-  static std::shared_ptr<LlamaModel> random(const ModelConfig& config, uint64_t seed);
-  // Resolves a suite's model reference: "kvbench-tiny" (the embedded trained model,
-  // embedded_model_dir()), "random-tiny" (generated, seed 0), "random-llama3-8b-4layers"
-  // (generated, for timings) or a folder.
-  // Generated models ignore `options`.
+  // Random N(0, 0.02) weights for `config` from `seed`, with a byte-level tokenizer, drawn by
+  // a generator of `options.device` (so on the device, no host copy; the same seed gives other
+  // values on a GPU than on the CPU) in fp32, then stored as `options.dtype`.
+  static std::shared_ptr<LlamaModel> random(const ModelConfig& config, uint64_t seed,
+                                            const LoadOptions& options = {});
+  // Resolves a suite's model reference: a built-in (builtin_model_names()) or a folder.
   static std::shared_ptr<LlamaModel> from_reference(const std::string& reference,
                                                     const LoadOptions& options = {});
   static bool is_builtin_reference(const std::string& reference);
+  // "kvbench-tiny", "random-tiny", "random-llama3-8b-4layers", "random-llama3-8b".
+  static std::vector<std::string> builtin_model_names();
+
+  // A copy with every weight on `device` in `dtype` (RoPE frequencies stay fp32).
+  std::shared_ptr<LlamaModel> to(at::Device device, at::ScalarType dtype) const;
+  at::Device device() const { return embed.device(); }
+  at::ScalarType dtype() const { return embed.scalar_type(); }
 };
 
 // Writes `model` as a Hugging Face folder `dir`: config.json, model.safetensors (or, with

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 
 #include "harness/common/error.h"
 #include "harness/engine/kernel_adapter.h"
@@ -11,17 +12,30 @@ namespace kvb {
 
 using Clock = std::chrono::steady_clock;
 
-void AttendedCounts::reset(int cells) {
-  sum.assign(cells, 0.0);
-  min.assign(cells, std::numeric_limits<int64_t>::max());
-  max.assign(cells, 0);
-  steps = 0;
+void AttendedTally::reset(int layers, int kv_heads, at::Device device) {
+  const at::TensorOptions on = at::TensorOptions().device(device);
+  sum_ = at::zeros({layers, kv_heads}, on.dtype(at::kDouble));
+  min_ = at::full({layers, kv_heads}, std::numeric_limits<int64_t>::max(), on.dtype(at::kLong));
+  max_ = at::zeros({layers, kv_heads}, on.dtype(at::kLong));
+  steps_ = 0;
 }
 
-void AttendedCounts::add(int cell, int64_t attended) {
-  sum[cell] += double(attended);
-  min[cell] = std::min(min[cell], attended);
-  max[cell] = std::max(max[cell], attended);
+void AttendedTally::add(int layer, const at::Tensor& counts) {
+  sum_[layer].add_(counts);
+  min_[layer] = at::minimum(min_[layer], counts);
+  max_[layer] = at::maximum(max_[layer], counts);
+}
+
+AttendedCounts AttendedTally::read() const {
+  AttendedCounts out;
+  out.steps = steps_;
+  if (!sum_.defined()) return out;
+  auto host = [](const at::Tensor& t) { return t.reshape({-1}).to(at::kCPU).contiguous(); };
+  at::Tensor sum = host(sum_), min = host(min_), max = host(max_);
+  out.sum.assign(sum.data_ptr<double>(), sum.data_ptr<double>() + sum.numel());
+  out.min.assign(min.data_ptr<int64_t>(), min.data_ptr<int64_t>() + min.numel());
+  out.max.assign(max.data_ptr<int64_t>(), max.data_ptr<int64_t>() + max.numel());
+  return out;
 }
 
 void FidelityCounts::reset(int layers) {
@@ -32,26 +46,24 @@ void FidelityCounts::reset(int layers) {
 
 int argmax_token(const at::Tensor& logits) {
   // at::argmax does not promise the lowest index on ties; the reference output does.
-  at::Tensor l = logits.to(at::kFloat).contiguous();
-  const float* p = l.data_ptr<float>();
-  int best = 0;
-  for (int64_t i = 1; i < l.numel(); ++i)
-    if (p[i] > p[best]) best = int(i);
-  return best;
+  at::Tensor l = logits.to(at::kFloat).reshape({-1});
+  at::Tensor ids = at::arange(l.numel(), l.options().dtype(at::kLong));
+  at::Tensor at_max = l == l.max();
+  return int(at::where(at_max, ids, at::full_like(ids, l.numel())).min().item<int64_t>());
 }
 
-// Logical entries KV head `head` supplies at a step (the union over its query heads for a
-// per-query-head selection). Returns [n] int64.
-static at::Tensor attended_entries(const LayerKV& kv, const Selection& selection, int head,
-                                   int64_t g) {
-  if (selection.all) return at::arange(kv.size(head), at::kLong);
-  if (selection.per_query_head.empty()) return at::tensor(selection.per_head[head], at::kLong);
-  std::vector<int64_t> all;  // the union of the group's query heads' entries
-  for (int64_t i = head * g; i < (head + 1) * g; ++i)
-    all.insert(all.end(), selection.per_query_head[i].begin(), selection.per_query_head[i].end());
-  std::sort(all.begin(), all.end());
-  all.erase(std::unique(all.begin(), all.end()), all.end());
-  return at::tensor(all, at::kLong);
+Selection select_everything(const LayerKV& kv) {
+  const int64_t Hkv = kv.num_heads();
+  const at::TensorOptions longs = kv.key_pool().options().dtype(at::kLong);
+  bool uniform = true;
+  for (int h = 1; h < Hkv; ++h) uniform = uniform && kv.size(h) == kv.size(0);
+  if (uniform) return Selection::from_rows(at::arange(kv.size(0), longs).expand({Hkv, kv.size(0)}), false);
+  std::vector<std::vector<int64_t>> lists(static_cast<size_t>(Hkv));  // ragged heads: on the host
+  for (int h = 0; h < Hkv; ++h) {
+    lists[size_t(h)].resize(size_t(kv.size(h)));
+    std::iota(lists[size_t(h)].begin(), lists[size_t(h)].end(), 0);
+  }
+  return Selection::from_lists(lists, false, kv.key_pool().device());
 }
 
 Session::Session(const LlamaModel& model, Method& method, SessionOptions options)
@@ -66,6 +78,26 @@ void Session::check_context(int64_t tokens) const {
                      "rather than attend beyond the window");
 }
 
+namespace {
+
+// A bound of SessionOptions, or its default for the device (0 = default).
+int64_t bound_or(int64_t given, int64_t cpu_default, int64_t gpu_default, const at::Device& device) {
+  return given > 0 ? given : device.is_cpu() ? cpu_default : gpu_default;
+}
+
+// The MLP of a prefill over [L, D] in row chunks: [rows, F] activations, never [L, F].
+at::Tensor chunked_mlp(const LayerWeights& w, const at::Tensor& x, int64_t rows) {
+  if (x.size(0) <= rows) return swiglu_mlp(w, x);
+  at::Tensor out = at::empty_like(x);
+  for (int64_t r0 = 0; r0 < x.size(0); r0 += rows) {
+    const int64_t n = std::min(rows, x.size(0) - r0);
+    out.narrow(0, r0, n).copy_(swiglu_mlp(w, x.narrow(0, r0, n)));
+  }
+  return out;
+}
+
+}  // namespace
+
 at::Tensor Session::prefill(const std::vector<int>& ids, bool all_logits) {
   if (ids.empty()) throw InputError("prefill: empty prompt");
   const ModelConfig& c = model_.config;
@@ -74,22 +106,23 @@ at::Tensor Session::prefill(const std::vector<int>& ids, bool all_logits) {
       throw InputError("prefill: token id " + std::to_string(id) + " outside the vocabulary");
   check_context(int64_t(ids.size()));
   auto start = Clock::now();
+  const at::TensorOptions kv_options = model_.embed.options();  // the model's device and dtype
   kv_.clear();
   shadow_.clear();
   for (int l = 0; l < c.num_hidden_layers; ++l) {
-    kv_.emplace_back(c.num_key_value_heads, c.head_dim, model_.embed.scalar_type());
-    if (options_.track_fidelity)
-      shadow_.emplace_back(c.num_key_value_heads, c.head_dim, model_.embed.scalar_type());
+    kv_.emplace_back(c.num_key_value_heads, c.head_dim, kv_options);
+    if (options_.track_fidelity) shadow_.emplace_back(c.num_key_value_heads, c.head_dim, kv_options);
   }
   fidelity_.reset(c.num_hidden_layers);
-  attended_.reset(c.num_hidden_layers * c.num_key_value_heads);
+  tally_.reset(c.num_hidden_layers, c.num_key_value_heads, model_.device());
   timings_ = SessionTimings{};
   timings_.attention_s.assign(size_t(c.num_hidden_layers), 0.0);
   MethodContext context{c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads,
                         c.head_dim, options_.budget, int64_t(ids.size()), options_.seed, &model_};
   method_.begin(context);
 
-  at::Tensor x = model_.embed.index_select(0, at::tensor(std::vector<int64_t>(ids.begin(), ids.end()), at::kLong));
+  at::Tensor token_ids = at::tensor(std::vector<int64_t>(ids.begin(), ids.end()), at::kLong);
+  at::Tensor x = model_.embed.index_select(0, token_ids.to(model_.device()));  // [L, D]
   for (int l = 0; l < c.num_hidden_layers; ++l) x = prefill_layer(l, x);
   auto hook_start = Clock::now();
   method_.after_prefill(kv_);
@@ -107,28 +140,32 @@ at::Tensor Session::prefill_layer(int layer, const at::Tensor& x) {
   const LayerWeights& w = model_.layers[layer];
   const int64_t L = x.size(0), d = c.head_dim, Hq = c.num_attention_heads;
   const int64_t Hkv = c.num_key_value_heads, g = Hq / Hkv;
+  const at::TensorOptions longs = x.options().dtype(at::kLong);
   at::Tensor h = rms_norm(x, w.attn_norm, model_.config.rms_norm_eps);
-  at::Tensor positions = at::arange(L, at::kLong);
+  at::Tensor positions = at::arange(L, longs);
   at::Tensor q = layer_queries(model_, w, h, positions).contiguous();  // [Hq, L, d]
   at::Tensor k = layer_keys(model_, w, h, positions).contiguous();     // [Hkv, L, d]
   at::Tensor v = layer_values(model_, w, h).contiguous();              // [Hkv, L, d]
 
-  // Causal attention in query chunks: scores [Hkv, g*chunk, keys] stay within the byte bound.
-  const int64_t chunk = std::max<int64_t>(
-      1, std::min<int64_t>(L, options_.prefill_score_bytes / (int64_t(sizeof(float)) * Hq * L)));
+  // Causal attention in query chunks: scores [Hkv, g*chunk, keys] stay within the byte bound;
+  // softmax in fp32 whatever the model's dtype.
+  const int64_t score_bytes = bound_or(options_.prefill_score_bytes, int64_t(64) << 20,
+                                       int64_t(1) << 30, x.device());
+  const int64_t chunk =
+      std::max<int64_t>(1, std::min<int64_t>(L, score_bytes / (int64_t(sizeof(float)) * Hq * L)));
   const double scale = 1.0 / std::sqrt(double(d));
   at::Tensor out = at::empty({Hkv, g, L, d}, q.options());
   at::Tensor q_grouped = q.view({Hkv, g, L, d});
   for (int64_t c0 = 0; c0 < L; c0 += chunk) {
     const int64_t n = std::min(chunk, L - c0), keys = c0 + n;
     at::Tensor qc = q_grouped.narrow(2, c0, n).reshape({Hkv, g * n, d});
-    at::Tensor scores = at::bmm(qc, k.narrow(1, 0, keys).transpose(1, 2)).mul_(scale)
-                            .view({Hkv, g, n, keys});
+    at::Tensor scores = at::bmm(qc, k.narrow(1, 0, keys).transpose(1, 2)).to(at::kFloat)
+                            .mul_(scale).view({Hkv, g, n, keys});
     // Query c0+i sees keys 0..c0+i.
-    at::Tensor mask = at::arange(keys, at::kLong).unsqueeze(0) >
-                      (at::arange(n, at::kLong) + c0).unsqueeze(1);  // [n, keys]
+    at::Tensor mask = at::arange(keys, longs).unsqueeze(0) >
+                      (at::arange(n, longs) + c0).unsqueeze(1);  // [n, keys]
     scores.masked_fill_(mask, -std::numeric_limits<float>::infinity());
-    at::Tensor probs = at::softmax(scores, -1).view({Hkv, g * n, keys});
+    at::Tensor probs = at::softmax(scores, -1).view({Hkv, g * n, keys}).to(v.scalar_type());
     out.narrow(2, c0, n).copy_(at::bmm(probs, v.narrow(1, 0, keys)).view({Hkv, g, n, d}));
   }
   at::Tensor attn = out.view({Hq, L, d}).transpose(0, 1).reshape({L, Hq * d});
@@ -140,7 +177,8 @@ at::Tensor Session::prefill_layer(int layer, const at::Tensor& x) {
   timings_.prefill_method_s += seconds_since(hook_start);
 
   at::Tensor y = x + attention_output(w, attn);
-  return y + swiglu_mlp(w, rms_norm(y, w.mlp_norm, model_.config.rms_norm_eps));
+  const int64_t mlp_rows = bound_or(options_.prefill_mlp_rows, 4096, 4096, x.device());
+  return y + chunked_mlp(w, rms_norm(y, w.mlp_norm, model_.config.rms_norm_eps), mlp_rows);
 }
 
 at::Tensor Session::decode(int token) {
@@ -154,7 +192,7 @@ at::Tensor Session::decode(int token) {
   at::Tensor x = model_.embed.narrow(0, token, 1);  // [1, D]
   for (int l = 0; l < model_.config.num_hidden_layers; ++l) x = decode_layer(l, x);
   ++position_;
-  ++attended_.steps;
+  tally_.step();
   ++timings_.decode_steps;
   at::Tensor out = output_logits(model_, x)[0];
   timings_.decode_s += seconds_since(start);
@@ -167,7 +205,7 @@ at::Tensor Session::decode_layer(int layer, const at::Tensor& x) {
   const int64_t d = c.head_dim, Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
   at::Tensor h = rms_norm(x, w.attn_norm, model_.config.rms_norm_eps);
   method_.on_attention_input(layer, h, position_);
-  at::Tensor pos = at::full({1}, position_, at::kLong);
+  at::Tensor pos = at::full({1}, position_, x.options().dtype(at::kLong));
   at::Tensor q = layer_queries(model_, w, h, pos).reshape({Hq, d});
   at::Tensor k = layer_keys(model_, w, h, pos).reshape({Hkv, d});
   at::Tensor v = layer_values(model_, w, h).reshape({Hkv, d});
@@ -185,79 +223,114 @@ at::Tensor Session::decode_layer(int layer, const at::Tensor& x) {
   return y + swiglu_mlp(w, rms_norm(y, w.mlp_norm, model_.config.rms_norm_eps));
 }
 
-at::Tensor Session::decode_attention(int layer, const at::Tensor& q, const Selection& selection) {
+at::Tensor gathered_decode_attention(const at::Tensor& q, const LayerKV& kv,
+                                     const Selection& selection, const at::Tensor& rows,
+                                     std::vector<at::Tensor>* probs) {
+  const int64_t units = selection.units(), d = q.size(1), per_unit = q.size(0) / units;
+  const at::TensorOptions longs = rows.options();
+  at::Tensor first = selection.indptr.narrow(0, 0, units);                 // [units]
+  at::Tensor counts = selection.indptr.narrow(0, 1, units) - first;        // [units]
+  const int64_t longest = selection.max_count >= 0 ? selection.max_count
+                                                   : counts.max().item<int64_t>();
+  at::Tensor out;  // [units, per_unit, d]
+  at::Tensor p;    // [units, per_unit, longest] fp32
+  if (longest == 0) {
+    out = at::zeros({units, per_unit, d}, q.options());
+    p = at::zeros({units, per_unit, 0}, q.options().dtype(at::kFloat));
+  } else {
+    at::Tensor slot = at::arange(longest, longs).unsqueeze(0);             // [1, longest]
+    at::Tensor valid = slot < counts.unsqueeze(1);                         // [units, longest]
+    at::Tensor at_slot = (first.unsqueeze(1) + slot).clamp_max(std::max<int64_t>(rows.size(0) - 1, 0));
+    at::Tensor padded = rows.index_select(0, at_slot.reshape({-1}));      // [units * longest]
+    at::Tensor keys = kv.key_pool().index_select(0, padded).view({units, longest, d});
+    at::Tensor values = kv.value_pool().index_select(0, padded).view({units, longest, d});
+    at::Tensor scores = at::bmm(q.view({units, per_unit, d}), keys.transpose(1, 2))
+                            .to(at::kFloat).mul_(1.0 / std::sqrt(double(d)));
+    scores.masked_fill_(valid.logical_not().unsqueeze(1), -std::numeric_limits<float>::infinity());
+    p = at::softmax(scores, -1).nan_to_num_(0.0);  // a unit with no entries: all zero
+    out = at::bmm(p.to(values.scalar_type()), values);
+  }
+  if (probs) {
+    at::Tensor host_counts = counts.to(at::kCPU).contiguous();
+    probs->clear();
+    for (int64_t u = 0; u < units; ++u)
+      probs->push_back(p[u].narrow(-1, 0, host_counts.data_ptr<int64_t>()[u]));
+  }
+  return out.reshape({units * per_unit, d});
+}
+
+at::Tensor Session::decode_attention(int layer, const at::Tensor& q, const Selection& chosen) {
   auto start = Clock::now();
   LayerKV& kv = kv_[layer];
   const int64_t Hkv = kv.num_heads(), d = kv.head_dim(), Hq = q.size(0), g = Hq / Hkv;
+  const Selection selection = chosen.all ? select_everything(kv) : chosen;
   // One attention unit per KV head, or one per query head for a per-query-head selection.
-  const bool per_query = !selection.all && !selection.per_query_head.empty();
-  const int64_t units = per_query ? Hq : Hkv, queries_per_unit = Hq / units;
-  const auto& lists = per_query ? selection.per_query_head : selection.per_head;
-  if (!selection.all && int64_t(lists.size()) != units)
-    throw std::logic_error("Selection has " + std::to_string(lists.size()) +
+  const int64_t units = selection.per_query_head ? Hq : Hkv, units_per_head = units / Hkv;
+  if (selection.units() != units)
+    throw std::logic_error("Selection has " + std::to_string(selection.units()) +
                            " lists, the layer has " + std::to_string(units) +
-                           (per_query ? " query heads" : " KV heads"));
-  const double scale = 1.0 / std::sqrt(double(d));
-  std::vector<at::Tensor> rows(units);  // [n_u] physical pool rows of unit u's KV head
-  for (int64_t u = 0; u < units; ++u) {
-    const int h = int(u * queries_per_unit / g);
-    rows[u] = selection.all ? kv.all_physical_rows(h)
-                            : kv.physical_rows(h, at::tensor(lists[u], at::kLong));
-  }
-  for (int64_t h = 0; h < Hkv; ++h) {  // per KV head: the mean over its units, rounded
-    const int64_t per_head = units / Hkv;
-    int64_t total = 0;
-    for (int64_t u = h * per_head; u < (h + 1) * per_head; ++u) total += rows[u].numel();
-    attended_.add(int(layer * Hkv + h), (total + per_head / 2) / per_head);
-  }
-  at::Tensor out;  // [units, queries_per_unit, d]
-  std::vector<at::Tensor> probs_per_unit;
+                           (selection.per_query_head ? " query heads" : " KV heads"));
+  const int64_t nnz = selection.indices.size(0);
+  const at::TensorOptions longs = kv.key_pool().options().dtype(at::kLong);
+  at::Tensor indptr = selection.indptr.to(longs.device());
+  at::Tensor counts = indptr.narrow(0, 1, units) - indptr.narrow(0, 0, units);  // [units]
+  // Per KV head: the mean over its units, rounded half up.
+  tally_.add(layer, (counts.view({Hkv, units_per_head}).sum(1) + units_per_head / 2)
+                        .div(units_per_head, "floor"));
+  at::Tensor unit_of_entry = at::arange(units, longs).repeat_interleave(counts, 0, nnz);  // [nnz]
+  at::Tensor rows = kv.physical_rows(unit_of_entry.div(units_per_head, "floor"),
+                                     selection.indices.to(longs.device()));  // [nnz] pool rows
+  std::vector<at::Tensor> probs;
+  std::vector<at::Tensor>* wanted = method_.wants_attention() ? &probs : nullptr;
+  at::Tensor out;  // [Hq, d]
   if (sparse_attention_supported(q, kv.key_pool(), kv.value_pool())) {
-    // fp32: one pass of kernels::sparse_decode_attention over the pool rows, no gathered copy.
-    out = sparse_decode_attention(q, kv.key_pool(), kv.value_pool(), rows, scale,
-                                  method_.wants_attention() ? &probs_per_unit : nullptr);
+    // fp32 CPU: one pass of kernels::sparse_decode_attention over the pool rows, no copy.
+    out = sparse_decode_attention(q, kv.key_pool(), kv.value_pool(), indptr, rows,
+                                  1.0 / std::sqrt(double(d)), wanted);
   } else {
-    out = at::empty({units, queries_per_unit, d}, q.options());
-    for (int64_t u = 0; u < units; ++u) {
-      at::Tensor keys = kv.key_pool().index_select(0, rows[u]);      // [n, d]
-      at::Tensor values = kv.value_pool().index_select(0, rows[u]);  // [n, d]
-      at::Tensor q_unit = q.narrow(0, u * queries_per_unit, queries_per_unit);  // [q/u, d]
-      at::Tensor probs = at::softmax(at::matmul(q_unit, keys.t()).mul_(scale), -1);  // [q/u, n]
-      out[u] = at::matmul(probs, values);
-      if (method_.wants_attention()) probs_per_unit.push_back(probs);
+    Selection on_device = selection;
+    on_device.indptr = indptr;
+    out = gathered_decode_attention(q, kv, on_device, rows, wanted);
+  }
+  timings_.attention_s[size_t(layer)] += seconds_since(start);
+  if (options_.track_fidelity) {
+    const std::vector<std::vector<int64_t>> lists = selection.lists();
+    for (int64_t h = 0; h < Hkv; ++h) {
+      std::vector<int64_t> entries;  // the union over the KV head's units
+      for (int64_t u = h * units_per_head; u < (h + 1) * units_per_head; ++u)
+        entries.insert(entries.end(), lists[size_t(u)].begin(), lists[size_t(u)].end());
+      std::sort(entries.begin(), entries.end());
+      entries.erase(std::unique(entries.begin(), entries.end()), entries.end());
+      measure_fidelity(layer, int(h), q.narrow(0, h * g, g), entries, out.narrow(0, h * g, g));
     }
   }
-  out = out.view({Hkv, g, d});
-  timings_.attention_s[size_t(layer)] += seconds_since(start);
-  if (options_.track_fidelity)
-    for (int64_t h = 0; h < Hkv; ++h)
-      measure_fidelity(layer, int(h), q.narrow(0, h * g, g),
-                       attended_entries(kv, selection, int(h), g), out[h]);
-  if (method_.wants_attention()) {
+  if (wanted) {
     auto hook_start = Clock::now();
-    method_.on_attention(layer, selection, probs_per_unit, kv);
+    method_.on_attention(layer, chosen, probs, kv);
     timings_.select_s += seconds_since(hook_start);
   }
-  return out.view({Hkv * g, d});
+  return out;
 }
 
 void Session::measure_fidelity(int layer, int head, const at::Tensor& q_group,
-                               const at::Tensor& logical, const at::Tensor& out_head) {
+                               const std::vector<int64_t>& logical, const at::Tensor& out_head) {
   const LayerKV& full = shadow_[layer];
   const double scale = 1.0 / std::sqrt(double(full.head_dim()));
-  at::Tensor probs = at::softmax(at::matmul(q_group, full.keys(head).t()).mul_(scale), -1);  // [g, N]
-  at::Tensor full_out = at::matmul(probs, full.values(head));                               // [g, d]
+  at::Tensor probs = at::softmax(at::matmul(q_group, full.keys(head).t()).to(at::kFloat).mul_(scale), -1);  // [g, N]
+  at::Tensor full_out = at::matmul(probs, full.values(head).to(at::kFloat));  // [g, d]
   // Shadow entries sit at logical index == position; the method's attended positions:
   const std::vector<int64_t>& positions = kv_[layer].positions(head);
-  at::Tensor attended = at::zeros({full.size(head)}, at::kBool);
-  at::Tensor idx = logical.contiguous();
-  for (int64_t i = 0; i < idx.numel(); ++i) attended[positions[idx.data_ptr<int64_t>()[i]]] = true;
-  const int64_t b = options_.budget > 0 ? std::min(options_.budget, full.size(head)) : idx.numel();
+  std::vector<int64_t> attended_positions;
+  for (int64_t i : logical) attended_positions.push_back(positions[size_t(i)]);
+  at::Tensor attended = at::zeros({full.size(head)}, probs.options().dtype(at::kBool))
+      .index_fill_(0, at::tensor(attended_positions, at::kLong).to(probs.device()), true);
+  const int64_t b = options_.budget > 0 ? std::min(options_.budget, full.size(head))
+                                        : int64_t(logical.size());
   at::Tensor top = std::get<1>(at::topk(probs.sum(0), b));  // I_true
   const double hits = attended.index_select(0, top).sum().item<double>();
   fidelity_.recall_sum[layer] += hits / double(b);
   fidelity_.output_error_sum[layer] +=
-      ((out_head - full_out).norm() / full_out.norm().clamp_min(1e-30)).item<double>();
+      ((out_head.to(at::kFloat) - full_out).norm() / full_out.norm().clamp_min(1e-30)).item<double>();
   ++fidelity_.count[layer];
 }
 
@@ -272,6 +345,11 @@ std::vector<int> Session::generate(const std::vector<int>& prompt, int max_new,
     if (i + 1 < max_new) next_logits = decode(token);
   }
   return generated;
+}
+
+const AttendedCounts& Session::attended() const {
+  attended_ = tally_.read();
+  return attended_;
 }
 
 int64_t Session::kv_allocated_bytes() const {

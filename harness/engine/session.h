@@ -18,8 +18,21 @@ struct AttendedCounts {
   std::vector<double> sum;  // [layers * Hkv]
   std::vector<int64_t> min, max;
   int64_t steps = 0;
-  void reset(int cells);
-  void add(int cell, int64_t attended);
+};
+
+// The same, accumulated on the model's device so that counting never waits for it; read once
+// when asked.
+class AttendedTally {
+ public:
+  void reset(int layers, int kv_heads, at::Device device);
+  // counts: [Hkv] int64 on the device, the entries each KV head of `layer` attended this step.
+  void add(int layer, const at::Tensor& counts);
+  void step() { ++steps_; }
+  AttendedCounts read() const;
+
+ private:
+  at::Tensor sum_, min_, max_;  // [layers, Hkv]: double, int64, int64
+  int64_t steps_ = 0;
 };
 
 struct SessionTimings {
@@ -47,7 +60,11 @@ struct SessionOptions {
   // attention per step).
   bool track_fidelity = false;
   // Bound on the prefill attention scores buffer: [Hq, chunk, L] floats. Never L x L.
-  int64_t prefill_score_bytes = 64 << 20;
+  // 0: 64 MiB on the CPU (cache-sized), 1 GiB on a GPU (few large launches).
+  int64_t prefill_score_bytes = 0;
+  // Prefill MLPs run over this many positions at a time, so their [rows, F] activations stay
+  // bounded however long the prompt (0: 4096).
+  int64_t prefill_mlp_rows = 0;
 };
 
 class Session {
@@ -66,7 +83,8 @@ class Session {
 
   int64_t position() const { return position_; }
   const std::vector<LayerKV>& kv() const { return kv_; }
-  const AttendedCounts& attended() const { return attended_; }
+  // Reads the device's tally (waits for it): call after the steps, not per step.
+  const AttendedCounts& attended() const;
   const SessionTimings& timings() const { return timings_; }
   const FidelityCounts& fidelity() const { return fidelity_; }
   int64_t kv_allocated_bytes() const;
@@ -77,10 +95,10 @@ class Session {
   at::Tensor prefill_layer(int layer, const at::Tensor& x);  // x: [L, D]
   at::Tensor decode_layer(int layer, const at::Tensor& x);   // x: [1, D]
   at::Tensor decode_attention(int layer, const at::Tensor& q, const Selection& selection);
-  // Compares KV head `head`'s attended entries (logical `rows` of kv_) and its output
+  // Compares KV head `head`'s attended entries (logical indices of kv_, host) and its output
   // out_head [g, d] with full attention over the shadow copy. q_group: [g, d].
   void measure_fidelity(int layer, int head, const at::Tensor& q_group,
-                        const at::Tensor& logical, const at::Tensor& out_head);
+                        const std::vector<int64_t>& logical, const at::Tensor& out_head);
 
   const LlamaModel& model_;
   Method& method_;
@@ -89,12 +107,24 @@ class Session {
   std::vector<LayerKV> shadow_;  // uncompressed KV, only with track_fidelity
   FidelityCounts fidelity_;
   int64_t position_ = 0;
-  AttendedCounts attended_;
+  AttendedTally tally_;
+  mutable AttendedCounts attended_;  // tally_ as last read
   SessionTimings timings_;
 };
 
-// Greedy argmax with ties to the lowest id. logits: [V].
+// Greedy argmax with ties to the lowest id. logits: [V] on any device (one value read back).
 int argmax_token(const at::Tensor& logits);
+
+// Every resident entry of every KV head of `kv` as an explicit selection (one unit per KV
+// head), built with device ops.
+Selection select_everything(const LayerKV& kv);
+
+// Decode attention of one layer over `selection` (explicit, not `all`), any device and dtype:
+// the selected rows gathered into [units, longest, d] (padding masked), scores and softmax in
+// fp32. q: [Hq, d]. Returns out [Hq, d]; probs (when non-null) receives per unit [q/u, n_u].
+at::Tensor gathered_decode_attention(const at::Tensor& q, const LayerKV& kv,
+                                     const Selection& selection, const at::Tensor& rows,
+                                     std::vector<at::Tensor>* probs);
 
 // Seconds since `start`.
 inline double seconds_since(std::chrono::steady_clock::time_point start) {

@@ -9,6 +9,7 @@
 
 #include "datasets/dataset.h"
 #include "harness/common/error.h"
+#include "harness/engine/device.h"
 #include "harness/engine/session.h"
 #include "harness/runner/progress.h"
 #include "methods/method.h"
@@ -19,7 +20,10 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 std::string describe(const Cell& c) {
-  return c.method.label + " @ " + c.budget_text() + " on " + c.dataset.name + " (" + c.model +
+  std::string where = c.model;
+  if (c.device != "cpu") where += ", " + c.device;
+  if (c.dtype != "f32") where += ", " + c.dtype;
+  return c.method.label + " @ " + c.budget_text() + " on " + c.dataset.name + " (" + where +
          ", seed " + std::to_string(c.seed) + ")";
 }
 
@@ -274,7 +278,9 @@ RunInfo current_run_info(const Suite& suite, const std::string& command, int thr
   info.git_commit = KVBENCH_GIT_COMMIT;
   info.build_type = KVBENCH_BUILD_TYPE;
   info.torch_version = TORCH_VERSION;
-  info.device = "cpu";
+  for (const std::string& name : suite.devices)  // the devices this run may use, described
+    info.device += (info.device.empty() ? "" : "; ") +
+                   describe_device(parse_device(name, "device"));
   info.threads = threads;
   info.host = host;
   return info;
@@ -297,6 +303,16 @@ void record_unknown_keys(ResultStore& store, int64_t run_id, const LlamaModel& m
 }
 
 }  // namespace
+
+void check_devices(const Suite& suite) {
+  for (size_t i = 0; i < suite.devices.size(); ++i) {
+    const at::Device device =
+        parse_device(suite.devices[i], suite.path + ": $.devices[" + std::to_string(i) + "]");
+    for (size_t j = 0; j < suite.dtypes.size(); ++j)
+      check_dtype_on_device(parse_dtype(suite.dtypes[j], "dtype"), device,
+                            suite.path + ": $.dtypes[" + std::to_string(j) + "]");
+  }
+}
 
 void check_model_configs(const Suite& suite, bool allow_unknown_config_keys) {
   std::set<std::string> seen;
@@ -328,12 +344,17 @@ RunSummary run_suite(const Suite& suite, const RunOptions& options, std::ostream
                                              cell.method.label, cell.budget, int64_t(cell.seed));
     auto start = Clock::now();
     try {
-      auto& model = models[cell.model];
-      if (!model) {
-        model = LlamaModel::from_reference(cell.model, {.allow_unknown_config_keys =
-                                                            options.allow_unknown_config_keys});
-        record_unknown_keys(store, summary.run_id, *model, progress_out);
+      const std::string model_key = cell.model + "|" + cell.device + "|" + cell.dtype;
+      if (!models.count(model_key)) {
+        models.clear();  // one model in memory at a time (an 8B model on a GPU fills it)
+        LoadOptions load;
+        load.dtype = parse_dtype(cell.dtype, "dtype");
+        load.device = parse_device(cell.device, "device");
+        load.allow_unknown_config_keys = options.allow_unknown_config_keys;
+        models[model_key] = LlamaModel::from_reference(cell.model, load);
+        record_unknown_keys(store, summary.run_id, *models[model_key], progress_out);
       }
+      const std::shared_ptr<LlamaModel> model = models[model_key];
       CellResult result = run_cell(cell, *model, [&](int done, int total) {
         progress.sample_done(done, total);
       });

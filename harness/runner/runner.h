@@ -51,7 +51,11 @@ RunSummary run_suite(const Suite& suite, const RunOptions& options, std::ostream
 // is an InputError before anything runs (not a failed cell).
 void check_model_configs(const Suite& suite, bool allow_unknown_config_keys);
 
-// Provenance of this process: commit, build type, LibTorch, device, threads, host.
+// InputError when a cell's device is not usable here (no CUDA in this build, no such GPU).
+void check_devices(const Suite& suite);
+
+// Provenance of this process: commit, build type, LibTorch, the suite's devices (GPU name,
+// CUDA runtime and driver), threads, host.
 RunInfo current_run_info(const Suite& suite, const std::string& command, int threads);
 
 // Default database of a suite: results/runs/<suite>.db under the current directory.

@@ -9,6 +9,7 @@
 #include "harness/common/error.h"
 #include "harness/common/json_fields.h"
 #include "harness/common/shared_folder.h"
+#include "harness/engine/device.h"
 #include "harness/engine/llama_model.h"
 #include "methods/method.h"
 
@@ -73,7 +74,7 @@ std::string apply_override(json& j, const std::string& text) {
   if (key == "budgets" || key == "seeds") {
     j[key] = json::array();
     for (const auto& v : values) j[key].push_back(parse_integer(v, where));
-  } else if (key == "models") {
+  } else if (key == "models" || key == "devices" || key == "dtypes") {
     j[key] = values;
   } else if (key == "methods" || key == "datasets") {
     j[key] = select_named(j.value(key, json::array()), values);
@@ -81,8 +82,8 @@ std::string apply_override(json& j, const std::string& text) {
     if (values.size() != 1) throw InputError(where + ": takes one value");
     j[key] = parse_integer(values[0], where);
   } else {
-    throw InputError(where + ": unknown axis (expected model, dataset, method, budget, seed "
-                     "or max_new_tokens)");
+    throw InputError(where + ": unknown axis (expected model, device, dtype, dataset, method, "
+                     "budget, seed or max_new_tokens)");
   }
   return key;
 }
@@ -127,8 +128,11 @@ void check_model(const std::string& as_written, const std::string& model, const 
   if (as_written.rfind("../shared/", 0) == 0)
     looked += "; write ${SHARED}/" + as_written.substr(10) + " to find it wherever the shared "
               "folder is";
-  throw InputError(where + ": \"" + as_written + "\" is neither a built-in model (kvbench-tiny, "
-                   "random-tiny, random-llama3-8b-4layers) nor a model folder (" + looked + ")");
+  std::string builtins;
+  for (const std::string& name : LlamaModel::builtin_model_names())
+    builtins += (builtins.empty() ? "" : ", ") + name;
+  throw InputError(where + ": \"" + as_written + "\" is neither a built-in model (" + builtins +
+                   ") nor a model folder (" + looked + ")");
 }
 
 DatasetSpec parse_dataset(const json& entry, const std::string& where) {
@@ -179,18 +183,23 @@ std::vector<T> parse_list(const json* list, const std::string& where, Parse pars
 }  // namespace
 
 json Cell::to_json() const {
-  return {{"model", model},
-          {"dataset", {{"name", dataset.name}, {"params", dataset.params}}},
-          {"method", {{"name", method.name}, {"label", method.label}, {"config", method.config}}},
-          {"budget", budget ? json(*budget) : json(nullptr)},
-          {"seed", seed},
-          {"max_new_tokens", max_new_tokens},
-          {"recall", recall}};
+  json j = {{"model", model},
+            {"dataset", {{"name", dataset.name}, {"params", dataset.params}}},
+            {"method", {{"name", method.name}, {"label", method.label}, {"config", method.config}}},
+            {"budget", budget ? json(*budget) : json(nullptr)},
+            {"seed", seed},
+            {"max_new_tokens", max_new_tokens},
+            {"recall", recall}};
+  if (device != "cpu") j["device"] = device;
+  if (dtype != "f32") j["dtype"] = dtype;
+  return j;
 }
 
 std::vector<Cell> Suite::cells() const {
   std::vector<Cell> out;
   for (const auto& model : models)
+    for (const auto& device : devices)
+    for (const auto& dtype : dtypes)
     for (const auto& dataset : datasets)
       for (const auto& method : methods) {
         const bool uses_budget = method_registry().get(method.name, path).uses_budget;
@@ -201,7 +210,8 @@ std::vector<Cell> Suite::cells() const {
           cell_budgets.push_back(std::nullopt);
         for (const auto& budget : cell_budgets)
           for (uint64_t seed : seeds)
-            out.push_back(Cell{model, dataset, method, budget, seed, max_new_tokens, recall});
+            out.push_back(Cell{model, device, dtype, dataset, method, budget, seed,
+                               max_new_tokens, recall});
       }
   return out;
 }
@@ -248,6 +258,14 @@ Suite validate_suite(const json& written, const std::string& path) {
   for (size_t i = 0; i < s.models.size(); ++i)
     check_model(written["models"][i].get<std::string>(), s.models[i],
                 f.path("models") + "[" + std::to_string(i) + "]");
+  f.get("devices", s.devices);
+  f.get("dtypes", s.dtypes);
+  for (size_t i = 0; i < s.devices.size(); ++i)  // spelling only: the machine is checked by run
+    check_device_name(s.devices[i], f.path("devices") + "[" + std::to_string(i) + "]");
+  for (size_t i = 0; i < s.dtypes.size(); ++i)
+    parse_dtype(s.dtypes[i], f.path("dtypes") + "[" + std::to_string(i) + "]");
+  if (s.devices.empty()) throw InputError(f.path("devices") + ": expected a non-empty array");
+  if (s.dtypes.empty()) throw InputError(f.path("dtypes") + ": expected a non-empty array");
   try {
     s.datasets = parse_list<DatasetSpec>(f.raw("datasets"), f.path("datasets"), parse_dataset);
   } catch (const InputError& e) {  // a data file under ${SHARED} not found: say where that was

@@ -24,6 +24,8 @@ struct MethodSpec {
 
 struct Cell {
   std::string model;
+  std::string device = "cpu";  // cpu, cuda, cuda:N
+  std::string dtype = "f32";   // f32, bf16, f16
   DatasetSpec dataset;
   MethodSpec method;
   std::optional<int64_t> budget;  // none for methods that take no budget (Full)
@@ -31,7 +33,8 @@ struct Cell {
   int max_new_tokens = 0;  // 0: the dataset's own
   bool recall = false;     // measure recall of the true top-B keys and attention-output error
 
-  // The normalised config: what identifies the cell in the store.
+  // The normalised config: what identifies the cell in the store. Device and dtype appear only
+  // when not cpu / f32, so results stored before they were axes keep their identity.
   json to_json() const;
   std::string key() const { return to_json().dump(); }
   std::string budget_text() const { return budget ? std::to_string(*budget) : "-"; }
@@ -42,6 +45,8 @@ struct Suite {
   std::string description;
   std::string path;  // the file it was read from
   std::vector<std::string> models;
+  std::vector<std::string> devices = {"cpu"};
+  std::vector<std::string> dtypes = {"f32"};
   std::vector<DatasetSpec> datasets;
   std::vector<MethodSpec> methods;
   std::vector<int64_t> budgets;

@@ -12,14 +12,28 @@ class OracleTopK : public Method {
  public:
   explicit OracleTopK(const EmptyConfig&) {}
 
+  // Top-B per KV head on the device (top-k, then ascending order); a head at or under B attends
+  // to everything it holds.
   Selection select(int, const at::Tensor& q, const LayerKV& kv) override {
-    Selection s;
-    s.all = false;
+    bool over_budget = false, uniform = true;
+    for (int h = 0; h < kv.num_heads(); ++h) {
+      over_budget = over_budget || kv.size(h) > context_.budget;
+      uniform = uniform && kv.size(h) == kv.size(0);
+    }
+    if (!over_budget) return Selection::everything();
+    std::vector<at::Tensor> rows;  // per KV head, [min(B, n_h)] ascending logical indices
     for (int h = 0; h < kv.num_heads(); ++h) {
       at::Tensor weights = group_attention_weights(q, kv, h);  // [n]
-      s.per_head.push_back(top_k_indices(weights, context_.budget));
+      const int64_t k = std::min(context_.budget, kv.size(h));
+      rows.push_back(std::get<0>(at::sort(std::get<1>(at::topk(weights, k)))));
     }
-    return s;
+    if (uniform) return Selection::from_rows(at::stack(rows), false);
+    std::vector<std::vector<int64_t>> lists;  // ragged heads: through the host
+    for (const at::Tensor& r : rows) {
+      at::Tensor host = r.to(at::kCPU).contiguous();
+      lists.emplace_back(host.data_ptr<int64_t>(), host.data_ptr<int64_t>() + host.numel());
+    }
+    return Selection::from_lists(lists, false, kv.key_pool().device());
   }
 };
 

@@ -17,8 +17,9 @@ at::Tensor causal_probs(const at::Tensor& q, const at::Tensor& k, int64_t c0, in
   at::Tensor kc = k.narrow(1, 0, keys).to(at::kFloat);
   at::Tensor logits = at::bmm(qc, kc.transpose(1, 2)).div_(std::sqrt(double(d)))
                           .view({Hq, n, keys});
-  at::Tensor mask = at::arange(keys, at::kLong).unsqueeze(0) >
-                    (at::arange(n, at::kLong) + c0).unsqueeze(1);  // [n, keys]
+  const at::TensorOptions longs = q.options().dtype(at::kLong);
+  at::Tensor mask = at::arange(keys, longs).unsqueeze(0) >
+                    (at::arange(n, longs) + c0).unsqueeze(1);  // [n, keys]
   return at::softmax(logits.masked_fill_(mask, -std::numeric_limits<float>::infinity()), -1);
 }
 
@@ -33,15 +34,16 @@ at::Tensor column_attention_sum(const at::Tensor& q, const at::Tensor& k, double
                                 int64_t skip_after, int64_t chunk_bytes) {
   const int64_t Hq = q.size(0), L = q.size(1);
   const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(L, chunk_bytes / (4 * Hq * L)));
-  at::Tensor total = at::zeros({Hq, L}, at::kFloat);
+  const at::TensorOptions longs = q.options().dtype(at::kLong);
+  at::Tensor total = at::zeros({Hq, L}, q.options().dtype(at::kFloat));
   for (int64_t c0 = 0; c0 < L; c0 += chunk) {
     const int64_t n = std::min(chunk, L - c0);
     at::Tensor probs = causal_probs(q, k, c0, n, L);  // [Hq, n, L]
     if (power != 1.0) probs = probs.pow(power);
     if (skip_after > 0) {
       // Query c0+i counts for key j only when c0+i >= j + skip_after.
-      at::Tensor too_close = at::arange(L, at::kLong).unsqueeze(0) + skip_after >
-                             (at::arange(n, at::kLong) + c0).unsqueeze(1);  // [n, L]
+      at::Tensor too_close = at::arange(L, longs).unsqueeze(0) + skip_after >
+                             (at::arange(n, longs) + c0).unsqueeze(1);  // [n, L]
       probs.masked_fill_(too_close, 0.0);
     }
     total += probs.sum(1);
@@ -96,7 +98,7 @@ std::vector<int64_t> flattened_allocation(const at::Tensor& scores, int64_t tota
   const int64_t k = std::min(total, H * n);
   if (k <= 0) return counts;
   at::Tensor idx = std::get<1>(at::topk(scores.reshape({-1}).to(at::kFloat), k, 0, true, false));
-  idx = idx.contiguous();
+  idx = idx.to(at::kCPU).contiguous();
   for (int64_t i = 0; i < k; ++i) ++counts[idx.data_ptr<int64_t>()[i] / n];
   return counts;
 }

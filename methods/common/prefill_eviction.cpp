@@ -82,15 +82,12 @@ void PrefillEviction::keep_per_query_head(int layer, const at::Tensor& scores,
 Selection PrefillEviction::select(int layer, const at::Tensor&, const LayerKV& kv) {
   if (query_entries_.empty() || query_entries_[layer].empty()) return Selection::everything();
   const int64_t g = context_.group_size();
-  Selection s;
-  s.all = false;
-  s.per_query_head = query_entries_[layer];
-  for (size_t row = 0; row < s.per_query_head.size(); ++row) {  // + the decode tokens
+  std::vector<std::vector<int64_t>> lists = query_entries_[layer];
+  for (size_t row = 0; row < lists.size(); ++row) {  // + the decode tokens
     const int h = int(int64_t(row) / g);
-    for (int64_t j = prefill_sizes_[layer][h]; j < kv.size(h); ++j)
-      s.per_query_head[row].push_back(j);
+    for (int64_t j = prefill_sizes_[layer][h]; j < kv.size(h); ++j) lists[row].push_back(j);
   }
-  return s;
+  return Selection::from_lists(lists, /*per_query_head=*/true, kv.key_pool().device());
 }
 
 std::map<std::string, double> PrefillEviction::counters() const {

@@ -20,11 +20,8 @@ Selection RetrievalMethod::select(int layer, const at::Tensor& q, const LayerKV&
   for (int h = 0; h < kv.num_heads(); ++h)
     if (kv.size(h) > context_.budget) sparse_heads.push_back(h);
   if (sparse_heads.empty()) return Selection::everything();
-  Selection s;
-  s.all = false;
   const int g = per_query_head() ? context_.group_size() : 1;  // lists per KV head
-  std::vector<std::vector<int64_t>>& lists = per_query_head() ? s.per_query_head : s.per_head;
-  lists.resize(size_t(kv.num_heads()) * g);
+  std::vector<std::vector<int64_t>> lists(size_t(kv.num_heads()) * g);
   std::vector<std::vector<int64_t>> chosen = select_sparse(layer, q, kv, sparse_heads);
   const int64_t entry_bytes = 2 * int64_t(kv.head_dim()) * int64_t(kv.key_pool().element_size());
   for (size_t i = 0; i < sparse_heads.size(); ++i) {
@@ -46,7 +43,7 @@ Selection RetrievalMethod::select(int layer, const at::Tensor& q, const LayerKV&
         lists[size_t(h) * g + j].resize(kv.size(h));
         std::iota(lists[size_t(h) * g + j].begin(), lists[size_t(h) * g + j].end(), 0);
       }
-  return s;
+  return Selection::from_lists(lists, per_query_head(), kv.key_pool().device());
 }
 
 void RetrievalMethod::set_index_bytes(int layer, int64_t bytes) { index_bytes_[layer] = bytes; }

@@ -23,7 +23,7 @@ std::vector<int64_t> top_k_indices(const at::Tensor& scores, int64_t k) {
   }
   at::Tensor idx = std::get<1>(at::topk(scores.to(at::kFloat), k, /*dim=*/0, /*largest=*/true,
                                         /*sorted=*/false));
-  idx = idx.contiguous();
+  idx = idx.to(at::kCPU).contiguous();
   out.assign(idx.data_ptr<int64_t>(), idx.data_ptr<int64_t>() + k);
   std::sort(out.begin(), out.end());
   return out;

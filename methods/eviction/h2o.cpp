@@ -67,7 +67,7 @@ class H2O : public Method {
                   LayerKV& kv) override {
     // Heavy-hitter score of each prompt key: attention summed over all L queries. [Hkv, L]
     at::Tensor scores = reduce_query_groups(column_attention_sum(q, k), k.size(0),
-                                            GroupReduce::kSum).contiguous();
+                                            GroupReduce::kSum).to(at::kCPU).contiguous();
     const int64_t L = q.size(1);
     // The current decode token joins the recent window: keep one slot free for it.
     const int64_t tail = config_.mode == "prefill" ? config_.window : recent() - 1;
@@ -91,7 +91,7 @@ class H2O : public Method {
                     LayerKV& kv) override {
     for (int h = 0; h < kv.num_heads(); ++h) {
       std::vector<float>& s = scores_[layer][h];
-      at::Tensor received = probs[h].sum(0).to(at::kFloat).contiguous();  // [n]
+      at::Tensor received = probs[h].sum(0).to(at::kCPU, at::kFloat).contiguous();  // [n]
       const float* r = received.data_ptr<float>();
       for (size_t i = 0; i < s.size(); ++i) s[i] += r[i];
       while (kv.size(h) > context_.budget - 1) evict_lowest(kv, h, s);

@@ -193,7 +193,7 @@ class KVCompress : public Method {
   void on_prefill(int layer, const at::Tensor& q, const at::Tensor& k, const at::Tensor&,
                   LayerKV&) override {
     if (!compress_ && !config_.continual) return;  // prompts shorter than B are not compressed
-    at::Tensor metric = config_.metric.compute(q, k).to(at::kFloat).contiguous();  // [Hkv, L]
+    at::Tensor metric = config_.metric.compute(q, k).to(at::kCPU, at::kFloat).contiguous();  // [Hkv, L]
     const int64_t L = metric.size(1);
     metrics_[layer].resize(metric.size(0));
     for (int64_t h = 0; h < metric.size(0); ++h) {
@@ -228,7 +228,7 @@ class KVCompress : public Method {
                     LayerKV&) override {
     if (!config_.continual || !selection.all) return;
     for (size_t h = 0; h < probs.size(); ++h) {
-      at::Tensor add = probs[h].to(at::kFloat).pow(config_.metric.power).sum(0).contiguous();  // [n_h]
+      at::Tensor add = probs[h].to(at::kFloat).pow(config_.metric.power).sum(0).to(at::kCPU).contiguous();  // [n_h]
       std::vector<float>& m = metrics_[layer][h];
       const float* p = add.data_ptr<float>();
       for (size_t i = 0; i < m.size(); ++i) m[i] += p[i];

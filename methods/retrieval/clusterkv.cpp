@@ -50,7 +50,7 @@ at::Tensor cosine_assign(const at::Tensor& keys, const at::Tensor& centroids) {
   cn = (cn / cn.norm(2, -1, /*keepdim=*/true).clamp_min(1e-12)).transpose(1, 2);  // [H, d, C]
   // Chunks of keys keep the similarity block [H, chunk, C] under ~64 MB.
   const int64_t chunk = std::max<int64_t>(1, (int64_t(16) << 20) / std::max<int64_t>(1, H * C));
-  at::Tensor labels = at::empty({H, n}, at::kLong);
+  at::Tensor labels = at::empty({H, n}, keys.options().dtype(at::kLong));
   for (int64_t s = 0; s < n; s += chunk) {
     const int64_t len = std::min(chunk, n - s);
     labels.narrow(1, s, len).copy_(at::bmm(kn.narrow(1, s, len), cn).argmax(-1));  // [H, len]
@@ -61,9 +61,10 @@ at::Tensor cosine_assign(const at::Tensor& keys, const at::Tensor& centroids) {
 at::Tensor cluster_means(const at::Tensor& keys, const at::Tensor& labels, const at::Tensor& old) {
   const int64_t H = keys.size(0), n = keys.size(1), d = keys.size(2), C = old.size(1);
   at::Tensor kf = keys.to(at::kFloat);
-  at::Tensor sums = at::zeros({H, C, d}, at::kFloat)
+  const at::TensorOptions floats = kf.options();
+  at::Tensor sums = at::zeros({H, C, d}, floats)
                         .scatter_add_(1, labels.unsqueeze(-1).expand({H, n, d}), kf);  // [H, C, d]
-  at::Tensor counts = at::zeros({H, C}, at::kFloat).scatter_add_(1, labels, at::ones({H, n}));
+  at::Tensor counts = at::zeros({H, C}, floats).scatter_add_(1, labels, at::ones({H, n}, floats));
   at::Tensor means = sums / counts.clamp_min(1).unsqueeze(-1);
   return at::where((counts > 0).unsqueeze(-1), means, old.to(at::kFloat));  // [H, C, d]
 }
@@ -89,6 +90,7 @@ KMeansResult cosine_kmeans(const at::Tensor& keys, int64_t clusters, uint64_t se
     }
   }
   KMeansResult r;
+  init = init.to(kf.device());
   r.centroids = kf.gather(1, init.unsqueeze(-1).expand({H, clusters, d})).clone();  // [H, C, d]
   r.labels = cosine_assign(kf, r.centroids);                                         // [H, n]
   while (r.iterations < max_iterations) {
@@ -113,7 +115,8 @@ uint64_t clusterkv_seed(uint64_t seed, int layer, int64_t batch) {
 ClusterMetadata cluster_metadata(const at::Tensor& labels, int64_t clusters, int64_t index_offset) {
   const int64_t H = labels.size(0), n = labels.size(1);
   ClusterMetadata m;
-  m.sizes = at::zeros({H, clusters}, at::kLong).scatter_add_(1, labels, at::ones({H, n}, at::kLong));
+  const at::TensorOptions longs = labels.options().dtype(at::kLong);
+  m.sizes = at::zeros({H, clusters}, longs).scatter_add_(1, labels, at::ones({H, n}, longs));
   m.starts = m.sizes.cumsum(1) - m.sizes;
   at::Tensor order = std::get<1>(labels.sort(/*stable=*/true, /*dim=*/1, /*descending=*/false));
   m.sorted_indices = (order + index_offset).contiguous();  // [H, n]
@@ -150,8 +153,8 @@ std::vector<int64_t> gather_ranked(const std::vector<int64_t>& order, const int6
 std::vector<int64_t> gather_clusters(const at::Tensor& order, const at::Tensor& sizes,
                                      const at::Tensor& starts, const at::Tensor& sorted_indices,
                                      int64_t take) {
-  at::Tensor o = order.to(at::kLong).contiguous(), sz = sizes.to(at::kLong).contiguous();
-  at::Tensor st = starts.to(at::kLong).contiguous(), idx = sorted_indices.to(at::kLong).contiguous();
+  auto host = [](const at::Tensor& t) { return t.to(at::kCPU, at::kLong).contiguous(); };
+  at::Tensor o = host(order), sz = host(sizes), st = host(starts), idx = host(sorted_indices);
   std::vector<int64_t> ranked(o.data_ptr<int64_t>(), o.data_ptr<int64_t>() + o.numel());
   return gather_ranked(ranked, sz.data_ptr<int64_t>(), st.data_ptr<int64_t>(),
                        idx.data_ptr<int64_t>(), take);
@@ -160,9 +163,9 @@ std::vector<int64_t> gather_clusters(const at::Tensor& order, const at::Tensor& 
 std::vector<int64_t> clusterkv_select(const at::Tensor& scores, const at::Tensor& sizes,
                                       const at::Tensor& starts, const at::Tensor& sorted_indices,
                                       int64_t take) {
-  at::Tensor sc = scores.to(at::kFloat).contiguous();
-  at::Tensor sz = sizes.to(at::kLong).contiguous(), st = starts.to(at::kLong).contiguous();
-  at::Tensor idx = sorted_indices.to(at::kLong).contiguous();
+  at::Tensor sc = scores.to(at::kCPU, at::kFloat).contiguous();
+  auto host = [](const at::Tensor& t) { return t.to(at::kCPU, at::kLong).contiguous(); };
+  at::Tensor sz = host(sizes), st = host(starts), idx = host(sorted_indices);
   return gather_ranked(rank_clusters(sc.data_ptr<float>(), sc.numel()), sz.data_ptr<int64_t>(),
                        st.data_ptr<int64_t>(), idx.data_ptr<int64_t>(), take);
 }
@@ -280,9 +283,9 @@ class ClusterKV : public RetrievalMethod {
     const int64_t H = k.size(0), L = k.size(1), d = k.size(2);
     ix.sinks = std::min(config_.sinks, L);
     ix.entries = ix.clustered_end = L;
-    ix.centroids = at::empty({H, 0, d}, at::kFloat);
-    ix.sizes = ix.starts = at::empty({H, 0}, at::kLong);
-    ix.members = at::empty({H, 0}, at::kLong);
+    ix.centroids = at::empty({H, 0, d}, k.options().dtype(at::kFloat));
+    ix.sizes = ix.starts = at::empty({H, 0}, k.options().dtype(at::kLong));
+    ix.members = at::empty({H, 0}, k.options().dtype(at::kLong));
     ix.last_selected.assign(H, {});
     const int64_t n = L - ix.sinks;
     if (n > 0) {
@@ -341,18 +344,21 @@ class ClusterKV : public RetrievalMethod {
     at::Tensor scores;                                      // [Hkv, C] q.mu
     if (take > 0) {
       at::Tensor q_group = q.to(at::kFloat).reshape({Hkv, g, d}).sum(1).unsqueeze(-1);  // [Hkv, d, 1]
-      scores = at::bmm(ix.centroids, q_group).squeeze(-1).contiguous();                 // [Hkv, C]
+      scores = at::bmm(ix.centroids, q_group).squeeze(-1).to(at::kCPU).contiguous();    // [Hkv, C]
     }
     const int64_t C = ix.centroids.size(1), N = ix.members.size(1);
+    // Ranked and gathered on the host (no copy on the CPU).
+    auto host = [](const at::Tensor& t) { return t.to(at::kCPU).contiguous(); };
+    const at::Tensor sizes = host(ix.sizes), starts = host(ix.starts), members = host(ix.members);
     std::vector<std::vector<int64_t>> out;
     int64_t hits = 0, lookups = 0;
     for (int h : heads) {
       std::vector<int64_t> sel;
       if (take > 0) {
         sel = gather_ranked(rank_clusters(scores.data_ptr<float>() + h * C, C),
-                            ix.sizes.data_ptr<int64_t>() + h * C,
-                            ix.starts.data_ptr<int64_t>() + h * C,
-                            ix.members.data_ptr<int64_t>() + h * N, take);
+                            sizes.data_ptr<int64_t>() + h * C,
+                            starts.data_ptr<int64_t>() + h * C,
+                            members.data_ptr<int64_t>() + h * N, take);
         count_hits(ix, h, sel, hits, lookups);
       }
       for (int64_t i = 0; i < ix.sinks; ++i) sel.push_back(i);

@@ -63,16 +63,17 @@ std::vector<at::Tensor> infinigen_partial_channels(const at::Tensor& qa, const a
                                                    double r) {
   const int64_t Hkv = qa.size(0), d = qa.size(2);
   const int64_t n = std::max<int64_t>(1, std::min<int64_t>(d, int64_t(double(d) * r)));
-  at::Tensor top_q = std::get<1>(qa.abs().sum(1).topk(n, -1)).contiguous();  // [Hkv, n]
-  at::Tensor top_k = std::get<1>(ka.abs().sum(1).topk(n, -1)).contiguous();
+  // Ranked on the device, merged on the host (once per calibration), returned on the device.
+  at::Tensor top_q = std::get<1>(qa.abs().sum(1).topk(n, -1)).to(at::kCPU).contiguous();  // [Hkv, n]
+  at::Tensor top_k = std::get<1>(ka.abs().sum(1).topk(n, -1)).to(at::kCPU).contiguous();
+  const int64_t* pq = top_q.data_ptr<int64_t>();
+  const int64_t* pk = top_k.data_ptr<int64_t>();
   std::vector<at::Tensor> out;
   for (int64_t h = 0; h < Hkv; ++h) {
-    std::set<int64_t> channels;
-    for (int64_t i = 0; i < n; ++i) {
-      channels.insert(top_q[h][i].item<int64_t>());
-      channels.insert(top_k[h][i].item<int64_t>());
-    }
-    out.push_back(at::tensor(std::vector<int64_t>(channels.begin(), channels.end()), at::kLong));
+    std::set<int64_t> channels(pq + h * n, pq + (h + 1) * n);
+    channels.insert(pk + h * n, pk + (h + 1) * n);
+    out.push_back(at::tensor(std::vector<int64_t>(channels.begin(), channels.end()), at::kLong)
+                      .to(qa.device()));
   }
   return out;
 }
@@ -172,24 +173,26 @@ std::map<std::string, at::Tensor> to_tensors(const InfiniGenCalibration& c) {
   std::map<std::string, at::Tensor> out;
   for (size_t l = 0; l < c.skew.size(); ++l) {
     if (!c.skew[l].defined()) continue;
-    out["layer" + std::to_string(l) + ".skew"] = c.skew[l].contiguous();
+    out["layer" + std::to_string(l) + ".skew"] = c.skew[l].to(at::kCPU).contiguous();
     for (size_t h = 0; h < c.channels[l].size(); ++h)
       out["layer" + std::to_string(l) + ".channels" + std::to_string(h)] =
-          c.channels[l][h].to(at::kFloat);
+          c.channels[l][h].to(at::kCPU, at::kFloat);
   }
   return out;
 }
 
-std::shared_ptr<InfiniGenCalibration> from_file(const SafetensorsFile& file, int layers) {
+std::shared_ptr<InfiniGenCalibration> from_file(const SafetensorsFile& file, int layers,
+                                                at::Device device) {
   auto c = std::make_shared<InfiniGenCalibration>();
   c->skew.assign(layers, at::Tensor());
   c->channels.assign(layers, {});
   for (int l = 0; l < layers; ++l) {
     const std::string prefix = "layer" + std::to_string(l);
     if (!file.contains(prefix + ".skew")) continue;
-    c->skew[l] = file.load(prefix + ".skew");
+    c->skew[l] = file.load(prefix + ".skew").to(device);
     for (int64_t h = 0; h < c->skew[l].size(0); ++h)
-      c->channels[l].push_back(file.load(prefix + ".channels" + std::to_string(h)).to(at::kLong));
+      c->channels[l].push_back(
+          file.load(prefix + ".channels" + std::to_string(h)).to(device, at::kLong));
   }
   return c;
 }
@@ -211,7 +214,8 @@ namespace {
 uint64_t weights_fingerprint(const LlamaModel& model) {
   std::string bytes;
   for (const LayerWeights& l : model.layers) {
-    at::Tensor wk = l.wk.contiguous();
+    at::Tensor wk = l.wk.reshape({-1}).narrow(0, 0, std::min<int64_t>(l.wk.numel(), 128))
+                        .to(at::kCPU).contiguous();
     bytes.append(static_cast<const char*>(wk.data_ptr()), std::min<size_t>(wk.nbytes(), 256));
   }
   return fnv1a(bytes);
@@ -234,7 +238,8 @@ std::shared_ptr<const InfiniGenCalibration> file_calibration(const LlamaModel& m
   const std::string path = infinigen_cache_path(model, c);
   std::shared_ptr<InfiniGenCalibration> calibration;
   if (!path.empty() && std::filesystem::exists(path)) {
-    calibration = from_file(*SafetensorsFile::open(path), model.config.num_hidden_layers);
+    calibration = from_file(*SafetensorsFile::open(path), model.config.num_hidden_layers,
+                            model.device());
   } else {
     calibration = calibrate(model, read_text(c.text_file()), c);
     if (!path.empty()) {
@@ -374,7 +379,8 @@ std::vector<std::vector<int64_t>> InfiniGen::select_sparse(int layer, const at::
   const LayerWeights& w = context_.model->layers[layer];
   const int64_t Hq = context_.num_heads, d = context_.head_dim, g = context_.group_size();
   // q~ = RoPE(x_i Wq_{i+1}): [Hq, d]
-  at::Tensor q_spec = layer_queries(*context_.model, w, x, at::full({1}, position_, at::kLong))
+  at::Tensor q_spec = layer_queries(*context_.model, w, x,
+                                    at::full({1}, position_, x.options().dtype(at::kLong)))
                           .reshape({Hq, d}).to(at::kFloat);
   const at::Tensor& skew = calibration().skew[layer];
   std::vector<at::Tensor> scores;  // per listed head [n]

@@ -55,17 +55,17 @@ PQIndex pq_build(const at::Tensor& keys, int m, int bits, int max_iter, double t
       init[g * K + i] = perm[i];
     }
   }
-  at::Tensor init_idx = at::tensor(init, at::kLong).view({G, K, 1}).expand({G, K, s});
+  at::Tensor init_idx = at::tensor(init, at::kLong).to(x.device()).view({G, K, 1}).expand({G, K, s});
   at::Tensor c = x.gather(1, init_idx).contiguous();  // [G, K, s]
 
   // Converged when the squared centroid shift <= tol x mean per-feature variance (sklearn).
   at::Tensor threshold = tol * x.var(/*dim=*/1, /*unbiased=*/false).mean(-1);  // [G]
-  at::Tensor ones = at::ones({G, N}, at::kFloat);
+  at::Tensor ones = at::ones({G, N}, x.options());
   for (int it = 0; it < max_iter; ++it) {
     at::Tensor assign = squared_distances(x, c).argmin(-1);  // [G, N]
-    at::Tensor sums = at::zeros({G, K, s}, at::kFloat)
+    at::Tensor sums = at::zeros({G, K, s}, x.options())
                           .scatter_add_(1, assign.unsqueeze(-1).expand({G, N, s}), x);
-    at::Tensor counts = at::zeros({G, K}, at::kFloat).scatter_add_(1, assign, ones);  // [G, K]
+    at::Tensor counts = at::zeros({G, K}, x.options()).scatter_add_(1, assign, ones);  // [G, K]
     at::Tensor moved = at::where(counts.unsqueeze(-1) > 0,
                                  sums / counts.clamp_min(1.0).unsqueeze(-1), c);  // empty: keep
     at::Tensor shift = (moved - c).pow(2).sum({1, 2});  // [G]
@@ -222,7 +222,7 @@ void PQCache::on_append(int layer, const at::Tensor& k, const at::Tensor& v, Lay
   const int64_t need = n - 1 - local_ - sinks_, have = index.codes.size(2);
   if (need <= have) return;
   std::vector<at::Tensor> leaving;  // per head [need - have, d]
-  at::Tensor logical = at::arange(sinks_ + have, sinks_ + need, at::kLong);
+  at::Tensor logical = at::arange(sinks_ + have, sinks_ + need, k.options().dtype(at::kLong));
   for (int h = 0; h < kv.num_heads(); ++h) leaving.push_back(kv.gather_keys(h, logical));
   at::Tensor codes = pq_encode(index.centroids, at::stack(leaving));  // [Hkv, m, need - have]
   index.codes = at::cat({index.codes, codes}, 2);

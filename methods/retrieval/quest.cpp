@@ -47,7 +47,8 @@ std::pair<at::Tensor, at::Tensor> quest_page_summaries(const at::Tensor& k, int6
     mins.push_back(std::get<0>(last.min(1, /*keepdim=*/true)));  // [H, 1, d]
     maxs.push_back(std::get<0>(last.max(1, /*keepdim=*/true)));
   }
-  if (mins.empty()) return {at::empty({H, 0, d}, at::kFloat), at::empty({H, 0, d}, at::kFloat)};
+  const at::TensorOptions floats = k.options().dtype(at::kFloat);
+  if (mins.empty()) return {at::empty({H, 0, d}, floats), at::empty({H, 0, d}, floats)};
   return {at::cat(mins, 1), at::cat(maxs, 1)};
 }
 
@@ -60,7 +61,7 @@ at::Tensor quest_page_scores(const at::Tensor& q, const at::Tensor& kmin, const 
 }
 
 std::vector<int64_t> quest_rank_pages(const at::Tensor& scores, bool with_current) {
-  at::Tensor s = scores.to(at::kFloat).contiguous();
+  at::Tensor s = scores.to(at::kCPU, at::kFloat).contiguous();
   const float* p = s.data_ptr<float>();
   std::vector<int64_t> order(std::max<int64_t>(s.numel() - (with_current ? 0 : 1), 0));
   std::iota(order.begin(), order.end(), 0);
@@ -184,8 +185,8 @@ class Quest : public RetrievalMethod {
     ix.pages = kmin.size(1);
     ix.entries = k.size(1);
     const int64_t capacity = ix.pages + 64;
-    ix.kmin = at::empty({k.size(0), capacity, k.size(2)}, at::kFloat);
-    ix.kmax = at::empty({k.size(0), capacity, k.size(2)}, at::kFloat);
+    ix.kmin = at::empty({k.size(0), capacity, k.size(2)}, k.options().dtype(at::kFloat));
+    ix.kmax = at::empty({k.size(0), capacity, k.size(2)}, k.options().dtype(at::kFloat));
     ix.kmin.narrow(1, 0, ix.pages).copy_(kmin);
     ix.kmax.narrow(1, 0, ix.pages).copy_(kmax);
     account(layer, kv);
@@ -198,7 +199,7 @@ class Quest : public RetrievalMethod {
     at::Tensor kf = k.to(at::kFloat);  // [Hkv, d]
     if (ix.entries % config_.page_size == 0) {
       if (ix.pages == ix.kmin.size(1)) {  // grow ×2
-        at::Tensor kmin = at::empty({ix.kmin.size(0), 2 * ix.pages + 1, ix.kmin.size(2)}, at::kFloat);
+        at::Tensor kmin = at::empty({ix.kmin.size(0), 2 * ix.pages + 1, ix.kmin.size(2)}, ix.kmin.options());
         at::Tensor kmax = at::empty_like(kmin);
         kmin.narrow(1, 0, ix.pages).copy_(ix.kmin.narrow(1, 0, ix.pages));
         kmax.narrow(1, 0, ix.pages).copy_(ix.kmax.narrow(1, 0, ix.pages));
@@ -231,13 +232,14 @@ class Quest : public RetrievalMethod {
         throw std::logic_error("quest: page index out of step with the KV store");
     at::Tensor kmin = ix.kmin.narrow(1, 0, ix.pages), kmax = ix.kmax.narrow(1, 0, ix.pages);
     at::Tensor scores;  // [Hkv, g, P], or [Hkv, 1, P] summed over the group
-    if (quest_page_scores_supported(kmin, kmax) && q.device().is_cpu()) {
+    if (quest_page_scores_supported(kmin, kmax) && q.device().is_cpu()) {  // the CPU kernel
       scores = quest_page_scores_kernel(q.reshape({Hkv, g, d}), kmin, kmax,
                                         /*sum_group=*/!config_.per_query_head());
     } else {
       scores = quest_page_scores(q.reshape({Hkv, g, d}), kmin, kmax);
       if (!config_.per_query_head()) scores = scores.sum(1, /*keepdim=*/true);
     }
+    scores = scores.to(at::kCPU);  // ranked on the host: one copy for all heads
     const bool evaluation = config_.selection == "evaluation";
     std::vector<std::vector<int64_t>> out;  // per head, or per query head (scores' rows)
     for (int h : heads)

@@ -105,7 +105,8 @@ TEST(SnapKV, PerQueryHeadKeepsEachQueryHeadsOwnTopKeyAndAttendsOnlyToIt) {
   kv.append(at::zeros({1, 8}), at::zeros({1, 8}), 8);  // a decode token: every query head's
   const Selection s = method->select(0, at::zeros({2, 8}), kv);
   EXPECT_FALSE(s.all);
-  EXPECT_EQ(s.per_query_head, (std::vector<std::vector<int64_t>>{{0, 2, 3, 4}, {1, 2, 3, 4}}));
+  EXPECT_TRUE(s.per_query_head);
+  EXPECT_EQ(s.lists(), (std::vector<std::vector<int64_t>>{{0, 2, 3, 4}, {1, 2, 3, 4}}));
   // The references' repeated layout holds each query head's 3 entries: twice per KV head's.
   EXPECT_DOUBLE_EQ(method->counters().at("layout_kv_bytes"), 2 * 3 * 2 * 8 * 4);
 }

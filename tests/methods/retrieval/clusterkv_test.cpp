@@ -95,7 +95,7 @@ struct Driver {
     method->on_append(2, kt, vt, kv);
     Selection s = method->select(2, q, kv);
     EXPECT_FALSE(s.all);
-    std::vector<int64_t> sel = s.per_head[0];
+    std::vector<int64_t> sel = s.lists()[0];
     std::sort(sel.begin(), sel.end());
     return sel;
   }

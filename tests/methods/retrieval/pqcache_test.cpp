@@ -77,7 +77,7 @@ TEST(PQCache, TokensLeavingTheWindowGetTheirNearestCentroids) {
     method->on_append(0, kt, vt, kv);
     Selection s = method->select(0, at::randn({2, d}), kv);
     ASSERT_FALSE(s.all);
-    EXPECT_EQ(int64_t(s.per_head[0].size()), B);
+    EXPECT_EQ(int64_t(s.lists()[0].size()), B);
     const int64_t n = kv.size(0);
     // Prompt keys were all coded at prefill; decode keys once outside the local window.
     EXPECT_EQ(pq->index(0).codes.size(2), std::max<int64_t>(L - 4, n - 1 - 7 - 4));
@@ -115,7 +115,7 @@ TEST(PQCache, SelectionIsSinksLocalTopKAndCurrent) {
   kv.append(kt, kt, L);
   method->on_append(0, kt, kt, kv);
   Selection s = method->select(0, k[0][30].unsqueeze(0) * 4.0, kv);
-  std::vector<int64_t> got = s.per_head[0];
+  std::vector<int64_t> got = s.lists()[0];
   std::sort(got.begin(), got.end());
   // 62 keys <= 64 centroids: exact codes; top-3 by q.k are 29, 30, 31.
   EXPECT_EQ(got, (std::vector<int64_t>{0, 1, 29, 30, 31, 61, 62, 63, 64}));

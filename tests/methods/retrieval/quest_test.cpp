@@ -123,7 +123,7 @@ std::vector<int64_t> sorted(std::vector<int64_t> v) {
 
 // Both query heads along e_0: the KV head's selection.
 std::vector<int64_t> select_with(const json& config, int64_t budget) {
-  return sorted(selection_of(config, budget, 1.0, 1.0).per_head[0]);
+  return sorted(selection_of(config, budget, 1.0, 1.0).lists()[0]);
 }
 
 std::vector<int64_t> range(int64_t from, int64_t to) {  // [from, to)
@@ -160,16 +160,16 @@ TEST(Quest, PerQueryHeadEachQueryHeadAttendsItsOwnPages) {
   // Query head 0 along e_0 prefers page 1; head 1 along -e_0 ranks by -min: the current page
   // (-0.05), then page 3 (-0.1), page 2, page 0, page 1.
   Selection s = selection_of({{"gqa", "per_query_head"}}, 32, 1.0, -1.0);
-  ASSERT_EQ(s.per_query_head.size(), 2u);
-  EXPECT_EQ(sorted(s.per_query_head[0]), range(16, 32) + range(64, 65));
-  EXPECT_EQ(sorted(s.per_query_head[1]), range(48, 65));
+  ASSERT_EQ(s.lists().size(), 2u);
+  EXPECT_EQ(sorted(s.lists()[0]), range(16, 32) + range(64, 65));
+  EXPECT_EQ(sorted(s.lists()[1]), range(48, 65));
   // The evaluation path: 3 pages each; head 1's include the current page, head 0's do not.
   s = selection_of({{"gqa", "per_query_head"}, {"selection", "evaluation"}}, 32, 1.0, -1.0);
-  EXPECT_EQ(sorted(s.per_query_head[0]), range(0, 48));
-  EXPECT_EQ(sorted(s.per_query_head[1]), range(32, 65));
+  EXPECT_EQ(sorted(s.lists()[0]), range(0, 48));
+  EXPECT_EQ(sorted(s.lists()[1]), range(32, 65));
   // Summed over the group (the default), e_0 and -e_0 cancel: every page scores 0 and the
   // ranking keeps page order.
-  EXPECT_EQ(sorted(selection_of(json::object(), 32, 1.0, -1.0).per_head[0]),
+  EXPECT_EQ(sorted(selection_of(json::object(), 32, 1.0, -1.0).lists()[0]),
             range(0, 16) + range(64, 65));
 }
 
@@ -201,7 +201,7 @@ TEST(Quest, IncrementalSummariesMatchARebuild) {
   auto [kmin, kmax] = quest_page_summaries(all, 16);
   std::vector<int64_t> ranking = quest_rank_pages(quest_page_scores(q.unsqueeze(0), kmin, kmax)[0][0]);
   std::vector<int64_t> expected = quest_select_pages(ranking, L + 30, 16, 32, false);
-  std::vector<int64_t> sel = method->select(2, q, kv).per_head[0];
+  std::vector<int64_t> sel = method->select(2, q, kv).lists()[0];
   std::sort(sel.begin(), sel.end());
   EXPECT_EQ(sel, expected);
 }

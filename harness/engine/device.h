@@ -1,0 +1,29 @@
+// Where and in which precision a model runs: the `--device` / `--dtype` settings and the suite
+// axes of the same names. Names, not enums, are what suites and the store hold.
+#pragma once
+#include <ATen/ATen.h>
+
+#include <string>
+
+namespace kvb {
+
+// The names kvbench accepts: "cpu", "cuda", "cuda:N".
+// InputError naming `where` when `name` is not one of them (no device is looked for).
+void check_device_name(const std::string& name, const std::string& where);
+// The device named; InputError naming `where` when the name is malformed, this build's LibTorch
+// has no CUDA, or the machine has no such GPU.
+at::Device parse_device(const std::string& name, const std::string& where);
+
+// InputError naming `where` when this LibTorch cannot compute in `dtype` on `device` (LibTorch
+// 1.13's CPU kernels have no f16 matrix product): found by trying a small one.
+void check_dtype_on_device(at::ScalarType dtype, at::Device device, const std::string& where);
+
+// "f32", "bf16", "f16" -> the dtype; InputError naming `where` otherwise.
+at::ScalarType parse_dtype(const std::string& name, const std::string& where);
+std::string dtype_name(at::ScalarType dtype);  // the inverse ("f32" for kFloat)
+
+// One line for a run's provenance: "cpu", or "cuda:0 (<GPU name>, CUDA runtime R, driver D)"
+// where this build can ask the CUDA runtime (a CUDA LibTorch), else "cuda:0".
+std::string describe_device(const at::Device& device);
+
+}  // namespace kvb

@@ -1,0 +1,64 @@
+// On a GPU (CTest label "gpu"; "skipped: no GPU" elsewhere): every method and the engine give on
+// CUDA what they give on the CPU, and the model of real size runs there.
+#include <gtest/gtest.h>
+
+#include <torch/cuda.h>
+
+#include "tests/methods/device_compare.h"
+
+namespace kvb {
+namespace {
+
+#define KVB_REQUIRE_GPU() \
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "skipped: no GPU (torch::cuda::is_available() is false)"
+
+TEST(Gpu, EveryMethodInFp32OnCudaMatchesTheCpu) {
+  KVB_REQUIRE_GPU();
+  auto model = LlamaModel::from_reference("random-tiny");
+  // Same arithmetic up to summation order (cuBLAS vs CPU BLAS): the same entries chosen.
+  test::expect_methods_agree(*model, at::Device(at::kCUDA, 0), at::kFloat, 1e-4, 1e-4, true);
+}
+
+TEST(Gpu, EveryMethodSelectsTheSamePositionsOnCudaInFp32) {
+  KVB_REQUIRE_GPU();
+  auto model = LlamaModel::from_reference("random-tiny");
+  auto cuda = model->to(at::Device(at::kCUDA, 0), at::kFloat);
+  for (const MethodInfo* m : method_registry().all())
+    EXPECT_EQ(test::attended_positions(*cuda, *m, 32), test::attended_positions(*model, *m, 32))
+        << m->name << ": selections differ (a tie broken differently would be named here)";
+}
+
+TEST(Gpu, EveryMethodInBf16OnCudaStaysNearFp32OnTheCpu) {
+  KVB_REQUIRE_GPU();
+  auto model = LlamaModel::from_reference("kvbench-tiny");  // the CPU test's tolerances
+  test::expect_methods_agree(*model, at::Device(at::kCUDA, 0), at::kBFloat16, 0.04, 0.15, false);
+}
+
+TEST(Gpu, EmbeddedModelLogitsInBf16OnCudaNearFp32OnTheCpu) {
+  KVB_REQUIRE_GPU();
+  auto model = LlamaModel::from_reference("kvbench-tiny");
+  const MethodInfo& full = *method_registry().find("full");
+  const test::ParityRun cpu = test::parity_run(*model, full, 0, test::parity_prompt(200), 4);
+  const test::ParityRun gpu = test::parity_run(
+      *model->to(at::Device(at::kCUDA, 0), at::kBFloat16), full, 0, test::parity_prompt(200), 4);
+  EXPECT_LT(test::max_relative_error(cpu, gpu), 0.04);
+}
+
+TEST(Gpu, RandomLlama3_8bIsBuiltOnTheDeviceInBf16) {
+  KVB_REQUIRE_GPU();
+  LoadOptions options;
+  options.device = at::Device(at::kCUDA, 0);
+  options.dtype = at::kBFloat16;
+  auto model = LlamaModel::from_reference("random-llama3-8b", options);
+  EXPECT_EQ(model->layers.size(), 32u);
+  EXPECT_TRUE(model->layers[31].w_down.is_cuda());
+  EXPECT_EQ(model->layers[31].w_down.scalar_type(), at::kBFloat16);
+  std::unique_ptr<Method> method = method_registry().find("full")->create(json::object());
+  Session session(*model, *method, SessionOptions{});
+  at::Tensor logits = session.prefill(test::parity_prompt(4096));
+  EXPECT_TRUE(at::isfinite(logits).all().item<bool>());
+  EXPECT_TRUE(at::isfinite(session.decode(7)).all().item<bool>());
+}
+
+}  // namespace
+}  // namespace kvb
