@@ -7,6 +7,10 @@
 #include "kernels/pq_scoring.h"
 #include "kernels/quest_scoring.h"
 
+#if KVBENCH_CUDA_KERNELS
+#include "kernels/cuda/torch_glue.h"
+#endif
+
 namespace kvb {
 
 bool sparse_attention_supported(const at::Tensor& q, const at::Tensor& k_pool,
@@ -51,25 +55,25 @@ at::Tensor sparse_decode_attention(const at::Tensor& q, const at::Tensor& k_pool
   return out;
 }
 
-bool quest_page_scores_supported(const at::Tensor& kmin, const at::Tensor& kmax) {
-  auto ok = [](const at::Tensor& t) {
-    return t.scalar_type() == at::kFloat && t.device().is_cpu() && t.dim() == 3 &&
-           t.stride(2) == 1 && (t.size(1) <= 1 || t.stride(1) == t.size(2)) &&
-           t.stride(0) >= t.size(1) * t.size(2);
-  };
-  return ok(kmin) && ok(kmax) && kmin.sizes() == kmax.sizes() &&
-         kmin.stride(0) == kmax.stride(0);
+namespace {
+
+bool fp32_on(const at::Tensor& t, bool cuda) {
+  return t.scalar_type() == at::kFloat && (cuda ? t.is_cuda() : t.device().is_cpu());
 }
 
-at::Tensor quest_page_scores_kernel(const at::Tensor& q, const at::Tensor& kmin,
-                                    const at::Tensor& kmax, bool sum_group) {
-  if (!quest_page_scores_supported(kmin, kmax))
-    throw std::logic_error("quest_page_scores_kernel: needs fp32 CPU page summaries [H, P, d] "
-                           "with pages d floats apart");
-  const int64_t H = kmin.size(0), P = kmin.size(1), d = kmin.size(2);
-  if (q.dim() != 3 || q.size(0) != H || q.size(2) != d)
-    throw std::logic_error("quest_page_scores_kernel: q must be [H, g, d] matching the summaries");
-  const int64_t g = q.size(1);
+// The CPU kernel reads page p of head h at h * stride(0) + p * d: unit channel stride, pages
+// d floats apart, one head stride for both summaries.
+bool quest_cpu_layout(const at::Tensor& kmin, const at::Tensor& kmax) {
+  auto ok = [](const at::Tensor& t) {
+    return fp32_on(t, false) && t.dim() == 3 && t.stride(2) == 1 &&
+           (t.size(1) <= 1 || t.stride(1) == t.size(2)) && t.stride(0) >= t.size(1) * t.size(2);
+  };
+  return ok(kmin) && ok(kmax) && kmin.sizes() == kmax.sizes() && kmin.stride(0) == kmax.stride(0);
+}
+
+at::Tensor quest_page_scores_cpu(const at::Tensor& q, const at::Tensor& kmin,
+                                 const at::Tensor& kmax, bool sum_group) {
+  const int64_t H = kmin.size(0), P = kmin.size(1), d = kmin.size(2), g = q.size(1);
   at::Tensor qc = q.to(at::kFloat).contiguous();
   at::Tensor out = at::empty({H, sum_group ? 1 : g, P}, at::kFloat);
   if (P > 0 && H > 0)
@@ -79,22 +83,19 @@ at::Tensor quest_page_scores_kernel(const at::Tensor& q, const at::Tensor& kmin,
   return out;
 }
 
-bool pq_scores_supported(const at::Tensor& centroids) {
-  return centroids.scalar_type() == at::kFloat && centroids.device().is_cpu() &&
-         centroids.dim() == 4 && centroids.size(2) <= 256;
+// relu(q) . kmax + min(q, 0) . kmin: two batched matmuls.
+at::Tensor quest_page_scores_aten(const at::Tensor& q, const at::Tensor& kmin,
+                                  const at::Tensor& kmax, bool sum_group) {
+  at::Tensor qf = q.to(at::kFloat);
+  at::Tensor scores = at::bmm(qf.clamp_min(0), kmax.to(at::kFloat).transpose(1, 2)) +
+                      at::bmm(qf.clamp_max(0), kmin.to(at::kFloat).transpose(1, 2));  // [H, g, P]
+  return sum_group ? scores.sum(1, /*keepdim=*/true) : scores;
 }
 
-at::Tensor pq_scores_kernel(const at::Tensor& q, const at::Tensor& centroids,
-                            const at::Tensor& codes) {
-  if (!pq_scores_supported(centroids))
-    throw std::logic_error("pq_scores_kernel: needs fp32 CPU centroids [H, m, K, s], K <= 256");
+at::Tensor pq_scores_cpu(const at::Tensor& q, const at::Tensor& centroids,
+                         const at::Tensor& codes) {
   const int64_t H = centroids.size(0), m = centroids.size(1), K = centroids.size(2),
-                s = centroids.size(3);
-  if (q.dim() != 3 || q.size(0) != H || q.size(2) != m * s || codes.dim() != 3 ||
-      codes.size(0) != H || codes.size(1) != m)
-    throw std::logic_error("pq_scores_kernel: q [H, g, m*s] / codes [H, m, n] do not match the "
-                           "centroids");
-  const int64_t g = q.size(1), n = codes.size(2);
+                s = centroids.size(3), g = q.size(1), n = codes.size(2);
   at::Tensor qc = q.to(at::kFloat).contiguous();
   at::Tensor cc = centroids.contiguous();
   at::Tensor codes8 = codes.to(at::kByte).contiguous();
@@ -103,6 +104,60 @@ at::Tensor pq_scores_kernel(const at::Tensor& q, const at::Tensor& centroids,
     kernels::pq_scores(qc.data_ptr<float>(), cc.data_ptr<float>(), codes8.data_ptr<uint8_t>(),
                        out.data_ptr<float>(), H, g, m, K, s, n);
   return out;
+}
+
+// The lookup table q_sub . centroids, then a gather of each code's entry, summed over m.
+at::Tensor pq_scores_aten(const at::Tensor& q, const at::Tensor& centroids,
+                          const at::Tensor& codes) {
+  const int64_t H = centroids.size(0), m = centroids.size(1), K = centroids.size(2),
+                s = centroids.size(3), g = q.size(1), n = codes.size(2);
+  at::Tensor q_sub = q.to(at::kFloat).view({H, g, m, s}).transpose(1, 2).reshape({H * m, g, s});
+  at::Tensor table = at::bmm(q_sub, centroids.to(at::kFloat).reshape({H * m, K, s}).transpose(1, 2));
+  at::Tensor picked = table.view({H, m, g, K})
+                          .gather(3, codes.to(at::kLong).unsqueeze(2).expand({H, m, g, n}));
+  return picked.sum(1);  // [H, g, n]
+}
+
+void check_quest_shapes(const at::Tensor& q, const at::Tensor& kmin, const at::Tensor& kmax) {
+  if (q.dim() != 3 || kmin.dim() != 3 || kmin.sizes() != kmax.sizes() ||
+      q.size(0) != kmin.size(0) || q.size(2) != kmin.size(2))
+    throw std::logic_error("quest_page_scores: q [H, g, d] and kmin, kmax [H, P, d] do not match");
+}
+
+void check_pq_shapes(const at::Tensor& q, const at::Tensor& centroids, const at::Tensor& codes) {
+  if (centroids.dim() != 4 || q.dim() != 3 || codes.dim() != 3 ||
+      q.size(0) != centroids.size(0) || q.size(2) != centroids.size(1) * centroids.size(3) ||
+      codes.size(0) != centroids.size(0) || codes.size(1) != centroids.size(1))
+    throw std::logic_error("pq_scores: q [H, g, m*s] / codes [H, m, n] do not match the "
+                           "centroids [H, m, K, s]");
+}
+
+}  // namespace
+
+at::Tensor quest_page_scores(const at::Tensor& q, const at::Tensor& kmin, const at::Tensor& kmax,
+                             bool sum_group, KernelPath path) {
+  check_quest_shapes(q, kmin, kmax);
+  if (path == KernelPath::kAuto && q.device().is_cpu() && quest_cpu_layout(kmin, kmax))
+    return quest_page_scores_cpu(q, kmin, kmax, sum_group);
+#if KVBENCH_CUDA_KERNELS
+  if (path == KernelPath::kAuto && fp32_on(kmin, true) && fp32_on(kmax, true) && q.is_cuda())
+    return cuda::quest_page_scores(q.to(at::kFloat), kmin, kmax, sum_group);
+#endif
+  return quest_page_scores_aten(q, kmin, kmax, sum_group);
+}
+
+at::Tensor pq_scores(const at::Tensor& q, const at::Tensor& centroids, const at::Tensor& codes,
+                     KernelPath path) {
+  check_pq_shapes(q, centroids, codes);
+  const bool small_codebook = centroids.size(2) <= 256;  // codes fit uint8
+  if (path == KernelPath::kAuto && small_codebook && fp32_on(centroids, false) &&
+      q.device().is_cpu())
+    return pq_scores_cpu(q, centroids, codes);
+#if KVBENCH_CUDA_KERNELS
+  if (path == KernelPath::kAuto && small_codebook && fp32_on(centroids, true) && q.is_cuda())
+    return cuda::pq_scores(q.to(at::kFloat), centroids, codes.to(at::kByte));
+#endif
+  return pq_scores_aten(q, centroids, codes);
 }
 
 }  // namespace kvb

@@ -23,21 +23,23 @@ at::Tensor sparse_decode_attention(const at::Tensor& q, const at::Tensor& k_pool
                                    const at::Tensor& rows, double scale,
                                    std::vector<at::Tensor>* probs);
 
-// Quest page scores (kernels::quest_page_scores) on page summaries kept in a preallocated
-// buffer. Supported when kmin and kmax are fp32 CPU [H, P, d] views with unit channel stride,
-// pages d floats apart and the same head stride (e.g. a narrow of a contiguous [H, cap, d]).
-bool quest_page_scores_supported(const at::Tensor& kmin, const at::Tensor& kmax);
-//   q: [H, g, d] any floating dtype (converted to fp32). Returns [H, g, P] fp32, or [H, 1, P]
-//   summed over the group when sum_group.
-at::Tensor quest_page_scores_kernel(const at::Tensor& q, const at::Tensor& kmin,
-                                    const at::Tensor& kmax, bool sum_group);
+// Which implementation runs a scoring call: kAuto picks the CPU kernel (fp32 CPU inputs in
+// its layout), the CUDA kernel (fp32 CUDA inputs, a build with KVBENCH_CUDA_KERNELS) or ATen
+// (any device and dtype); kAten forces ATen (tests compare the paths).
+enum class KernelPath { kAuto, kAten };
 
-// PQ table scores (kernels::pq_scores). Supported when centroids are fp32 CPU [H, m, K, s] with
-// K <= 256 (codes fit uint8).
-bool pq_scores_supported(const at::Tensor& centroids);
-//   q: [H, g, m*s] any floating dtype; centroids: [H, m, K, s] fp32;
-//   codes: [H, m, n] any integer dtype (converted to contiguous uint8). Returns [H, g, n] fp32.
-at::Tensor pq_scores_kernel(const at::Tensor& q, const at::Tensor& centroids,
-                            const at::Tensor& codes);
+// Quest's page score, an upper bound of q.k over every key of a page:
+//   score[h, j, p] = sum_c max(q[h, j, c] * kmax[h, p, c], q[h, j, c] * kmin[h, p, c])
+// q: [H, g, d] any floating dtype; kmin, kmax: [H, P, d] (the CPU kernel takes views of a
+// preallocated [H, capacity, d] buffer in place). Returns [H, g, P] fp32, or [H, 1, P] summed
+// over the group when sum_group.
+at::Tensor quest_page_scores(const at::Tensor& q, const at::Tensor& kmin, const at::Tensor& kmax,
+                             bool sum_group, KernelPath path = KernelPath::kAuto);
+
+// PQ table scores, approximate q.k from product-quantisation codes:
+//   q: [H, g, m*s] any floating dtype; centroids: [H, m, K, s]; codes: [H, m, n] any integer
+//   dtype (K <= 256 for the kernels, whose codes are uint8). Returns [H, g, n] fp32.
+at::Tensor pq_scores(const at::Tensor& q, const at::Tensor& centroids, const at::Tensor& codes,
+                     KernelPath path = KernelPath::kAuto);
 
 }  // namespace kvb

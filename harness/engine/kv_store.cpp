@@ -79,7 +79,14 @@ void LayerKV::append_many(const at::Tensor& k, const at::Tensor& v, int64_t firs
     }
     h.size += count;
   }
-  at::Tensor index = on_device(rows);  // one copy of the rows and one scatter for all heads
+  // A decode token on heads of equal size: its rows come from the device's block table, so the
+  // step copies nothing to the device (the table itself every 16 tokens); else one copy.
+  const int64_t before = heads_[0].size - count;
+  bool uniform = count == 1;
+  for (const Head& h : heads_) uniform = uniform && h.size - count == before;
+  at::Tensor index = uniform ? device_block_table().select(1, before / kKvBlockSize) * kKvBlockSize +
+                                   before % kKvBlockSize
+                             : on_device(rows);
   k_pool_.index_copy_(0, index, k_src);
   v_pool_.index_copy_(0, index, v_src);
 }

@@ -3,8 +3,8 @@
 namespace kvb {
 
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
-  // In fp32 whatever the model's dtype, then back, as transformers' LlamaRMSNorm does.
-  at::Tensor xf = x.to(at::kFloat);
+  // In fp32 at least (bf16/f16 widened, f64 kept), then back, as transformers' LlamaRMSNorm.
+  at::Tensor xf = x.to(at::promote_types(x.scalar_type(), at::kFloat));
   at::Tensor normed = xf * at::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
   return normed.to(x.scalar_type()) * weight;
 }

@@ -80,6 +80,11 @@ void Session::check_context(int64_t tokens) const {
 
 namespace {
 
+// Attention scores and softmax: fp32 at least (bf16/f16 widened, f64 kept).
+at::ScalarType score_type(const at::Tensor& t) {
+  return at::promote_types(t.scalar_type(), at::kFloat);
+}
+
 // A bound of SessionOptions, or its default for the device (0 = default).
 int64_t bound_or(int64_t given, int64_t cpu_default, int64_t gpu_default, const at::Device& device) {
   return given > 0 ? given : device.is_cpu() ? cpu_default : gpu_default;
@@ -159,7 +164,7 @@ at::Tensor Session::prefill_layer(int layer, const at::Tensor& x) {
   for (int64_t c0 = 0; c0 < L; c0 += chunk) {
     const int64_t n = std::min(chunk, L - c0), keys = c0 + n;
     at::Tensor qc = q_grouped.narrow(2, c0, n).reshape({Hkv, g * n, d});
-    at::Tensor scores = at::bmm(qc, k.narrow(1, 0, keys).transpose(1, 2)).to(at::kFloat)
+    at::Tensor scores = at::bmm(qc, k.narrow(1, 0, keys).transpose(1, 2)).to(score_type(q))
                             .mul_(scale).view({Hkv, g, n, keys});
     // Query c0+i sees keys 0..c0+i.
     at::Tensor mask = at::arange(keys, longs).unsqueeze(0) >
@@ -236,7 +241,7 @@ at::Tensor gathered_decode_attention(const at::Tensor& q, const LayerKV& kv,
   at::Tensor p;    // [units, per_unit, longest] fp32
   if (longest == 0) {
     out = at::zeros({units, per_unit, d}, q.options());
-    p = at::zeros({units, per_unit, 0}, q.options().dtype(at::kFloat));
+    p = at::zeros({units, per_unit, 0}, q.options().dtype(score_type(q)));
   } else {
     at::Tensor slot = at::arange(longest, longs).unsqueeze(0);             // [1, longest]
     at::Tensor valid = slot < counts.unsqueeze(1);                         // [units, longest]
@@ -245,7 +250,7 @@ at::Tensor gathered_decode_attention(const at::Tensor& q, const LayerKV& kv,
     at::Tensor keys = kv.key_pool().index_select(0, padded).view({units, longest, d});
     at::Tensor values = kv.value_pool().index_select(0, padded).view({units, longest, d});
     at::Tensor scores = at::bmm(q.view({units, per_unit, d}), keys.transpose(1, 2))
-                            .to(at::kFloat).mul_(1.0 / std::sqrt(double(d)));
+                            .to(score_type(q)).mul_(1.0 / std::sqrt(double(d)));
     scores.masked_fill_(valid.logical_not().unsqueeze(1), -std::numeric_limits<float>::infinity());
     p = at::softmax(scores, -1).nan_to_num_(0.0);  // a unit with no entries: all zero
     out = at::bmm(p.to(values.scalar_type()), values);

@@ -95,13 +95,6 @@ at::Tensor pq_reconstruct(const at::Tensor& centroids, const at::Tensor& codes) 
   return parts.permute({1, 0, 2}).reshape({n, m * s});                            // [n, d]
 }
 
-at::Tensor pq_scores(const at::Tensor& q, const at::Tensor& centroids, const at::Tensor& codes) {
-  const int64_t g = q.size(0), m = centroids.size(0), s = centroids.size(2), n = codes.size(1);
-  at::Tensor q_sub = q.to(at::kFloat).view({g, m, s}).transpose(0, 1);     // [m, g, s]
-  at::Tensor table = at::bmm(q_sub, centroids.transpose(1, 2));           // [m, g, K]
-  return table.gather(2, codes.unsqueeze(1).expand({m, g, n})).sum(0);    // [g, n]
-}
-
 int64_t LfuBlockCache::access(const std::vector<int64_t>& token_blocks) {
   int64_t hits = 0;
   std::map<int64_t, int64_t> referenced;  // block -> tokens referencing it this step
@@ -257,12 +250,8 @@ std::vector<std::vector<int64_t>> PQCache::select_sparse(int layer, const at::Te
       if (index.centroids.defined() && s == sinks_) {
         at::Tensor codes = index.codes[h].narrow(1, 0, candidates);  // [m, candidates]
         at::Tensor qh = q.narrow(0, h * g, g);  // [g, d]
-        at::Tensor scores;                      // [g, candidates]
-        if (pq_scores_supported(index.centroids) && q.device().is_cpu())
-          scores = pq_scores_kernel(qh.unsqueeze(0), index.centroids[h].unsqueeze(0),
-                                    codes.unsqueeze(0))[0];
-        else
-          scores = pq_scores(qh, index.centroids[h], codes);
+        at::Tensor scores = pq_scores(qh.unsqueeze(0), index.centroids[h].unsqueeze(0),
+                                      codes.unsqueeze(0))[0];  // [g, candidates]
         at::Tensor weights = at::softmax(scores * scale, -1).sum(0);  // [candidates]
         top = top_k_indices(weights, topk_);
       } else {

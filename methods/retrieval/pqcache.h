@@ -31,9 +31,7 @@ PQIndex pq_build(const at::Tensor& keys, int m, int bits, int max_iter, double t
 at::Tensor pq_encode(const at::Tensor& centroids, const at::Tensor& keys);
 // Approximate keys from codes. centroids: [m, K, s], codes: [m, n] -> [n, d] (one head).
 at::Tensor pq_reconstruct(const at::Tensor& centroids, const at::Tensor& codes);
-// Approximate q.k via the lookup table. q: [g, d], centroids: [m, K, s], codes: [m, n]
-// -> [g, n]; equals q . pq_reconstruct(centroids, codes)^T.
-at::Tensor pq_scores(const at::Tensor& q, const at::Tensor& centroids, const at::Tensor& codes);
+// Approximate q.k via the lookup table: pq_scores in harness/engine/kernel_adapter.h.
 
 // The GPU-side block cache of the paper (Section 3.4): blocks of consecutive tokens shared by a
 // layer's KV heads, LFU eviction.

@@ -52,14 +52,6 @@ std::pair<at::Tensor, at::Tensor> quest_page_summaries(const at::Tensor& k, int6
   return {at::cat(mins, 1), at::cat(maxs, 1)};
 }
 
-at::Tensor quest_page_scores(const at::Tensor& q, const at::Tensor& kmin, const at::Tensor& kmax) {
-  at::Tensor qf = q.to(at::kFloat);
-  // max(q_c * hi, q_c * lo) = q_c * hi when q_c >= 0, q_c * lo otherwise.
-  at::Tensor q_pos = qf.clamp_min(0), q_neg = qf.clamp_max(0);  // [H, g, d]
-  return at::bmm(q_pos, kmax.to(at::kFloat).transpose(1, 2)) +
-         at::bmm(q_neg, kmin.to(at::kFloat).transpose(1, 2));  // [H, g, P]
-}
-
 std::vector<int64_t> quest_rank_pages(const at::Tensor& scores, bool with_current) {
   at::Tensor s = scores.to(at::kCPU, at::kFloat).contiguous();
   const float* p = s.data_ptr<float>();
@@ -231,14 +223,9 @@ class Quest : public RetrievalMethod {
       if (kv.size(h) != ix.entries)
         throw std::logic_error("quest: page index out of step with the KV store");
     at::Tensor kmin = ix.kmin.narrow(1, 0, ix.pages), kmax = ix.kmax.narrow(1, 0, ix.pages);
-    at::Tensor scores;  // [Hkv, g, P], or [Hkv, 1, P] summed over the group
-    if (quest_page_scores_supported(kmin, kmax) && q.device().is_cpu()) {  // the CPU kernel
-      scores = quest_page_scores_kernel(q.reshape({Hkv, g, d}), kmin, kmax,
-                                        /*sum_group=*/!config_.per_query_head());
-    } else {
-      scores = quest_page_scores(q.reshape({Hkv, g, d}), kmin, kmax);
-      if (!config_.per_query_head()) scores = scores.sum(1, /*keepdim=*/true);
-    }
+    // [Hkv, g, P], or [Hkv, 1, P] summed over the group (the adapter picks the kernel)
+    at::Tensor scores = quest_page_scores(q.reshape({Hkv, g, d}), kmin, kmax,
+                                          /*sum_group=*/!config_.per_query_head());
     scores = scores.to(at::kCPU);  // ranked on the host: one copy for all heads
     const bool evaluation = config_.selection == "evaluation";
     std::vector<std::vector<int64_t>> out;  // per head, or per query head (scores' rows)

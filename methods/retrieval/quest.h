@@ -13,11 +13,7 @@ namespace kvb {
 // float32.
 std::pair<at::Tensor, at::Tensor> quest_page_summaries(const at::Tensor& k, int64_t page_size);
 
-// Quest's page score, an upper bound of q.k over every key of the page:
-//   score[h, j, p] = sum_c max(q[h, j, c] * kmax[h, p, c], q[h, j, c] * kmin[h, p, c])
-// computed as relu(q) . kmax + min(q, 0) . kmin (two batched matmuls).
-// q: [H, g, d]; kmin, kmax: [H, P, d]. Returns [H, g, P], float32.
-at::Tensor quest_page_scores(const at::Tensor& q, const at::Tensor& kmin, const at::Tensor& kmax);
+// Quest's page score: quest_page_scores in harness/engine/kernel_adapter.h.
 
 // Which entries one KV head (or query head) attends to, given a page ranking (best first).
 // n resident entries form P = ceil(n / page_size) pages; the last (current, possibly partial)

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "harness/engine/kernel_adapter.h"
 #include "harness/engine/session.h"
 #include "tests/methods/method_test_util.h"
 
@@ -43,7 +44,8 @@ TEST(PQCache, ScoreEqualsQueryDotReconstructedKey) {
   at::Tensor keys = at::randn({1, 200, 16});
   PQIndex index = pq_build(keys, 2, 4, 100, 1e-4, 0);
   at::Tensor q = at::randn({3, 16});  // a group of 3 query heads
-  at::Tensor scores = pq_scores(q, index.centroids[0], index.codes[0]);  // [3, 200]
+  for (KernelPath path : {KernelPath::kAuto, KernelPath::kAten}) {  // the kernel and ATen paths
+  at::Tensor scores = pq_scores(q.unsqueeze(0), index.centroids, index.codes, path)[0];  // [3, 200]
   // Expected, independently: concatenate each token's centroids by hand and take q . k~.
   for (int64_t j = 0; j < 200; ++j) {
     at::Tensor k_hat = at::cat({index.centroids[0][0][index.codes[0][0][j].item<int64_t>()],
@@ -52,6 +54,7 @@ TEST(PQCache, ScoreEqualsQueryDotReconstructedKey) {
       const double expected = (q[i] * k_hat).sum().item<double>();
       EXPECT_NEAR(scores[i][j].item<double>(), expected, 1e-5 * std::max(1.0, std::abs(expected)));
     }
+  }
   }
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <set>
 
+#include "harness/engine/kernel_adapter.h"
 #include "tests/methods/method_test_util.h"
 
 namespace kvb {
@@ -25,7 +26,8 @@ double brute_page_score(const at::Tensor& q, const at::Tensor& keys, int64_t fir
   return s;
 }
 
-TEST(Quest, PageScoresEqualBruteForceAndBoundEveryKey) {
+TEST(Quest, PageScoresEqualBruteForceAndBoundEveryKey) {  // the kernel (auto) and ATen paths
+  for (KernelPath path : {KernelPath::kAuto, KernelPath::kAten})
   for (uint64_t seed : {1, 2, 3, 4}) {
     at::manual_seed(seed);
     const int64_t H = 2, g = 2, n = 53, d = 8, page = 16;  // 4 pages, the last with 5 entries
@@ -33,7 +35,9 @@ TEST(Quest, PageScoresEqualBruteForceAndBoundEveryKey) {
     at::Tensor q = at::randn({H, g, d});
     auto [kmin, kmax] = quest_page_summaries(k, page);
     ASSERT_EQ(kmin.size(1), 4);
-    at::Tensor scores = quest_page_scores(q, kmin, kmax);  // [H, g, P]
+    at::Tensor scores = quest_page_scores(q, kmin, kmax, false, path);  // [H, g, P]
+    EXPECT_TRUE(at::allclose(quest_page_scores(q, kmin, kmax, true, path), scores.sum(1, true),
+                             1e-5, 1e-5));
     for (int64_t h = 0; h < H; ++h)
       for (int64_t j = 0; j < g; ++j)
         for (int64_t p = 0; p < 4; ++p) {
@@ -199,7 +203,7 @@ TEST(Quest, IncrementalSummariesMatchARebuild) {
   // rebuilt summaries' scores.
   at::Tensor q = at::randn({1, d});
   auto [kmin, kmax] = quest_page_summaries(all, 16);
-  std::vector<int64_t> ranking = quest_rank_pages(quest_page_scores(q.unsqueeze(0), kmin, kmax)[0][0]);
+  std::vector<int64_t> ranking = quest_rank_pages(quest_page_scores(q.unsqueeze(0), kmin, kmax, false)[0][0]);
   std::vector<int64_t> expected = quest_select_pages(ranking, L + 30, 16, 32, false);
   std::vector<int64_t> sel = method->select(2, q, kv).lists()[0];
   std::sort(sel.begin(), sel.end());
