@@ -1,5 +1,6 @@
 #include "harness/engine/kernel_adapter.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -132,6 +133,34 @@ void check_pq_shapes(const at::Tensor& q, const at::Tensor& centroids, const at:
                            "centroids [H, m, K, s]");
 }
 
+// Chunks of keys keep the similarity block [H, chunk, C] under ~64 MB.
+at::Tensor cosine_assign_aten(const at::Tensor& keys, const at::Tensor& centroids) {
+  const int64_t H = keys.size(0), n = keys.size(1), C = centroids.size(1);
+  at::Tensor kn = keys.to(at::kFloat);
+  kn = kn / kn.norm(2, -1, /*keepdim=*/true).clamp_min(1e-12);             // [H, n, d]
+  at::Tensor cn = centroids.to(at::kFloat);
+  cn = (cn / cn.norm(2, -1, /*keepdim=*/true).clamp_min(1e-12)).transpose(1, 2);  // [H, d, C]
+    const int64_t chunk = std::max<int64_t>(1, (int64_t(16) << 20) / std::max<int64_t>(1, H * C));
+  at::Tensor labels = at::empty({H, n}, keys.options().dtype(at::kLong));
+  for (int64_t s = 0; s < n; s += chunk) {
+    const int64_t len = std::min(chunk, n - s);
+    labels.narrow(1, s, len).copy_(at::bmm(kn.narrow(1, s, len), cn).argmax(-1));  // [H, len]
+  }
+  return labels;
+}
+
+at::Tensor cluster_means_aten(const at::Tensor& keys, const at::Tensor& labels,
+                              const at::Tensor& old) {
+  const int64_t H = keys.size(0), n = keys.size(1), d = keys.size(2), C = old.size(1);
+  at::Tensor kf = keys.to(at::kFloat);
+  const at::TensorOptions floats = kf.options();
+  at::Tensor sums = at::zeros({H, C, d}, floats)
+                        .scatter_add_(1, labels.unsqueeze(-1).expand({H, n, d}), kf);  // [H, C, d]
+  at::Tensor counts = at::zeros({H, C}, floats).scatter_add_(1, labels, at::ones({H, n}, floats));
+  at::Tensor means = sums / counts.clamp_min(1).unsqueeze(-1);
+  return at::where((counts > 0).unsqueeze(-1), means, old.to(at::kFloat));  // [H, C, d]
+}
+
 }  // namespace
 
 at::Tensor quest_page_scores(const at::Tensor& q, const at::Tensor& kmin, const at::Tensor& kmax,
@@ -140,8 +169,8 @@ at::Tensor quest_page_scores(const at::Tensor& q, const at::Tensor& kmin, const 
   if (path == KernelPath::kAuto && q.device().is_cpu() && quest_cpu_layout(kmin, kmax))
     return quest_page_scores_cpu(q, kmin, kmax, sum_group);
 #if KVBENCH_CUDA_KERNELS
-  if (path == KernelPath::kAuto && fp32_on(kmin, true) && fp32_on(kmax, true) && q.is_cuda())
-    return cuda::quest_page_scores(q.to(at::kFloat), kmin, kmax, sum_group);
+  if (path == KernelPath::kAuto && q.is_cuda() && cuda::quest_page_scores_supported(kmin, kmax))
+    return cuda::quest_page_scores(q, kmin, kmax, sum_group);
 #endif
   return quest_page_scores_aten(q, kmin, kmax, sum_group);
 }
@@ -154,10 +183,27 @@ at::Tensor pq_scores(const at::Tensor& q, const at::Tensor& centroids, const at:
       q.device().is_cpu())
     return pq_scores_cpu(q, centroids, codes);
 #if KVBENCH_CUDA_KERNELS
-  if (path == KernelPath::kAuto && small_codebook && fp32_on(centroids, true) && q.is_cuda())
-    return cuda::pq_scores(q.to(at::kFloat), centroids, codes.to(at::kByte));
+  if (path == KernelPath::kAuto && q.is_cuda() && cuda::pq_scores_supported(centroids))
+    return cuda::pq_scores(q, centroids, codes);
 #endif
   return pq_scores_aten(q, centroids, codes);
+}
+
+at::Tensor cosine_assign(const at::Tensor& keys, const at::Tensor& centroids, KernelPath path) {
+#if KVBENCH_CUDA_KERNELS
+  if (path == KernelPath::kAuto && cuda::cosine_assign_supported(keys, centroids))
+    return cuda::cosine_assign(keys, centroids).to(at::kLong);
+#endif
+  return cosine_assign_aten(keys, centroids);
+}
+
+at::Tensor cluster_means(const at::Tensor& keys, const at::Tensor& labels, const at::Tensor& old,
+                         KernelPath path) {
+#if KVBENCH_CUDA_KERNELS
+  if (path == KernelPath::kAuto && keys.is_cuda() && labels.is_cuda() && old.is_cuda())
+    return cuda::centroid_update(keys, labels, old);
+#endif
+  return cluster_means_aten(keys, labels, old);
 }
 
 }  // namespace kvb

@@ -42,4 +42,14 @@ at::Tensor quest_page_scores(const at::Tensor& q, const at::Tensor& kmin, const 
 at::Tensor pq_scores(const at::Tensor& q, const at::Tensor& centroids, const at::Tensor& codes,
                      KernelPath path = KernelPath::kAuto);
 
+// ClusterKV's K-means steps (ATen; the CUDA kernels for CUDA inputs on a CUDA build).
+// Labels of each key: the centroid of largest cosine similarity (keys and centroids
+// L2-normalised). keys: [H, n, d], centroids: [H, C, d]. Returns [H, n] int64.
+at::Tensor cosine_assign(const at::Tensor& keys, const at::Tensor& centroids,
+                         KernelPath path = KernelPath::kAuto);
+// New centroids: the mean of the RAW member keys; a cluster without members keeps `old`.
+// keys: [H, n, d], labels: [H, n], old: [H, C, d]. Returns [H, C, d] float32.
+at::Tensor cluster_means(const at::Tensor& keys, const at::Tensor& labels, const at::Tensor& old,
+                         KernelPath path = KernelPath::kAuto);
+
 }  // namespace kvb

@@ -37,37 +37,11 @@
 #include <random>
 #include <stdexcept>
 
+#include "harness/engine/kernel_adapter.h"
 #include "methods/common/config.h"
 #include "methods/common/retrieval.h"
 
 namespace kvb {
-
-at::Tensor cosine_assign(const at::Tensor& keys, const at::Tensor& centroids) {
-  const int64_t H = keys.size(0), n = keys.size(1), C = centroids.size(1);
-  at::Tensor kn = keys.to(at::kFloat);
-  kn = kn / kn.norm(2, -1, /*keepdim=*/true).clamp_min(1e-12);             // [H, n, d]
-  at::Tensor cn = centroids.to(at::kFloat);
-  cn = (cn / cn.norm(2, -1, /*keepdim=*/true).clamp_min(1e-12)).transpose(1, 2);  // [H, d, C]
-  // Chunks of keys keep the similarity block [H, chunk, C] under ~64 MB.
-  const int64_t chunk = std::max<int64_t>(1, (int64_t(16) << 20) / std::max<int64_t>(1, H * C));
-  at::Tensor labels = at::empty({H, n}, keys.options().dtype(at::kLong));
-  for (int64_t s = 0; s < n; s += chunk) {
-    const int64_t len = std::min(chunk, n - s);
-    labels.narrow(1, s, len).copy_(at::bmm(kn.narrow(1, s, len), cn).argmax(-1));  // [H, len]
-  }
-  return labels;
-}
-
-at::Tensor cluster_means(const at::Tensor& keys, const at::Tensor& labels, const at::Tensor& old) {
-  const int64_t H = keys.size(0), n = keys.size(1), d = keys.size(2), C = old.size(1);
-  at::Tensor kf = keys.to(at::kFloat);
-  const at::TensorOptions floats = kf.options();
-  at::Tensor sums = at::zeros({H, C, d}, floats)
-                        .scatter_add_(1, labels.unsqueeze(-1).expand({H, n, d}), kf);  // [H, C, d]
-  at::Tensor counts = at::zeros({H, C}, floats).scatter_add_(1, labels, at::ones({H, n}, floats));
-  at::Tensor means = sums / counts.clamp_min(1).unsqueeze(-1);
-  return at::where((counts > 0).unsqueeze(-1), means, old.to(at::kFloat));  // [H, C, d]
-}
 
 KMeansResult cosine_kmeans(const at::Tensor& keys, int64_t clusters, uint64_t seed,
                            int max_iterations) {

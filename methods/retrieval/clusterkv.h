@@ -9,13 +9,8 @@
 
 namespace kvb {
 
-// Labels of each key: the centroid of largest cosine similarity (keys and centroids
-// L2-normalised). keys: [H, n, d], centroids: [H, C, d]. Returns [H, n] int64.
-at::Tensor cosine_assign(const at::Tensor& keys, const at::Tensor& centroids);
-
-// New centroids: the mean of the RAW member keys; a cluster without members keeps `old`.
-// keys: [H, n, d], labels: [H, n], old: [H, C, d]. Returns [H, C, d] float32.
-at::Tensor cluster_means(const at::Tensor& keys, const at::Tensor& labels, const at::Tensor& old);
+// The K-means steps, cosine_assign and cluster_means, are in harness/engine/kernel_adapter.h
+// (ATen, or the CUDA kernels on a GPU).
 
 struct KMeansResult {
   at::Tensor centroids;  // [H, C, d] float32
