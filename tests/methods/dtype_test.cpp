@@ -40,6 +40,25 @@ TEST(Dtype, EveryMethodInF16OnTheCpuStaysNearFp32OrIsRefused) {
                              false);
 }
 
+TEST(Dtype, WeightsAndTheKvCacheHoldTheRequestedDtype) {
+  LoadOptions options;
+  options.dtype = at::kBFloat16;
+  for (const char* name : {"kvbench-tiny", "random-tiny"}) {
+    auto model = LlamaModel::from_reference(name, options);
+    EXPECT_EQ(model->layers[0].wq.scalar_type(), at::kBFloat16) << name;
+    EXPECT_EQ(model->lm_head.scalar_type(), at::kBFloat16) << name;
+    EXPECT_EQ(model->inv_freq.scalar_type(), at::kFloat) << name;  // RoPE angles stay fp32
+    std::unique_ptr<Method> method = method_registry().find("full")->create(json::object());
+    Session session(*model, *method, SessionOptions{});
+    at::Tensor logits = session.prefill(test::parity_prompt(20));
+    EXPECT_EQ(session.kv()[0].key_pool().scalar_type(), at::kBFloat16) << name;
+    EXPECT_EQ(session.kv_allocated_bytes(), int64_t(model->config.num_hidden_layers) * 2 *
+                                                model->config.num_key_value_heads * 32 *
+                                                model->config.head_dim * 2)
+        << name << ": 2 blocks of 16 per head, K and V, 2 bytes each";
+  }
+}
+
 TEST(Dtype, TheGatheredPathEqualsTheKernelInFp32) {
   // fp32 on the CPU runs kernels::sparse_decode_attention; the ATen path a GPU takes must
   // compute the same attention: compare them on the same selections.
@@ -107,6 +126,15 @@ TEST(Device, RunOnAMissingGpuExitsTwoBeforeWritingAnything) {
   EXPECT_FALSE(std::filesystem::exists(db));
   const test::CliRun gen = test::run_kvbench("generate --model random-tiny --prompt hi --device cuda:1");
   EXPECT_EQ(gen.code, 2) << gen.output;
+}
+
+TEST(Device, SmokeRunsInBf16OnTheCpu) {
+  test::TempDir dir;
+  const test::CliRun run = test::run_kvbench("run smoke --dtype bf16 --set method=full,oracle_topk "
+                                             "--set budget=64 --db " + dir.file("bf16.db"));
+  ASSERT_EQ(run.code, 0) << run.output;
+  EXPECT_NE(run.output.find("(kvbench-tiny, bf16, seed 0)"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("2 ran, 0 already complete, 0 failed"), std::string::npos) << run.output;
 }
 
 TEST(Device, DeviceAndDtypeAreAxesStoredInTheCellConfig) {
