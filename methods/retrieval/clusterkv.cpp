@@ -260,6 +260,7 @@ class ClusterKV : public RetrievalMethod {
     ix.centroids = at::empty({H, 0, d}, k.options().dtype(at::kFloat));
     ix.sizes = ix.starts = at::empty({H, 0}, k.options().dtype(at::kLong));
     ix.members = at::empty({H, 0}, k.options().dtype(at::kLong));
+    mirror_on_host(ix);
     ix.last_selected.assign(H, {});
     const int64_t n = L - ix.sinks;
     if (n > 0) {
@@ -321,9 +322,8 @@ class ClusterKV : public RetrievalMethod {
       scores = at::bmm(ix.centroids, q_group).squeeze(-1).to(at::kCPU).contiguous();    // [Hkv, C]
     }
     const int64_t C = ix.centroids.size(1), N = ix.members.size(1);
-    // Ranked and gathered on the host (no copy on the CPU).
-    auto host = [](const at::Tensor& t) { return t.to(at::kCPU).contiguous(); };
-    const at::Tensor sizes = host(ix.sizes), starts = host(ix.starts), members = host(ix.members);
+    // Ranked and gathered on the host: the scores copied once per layer, the layout mirrored.
+    const at::Tensor &sizes = ix.host_sizes, &starts = ix.host_starts, &members = ix.host_members;
     std::vector<std::vector<int64_t>> out;
     int64_t hits = 0, lookups = 0;
     for (int h : heads) {
@@ -353,6 +353,7 @@ class ClusterKV : public RetrievalMethod {
     at::Tensor centroids;       // [Hkv, C, d] float32
     at::Tensor sizes, starts;   // [Hkv, C] int64
     at::Tensor members;         // [Hkv, N] int64 entry indices sorted by label, cluster by cluster
+    at::Tensor host_sizes, host_starts, host_members;  // the same three on the host
     std::vector<at::Tensor> pending;  // [Hkv, d] keys of the recent (unclustered) entries
     std::vector<std::vector<int64_t>> last_selected;  // per head, per entry: step last selected
   };
@@ -368,6 +369,16 @@ class ClusterKV : public RetrievalMethod {
     ix.sizes = at::cat({ix.sizes, m.sizes}, 1);
     ix.starts = at::cat({ix.starts, m.starts + before}, 1);
     ix.members = at::cat({ix.members, m.sorted_indices}, 1);
+    mirror_on_host(ix);
+  }
+
+  // The cluster layout read by every step's selection, copied to the host when it changes
+  // (every m decode tokens), not at every step; on the CPU the same tensors.
+  static void mirror_on_host(LayerIndex& ix) {
+    auto host = [](const at::Tensor& t) { return t.to(at::kCPU).contiguous(); };
+    ix.host_sizes = host(ix.sizes);
+    ix.host_starts = host(ix.starts);
+    ix.host_members = host(ix.members);
   }
 
   // The cache of the last R steps: hits among this step's selected (clustered) entries.

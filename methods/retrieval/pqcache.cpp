@@ -233,36 +233,40 @@ void PQCache::update_index_bytes(int layer, const LayerKV& kv) {
 std::vector<std::vector<int64_t>> PQCache::select_sparse(int layer, const at::Tensor& q,
                                                          const LayerKV& kv,
                                                          const std::vector<int>& heads) {
-  const int64_t g = context_.group_size();
-  const double scale = 1.0 / std::sqrt(double(context_.head_dim));
+  const int64_t Hkv = kv.num_heads(), g = context_.group_size(), d = context_.head_dim;
   const PQIndex& index = index_[layer];
+  // Retrieval keeps every entry: every head holds the same n, so one layout for all heads.
+  const int64_t current = kv.size(heads[0]) - 1;
+  const int64_t s = std::min(sinks_, current);
+  const int64_t local = std::min(local_, current - s);
+  const int64_t candidates = current - local - s;  // logical s .. s + candidates - 1
+  at::Tensor top;  // [Hkv, k] candidate offsets, ascending, read on the host once per layer
+  if (candidates > 0 && topk_ > 0 && index.centroids.defined() && s == sinks_) {
+    // All KV heads in one scoring call: [Hkv, g, candidates], softmax over the candidates,
+    // summed over the group, top-k per head on the device.
+    at::Tensor scores = pq_scores(q.reshape({Hkv, g, d}), index.centroids,
+                                  index.codes.narrow(2, 0, candidates));
+    at::Tensor weights = at::softmax(scores * (1.0 / std::sqrt(double(d))), -1).sum(1);
+    const int64_t k = std::min(topk_, candidates);
+    top = std::get<0>(at::sort(std::get<1>(at::topk(weights, k, 1, true, false)), 1))
+              .to(at::kCPU).contiguous();
+  }
   std::vector<std::vector<int64_t>> out;
   std::vector<int64_t> fetched_blocks;
   for (int h : heads) {
-    const int64_t current = kv.size(h) - 1;
-    const int64_t s = std::min(sinks_, current);
-    const int64_t local = std::min(local_, current - s);
-    const int64_t candidates = current - local - s;  // logical s .. s + candidates - 1
     std::vector<int64_t> chosen;
     for (int64_t i = 0; i < s; ++i) chosen.push_back(i);
-    if (candidates > 0 && topk_ > 0) {
-      std::vector<int64_t> top;
-      if (index.centroids.defined() && s == sinks_) {
-        at::Tensor codes = index.codes[h].narrow(1, 0, candidates);  // [m, candidates]
-        at::Tensor qh = q.narrow(0, h * g, g);  // [g, d]
-        at::Tensor scores = pq_scores(qh.unsqueeze(0), index.centroids[h].unsqueeze(0),
-                                      codes.unsqueeze(0))[0];  // [g, candidates]
-        at::Tensor weights = at::softmax(scores * scale, -1).sum(0);  // [candidates]
-        top = top_k_indices(weights, topk_);
-      } else {
-        // No index (the prompt held no key after the sinks): the most recent candidates.
-        for (int64_t i = std::max<int64_t>(0, candidates - topk_); i < candidates; ++i)
-          top.push_back(i);
-      }
-      for (int64_t i : top) {
-        chosen.push_back(s + i);
-        fetched_blocks.push_back(i / config_.cache_block);
-      }
+    std::vector<int64_t> picked;
+    if (top.defined()) {
+      picked.assign(top[h].data_ptr<int64_t>(), top[h].data_ptr<int64_t>() + top.size(1));
+    } else if (candidates > 0 && topk_ > 0) {
+      // No index (the prompt held no key after the sinks): the most recent candidates.
+      for (int64_t i = std::max<int64_t>(0, candidates - topk_); i < candidates; ++i)
+        picked.push_back(i);
+    }
+    for (int64_t i : picked) {
+      chosen.push_back(s + i);
+      fetched_blocks.push_back(i / config_.cache_block);
     }
     for (int64_t i = current - local; i <= current; ++i) chosen.push_back(i);
     out.push_back(std::move(chosen));
