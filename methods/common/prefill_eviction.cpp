@@ -20,6 +20,7 @@ void PrefillEviction::begin(const MethodContext& context) {
   Method::begin(context);
   query_entries_.assign(context.num_layers, {});
   prefill_sizes_.assign(context.num_layers, {});
+  device_entries_.assign(context.num_layers, DeviceEntries{});
   layout_bytes_ = 0;
 }
 
@@ -82,12 +83,45 @@ void PrefillEviction::keep_per_query_head(int layer, const at::Tensor& scores,
 Selection PrefillEviction::select(int layer, const at::Tensor&, const LayerKV& kv) {
   if (query_entries_.empty() || query_entries_[layer].empty()) return Selection::everything();
   const int64_t g = context_.group_size();
-  std::vector<std::vector<int64_t>> lists = query_entries_[layer];
-  for (size_t row = 0; row < lists.size(); ++row) {  // + the decode tokens
-    const int h = int(int64_t(row) / g);
-    for (int64_t j = prefill_sizes_[layer][h]; j < kv.size(h); ++j) lists[row].push_back(j);
+  // Every KV head gained one entry per decode step since prefill.
+  const int64_t decoded = kv.size(0) - prefill_sizes_[layer][0];
+  return with_decode_tokens(layer, decoded, kv.key_pool().device());
+}
+
+Selection PrefillEviction::with_decode_tokens(int layer, int64_t decoded, at::Device device) {
+  const int64_t g = context_.group_size();
+  DeviceEntries& base = device_entries_[layer];
+  if (!base.unit_of_entry.defined()) {  // once per layer and sequence: one copy to the device
+    const std::vector<std::vector<int64_t>>& lists = query_entries_[layer];
+    base.prefill = Selection::from_lists(lists, /*per_query_head=*/true, device);
+    std::vector<int64_t> units, first;
+    for (size_t u = 0; u < lists.size(); ++u) {
+      units.insert(units.end(), lists[u].size(), int64_t(u));
+      first.push_back(prefill_sizes_[layer][u / size_t(g)]);
+    }
+    base.unit_of_entry = at::tensor(units, at::kLong).to(device);
+    base.first_decode_entry = at::tensor(first, at::kLong).to(device);
   }
-  return Selection::from_lists(lists, /*per_query_head=*/true, kv.key_pool().device());
+  if (decoded == 0) return base.prefill;
+  // Unit u's lists grow by `decoded` entries each: its prefill entries move u * decoded places
+  // on, its decode entries first_decode_entry[u] + j fill the gap after them.
+  const Selection& p = base.prefill;
+  const int64_t units = p.units(), nnz = p.indices.size(0);
+  const at::TensorOptions longs = p.indices.options();
+  at::Tensor step = at::arange(decoded, longs).unsqueeze(0);                     // [1, t]
+  at::Tensor unit_shift = at::arange(units, longs) * decoded;                    // [units]
+  at::Tensor decode_at = (p.indptr.narrow(0, 1, units) + unit_shift).unsqueeze(1) + step;
+  at::Tensor indices = at::empty({nnz + units * decoded}, longs);
+  indices.index_put_({at::arange(nnz, longs) + base.unit_of_entry * decoded}, p.indices);
+  indices.index_put_({decode_at.reshape({-1})},
+                     (base.first_decode_entry.unsqueeze(1) + step).reshape({-1}));
+  Selection s;
+  s.all = false;
+  s.per_query_head = true;
+  s.indptr = p.indptr + at::arange(units + 1, longs) * decoded;
+  s.indices = indices;
+  s.max_count = p.max_count + decoded;
+  return s;
 }
 
 std::map<std::string, double> PrefillEviction::counters() const {

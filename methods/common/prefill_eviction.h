@@ -54,6 +54,15 @@ class PrefillEviction : public Method {
   // [layer][Hkv] how many entries the KV head held then (decode tokens come after).
   std::vector<std::vector<std::vector<int64_t>>> query_entries_;
   std::vector<std::vector<int64_t>> prefill_sizes_;
+  // The same on the device, built at a layer's first decode step: its prefill selection, the
+  // unit of each entry [nnz] and each unit's KV-head size after prefill [Hq].
+  struct DeviceEntries {
+    Selection prefill;
+    at::Tensor unit_of_entry, first_decode_entry;
+  };
+  std::vector<DeviceEntries> device_entries_;
+  // query_entries_ of `layer` plus the `decoded` entries appended since, as device ops.
+  Selection with_decode_tokens(int layer, int64_t decoded, at::Device device);
   double layout_bytes_ = 0;
 };
 

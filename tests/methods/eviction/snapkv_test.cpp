@@ -107,6 +107,12 @@ TEST(SnapKV, PerQueryHeadKeepsEachQueryHeadsOwnTopKeyAndAttendsOnlyToIt) {
   EXPECT_FALSE(s.all);
   EXPECT_TRUE(s.per_query_head);
   EXPECT_EQ(s.lists(), (std::vector<std::vector<int64_t>>{{0, 2, 3, 4}, {1, 2, 3, 4}}));
+  kv.append(at::zeros({1, 8}), at::zeros({1, 8}), 9);  // two more: built on the device
+  kv.append(at::zeros({1, 8}), at::zeros({1, 8}), 10);
+  const Selection later = method->select(0, at::zeros({2, 8}), kv);
+  EXPECT_EQ(later.lists(),
+            (std::vector<std::vector<int64_t>>{{0, 2, 3, 4, 5, 6}, {1, 2, 3, 4, 5, 6}}));
+  EXPECT_EQ(later.max_count, 6);
   // The references' repeated layout holds each query head's 3 entries: twice per KV head's.
   EXPECT_DOUBLE_EQ(method->counters().at("layout_kv_bytes"), 2 * 3 * 2 * 8 * 4);
 }
