@@ -7,16 +7,49 @@
 # output goes to build/setup.log, named at the end. A failing stage says which, shows the last
 # lines of the log and exits 1. A first build takes about 10 minutes on 2 cores.
 # KVBENCH_SETUP_PACKAGES=skip leaves the Debian packages alone (tests; managed machines).
+# JOBS=N: parallel compile jobs (default: every core).
+#
+# bash ci/setup.sh --cuda: the GPU build, into build-gpu/ (log build-gpu/setup.log), beside
+# build/ (the CPU build, untouched). Configures with -DKVBENCH_CUDA=ON against an installed CUDA
+# LibTorch: $Torch_DIR when set (the folder holding TorchConfig.cmake, or the root of an
+# unpacked libtorch archive), else python3's PyTorch (torch.utils.cmake_prefix_path); stops with
+# one line and exit 2 when there is none (unset/unimportable, or a CPU-only build) or no nvcc
+# ($NVCC, else /usr/local/cuda/bin/nvcc, else nvcc on PATH). The kernels are built for the GPU
+# nvidia-smi reports (else sm_80; KVBENCH_CUDA_ARCHITECTURES=90 or "80;90" overrides); Ninja when
+# installed. The packages stage leaves LibTorch out. Without a package manager (no apt-get): set
+# KVBENCH_SETUP_PACKAGES=skip and KVBENCH_DEPS_PREFIX=DIR, a folder made by ci/pack_deps.sh on
+# Debian 12 (nlohmann-json, CLI11, SQLite, GTest, Google Benchmark unpacked with dpkg -x):
+# DIR/usr is appended to CMAKE_PREFIX_PATH. ci/gpu_test.sh runs this and every test on the GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+cuda=0
+case "${1:-}" in
+  "") ;;
+  --cuda) cuda=1 ;;
+  *) echo "setup: error: unknown argument \"$1\" (usage: bash ci/setup.sh [--cuda])" >&2; exit 2 ;;
+esac
 
 build_dir=build
 log="$build_dir/setup.log"
 packages=(build-essential cmake git pkg-config libtorch-dev nlohmann-json3-dev libcli11-dev
           libsqlite3-dev libbenchmark-dev libgtest-dev gnuplot-nox libopenblas0-pthread
           sqlite3 ccache python3-jieba unicode-data)
+if ((cuda)); then
+  build_dir=build-gpu
+  log="$build_dir/setup.log"
+  # LibTorch comes from the CUDA install, not from Debian's CPU package.
+  packages=(build-essential cmake git pkg-config nlohmann-json3-dev libcli11-dev libsqlite3-dev
+            libbenchmark-dev libgtest-dev gnuplot-nox sqlite3 ccache python3-jieba unicode-data)
+fi
 
 say() { echo "setup: $*" >&2; }
+
+# A set-up that cannot start: one line, exit 2.
+usage_error() {
+  echo "setup: error: $*" >&2
+  exit 2
+}
 
 # Reports the failed stage with the tail of the log, and stops.
 fail() {
@@ -38,6 +71,9 @@ install_packages() {
   if [ "${KVBENCH_SETUP_PACKAGES:-}" = skip ]; then
     say "[1/3] Debian packages: left alone (KVBENCH_SETUP_PACKAGES=skip)"
     return
+  fi
+  if ! command -v apt-get >/dev/null || ! command -v dpkg-query >/dev/null; then
+    usage_error "no apt-get/dpkg-query here to install packages: set KVBENCH_SETUP_PACKAGES=skip (with --cuda and no packages: KVBENCH_DEPS_PREFIX=DIR from ci/pack_deps.sh)"
   fi
   local missing=() p
   for p in "${packages[@]}"; do
@@ -62,7 +98,13 @@ compile_line='Building (CXX|C|CUDA) object'
 # (a dry run stops at the first missing object).
 files_to_compile() {
   local dry_run
-  if dry_run=$(make -C "$build_dir" -n 2>/dev/null); then
+  if [ -f "$build_dir/build.ninja" ]; then
+    # Ninja's dry run lists exactly the stale steps, but on build.ninja itself it stops at
+    # CMake's always-dirty glob check (CONFIGURE_DEPENDS); a copy has no such edge.
+    cp "$build_dir/build.ninja" "$build_dir/.setup-dry-run.ninja"
+    ninja -C "$build_dir" -f .setup-dry-run.ninja -n 2>/dev/null | grep -cE "$compile_line" || true
+    rm -f "$build_dir/.setup-dry-run.ninja"
+  elif dry_run=$(make -C "$build_dir" -n 2>/dev/null); then
     grep -cE "$compile_line" <<<"$dry_run" || true
   else
     cat "$build_dir"/CMakeFiles/*.dir/build.make | grep -cE "$compile_line" || true
@@ -109,7 +151,7 @@ show_progress() {
 
 build() {
   local jobs total rc
-  jobs=$(nproc)
+  jobs=${JOBS:-$(nproc)}
   total=$(files_to_compile)
   if ((total == 0)); then
     say "[3/3] building: nothing to compile"
@@ -130,11 +172,73 @@ build() {
   ((warnings == 0)) || say "$warnings compiler warnings (grep warning: $log)"
 }
 
+# --cuda: the CUDA LibTorch's TorchConfig.cmake folder, from Torch_DIR or python3's torch.
+find_cuda_torch() {
+  local dir prefix root
+  if [ -n "${Torch_DIR:-}" ]; then
+    dir=$Torch_DIR
+    [ -f "$dir/TorchConfig.cmake" ] || dir="$dir/share/cmake/Torch"  # the archive's root
+    [ -f "$dir/TorchConfig.cmake" ] ||
+      usage_error "Torch_DIR=$Torch_DIR: no TorchConfig.cmake there nor in its share/cmake/Torch (want an unpacked CUDA libtorch archive)"
+  else
+    command -v python3 >/dev/null ||
+      usage_error "no CUDA LibTorch found: Torch_DIR is not set and there is no python3 (set Torch_DIR to an unpacked CUDA libtorch, or install PyTorch with CUDA)"
+    prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>/dev/null) ||
+      usage_error "no CUDA LibTorch found: Torch_DIR is not set and python3 cannot import torch (set Torch_DIR to an unpacked CUDA libtorch, or install PyTorch with CUDA)"
+    dir="$prefix/Torch"
+    [ -f "$dir/TorchConfig.cmake" ] || usage_error "python3's torch has no $dir/TorchConfig.cmake"
+  fi
+  dir=$(cd "$dir" && pwd)
+  root=$(cd "$dir/../../.." && pwd)
+  ls "$root"/lib/libtorch_cuda.* >/dev/null 2>&1 ||
+    usage_error "$root is a CPU-only LibTorch (no lib/libtorch_cuda.so): --cuda needs a CUDA build (Torch_DIR: a libtorch-*+cuXXX archive; or python3 with a +cuXXX PyTorch)"
+  echo "$dir"
+}
+
+# --cuda: the configure options (one a line) after the common ones.
+cuda_options() {
+  local torch_dir=$1 nvcc=${NVCC:-} archs=${KVBENCH_CUDA_ARCHITECTURES:-} cap
+  if [ -z "$nvcc" ]; then
+    if [ -x /usr/local/cuda/bin/nvcc ]; then nvcc=/usr/local/cuda/bin/nvcc
+    else nvcc=$(command -v nvcc || true)
+    fi
+  fi
+  if [ -z "$nvcc" ] || [ ! -x "$nvcc" ]; then
+    usage_error "no nvcc: ${nvcc:-not at /usr/local/cuda/bin/nvcc nor on PATH} (set NVCC=/path/to/nvcc)"
+  fi
+  if [ -z "$archs" ] && command -v nvidia-smi >/dev/null; then
+    cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' .' || true)
+    [[ $cap =~ ^[0-9]+$ ]] && archs=$cap
+  fi
+  echo "-DKVBENCH_CUDA=ON"
+  echo "-DKVBENCH_REQUIRE_CUDA_TORCH=ON"
+  echo "-DTorch_DIR=$torch_dir"
+  echo "-DCMAKE_CUDA_COMPILER=$nvcc"
+  [ -z "$archs" ] || echo "-DCMAKE_CUDA_ARCHITECTURES=$archs"
+  if [ -n "${KVBENCH_DEPS_PREFIX:-}" ]; then
+    [ -d "$KVBENCH_DEPS_PREFIX/usr" ] ||
+      usage_error "KVBENCH_DEPS_PREFIX=$KVBENCH_DEPS_PREFIX has no usr/ (make it with ci/pack_deps.sh DIR on Debian 12)"
+    echo "-DCMAKE_PREFIX_PATH=$(cd "$KVBENCH_DEPS_PREFIX/usr" && pwd)"
+  fi
+  # Ninja for a new build dir when installed; an existing one keeps its generator.
+  if [ ! -f "$build_dir/CMakeCache.txt" ] && command -v ninja >/dev/null; then echo "-GNinja"; fi
+}
+
+configure_options=(-DCMAKE_BUILD_TYPE=Release)
+configure_what="CMake, Release"
+if ((cuda)); then
+  torch_dir=$(find_cuda_torch)
+  options=$(cuda_options "$torch_dir")
+  mapfile -t extra <<<"$options"
+  configure_options+=("${extra[@]}")
+  configure_what="CMake, Release, CUDA, LibTorch $torch_dir"
+fi
+
 mkdir -p "$build_dir"
 : >"$log"
 started=$SECONDS
 install_packages
-say "[2/3] configuring $build_dir/ (CMake, Release)"
-logged "configuring (cmake)" cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release
+say "[2/3] configuring $build_dir/ ($configure_what)"
+logged "configuring (cmake)" cmake -S . -B "$build_dir" "${configure_options[@]}"
 build
 say "done in $((SECONDS - started)) s: $build_dir/kvbench and $build_dir/kvbench_tests; full log: $log"

@@ -2,11 +2,14 @@
 # Lists the tests CTest skipped with the reason each printed, grouped by reason: what follows
 # "skipped: " in a line of the test's output (the project's convention: GTEST_SKIP() <<
 # "skipped: ...", ci/slurm_test.sh's "SKIPPED: ..."), else the message after gtest's
-# "file:line: Skipped", else CTest's own (e.g. SKIP_RETURN_CODE=77). Reads the JUnit file of `ctest --output-junit FILE`.
-# Usage: ci/skipped_tests.sh JUNIT.xml     Prints nothing when no test was skipped.
+# "file:line: Skipped", else CTest's own (e.g. SKIP_RETURN_CODE=77). Reads the JUnit files of
+# `ctest --output-junit FILE` (ci/test.sh: build/'s whole suite and build-cuda/'s GPU tests).
+# Usage: ci/skipped_tests.sh JUNIT.xml [JUNIT.xml ...]     Prints nothing when no test was skipped.
 set -euo pipefail
-junit=${1:?usage: ci/skipped_tests.sh JUNIT.xml}
-[ -f "$junit" ] || { echo "skipped_tests: $junit: no such file" >&2; exit 2; }
+(($# > 0)) || { echo "usage: ci/skipped_tests.sh JUNIT.xml [JUNIT.xml ...]" >&2; exit 2; }
+for junit in "$@"; do
+  [ -f "$junit" ] || { echo "skipped_tests: $junit: no such file" >&2; exit 2; }
+done
 
 awk '
 function attr(line, key,    m) {
@@ -58,4 +61,4 @@ END {
     if (n > 3) shown = shown " and " (n - 3) " more"
     printf "  - %s\n      (%s)\n", r, n == 1 ? shown : n " tests: " shown
   }
-}' "$junit"
+}' "$@"

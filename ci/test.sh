@@ -8,11 +8,16 @@ cd "$(dirname "$0")/.."
 bash ci/setup.sh
 ./build/kvbench run smoke --db build/ci-smoke.db --fresh
 ./build/kvbench check --db build/ci-smoke.db --baseline results/baselines/smoke.json
-# The CUDA kernels are compiled (not run: no GPU here) so they cannot rot.
-if [ -x "${NVCC:-/usr/local/cuda/bin/nvcc}" ]; then bash ci/cuda_build.sh build-cuda; fi
+# The CUDA kernels and their LibTorch glue are compiled (not run: no GPU here) so they cannot
+# rot; their GPU tests report "skipped: no GPU" (listed below with the others).
+junits=()
+if [ -x "${NVCC:-/usr/local/cuda/bin/nvcc}" ]; then
+  bash ci/cuda_build.sh build-cuda
+  junits+=("$PWD/build-cuda/gpu-junit.xml")
+fi
 cd build
 # Then every skipped test with the reason it printed (CTest's own summary says only "Skipped").
 status=0
 ctest --output-on-failure -j"$(nproc)" --output-junit "$PWD/ctest-junit.xml" "$@" || status=$?
-bash ../ci/skipped_tests.sh ctest-junit.xml
+bash ../ci/skipped_tests.sh ctest-junit.xml "${junits[@]}"
 exit "$status"

@@ -11,6 +11,12 @@ namespace kvb::cuda {
 // Number of usable CUDA devices; 0 (never an error) without a driver or a GPU.
 int device_count();
 
+// Throws std::runtime_error naming `what` and CUDA's message when the last kernel launch of
+// this thread failed (too much shared memory, a bad grid, no kernel image for this GPU's
+// architecture: see CMAKE_CUDA_ARCHITECTURES). Launch errors only: errors inside a running
+// kernel surface at the next synchronisation.
+void check_launch(const char* what);
+
 // ClusterKV (https://arxiv.org/abs/2412.03213, Section 4 "GPU kernels").
 // Assignment: labels[h, j] = argmax_c cos(keys[h, j], centroids[h, c]).  keys [H, n, d],
 // centroids [H, C, d], labels [H, n]. One thread per key, centroids of the head in shared memory

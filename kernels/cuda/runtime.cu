@@ -1,5 +1,8 @@
 #include <cuda_runtime.h>
 
+#include <stdexcept>
+#include <string>
+
 #include "kernels/cuda/kvbench_cuda.h"
 
 namespace kvb::cuda {
@@ -12,6 +15,13 @@ int device_count() {
     return 0;
   }
   return count;
+}
+
+void check_launch(const char* what) {
+  const cudaError_t error = cudaGetLastError();  // also clears it
+  if (error != cudaSuccess)
+    throw std::runtime_error(std::string(what) + ": CUDA kernel launch failed: " +
+                             cudaGetErrorName(error) + ": " + cudaGetErrorString(error));
 }
 
 }  // namespace kvb::cuda

@@ -1,50 +1,224 @@
-// LibTorch glue for the CUDA kernels: at::Tensor (CUDA, fp32, contiguous) -> raw device
-// pointers on the current stream. Compiles ONLY against a CUDA build of LibTorch
-// (ATen/cuda/CUDAContext.h); it is not part of any target here (the CPU LibTorch in this image
-// lacks those headers). With a CUDA LibTorch, add it to kvbench_cuda and link torch_cuda.
-#include <ATen/ATen.h>
+// LibTorch glue for the CUDA kernels (declarations, shapes and dtypes: torch_glue.h): checks
+// device, dtype and shape, converts and lays out, and passes raw device pointers and the
+// current stream to kernels/cuda/kvbench_cuda.h.
+//
+// Compiled into kvbench_core only against a CUDA LibTorch (-DKVBENCH_CUDA=ON; the CMake CUDA
+// block). Against a CPU LibTorch, ci/cuda_build.sh compiles it without linking (target
+// kvbench_torch_glue_check: the ATen/cuda headers there plus one generated header stub).
+#include "kernels/cuda/torch_glue.h"
+
 #include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include <algorithm>
+#include <climits>
+#include <initializer_list>
+#include <stdexcept>
+#include <string>
 
 #include "kernels/cuda/kvbench_cuda.h"
 
 namespace kvb::cuda {
+namespace {
 
-// q: [H, g, d], kmin/kmax: [H, P, d] -> [H, P] (summed over the group).
-at::Tensor quest_page_scores(const at::Tensor& q, const at::Tensor& kmin, const at::Tensor& kmax) {
-  TORCH_CHECK(q.is_cuda() && q.scalar_type() == at::kFloat, "quest_page_scores: fp32 CUDA tensors");
-  at::Tensor qc = q.contiguous(), lo = kmin.contiguous(), hi = kmax.contiguous();
-  const int64_t H = q.size(0), g = q.size(1), d = q.size(2), P = kmin.size(1);
-  at::Tensor out = at::empty({H, P}, q.options());
-  quest_page_scores(qc.data_ptr<float>(), lo.data_ptr<float>(), hi.data_ptr<float>(),
-                    out.data_ptr<float>(), H, g, P, d, P * d, true,
-                    at::cuda::getCurrentCUDAStream().stream());
+// The kernels' dynamic shared memory: 48 KiB, the default limit without opting in.
+constexpr int64_t kSharedFloats = 48 * 1024 / 4;
+constexpr int64_t kMaxCentroidDim = kSharedFloats / 32;  // cosine_assign: a tile of 32 centroids
+constexpr int64_t kMaxClusters = 2048;                   // select_indices: the block-wide scan
+
+void require(bool ok, const std::string& what) {
+  if (!ok) throw std::invalid_argument("kvb::cuda::" + what);
+}
+
+// Every tensor on `like`'s CUDA device, of rank `dims`, with every size a kernel `int`.
+void require_device(const char* fn, const at::Tensor& like,
+                    std::initializer_list<const at::Tensor*> tensors, int64_t dims) {
+  require(like.defined() && like.is_cuda(), std::string(fn) + ": needs CUDA tensors");
+  for (const at::Tensor* t : tensors) {
+    require(t->defined() && t->device() == like.device(),
+            std::string(fn) + ": every input must be on " + like.device().str());
+    require(t->dim() == dims, std::string(fn) + ": expected " + std::to_string(dims) +
+                                  "-dimensional inputs, got " + std::to_string(t->dim()));
+    for (int64_t size : t->sizes())
+      require(size < INT_MAX, std::string(fn) + ": a dimension of " + std::to_string(size) +
+                                  " exceeds the kernels' int range");
+  }
+  require(like.size(0) <= 65535, std::string(fn) + ": more than 65535 heads");
+}
+
+void* current_stream() { return at::cuda::getCurrentCUDAStream().stream(); }
+
+// kmin/kmax usable in place: pages d floats apart, unit channel stride, one head stride.
+bool quest_layout_ok(const at::Tensor& kmin, const at::Tensor& kmax) {
+  auto ok = [](const at::Tensor& t) {
+    return t.stride(2) == 1 && (t.size(1) <= 1 || t.stride(1) == t.size(2)) &&
+           (t.size(0) <= 1 || t.stride(0) >= t.size(1) * t.size(2));
+  };
+  return ok(kmin) && ok(kmax) && kmin.stride(0) == kmax.stride(0);
+}
+
+}  // namespace
+
+bool quest_page_scores_supported(const at::Tensor& kmin, const at::Tensor& kmax) {
+  return kmin.defined() && kmax.defined() && kmin.is_cuda() && kmin.device() == kmax.device() &&
+         kmin.scalar_type() == at::kFloat && kmax.scalar_type() == at::kFloat &&
+         kmin.dim() == 3 && kmin.sizes() == kmax.sizes() && kmin.size(2) <= kSharedFloats;
+}
+
+at::Tensor quest_page_scores(const at::Tensor& q, const at::Tensor& kmin, const at::Tensor& kmax,
+                             bool sum_group) {
+  require(quest_page_scores_supported(kmin, kmax),
+          "quest_page_scores: needs fp32 CUDA page summaries kmin, kmax [H, P, d] of one shape, "
+          "d <= 12288");
+  require_device("quest_page_scores", q, {&q, &kmin, &kmax}, 3);
+  const int64_t H = kmin.size(0), P = kmin.size(1), d = kmin.size(2), g = q.size(1);
+  require(q.size(0) == H && q.size(2) == d,
+          "quest_page_scores: q must be [H, g, d] matching the summaries [H, P, d]");
+  const c10::cuda::CUDAGuard guard(q.device());
+  at::Tensor lo = kmin, hi = kmax;
+  if (!quest_layout_ok(lo, hi)) lo = kmin.contiguous(), hi = kmax.contiguous();
+  const int64_t head_stride = H > 1 ? lo.stride(0) : P * d;
+  at::Tensor qc = q.to(at::kFloat).contiguous();                                  // [H, g, d]
+  at::Tensor out = at::empty({H, sum_group ? 1 : g, P}, qc.options());
+  if (H == 0 || P == 0) return out;
+  if (g == 0) return out.zero_();
+  // Query heads per launch: the group's queries [g', d] sit in shared memory.
+  const int64_t step = std::min<int64_t>(g, kSharedFloats / d);
+  for (int64_t g0 = 0; g0 < g; g0 += step) {
+    const int64_t n = std::min(step, g - g0);
+    at::Tensor qs = step == g ? qc : qc.narrow(1, g0, n).contiguous();           // [H, n, d]
+    // One launch: written in place. Several: each writes its own block, summed or placed.
+    at::Tensor part = step == g ? out : at::empty({H, sum_group ? 1 : n, P}, qc.options());
+    quest_page_scores(qs.data_ptr<float>(), lo.data_ptr<float>(), hi.data_ptr<float>(),
+                      part.data_ptr<float>(), H, n, P, d, head_stride, sum_group,
+                      current_stream());
+    check_launch("quest_page_scores");
+    if (step == g) break;
+    if (sum_group) {
+      if (g0 == 0) out.copy_(part);
+      else out.add_(part);
+    } else {
+      out.narrow(1, g0, n).copy_(part);
+    }
+  }
   return out;
 }
 
-// keys: [H, n, d], centroids: [H, C, d] -> (labels [H, n] int32, new centroids [H, C, d]).
-std::pair<at::Tensor, at::Tensor> clusterkv_lloyd_step(const at::Tensor& keys, const at::Tensor& centroids) {
-  TORCH_CHECK(keys.is_cuda() && keys.scalar_type() == at::kFloat, "clusterkv_lloyd_step: fp32 CUDA");
-  at::Tensor k = keys.contiguous(), c = centroids.contiguous();
-  const int64_t H = k.size(0), n = k.size(1), d = k.size(2), C = c.size(1);
-  at::Tensor labels = at::empty({H, n}, k.options().dtype(at::kInt));
-  at::Tensor counts = at::empty({H, C}, k.options().dtype(at::kInt));
-  at::Tensor out = at::empty_like(c);
-  void* stream = at::cuda::getCurrentCUDAStream().stream();
-  cosine_assign(k.data_ptr<float>(), c.data_ptr<float>(), labels.data_ptr<int32_t>(), H, n, C, d, stream);
-  centroid_update(k.data_ptr<float>(), labels.data_ptr<int32_t>(), c.data_ptr<float>(),
-                  out.data_ptr<float>(), H, n, C, d, counts.data_ptr<int32_t>(), stream);
-  return {labels, out};
+bool pq_scores_supported(const at::Tensor& centroids) {
+  return centroids.defined() && centroids.is_cuda() && centroids.scalar_type() == at::kFloat &&
+         centroids.dim() == 4 && centroids.size(2) <= 256 &&
+         centroids.size(1) * centroids.size(2) <= kSharedFloats;
 }
 
-// q: [H, g, m*s], centroids: [H, m, K, s], codes: [H, m, n] uint8 -> [H, g, n].
 at::Tensor pq_scores(const at::Tensor& q, const at::Tensor& centroids, const at::Tensor& codes) {
-  TORCH_CHECK(q.is_cuda() && codes.scalar_type() == at::kByte, "pq_scores: CUDA, uint8 codes");
-  at::Tensor qc = q.contiguous(), cc = centroids.contiguous(), cd = codes.contiguous();
-  const int64_t H = cc.size(0), m = cc.size(1), K = cc.size(2), s = cc.size(3), g = qc.size(1), n = cd.size(2);
-  at::Tensor out = at::empty({H, g, n}, q.options());
-  pq_scores(qc.data_ptr<float>(), cc.data_ptr<float>(), cd.data_ptr<uint8_t>(), out.data_ptr<float>(),
-            H, g, m, K, s, n, at::cuda::getCurrentCUDAStream().stream());
+  require(pq_scores_supported(centroids),
+          "pq_scores: needs fp32 CUDA centroids [H, m, K, s] with K <= 256 and m*K <= 12288");
+  require_device("pq_scores", centroids, {&centroids}, 4);
+  require_device("pq_scores", centroids, {&q, &codes}, 3);
+  const int64_t H = centroids.size(0), m = centroids.size(1), K = centroids.size(2),
+                s = centroids.size(3);
+  require(q.size(0) == H && q.size(2) == m * s && codes.size(0) == H && codes.size(1) == m,
+          "pq_scores: q [H, g, m*s] / codes [H, m, n] do not match the centroids [H, m, K, s]");
+  require(at::isIntegralType(codes.scalar_type(), /*includeBool=*/false),
+          "pq_scores: codes must be integers");
+  const int64_t g = q.size(1), n = codes.size(2);
+  const c10::cuda::CUDAGuard guard(q.device());
+  at::Tensor qc = q.to(at::kFloat).contiguous();                                  // [H, g, m*s]
+  at::Tensor cc = centroids.contiguous();                                         // [H, m, K, s]
+  at::Tensor codes8 = codes.to(at::kByte).contiguous();                           // [H, m, n]
+  at::Tensor out = at::empty({H, g, n}, qc.options());
+  if (H == 0 || g == 0 || n == 0) return out;
+  // Query heads per launch: their lookup tables [g', m, K] sit in shared memory.
+  const int64_t step = std::min<int64_t>(g, kSharedFloats / std::max<int64_t>(1, m * K));
+  for (int64_t g0 = 0; g0 < g; g0 += step) {
+    const int64_t len = std::min(step, g - g0);
+    at::Tensor qs = step == g ? qc : qc.narrow(1, g0, len).contiguous();          // [H, len, m*s]
+    at::Tensor part = step == g ? out : at::empty({H, len, n}, qc.options());
+    pq_scores(qs.data_ptr<float>(), cc.data_ptr<float>(), codes8.data_ptr<uint8_t>(),
+              part.data_ptr<float>(), H, len, m, K, s, n, current_stream());
+    check_launch("pq_scores");
+    if (step == g) break;
+    out.narrow(1, g0, len).copy_(part);
+  }
   return out;
+}
+
+bool cosine_assign_supported(const at::Tensor& keys, const at::Tensor& centroids) {
+  return keys.defined() && centroids.defined() && keys.is_cuda() &&
+         keys.device() == centroids.device() && keys.dim() == 3 && centroids.dim() == 3 &&
+         at::isFloatingType(keys.scalar_type()) && at::isFloatingType(centroids.scalar_type()) &&
+         keys.size(2) == centroids.size(2) && keys.size(2) <= kMaxCentroidDim &&
+         keys.size(0) == centroids.size(0) && centroids.size(1) >= 1;
+}
+
+at::Tensor cosine_assign(const at::Tensor& keys, const at::Tensor& centroids) {
+  require(cosine_assign_supported(keys, centroids),
+          "cosine_assign: needs floating CUDA keys [H, n, d] and centroids [H, C, d] on one "
+          "device, C >= 1, d <= 384");
+  require_device("cosine_assign", keys, {&keys, &centroids}, 3);
+  const int64_t H = keys.size(0), n = keys.size(1), d = keys.size(2), C = centroids.size(1);
+  const c10::cuda::CUDAGuard guard(keys.device());
+  at::Tensor k = keys.to(at::kFloat).contiguous();                                 // [H, n, d]
+  at::Tensor c = centroids.to(at::kFloat).contiguous();                            // [H, C, d]
+  at::Tensor labels = at::empty({H, n}, k.options().dtype(at::kInt));              // [H, n]
+  cosine_assign(k.data_ptr<float>(), c.data_ptr<float>(), labels.data_ptr<int32_t>(), H, n, C, d,
+                current_stream());
+  check_launch("cosine_assign");
+  return labels;
+}
+
+at::Tensor centroid_update(const at::Tensor& keys, const at::Tensor& labels, const at::Tensor& old,
+                           at::Tensor* counts) {
+  require_device("centroid_update", keys, {&keys, &old}, 3);
+  require_device("centroid_update", keys, {&labels}, 2);
+  require(at::isFloatingType(keys.scalar_type()) && at::isFloatingType(old.scalar_type()) &&
+              at::isIntegralType(labels.scalar_type(), /*includeBool=*/false),
+          "centroid_update: needs floating keys and centroids and integer labels");
+  const int64_t H = keys.size(0), n = keys.size(1), d = keys.size(2), C = old.size(1);
+  require(labels.size(0) == H && labels.size(1) == n && old.size(0) == H && old.size(2) == d,
+          "centroid_update: keys [H, n, d], labels [H, n] and old [H, C, d] do not match");
+  const c10::cuda::CUDAGuard guard(keys.device());
+  at::Tensor k = keys.to(at::kFloat).contiguous();                                 // [H, n, d]
+  at::Tensor l = labels.to(at::kInt).contiguous();                                 // [H, n]
+  at::Tensor o = old.to(at::kFloat).contiguous();                                  // [H, C, d]
+  at::Tensor out = at::empty({H, C, d}, k.options());
+  // Always given: scratch on the kernel's global-memory path (C * (d + 1) beyond 48 KiB).
+  at::Tensor sizes = at::empty({H, C}, k.options().dtype(at::kInt));
+  centroid_update(k.data_ptr<float>(), l.data_ptr<int32_t>(), o.data_ptr<float>(),
+                  out.data_ptr<float>(), H, n, C, d, sizes.data_ptr<int32_t>(), current_stream());
+  check_launch("centroid_update");
+  if (counts) *counts = sizes;
+  return out;
+}
+
+bool select_indices_supported(const at::Tensor& ranked) {
+  return ranked.defined() && ranked.is_cuda() && ranked.dim() == 2 &&
+         ranked.size(1) <= kMaxClusters;
+}
+
+at::Tensor select_indices(const at::Tensor& ranked, const at::Tensor& sizes,
+                          const at::Tensor& offsets, const at::Tensor& members, int64_t budget) {
+  require(select_indices_supported(ranked),
+          "select_indices: needs CUDA ranked cluster ids [H, C] with C <= 2048");
+  require_device("select_indices", ranked, {&ranked, &sizes, &offsets, &members}, 2);
+  for (const at::Tensor* t : {&ranked, &sizes, &offsets, &members})
+    require(at::isIntegralType(t->scalar_type(), /*includeBool=*/false),
+            "select_indices: ranked, sizes, offsets and members must be integers");
+  const int64_t H = ranked.size(0), C = ranked.size(1), n = members.size(1);
+  require(sizes.sizes() == ranked.sizes() && offsets.sizes() == ranked.sizes() &&
+              members.size(0) == H,
+          "select_indices: ranked, sizes, offsets [H, C] and members [H, n] do not match");
+  require(budget >= 0 && budget < INT_MAX, "select_indices: budget out of range");
+  const c10::cuda::CUDAGuard guard(ranked.device());
+  auto ints = [](const at::Tensor& t) { return t.to(at::kInt).contiguous(); };
+  at::Tensor r = ints(ranked), sz = ints(sizes), off = ints(offsets), mem = ints(members);
+  at::Tensor selected = at::empty({H, budget}, r.options());                      // [H, budget]
+  if (C == 0) return selected.fill_(-1);
+  select_indices(r.data_ptr<int32_t>(), sz.data_ptr<int32_t>(), off.data_ptr<int32_t>(),
+                 mem.data_ptr<int32_t>(), selected.data_ptr<int32_t>(), H, C, n, budget,
+                 current_stream());
+  check_launch("select_indices");
+  return selected;
 }
 
 }  // namespace kvb::cuda

@@ -30,7 +30,10 @@ struct DeviceBuffer {
   ~DeviceBuffer() { cudaFree(ptr); }
   std::vector<T> get() const {
     std::vector<T> host(n);
-    cudaDeviceSynchronize();
+    // A failed launch (e.g. no kernel image for this GPU's architecture) named, not a mismatch.
+    EXPECT_NO_THROW(check_launch("the kernel under test"));
+    const cudaError_t sync = cudaDeviceSynchronize();
+    EXPECT_EQ(sync, cudaSuccess) << cudaGetErrorString(sync);
     cudaMemcpy(host.data(), ptr, n * sizeof(T), cudaMemcpyDeviceToHost);
     return host;
   }

@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# Everything on a GPU machine, one command: the CUDA build, every test, the GPU tests for real,
+# the smoke suite on the CPU against its baseline and (where kvbench takes --device) on the GPU.
+#   1. bash ci/setup.sh --cuda: build-gpu/ against the CUDA LibTorch (Torch_DIR, else python3's
+#      torch), -DKVBENCH_CUDA=ON: the CUDA kernels and their LibTorch glue built in;
+#   2. the whole CTest suite of build-gpu/ except label "gpu" (in parallel);
+#   3. ctest -L gpu (one at a time: one GPU): must run: any "skipped: no GPU" fails this step,
+#      as do no tests, or no CUDA kernel (CudaKernels.*) or glue (TorchGlue.*) tests among them;
+#   4. build-gpu/kvbench run smoke --fresh, then kvbench check against results/baselines/smoke.json;
+#   5. build-gpu/kvbench run smoke --device cuda --fresh (exit status 0: every cell complete),
+#      where `kvbench run --help` lists --device.
+# Then the skipped tests with their reasons and a table of the steps. Exit 0 when every step
+# passed, 1 otherwise, 2 when the set-up could not start (no CUDA LibTorch, no nvcc: its one line).
+#
+# Without a package manager: KVBENCH_DEPS_PREFIX=DIR (made by ci/pack_deps.sh on Debian 12);
+# KVBENCH_SETUP_PACKAGES then defaults to skip. Also read: Torch_DIR, NVCC,
+# KVBENCH_CUDA_ARCHITECTURES, JOBS (ci/setup.sh's header). Logs and databases go to build-gpu/.
+# Usage: bash ci/gpu_test.sh
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+root=$PWD
+build="build-gpu"
+say() { echo "gpu_test: $*" >&2; }
+
+if [ -n "${KVBENCH_DEPS_PREFIX:-}" ] && [ -z "${KVBENCH_SETUP_PACKAGES:-}" ]; then
+  export KVBENCH_SETUP_PACKAGES=skip
+fi
+
+steps=() results=() notes=()
+record() {
+  steps+=("$1") results+=("$2") notes+=("$3")
+  say "$2: $1${3:+ ($3)}"
+}
+
+summary() {
+  local i failed=0
+  echo
+  echo "gpu_test: summary ($build/)"
+  printf '  %-34s %-6s %s\n' "step" "result" "notes"
+  for i in "${!steps[@]}"; do
+    printf '  %-34s %-6s %s\n' "${steps[$i]}" "${results[$i]}" "${notes[$i]}"
+    [ "${results[$i]}" != FAIL ] || failed=1
+  done
+  return "$failed"
+}
+
+# attribute NAME of JUnit FILE's <testsuite> (CTest writes one per line).
+junit_count() { sed -n "s/^[[:space:]]*$1=\"\([0-9]*\)\".*/\1/p" "$2" | head -n 1; }
+
+if command -v nvidia-smi >/dev/null && gpu=$(nvidia-smi -L 2>/dev/null | head -n 1) && [ -n "$gpu" ]; then
+  say "$gpu"
+else
+  say "nvidia-smi lists no GPU: the GPU tests will fail"
+fi
+
+# 1. The CUDA build.
+started=$SECONDS
+setup_rc=0
+bash ci/setup.sh --cuda || setup_rc=$?
+if ((setup_rc != 0)); then
+  if ((setup_rc == 2)); then
+    record "setup --cuda" FAIL "exit 2: could not start (its line above)"
+  else
+    record "setup --cuda" FAIL "exit $setup_rc; log: $build/setup.log"
+  fi
+  summary
+  exit $((setup_rc == 2 ? 2 : 1))
+fi
+record "setup --cuda" PASS "$((SECONDS - started)) s"
+cd "$build" || exit 1
+
+# 2. Every test but the GPU ones.
+started=$SECONDS
+rc=0
+ctest --output-on-failure -j"${JOBS:-$(nproc)}" -LE gpu --output-junit "$PWD/ctest-junit.xml" || rc=$?
+total=$(junit_count tests ctest-junit.xml) failures=$(junit_count failures ctest-junit.xml)
+skipped=$(junit_count skipped ctest-junit.xml)
+note="${total:-?} tests, ${failures:-?} failed, ${skipped:-?} skipped, $((SECONDS - started)) s"
+if ((rc == 0)); then record "ctest -LE gpu" PASS "$note"; else record "ctest -LE gpu" FAIL "$note"; fi
+
+# 3. The GPU tests, which must run here.
+started=$SECONDS
+rc=0
+ctest --output-on-failure -L gpu --output-junit "$PWD/gpu-junit.xml" || rc=$?
+total=$(junit_count tests gpu-junit.xml) failures=$(junit_count failures gpu-junit.xml)
+no_gpu=$(bash "$root/ci/skipped_tests.sh" gpu-junit.xml 2>/dev/null | grep -A1 '^  - no GPU' || true)
+problems=()
+((rc == 0)) || problems+=("${failures:-?} failed")
+[ "${total:-0}" -gt 0 ] || problems+=("no GPU tests found")
+[ -z "$no_gpu" ] || problems+=("skipped: no GPU")
+grep -q 'name="CudaKernels\.' gpu-junit.xml 2>/dev/null || problems+=("no CudaKernels.* tests")
+grep -q 'name="TorchGlue\.' gpu-junit.xml 2>/dev/null || problems+=("no TorchGlue.* tests")
+note="${total:-0} tests, $((SECONDS - started)) s"
+if ((${#problems[@]} == 0)); then
+  record "ctest -L gpu (on the GPU)" PASS "$note"
+else
+  joined=$(printf '%s, ' "${problems[@]}")
+  record "ctest -L gpu (on the GPU)" FAIL "$note; ${joined%, }"
+fi
+cd "$root" || exit 1
+
+# 4. The smoke suite on the CPU, against its committed baseline.
+started=$SECONDS
+if "./$build/kvbench" run smoke --db "$build/gpu-smoke.db" --fresh &&
+   "./$build/kvbench" check --db "$build/gpu-smoke.db" --baseline results/baselines/smoke.json; then
+  record "smoke (cpu) + check baseline" PASS "$((SECONDS - started)) s"
+else
+  record "smoke (cpu) + check baseline" FAIL "see above"
+fi
+
+# 5. The smoke suite on the GPU.
+if "./$build/kvbench" run --help 2>/dev/null | grep -q -- --device; then
+  started=$SECONDS
+  rc=0
+  "./$build/kvbench" run smoke --device cuda --db "$build/gpu-smoke-cuda.db" --fresh || rc=$?
+  if ((rc == 0)); then
+    record "smoke --device cuda" PASS "$((SECONDS - started)) s"
+  else
+    record "smoke --device cuda" FAIL "exit $rc"
+  fi
+else
+  record "smoke --device cuda" SKIP "this kvbench has no run --device"
+fi
+
+echo
+skips=()
+for junit in "$build/ctest-junit.xml" "$build/gpu-junit.xml"; do [ -f "$junit" ] && skips+=("$junit"); done
+((${#skips[@]} == 0)) || bash ci/skipped_tests.sh "${skips[@]}"
+if summary; then exit 0; fi
+exit 1

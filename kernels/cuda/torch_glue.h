@@ -1,0 +1,90 @@
+// LibTorch glue for the CUDA kernels of kernels/cuda/kvbench_cuda.h: at::Tensor in, at::Tensor
+// out, the GPU counterparts of the CPU adapter in harness/engine/kernel_adapter.h.
+//
+// Built only against a CUDA LibTorch with -DKVBENCH_CUDA=ON (ci/setup.sh --cuda): then
+// kernels/cuda/torch_glue.cpp is linked into kvbench_core and KVBENCH_CUDA_KERNELS=1 is defined
+// for every user of kvbench_core; elsewhere this header's functions do not exist, so include
+// and call them only under `#if KVBENCH_CUDA_KERNELS`. (On a CPU LibTorch, ci/cuda_build.sh
+// compiles torch_glue.cpp without linking it, so it cannot rot.)
+//
+// Every function:
+// - takes CUDA tensors, all on one device, and returns tensors on that device;
+// - runs on that device's current stream (at::cuda::getCurrentCUDAStream), asynchronously: no
+//   host synchronisation, no host reads of the inputs (so preconditions on *values*, such as
+//   labels < C, are the caller's, not checked);
+// - converts inputs as the CPU adapter does (fp32 computation; any floating q; any integer
+//   codes, labels, ids), copying only where dtype or layout require it;
+// - throws std::invalid_argument for inputs it does not take (wrong device, dtype, shape, or a
+//   size beyond the kernel's limits: the `*_supported` predicates say so beforehand) and
+//   std::runtime_error when a kernel launch fails.
+// Sizes: every dimension below 2^31, H <= 65535 (a grid dimension).
+#pragma once
+#include <ATen/ATen.h>
+
+#include <cstdint>
+
+namespace kvb::cuda {
+
+// ---- Quest page scores (https://arxiv.org/abs/2406.10774) ------------------------------------
+// score[h, i, p] = sum_c max(q[h, i, c] * kmax[h, p, c], q[h, i, c] * kmin[h, p, c]).
+//   q:          [H, g, d]  any floating dtype (converted to fp32); g query heads per KV head
+//   kmin, kmax: [H, P, d]  fp32 page summaries. Used in place when pages are d floats apart
+//                          with unit channel stride and both share one head stride (e.g. a
+//                          narrow(1, 0, P) of a contiguous [H, cap, d] buffer); else copied.
+//   returns:    [H, g, P] fp32, or [H, 1, P] summed over the group when sum_group
+//               (kvb::quest_page_scores_kernel's shapes).
+// Supported when kmin, kmax are fp32 CUDA tensors of one shape [H, P, d] with d <= 12288
+// (the group's queries sit in 48 KiB of shared memory; larger g*d is split over several
+// launches).
+bool quest_page_scores_supported(const at::Tensor& kmin, const at::Tensor& kmax);
+at::Tensor quest_page_scores(const at::Tensor& q, const at::Tensor& kmin, const at::Tensor& kmax,
+                             bool sum_group);
+
+// ---- PQCache scores (https://arxiv.org/abs/2407.12820) ---------------------------------------
+// score[h, i, j] = sum_{u < m} q[h, i, u*s : (u+1)*s] . centroids[h, u, codes[h, u, j], :].
+//   q:         [H, g, m*s]  any floating dtype (converted to fp32)
+//   centroids: [H, m, K, s] fp32, K <= 256
+//   codes:     [H, m, n]    any integer dtype (converted to uint8), values < K
+//   returns:   [H, g, n]    fp32 (kvb::pq_scores_kernel's shapes)
+// Supported when centroids are fp32 CUDA [H, m, K, s] with K <= 256 and m*K <= 12288 (one
+// query head's lookup table [m, K] in 48 KiB of shared memory; more query heads than fit are
+// split over several launches).
+bool pq_scores_supported(const at::Tensor& centroids);
+at::Tensor pq_scores(const at::Tensor& q, const at::Tensor& centroids, const at::Tensor& codes);
+
+// ---- ClusterKV (https://arxiv.org/abs/2412.03213) --------------------------------------------
+// Cosine assignment: labels[h, j] = argmax_c cos(keys[h, j], centroids[h, c]), exact ties to the
+// lowest c (the CPU path, methods/retrieval/clusterkv.cpp cosine_assign, returns int64 labels of
+// the same values up to rounding near ties).
+//   keys:      [H, n, d] any floating dtype (converted to fp32)
+//   centroids: [H, C, d] any floating dtype (converted to fp32), C >= 1
+//   returns:   labels [H, n] int32
+// Supported when both are CUDA tensors with d <= 384 (a tile of 32 centroids in shared memory).
+bool cosine_assign_supported(const at::Tensor& keys, const at::Tensor& centroids);
+at::Tensor cosine_assign(const at::Tensor& keys, const at::Tensor& centroids);
+
+// Centroid update: out[h, c] = mean of keys[h, j] over labels[h, j] == c; old[h, c] where the
+// cluster is empty (clusterkv.cpp cluster_means).
+//   keys:   [H, n, d] any floating dtype (converted to fp32)
+//   labels: [H, n]    any integer dtype (converted to int32), values in [0, C)
+//   old:    [H, C, d] any floating dtype (converted to fp32)
+//   returns [H, C, d] fp32; when `counts` is non-null it receives the cluster sizes [H, C] int32.
+at::Tensor centroid_update(const at::Tensor& keys, const at::Tensor& labels, const at::Tensor& old,
+                           at::Tensor* counts = nullptr);
+
+// Selection indexing: the first `budget` keys of the clusters taken in rank order, the last
+// cluster truncated (clusterkv.cpp gather_clusters / clusterkv_select, on the device).
+//   ranked:  [H, C] cluster ids, best first (e.g. a descending argsort of cluster scores)
+//   sizes:   [H, C] cluster sizes, by cluster id            (ClusterMetadata::sizes)
+//   offsets: [H, C] exclusive prefix sums of sizes, by id   (ClusterMetadata::starts)
+//   members: [H, n] key ids grouped by cluster, each cluster's members at offsets[h, c] ..
+//            offsets[h, c] + sizes[h, c]                    (ClusterMetadata::sorted_indices)
+//   all any integer dtype (converted to int32; ids must fit)
+//   returns  [H, budget] int32: slot t holds a member of the ranked clusters, in rank order;
+//            -1 in slots past the last member when the clusters hold fewer than `budget` keys.
+// Supported when ranked is a CUDA tensor [H, C] with C <= 2048 (the block-wide scan).
+bool select_indices_supported(const at::Tensor& ranked);
+at::Tensor select_indices(const at::Tensor& ranked, const at::Tensor& sizes,
+                          const at::Tensor& offsets, const at::Tensor& members, int64_t budget);
+
+}  // namespace kvb::cuda

@@ -1,0 +1,170 @@
+// The LibTorch glue of the CUDA kernels (kernels/cuda/torch_glue.h) against ATen on the CPU
+// (label "gpu"). Linked into kvbench_gpu_tests only against a CUDA LibTorch; against a CPU
+// LibTorch it is compiled, not linked (target kvbench_torch_glue_check). Every test reports
+// "skipped: no GPU" where no device exists.
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "kernels/cuda/kvbench_cuda.h"
+#include "kernels/cuda/torch_glue.h"
+
+namespace kvb::cuda {
+namespace {
+
+#define KVB_REQUIRE_GPU() \
+  if (::kvb::cuda::device_count() == 0) GTEST_SKIP() << "skipped: no GPU"
+
+const at::Device kGpu(at::kCUDA, 0);
+
+at::Tensor randn(std::vector<int64_t> shape) { return at::randn(shape, at::kFloat); }
+
+void expect_close(const at::Tensor& got, const at::Tensor& want, double tolerance = 1e-4) {
+  ASSERT_EQ(got.sizes(), want.sizes());
+  const at::Tensor g = got.to(at::kCPU, at::kFloat), w = want.to(at::kFloat);
+  const double scale = std::max(1.0, w.abs().max().item<double>());
+  EXPECT_LT((g - w).abs().max().item<double>() / scale, tolerance);
+}
+
+// q [H, g, d], lo/hi [H, P, d] -> [H, g, P].
+at::Tensor quest_reference(const at::Tensor& q, const at::Tensor& lo, const at::Tensor& hi) {
+  at::Tensor qf = q.to(at::kFloat).unsqueeze(2);                          // [H, g, 1, d]
+  return at::maximum(qf * hi.unsqueeze(1), qf * lo.unsqueeze(1)).sum(-1);  // [H, g, P]
+}
+
+TEST(TorchGlue, QuestPageScoresPerHeadAndSummedOverTheGroup) {
+  KVB_REQUIRE_GPU();
+  at::manual_seed(1);
+  const int64_t H = 4, g = 4, P = 300, d = 64, cap = 400;
+  at::Tensor a = randn({H, cap, d}), b = randn({H, cap, d});
+  // Summaries in a preallocated buffer: a narrow, heads cap*d floats apart, used in place.
+  at::Tensor lo = at::minimum(a, b), hi = at::maximum(a, b);
+  at::Tensor q = randn({H, g, d});
+  at::Tensor want = quest_reference(q, lo.narrow(1, 0, P), hi.narrow(1, 0, P));  // [H, g, P]
+  at::Tensor lo_gpu = lo.to(kGpu).narrow(1, 0, P), hi_gpu = hi.to(kGpu).narrow(1, 0, P);
+  ASSERT_TRUE(quest_page_scores_supported(lo_gpu, hi_gpu));
+  expect_close(quest_page_scores(q.to(kGpu), lo_gpu, hi_gpu, false), want);
+  expect_close(quest_page_scores(q.to(kGpu), lo_gpu, hi_gpu, true), want.sum(1, true));
+  // bf16 queries are widened to fp32, as the CPU adapter does.
+  at::Tensor q16 = q.to(at::kBFloat16);
+  expect_close(quest_page_scores(q16.to(kGpu), lo_gpu, hi_gpu, false),
+               quest_reference(q16, lo.narrow(1, 0, P), hi.narrow(1, 0, P)));
+}
+
+TEST(TorchGlue, QuestPageScoresSplitsGroupsBeyondSharedMemory) {
+  KVB_REQUIRE_GPU();
+  at::manual_seed(2);
+  const int64_t H = 2, g = 100, P = 70, d = 128;  // g * d = 12800 floats: two launches
+  at::Tensor a = randn({H, P, d}), b = randn({H, P, d}), q = randn({H, g, d});
+  at::Tensor lo = at::minimum(a, b), hi = at::maximum(a, b);
+  at::Tensor want = quest_reference(q, lo, hi);
+  expect_close(quest_page_scores(q.to(kGpu), lo.to(kGpu), hi.to(kGpu), false), want);
+  expect_close(quest_page_scores(q.to(kGpu), lo.to(kGpu), hi.to(kGpu), true), want.sum(1, true));
+}
+
+// q [H, g, m*s], centroids [H, m, K, s], codes [H, m, n] -> [H, g, n].
+at::Tensor pq_reference(const at::Tensor& q, const at::Tensor& centroids, const at::Tensor& codes) {
+  const int64_t H = centroids.size(0), m = centroids.size(1), K = centroids.size(2),
+                s = centroids.size(3), g = q.size(1), n = codes.size(2);
+  at::Tensor table = (q.view({H, g, m, 1, s}) * centroids.view({H, 1, m, K, s})).sum(-1);  // [H, g, m, K]
+  at::Tensor idx = codes.to(at::kLong).view({H, 1, m, n}).expand({H, g, m, n});
+  return table.gather(3, idx).sum(2);                                                     // [H, g, n]
+}
+
+TEST(TorchGlue, PqScoresMatchTheTableLookup) {
+  KVB_REQUIRE_GPU();
+  at::manual_seed(3);
+  // Second case: a table [g, m, K] of 16384 floats, beyond shared memory: split over launches.
+  const std::vector<std::tuple<int64_t, int64_t, int64_t>> shapes = {{4, 8, 64}, {8, 8, 256}};
+  for (const auto& [g, m, K] : shapes) {
+    SCOPED_TRACE("g " + std::to_string(g) + " m " + std::to_string(m) + " K " + std::to_string(K));
+    const int64_t H = 2, s = 16, n = 1000;
+    at::Tensor q = randn({H, g, m * s}), centroids = randn({H, m, K, s});
+    at::Tensor codes = at::randint(0, K, {H, m, n}, at::kLong);  // any integer dtype
+    ASSERT_TRUE(pq_scores_supported(centroids.to(kGpu)));
+    expect_close(pq_scores(q.to(kGpu), centroids.to(kGpu), codes.to(kGpu)),
+                 pq_reference(q, centroids, codes));
+  }
+}
+
+TEST(TorchGlue, CosineAssignAndCentroidUpdateMatchAten) {
+  KVB_REQUIRE_GPU();
+  at::manual_seed(4);
+  const int64_t H = 3, n = 2000, C = 50, d = 64;
+  at::Tensor keys = randn({H, n, d}), centroids = randn({H, C, d}) * 3;
+  at::Tensor labels = cosine_assign(keys.to(kGpu), centroids.to(kGpu));
+  ASSERT_EQ(labels.scalar_type(), at::kInt);
+  ASSERT_EQ(labels.sizes(), (std::vector<int64_t>{H, n}));
+  // The chosen centroid is a best one (up to rounding: near-ties may go either way).
+  at::Tensor cos = at::bmm(keys / keys.norm(2, -1, true),
+                           (centroids / centroids.norm(2, -1, true)).transpose(1, 2));  // [H, n, C]
+  at::Tensor chosen = cos.gather(2, labels.to(at::kCPU, at::kLong).unsqueeze(-1)).squeeze(-1);
+  EXPECT_LT((std::get<0>(cos.max(-1)) - chosen).max().item<double>(), 1e-5);
+
+  at::Tensor l = labels.to(at::kCPU, at::kLong);
+  at::Tensor sums = at::zeros({H, C, d}).scatter_add_(1, l.unsqueeze(-1).expand({H, n, d}), keys);
+  at::Tensor counts = at::zeros({H, C}).scatter_add_(1, l, at::ones({H, n}));
+  at::Tensor want = at::where((counts > 0).unsqueeze(-1), sums / counts.clamp_min(1).unsqueeze(-1),
+                              centroids);
+  at::Tensor got_counts;
+  expect_close(centroid_update(keys.to(kGpu), labels, centroids.to(kGpu), &got_counts), want);
+  EXPECT_TRUE(at::equal(got_counts.to(at::kCPU, at::kFloat), counts));
+  // C * (d + 1) beyond 48 KiB of shared memory: the global-memory path, one empty cluster.
+  const int64_t big_C = 400;
+  at::Tensor big = randn({H, big_C, d});
+  at::Tensor big_labels = at::randint(0, big_C - 1, {H, n}, at::kInt);  // cluster big_C-1 empty
+  at::Tensor bl = big_labels.to(at::kLong);
+  at::Tensor bsums = at::zeros({H, big_C, d}).scatter_add_(1, bl.unsqueeze(-1).expand({H, n, d}), keys);
+  at::Tensor bcounts = at::zeros({H, big_C}).scatter_add_(1, bl, at::ones({H, n}));
+  expect_close(centroid_update(keys.to(kGpu), big_labels.to(kGpu), big.to(kGpu)),
+               at::where((bcounts > 0).unsqueeze(-1), bsums / bcounts.clamp_min(1).unsqueeze(-1), big));
+}
+
+TEST(TorchGlue, SelectIndicesTakesRankedClustersInOrder) {
+  KVB_REQUIRE_GPU();
+  at::manual_seed(5);
+  const int64_t H = 2, n = 500, C = 20;
+  at::Tensor labels = at::randint(0, C, {H, n}, at::kLong);                       // [H, n]
+  at::Tensor sizes = at::zeros({H, C}, at::kLong).scatter_add_(1, labels, at::ones({H, n}, at::kLong));
+  at::Tensor offsets = sizes.cumsum(1) - sizes;
+  at::Tensor members = std::get<1>(labels.sort(/*stable=*/true, 1, false));       // [H, n]
+  at::Tensor ranked = at::stack({at::randperm(C, at::kLong), at::randperm(C, at::kLong)});
+  for (int64_t budget : {int64_t(0), int64_t(37), n, n + 5}) {
+    SCOPED_TRACE("budget " + std::to_string(budget));
+    at::Tensor got = select_indices(ranked.to(kGpu), sizes.to(kGpu), offsets.to(kGpu),
+                                    members.to(kGpu), budget);
+    ASSERT_EQ(got.scalar_type(), at::kInt);
+    at::Tensor want = at::full({H, budget}, -1, at::kInt);
+    auto w = want.accessor<int32_t, 2>();
+    auto rk = ranked.accessor<int64_t, 2>(), sz = sizes.accessor<int64_t, 2>(),
+         off = offsets.accessor<int64_t, 2>(), mem = members.accessor<int64_t, 2>();
+    for (int64_t h = 0; h < H; ++h) {
+      int64_t slot = 0;
+      for (int64_t r = 0; r < C && slot < budget; ++r)
+        for (int64_t i = 0; i < sz[h][rk[h][r]] && slot < budget; ++i)
+          w[h][slot++] = int32_t(mem[h][off[h][rk[h][r]] + i]);
+    }
+    EXPECT_TRUE(at::equal(got.to(at::kCPU), want));
+  }
+}
+
+TEST(TorchGlue, RefusesWhatItDoesNotTake) {
+  KVB_REQUIRE_GPU();
+  at::Tensor lo = randn({2, 8, 16}), q = randn({2, 4, 16});
+  EXPECT_FALSE(quest_page_scores_supported(lo, lo));  // CPU summaries
+  EXPECT_THROW(quest_page_scores(q, lo, lo, true), std::invalid_argument);
+  EXPECT_THROW(quest_page_scores(randn({2, 4, 8}).to(kGpu), lo.to(kGpu), lo.to(kGpu), true),
+               std::invalid_argument);  // d differs
+  EXPECT_FALSE(pq_scores_supported(randn({2, 2, 300, 8}).to(kGpu)));  // K > 256
+  EXPECT_FALSE(cosine_assign_supported(randn({2, 8, 512}).to(kGpu), randn({2, 4, 512}).to(kGpu)));
+  EXPECT_FALSE(select_indices_supported(at::zeros({2, 3000}, at::kInt).to(kGpu)));
+}
+
+}  // namespace
+}  // namespace kvb::cuda
