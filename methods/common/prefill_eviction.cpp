@@ -82,7 +82,6 @@ void PrefillEviction::keep_per_query_head(int layer, const at::Tensor& scores,
 
 Selection PrefillEviction::select(int layer, const at::Tensor&, const LayerKV& kv) {
   if (query_entries_.empty() || query_entries_[layer].empty()) return Selection::everything();
-  const int64_t g = context_.group_size();
   // Every KV head gained one entry per decode step since prefill.
   const int64_t decoded = kv.size(0) - prefill_sizes_[layer][0];
   return with_decode_tokens(layer, decoded, kv.key_pool().device());
