@@ -51,6 +51,16 @@ at::Tensor column_attention_sum(const at::Tensor& q, const at::Tensor& k, double
   return total;
 }
 
+at::Tensor received_by_entry(const std::vector<at::Tensor>& probs, double power) {
+  std::vector<at::Tensor> sums;  // per unit [n_u], on the device
+  for (const at::Tensor& p : probs) {
+    at::Tensor f = p.to(at::kFloat);
+    sums.push_back((power == 1.0 ? f : f.pow(power)).sum(0));
+  }
+  if (sums.empty()) return at::empty({0}, at::kFloat);
+  return at::cat(sums).to(at::kCPU).contiguous();
+}
+
 GroupReduce parse_group_reduce(const std::string& name, const std::string& where) {
   if (name == "mean") return GroupReduce::kMean;
   if (name == "max") return GroupReduce::kMax;

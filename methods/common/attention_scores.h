@@ -20,6 +20,11 @@ at::Tensor window_attention(const at::Tensor& q, const at::Tensor& k, int64_t wi
 at::Tensor column_attention_sum(const at::Tensor& q, const at::Tensor& k, double power = 1.0,
                                 int64_t skip_after = 0, int64_t chunk_bytes = 64 << 20);
 
+// The attention each entry received at one decode step, from Method::on_attention's probs (per
+// unit [queries of the unit, n_u]): per unit, the sum over its queries of p^power, all units
+// concatenated ([sum of n_u] fp32) and copied to the host in one piece.
+at::Tensor received_by_entry(const std::vector<at::Tensor>& probs, double power = 1.0);
+
 // How a GQA group's query-head scores become one KV head's scores.
 enum class GroupReduce { kMean, kMax, kSum };
 GroupReduce parse_group_reduce(const std::string& name, const std::string& where);

@@ -89,11 +89,11 @@ class H2O : public Method {
   // fits. Selection was "everything", so probs[h] covers all entries in logical order.
   void on_attention(int layer, const Selection&, const std::vector<at::Tensor>& probs,
                     LayerKV& kv) override {
+    const at::Tensor received = received_by_entry(probs);  // every head's [n_h], one copy
+    const float* r = received.data_ptr<float>();
     for (int h = 0; h < kv.num_heads(); ++h) {
       std::vector<float>& s = scores_[layer][h];
-      at::Tensor received = probs[h].sum(0).to(at::kCPU, at::kFloat).contiguous();  // [n]
-      const float* r = received.data_ptr<float>();
-      for (size_t i = 0; i < s.size(); ++i) s[i] += r[i];
+      for (size_t i = 0; i < s.size(); ++i) s[i] += *r++;
       while (kv.size(h) > context_.budget - 1) evict_lowest(kv, h, s);
     }
   }

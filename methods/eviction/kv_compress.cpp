@@ -227,11 +227,11 @@ class KVCompress : public Method {
   void on_attention(int layer, const Selection& selection, const std::vector<at::Tensor>& probs,
                     LayerKV&) override {
     if (!config_.continual || !selection.all) return;
+    const at::Tensor add = received_by_entry(probs, config_.metric.power);  // one copy
+    const float* p = add.data_ptr<float>();
     for (size_t h = 0; h < probs.size(); ++h) {
-      at::Tensor add = probs[h].to(at::kFloat).pow(config_.metric.power).sum(0).to(at::kCPU).contiguous();  // [n_h]
       std::vector<float>& m = metrics_[layer][h];
-      const float* p = add.data_ptr<float>();
-      for (size_t i = 0; i < m.size(); ++i) m[i] += p[i];
+      for (size_t i = 0; i < m.size(); ++i) m[i] += *p++;
     }
   }
 
