@@ -20,10 +20,17 @@ Selection RetrievalMethod::select(int layer, const at::Tensor& q, const LayerKV&
   for (int h = 0; h < kv.num_heads(); ++h)
     if (kv.size(h) > context_.budget) sparse_heads.push_back(h);
   if (sparse_heads.empty()) return Selection::everything();
+  const int64_t entry_bytes = 2 * int64_t(kv.head_dim()) * int64_t(kv.key_pool().element_size());
+  if (int(sparse_heads.size()) == kv.num_heads() && !per_query_head()) {
+    at::Tensor rows = select_rows(layer, q, kv);  // no host round trip where the method has one
+    if (rows.defined()) {
+      fetched_bytes_ += double(rows.numel() * entry_bytes);
+      return Selection::from_rows(rows, /*per_query_head=*/false);
+    }
+  }
   const int g = per_query_head() ? context_.group_size() : 1;  // lists per KV head
   std::vector<std::vector<int64_t>> lists(size_t(kv.num_heads()) * g);
   std::vector<std::vector<int64_t>> chosen = select_sparse(layer, q, kv, sparse_heads);
-  const int64_t entry_bytes = 2 * int64_t(kv.head_dim()) * int64_t(kv.key_pool().element_size());
   for (size_t i = 0; i < sparse_heads.size(); ++i) {
     std::vector<int64_t> fetched;  // a KV head's entries are fetched once for its whole group
     for (int j = 0; j < g; ++j) {

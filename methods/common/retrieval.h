@@ -31,6 +31,10 @@ class RetrievalMethod : public Method {
                                                           const LayerKV& kv,
                                                           const std::vector<int>& heads) = 0;
   virtual bool per_query_head() const { return false; }
+  // The same selection built on the device, for a layer whose every KV head holds more than B
+  // entries (per KV head only): [Hkv, k] logical indices, ascending, every head the same k; an
+  // undefined tensor where the method has no device path for its config (then select_sparse).
+  virtual at::Tensor select_rows(int layer, const at::Tensor& q, const LayerKV& kv) { return {}; }
 
   // Accounting, called by subclasses.
   void set_index_bytes(int layer, int64_t bytes);  // size of the method's index for `layer`

@@ -213,6 +213,34 @@ class Quest : public RetrievalMethod {
  protected:
   bool per_query_head() const override { return config_.per_query_head(); }
 
+  // q: [Hq, d]. The kernel and fill selections per KV head on the device: the pages
+  // quest_select_pages takes (a stable descending sort ranks ties by the lower page, as
+  // quest_rank_pages), the same count for every head. The evaluation path is ragged (the current
+  // page may or may not be among the chosen): select_sparse.
+  at::Tensor select_rows(int layer, const at::Tensor& q, const LayerKV& kv) override {
+    if (config_.selection == "evaluation") return {};
+    const PageIndex& ix = index_[layer];
+    const int64_t Hkv = kv.num_heads(), g = q.size(0) / Hkv, d = q.size(1);
+    if (kv.size(0) != ix.entries)
+      throw std::logic_error("quest: page index out of step with the KV store");
+    const int64_t n = ix.entries, page = config_.page_size, B = context_.budget;
+    const int64_t current = (n - 1) / page, current_fill = n - current * page;
+    const int64_t room = config_.selection == "fill" ? B - current_fill : (B / page - 1) * page;
+    const int64_t whole = room / page, part = room % page;  // pages taken whole, then entries
+    at::Tensor scores = quest_page_scores(q.reshape({Hkv, g, d}), ix.kmin.narrow(1, 0, ix.pages),
+                                          ix.kmax.narrow(1, 0, ix.pages), /*sum_group=*/true)
+                            .squeeze(1);  // [Hkv, P]
+    at::Tensor ranked = std::get<1>(scores.narrow(1, 0, current).sort(/*stable=*/true, 1, true));
+    const at::Tensor in_page = at::arange(page, ranked.options());  // [page]
+    std::vector<at::Tensor> parts;  // [Hkv, *] logical indices
+    if (whole > 0)
+      parts.push_back((ranked.narrow(1, 0, whole).unsqueeze(2) * page + in_page).reshape({Hkv, -1}));
+    if (part > 0) parts.push_back(ranked.narrow(1, whole, 1) * page + in_page.narrow(0, 0, part));
+    parts.push_back((at::arange(current_fill, ranked.options()) + current * page)
+                        .expand({Hkv, current_fill}));
+    return std::get<0>(at::cat(parts, 1).sort(1));
+  }
+
   // q: [Hq, d]. Every head of this family holds the same entries (nothing is evicted).
   std::vector<std::vector<int64_t>> select_sparse(int layer, const at::Tensor& q,
                                                   const LayerKV& kv,

@@ -210,6 +210,36 @@ TEST(Quest, IncrementalSummariesMatchARebuild) {
   EXPECT_EQ(sel, expected);
 }
 
+TEST(Quest, DeviceSelectionEqualsTheHostRankingOfEveryHead) {
+  // Quest's kernel and fill selections are built with tensor ops (select_rows); the host path
+  // (quest_rank_pages + quest_select_pages) is the reference. Random keys, several heads, many
+  // lengths and budgets, ties included (page scores rounded to make them frequent).
+  const int64_t d = 8, H = 3, g = 2;
+  for (const char* mode : {"kernel", "fill"})
+    for (int64_t budget : {16, 40, 64})
+      for (uint64_t seed : {1, 2, 3}) {
+        at::manual_seed(seed);
+        const int64_t L = 70 + int64_t(seed) * 13;
+        at::Tensor k = (at::randn({H, L, d}) * 2).round();  // integer keys: tied page scores
+        auto method = test::make_method("quest", {{"selection", mode}});
+        method->begin(test::context(3, H * g, H, d, budget, L));
+        LayerKV kv(int(H), d, at::kFloat);
+        kv.append_many(k, k, 0);
+        method->on_prefill(2, at::randn({H * g, L, d}), k, k, kv);
+        at::Tensor q = at::randn({H * g, d}).round();
+        const std::vector<std::vector<int64_t>> got = method->select(2, q, kv).lists();
+        auto [kmin, kmax] = quest_page_summaries(k, 16);
+        at::Tensor scores = quest_page_scores(q.view({H, g, d}), kmin, kmax, true);  // [H, 1, P]
+        for (int64_t h = 0; h < H; ++h) {
+          std::vector<int64_t> expected = quest_select_pages(
+              quest_rank_pages(scores[h][0]), L, 16, budget, std::string(mode) == "fill");
+          std::vector<int64_t> sel = got[size_t(h)];
+          std::sort(sel.begin(), sel.end());
+          EXPECT_EQ(sel, expected) << mode << " B=" << budget << " seed " << seed << " head " << h;
+        }
+      }
+}
+
 TEST(Quest, BadConfigsFailAtValidationNamingTheField) {
   std::string e = test::suite_error({{"name", "quest"}, {"config", {{"page_size", 0}}}}, {32});
   EXPECT_NE(e.find("page_size"), std::string::npos) << e;
