@@ -11,6 +11,7 @@ void RetrievalMethod::begin(const MethodContext& context) {
   fetched_bytes_ = 0;
   steps_ = 0;
   cache_hits_ = cache_lookups_ = 0;
+  device_cache_hits_ = at::Tensor();
 }
 
 Selection RetrievalMethod::select(int layer, const at::Tensor& q, const LayerKV& kv) {
@@ -55,6 +56,17 @@ Selection RetrievalMethod::select(int layer, const at::Tensor& q, const LayerKV&
 
 void RetrievalMethod::set_index_bytes(int layer, int64_t bytes) { index_bytes_[layer] = bytes; }
 
+std::vector<std::vector<int64_t>> RetrievalMethod::select_sparse(int, const at::Tensor&,
+                                                                 const LayerKV&,
+                                                                 const std::vector<int>&) {
+  throw std::logic_error("retrieval method without a host selection asked for one");
+}
+
+void RetrievalMethod::count_cache(const at::Tensor& hits, int64_t lookups) {
+  device_cache_hits_ = device_cache_hits_.defined() ? device_cache_hits_ + hits : hits.clone();
+  cache_lookups_ += lookups;
+}
+
 void RetrievalMethod::count_cache(int64_t hits, int64_t lookups) {
   cache_hits_ += hits;
   cache_lookups_ += lookups;
@@ -65,9 +77,11 @@ std::map<std::string, double> RetrievalMethod::counters() const {
   c["fetched_bytes_per_step"] = steps_ ? fetched_bytes_ / double(steps_) : 0.0;
   c["index_bytes"] = double(std::accumulate(index_bytes_.begin(), index_bytes_.end(), int64_t(0)));
   if (cache_lookups_ > 0) {
-    c["cache_hits"] = double(cache_hits_);
+    const double hits = double(cache_hits_) +
+                        (device_cache_hits_.defined() ? device_cache_hits_.item<double>() : 0.0);
+    c["cache_hits"] = hits;
     c["cache_lookups"] = double(cache_lookups_);
-    c["cache_hit_rate"] = double(cache_hits_) / double(cache_lookups_);
+    c["cache_hit_rate"] = hits / double(cache_lookups_);
   }
   return c;
 }

@@ -27,9 +27,10 @@ class RetrievalMethod : public Method {
   // included. Called only for heads holding more than B entries; `heads` lists them.
   // q: [Hq, d]. With per_query_head(): g lists per listed head instead (its query heads in
   // order), each query head attending only to its own (the references that repeat the KV).
+  // Methods whose every selection select_rows builds need not override it.
   virtual std::vector<std::vector<int64_t>> select_sparse(int layer, const at::Tensor& q,
                                                           const LayerKV& kv,
-                                                          const std::vector<int>& heads) = 0;
+                                                          const std::vector<int>& heads);
   virtual bool per_query_head() const { return false; }
   // The same selection built on the device, for a layer whose every KV head holds more than B
   // entries (per KV head only): [Hkv, k] logical indices, ascending, every head the same k; an
@@ -39,12 +40,14 @@ class RetrievalMethod : public Method {
   // Accounting, called by subclasses.
   void set_index_bytes(int layer, int64_t bytes);  // size of the method's index for `layer`
   void count_cache(int64_t hits, int64_t lookups);  // the method's own cache (entries or blocks)
+  void count_cache(const at::Tensor& hits, int64_t lookups);  // hits: a device scalar
 
  private:
   std::vector<int64_t> index_bytes_;  // per layer
   double fetched_bytes_ = 0;          // over all sparse-layer selections
   int64_t steps_ = 0;                 // decode steps (counted at layer 0)
   int64_t cache_hits_ = 0, cache_lookups_ = 0;
+  at::Tensor device_cache_hits_;  // summed on the device, read by counters()
 };
 
 }  // namespace kvb

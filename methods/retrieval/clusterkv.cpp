@@ -97,51 +97,20 @@ ClusterMetadata cluster_metadata(const at::Tensor& labels, int64_t clusters, int
   return m;
 }
 
-namespace {
-
-// Clusters ranked by descending score, ties by lower id (std::stable_sort: no thread-pool
-// round trip for a few hundred scores per step).
-std::vector<int64_t> rank_clusters(const float* scores, int64_t C) {
-  std::vector<int64_t> order(C);
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [scores](int64_t a, int64_t b) { return scores[a] > scores[b]; });
-  return order;
-}
-
-std::vector<int64_t> gather_ranked(const std::vector<int64_t>& order, const int64_t* sizes,
-                                   const int64_t* starts, const int64_t* sorted_indices,
-                                   int64_t take) {
-  std::vector<int64_t> out;
-  out.reserve(std::max<int64_t>(take, 0));
-  for (size_t r = 0; r < order.size() && int64_t(out.size()) < take; ++r) {
-    const int64_t c = order[r];
-    const int64_t count = std::min(sizes[c], take - int64_t(out.size()));  // trims the last one
-    out.insert(out.end(), sorted_indices + starts[c], sorted_indices + starts[c] + count);
-  }
-  return out;
-}
-
-}  // namespace
-
-std::vector<int64_t> gather_clusters(const at::Tensor& order, const at::Tensor& sizes,
-                                     const at::Tensor& starts, const at::Tensor& sorted_indices,
-                                     int64_t take) {
-  auto host = [](const at::Tensor& t) { return t.to(at::kCPU, at::kLong).contiguous(); };
-  at::Tensor o = host(order), sz = host(sizes), st = host(starts), idx = host(sorted_indices);
-  std::vector<int64_t> ranked(o.data_ptr<int64_t>(), o.data_ptr<int64_t>() + o.numel());
-  return gather_ranked(ranked, sz.data_ptr<int64_t>(), st.data_ptr<int64_t>(),
-                       idx.data_ptr<int64_t>(), take);
-}
-
-std::vector<int64_t> clusterkv_select(const at::Tensor& scores, const at::Tensor& sizes,
-                                      const at::Tensor& starts, const at::Tensor& sorted_indices,
-                                      int64_t take) {
-  at::Tensor sc = scores.to(at::kCPU, at::kFloat).contiguous();
-  auto host = [](const at::Tensor& t) { return t.to(at::kCPU, at::kLong).contiguous(); };
-  at::Tensor sz = host(sizes), st = host(starts), idx = host(sorted_indices);
-  return gather_ranked(rank_clusters(sc.data_ptr<float>(), sc.numel()), sz.data_ptr<int64_t>(),
-                       st.data_ptr<int64_t>(), idx.data_ptr<int64_t>(), take);
+at::Tensor clusterkv_select(const at::Tensor& scores, const at::Tensor& sizes,
+                            const at::Tensor& starts, const at::Tensor& sorted_indices,
+                            int64_t take) {
+  const int64_t H = scores.size(0), taken = std::min(take, sorted_indices.size(1));
+  if (taken <= 0) return at::empty({H, 0}, sorted_indices.options());
+  at::Tensor ranked = std::get<1>(scores.sort(/*stable=*/true, 1, /*descending=*/true));  // [H, C]
+  at::Tensor ranked_sizes = sizes.gather(1, ranked);
+  at::Tensor ranked_starts = starts.gather(1, ranked);
+  at::Tensor ends = ranked_sizes.cumsum(1);  // [H, C]: members taken after each ranked cluster
+  // Slot t of the selection lies in the first ranked cluster whose end exceeds t.
+  at::Tensor slot = at::arange(taken, ends.options()).expand({H, taken}).contiguous();
+  at::Tensor rank = at::searchsorted(ends, slot, /*out_int32=*/false, /*right=*/true);
+  at::Tensor within = slot - (ends - ranked_sizes).gather(1, rank);
+  return sorted_indices.gather(1, ranked_starts.gather(1, rank) + within);  // [H, taken]
 }
 
 namespace {
@@ -260,8 +229,7 @@ class ClusterKV : public RetrievalMethod {
     ix.centroids = at::empty({H, 0, d}, k.options().dtype(at::kFloat));
     ix.sizes = ix.starts = at::empty({H, 0}, k.options().dtype(at::kLong));
     ix.members = at::empty({H, 0}, k.options().dtype(at::kLong));
-    mirror_on_host(ix);
-    ix.last_selected.assign(H, {});
+    ix.last_selected = at::full({H, L}, -1, k.options().dtype(at::kLong));
     const int64_t n = L - ix.sinks;
     if (n > 0) {
       add_clusters(layer, k.narrow(1, ix.sinks, n), config_.prompt_clusters(L, n), ix.sinks);
@@ -300,15 +268,12 @@ class ClusterKV : public RetrievalMethod {
   }
 
  protected:
-  // q: [Hq, d]. Returns sinks + trimmed clusters + recent per listed head.
-  std::vector<std::vector<int64_t>> select_sparse(int layer, const at::Tensor& q,
-                                                  const LayerKV& kv,
-                                                  const std::vector<int>& heads) override {
+  // q: [Hq, d]. Per KV head, sinks + trimmed clusters + recent, on the device.
+  at::Tensor select_rows(int layer, const at::Tensor& q, const LayerKV& kv) override {
     LayerIndex& ix = index_[layer];
     const int64_t Hkv = kv.num_heads(), g = q.size(0) / Hkv, d = q.size(1);
-    for (int h : heads)
-      if (kv.size(h) != ix.entries)
-        throw std::logic_error("clusterkv: cluster index out of step with the KV store");
+    if (kv.size(0) != ix.entries)
+      throw std::logic_error("clusterkv: cluster index out of step with the KV store");
     const int64_t n = ix.entries, room = context_.budget - ix.sinks;
     const int64_t unclustered = n - ix.clustered_end;  // the current token included
     // on_top: B - sinks clustered entries and every unclustered one; in_budget: the newest
@@ -316,31 +281,18 @@ class ClusterKV : public RetrievalMethod {
     const bool on_top = config_.recent == "on_top";
     const int64_t recent = on_top ? unclustered : std::min(unclustered, room);
     const int64_t take = on_top ? room : room - recent;  // clustered entries to select
-    at::Tensor scores;                                      // [Hkv, C] q.mu
+    const at::TensorOptions longs = ix.members.options();
+    std::vector<at::Tensor> parts;  // [Hkv, *] logical indices
     if (take > 0) {
       at::Tensor q_group = q.to(at::kFloat).reshape({Hkv, g, d}).sum(1).unsqueeze(-1);  // [Hkv, d, 1]
-      scores = at::bmm(ix.centroids, q_group).squeeze(-1).to(at::kCPU).contiguous();    // [Hkv, C]
+      at::Tensor scores = at::bmm(ix.centroids, q_group).squeeze(-1);                   // [Hkv, C]
+      at::Tensor clustered = clusterkv_select(scores, ix.sizes, ix.starts, ix.members, take);
+      count_hits(ix, clustered);
+      parts.push_back(clustered);
     }
-    const int64_t C = ix.centroids.size(1), N = ix.members.size(1);
-    // Ranked and gathered on the host: the scores copied once per layer, the layout mirrored.
-    const at::Tensor &sizes = ix.host_sizes, &starts = ix.host_starts, &members = ix.host_members;
-    std::vector<std::vector<int64_t>> out;
-    int64_t hits = 0, lookups = 0;
-    for (int h : heads) {
-      std::vector<int64_t> sel;
-      if (take > 0) {
-        sel = gather_ranked(rank_clusters(scores.data_ptr<float>() + h * C, C),
-                            sizes.data_ptr<int64_t>() + h * C,
-                            starts.data_ptr<int64_t>() + h * C,
-                            members.data_ptr<int64_t>() + h * N, take);
-        count_hits(ix, h, sel, hits, lookups);
-      }
-      for (int64_t i = 0; i < ix.sinks; ++i) sel.push_back(i);
-      for (int64_t i = n - recent; i < n; ++i) sel.push_back(i);
-      out.push_back(std::move(sel));
-    }
-    if (config_.cache_steps > 0 && lookups > 0) count_cache(hits, lookups);
-    return out;
+    parts.push_back(at::arange(ix.sinks, longs).expand({Hkv, ix.sinks}));
+    parts.push_back((at::arange(recent, longs) + (n - recent)).expand({Hkv, recent}));
+    return std::get<0>(at::cat(parts, 1).sort(1));
   }
 
  private:
@@ -353,9 +305,8 @@ class ClusterKV : public RetrievalMethod {
     at::Tensor centroids;       // [Hkv, C, d] float32
     at::Tensor sizes, starts;   // [Hkv, C] int64
     at::Tensor members;         // [Hkv, N] int64 entry indices sorted by label, cluster by cluster
-    at::Tensor host_sizes, host_starts, host_members;  // the same three on the host
     std::vector<at::Tensor> pending;  // [Hkv, d] keys of the recent (unclustered) entries
-    std::vector<std::vector<int64_t>> last_selected;  // per head, per entry: step last selected
+    at::Tensor last_selected;   // [Hkv, entries] int64: the step each entry was last selected, or -1
   };
 
   // Clusters keys [Hkv, n, d] (entries offset..offset+n-1) into `clusters` and appends them.
@@ -369,29 +320,21 @@ class ClusterKV : public RetrievalMethod {
     ix.sizes = at::cat({ix.sizes, m.sizes}, 1);
     ix.starts = at::cat({ix.starts, m.starts + before}, 1);
     ix.members = at::cat({ix.members, m.sorted_indices}, 1);
-    mirror_on_host(ix);
   }
 
-  // The cluster layout read by every step's selection, copied to the host when it changes
-  // (every m decode tokens), not at every step; on the CPU the same tensors.
-  static void mirror_on_host(LayerIndex& ix) {
-    auto host = [](const at::Tensor& t) { return t.to(at::kCPU).contiguous(); };
-    ix.host_sizes = host(ix.sizes);
-    ix.host_starts = host(ix.starts);
-    ix.host_members = host(ix.members);
-  }
-
-  // The cache of the last R steps: hits among this step's selected (clustered) entries.
-  void count_hits(LayerIndex& ix, int h, const std::vector<int64_t>& sel, int64_t& hits,
-                  int64_t& lookups) {
+  // The cache of the last R steps: hits among this step's selected (clustered) entries
+  // [Hkv, k], counted on the device.
+  void count_hits(LayerIndex& ix, const at::Tensor& selected) {
     if (config_.cache_steps <= 0) return;
-    std::vector<int64_t>& last = ix.last_selected[h];
-    if (int64_t(last.size()) < ix.entries) last.resize(ix.entries, -1);
-    for (int64_t e : sel) {
-      if (last[e] >= 0 && ix.steps - last[e] <= config_.cache_steps) ++hits;
-      last[e] = ix.steps;
+    if (ix.last_selected.size(1) < ix.entries) {  // decode entries since the last growth
+      at::Tensor more = at::full({ix.last_selected.size(0), ix.entries - ix.last_selected.size(1)},
+                                 -1, ix.last_selected.options());
+      ix.last_selected = at::cat({ix.last_selected, more}, 1);
     }
-    lookups += int64_t(sel.size());
+    at::Tensor last = ix.last_selected.gather(1, selected);
+    at::Tensor hits = ((last >= 0) & (ix.steps - last <= config_.cache_steps)).sum();
+    ix.last_selected.scatter_(1, selected, ix.steps);
+    count_cache(hits, selected.numel());
   }
 
   // Index bytes: centroids in the keys' dtype; sizes, prefix sums, sorted indices as int32.

@@ -38,17 +38,13 @@ struct ClusterMetadata {
 };
 ClusterMetadata cluster_metadata(const at::Tensor& labels, int64_t clusters, int64_t index_offset);
 
-// The members of the clusters taken in the given order until `take` entries: the last cluster
-// is trimmed (its first members in sorted order). order: [C] cluster ids, best first; sizes,
-// starts: [C]; sorted_indices: [N]. Returns entry indices (selection order).
-std::vector<int64_t> gather_clusters(const at::Tensor& order, const at::Tensor& sizes,
-                                     const at::Tensor& starts, const at::Tensor& sorted_indices,
-                                     int64_t take);
-
-// ClusterKV's selection for one KV head: clusters ranked by descending score q.mu (ties by lower
-// id), then gather_clusters. scores: [C].
-std::vector<int64_t> clusterkv_select(const at::Tensor& scores, const at::Tensor& sizes,
-                                      const at::Tensor& starts, const at::Tensor& sorted_indices,
-                                      int64_t take);
+// ClusterKV's selection for every KV head at once, with tensor ops (no host round trip): the
+// clusters ranked by descending score q.mu (a stable sort: ties to the lower id), their members
+// taken in rank order until `take` entries, the last cluster trimmed (its first members in
+// sorted order). scores: [H, C]; sizes, starts: [H, C]; sorted_indices: [H, N] (every head
+// N members). Returns [H, min(take, N)] entry indices in selection order.
+at::Tensor clusterkv_select(const at::Tensor& scores, const at::Tensor& sizes,
+                            const at::Tensor& starts, const at::Tensor& sorted_indices,
+                            int64_t take);
 
 }  // namespace kvb

@@ -65,14 +65,22 @@ TEST(ClusterKV, MetadataAndSelectionFollowFigure8) {
   EXPECT_TRUE(
       m.sorted_indices.equal(at::tensor({17, 18, 19, 20, 16, 21}, at::kLong).reshape({1, 6})));
   // q.mu ranks the clusters 2, 0, 1. Budget 3 = sizes of clusters 2 and 0.
-  at::Tensor scores = at::tensor({0.5f, -1.0f, 2.0f});
-  EXPECT_EQ(clusterkv_select(scores, m.sizes[0], m.starts[0], m.sorted_indices[0], 3),
-            (std::vector<int64_t>{16, 21, 17}));
+  at::Tensor scores = at::tensor({0.5f, -1.0f, 2.0f}).reshape({1, 3});
+  auto select = [&](int64_t take) {
+    at::Tensor s = clusterkv_select(scores, m.sizes, m.starts, m.sorted_indices, take)[0];
+    return std::vector<int64_t>(s.data_ptr<int64_t>(), s.data_ptr<int64_t>() + s.numel());
+  };
+  EXPECT_EQ(select(3), (std::vector<int64_t>{16, 21, 17}));
   // Budget 5: cluster 1 is trimmed to its first 2 members.
-  EXPECT_EQ(clusterkv_select(scores, m.sizes[0], m.starts[0], m.sorted_indices[0], 5),
-            (std::vector<int64_t>{16, 21, 17, 18, 19}));
-  EXPECT_EQ(clusterkv_select(scores, m.sizes[0], m.starts[0], m.sorted_indices[0], 2),
-            (std::vector<int64_t>{16, 21}));
+  EXPECT_EQ(select(5), (std::vector<int64_t>{16, 21, 17, 18, 19}));
+  EXPECT_EQ(select(2), (std::vector<int64_t>{16, 21}));
+  EXPECT_EQ(select(9), (std::vector<int64_t>{16, 21, 17, 18, 19, 20}));  // all 6, no more
+  // Ties rank the lower id first; an empty cluster (size 0) is skipped.
+  at::Tensor tied = at::tensor({1.0f, 1.0f, 1.0f, 5.0f}).reshape({1, 4});
+  at::Tensor sizes = at::tensor({1, 3, 2, 0}, at::kLong).reshape({1, 4});
+  at::Tensor starts = at::tensor({0, 1, 4, 6}, at::kLong).reshape({1, 4});
+  at::Tensor s = clusterkv_select(tied, sizes, starts, m.sorted_indices, 5)[0];
+  EXPECT_TRUE(s.equal(at::tensor({17, 18, 19, 20, 16}, at::kLong))) << s;
 }
 
 // Runs clusterkv on one sparse layer (layer 2 of 3): prefill of keys `k` [1, L, d], then
