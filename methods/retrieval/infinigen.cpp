@@ -41,7 +41,6 @@
 
 #include "harness/common/json_fields.h"
 #include "harness/engine/session.h"
-#include "methods/common/selection.h"
 
 namespace kvb {
 
@@ -88,19 +87,20 @@ at::Tensor infinigen_speculative_scores(const at::Tensor& q, const at::Tensor& s
 
 int64_t infinigen_threshold_count(const std::vector<at::Tensor>& scores, double alpha) {
   if (scores.empty()) throw std::logic_error("infinigen_threshold_count: no heads");
-  double count_sum = 0;
-  for (const at::Tensor& s : scores)
-    count_sum += (s >= s.max().item<double>() - alpha).sum().item<double>();  // this head's max
-  return int64_t(count_sum / double(scores.size()));
+  at::Tensor count_sum = at::zeros({}, scores[0].options().dtype(at::kDouble));
+  for (const at::Tensor& s : scores) {  // each head against its own max, in double
+    at::Tensor sd = s.to(at::kDouble);
+    count_sum += (sd >= sd.max() - alpha).sum();
+  }
+  return int64_t(count_sum.item<double>() / double(scores.size()));
 }
 
-std::vector<int64_t> infinigen_fetch(const at::Tensor& scores, int64_t fetch) {
-  const int64_t n = scores.size(0);
+at::Tensor infinigen_fetch(const at::Tensor& scores, int64_t fetch) {
+  const int64_t H = scores.size(0), n = scores.size(1);
   if (fetch < 1 || fetch > n) throw std::logic_error("infinigen_fetch: needs 1 <= fetch <= n");
-  std::vector<int64_t> chosen = top_k_indices(scores.narrow(0, 0, n - 1), fetch - 1);
-  chosen.push_back(n - 1);
-  std::sort(chosen.begin(), chosen.end());
-  return chosen;
+  at::Tensor others = std::get<1>(scores.narrow(1, 0, n - 1).topk(fetch - 1, 1));  // [H, fetch-1]
+  at::Tensor current = at::full({H, 1}, n - 1, others.options());
+  return std::get<0>(at::cat({others, current}, 1).sort(1));
 }
 
 std::string infinigen_default_calibration_file() {
@@ -368,9 +368,7 @@ void InfiniGen::set_partial_bytes(int layer, const LayerKV& kv) {
   set_index_bytes(layer, elements * int64_t(kv.key_pool().element_size()));
 }
 
-std::vector<std::vector<int64_t>> InfiniGen::select_sparse(int layer, const at::Tensor& q,
-                                                           const LayerKV& kv,
-                                                           const std::vector<int>& heads) {
+at::Tensor InfiniGen::select_rows(int layer, const at::Tensor& q, const LayerKV& kv) {
   if (!context_.model) throw std::logic_error("infinigen: speculation needs MethodContext.model");
   const at::Tensor& x = attention_input_[layer - 1];  // layer i's input speculates layer i+1
   if (!x.defined() || partial_keys_[layer].empty())
@@ -383,19 +381,15 @@ std::vector<std::vector<int64_t>> InfiniGen::select_sparse(int layer, const at::
                                     at::full({1}, position_, x.options().dtype(at::kLong)))
                           .reshape({Hq, d}).to(at::kFloat);
   const at::Tensor& skew = calibration().skew[layer];
-  std::vector<at::Tensor> scores;  // per listed head [n]
-  for (int h : heads)
+  std::vector<at::Tensor> scores;  // per KV head [n] (heads differ in partial channels)
+  for (int h = 0; h < kv.num_heads(); ++h)
     scores.push_back(infinigen_speculative_scores(q_spec.narrow(0, h * g, g), skew[h],
                                                   calibration().channels[layer][h],
                                                   partial_keys_[layer][h]));
   last_count_ = infinigen_threshold_count(scores, config_.alpha);  // same count for every head
-  std::vector<std::vector<int64_t>> out;
-  for (size_t i = 0; i < heads.size(); ++i) {
-    const int64_t cap = config_.cap(context_.budget, kv.size(heads[i]));
-    const int64_t fetch = config_.fill_to_budget ? cap : std::min(last_count_, cap);
-    out.push_back(infinigen_fetch(scores[i], std::max<int64_t>(1, fetch)));  // NaN scores: 1
-  }
-  return out;
+  const int64_t cap = config_.cap(context_.budget, kv.size(0));  // every head holds n entries
+  const int64_t fetch = config_.fill_to_budget ? cap : std::min(last_count_, cap);
+  return infinigen_fetch(at::stack(scores), std::max<int64_t>(1, fetch));  // NaN scores: 1
 }
 
 KVB_REGISTER_METHOD(make_method_info<InfiniGen, InfiniGenConfig>({

@@ -36,11 +36,13 @@ at::Tensor infinigen_speculative_scores(const at::Tensor& q, const at::Tensor& s
 // InfiniGen's fetch count: per head, the keys whose speculative score is within alpha of that
 // head's max (score >= max - alpha, as the reference), averaged over the heads and truncated
 // (the reference fetches the same number for every head). scores: one [n_h] tensor per head.
+// Reads the device once.
 int64_t infinigen_threshold_count(const std::vector<at::Tensor>& scores, double alpha);
 
-// The entries one head fetches: the current (last) one and the top fetch - 1 of the others by
-// speculative score (ties by lower index). scores: [n]; 1 <= fetch <= n. Returns ascending.
-std::vector<int64_t> infinigen_fetch(const at::Tensor& scores, int64_t fetch);
+// The entries each head fetches: the current (last) one and the top fetch - 1 of the others by
+// speculative score. scores: [H, n]; 1 <= fetch <= n. Returns [H, fetch] ascending, on the
+// scores' device.
+at::Tensor infinigen_fetch(const at::Tensor& scores, int64_t fetch);
 
 // The calibration text shipped with kvbench (methods/retrieval/infinigen_calibration.txt): used
 // when `calibration_file` is empty.
@@ -99,9 +101,7 @@ class InfiniGen : public RetrievalMethod {
 
  protected:
   int dense_layers() const override { return 2; }
-  std::vector<std::vector<int64_t>> select_sparse(int layer, const at::Tensor& q,
-                                                  const LayerKV& kv,
-                                                  const std::vector<int>& heads) override;
+  at::Tensor select_rows(int layer, const at::Tensor& q, const LayerKV& kv) override;
 
  private:
   void set_partial_bytes(int layer, const LayerKV& kv);

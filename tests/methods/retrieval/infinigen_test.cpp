@@ -93,15 +93,20 @@ TEST(InfiniGen, ThresholdCountIsTheHeadMeanOfKeysWithinAlphaOfTheirOwnMax) {
   EXPECT_EQ(infinigen_threshold_count(scores, 100.0), 4);  // (5 + 4) / 2
   // With the shared count 2, head 0 fetches its current entry (4) and its best other one (3);
   // head 1 its current entry (3) and entry 2.
-  EXPECT_EQ(infinigen_fetch(scores[0], 2), (std::vector<int64_t>{3, 4}));
-  EXPECT_EQ(infinigen_fetch(scores[1], 2), (std::vector<int64_t>{2, 3}));
+  EXPECT_TRUE(infinigen_fetch(scores[0].unsqueeze(0), 2).equal(at::tensor({3, 4}, at::kLong).view({1, 2})));
+  EXPECT_TRUE(infinigen_fetch(scores[1].unsqueeze(0), 2).equal(at::tensor({2, 3}, at::kLong).view({1, 2})));
 }
 
 TEST(InfiniGen, FetchTakesTheCurrentEntryAndTheTopOthersBySpeculativeScore) {
-  const at::Tensor scores = at::tensor({3.0f, 9.0f, 1.0f, 7.0f, 0.5f});  // entry 4: current
-  EXPECT_EQ(infinigen_fetch(scores, 3), (std::vector<int64_t>{1, 3, 4}));
-  EXPECT_EQ(infinigen_fetch(scores, 1), (std::vector<int64_t>{4}));
-  EXPECT_EQ(infinigen_fetch(scores, 5), (std::vector<int64_t>{0, 1, 2, 3, 4}));
+  // Two heads at once; entry 4 is the current one.
+  const at::Tensor scores = at::tensor({3.0f, 9.0f, 1.0f, 7.0f, 0.5f,  //
+                                        9.0f, 0.0f, 8.0f, 1.0f, 0.0f}).view({2, 5});
+  auto rows = [](std::vector<int64_t> v, int64_t cols) {
+    return at::tensor(v, at::kLong).view({-1, cols});
+  };
+  EXPECT_TRUE(infinigen_fetch(scores, 3).equal(rows({1, 3, 4, 0, 2, 4}, 3)));
+  EXPECT_TRUE(infinigen_fetch(scores, 1).equal(rows({4, 4}, 1)));
+  EXPECT_TRUE(infinigen_fetch(scores, 5).equal(rows({0, 1, 2, 3, 4, 0, 1, 2, 3, 4}, 5)));
 }
 
 std::vector<int> prompt_of_length(int n) {
