@@ -4,6 +4,7 @@
 #include <set>
 
 #include "harness/common/error.h"
+#include "harness/suite/suite.h"
 
 namespace kvb {
 namespace {
@@ -51,12 +52,13 @@ std::string run_column(const ResultStore& store, int64_t run_id, const std::stri
 
 CellData load_cell(const ResultStore& store, const CellRow& row) {
   CellData cell;
-  cell.model = row.model;
+  const json config = json::parse(row.config_json);
+  cell.model = row.model + device_suffix(config);  // a bf16 or GPU run is its own group
   cell.dataset = row.dataset;
   cell.method = row.method;
   cell.budget = row.budget;
   cell.seed = row.seed;
-  cell.dataset_params = json::parse(row.config_json).at("dataset").value("params", json::object());
+  cell.dataset_params = config.at("dataset").value("params", json::object());
   for (const MetricRow& m : store.cell_metrics(row.id)) {
     cell.metrics[m.name] = m.value;
     if (m.name == "score") cell.score_unit = m.unit;

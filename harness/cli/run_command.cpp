@@ -49,10 +49,12 @@ void add_run_command(CLI::App& app, std::vector<Command>& out, const std::string
     if (!o->dtype.empty()) overrides.push_back("dtype=" + o->dtype);
     Suite suite = load_suite(o->suite, overrides);  // validated before anything runs
     check_model_configs(suite, o->allow_unknown_config_keys);
-    check_devices(suite);  // a GPU asked for where there is none: exit 2, nothing written
     RunOptions options;
     options.allow_unknown_config_keys = o->allow_unknown_config_keys;
     if (!o->shard.empty()) options.shard = parse_shard_spec(o->shard);
+    // A GPU asked for where there is none: exit 2, nothing written (this shard's cells only).
+    check_devices(suite, options.shard ? cells_of_shard(suite.cells(), *options.shard)
+                                       : suite.cells());
     options.db_path = !o->db.empty() ? o->db
                       : options.shard ? default_shard_db_path(suite.name, *options.shard)
                                       : default_db_path(suite.name);

@@ -3,10 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <numeric>
 
 #include "harness/common/error.h"
 #include "harness/engine/kernel_adapter.h"
+
+#include <torch/cuda.h>
 
 namespace kvb {
 
@@ -58,16 +59,36 @@ Selection select_everything(const LayerKV& kv) {
   bool uniform = true;
   for (int h = 1; h < Hkv; ++h) uniform = uniform && kv.size(h) == kv.size(0);
   if (uniform) return Selection::from_rows(at::arange(kv.size(0), longs).expand({Hkv, kv.size(0)}), false);
-  std::vector<std::vector<int64_t>> lists(static_cast<size_t>(Hkv));  // ragged heads: on the host
+  // Ragged heads: the Hkv sizes go to the device, the entries are built there.
+  std::vector<int64_t> indptr(static_cast<size_t>(Hkv + 1), 0);
+  int64_t longest = 0;
   for (int h = 0; h < Hkv; ++h) {
-    lists[size_t(h)].resize(size_t(kv.size(h)));
-    std::iota(lists[size_t(h)].begin(), lists[size_t(h)].end(), 0);
+    indptr[size_t(h + 1)] = indptr[size_t(h)] + kv.size(h);
+    longest = std::max(longest, kv.size(h));
   }
-  return Selection::from_lists(lists, false, kv.key_pool().device());
+  Selection s;
+  s.all = false;
+  s.indptr = at::tensor(indptr, at::kLong).to(longs.device());
+  const int64_t total = indptr.back();
+  at::Tensor head_of = at::arange(Hkv, longs).repeat_interleave(
+      s.indptr.narrow(0, 1, Hkv) - s.indptr.narrow(0, 0, Hkv), 0, total);
+  s.indices = at::arange(total, longs) - s.indptr.index_select(0, head_of);
+  s.max_count = longest;
+  return s;
 }
 
 Session::Session(const LlamaModel& model, Method& method, SessionOptions options)
     : model_(model), method_(method), options_(options) {}
+
+Clock::time_point Session::now() const {
+  // A GPU runs behind the host: wait for it so that a phase's time is its own work's.
+  if (model_.device().is_cuda()) torch::cuda::synchronize(model_.device().index());
+  return Clock::now();
+}
+
+double Session::elapsed(Clock::time_point start) const {
+  return std::chrono::duration<double>(now() - start).count();
+}
 
 void Session::check_context(int64_t tokens) const {
   const int window = model_.config.sliding_window;
@@ -110,7 +131,7 @@ at::Tensor Session::prefill(const std::vector<int>& ids, bool all_logits) {
     if (id < 0 || id >= c.vocab_size)
       throw InputError("prefill: token id " + std::to_string(id) + " outside the vocabulary");
   check_context(int64_t(ids.size()));
-  auto start = Clock::now();
+  auto start = now();
   const at::TensorOptions kv_options = model_.embed.options();  // the model's device and dtype
   kv_.clear();
   shadow_.clear();
@@ -129,14 +150,14 @@ at::Tensor Session::prefill(const std::vector<int>& ids, bool all_logits) {
   at::Tensor token_ids = at::tensor(std::vector<int64_t>(ids.begin(), ids.end()), at::kLong);
   at::Tensor x = model_.embed.index_select(0, token_ids.to(model_.device()));  // [L, D]
   for (int l = 0; l < c.num_hidden_layers; ++l) x = prefill_layer(l, x);
-  auto hook_start = Clock::now();
+  auto hook_start = now();
   method_.after_prefill(kv_);
   for (LayerKV& layer : kv_) layer.shrink_to_fit();  // evicted blocks leave the process
-  timings_.prefill_method_s += seconds_since(hook_start);
+  timings_.prefill_method_s += elapsed(hook_start);
   position_ = int64_t(ids.size());
   at::Tensor out = all_logits ? output_logits(model_, x)
                               : output_logits(model_, x.narrow(0, x.size(0) - 1, 1))[0];
-  timings_.prefill_s = seconds_since(start);
+  timings_.prefill_s = elapsed(start);
   return out;
 }
 
@@ -177,9 +198,9 @@ at::Tensor Session::prefill_layer(int layer, const at::Tensor& x) {
 
   kv_[layer].append_many(k, v, 0);
   if (options_.track_fidelity) shadow_[layer].append_many(k, v, 0);
-  auto hook_start = Clock::now();
+  auto hook_start = now();
   method_.on_prefill(layer, q, k, v, kv_[layer]);
-  timings_.prefill_method_s += seconds_since(hook_start);
+  timings_.prefill_method_s += elapsed(hook_start);
 
   at::Tensor y = x + attention_output(w, attn);
   const int64_t mlp_rows = bound_or(options_.prefill_mlp_rows, 4096, 4096, x.device());
@@ -191,16 +212,16 @@ at::Tensor Session::decode(int token) {
   if (token < 0 || token >= model_.config.vocab_size)
     throw InputError("decode: token id " + std::to_string(token) + " outside the vocabulary");
   check_context(position_ + 1);
-  auto start = Clock::now();
+  auto start = now();
   method_.on_decode_step(kv_);  // cross-layer decisions before the step's token is appended
-  timings_.select_s += seconds_since(start);
+  timings_.select_s += elapsed(start);
   at::Tensor x = model_.embed.narrow(0, token, 1);  // [1, D]
   for (int l = 0; l < model_.config.num_hidden_layers; ++l) x = decode_layer(l, x);
   ++position_;
   tally_.step();
   ++timings_.decode_steps;
   at::Tensor out = output_logits(model_, x)[0];
-  timings_.decode_s += seconds_since(start);
+  timings_.decode_s += elapsed(start);
   return out;
 }
 
@@ -218,10 +239,10 @@ at::Tensor Session::decode_layer(int layer, const at::Tensor& x) {
   LayerKV& kv = kv_[layer];
   kv.append(k, v, position_);
   if (options_.track_fidelity) shadow_[layer].append(k, v, position_);
-  auto select_start = Clock::now();
+  auto select_start = now();
   method_.on_append(layer, k, v, kv);
   Selection selection = method_.select(layer, q, kv);
-  timings_.select_s += seconds_since(select_start);
+  timings_.select_s += elapsed(select_start);
 
   at::Tensor attn = decode_attention(layer, q, selection).view({1, Hq * d});
   at::Tensor y = x + attention_output(w, attn);
@@ -265,7 +286,7 @@ at::Tensor gathered_decode_attention(const at::Tensor& q, const LayerKV& kv,
 }
 
 at::Tensor Session::decode_attention(int layer, const at::Tensor& q, const Selection& chosen) {
-  auto start = Clock::now();
+  auto start = now();
   LayerKV& kv = kv_[layer];
   const int64_t Hkv = kv.num_heads(), d = kv.head_dim(), Hq = q.size(0), g = Hq / Hkv;
   const Selection selection = chosen.all ? select_everything(kv) : chosen;
@@ -297,7 +318,7 @@ at::Tensor Session::decode_attention(int layer, const at::Tensor& q, const Selec
     on_device.indptr = indptr;
     out = gathered_decode_attention(q, kv, on_device, rows, wanted);
   }
-  timings_.attention_s[size_t(layer)] += seconds_since(start);
+  timings_.attention_s[size_t(layer)] += elapsed(start);
   if (options_.track_fidelity) {
     const std::vector<std::vector<int64_t>> lists = selection.lists();
     for (int64_t h = 0; h < Hkv; ++h) {
@@ -310,9 +331,9 @@ at::Tensor Session::decode_attention(int layer, const at::Tensor& q, const Selec
     }
   }
   if (wanted) {
-    auto hook_start = Clock::now();
+    auto hook_start = now();
     method_.on_attention(layer, chosen, probs, kv);
-    timings_.select_s += seconds_since(hook_start);
+    timings_.select_s += elapsed(hook_start);
   }
   return out;
 }

@@ -90,6 +90,10 @@ class Session {
   int64_t kv_allocated_bytes() const;
 
  private:
+  // The time now, and since `start`, after the model's device finished its queued work (on a
+  // GPU a synchronisation per reading: the phase split costs a little time there).
+  std::chrono::steady_clock::time_point now() const;
+  double elapsed(std::chrono::steady_clock::time_point start) const;
   // InputError when `tokens` keys would reach past the model's sliding window.
   void check_context(int64_t tokens) const;
   at::Tensor prefill_layer(int layer, const at::Tensor& x);  // x: [L, D]

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "harness/engine/llama_model.h"
+#include "harness/suite/suite.h"
 
 namespace kvb {
 namespace {
@@ -77,7 +78,8 @@ void print_run(const ResultStore& store, int64_t run_id, std::ostream& out) {
     if (cell.status == "failed") errors.push_back(cell.method + ": " + cell.error);
     models.insert(cell.model);
     rows.push_back({cell.method, cell.budget ? std::to_string(*cell.budget) : "-", cell.dataset,
-                    cell.model, std::to_string(cell.seed), cell.status, value("score", 2),
+                    cell.model + device_suffix(json::parse(cell.config_json)),
+                    std::to_string(cell.seed), cell.status, value("score", 2),
                     m.count("score") ? m["score"].second : "-", value("samples", 0),
                     value("attended_mean", 1), value("agreement_with_full", 1),
                     value("recall", 3), value("kv_resident_bytes", 3, 1.0 / (1 << 20)),

@@ -268,7 +268,8 @@ CellResult run_cell(const Cell& cell, const LlamaModel& model,
   return result;
 }
 
-RunInfo current_run_info(const Suite& suite, const std::string& command, int threads) {
+RunInfo current_run_info(const Suite& suite, const std::vector<Cell>& cells,
+                         const std::string& command, int threads) {
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
   RunInfo info;
@@ -278,9 +279,10 @@ RunInfo current_run_info(const Suite& suite, const std::string& command, int thr
   info.git_commit = KVBENCH_GIT_COMMIT;
   info.build_type = KVBENCH_BUILD_TYPE;
   info.torch_version = TORCH_VERSION;
-  for (const std::string& name : suite.devices)  // the devices this run may use, described
+  for (const std::string& name : devices_of(cells))  // the devices this run uses, described
     info.device += (info.device.empty() ? "" : "; ") +
                    describe_device(parse_device(name, "device"));
+  if (info.device.empty()) info.device = "cpu";  // no cell to run
   info.threads = threads;
   info.host = host;
   return info;
@@ -304,13 +306,19 @@ void record_unknown_keys(ResultStore& store, int64_t run_id, const LlamaModel& m
 
 }  // namespace
 
-void check_devices(const Suite& suite) {
-  for (size_t i = 0; i < suite.devices.size(); ++i) {
-    const at::Device device =
-        parse_device(suite.devices[i], suite.path + ": $.devices[" + std::to_string(i) + "]");
-    for (size_t j = 0; j < suite.dtypes.size(); ++j)
-      check_dtype_on_device(parse_dtype(suite.dtypes[j], "dtype"), device,
-                            suite.path + ": $.dtypes[" + std::to_string(j) + "]");
+std::vector<std::string> devices_of(const std::vector<Cell>& cells) {
+  std::vector<std::string> out;
+  for (const Cell& c : cells)
+    if (std::find(out.begin(), out.end(), c.device) == out.end()) out.push_back(c.device);
+  return out;
+}
+
+void check_devices(const Suite& suite, const std::vector<Cell>& cells) {
+  std::set<std::pair<std::string, std::string>> seen;
+  for (const Cell& c : cells) {
+    if (!seen.insert({c.device, c.dtype}).second) continue;
+    const at::Device device = parse_device(c.device, suite.path + ": device");
+    check_dtype_on_device(parse_dtype(c.dtype, "dtype"), device, suite.path + ": dtype");
   }
 }
 
@@ -328,7 +336,8 @@ RunSummary run_suite(const Suite& suite, const RunOptions& options, std::ostream
   const std::vector<Cell> cells =
       options.shard ? cells_of_shard(suite.cells(), *options.shard) : suite.cells();
   RunSummary summary;
-  summary.run_id = store.begin_run(current_run_info(suite, options.command, at::get_num_threads()));
+  summary.run_id =
+      store.begin_run(current_run_info(suite, cells, options.command, at::get_num_threads()));
   Progress progress(progress_out, int(cells.size()), options.interactive_progress);
   std::map<std::string, std::shared_ptr<LlamaModel>> models;
   for (size_t i = 0; i < cells.size(); ++i) {

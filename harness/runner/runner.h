@@ -51,12 +51,16 @@ RunSummary run_suite(const Suite& suite, const RunOptions& options, std::ostream
 // is an InputError before anything runs (not a failed cell).
 void check_model_configs(const Suite& suite, bool allow_unknown_config_keys);
 
-// InputError when a cell's device is not usable here (no CUDA in this build, no such GPU).
-void check_devices(const Suite& suite);
+// The devices `cells` run on, in suite order ("cpu", "cuda:0", ...).
+std::vector<std::string> devices_of(const std::vector<Cell>& cells);
+// InputError when a device or dtype of `cells` is not usable here (no CUDA in this build, no
+// such GPU, f16 without a half matmul on this device); `suite` names the file.
+void check_devices(const Suite& suite, const std::vector<Cell>& cells);
 
-// Provenance of this process: commit, build type, LibTorch, the suite's devices (GPU name,
-// CUDA runtime and driver), threads, host.
-RunInfo current_run_info(const Suite& suite, const std::string& command, int threads);
+// Provenance of this process: commit, build type, LibTorch, the devices `cells` run on (GPU
+// name, CUDA runtime and driver), threads, host.
+RunInfo current_run_info(const Suite& suite, const std::vector<Cell>& cells,
+                         const std::string& command, int threads);
 
 // Default database of a suite: results/runs/<suite>.db under the current directory.
 std::string default_db_path(const std::string& suite_name);

@@ -195,6 +195,14 @@ json Cell::to_json() const {
   return j;
 }
 
+std::string device_suffix(const json& cell_config) {
+  std::string parts;
+  for (const char* key : {"device", "dtype"})
+    if (cell_config.contains(key))
+      parts += (parts.empty() ? "" : ", ") + cell_config[key].get<std::string>();
+  return parts.empty() ? "" : " (" + parts + ")";
+}
+
 std::vector<Cell> Suite::cells() const {
   std::vector<Cell> out;
   for (const auto& model : models)
@@ -260,8 +268,10 @@ Suite validate_suite(const json& written, const std::string& path) {
                 f.path("models") + "[" + std::to_string(i) + "]");
   f.get("devices", s.devices);
   f.get("dtypes", s.dtypes);
-  for (size_t i = 0; i < s.devices.size(); ++i)  // spelling only: the machine is checked by run
+  for (size_t i = 0; i < s.devices.size(); ++i) {  // spelling only: the machine is checked by run
     check_device_name(s.devices[i], f.path("devices") + "[" + std::to_string(i) + "]");
+    if (s.devices[i] == "cuda") s.devices[i] = "cuda:0";  // one name per GPU in cell keys
+  }
   for (size_t i = 0; i < s.dtypes.size(); ++i)
     parse_dtype(s.dtypes[i], f.path("dtypes") + "[" + std::to_string(i) + "]");
   if (s.devices.empty()) throw InputError(f.path("devices") + ": expected a non-empty array");

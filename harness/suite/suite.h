@@ -40,6 +40,10 @@ struct Cell {
   std::string budget_text() const { return budget ? std::to_string(*budget) : "-"; }
 };
 
+// " (cuda:0, bf16)" for a stored cell config that names a device or dtype, "" for cpu/f32:
+// what tables add to the model's name so that runs on different devices are never averaged.
+std::string device_suffix(const json& cell_config);
+
 struct Suite {
   std::string name;
   std::string description;

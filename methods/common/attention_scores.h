@@ -15,10 +15,11 @@ at::Tensor window_attention(const at::Tensor& q, const at::Tensor& k, int64_t wi
 
 // For each key j, the sum over queries i of A[i, j]^power, counting only queries with
 // i >= j + skip_after (skip_after = 0: every query that sees j, including j itself).
-// Computed in query chunks so memory stays O(chunk x L), never L x L.
+// Computed in query chunks so memory stays O(chunk x L), never L x L: chunk_bytes of fp32
+// probabilities (0: 64 MiB on the CPU, 1 GiB on a GPU, where small launches would dominate).
 // q: [Hq, L, d], k: [Hkv, L, d] -> [Hq, L].
 at::Tensor column_attention_sum(const at::Tensor& q, const at::Tensor& k, double power = 1.0,
-                                int64_t skip_after = 0, int64_t chunk_bytes = 64 << 20);
+                                int64_t skip_after = 0, int64_t chunk_bytes = 0);
 
 // The attention each entry received at one decode step, from Method::on_attention's probs (per
 // unit [queries of the unit, n_u]): per unit, the sum over its queries of p^power, all units

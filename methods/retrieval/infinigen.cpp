@@ -226,8 +226,11 @@ std::shared_ptr<const InfiniGenCalibration> file_calibration(const LlamaModel& m
                                                              const InfiniGenConfig& c) {
   static std::mutex mutex;
   static std::map<std::string, std::shared_ptr<const InfiniGenCalibration>> memory;
-  std::ostringstream key;  // the address alone could be reused by another model: its shape too
-  key << &model << '|' << model.source << '|' << model.config.num_hidden_layers << 'x'
+  // The address alone could be reused by another model: its shape, device and dtype too (the
+  // calibration's tensors live on the model's device).
+  std::ostringstream key;
+  key << &model << '|' << model.source << '|' << model.device().str() << '|'
+      << c10::toString(model.dtype()) << '|' << model.config.num_hidden_layers << 'x'
       << model.config.num_key_value_heads << 'x' << model.config.head_dim << '|'
       << weights_fingerprint(model) << '|' << c.text_file() << '|' << c.calibration_tokens << '|'
       << c.partial_ratio;

@@ -145,6 +145,11 @@ TEST(Device, DeviceAndDtypeAreAxesStoredInTheCellConfig) {
   EXPECT_FALSE(cells[0].to_json().contains("dtype"));  // f32, cpu: keys as before the axes
   EXPECT_FALSE(cells[0].to_json().contains("device"));
   EXPECT_EQ(cells.back().to_json()["dtype"], "bf16");
+  EXPECT_EQ(device_suffix(cells.back().to_json()), " (bf16)");  // tables keep them apart
+  EXPECT_EQ(device_suffix(cells[0].to_json()), "");
+  // One name per GPU: "cuda" is "cuda:0" in cell keys (spelling only, no GPU needed).
+  EXPECT_EQ(load_suite("smoke", {"device=cuda,cuda:1"}).devices,
+            (std::vector<std::string>{"cuda:0", "cuda:1"}));
   EXPECT_THROW(load_suite("smoke", {"device=tpu"}), InputError);
   EXPECT_THROW(load_suite("smoke", {"dtype=f64"}), InputError);
 }
