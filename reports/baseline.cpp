@@ -36,24 +36,16 @@ std::string normalised(const std::string& config_json) { return json::parse(conf
 
 std::vector<StoredCell> stored_cells(const ResultStore& store) {
   std::vector<StoredCell> out;
-  sqlite3_stmt* stmt = nullptr;
-  sqlite3_prepare_v2(store.handle(), "SELECT id, config_json, status, coalesce(error, '') "
-                     "FROM cells ORDER BY id", -1, &stmt, nullptr);
-  std::vector<std::pair<int64_t, StoredCell>> rows;
-  while (sqlite3_step(stmt) == SQLITE_ROW) {
+  for (const CellRow& row : store.all_cells()) {
     StoredCell c;
-    c.config = normalised(reinterpret_cast<const char*>(sqlite3_column_text(stmt, 1)));
-    c.status = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 2));
-    c.error = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 3));
-    rows.emplace_back(sqlite3_column_int64(stmt, 0), c);
-  }
-  sqlite3_finalize(stmt);
-  for (auto& [id, c] : rows) {
-    for (const MetricRow& m : store.cell_metrics(id)) {
+    c.config = normalised(row.config_json);
+    c.status = row.status;
+    c.error = row.error;
+    for (const MetricRow& m : store.cell_metrics(row.id)) {
       c.metrics[m.name] = m.value;
       if (m.name == "score") c.score_unit = m.unit;
     }
-    c.predictions_digest = predictions_digest(store.cell_samples(id));
+    c.predictions_digest = predictions_digest(store.cell_samples(row.id));
     out.push_back(c);
   }
   return out;

@@ -38,17 +38,6 @@ void label_groups(std::vector<CellData>& cells) {
   }
 }
 
-std::string run_column(const ResultStore& store, int64_t run_id, const std::string& column) {
-  sqlite3_stmt* stmt = nullptr;
-  const std::string sql = "SELECT " + column + " FROM runs WHERE id = ?";
-  sqlite3_prepare_v2(store.handle(), sql.c_str(), -1, &stmt, nullptr);
-  sqlite3_bind_int64(stmt, 1, run_id);
-  std::string value;
-  if (sqlite3_step(stmt) == SQLITE_ROW && sqlite3_column_text(stmt, 0))
-    value = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
-  sqlite3_finalize(stmt);
-  return value;
-}
 
 CellData load_cell(const ResultStore& store, const CellRow& row) {
   CellData cell;
@@ -81,9 +70,10 @@ ReportData load_report_data(const ResultStore& store, std::optional<int64_t> run
   ReportData data;
   data.run_id = *run_id;
   data.provenance = store.run_fields(*run_id);
-  data.suite_name = run_column(store, *run_id, "suite");
-  data.suite_json = run_column(store, *run_id, "suite_json");
-  data.command = run_column(store, *run_id, "command");
+  const RunInfo info = store.run_info(*run_id);
+  data.suite_name = info.suite;
+  data.suite_json = info.suite_json;
+  data.command = info.command;
   for (const CellRow& row : store.cells_of_run(*run_id))
     if (row.status == "complete") data.cells.push_back(load_cell(store, row));
   label_groups(data.cells);

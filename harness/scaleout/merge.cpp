@@ -167,7 +167,7 @@ MergeSummary merge_databases(const std::string& out, const std::vector<std::stri
     // Validates OUT (an InputError when it is not a kvbench database of this schema version)
     // and checkpoints its WAL, so no stale -wal file outlives the rename below.
     ResultStore existing(out);
-    sqlite3_exec(existing.handle(), "PRAGMA wal_checkpoint(TRUNCATE)", nullptr, nullptr, nullptr);
+    existing.checkpoint();
     add_source(out);
   }
   for (const std::string& in : inputs) {

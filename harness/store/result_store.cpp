@@ -263,13 +263,13 @@ std::optional<int64_t> ResultStore::latest_run() const {
   return s.integer(0);
 }
 
-std::vector<CellRow> ResultStore::cells_of_run(int64_t run_id) const {
-  // A run's table shows every cell of its suite: those it ran and those it found complete.
-  Statement s(db_,
-      "SELECT id, run_id, config_json, model, dataset, method, budget, seed, status, "
-      "coalesce(error, ''), coalesce(elapsed_s, 0) FROM cells WHERE run_id IN "
-      "(SELECT id FROM runs WHERE suite = (SELECT suite FROM runs WHERE id = ?)) ORDER BY id");
-  s.bind(1, run_id);
+namespace {
+
+constexpr const char* kCellColumns =
+    "SELECT id, run_id, config_json, model, dataset, method, budget, seed, status, "
+    "coalesce(error, ''), coalesce(elapsed_s, 0) FROM cells ";
+
+std::vector<CellRow> read_cells(Statement& s) {
   std::vector<CellRow> rows;
   while (s.step()) {
     CellRow r;
@@ -288,6 +288,42 @@ std::vector<CellRow> ResultStore::cells_of_run(int64_t run_id) const {
   }
   return rows;
 }
+
+}  // namespace
+
+std::vector<CellRow> ResultStore::cells_of_run(int64_t run_id) const {
+  // A run's table shows every cell of its suite: those it ran and those it found complete.
+  Statement s(db_, std::string(kCellColumns) +
+                       "WHERE run_id IN (SELECT id FROM runs WHERE suite = "
+                       "(SELECT suite FROM runs WHERE id = ?)) ORDER BY id");
+  s.bind(1, run_id);
+  return read_cells(s);
+}
+
+std::vector<CellRow> ResultStore::all_cells() const {
+  Statement s(db_, std::string(kCellColumns) + "ORDER BY id");
+  return read_cells(s);
+}
+
+RunInfo ResultStore::run_info(int64_t run_id) const {
+  Statement s(db_, "SELECT suite, suite_json, command, git_commit, build_type, torch_version, "
+                   "device, host, threads FROM runs WHERE id = ?");
+  s.bind(1, run_id);
+  if (!s.step()) throw InputError(path_ + ": no run with id " + std::to_string(run_id));
+  RunInfo info;
+  info.suite = s.text(0);
+  info.suite_json = s.text(1);
+  info.command = s.text(2);
+  info.git_commit = s.text(3);
+  info.build_type = s.text(4);
+  info.torch_version = s.text(5);
+  info.device = s.text(6);
+  info.host = s.text(7);
+  info.threads = int(s.integer(8));
+  return info;
+}
+
+void ResultStore::checkpoint() const { exec("PRAGMA wal_checkpoint(TRUNCATE)"); }
 
 std::vector<MetricRow> ResultStore::cell_metrics(int64_t cell_id) const {
   Statement s(db_, "SELECT name, value, unit FROM metrics WHERE cell_id = ? AND sample_id IS NULL");

@@ -72,13 +72,20 @@ class ResultStore {
   // Queries for `show` and reports.
   std::optional<int64_t> latest_run() const;
   std::vector<CellRow> cells_of_run(int64_t run_id) const;
+  std::vector<CellRow> all_cells() const;  // every cell of the database, by id
+  // The provenance a run was begun with (RunInfo's fields); InputError for no such run.
+  RunInfo run_info(int64_t run_id) const;
   std::vector<MetricRow> cell_metrics(int64_t cell_id) const;  // cell-level only
   std::vector<SampleRow> cell_samples(int64_t cell_id) const;
   // sample_id -> value of the per-sample metric `name` of a cell.
   std::map<std::string, double> sample_metric(int64_t cell_id, const std::string& name) const;
   std::vector<std::pair<std::string, std::string>> run_fields(int64_t run_id) const;
   std::string integrity_check() const;  // "ok" when sound
+  // Folds the WAL into the database file (before it is copied or renamed).
+  void checkpoint() const;
 
+  // The connection itself, for tests that inspect the schema; kvbench's own code queries
+  // through the methods above.
   sqlite3* handle() const { return db_; }
 
  private:
