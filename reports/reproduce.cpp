@@ -1,11 +1,11 @@
 #include "reports/reproduce.h"
 
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <set>
 
+#include "harness/common/format.h"
 #include "harness/common/json_fields.h"
 #include "reports/tables.h"
 
@@ -13,12 +13,6 @@ namespace kvb {
 namespace {
 
 const std::string kReportsDir = KVBENCH_SOURCE_DIR "/reports";
-
-std::string fixed(double v, int decimals) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.*f", decimals, v + 0.0);  // + 0.0: no "-0.0"
-  return buf;
-}
 
 PaperTable load_paper_table(const std::string& paper, const std::string& table) {
   const std::string path = kReportsDir + "/papers/" + paper + ".json";

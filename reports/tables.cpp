@@ -1,15 +1,9 @@
 #include "reports/tables.h"
 
-#include <cstdio>
+#include "harness/common/format.h"
 
 namespace kvb {
 namespace {
-
-std::string fixed(double v, int decimals) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.*f", decimals, v);
-  return buf;
-}
 
 int64_t budget_key(const CellData& c) { return c.budget.value_or(MetricTable::kNoBudget); }
 

@@ -1,23 +1,17 @@
 #include "harness/runner/results_table.h"
 
-#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <vector>
 
+#include "harness/common/format.h"
 #include "harness/engine/llama_model.h"
 #include "harness/suite/suite.h"
 
 namespace kvb {
 namespace {
-
-std::string fixed(double v, int decimals) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.*f", decimals, v);
-  return buf;
-}
 
 void print_rows(const std::vector<std::vector<std::string>>& rows, std::ostream& out) {
   std::vector<size_t> width;
