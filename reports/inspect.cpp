@@ -202,7 +202,7 @@ InspectTrace run_inspect(const LlamaModel& model, Method& method, const InspectR
   trace.query_heads = model.config.num_attention_heads;
   trace.prompt_length = int64_t(request.prompt.size());
   Recorder recorder(method, request.dump_qk, trace);
-  Session session(model, recorder, SessionOptions{request.budget, 0});
+  Session session(model, recorder, SessionOptions{.budget = request.budget});
   at::Tensor logits = session.prefill(request.prompt);
   for (int t = 0; t < request.steps; ++t) {
     trace.generated.push_back(argmax_token(logits));

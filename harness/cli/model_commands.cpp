@@ -100,7 +100,7 @@ void add_model_commands(CLI::App& app, std::vector<Command>& out) {
     auto model = load_for_cli(o->model, o->compute, o->allow_unknown_config_keys);
     const std::string text = apply_chat_template(chat_template_for(o->chat_template, o->model), o->prompt);
     std::unique_ptr<Method> method = info.create(config);
-    Session session(*model, *method, SessionOptions{o->budget, 0});
+    Session session(*model, *method, SessionOptions{.budget = o->budget});
     const std::vector<int> prompt = model->tokenizer->encode(text, true);
     std::vector<int> stop = model->tokenizer->eos_ids();
     stop.insert(stop.end(), model->config.eos_token_ids.begin(), model->config.eos_token_ids.end());

@@ -143,8 +143,14 @@ at::Tensor Session::prefill(const std::vector<int>& ids, bool all_logits) {
   tally_.reset(c.num_hidden_layers, c.num_key_value_heads, model_.device());
   timings_ = SessionTimings{};
   timings_.attention_s.assign(size_t(c.num_hidden_layers), 0.0);
-  MethodContext context{c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads,
-                        c.head_dim, options_.budget, int64_t(ids.size()), options_.seed, &model_};
+  const MethodContext context{.num_layers = c.num_hidden_layers,
+                              .num_heads = c.num_attention_heads,
+                              .num_kv_heads = c.num_key_value_heads,
+                              .head_dim = c.head_dim,
+                              .budget = options_.budget,
+                              .prompt_length = int64_t(ids.size()),
+                              .seed = options_.seed,
+                              .model = &model_};
   method_.begin(context);
 
   at::Tensor token_ids = at::tensor(std::vector<int64_t>(ids.begin(), ids.end()), at::kLong);

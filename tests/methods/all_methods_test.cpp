@@ -31,7 +31,7 @@ struct Trace {
 Trace greedy_trace(const LlamaModel& model, const MethodInfo& info, int64_t budget,
                    const std::vector<int>& prompt, int steps) {
   std::unique_ptr<Method> method = info.create(info.normalise_config(json::object(), info.name));
-  Session session(model, *method, SessionOptions{budget, 0});
+  Session session(model, *method, SessionOptions{.budget = budget});
   Trace t;
   at::Tensor logits = session.prefill(prompt);
   for (int i = 0; i < steps; ++i) {
@@ -73,7 +73,7 @@ TEST(AllMethods, BudgetCoveringThePromptIsIdenticalToFull) {
 std::vector<double> attended_per_step(const LlamaModel& model, const MethodInfo& info,
                                       int64_t budget, const std::vector<int>& prompt, int steps) {
   std::unique_ptr<Method> method = info.create(info.normalise_config(json::object(), info.name));
-  Session session(model, *method, SessionOptions{budget, 0});
+  Session session(model, *method, SessionOptions{.budget = budget});
   session.prefill(prompt);
   const size_t first = size_t(info.dense_layers) * size_t(model.config.num_key_value_heads);
   std::vector<double> out;

@@ -32,7 +32,7 @@ struct ParityRun {
 inline ParityRun parity_run(const LlamaModel& model, const MethodInfo& info, int64_t budget,
                             const std::vector<int>& prompt, int steps) {
   std::unique_ptr<Method> method = info.create(info.normalise_config(json::object(), info.name));
-  Session session(model, *method, SessionOptions{info.uses_budget ? budget : 0, 0});
+  Session session(model, *method, SessionOptions{.budget = info.uses_budget ? budget : 0});
   ParityRun run;
   run.logits.push_back(session.prefill(prompt).to(at::kCPU, at::kFloat));
   for (int t = 0; t < steps; ++t)

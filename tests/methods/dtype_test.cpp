@@ -65,7 +65,7 @@ TEST(Dtype, TheGatheredPathEqualsTheKernelInFp32) {
   auto model = LlamaModel::from_reference("random-tiny");
   const MethodInfo& oracle = *method_registry().find("oracle_topk");
   std::unique_ptr<Method> method = oracle.create(json::object());
-  Session session(*model, *method, SessionOptions{16, 0});
+  Session session(*model, *method, SessionOptions{.budget = 16});
   session.prefill(test::parity_prompt(40));
   session.decode(7);
   const LayerKV& kv = session.kv()[2];

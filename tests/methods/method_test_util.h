@@ -15,7 +15,8 @@ inline std::unique_ptr<Method> make_method(const std::string& name, const json& 
 
 inline MethodContext context(int layers, int heads, int kv_heads, int head_dim, int64_t budget,
                              int64_t prompt_length) {
-  return MethodContext{layers, heads, kv_heads, head_dim, budget, prompt_length, 0};
+  return MethodContext{.num_layers = layers, .num_heads = heads, .num_kv_heads = kv_heads,
+                       .head_dim = head_dim, .budget = budget, .prompt_length = prompt_length};
 }
 
 // The integers a, a+1, ..., b-1 (expected positions).

@@ -124,7 +124,7 @@ TEST(KVCompress, EvictsBlocksAcrossLayersAndHeadsNeverTheProtected) {
   const Cell c00{{3, 10, 20, 30}, {3, 10, 20, 30}}, c01{{0, 2, 4, 6, 8, 10, 12, 14}, {0, 2, 4, 6, 8, 10, 12, 14}};
   const Cell c10{{5}, {25}}, c11{{0}, {0}};
   auto method = method_registry().get("kv_compress", "t").create({{"kernel", 1}});
-  MethodContext context{2, 4, 2, 4, 15, 48, 0};
+  const MethodContext context = test::context(2, 4, 2, 4, 15, 48);
   method->begin(context);
   std::vector<LayerKV> layers;
   for (int l = 0; l < 2; ++l) {

@@ -117,7 +117,7 @@ std::vector<int> prompt_of_length(int n) {
 
 // Attended entries per KV head of the sparse layers (>= 2) over `steps` decode steps.
 double sparse_attended(const LlamaModel& model, Method& method, int64_t budget, int steps) {
-  Session session(model, method, SessionOptions{budget, 0});
+  Session session(model, method, SessionOptions{.budget = budget});
   session.prefill(prompt_of_length(300));
   for (int t = 0; t < steps; ++t) session.decode(5 + t);
   const AttendedCounts& a = session.attended();
@@ -139,7 +139,7 @@ TEST(InfiniGen, DefaultAttendsTheThresholdCountCappedByTheBudget) {
   auto method = test::make_method("infinigen", {{"alpha", 0.01}});
   auto* infinigen = dynamic_cast<InfiniGen*>(method.get());
   ASSERT_NE(infinigen, nullptr);
-  Session session(*model, *method, SessionOptions{64, 0});
+  Session session(*model, *method, SessionOptions{.budget = 64});
   session.prefill(prompt_of_length(300));
   const int last = model->config.num_hidden_layers - 1, Hkv = model->config.num_key_value_heads;
   std::vector<double> before(Hkv, 0.0);
@@ -170,7 +170,7 @@ TEST(InfiniGen, DefaultAttendsTheThresholdCountCappedByTheBudget) {
 at::Tensor layer2_skew(const LlamaModel& model, const json& config,
                        const std::vector<int>& prompt) {
   auto method = test::make_method("infinigen", config);
-  Session session(model, *method, SessionOptions{64, 0});
+  Session session(model, *method, SessionOptions{.budget = 64});
   session.prefill(prompt);
   return dynamic_cast<InfiniGen&>(*method).calibration().skew[2].clone();
 }

@@ -146,7 +146,7 @@ TEST(PQCache, CountsCacheAndIndexBytesInASession) {
   auto method = test::make_method("pqcache");
   std::vector<int> prompt = {1};
   for (int i = 1; i < 300; ++i) prompt.push_back(3 + (i * 37) % 250);
-  Session session(*model, *method, SessionOptions{64, 0});
+  Session session(*model, *method, SessionOptions{.budget = 64});
   session.prefill(prompt);
   for (int t = 0; t < 3; ++t) session.decode(5 + t);
   auto c = method->counters();
