@@ -1,5 +1,7 @@
-// The one adapter between LibTorch tensors and the framework-free kernels in kernels/:
-// checks dtypes/shapes/contiguity and passes raw pointers.
+// The one adapter between LibTorch tensors and the kernels: for each call it picks the CPU
+// kernel of kernels/ (fp32 CPU tensors in its layout), the CUDA kernel of kernels/cuda/ (fp32
+// CUDA tensors, on a build against a CUDA LibTorch: KVBENCH_CUDA_KERNELS) or ATen (any device
+// and dtype), so that methods never branch on the device.
 #pragma once
 #include <ATen/ATen.h>
 
