@@ -68,22 +68,21 @@ void LayerKV::append_many(const at::Tensor& k, const at::Tensor& v, int64_t firs
   if (needed > 0) block_table_ = at::Tensor();
   at::Tensor k_src = k.to(device_, dtype_).reshape({-1, head_dim_});  // [Hkv * count, d]
   at::Tensor v_src = v.to(device_, dtype_).reshape({-1, head_dim_});
-  std::vector<int64_t> rows(size_t(num_heads() * count));  // head-major, like k_src
-  for (int hi = 0; hi < num_heads(); ++hi) {
-    Head& h = heads_[hi];
+  // A decode token on heads of equal size: its rows come from the device's block table, so the
+  // step copies nothing to the device (the table itself every 16 tokens); else one copy.
+  const int64_t before = heads_[0].size;
+  bool uniform = count == 1;
+  for (const Head& h : heads_) uniform = uniform && h.size == before;
+  std::vector<int64_t> rows;  // head-major, like k_src; only when not uniform
+  for (Head& h : heads_) {
     for (int64_t i = 0; i < count; ++i) {
       int64_t logical = h.size + i;
       if (logical / kKvBlockSize >= int64_t(h.blocks.size())) h.blocks.push_back(allocate_block());
-      rows[size_t(hi * count + i)] = row_of(h, logical);
+      if (!uniform) rows.push_back(row_of(h, logical));
       h.positions.push_back(first_position + i);
     }
     h.size += count;
   }
-  // A decode token on heads of equal size: its rows come from the device's block table, so the
-  // step copies nothing to the device (the table itself every 16 tokens); else one copy.
-  const int64_t before = heads_[0].size - count;
-  bool uniform = count == 1;
-  for (const Head& h : heads_) uniform = uniform && h.size - count == before;
   at::Tensor index = uniform ? device_block_table().select(1, before / kKvBlockSize) * kKvBlockSize +
                                    before % kKvBlockSize
                              : on_device(rows);

@@ -82,6 +82,10 @@ at::Tensor swiglu_mlp(const LayerWeights& w, const at::Tensor& x) {
   return at::linear(at::silu(gate) * at::linear(x, w.w_up), w.w_down);
 }
 
+int64_t attention_score_bytes(const at::Device& device) {
+  return device.is_cpu() ? int64_t(64) << 20 : int64_t(1) << 30;
+}
+
 at::Tensor output_logits(const LlamaModel& model, const at::Tensor& x) {
   return at::linear(rms_norm(x, model.final_norm, model.config.rms_norm_eps), model.lm_head);
 }

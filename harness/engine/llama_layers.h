@@ -36,4 +36,8 @@ at::Tensor swiglu_mlp(const LayerWeights& w, const at::Tensor& x);
 // The final RMSNorm and the LM head. x: [..., D] -> [..., V].
 at::Tensor output_logits(const LlamaModel& model, const at::Tensor& x);
 
+// Bytes of fp32 attention scores a prefill computes at once (query chunks): cache-sized on the
+// CPU (64 MiB), few large launches on a GPU (1 GiB).
+int64_t attention_score_bytes(const at::Device& device);
+
 }  // namespace kvb

@@ -165,10 +165,7 @@ uint64_t weights_hash(const LlamaModel& model) {
   mix(model.final_norm);
   mix(model.lm_head);
   for (const LayerWeights& l : model.layers)
-    for (const at::Tensor* t : {&l.attn_norm, &l.mlp_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.bq,
-                                &l.bk, &l.bv, &l.w_gate, &l.w_up, &l.w_down, &l.bo, &l.q_norm,
-                                &l.k_norm})
-      mix(*t);
+    for (const at::Tensor* t : l.all()) mix(*t);
   return hash;
 }
 
@@ -337,13 +334,8 @@ std::shared_ptr<LlamaModel> LlamaModel::to(at::Device device, at::ScalarType dty
   copy->final_norm = moved(final_norm);
   copy->lm_head = lm_head.is_same(embed) ? copy->embed : moved(lm_head);
   for (const LayerWeights& l : layers) {
-    LayerWeights m;
-    for (auto [from, into] : std::initializer_list<std::pair<const at::Tensor*, at::Tensor*>>{
-             {&l.attn_norm, &m.attn_norm}, {&l.mlp_norm, &m.mlp_norm}, {&l.wq, &m.wq},
-             {&l.wk, &m.wk}, {&l.wv, &m.wv}, {&l.wo, &m.wo}, {&l.bq, &m.bq}, {&l.bk, &m.bk},
-             {&l.bv, &m.bv}, {&l.bo, &m.bo}, {&l.q_norm, &m.q_norm}, {&l.k_norm, &m.k_norm},
-             {&l.w_gate, &m.w_gate}, {&l.w_up, &m.w_up}, {&l.w_down, &m.w_down}})
-      *into = moved(*from);
+    LayerWeights m = l;
+    for (at::Tensor* t : m.all()) *t = moved(*t);
     copy->layers.push_back(m);
   }
   copy->inv_freq = inv_freq.to(device);

@@ -3,6 +3,7 @@
 #pragma once
 #include <ATen/ATen.h>
 
+#include <array>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -21,6 +22,18 @@ struct LayerWeights {
   at::Tensor bo;                   // [D]; undefined when the model has none
   at::Tensor q_norm, k_norm;       // [d] per-head RMSNorm weights (Qwen3); else undefined
   at::Tensor w_gate, w_up, w_down;  // [F, D], [F, D], [D, F] (GLM's gate_up_proj split in two)
+
+  // Every field above (undefined ones included), in one fixed order: for code that treats the
+  // weights alike (hashing, moving to a device).
+  std::array<at::Tensor*, 15> all() { return fields<at::Tensor>(*this); }
+  std::array<const at::Tensor*, 15> all() const { return fields<const at::Tensor>(*this); }
+
+ private:
+  template <typename T, typename Self>
+  static std::array<T*, 15> fields(Self& w) {
+    return {&w.attn_norm, &w.mlp_norm, &w.wq, &w.wk,     &w.wv,   &w.wo,     &w.bq,    &w.bk,
+            &w.bv,        &w.w_gate,   &w.w_up, &w.w_down, &w.bo, &w.q_norm, &w.k_norm};
+  }
 };
 
 // How a model folder is read.

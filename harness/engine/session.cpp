@@ -106,11 +106,6 @@ at::ScalarType score_type(const at::Tensor& t) {
   return at::promote_types(t.scalar_type(), at::kFloat);
 }
 
-// A bound of SessionOptions, or its default for the device (0 = default).
-int64_t bound_or(int64_t given, int64_t cpu_default, int64_t gpu_default, const at::Device& device) {
-  return given > 0 ? given : device.is_cpu() ? cpu_default : gpu_default;
-}
-
 // The MLP of a prefill over [L, D] in row chunks: [rows, F] activations, never [L, F].
 at::Tensor chunked_mlp(const LayerWeights& w, const at::Tensor& x, int64_t rows) {
   if (x.size(0) <= rows) return swiglu_mlp(w, x);
@@ -181,8 +176,8 @@ at::Tensor Session::prefill_layer(int layer, const at::Tensor& x) {
 
   // Causal attention in query chunks: scores [Hkv, g*chunk, keys] stay within the byte bound;
   // softmax in fp32 whatever the model's dtype.
-  const int64_t score_bytes = bound_or(options_.prefill_score_bytes, int64_t(64) << 20,
-                                       int64_t(1) << 30, x.device());
+  const int64_t score_bytes = options_.prefill_score_bytes > 0 ? options_.prefill_score_bytes
+                                                                : attention_score_bytes(x.device());
   const int64_t chunk =
       std::max<int64_t>(1, std::min<int64_t>(L, score_bytes / (int64_t(sizeof(float)) * Hq * L)));
   const double scale = 1.0 / std::sqrt(double(d));
@@ -209,7 +204,7 @@ at::Tensor Session::prefill_layer(int layer, const at::Tensor& x) {
   timings_.prefill_method_s += elapsed(hook_start);
 
   at::Tensor y = x + attention_output(w, attn);
-  const int64_t mlp_rows = bound_or(options_.prefill_mlp_rows, 4096, 4096, x.device());
+  const int64_t mlp_rows = options_.prefill_mlp_rows > 0 ? options_.prefill_mlp_rows : 4096;
   return y + chunked_mlp(w, rms_norm(y, w.mlp_norm, model_.config.rms_norm_eps), mlp_rows);
 }
 
@@ -253,6 +248,14 @@ at::Tensor Session::decode_layer(int layer, const at::Tensor& x) {
   at::Tensor attn = decode_attention(layer, q, selection).view({1, Hq * d});
   at::Tensor y = x + attention_output(w, attn);
   return y + swiglu_mlp(w, rms_norm(y, w.mlp_norm, model_.config.rms_norm_eps));
+}
+
+at::Tensor selected_pool_rows(const LayerKV& kv, const Selection& selection) {
+  const int64_t units = selection.units(), units_per_head = units / kv.num_heads();
+  at::Tensor counts = selection.indptr.narrow(0, 1, units) - selection.indptr.narrow(0, 0, units);
+  at::Tensor unit_of_entry = at::arange(units, selection.indptr.options())
+                                 .repeat_interleave(counts, 0, selection.indices.size(0));
+  return kv.physical_rows(unit_of_entry.div(units_per_head, "floor"), selection.indices);
 }
 
 at::Tensor gathered_decode_attention(const at::Tensor& q, const LayerKV& kv,
@@ -302,16 +305,12 @@ at::Tensor Session::decode_attention(int layer, const at::Tensor& q, const Selec
     throw std::logic_error("Selection has " + std::to_string(selection.units()) +
                            " lists, the layer has " + std::to_string(units) +
                            (selection.per_query_head ? " query heads" : " KV heads"));
-  const int64_t nnz = selection.indices.size(0);
-  const at::TensorOptions longs = kv.key_pool().options().dtype(at::kLong);
-  at::Tensor indptr = selection.indptr.to(longs.device());
+  // Per KV head: the mean over its units' counts, rounded half up.
+  const at::Tensor& indptr = selection.indptr;
   at::Tensor counts = indptr.narrow(0, 1, units) - indptr.narrow(0, 0, units);  // [units]
-  // Per KV head: the mean over its units, rounded half up.
   tally_.add(layer, (counts.view({Hkv, units_per_head}).sum(1) + units_per_head / 2)
                         .div(units_per_head, "floor"));
-  at::Tensor unit_of_entry = at::arange(units, longs).repeat_interleave(counts, 0, nnz);  // [nnz]
-  at::Tensor rows = kv.physical_rows(unit_of_entry.div(units_per_head, "floor"),
-                                     selection.indices.to(longs.device()));  // [nnz] pool rows
+  at::Tensor rows = selected_pool_rows(kv, selection);  // [nnz]
   std::vector<at::Tensor> probs;
   std::vector<at::Tensor>* wanted = method_.wants_attention() ? &probs : nullptr;
   at::Tensor out;  // [Hq, d]
@@ -320,9 +319,7 @@ at::Tensor Session::decode_attention(int layer, const at::Tensor& q, const Selec
     out = sparse_decode_attention(q, kv.key_pool(), kv.value_pool(), indptr, rows,
                                   1.0 / std::sqrt(double(d)), wanted);
   } else {
-    Selection on_device = selection;
-    on_device.indptr = indptr;
-    out = gathered_decode_attention(q, kv, on_device, rows, wanted);
+    out = gathered_decode_attention(q, kv, selection, rows, wanted);
   }
   timings_.attention_s[size_t(layer)] += elapsed(start);
   if (options_.track_fidelity) {

@@ -60,7 +60,7 @@ struct SessionOptions {
   // attention per step).
   bool track_fidelity = false;
   // Bound on the prefill attention scores buffer: [Hq, chunk, L] floats. Never L x L.
-  // 0: 64 MiB on the CPU (cache-sized), 1 GiB on a GPU (few large launches).
+  // 0: attention_score_bytes of the device (llama_layers.h).
   int64_t prefill_score_bytes = 0;
   // Prefill MLPs run over this many positions at a time, so their [rows, F] activations stay
   // bounded however long the prompt (0: 4096).
@@ -122,6 +122,10 @@ int argmax_token(const at::Tensor& logits);
 // Every resident entry of every KV head of `kv` as an explicit selection (one unit per KV
 // head), built with device ops.
 Selection select_everything(const LayerKV& kv);
+
+// The pool rows [nnz] of an explicit selection's entries, in its order (a unit's KV head is
+// unit / (units / Hkv)), on the selection's device.
+at::Tensor selected_pool_rows(const LayerKV& kv, const Selection& selection);
 
 // Decode attention of one layer over `selection` (explicit, not `all`), any device and dtype:
 // the selected rows gathered into [units, longest, d] (padding masked), scores and softmax in

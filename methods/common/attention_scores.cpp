@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "harness/common/error.h"
+#include "harness/engine/llama_layers.h"
 
 namespace kvb {
 namespace {
@@ -35,7 +36,7 @@ at::Tensor column_attention_sum(const at::Tensor& q_any, const at::Tensor& k_any
   // In fp32 once, not per chunk (causal_probs' conversions are then no-ops).
   const at::Tensor q = q_any.to(at::kFloat), k = k_any.to(at::kFloat);
   const int64_t Hq = q.size(0), L = q.size(1);
-  if (chunk_bytes <= 0) chunk_bytes = q.is_cuda() ? int64_t(1) << 30 : int64_t(64) << 20;
+  if (chunk_bytes <= 0) chunk_bytes = attention_score_bytes(q.device());
   const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(L, chunk_bytes / (4 * Hq * L)));
   const at::TensorOptions longs = q.options().dtype(at::kLong);
   at::Tensor total = at::zeros({Hq, L}, q.options().dtype(at::kFloat));

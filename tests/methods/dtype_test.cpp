@@ -78,10 +78,7 @@ TEST(Dtype, TheGatheredPathEqualsTheKernelInFp32) {
       for (int64_t i = u % 3; i < kv.size(0); i += 2 + u) lists[size_t(u)].push_back(i);
     lists[0] = {kv.size(0) - 1};  // one entry
     Selection s = Selection::from_lists(lists, per_query, at::kCPU);
-    at::Tensor heads = at::arange(units, at::kLong)
-                           .repeat_interleave(s.indptr.narrow(0, 1, units) - s.indptr.narrow(0, 0, units))
-                           .div(units / kv.num_heads(), "floor");
-    at::Tensor rows = kv.physical_rows(heads, s.indices);
+    at::Tensor rows = selected_pool_rows(kv, s);
     std::vector<at::Tensor> kernel_probs, gathered_probs;
     at::Tensor kernel = sparse_decode_attention(q, kv.key_pool(), kv.value_pool(), s.indptr, rows,
                                                 1.0 / std::sqrt(double(d)), &kernel_probs);
