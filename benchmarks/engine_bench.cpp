@@ -1,5 +1,5 @@
 // Engine throughput with the "full" method (no compression): prefill and decode tokens/s for
-//   stories260K (the shared folder, harness/common/shared_folder.h, + /models/stories260K) at 256
+//   stories260K (the shared folder, engine/common/shared_folder.h, + /models/stories260K) at 256
 //   and 512 tokens (its max_position_embeddings is 512),
 //   the embedded trained model kvbench-tiny (models/kvbench-tiny) at 1k and 2k tokens, and
 //   a random Llama-shaped model (8 layers, hidden 1024, 16 heads / 4 KV heads of 64,
@@ -16,9 +16,10 @@
 #include <memory>
 #include <thread>
 
-#include "harness/common/shared_folder.h"
-#include "harness/engine/llama_model.h"
-#include "harness/engine/session.h"
+#include "engine/common/shared_folder.h"
+#include "engine/model/llama_model.h"
+#include "engine/session.h"
+#include "methods/method.h"
 
 namespace kvb {
 namespace {

@@ -4,10 +4,10 @@
 //   dense_decode/<n>                dense GQA decode attention over n tokens (4k..32k)
 //   sparse_decode/<n>/<budget>      sparse decode attention, `budget` rows per KV head picked as
 //                                   whole 16-row pages at random from a paged pool of n rows
-//   quest_scores/<n>, pq_scores/<n>, cosine_assign/<n>, centroid_update/<n>, topk/<n>/<k>
+//   quest_scores/<n>, pq_scores/<n>, cosine_assign/<n>, centroid_update/<n>
 // Counters: bytes (moved per call) and GBps (bytes / time, decimal GB/s). Copy counts read +
 // write. Compare dense/sparse GBps with copy's GBps of the same run (ratios in README).
-// Run: kvbench_bench --benchmark_filter='copy|dense_decode|sparse_decode|quest|pq_|cosine|centroid|topk'
+// Run: kvbench_bench --benchmark_filter='copy|dense_decode|sparse_decode|quest|pq_|cosine|centroid'
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -21,7 +21,6 @@
 #include "kernels/kmeans_assign.h"
 #include "kernels/pq_scoring.h"
 #include "kernels/quest_scoring.h"
-#include "kernels/topk.h"
 
 namespace kvb::kernels {
 namespace {
@@ -163,17 +162,6 @@ void BM_centroid_update(benchmark::State& state) {
 }
 BENCHMARK(BM_centroid_update)->Arg(32768)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-void BM_topk(benchmark::State& state) {
-  const int64_t n = state.range(0), k = state.range(1);
-  auto x = random_floats(size_t(kHkv * n), 1);
-  std::vector<int64_t> idx(size_t(kHkv * k));
-  for (auto _ : state) {
-    topk_rows(x.data(), kHkv, n, n, k, idx.data());
-    benchmark::DoNotOptimize(idx.data());
-  }
-  set_bytes(state, 4.0 * double(x.size()) + 8.0 * double(idx.size()));
-}
-BENCHMARK(BM_topk)->Args({2048, 64})->Args({32768, 1024})->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 }  // namespace
 }  // namespace kvb::kernels

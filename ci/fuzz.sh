@@ -34,6 +34,6 @@ cat >"$build/safetensors.dict" <<'DICT'
 DICT
 
 mkdir -p "$build/fuzz-corpus"
-"$build/harness/model/fuzz/safetensors_fuzz" "$build/fuzz-corpus" "$root/tests/data/safetensors" \
+"$build/engine/model/fuzz/safetensors_fuzz" "$build/fuzz-corpus" "$root/tests/data/safetensors" \
   -dict="$build/safetensors.dict" -max_len=4096 -max_total_time="$seconds" \
   -artifact_prefix="$build/" -print_final_stats=1

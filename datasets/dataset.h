@@ -8,8 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "harness/common/registry.h"
-#include "harness/tokenizer/tokenizer.h"
+#include "engine/common/config_fields.h"
+#include "engine/common/registry.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace kvb {
 
@@ -53,6 +54,8 @@ struct DatasetInfo {
   std::vector<std::string> required_params;
   // Every other param with its default (`kvbench list datasets`).
   std::function<json()> default_params;
+  // Every param: name, type, default, what it does (`kvbench list datasets`).
+  std::vector<FieldDoc> param_fields;
   // Validates `params` (defaults filled in) and returns them normalised; InputError naming
   // `where` and the field.
   std::function<json(const json& params, const std::string& where)> normalise_params;
@@ -68,18 +71,21 @@ inline json optional_params(json params, const std::vector<std::string>& require
   return params;
 }
 
-// Registers a dataset whose params type `Params` has static from_json(json, where) and
-// to_json(), and whose class has a constructor taking `const Params&`.
+// Registers a dataset whose params type `Params` has
+//   static const ConfigFields<Params>& fields()  (engine/common/config_fields.h)
+// and whose class has a constructor taking `const Params&`.
 template <typename DatasetClass, typename Params>
 DatasetInfo make_dataset_info(DatasetInfo info) {
+  info.param_fields = Params::fields().docs();
+  info.required_params = Params::fields().required_names();
   info.default_params = [required = info.required_params] {
-    return optional_params(Params{}.to_json(), required);
+    return optional_params(Params::fields().write(Params{}), required);
   };
   info.normalise_params = [](const json& params, const std::string& where) {
-    return Params::from_json(params, where).to_json();
+    return Params::fields().write(Params::fields().read(params, where));
   };
   info.create = [](const json& params) -> std::unique_ptr<Dataset> {
-    return std::make_unique<DatasetClass>(Params::from_json(params, "params"));
+    return std::make_unique<DatasetClass>(Params::fields().read(params, "params"));
   };
   return info;
 }

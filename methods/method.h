@@ -1,5 +1,6 @@
-// The extension point: a KV-cache compression method is one class implementing these hooks.
-// The engine calls them per layer; the runner and the engine never name a method.
+// The extension point: a KV-cache compression method is one class implementing the engine's
+// hooks (engine/method_hooks.h), registered here with its config; the runner and the engine
+// never name a method.
 #pragma once
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
@@ -12,105 +13,13 @@
 #include <utility>
 #include <vector>
 
-#include "harness/common/registry.h"
-#include "harness/engine/kv_store.h"
+#include "engine/common/config_fields.h"
+#include "engine/common/registry.h"
+#include "engine/method_hooks.h"
 
 namespace kvb {
 
 using json = nlohmann::json;
-
-struct LlamaModel;
-
-// What a method knows about the model and the sequence it runs on.
-struct MethodContext {
-  int num_layers = 0;
-  int num_heads = 0;     // Hq
-  int num_kv_heads = 0;  // Hkv
-  int head_dim = 0;      // d
-  int64_t budget = 0;    // B: KV entries attended per KV head per layer per decode step (0 = none)
-  int64_t prompt_length = 0;
-  uint64_t seed = 0;
-  // The model's weights, read-only (InfiniGen speculates the next layer's queries with them).
-  const LlamaModel* model = nullptr;
-  int group_size() const { return num_heads / num_kv_heads; }  // g = Hq / Hkv
-};
-
-// Which resident entries each attention unit of a layer attends to at one decode step, in the
-// ragged form GPU attention kernels take (flashinfer's indptr/indices), on the layer's device.
-// A unit is a KV head, whose g query heads share its entries; or, with per_query_head, a query
-// head q attending only to its own list of KV head q / g's entries (the per-query-head
-// selection of references that repeat the KV, e.g. KVCache-Factory's SnapKV; the attended
-// count of a KV head is then the mean over its query heads).
-struct Selection {
-  bool all = true;  // every resident entry of every KV head (indptr/indices undefined)
-  bool per_query_head = false;
-  at::Tensor indptr;   // [units + 1] int64: unit u attends indices[indptr[u] .. indptr[u + 1])
-  at::Tensor indices;  // [nnz] int64: logical indices into the unit's KV head (unique per unit)
-  // The longest unit's count when known on the host without reading the device (-1: not known).
-  int64_t max_count = -1;
-
-  static Selection everything() { return Selection{}; }
-  // One list per unit, from the host; the tensors are placed on `device`.
-  static Selection from_lists(const std::vector<std::vector<int64_t>>& lists,
-                              bool per_query_head, at::Device device);
-  // Every unit attends k entries: rows [units, k] int64 (any device), no host round trip.
-  static Selection from_rows(const at::Tensor& rows, bool per_query_head);
-
-  int64_t units() const { return indptr.size(0) - 1; }
-  // Host copies of the lists, one per unit (reads the device: for tests, recall, inspection).
-  std::vector<std::vector<int64_t>> lists() const;
-};
-
-class Method {
- public:
-  virtual ~Method() = default;
-
-  // A new sequence starts: reset all per-sequence state.
-  virtual void begin(const MethodContext& context) { context_ = context; }
-
-  // Prefill of one layer, after its attention was computed over the whole prompt.
-  // q: [Hq, L, d], k, v: [Hkv, L, d] (post-RoPE). `kv` already holds the L entries; an eviction
-  // method calls kv.keep(...) here, a retrieval method builds its index.
-  virtual void on_prefill(int layer, const at::Tensor& q, const at::Tensor& k,
-                          const at::Tensor& v, LayerKV& kv) {}
-
-  // After every layer's prefill: for methods that decide across layers (KV-Compress).
-  virtual void after_prefill(std::vector<LayerKV>& layers) {}
-
-  // A decode step begins, before any layer runs (the step's token is not appended yet): for
-  // methods that evict across layers while decoding (KV-Compress's continual compression).
-  virtual void on_decode_step(std::vector<LayerKV>& layers) {}
-
-  // Decode step: the attention input of `layer` (after its RMSNorm), x: [1, D], before its
-  // q/k/v projections. Called for every layer before that layer's on_append/select.
-  virtual void on_attention_input(int layer, const at::Tensor& x, int64_t position) {}
-
-  // A decode token's k, v ([Hkv, d], post-RoPE) were just appended to `kv`.
-  virtual void on_append(int layer, const at::Tensor& k, const at::Tensor& v, LayerKV& kv) {}
-
-  // Decode step: which entries to attend to. q: [Hq, d] (post-RoPE). The current token is
-  // resident already (appended just before) and must be in the selection.
-  virtual Selection select(int layer, const at::Tensor& q, const LayerKV& kv) {
-    return Selection::everything();
-  }
-
-  // After the decode attention: probs[h] is [g, n_h], the softmax of the group's query heads
-  // over the entries attended by KV head h (in the order of `selection`, or logical order);
-  // with a per-query-head selection, probs[q] is [1, n_q] for each of the Hq query heads.
-  virtual void on_attention(int layer, const Selection& selection,
-                            const std::vector<at::Tensor>& probs, LayerKV& kv) {}
-
-  // Whether on_attention needs the probabilities (the engine skips collecting them otherwise).
-  virtual bool wants_attention() const { return false; }
-
-  // The method's own counters for the sequence so far (e.g. bytes a GPU deployment would
-  // fetch, cache hits, index bytes), as name -> value; the runner stores their mean over a
-  // cell's samples as cell metrics.
-  virtual std::map<std::string, double> counters() const { return {}; }
-
- protected:
-  MethodContext context_;
-};
 
 // The fewest and the most entries one KV head of a sparse layer attends at a decode step.
 struct AttendedRange {
@@ -142,11 +51,14 @@ struct MethodInfo {
   std::function<AttendedRange(const json& config, int64_t budget, int64_t entries, int64_t step)>
       attended;
   // Layers the method keeps dense by design (attend to everything); reported, not hidden.
+  // Filled by make_method_info from the class's `static constexpr int kDenseLayers`.
   int dense_layers = 0;
   std::string fidelity;  // what it follows, and where it is not (yet) faithful
   // Named configs reproducing a reference's defaults, usable as "<name>:<preset>" wherever a
   // method name is (suites, --set method=, generate --method); declared in the method's file.
   std::vector<MethodPreset> presets;
+  // The config's fields: name, type, default, what it does (from Config::fields()).
+  std::vector<FieldDoc> config_fields;
   // Validates `config` (defaults filled in) and returns it normalised; throws InputError
   // naming `where` and the field.
   std::function<json(const json& config, const std::string& where)> normalise_config;
@@ -180,26 +92,34 @@ template <typename C>
 struct has_attended_rule<C, std::void_t<decltype(std::declval<const C&>().attended(
                                 int64_t(), int64_t(), int64_t()))>> : std::true_type {};
 
+// Whether a method class states layers it keeps dense: static constexpr int kDenseLayers.
+template <typename M, typename = void>
+struct has_dense_layers : std::false_type {};
+template <typename M>
+struct has_dense_layers<M, std::void_t<decltype(M::kDenseLayers)>> : std::true_type {};
+
 // Registers a method whose config type `Config` provides
-//   static Config from_json(const json&, const std::string& where)  (validates)
-//   json to_json() const
+//   static const ConfigFields<Config>& fields()  (engine/common/config_fields.h: the fields,
+//                                                 their checks and docs, declared once)
 //   void check_budget(int64_t budget, const std::string& where) const
 //   AttendedRange attended(int64_t budget, int64_t entries, int64_t step) const  (optional)
 // and whose class has a constructor taking `const Config&`.
 template <typename MethodClass, typename Config>
 MethodInfo make_method_info(MethodInfo info) {
+  if constexpr (has_dense_layers<MethodClass>::value) info.dense_layers = MethodClass::kDenseLayers;
+  info.config_fields = Config::fields().docs();
   info.normalise_config = [](const json& config, const std::string& where) {
-    return Config::from_json(config, where).to_json();
+    return Config::fields().write(Config::fields().read(config, where));
   };
   info.check_budget = [](const json& config, int64_t budget, const std::string& where) {
-    Config::from_json(config, where).check_budget(budget, where);
+    Config::fields().read(config, where).check_budget(budget, where);
   };
   if constexpr (has_attended_rule<Config>::value)
     info.attended = [](const json& config, int64_t budget, int64_t entries, int64_t step) {
-      return Config::from_json(config, "config").attended(budget, entries, step);
+      return Config::fields().read(config, "config").attended(budget, entries, step);
     };
   info.create = [](const json& config) -> std::unique_ptr<Method> {
-    return std::make_unique<MethodClass>(Config::from_json(config, "config"));
+    return std::make_unique<MethodClass>(Config::fields().read(config, "config"));
   };
   return info;
 }

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "harness/common/error.h"
+#include "engine/common/error.h"
 
 namespace kvb {
 namespace {

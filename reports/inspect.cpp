@@ -7,9 +7,9 @@
 #include <fstream>
 #include <iostream>
 
-#include "harness/common/error.h"
-#include "harness/engine/session.h"
-#include "harness/model/safetensors.h"
+#include "engine/common/error.h"
+#include "engine/session.h"
+#include "engine/model/safetensors.h"
 
 namespace kvb {
 namespace {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/engine/llama_model.h"
+#include "engine/model/llama_model.h"
 #include "methods/method.h"
 
 namespace kvb {

@@ -9,7 +9,7 @@
 #include <set>
 #include <stdexcept>
 
-#include "harness/common/error.h"
+#include "engine/common/error.h"
 #include "reports/tables.h"
 
 namespace kvb {

@@ -5,7 +5,7 @@
 #include <set>
 #include <sstream>
 
-#include "harness/common/error.h"
+#include "engine/common/error.h"
 #include "reports/tables.h"
 
 namespace kvb {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <set>
 
-#include "harness/common/error.h"
+#include "engine/common/error.h"
 #include "harness/suite/suite.h"
 
 namespace kvb {

@@ -5,8 +5,8 @@
 #include <functional>
 #include <set>
 
-#include "harness/common/format.h"
-#include "harness/common/json_fields.h"
+#include "engine/common/format.h"
+#include "engine/common/json_fields.h"
 #include "reports/tables.h"
 
 namespace kvb {

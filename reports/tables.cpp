@@ -1,6 +1,6 @@
 #include "reports/tables.h"
 
-#include "harness/common/format.h"
+#include "engine/common/format.h"
 
 namespace kvb {
 namespace {

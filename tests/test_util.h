@@ -11,12 +11,12 @@
 #include <optional>
 #include <string>
 
-#include "harness/common/files.h"
-#include "harness/common/shared_folder.h"
+#include "engine/common/files.h"
+#include "engine/common/shared_folder.h"
 
 namespace kvb::test {
 
-// The shared folder, found as kvbench finds it (harness/common/shared_folder.h: KVBENCH_SHARED,
+// The shared folder, found as kvbench finds it (engine/common/shared_folder.h: KVBENCH_SHARED,
 // else ../shared beside the checkout). Empty when absent.
 inline std::string shared_dir() {
   const std::string dir = shared_folder();

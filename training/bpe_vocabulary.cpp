@@ -4,7 +4,7 @@
 #include <cctype>
 #include <map>
 
-#include "harness/tokenizer/sentencepiece_json.h"
+#include "engine/tokenizer/sentencepiece_json.h"
 
 namespace kvb {
 namespace {

@@ -1,5 +1,5 @@
 // A small SentencePiece-style BPE tokenizer learnt from a text corpus, written as a Hugging Face
-// tokenizer.json that the project's loader reads (harness/tokenizer, the Llama-2 layout:
+// tokenizer.json that the project's loader reads (engine/tokenizer, the Llama-2 layout:
 // "▁" for spaces, byte fallback for anything unseen).
 //
 // Two restrictions keep the retrieval tasks easy to read for a tiny model and keep a prompt's

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "datasets/synthetic/random.h"
-#include "harness/common/error.h"
+#include "engine/common/error.h"
 
 namespace kvb {
 namespace {

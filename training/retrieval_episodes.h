@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "datasets/dataset.h"
-#include "harness/tokenizer/tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace kvb {
 

@@ -7,8 +7,8 @@
 #include <iomanip>
 #include <ostream>
 
-#include "harness/common/error.h"
-#include "harness/common/json_fields.h"
+#include "engine/common/error.h"
+#include "engine/common/json_fields.h"
 #include "training/adamw.h"
 #include "training/bpe_vocabulary.h"
 #include "training/training_forward.h"

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/engine/llama_model.h"
+#include "engine/model/llama_model.h"
 #include "training/retrieval_episodes.h"
 
 namespace kvb {

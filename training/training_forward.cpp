@@ -3,7 +3,7 @@
 #include <cmath>
 #include <limits>
 
-#include "harness/engine/llama_layers.h"
+#include "engine/model/llama_layers.h"
 
 namespace kvb {
 namespace {

@@ -4,7 +4,7 @@
 #pragma once
 #include <ATen/ATen.h>
 
-#include "harness/engine/llama_model.h"
+#include "engine/model/llama_model.h"
 
 namespace kvb {
 

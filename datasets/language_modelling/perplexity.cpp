@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "datasets/dataset.h"
-#include "harness/common/json_fields.h"
+#include "engine/common/json_fields.h"
 
 namespace kvb {
 namespace {
@@ -16,24 +16,24 @@ struct PerplexityParams {
   int64_t eval_tokens = 256;
   int samples = 1;  // consecutive, non-overlapping windows from the start of the file
 
-  static PerplexityParams from_json(const json& j, const std::string& where) {
-    PerplexityParams p;
-    JsonFields f(j, where);
-    f.require("text_file", p.text_file);
-    f.get("prefix_tokens", p.prefix_tokens);
-    f.get("eval_tokens", p.eval_tokens);
-    f.get("samples", p.samples);
-    f.finish();
-    if (p.prefix_tokens < 1) throw InputError(f.path("prefix_tokens") + ": must be >= 1");
-    if (p.eval_tokens < 1) throw InputError(f.path("eval_tokens") + ": must be >= 1");
-    if (p.samples < 1) throw InputError(f.path("samples") + ": must be >= 1");
-    if (!std::ifstream(p.text_file))
-      throw InputError(f.path("text_file") + ": " + p.text_file + ": cannot read the file");
-    return p;
-  }
-  json to_json() const {
-    return {{"text_file", text_file}, {"prefix_tokens", prefix_tokens},
-            {"eval_tokens", eval_tokens}, {"samples", samples}};
+  static const ConfigFields<PerplexityParams>& fields() {
+    using P = PerplexityParams;
+    static const auto f =
+        ConfigFields<P>()
+            .required("text_file", &P::text_file, "the text whose windows are scored")
+            .field("prefix_tokens", &P::prefix_tokens, "prompt tokens before the scored ones",
+                   check::at_least(1))
+            .field("eval_tokens", &P::eval_tokens, "tokens scored by teacher forcing",
+                   check::at_least(1))
+            .field("samples", &P::samples,
+                   "consecutive, non-overlapping windows from the start of the file",
+                   check::at_least(1))
+            .rule([](P& p, const JsonFields& f) {
+              if (!std::ifstream(p.text_file))
+                throw InputError(f.path("text_file") + ": " + p.text_file +
+                                 ": cannot read the file");
+            });
+    return f;
   }
 };
 

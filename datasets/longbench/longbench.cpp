@@ -6,7 +6,7 @@
 #include <map>
 
 #include "datasets/metrics/longbench_metrics.h"
-#include "harness/common/json_fields.h"
+#include "engine/common/json_fields.h"
 
 namespace kvb {
 
@@ -123,16 +123,32 @@ struct LongBenchParams {
 
   std::string file() const { return data_dir + "/" + dataset + ".jsonl"; }
 
-  static LongBenchParams from_json(const json& j, const std::string& where) {
-    LongBenchParams p;
-    JsonFields f(j, where);
-    f.require("dataset", p.dataset);
-    f.require("data_dir", p.data_dir);
-    f.get("max_length", p.max_length);
-    f.get("chat_template", p.chat_template);
-    f.get("samples", p.samples);
-    f.get("jieba_dict", p.jieba_dict);
-    f.finish();
+  static const ConfigFields<LongBenchParams>& fields() {
+    using P = LongBenchParams;
+    static const auto f =
+        ConfigFields<P>()
+            .required("dataset", &P::dataset, "LongBench task, e.g. qasper (its .jsonl name)")
+            .required("data_dir", &P::data_dir, "folder holding <dataset>.jsonl")
+            .field("max_length", &P::max_length,
+                   "prompt tokens at most: longer ones are cut in the middle (LongBench's pred.py)",
+                   check::at_least(2))
+            .field("chat_template", &P::chat_template,
+                   "for the tasks LongBench wraps in a chat template: auto (the model's own) or a "
+                   "named template")
+            .field("samples", &P::samples, "records used (0: all)", check::at_least(0))
+            .custom("jieba_dict", "string",
+                    "the Chinese word metrics' dictionary (\"\": Debian's python3-jieba)",
+                    [](const json& v, const std::string& path, P& p) {
+                      if (!v.is_string()) throw InputError(path + ": expected a string, got " +
+                                                           json_type_name(v));
+                      p.jieba_dict = v.get<std::string>();
+                    },
+                    // Written only when set, so that earlier configs' cells keep their ids.
+                    [](const P& p) { return p.jieba_dict.empty() ? json() : json(p.jieba_dict); })
+            .rule(check_params);
+    return f;
+  }
+  static void check_params(LongBenchParams& p, const JsonFields& f) {
     const auto& names = longbench_datasets();
     if (std::find(names.begin(), names.end(), p.dataset) == names.end()) {
       std::string known;
@@ -147,8 +163,6 @@ struct LongBenchParams {
         throw InputError(f.path("jieba_dict") + ": " + e.what());
       }
     }
-    if (p.max_length < 2) throw InputError(f.path("max_length") + ": must be >= 2");
-    if (p.samples < 0) throw InputError(f.path("samples") + ": must be >= 0 (0 = all)");
     if (p.chat_template != "auto") {
       try {
         apply_chat_template(p.chat_template, "");
@@ -158,14 +172,6 @@ struct LongBenchParams {
     }
     if (!std::filesystem::is_regular_file(p.file()))
       throw InputError(f.path("data_dir") + ": " + p.file() + ": no such file");
-    return p;
-  }
-  json to_json() const {
-    json j = {{"dataset", dataset}, {"data_dir", data_dir}, {"max_length", max_length},
-              {"chat_template", chat_template}, {"samples", samples}};
-    // Only when set, so that the cells of configs written before it keep their ids.
-    if (!jieba_dict.empty()) j["jieba_dict"] = jieba_dict;
-    return j;
   }
 };
 

@@ -9,8 +9,8 @@
 #include <mutex>
 #include <sstream>
 
-#include "harness/common/error.h"
-#include "harness/tokenizer/unicode.h"
+#include "engine/common/error.h"
+#include "engine/tokenizer/unicode.h"
 
 namespace kvb {
 namespace {

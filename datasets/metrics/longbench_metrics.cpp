@@ -10,8 +10,8 @@
 #include <unordered_map>
 
 #include "datasets/metrics/py_lower.h"
-#include "harness/common/error.h"
-#include "harness/tokenizer/unicode.h"
+#include "engine/common/error.h"
+#include "engine/tokenizer/unicode.h"
 
 namespace kvb {
 namespace {

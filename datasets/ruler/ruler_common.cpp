@@ -8,49 +8,43 @@
 
 #include "datasets/metrics/ruler_metrics.h"
 #include "datasets/synthetic/random.h"
-#include "harness/common/json_fields.h"
+#include "engine/common/json_fields.h"
 
 namespace kvb {
 
-RulerParams RulerParams::read(const json& j, const std::string& where, const RulerNeeds& needs) {
-  RulerParams p;
-  p.max_new_tokens = needs.default_max_new_tokens;
-  JsonFields f(j, where);
-  f.get("context_length", p.context_length);
-  f.get("samples", p.samples);
-  f.get("haystack_file", p.haystack_file);
-  f.get("wordlist_dir", p.wordlist_dir);
-  f.get("question_position", p.question_position);
-  f.get("max_new_tokens", p.max_new_tokens);
-  f.finish();
-  if (p.context_length < 32) throw InputError(f.path("context_length") + ": must be >= 32");
-  if (p.samples < 1) throw InputError(f.path("samples") + ": must be >= 1");
-  if (p.max_new_tokens < 1) throw InputError(f.path("max_new_tokens") + ": must be >= 1");
-  if (p.question_position != "after" && p.question_position != "before")
-    throw InputError(f.path("question_position") + ": must be \"after\" or \"before\", not \"" +
-                     p.question_position + "\"");
-  if (needs.essay) {
-    if (p.haystack_file.empty())
-      throw InputError(f.path("haystack_file") +
-                       ": required by this task (a PaulGrahamEssays.json with {\"text\": ...})");
-    if (!std::filesystem::is_regular_file(p.haystack_file))
-      throw InputError(f.path("haystack_file") + ": " + p.haystack_file + ": no such file");
-  }
-  if (needs.words) {
-    if (p.wordlist_dir.empty())
-      throw InputError(f.path("wordlist_dir") +
-                       ": required by this task (a folder with nounlist.txt, adjectivelist.txt, "
-                       "verblist.txt)");
-    if (!std::filesystem::is_directory(p.wordlist_dir))
-      throw InputError(f.path("wordlist_dir") + ": " + p.wordlist_dir + ": no such folder");
-  }
-  return p;
+ConfigFields<RulerParams> RulerParams::fields(const RulerNeeds& needs) {
+  using P = RulerParams;
+  ConfigFields<P> f =
+      ConfigFields<P>()
+          .field("context_length", &P::context_length,
+                 "prompt length in the model's tokens (BOS included)", check::at_least(32))
+          .field("samples", &P::samples, "samples generated", check::at_least(1));
+  // A task's resources are required fields; other tasks accept and ignore them.
+  const auto resource = [&](bool needed, const char* name, std::string P::*member,
+                            const char* doc) {
+    f = needed ? f.required(name, member, doc) : f.field(name, member, doc);
+  };
+  resource(needs.essay, "haystack_file", &P::haystack_file,
+           "PaulGrahamEssays.json ({\"text\": ...}), the essay haystack");
+  resource(needs.words, "wordlist_dir", &P::wordlist_dir,
+           "folder with nounlist.txt, adjectivelist.txt, verblist.txt");
+  return f.field("question_position", &P::question_position,
+                 "after the context (RULER) or before it (PQCache Table 3)",
+                 check::one_of({"after", "before"}))
+      .field("max_new_tokens", &P::max_new_tokens, "tokens generated per sample",
+             check::at_least(1))
+      .rule([needs](P& p, const JsonFields& f) {
+        if (needs.essay && !std::filesystem::is_regular_file(p.haystack_file))
+          throw InputError(f.path("haystack_file") + ": " + p.haystack_file + ": no such file");
+        if (needs.words && !std::filesystem::is_directory(p.wordlist_dir))
+          throw InputError(f.path("wordlist_dir") + ": " + p.wordlist_dir + ": no such folder");
+      });
 }
 
-json RulerParams::to_json() const {
-  return {{"context_length", context_length}, {"samples", samples},
-          {"haystack_file", haystack_file},   {"wordlist_dir", wordlist_dir},
-          {"question_position", question_position}, {"max_new_tokens", max_new_tokens}};
+RulerParams RulerParams::defaults(const RulerNeeds& needs) {
+  RulerParams p;
+  p.max_new_tokens = needs.default_max_new_tokens;
+  return p;
 }
 
 std::string RulerPrompt::compose(const std::string& context, const std::string& position) const {
@@ -200,18 +194,18 @@ DatasetInfo ruler_dataset_info(const std::string& name, const std::string& descr
   info.name = name;
   info.description = description;
   info.source = "NVIDIA/RULER scripts/data/synthetic (generated, no download)";
-  if (needs.essay) info.required_params.push_back("haystack_file");
-  if (needs.words) info.required_params.push_back("wordlist_dir");
-  info.default_params = [needs, required = info.required_params] {
-    RulerParams defaults;
-    defaults.max_new_tokens = needs.default_max_new_tokens;
-    return optional_params(defaults.to_json(), required);
+  const ConfigFields<RulerParams> fields = RulerParams::fields(needs);
+  const RulerParams defaults = RulerParams::defaults(needs);
+  info.param_fields = fields.docs(defaults);
+  info.required_params = fields.required_names();
+  info.default_params = [fields, defaults, required = info.required_params] {
+    return optional_params(fields.write(defaults), required);
   };
-  info.normalise_params = [needs](const json& params, const std::string& where) {
-    return RulerParams::read(params, where, needs).to_json();
+  info.normalise_params = [fields, defaults](const json& params, const std::string& where) {
+    return fields.write(fields.read(params, where, defaults));
   };
-  info.create = [needs, create](const json& params) {
-    return create(RulerParams::read(params, "params", needs));
+  info.create = [fields, defaults, create](const json& params) {
+    return create(fields.read(params, "params", defaults));
   };
   return info;
 }

@@ -27,10 +27,10 @@ struct RulerParams {
   std::string question_position = "after";  // "after" (RULER) or "before" the context
   int max_new_tokens = 128;
 
-  // Strict read with defaults; a needed resource that is missing or absent on disk is an
-  // InputError naming `where` and the field.
-  static RulerParams read(const json& j, const std::string& where, const RulerNeeds& needs);
-  json to_json() const;
+  // The fields of a task with these needs: its resources are required and must exist on disk.
+  static ConfigFields<RulerParams> fields(const RulerNeeds& needs);
+  // The defaults of such a task (its max_new_tokens).
+  static RulerParams defaults(const RulerNeeds& needs);
 };
 
 // A task's prompt around its context. After (RULER's layout):

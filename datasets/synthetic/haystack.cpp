@@ -1,6 +1,6 @@
 #include "datasets/synthetic/haystack.h"
 
-#include "harness/common/error.h"
+#include "engine/common/error.h"
 
 namespace kvb {
 

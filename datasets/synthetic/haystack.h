@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "harness/tokenizer/tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace kvb {
 

@@ -5,7 +5,7 @@
 #include "datasets/dataset.h"
 #include "datasets/synthetic/haystack.h"
 #include "datasets/synthetic/random.h"
-#include "harness/common/json_fields.h"
+#include "engine/common/json_fields.h"
 
 namespace kvb {
 namespace {
@@ -15,21 +15,17 @@ struct PasskeyParams {
   int samples = 8;                // depths spread evenly over [0, 1]
   int max_new_tokens = 8;
 
-  static PasskeyParams from_json(const json& j, const std::string& where) {
-    PasskeyParams p;
-    JsonFields f(j, where);
-    f.get("context_length", p.context_length);
-    f.get("samples", p.samples);
-    f.get("max_new_tokens", p.max_new_tokens);
-    f.finish();
-    if (p.context_length < 16) throw InputError(f.path("context_length") + ": must be >= 16");
-    if (p.samples < 1) throw InputError(f.path("samples") + ": must be >= 1");
-    if (p.max_new_tokens < 1) throw InputError(f.path("max_new_tokens") + ": must be >= 1");
-    return p;
-  }
-  json to_json() const {
-    return {{"context_length", context_length}, {"samples", samples},
-            {"max_new_tokens", max_new_tokens}};
+  static const ConfigFields<PasskeyParams>& fields() {
+    using P = PasskeyParams;
+    static const auto f =
+        ConfigFields<P>()
+            .field("context_length", &P::context_length,
+                   "prompt length in the model's tokens (BOS included)", check::at_least(16))
+            .field("samples", &P::samples, "needle depths, spread evenly over [0, 1]",
+                   check::at_least(1))
+            .field("max_new_tokens", &P::max_new_tokens, "tokens generated per sample",
+                   check::at_least(1));
+    return f;
   }
 };
 

@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "harness/engine/session.h"
+#include "engine/session.h"
 
 namespace kvb {
 

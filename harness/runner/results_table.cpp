@@ -6,8 +6,8 @@
 #include <set>
 #include <vector>
 
-#include "harness/common/format.h"
-#include "harness/engine/llama_model.h"
+#include "engine/common/format.h"
+#include "engine/model/llama_model.h"
 #include "harness/suite/suite.h"
 
 namespace kvb {

@@ -8,9 +8,9 @@
 #include <cmath>
 
 #include "datasets/dataset.h"
-#include "harness/common/error.h"
-#include "harness/engine/device.h"
-#include "harness/engine/session.h"
+#include "engine/common/error.h"
+#include "engine/device.h"
+#include "engine/session.h"
 #include "harness/runner/progress.h"
 #include "methods/method.h"
 
@@ -183,8 +183,8 @@ SampleOutcome teacher_force(const Sample& sample, const LlamaModel& model, Sessi
   const std::vector<int> continuation =
       model.tokenizer->encode(sample.reference_continuation, /*add_bos=*/false);
   if (continuation.empty()) throw InputError("sample " + sample.id + ": empty continuation");
-  std::unique_ptr<Method> full = method_registry().get("full", "runner").create(json::object());
-  Session reference(model, *full, SessionOptions{});
+  Method uncompressed;  // the hooks' defaults: every entry kept and attended (no method named)
+  Session reference(model, uncompressed, SessionOptions{.model_view = session.model_view()});
   at::Tensor logits = session.prefill(prompt), full_logits = reference.prefill(prompt);
   double nll = 0;
   int agree = 0;
@@ -216,7 +216,7 @@ double mean_of(const std::vector<MetricRow>& rows, const std::string& name) {
 }  // namespace
 
 CellResult run_cell(const Cell& cell, const LlamaModel& model,
-                    const std::function<void(int, int)>& on_sample) {
+                    const std::function<void(int, int)>& on_sample, const ModelView* view) {
   const MethodInfo& method_info = method_registry().get(cell.method.name, "cell");
   std::unique_ptr<Dataset> dataset =
       dataset_registry().get(cell.dataset.name, "cell").create(cell.dataset.params);
@@ -233,6 +233,7 @@ CellResult run_cell(const Cell& cell, const LlamaModel& model,
     options.budget = cell.budget.value_or(0);
     options.seed = cell.seed;
     options.track_fidelity = cell.recall;
+    options.model_view = view;
     Session session(model, *method, options);
     const std::vector<int> prompt = encode_prompt(model, sample);
     const int max_new = cell.max_new_tokens > 0 ? cell.max_new_tokens : sample.max_new_tokens;
@@ -340,6 +341,7 @@ RunSummary run_suite(const Suite& suite, const RunOptions& options, std::ostream
       store.begin_run(current_run_info(suite, cells, options.command, at::get_num_threads()));
   Progress progress(progress_out, int(cells.size()), options.interactive_progress);
   std::map<std::string, std::shared_ptr<LlamaModel>> models;
+  std::unique_ptr<ModelView> view;  // what methods see of the model in `models`
   for (size_t i = 0; i < cells.size(); ++i) {
     const Cell& cell = cells[i];
     const std::string key = cell.key();
@@ -355,6 +357,7 @@ RunSummary run_suite(const Suite& suite, const RunOptions& options, std::ostream
     try {
       const std::string model_key = cell.model + "|" + cell.device + "|" + cell.dtype;
       if (!models.count(model_key)) {
+        view.reset();
         models.clear();  // one model in memory at a time (an 8B model on a GPU fills it)
         LoadOptions load;
         load.dtype = parse_dtype(cell.dtype, "dtype");
@@ -362,11 +365,12 @@ RunSummary run_suite(const Suite& suite, const RunOptions& options, std::ostream
         load.allow_unknown_config_keys = options.allow_unknown_config_keys;
         models[model_key] = LlamaModel::from_reference(cell.model, load);
         record_unknown_keys(store, summary.run_id, *models[model_key], progress_out);
+        view = std::make_unique<ModelView>(*models[model_key], options.cache_dir);
       }
       const std::shared_ptr<LlamaModel> model = models[model_key];
-      CellResult result = run_cell(cell, *model, [&](int done, int total) {
-        progress.sample_done(done, total);
-      });
+      CellResult result = run_cell(
+          cell, *model, [&](int done, int total) { progress.sample_done(done, total); },
+          view.get());
       store.complete_cell(cell_id, result.samples, result.metrics, seconds_since(start));
       progress.cell_finished("complete", seconds_since(start));
       ++summary.ran;

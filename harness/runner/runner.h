@@ -9,7 +9,8 @@
 #include <string>
 
 #include "datasets/dataset.h"
-#include "harness/engine/llama_model.h"
+#include "engine/model/llama_model.h"
+#include "engine/model_view.h"
 #include "harness/scaleout/shard.h"
 #include "harness/store/result_store.h"
 #include "harness/suite/suite.h"
@@ -25,6 +26,9 @@ struct RunOptions {
   std::optional<ShardSpec> shard;  // run only this shard's share of the cells (scaleout/shard.h)
   // Unknown config.json keys are warnings (stored in the run's provenance), not errors.
   bool allow_unknown_config_keys = false;
+  // Where methods keep files derived from a model, e.g. InfiniGen's calibrations ("": none).
+  // They do not change results, so they are not part of any cell's config.
+  std::string cache_dir;
 };
 
 struct RunSummary {
@@ -42,8 +46,10 @@ struct CellResult {
 std::vector<int> encode_prompt(const LlamaModel& model, const Sample& sample);
 
 // Runs one cell on `model`; `on_sample(done, total)` reports progress. Throws on failure.
+// `view`: what methods see of the model, kept across cells (null: one per sample).
 CellResult run_cell(const Cell& cell, const LlamaModel& model,
-                    const std::function<void(int, int)>& on_sample);
+                    const std::function<void(int, int)>& on_sample,
+                    const ModelView* view = nullptr);
 
 RunSummary run_suite(const Suite& suite, const RunOptions& options, std::ostream& progress);
 

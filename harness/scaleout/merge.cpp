@@ -10,7 +10,7 @@
 #include <stdexcept>
 #include <tuple>
 
-#include "harness/common/error.h"
+#include "engine/common/error.h"
 #include "harness/store/result_store.h"
 
 namespace kvb {

@@ -5,7 +5,7 @@
 #include <map>
 #include <set>
 
-#include "harness/common/error.h"
+#include "engine/common/error.h"
 
 namespace kvb {
 namespace {

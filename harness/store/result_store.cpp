@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <stdexcept>
 
-#include "harness/common/error.h"
+#include "engine/common/error.h"
 
 namespace kvb {
 namespace {

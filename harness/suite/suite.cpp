@@ -6,17 +6,17 @@
 #include <sstream>
 
 #include "datasets/dataset.h"
-#include "harness/common/error.h"
-#include "harness/common/json_fields.h"
-#include "harness/common/shared_folder.h"
-#include "harness/engine/device.h"
-#include "harness/engine/llama_model.h"
+#include "engine/common/error.h"
+#include "engine/common/json_fields.h"
+#include "engine/common/shared_folder.h"
+#include "engine/device.h"
+#include "engine/model/llama_model.h"
 #include "methods/method.h"
 
 namespace kvb {
 namespace {
 
-const char* kSuiteDir = KVBENCH_SOURCE_DIR "/harness/suites";
+const char* kSuiteDir = KVBENCH_SOURCE_DIR "/suites";
 
 // Splits on `sep`, keeping empty pieces ("1,2," -> "1", "2", "") so callers can reject them.
 std::vector<std::string> split(const std::string& text, char sep) {

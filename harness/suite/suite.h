@@ -63,7 +63,7 @@ struct Suite {
   std::vector<Cell> cells() const;
 };
 
-// Finds a suite by name in harness/suites/ (or takes an existing file path).
+// Finds a suite by name in suites/ (or takes an existing file path).
 std::string resolve_suite_path(const std::string& name_or_path);
 std::vector<std::string> builtin_suite_names();
 // Reads, applies `overrides` ("key=v1,v2"), validates. InputError names file, JSON path, expectation.

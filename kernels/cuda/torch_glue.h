@@ -1,5 +1,5 @@
 // LibTorch glue for the CUDA kernels of kernels/cuda/kvbench_cuda.h: at::Tensor in, at::Tensor
-// out, the GPU counterparts of the CPU adapter in harness/engine/kernel_adapter.h.
+// out, the GPU counterparts of the CPU adapter in engine/kernel_adapter.h.
 //
 // Built only against a CUDA LibTorch with -DKVBENCH_CUDA=ON (ci/setup.sh --cuda): then
 // kernels/cuda/torch_glue.cpp is linked into kvbench_core and KVBENCH_CUDA_KERNELS=1 is defined

@@ -152,22 +152,4 @@ void pq_scores_reference(const float* q, const float* centroids, const uint8_t* 
       }
 }
 
-void topk_rows_reference(const float* x, int64_t R, int64_t n, int64_t row_stride, int64_t k,
-                         int64_t* idx, float* values) {
-  for (int64_t r = 0; r < R; ++r) {
-    const float* row = x + r * row_stride;
-    std::vector<int64_t> order(static_cast<size_t>(n));
-    std::iota(order.begin(), order.end(), int64_t(0));
-    std::stable_sort(order.begin(), order.end(), [row](int64_t a, int64_t b) {
-      const float va = std::isnan(row[a]) ? -INFINITY : row[a];
-      const float vb = std::isnan(row[b]) ? -INFINITY : row[b];
-      return va > vb;
-    });
-    for (int64_t i = 0; i < k; ++i) {
-      idx[r * k + i] = order[i];
-      if (values) values[r * k + i] = row[order[i]];
-    }
-  }
-}
-
 }  // namespace kvb::kernels

@@ -27,7 +27,5 @@ void centroid_update_reference(const float* keys, const int32_t* labels, const f
 void pq_scores_reference(const float* q, const float* centroids, const uint8_t* codes,
                          float* scores, int64_t H, int64_t g, int64_t m, int64_t K, int64_t s,
                          int64_t n);
-void topk_rows_reference(const float* x, int64_t R, int64_t n, int64_t row_stride, int64_t k,
-                         int64_t* idx, float* values = nullptr);
 
 }  // namespace kvb::kernels

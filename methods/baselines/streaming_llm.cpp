@@ -10,15 +10,12 @@ namespace {
 struct StreamingLLMConfig {
   int sinks = 4;
 
-  static StreamingLLMConfig from_json(const json& j, const std::string& where) {
-    StreamingLLMConfig c;
-    JsonFields f(j, where);
-    f.get("sinks", c.sinks);
-    f.finish();
-    if (c.sinks < 0) throw InputError(f.path("sinks") + ": must be >= 0");
-    return c;
+  static const ConfigFields<StreamingLLMConfig>& fields() {
+    static const auto f = ConfigFields<StreamingLLMConfig>().field(
+        "sinks", &StreamingLLMConfig::sinks, "first tokens always kept (attention sinks)",
+        check::at_least(0));
+    return f;
   }
-  json to_json() const { return {{"sinks", sinks}}; }
   void check_budget(int64_t budget, const std::string& where) const {
     if (budget <= sinks)
       throw InputError(where + ".sinks: " + std::to_string(sinks) + " sinks leave no room in budget " +

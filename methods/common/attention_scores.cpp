@@ -3,8 +3,8 @@
 #include <cmath>
 #include <limits>
 
-#include "harness/common/error.h"
-#include "harness/engine/llama_layers.h"
+#include "engine/common/error.h"
+#include "engine/model/llama_layers.h"
 
 namespace kvb {
 namespace {

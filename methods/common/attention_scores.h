@@ -16,7 +16,7 @@ at::Tensor window_attention(const at::Tensor& q, const at::Tensor& k, int64_t wi
 // For each key j, the sum over queries i of A[i, j]^power, counting only queries with
 // i >= j + skip_after (skip_after = 0: every query that sees j, including j itself).
 // Computed in query chunks so memory stays O(chunk x L), never L x L: chunk_bytes of fp32
-// probabilities (0: attention_score_bytes of the device, harness/engine/llama_layers.h).
+// probabilities (0: attention_score_bytes of the device, engine/model/llama_layers.h).
 // q: [Hq, L, d], k: [Hkv, L, d] -> [Hq, L].
 at::Tensor column_attention_sum(const at::Tensor& q, const at::Tensor& k, double power = 1.0,
                                 int64_t skip_after = 0, int64_t chunk_bytes = 0);

@@ -1,16 +1,15 @@
 // Small helpers for method config structs.
 #pragma once
-#include "harness/common/json_fields.h"
+#include "engine/common/config_fields.h"
 
 namespace kvb {
 
 // A config with no fields: accepts only {} (or null).
 struct EmptyConfig {
-  static EmptyConfig from_json(const json& j, const std::string& where) {
-    JsonFields(j, where).finish();
-    return {};
+  static const ConfigFields<EmptyConfig>& fields() {
+    static const ConfigFields<EmptyConfig> f;
+    return f;
   }
-  json to_json() const { return json::object(); }
   void check_budget(int64_t, const std::string&) const {}
 };
 

@@ -2,7 +2,7 @@
 #pragma once
 #include <cstdint>
 
-#include "harness/engine/kv_store.h"
+#include "engine/kv_store.h"
 
 namespace kvb {
 

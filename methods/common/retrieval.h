@@ -15,13 +15,15 @@ namespace kvb {
 
 class RetrievalMethod : public Method {
  public:
+  // Layers below `dense_layers` attend to everything. A method states the count once, as
+  // `static constexpr int kDenseLayers` (which make_method_info reports in MethodInfo).
+  explicit RetrievalMethod(int dense_layers) : dense_layers_(dense_layers) {}
   void begin(const MethodContext& context) override;
   Selection select(int layer, const at::Tensor& q, const LayerKV& kv) final;
   std::map<std::string, double> counters() const override;
 
  protected:
-  // Layers below this attend to everything (Quest, ClusterKV and InfiniGen skip layers 0-1).
-  virtual int dense_layers() const { return 2; }
+  int dense_layers() const { return dense_layers_; }
   // The selection of one sparse layer: per KV head, logical indices (unique), by the method's
   // budget rule (B, or its declared MethodInfo::attended), normally the current (last) entry
   // included. Called only for heads holding more than B entries; `heads` lists them.
@@ -43,6 +45,7 @@ class RetrievalMethod : public Method {
   void count_cache(const at::Tensor& hits, int64_t lookups);  // hits: a device scalar
 
  private:
+  int dense_layers_;
   std::vector<int64_t> index_bytes_;  // per layer
   double fetched_bytes_ = 0;          // over all sparse-layer selections
   int64_t steps_ = 0;                 // decode steps (counted at layer 0)

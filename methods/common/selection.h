@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "harness/engine/kv_store.h"
+#include "engine/kv_store.h"
 
 namespace kvb {
 

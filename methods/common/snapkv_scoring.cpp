@@ -2,28 +2,24 @@
 
 namespace kvb {
 
-void SnapKVScoring::read(JsonFields& f) {
-  f.get("window", window);
-  f.get("kernel", kernel);
-  f.get("pooling", pooling);
-  f.get("group_reduce", group_reduce);
-  f.get("gqa", gqa);
-  if (window < 1) throw InputError(f.path("window") + ": must be >= 1");
-  if (kernel < 1 || kernel % 2 == 0)
-    throw InputError(f.path("kernel") + ": pooling kernel must be odd and >= 1, got " +
-                     std::to_string(kernel));
-  parse_pool_mode(pooling, f.path("pooling"));
-  parse_group_reduce(group_reduce, f.path("group_reduce"));
-  if (gqa != "per_kv_head" && gqa != "per_query_head")
-    throw InputError(f.path("gqa") + ": \"" + gqa + "\" is not one of per_kv_head, per_query_head");
-}
-
-void SnapKVScoring::write(json& j) const {
-  j["window"] = window;
-  j["kernel"] = kernel;
-  j["pooling"] = pooling;
-  j["group_reduce"] = group_reduce;
-  j["gqa"] = gqa;
+const ConfigFields<SnapKVScoring>& SnapKVScoring::fields() {
+  static const auto f =
+      ConfigFields<SnapKVScoring>()
+          .field("window", &SnapKVScoring::window,
+                 "W: the last W prompt queries score the earlier keys; the window is kept",
+                 check::at_least(1))
+          .field("kernel", &SnapKVScoring::kernel, "pooling kernel along the keys",
+                 check::odd_at_least_one())
+          .field("pooling", &SnapKVScoring::pooling, "pooling of the scores",
+                 check::one_of({"max", "avg"}))
+          .field("group_reduce", &SnapKVScoring::group_reduce,
+                 "reduction of a GQA group's scores to its KV head (per_kv_head)",
+                 check::one_of({"mean", "max", "sum"}))
+          .field("gqa", &SnapKVScoring::gqa,
+                 "per_kv_head: one selection per KV head; per_query_head: each query head "
+                 "selects, the KV head keeps the union (references that repeat the KV)",
+                 check::one_of({"per_kv_head", "per_query_head"}));
+  return f;
 }
 
 void SnapKVScoring::check_budget(int64_t budget, const std::string& where) const {

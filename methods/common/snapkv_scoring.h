@@ -4,7 +4,7 @@
 #pragma once
 #include <ATen/ATen.h>
 
-#include "harness/common/json_fields.h"
+#include "engine/common/config_fields.h"
 #include "methods/common/attention_scores.h"
 #include "methods/common/prefill_eviction.h"
 
@@ -22,9 +22,8 @@ struct SnapKVScoring {
   // union of its query heads' selections, and the references' layout holds g copies.
   std::string gqa = "per_kv_head";
 
-  // Reads the fields from `f` (the method's own config object) and validates them.
-  void read(JsonFields& f);
-  void write(json& j) const;
+  // Its fields, shared by the configs of SnapKV, PyramidKV and Ada-SnapKV (fields_of).
+  static const ConfigFields<SnapKVScoring>& fields();
   void check_budget(int64_t budget, const std::string& where) const;
   bool per_query_head() const { return gqa == "per_query_head"; }
 

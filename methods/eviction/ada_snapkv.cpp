@@ -47,23 +47,15 @@ struct AdaSnapKVConfig {
   double alpha = 0.2;     // floor share of B - W every head keeps
   bool normalize = false;  // reweight heads by their top-B' mass share (KVCache-Factory: on)
 
-  static AdaSnapKVConfig from_json(const json& j, const std::string& where) {
-    AdaSnapKVConfig c;
-    JsonFields f(j, where);
-    c.scoring.read(f);
-    f.get("alpha", c.alpha);
-    f.get("normalize", c.normalize);
-    f.finish();
-    if (!(c.alpha >= 0.0 && c.alpha <= 1.0))
-      throw InputError(f.path("alpha") + ": must be in [0, 1], got " + std::to_string(c.alpha));
-    return c;
-  }
-  json to_json() const {
-    json j = json::object();
-    scoring.write(j);
-    j["alpha"] = alpha;
-    j["normalize"] = normalize;
-    return j;
+  static const ConfigFields<AdaSnapKVConfig>& fields() {
+    static const auto f =
+        ConfigFields<AdaSnapKVConfig>()
+            .fields_of(&AdaSnapKVConfig::scoring, SnapKVScoring::fields())
+            .field("alpha", &AdaSnapKVConfig::alpha, "floor share of B - W every head keeps",
+                   check::in_interval("[0, 1]"))
+            .field("normalize", &AdaSnapKVConfig::normalize,
+                   "reweight heads by their top-B' attention mass share (KVCache-Factory: on)");
+    return f;
   }
   void check_budget(int64_t budget, const std::string& where) const {
     if (scoring.window >= budget)  // a hint beside SnapKV's message: the default W is 32 here

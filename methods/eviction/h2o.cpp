@@ -13,7 +13,7 @@
 // GQA: scores per query head summed over the group of the KV head (the reference has no GQA).
 #include <algorithm>
 
-#include "harness/common/json_fields.h"
+#include "engine/common/json_fields.h"
 #include "methods/common/attention_scores.h"
 #include "methods/common/prefill_eviction.h"
 #include "methods/method.h"
@@ -26,21 +26,20 @@ struct H2OConfig {
   double heavy_ratio = 0.5;  // decode mode: share of B for heavy hitters, the rest is recent
   int window = 8;            // prefill mode: recent tokens always kept
 
-  static H2OConfig from_json(const json& j, const std::string& where) {
-    H2OConfig c;
-    JsonFields f(j, where);
-    f.get("mode", c.mode);
-    f.get("heavy_ratio", c.heavy_ratio);
-    f.get("window", c.window);
-    f.finish();
-    if (c.mode != "decode" && c.mode != "prefill")
-      throw InputError(f.path("mode") + ": \"" + c.mode + "\" is not one of decode, prefill");
-    if (!(c.heavy_ratio > 0 && c.heavy_ratio < 1))
-      throw InputError(f.path("heavy_ratio") + ": must be in (0, 1)");
-    if (c.window < 1) throw InputError(f.path("window") + ": must be >= 1");
-    return c;
+  static const ConfigFields<H2OConfig>& fields() {
+    static const auto f =
+        ConfigFields<H2OConfig>()
+            .field("mode", &H2OConfig::mode,
+                   "decode: evict one entry per step while generating (the reference); prefill: "
+                   "keep the window plus the top B - window by prompt attention, once",
+                   check::one_of({"decode", "prefill"}))
+            .field("heavy_ratio", &H2OConfig::heavy_ratio,
+                   "decode mode: share of B for heavy hitters, the rest recent",
+                   check::in_interval("(0, 1)"))
+            .field("window", &H2OConfig::window, "prefill mode: recent tokens always kept",
+                   check::at_least(1));
+    return f;
   }
-  json to_json() const { return {{"mode", mode}, {"heavy_ratio", heavy_ratio}, {"window", window}}; }
   void check_budget(int64_t budget, const std::string& where) const {
     if (mode == "prefill" && window >= budget)
       throw InputError(where + ".window: window " + std::to_string(window) +

@@ -18,7 +18,6 @@
 #include <algorithm>
 #include <numeric>
 
-#include "harness/common/json_fields.h"
 #include "methods/common/attention_scores.h"
 #include "methods/method.h"
 
@@ -113,50 +112,45 @@ struct KVCompressConfig {
   double compression_rate = 0.0;  // > 0 (>= 1): size the cache from L / rate, not from B
   int min_cache_tokens = 128;     // the smallest size the rate mode gives (the fork's runner)
 
-  static KVCompressConfig from_json(const json& j, const std::string& where) {
-    KVCompressConfig c;
-    JsonFields f(j, where);
-    f.get("variant", c.metric.variant);
-    f.get("window", c.metric.window);
-    f.get("kernel", c.metric.kernel);
-    f.get("aggregation", c.aggregation);
-    f.get("skip_queries", c.metric.skip_queries);
-    f.get("protected", c.metric.protected_tail);
-    f.get("continual", c.continual);
-    f.get("compression_rate", c.compression_rate);
-    f.get("min_cache_tokens", c.min_cache_tokens);
-    f.finish();
-    if (c.metric.variant != "w" && c.metric.variant != "full")
-      throw InputError(f.path("variant") + ": \"" + c.metric.variant + "\" is not one of w, full");
-    if (c.metric.window < 1)
-      throw InputError(f.path("window") + ": must be >= 1, got " + std::to_string(c.metric.window));
-    if (c.metric.kernel < 1 || c.metric.kernel % 2 == 0)
-      throw InputError(f.path("kernel") + ": pooling kernel must be odd and >= 1, got " +
-                       std::to_string(c.metric.kernel));
-    if (c.aggregation != "l2" && c.aggregation != "l1")
-      throw InputError(f.path("aggregation") + ": \"" + c.aggregation + "\" is not one of l2, l1");
-    c.metric.power = c.aggregation == "l2" ? 2.0 : 1.0;
-    if (c.metric.skip_queries < 0)
-      throw InputError(f.path("skip_queries") + ": must be >= 0, got " +
-                       std::to_string(c.metric.skip_queries));
-    if (c.metric.protected_tail < 0)
-      throw InputError(f.path("protected") + ": must be >= 0, got " +
-                       std::to_string(c.metric.protected_tail));
-    if (!(c.compression_rate == 0.0 || c.compression_rate >= 1.0))
-      throw InputError(f.path("compression_rate") + ": must be 0 (size from the budget) or >= 1 "
-                       "(keep about 1/rate of the prompt), got " +
-                       std::to_string(c.compression_rate));
-    if (c.min_cache_tokens < 1)
-      throw InputError(f.path("min_cache_tokens") + ": must be >= 1, got " +
-                       std::to_string(c.min_cache_tokens));
-    return c;
+  static const ConfigFields<KVCompressConfig>& fields() {
+    using C = KVCompressConfig;
+    static const auto f =
+        ConfigFields<C>()
+            .fields_of(&C::metric, metric_fields())
+            .field("aggregation", &C::aggregation,
+                   "l2: squared attention (the paper's default); l1: plain attention",
+                   check::one_of({"l2", "l1"}))
+            .field("continual", &C::continual,
+                   "also evict while decoding, across all layers and heads (the paper's "
+                   "continual compression)")
+            .field("compression_rate", &C::compression_rate,
+                   "0: size the cache from B; >= 1: keep about L / rate (the fork's runner)")
+            .field("min_cache_tokens", &C::min_cache_tokens,
+                   "the smallest cache the rate mode gives", check::at_least(1))
+            .rule([](C& c, const JsonFields& f) {
+              if (!(c.compression_rate == 0.0 || c.compression_rate >= 1.0))
+                throw InputError(f.path("compression_rate") +
+                                 ": must be 0 (size from the budget) or >= 1 (keep about "
+                                 "1/rate of the prompt), got " +
+                                 std::to_string(c.compression_rate));
+              c.metric.power = c.aggregation == "l2" ? 2.0 : 1.0;
+            });
+    return f;
   }
-  json to_json() const {
-    return {{"variant", metric.variant},          {"window", metric.window},
-            {"kernel", metric.kernel},            {"aggregation", aggregation},
-            {"skip_queries", metric.skip_queries}, {"protected", metric.protected_tail},
-            {"continual", continual},             {"compression_rate", compression_rate},
-            {"min_cache_tokens", min_cache_tokens}};
+  static ConfigFields<KVCompressMetric> metric_fields() {
+    using M = KVCompressMetric;
+    return ConfigFields<M>()
+        .field("variant", &M::variant,
+               "w: the last `window` queries score, max-pooled; full: every query, no pooling",
+               check::one_of({"w", "full"}))
+        .field("window", &M::window, "KVC-w observation window", check::at_least(1))
+        .field("kernel", &M::kernel, "KVC-w max-pooling kernel (1: none)",
+               check::odd_at_least_one())
+        .field("skip_queries", &M::skip_queries,
+               "KVC-full: query i counts for key j only when i >= j + skip_queries",
+               check::at_least(0))
+        .field("protected", &M::protected_tail,
+               "last prompt positions never evicted, excluded from pooling", check::at_least(0));
   }
   // In the rate mode B comes from the prompt; the smallest it can be is min_cache_tokens.
   void check_budget(int64_t budget, const std::string& where) const {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/engine/kv_store.h"
+#include "engine/kv_store.h"
 
 namespace kvb {
 

@@ -32,21 +32,14 @@ struct PyramidKVConfig {
   SnapKVScoring scoring;
   int beta = 20;  // min capacity = (B - W) / beta at the top layer
 
-  static PyramidKVConfig from_json(const json& j, const std::string& where) {
-    PyramidKVConfig c;
-    JsonFields f(j, where);
-    c.scoring.read(f);
-    f.get("beta", c.beta);
-    f.finish();
-    if (c.beta <= 0)
-      throw InputError(f.path("beta") + ": must be > 0, got " + std::to_string(c.beta));
-    return c;
-  }
-  json to_json() const {
-    json j = json::object();
-    scoring.write(j);
-    j["beta"] = beta;
-    return j;
+  static const ConfigFields<PyramidKVConfig>& fields() {
+    static const auto f =
+        ConfigFields<PyramidKVConfig>()
+            .fields_of(&PyramidKVConfig::scoring, SnapKVScoring::fields())
+            .field("beta", &PyramidKVConfig::beta,
+                   "the top layer keeps (B - W) / beta, capacities fall linearly to it",
+                   check::at_least(1));
+    return f;
   }
   void check_budget(int64_t budget, const std::string& where) const {
     scoring.check_budget(budget, where);

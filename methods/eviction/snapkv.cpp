@@ -13,17 +13,10 @@ namespace {
 struct SnapKVConfig {
   SnapKVScoring scoring;
 
-  static SnapKVConfig from_json(const json& j, const std::string& where) {
-    SnapKVConfig c;
-    JsonFields f(j, where);
-    c.scoring.read(f);
-    f.finish();
-    return c;
-  }
-  json to_json() const {
-    json j = json::object();
-    scoring.write(j);
-    return j;
+  static const ConfigFields<SnapKVConfig>& fields() {
+    static const auto f =
+        ConfigFields<SnapKVConfig>().fields_of(&SnapKVConfig::scoring, SnapKVScoring::fields());
+    return f;
   }
   void check_budget(int64_t budget, const std::string& where) const {
     scoring.check_budget(budget, where);

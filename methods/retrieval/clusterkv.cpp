@@ -37,7 +37,7 @@
 #include <random>
 #include <stdexcept>
 
-#include "harness/engine/kernel_adapter.h"
+#include "engine/kernel_adapter.h"
 #include "methods/common/config.h"
 #include "methods/common/retrieval.h"
 
@@ -144,45 +144,44 @@ struct ClusterKVConfig {
   int max_iterations = 20;
   int64_t cache_steps = 1;          // R
 
-  static ClusterKVConfig from_json(const json& j, const std::string& where) {
-    ClusterKVConfig c;
-    JsonFields f(j.is_null() ? json::object() : j, where);
-    f.get("sinks", c.sinks);
-    if (const json* v = f.raw("clusters"))
-      c.clusters = parse_cluster_count(*v, f.path("clusters"), c.tokens_per_cluster);
-    f.get("recent", c.recent);
-    f.get("decode_interval", c.decode_interval);
-    f.get("decode_clusters", c.decode_clusters);
-    f.get("max_iterations", c.max_iterations);
-    f.get("cache_steps", c.cache_steps);
-    f.finish();
-    auto at_least = [&f](const char* key, int64_t value, int64_t min) {
-      if (value < min)
-        throw InputError(f.path(key) + ": must be >= " + std::to_string(min) + ", got " +
-                         std::to_string(value));
-    };
-    at_least("sinks", c.sinks, 0);
-    at_least("decode_interval", c.decode_interval, 1);
-    at_least("decode_clusters", c.decode_clusters, 1);
-    at_least("max_iterations", c.max_iterations, 1);
-    at_least("cache_steps", c.cache_steps, 0);
-    if (c.recent != "on_top" && c.recent != "in_budget")
-      throw InputError(f.path("recent") + ": \"" + c.recent + "\" is not one of on_top, in_budget");
-    if (c.decode_clusters > c.decode_interval)
-      throw InputError(f.path("decode_clusters") + ": " + std::to_string(c.decode_clusters) +
-                       " clusters cannot be made from decode_interval = " +
-                       std::to_string(c.decode_interval) + " tokens");
-    return c;
-  }
-  json to_json() const {
-    return {{"sinks", sinks},
-            {"clusters", clusters > 0 ? json(clusters)
-                                      : json("L/" + std::to_string(tokens_per_cluster))},
-            {"recent", recent},
-            {"decode_interval", decode_interval},
-            {"decode_clusters", decode_clusters},
-            {"max_iterations", max_iterations},
-            {"cache_steps", cache_steps}};
+  static const ConfigFields<ClusterKVConfig>& fields() {
+    using C = ClusterKVConfig;
+    static const auto f =
+        ConfigFields<C>()
+            .field("sinks", &C::sinks, "initial tokens always attended, never clustered",
+                   check::at_least(0))
+            .custom("clusters", "int or \"L/<k>\"",
+                    "C0, the prompt's clusters: a count (the code: 400) or the prompt length "
+                    "over k (the paper: L/80)",
+                    [](const json& v, const std::string& path, C& c) {
+                      c.clusters = parse_cluster_count(v, path, c.tokens_per_cluster);
+                    },
+                    [](const C& c) {
+                      return c.clusters > 0 ? json(c.clusters)
+                                            : json("L/" + std::to_string(c.tokens_per_cluster));
+                    })
+            .field("recent", &C::recent,
+                   "unclustered decode tokens: on_top of B (the reference) or in_budget",
+                   check::one_of({"on_top", "in_budget"}))
+            .field("decode_interval", &C::decode_interval,
+                   "m: decode tokens are clustered every m steps", check::at_least(1))
+            .field("decode_clusters", &C::decode_clusters,
+                   "C+: clusters made of each m decode tokens (the paper; the code: 8)",
+                   check::at_least(1))
+            .field("max_iterations", &C::max_iterations, "K-means iterations at most",
+                   check::at_least(1))
+            .field("cache_steps", &C::cache_steps,
+                   "R: a selected clustered entry is a cache hit when it was selected in the "
+                   "last R steps (0: no cache)",
+                   check::at_least(0))
+            .rule([](C& c, const JsonFields& f) {
+              if (c.decode_clusters > c.decode_interval)
+                throw InputError(f.path("decode_clusters") + ": " +
+                                 std::to_string(c.decode_clusters) +
+                                 " clusters cannot be made from decode_interval = " +
+                                 std::to_string(c.decode_interval) + " tokens");
+            });
+    return f;
   }
   void check_budget(int64_t budget, const std::string& where) const {
     if (budget <= sinks)
@@ -210,7 +209,8 @@ struct ClusterKVConfig {
 
 class ClusterKV : public RetrievalMethod {
  public:
-  explicit ClusterKV(const ClusterKVConfig& c) : config_(c) {}
+  static constexpr int kDenseLayers = 2;  // as the reference
+  explicit ClusterKV(const ClusterKVConfig& c) : RetrievalMethod(kDenseLayers), config_(c) {}
 
   void begin(const MethodContext& context) override {
     RetrievalMethod::begin(context);
@@ -356,7 +356,6 @@ KVB_REGISTER_METHOD(make_method_info<ClusterKV, ClusterKVConfig>({
     .family = "retrieval",
     .uses_budget = true,
     .budget_tolerance = 0.0,
-    .dense_layers = 2,
     .fidelity = "paper: 16 sinks, cosine K-means (raw-key means, 20 Lloyd steps, seeded random "
                 "init) with C0 = L/80 (clusters: N fixes it; the code that produced the paper's "
                 "numbers uses 400, equal to L/80 at 32k), q.mu ranking, last cluster trimmed to "

@@ -9,7 +9,7 @@
 
 namespace kvb {
 
-// The K-means steps, cosine_assign and cluster_means, are in harness/engine/kernel_adapter.h
+// The K-means steps, cosine_assign and cluster_means, are in engine/kernel_adapter.h
 // (ATen, or the CUDA kernels on a GPU).
 
 struct KMeansResult {

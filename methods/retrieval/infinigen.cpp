@@ -21,13 +21,13 @@
 // Llama code takes head 0's max: a bug); the current entry is always fetched (the reference
 // fetches the top-count keys, the current one only when it ranks); `fill_to_budget: true`
 // attends exactly the cap (top by speculative score) instead of the threshold count; a
-// calibration text's matrices are cached in memory and, for a model loaded from a folder, on
-// disk beside it (<model>/.kvbench-cache/infinigen-<hash>.safetensors, keyed by the weights'
-// hash, the calibration text, its token count and r); a read-only model folder keeps them in
-// memory only.
+// calibration text's matrices are computed once per loaded model (the ModelView's memo) and
+// kept in the run's cache directory when it has one
+// (<cache_dir>/infinigen-<weights hash>-<text hash>-<tokens>-<r>-<device>.safetensors); an
+// unwritable cache directory keeps them in memory only.
 #include "methods/retrieval/infinigen.h"
 
-#include "harness/model/safetensors.h"
+#include "engine/model/safetensors.h"
 
 #include <algorithm>
 #include <cmath>
@@ -35,12 +35,11 @@
 #include <iostream>
 #include <fstream>
 #include <map>
-#include <mutex>
 #include <set>
 #include <sstream>
 
-#include "harness/common/json_fields.h"
-#include "harness/engine/session.h"
+#include "engine/common/json_fields.h"
+#include "engine/model_view.h"
 
 namespace kvb {
 
@@ -120,25 +119,6 @@ void calibrate_layer(const at::Tensor& q, const at::Tensor& k, double r, at::Ten
   channels = infinigen_partial_channels(at::bmm(q_group, skew), at::bmm(k_float, skew), r);
 }
 
-// Records the calibration of every layer while a calibration text runs through the model.
-class CalibrationRecorder : public Method {
- public:
-  CalibrationRecorder(double r, InfiniGenCalibration& out) : r_(r), out_(out) {}
-  void begin(const MethodContext& context) override {
-    Method::begin(context);
-    out_.skew.assign(context.num_layers, at::Tensor());
-    out_.channels.assign(context.num_layers, {});
-  }
-  void on_prefill(int layer, const at::Tensor& q, const at::Tensor& k, const at::Tensor&,
-                  LayerKV&) override {
-    if (layer >= 2) calibrate_layer(q, k, r_, out_.skew[layer], out_.channels[layer]);
-  }
-
- private:
-  double r_;
-  InfiniGenCalibration& out_;
-};
-
 std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path + ": cannot read (infinigen calibration text; calibration_file)");
@@ -154,16 +134,20 @@ uint64_t fnv1a(const std::string& bytes) {
 }
 
 // Runs the calibration text through the model, recording every layer's matrices.
-std::shared_ptr<InfiniGenCalibration> calibrate(const LlamaModel& model, const std::string& text,
+std::shared_ptr<InfiniGenCalibration> calibrate(const ModelView& model, int layers,
+                                                const std::string& text,
                                                 const InfiniGenConfig& c) {
-  std::vector<int> ids = model.tokenizer->encode(text, /*add_bos=*/true);
+  std::vector<int> ids = model.encode(text);
   if (int64_t(ids.size()) > c.calibration_tokens) ids.resize(c.calibration_tokens);
   if (ids.size() < 2)
     throw InputError(c.text_file() + ": too short for calibration (infinigen.calibration_file)");
   auto calibration = std::make_shared<InfiniGenCalibration>();
-  CalibrationRecorder recorder(c.partial_ratio, *calibration);
-  Session session(model, recorder, SessionOptions{});
-  session.prefill(ids);
+  calibration->skew.assign(layers, at::Tensor());
+  calibration->channels.assign(layers, {});
+  model.prefill_queries_keys(ids, [&](int layer, const at::Tensor& q, const at::Tensor& k) {
+    if (layer >= 2)
+      calibrate_layer(q, k, c.partial_ratio, calibration->skew[layer], calibration->channels[layer]);
+  });
   return calibration;
 }
 
@@ -199,104 +183,72 @@ std::shared_ptr<InfiniGenCalibration> from_file(const SafetensorsFile& file, int
 
 }  // namespace
 
-std::string infinigen_cache_path(const LlamaModel& model, const InfiniGenConfig& c) {
-  if (!std::filesystem::is_directory(model.source)) return "";
-  std::ostringstream key;
-  key << std::hex << weights_hash(model) << '-' << fnv1a(read_text(c.text_file())) << '-'
-      << std::dec << c.calibration_tokens << '-' << c.partial_ratio;
-  return model.source + "/.kvbench-cache/infinigen-" + key.str() + ".safetensors";
+std::string infinigen_cache_path(const ModelView& model, const InfiniGenConfig& c) {
+  if (model.cache_dir().empty()) return "";
+  std::ostringstream name;
+  name << "infinigen-" << model.weights_id() << '-' << std::hex
+       << fnv1a(read_text(c.text_file())) << '-' << std::dec << c.calibration_tokens << '-'
+       << c.partial_ratio << '-' << c10::DeviceTypeName(model.device().type(), /*lower_case=*/true)
+       << ".safetensors";
+  return model.cache_dir() + "/" + name.str();
 }
 
 namespace {
 
-// A cheap fingerprint of a model's weights (the first bytes of every layer's Wk), so that a
-// model allocated where an earlier one was does not reuse its calibration from memory.
-uint64_t weights_fingerprint(const LlamaModel& model) {
-  std::string bytes;
-  for (const LayerWeights& l : model.layers) {
-    at::Tensor wk = l.wk.reshape({-1}).narrow(0, 0, std::min<int64_t>(l.wk.numel(), 128))
-                        .to(at::kCPU).contiguous();
-    bytes.append(static_cast<const char*>(wk.data_ptr()), std::min<size_t>(wk.nbytes(), 256));
-  }
-  return fnv1a(bytes);
-}
-
-// Calibrations from texts: per process in memory, and on disk beside a folder model.
-std::shared_ptr<const InfiniGenCalibration> file_calibration(const LlamaModel& model,
+// A calibration text's matrices: from the cache directory when there, else computed (and
+// written there when it can be).
+std::shared_ptr<const InfiniGenCalibration> text_calibration(const ModelView& model, int layers,
                                                              const InfiniGenConfig& c) {
-  static std::mutex mutex;
-  static std::map<std::string, std::shared_ptr<const InfiniGenCalibration>> memory;
-  // The address alone could be reused by another model: its shape, device and dtype too (the
-  // calibration's tensors live on the model's device).
-  std::ostringstream key;
-  key << &model << '|' << model.source << '|' << model.device().str() << '|'
-      << c10::toString(model.dtype()) << '|' << model.config.num_hidden_layers << 'x'
-      << model.config.num_key_value_heads << 'x' << model.config.head_dim << '|'
-      << weights_fingerprint(model) << '|' << c.text_file() << '|' << c.calibration_tokens << '|'
-      << c.partial_ratio;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = memory.find(key.str());
-  if (it != memory.end()) return it->second;
-
   const std::string path = infinigen_cache_path(model, c);
-  std::shared_ptr<InfiniGenCalibration> calibration;
-  if (!path.empty() && std::filesystem::exists(path)) {
-    calibration = from_file(*SafetensorsFile::open(path), model.config.num_hidden_layers,
-                            model.device());
-  } else {
-    calibration = calibrate(model, read_text(c.text_file()), c);
-    if (!path.empty()) {
-      std::error_code ec;
-      std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-      try {
-        write_safetensors(path, to_tensors(*calibration));
-      } catch (const std::exception& e) {  // e.g. a read-only model folder: memory only
-        std::cerr << "infinigen: calibration not cached on disk (" << e.what() << ")\n";
-      }
+  if (!path.empty() && std::filesystem::exists(path))
+    return from_file(*SafetensorsFile::open(path), layers, model.device());
+  std::shared_ptr<InfiniGenCalibration> calibration =
+      calibrate(model, layers, read_text(c.text_file()), c);
+  if (!path.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+    try {
+      write_safetensors(path, to_tensors(*calibration));
+    } catch (const std::exception& e) {  // e.g. a read-only cache directory: memory only
+      std::cerr << "infinigen: calibration not cached on disk (" << e.what() << ")\n";
     }
   }
-  memory[key.str()] = calibration;
   return calibration;
 }
 
 }  // namespace
 
-InfiniGenConfig InfiniGenConfig::from_json(const json& j, const std::string& where) {
-  InfiniGenConfig c;
-  JsonFields f(j.is_null() ? json::object() : j, where);
-  f.get("alpha", c.alpha);
-  f.get("partial_ratio", c.partial_ratio);
-  f.get("calibration", c.calibration);
-  f.get("calibration_file", c.calibration_file);
-  f.get("calibration_tokens", c.calibration_tokens);
-  f.get("budget_ratio", c.budget_ratio);
-  f.get("fill_to_budget", c.fill_to_budget);
-  f.finish();
-  if (!(c.alpha >= 0.0)) throw InputError(f.path("alpha") + ": must be >= 0");
-  if (!(c.partial_ratio > 0.0 && c.partial_ratio <= 1.0))
-    throw InputError(f.path("partial_ratio") + ": must be in (0, 1]");
-  if (c.calibration_tokens < 2) throw InputError(f.path("calibration_tokens") + ": must be >= 2");
-  if (!(c.budget_ratio >= 0.0 && c.budget_ratio <= 1.0))
-    throw InputError(f.path("budget_ratio") + ": must be in [0, 1] (0: use the budget B)");
-  if (c.calibration != "text" && c.calibration != "prompt")
-    throw InputError(f.path("calibration") + ": \"" + c.calibration +
-                     "\" is not one of text (calibration_file, or kvbench's text), prompt");
-  if (c.calibration == "prompt" && !c.calibration_file.empty())
-    throw InputError(f.path("calibration_file") + ": set, but calibration is \"prompt\" "
-                     "(calibrating on the prompt reads no file)");
-  if (!c.calibration_file.empty() && !std::filesystem::is_regular_file(c.calibration_file))
-    throw InputError(f.path("calibration_file") + ": no such file: " + c.calibration_file);
-  return c;
-}
-
-json InfiniGenConfig::to_json() const {
-  return json{{"alpha", alpha},
-              {"partial_ratio", partial_ratio},
-              {"calibration", calibration},
-              {"calibration_file", calibration_file},
-              {"calibration_tokens", calibration_tokens},
-              {"budget_ratio", budget_ratio},
-              {"fill_to_budget", fill_to_budget}};
+const ConfigFields<InfiniGenConfig>& InfiniGenConfig::fields() {
+  using C = InfiniGenConfig;
+  static const auto f =
+      ConfigFields<C>()
+          .field("alpha", &C::alpha, "fetch keys with speculative score >= max - alpha",
+                 check::at_least(0))
+          .field("partial_ratio", &C::partial_ratio,
+                 "r: share of the skewed channels kept for speculation",
+                 check::in_interval("(0, 1]"))
+          .field("calibration", &C::calibration,
+                 "text: skewing matrices from a calibration text (calibration_file, else "
+                 "kvbench's); prompt: from the prompt's first calibration_tokens",
+                 check::one_of({"text", "prompt"}))
+          .field("calibration_file", &C::calibration_file,
+                 "the calibration text (\"\": methods/retrieval/infinigen_calibration.txt)")
+          .field("calibration_tokens", &C::calibration_tokens,
+                 "tokens of the calibration text or prompt used", check::at_least(2))
+          .field("budget_ratio", &C::budget_ratio,
+                 "> 0: cap the fetch at int(n x ratio) (the reference's budget); 0: at B",
+                 check::in_interval("[0, 1]"))
+          .field("fill_to_budget", &C::fill_to_budget,
+                 "attend exactly the cap, top by speculative score, not the threshold count")
+          .rule([](C& c, const JsonFields& f) {
+            if (c.calibration == "prompt" && !c.calibration_file.empty())
+              throw InputError(f.path("calibration_file") + ": set, but calibration is "
+                               "\"prompt\" (calibrating on the prompt reads no file)");
+            if (!c.calibration_file.empty() && !std::filesystem::is_regular_file(c.calibration_file))
+              throw InputError(f.path("calibration_file") + ": no such file: " +
+                               c.calibration_file);
+          });
+  return f;
 }
 
 void InfiniGenConfig::check_budget(int64_t budget, const std::string& where) const {
@@ -329,7 +281,11 @@ void InfiniGen::begin(const MethodContext& context) {
   last_count_ = 0;
   if (config_.calibration == "text") {
     if (!context.model) throw std::logic_error("infinigen: a calibration text needs the model");
-    file_calibration_ = file_calibration(*context.model, config_);
+    const std::string key = "infinigen|" + config_.text_file() + "|" +
+                            std::to_string(config_.calibration_tokens) + "|" +
+                            std::to_string(config_.partial_ratio);
+    file_calibration_ = context.model->memo<InfiniGenCalibration>(
+        key, [&] { return text_calibration(*context.model, context.num_layers, config_); });
   }
 }
 
@@ -377,12 +333,8 @@ at::Tensor InfiniGen::select_rows(int layer, const at::Tensor& q, const LayerKV&
   if (!x.defined() || partial_keys_[layer].empty())
     throw std::logic_error("infinigen: no attention input or partial keys for layer " +
                            std::to_string(layer));
-  const LayerWeights& w = context_.model->layers[layer];
-  const int64_t Hq = context_.num_heads, d = context_.head_dim, g = context_.group_size();
-  // q~ = RoPE(x_i Wq_{i+1}): [Hq, d]
-  at::Tensor q_spec = layer_queries(*context_.model, w, x,
-                                    at::full({1}, position_, x.options().dtype(at::kLong)))
-                          .reshape({Hq, d}).to(at::kFloat);
+  const int64_t g = context_.group_size();
+  at::Tensor q_spec = context_.model->queries(layer, x, position_);  // RoPE(x_i Wq_{i+1}): [Hq, d]
   const at::Tensor& skew = calibration().skew[layer];
   std::vector<at::Tensor> scores;  // per KV head [n] (heads differ in partial channels)
   for (int h = 0; h < kv.num_heads(); ++h)
@@ -402,7 +354,6 @@ KVB_REGISTER_METHOD(make_method_info<InfiniGen, InfiniGenConfig>({
     .family = "retrieval",
     .uses_budget = true,
     .budget_tolerance = 0.0,
-    .dense_layers = 2,
     .fidelity =
         "follows snu-comparch/InfiniGen's Llama path (skewing A = Vq ordered by Sq*Sk, partial "
         "channels r=0.2 by |QA| and |KA|, speculation from the previous layer's attention input "
@@ -413,7 +364,7 @@ KVB_REGISTER_METHOD(make_method_info<InfiniGen, InfiniGenConfig>({
         "calibration=prompt: the prompt itself); per-head max (the reference's head-0 max is a "
         "bug); current entry always fetched; GQA: one A per KV head from the group's stacked "
         "queries, group-mean score; fill_to_budget=true: exactly B by speculative score; "
-        "calibrations cached beside a folder model (keyed by its weights hash) and in memory",
+        "calibrations computed once per model, kept in the run's cache directory (--cache-dir)",
 }));
 
 }  // namespace kvb

@@ -60,8 +60,7 @@ struct InfiniGenConfig {
   double budget_ratio = 0.0;     // > 0: cap = int(n x ratio) (the reference's `budget`); 0: B
   bool fill_to_budget = false;   // true: attend exactly the cap, top by speculative score
 
-  static InfiniGenConfig from_json(const json& j, const std::string& where);
-  json to_json() const;
+  static const ConfigFields<InfiniGenConfig>& fields();
   void check_budget(int64_t budget, const std::string& where) const;
   // The calibration text read when calibration == "text".
   std::string text_file() const;
@@ -72,10 +71,10 @@ struct InfiniGenConfig {
   AttendedRange attended(int64_t budget, int64_t entries, int64_t step) const;
 };
 
-// Where a calibration file's matrices are cached for `model` ("" when the model has no folder):
-// <model>/.kvbench-cache/infinigen-<weights hash>-<text hash>-<tokens>-<r>.safetensors.
-struct LlamaModel;
-std::string infinigen_cache_path(const LlamaModel& model, const InfiniGenConfig& c);
+// Where a calibration text's matrices are cached for `model` ("" when the run has no cache
+// directory): <cache_dir>/infinigen-<weights hash>-<text hash>-<tokens>-<r>-<device>.safetensors.
+class ModelView;
+std::string infinigen_cache_path(const ModelView& model, const InfiniGenConfig& c);
 
 // Per layer: skewing matrices and partial channels (from a calibration text or the prompt).
 struct InfiniGenCalibration {
@@ -85,7 +84,8 @@ struct InfiniGenCalibration {
 
 class InfiniGen : public RetrievalMethod {
  public:
-  explicit InfiniGen(const InfiniGenConfig& c) : config_(c) {}
+  static constexpr int kDenseLayers = 2;  // as the reference
+  explicit InfiniGen(const InfiniGenConfig& c) : RetrievalMethod(kDenseLayers), config_(c) {}
   void begin(const MethodContext& context) override;
   void on_prefill(int layer, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                   LayerKV& kv) override;
@@ -100,7 +100,6 @@ class InfiniGen : public RetrievalMethod {
   }
 
  protected:
-  int dense_layers() const override { return 2; }
   at::Tensor select_rows(int layer, const at::Tensor& q, const LayerKV& kv) override;
 
  private:

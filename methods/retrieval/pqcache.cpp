@@ -19,7 +19,7 @@
 #include <random>
 #include <set>
 
-#include "harness/engine/kernel_adapter.h"
+#include "engine/kernel_adapter.h"
 #include "methods/common/config.h"
 #include "methods/common/selection.h"
 
@@ -133,38 +133,29 @@ int64_t LfuBlockCache::access(const std::vector<int64_t>& token_blocks) {
   return hits;
 }
 
-PQCacheConfig PQCacheConfig::from_json(const json& j, const std::string& where) {
-  PQCacheConfig c;
-  JsonFields f(j.is_null() ? json::object() : j, where);
-  f.get("sinks", c.sinks);
-  f.get("ratio", c.ratio);
-  f.get("local_share", c.local_share);
-  f.get("subspaces", c.subspaces);
-  f.get("bits", c.bits);
-  f.get("max_iter", c.max_iter);
-  f.get("tol", c.tol);
-  f.get("cache_block", c.cache_block);
-  f.get("cache_tokens", c.cache_tokens);
-  f.finish();
-  if (c.sinks < 0) throw InputError(f.path("sinks") + ": must be >= 0");
-  if (!(c.ratio >= 0.0 && c.ratio <= 1.0))
-    throw InputError(f.path("ratio") + ": must be in [0, 1] (0: derive from the budget)");
-  if (!(c.local_share >= 0.0 && c.local_share <= 1.0))
-    throw InputError(f.path("local_share") + ": must be in [0, 1]");
-  if (c.subspaces < 1) throw InputError(f.path("subspaces") + ": must be >= 1");
-  if (c.bits < 1 || c.bits > 16) throw InputError(f.path("bits") + ": must be in [1, 16]");
-  if (c.max_iter < 1) throw InputError(f.path("max_iter") + ": must be >= 1");
-  if (!(c.tol >= 0.0)) throw InputError(f.path("tol") + ": must be >= 0");
-  if (c.cache_block < 1) throw InputError(f.path("cache_block") + ": must be >= 1");
-  if (c.cache_tokens < 0) throw InputError(f.path("cache_tokens") + ": must be >= 0");
-  return c;
-}
-
-json PQCacheConfig::to_json() const {
-  return json{{"sinks", sinks},           {"ratio", ratio},       {"local_share", local_share},
-              {"subspaces", subspaces},   {"bits", bits},         {"max_iter", max_iter},
-              {"tol", tol},               {"cache_block", cache_block},
-              {"cache_tokens", cache_tokens}};
+const ConfigFields<PQCacheConfig>& PQCacheConfig::fields() {
+  using C = PQCacheConfig;
+  static const auto f =
+      ConfigFields<C>()
+          .field("sinks", &C::sinks, "initial tokens always attended", check::at_least(0))
+          .field("ratio", &C::ratio,
+                 "> 0: attend (L - sinks) x ratio tokens beyond sinks and the current one (the "
+                 "paper: 1/5, 1/10); 0: split the budget B exactly",
+                 check::in_interval("[0, 1]"))
+          .field("local_share", &C::local_share,
+                 "share of those for the local window (the reference's recent_ratio)",
+                 check::in_interval("[0, 1]"))
+          .field("subspaces", &C::subspaces, "m: PQ sub-spaces (must divide the head dim)",
+                 check::at_least(1))
+          .field("bits", &C::bits, "b: 2^b centroids per sub-space", check::in_interval("[1, 16]"))
+          .field("max_iter", &C::max_iter, "K-means (Lloyd) iterations at most",
+                 check::at_least(1))
+          .field("tol", &C::tol, "K-means convergence tolerance", check::at_least(0))
+          .field("cache_block", &C::cache_block, "tokens per block of the LFU cache",
+                 check::at_least(1))
+          .field("cache_tokens", &C::cache_tokens, "LFU cache capacity per layer, tokens",
+                 check::at_least(0));
+  return f;
 }
 
 void PQCacheConfig::check_budget(int64_t budget, const std::string& where) const {
@@ -283,7 +274,6 @@ KVB_REGISTER_METHOD(make_method_info<PQCache, PQCacheConfig>({
     .family = "retrieval",
     .uses_budget = true,
     .budget_tolerance = 0.0,
-    .dense_layers = 0,
     .fidelity =
         "follows the paper and HugoZHL/PQCache (m=2, b=6, 32 sinks, local:top-k 1:1, PQ on every "
         "layer, softmax of PQ scores summed over the GQA group, nearest-centroid codes for tokens "

@@ -31,7 +31,7 @@ PQIndex pq_build(const at::Tensor& keys, int m, int bits, int max_iter, double t
 at::Tensor pq_encode(const at::Tensor& centroids, const at::Tensor& keys);
 // Approximate keys from codes. centroids: [m, K, s], codes: [m, n] -> [n, d] (one head).
 at::Tensor pq_reconstruct(const at::Tensor& centroids, const at::Tensor& codes);
-// Approximate q.k via the lookup table: pq_scores in harness/engine/kernel_adapter.h.
+// Approximate q.k via the lookup table: pq_scores in engine/kernel_adapter.h.
 
 // The GPU-side block cache of the paper (Section 3.4): blocks of consecutive tokens shared by a
 // layer's KV heads, LFU eviction.
@@ -68,14 +68,14 @@ struct PQCacheConfig {
   int64_t cache_block = 128;    // tokens per block of the LFU cache
   int64_t cache_tokens = 4096;  // LFU cache capacity per layer, tokens
 
-  static PQCacheConfig from_json(const json& j, const std::string& where);
-  json to_json() const;
+  static const ConfigFields<PQCacheConfig>& fields();
   void check_budget(int64_t budget, const std::string& where) const;
 };
 
 class PQCache : public RetrievalMethod {
  public:
-  explicit PQCache(const PQCacheConfig& c) : config_(c) {}
+  static constexpr int kDenseLayers = 0;  // PQ on every layer (the reference: all layers)
+  explicit PQCache(const PQCacheConfig& c) : RetrievalMethod(kDenseLayers), config_(c) {}
   void begin(const MethodContext& context) override;
   void on_prefill(int layer, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                   LayerKV& kv) override;
@@ -90,7 +90,6 @@ class PQCache : public RetrievalMethod {
   const PQIndex& index(int layer) const { return index_[layer]; }
 
  protected:
-  int dense_layers() const override { return 0; }  // PQ on every layer (reference: all layers)
   std::vector<std::vector<int64_t>> select_sparse(int layer, const at::Tensor& q,
                                                   const LayerKV& kv,
                                                   const std::vector<int>& heads) override;

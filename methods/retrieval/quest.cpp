@@ -26,7 +26,7 @@
 #include <numeric>
 #include <stdexcept>
 
-#include "harness/engine/kernel_adapter.h"
+#include "engine/kernel_adapter.h"
 #include "methods/common/config.h"
 #include "methods/common/retrieval.h"
 
@@ -115,24 +115,21 @@ struct QuestConfig {
   // pages per query head, the current page a candidate like any other.
   std::string selection = "kernel";
 
-  static QuestConfig from_json(const json& j, const std::string& where) {
-    QuestConfig c;
-    JsonFields f(j.is_null() ? json::object() : j, where);
-    f.get("page_size", c.page_size);
-    f.get("gqa", c.gqa);
-    f.get("selection", c.selection);
-    f.finish();
-    if (c.page_size < 1)
-      throw InputError(f.path("page_size") + ": must be >= 1, got " + std::to_string(c.page_size));
-    if (c.gqa != "per_kv_head" && c.gqa != "per_query_head")
-      throw InputError(f.path("gqa") + ": \"" + c.gqa + "\" is not one of per_kv_head, per_query_head");
-    if (c.selection != "kernel" && c.selection != "fill" && c.selection != "evaluation")
-      throw InputError(f.path("selection") + ": \"" + c.selection +
-                       "\" is not one of kernel, fill, evaluation");
-    return c;
-  }
-  json to_json() const {
-    return {{"page_size", page_size}, {"gqa", gqa}, {"selection", selection}};
+  static const ConfigFields<QuestConfig>& fields() {
+    using C = QuestConfig;
+    static const auto f =
+        ConfigFields<C>()
+            .field("page_size", &C::page_size, "entries per page", check::at_least(1))
+            .field("gqa", &C::gqa,
+                   "per_kv_head: the group's page scores summed, one selection per KV head; "
+                   "per_query_head: every query head selects its own pages (the reference)",
+                   check::one_of({"per_kv_head", "per_query_head"}))
+            .field("selection", &C::selection,
+                   "kernel: floor(B/16) pages incl. the current one (the reference kernel); "
+                   "fill: exactly B; evaluation: max(3, B/16) pages per query head (the "
+                   "reference's accuracy path)",
+                   check::one_of({"kernel", "fill", "evaluation"}));
+    return f;
   }
   bool per_query_head() const { return gqa == "per_query_head"; }
   void check_budget(int64_t budget, const std::string& where) const {
@@ -160,7 +157,8 @@ struct QuestConfig {
 
 class Quest : public RetrievalMethod {
  public:
-  explicit Quest(const QuestConfig& c) : config_(c) {}
+  static constexpr int kDenseLayers = 2;  // as the reference
+  explicit Quest(const QuestConfig& c) : RetrievalMethod(kDenseLayers), config_(c) {}
 
   void begin(const MethodContext& context) override {
     RetrievalMethod::begin(context);
@@ -294,7 +292,6 @@ KVB_REGISTER_METHOD(make_method_info<Quest, QuestConfig>({
     .family = "retrieval",
     .uses_budget = true,
     .budget_tolerance = 0.0,
-    .dense_layers = 2,
     .fidelity = "pages of 16 with per-channel min/max keys, score sum_c max(q_c*kmax_c, "
                 "q_c*kmin_c), layers 0-1 dense (as the reference); selection=kernel (default, "
                 "the reference kernel): floor(B/16) pages incl. the current one, <= B; fill: "

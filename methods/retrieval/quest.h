@@ -13,7 +13,7 @@ namespace kvb {
 // float32.
 std::pair<at::Tensor, at::Tensor> quest_page_summaries(const at::Tensor& k, int64_t page_size);
 
-// Quest's page score: quest_page_scores in harness/engine/kernel_adapter.h.
+// Quest's page score: quest_page_scores in engine/kernel_adapter.h.
 
 // Which entries one KV head (or query head) attends to, given a page ranking (best first).
 // n resident entries form P = ceil(n / page_size) pages; the last (current, possibly partial)

@@ -5,7 +5,7 @@
 // Why: pip's CUDA libtorch exports its own copies of libstdc++'s std::filesystem functions
 // (pytorch/pytorch#133437). Linked against it, kvbench's calls may bind to those copies, built
 // by another compiler against other internal layouts; std::filesystem::remove_all crashed that
-// way (kvbench now uses kvb::remove_tree, harness/common/files.h). On a CUDA LibTorch build
+// way (kvbench now uses kvb::remove_tree, engine/common/files.h). On a CUDA LibTorch build
 // (ci/gpu_test.sh) a crash or a wrong result here names the function. The last test prints
 // which library each out-of-line function binds to in this process (information, not a check).
 //

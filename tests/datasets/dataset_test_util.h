@@ -4,7 +4,7 @@
 #include <string>
 
 #include "datasets/dataset.h"
-#include "harness/engine/llama_model.h"
+#include "engine/model/llama_model.h"
 #include "tests/test_util.h"
 
 namespace kvb::test {

@@ -7,7 +7,7 @@
 #include <fstream>
 
 #include "datasets/metrics/longbench_metrics.h"
-#include "harness/common/error.h"
+#include "engine/common/error.h"
 #include "tests/datasets/dataset_test_util.h"
 
 namespace kvb {

@@ -3,7 +3,7 @@
 
 #include <fstream>
 
-#include "harness/common/error.h"
+#include "engine/common/error.h"
 #include "tests/datasets/dataset_test_util.h"
 
 namespace kvb {

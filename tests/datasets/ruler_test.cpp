@@ -2,7 +2,7 @@
 // the model's own tokens, answers present, question placement, resource checks.
 #include <gtest/gtest.h>
 
-#include "harness/common/error.h"
+#include "engine/common/error.h"
 #include "tests/datasets/dataset_test_util.h"
 
 namespace kvb {

@@ -6,7 +6,6 @@
 #include "kernels/pq_scoring.h"
 #include "kernels/quest_scoring.h"
 #include "kernels/reference/reference.h"
-#include "kernels/topk.h"
 #include "tests/kernels/kernel_test_util.h"
 
 namespace kvb::kernels {
@@ -91,27 +90,6 @@ TEST(PqScores, MatchReference) {
   pq_scores(q.data(), cent.data(), codes.data(), out.data(), H, g, m, K, s, n);
   pq_scores_reference(q.data(), cent.data(), codes.data(), ref.data(), H, g, m, K, s, n);
   EXPECT_LT(relative_error(out, ref), 1e-5);
-}
-
-TEST(TopK, MatchesStableSortWithTiesAndNaN) {
-  KernelRng rng;
-  SCOPED_TRACE(rng.trace());
-  const int64_t R = 9, n = 5000, stride = 5003;
-  auto x = rng.normal(size_t(R * stride));
-  for (int64_t r = 0; r < R; ++r)  // ties and NaNs
-    for (int64_t j = 0; j < n; j += 7) x[r * stride + j] = (j % 14 == 0) ? 1.5f : NAN;
-  for (int64_t k : {int64_t(1), int64_t(64), int64_t(1024), n}) {
-    auto idx = poisoned<int64_t>(size_t(R * k)), ref = poisoned<int64_t>(size_t(R * k));
-    auto val = poisoned<float>(size_t(R * k)), ref_val = poisoned<float>(size_t(R * k));
-    topk_rows(x.data(), R, n, stride, k, idx.data(), val.data());
-    topk_rows_reference(x.data(), R, n, stride, k, ref.data(), ref_val.data());
-    EXPECT_EQ(idx, ref) << "k " << k;
-    for (size_t i = 0; i < val.size(); ++i) {
-      if (!std::isnan(ref_val[i])) {
-        EXPECT_EQ(val[i], ref_val[i]);
-      }
-    }
-  }
 }
 
 }  // namespace

@@ -3,7 +3,7 @@
 // what its own declared budget rule says (MethodInfo::attended).
 #include <gtest/gtest.h>
 
-#include "harness/engine/session.h"
+#include "engine/session.h"
 #include "methods/method.h"
 
 namespace kvb {

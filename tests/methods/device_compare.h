@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "harness/engine/llama_model.h"
-#include "harness/engine/session.h"
+#include "engine/model/llama_model.h"
+#include "engine/session.h"
 #include "methods/method.h"
 #include "reports/inspect.h"
 

@@ -4,9 +4,10 @@
 
 #include <torch/cuda.h>
 
-#include "harness/common/error.h"
-#include "harness/engine/device.h"
-#include "harness/engine/kernel_adapter.h"
+#include "engine/common/error.h"
+#include "engine/device.h"
+#include "engine/kernel_adapter.h"
+#include "methods/method.h"
 #include "harness/suite/suite.h"
 #include "tests/methods/device_compare.h"
 #include "tests/test_util.h"

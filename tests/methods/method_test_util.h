@@ -2,7 +2,7 @@
 #pragma once
 #include <gtest/gtest.h>
 
-#include "harness/engine/session.h"
+#include "engine/session.h"
 #include "harness/suite/suite.h"
 #include "methods/method.h"
 

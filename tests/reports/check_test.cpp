@@ -6,7 +6,7 @@
 #include <fstream>
 #include <sys/wait.h>
 
-#include "harness/common/error.h"
+#include "engine/common/error.h"
 #include "reports/baseline.h"
 #include "tests/reports/report_test_util.h"
 #include "tests/test_util.h"

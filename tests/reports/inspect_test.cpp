@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "harness/common/json_fields.h"
+#include "engine/common/json_fields.h"
 #include "tests/methods/method_test_util.h"
 #include "tests/test_util.h"
 

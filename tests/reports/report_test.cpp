@@ -8,7 +8,7 @@
 #include <set>
 #include <sstream>
 
-#include "harness/common/error.h"
+#include "engine/common/error.h"
 #include "reports/plots.h"
 #include "reports/report.h"
 #include "reports/tables.h"

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "harness/common/error.h"
+#include "engine/common/error.h"
 #include "reports/reproduce.h"
 #include "tests/reports/report_test_util.h"
 #include "tests/test_util.h"

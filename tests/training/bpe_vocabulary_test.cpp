@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "harness/tokenizer/tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "training/bpe_vocabulary.h"
 
 namespace kvb {

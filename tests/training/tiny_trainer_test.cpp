@@ -4,7 +4,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "harness/common/json_fields.h"
+#include "engine/common/json_fields.h"
 #include "tests/test_util.h"
 #include "training/tiny_trainer.h"
 

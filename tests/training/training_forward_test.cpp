@@ -2,7 +2,7 @@
 // documents must not see each other.
 #include <gtest/gtest.h>
 
-#include "harness/engine/session.h"
+#include "engine/session.h"
 #include "methods/method.h"
 #include "training/training_forward.h"
 

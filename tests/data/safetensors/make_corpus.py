@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the safetensors regression corpus into this folder: one small file per way a header
 can be malformed (bad_*.safetensors) and a few valid ones (valid_*.safetensors).
-tests/harness/model/safetensors_test.cpp expects every bad_* file to raise InputError, and
+tests/engine/model/safetensors_test.cpp expects every bad_* file to raise InputError, and
 ci/fuzz.sh seeds the fuzzer with all of them. Run it again after adding a case:
     python3 tests/data/safetensors/make_corpus.py
 """

@@ -7,7 +7,7 @@
 
 #include <chrono>
 
-#include "harness/common/error.h"
+#include "engine/common/error.h"
 #include "tests/datasets/metrics/jieba_test_util.h"
 
 namespace kvb {

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "harness/common/error.h"
+#include "engine/common/error.h"
 
 namespace kvb {
 namespace {

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "datasets/metrics/longbench_metrics.h"
-#include "harness/common/error.h"
+#include "engine/common/error.h"
 #include "tests/datasets/dataset_test_util.h"
 #include "tests/datasets/metrics/jieba_test_util.h"
 

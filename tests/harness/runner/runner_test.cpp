@@ -10,8 +10,8 @@
 #include <set>
 #include <sstream>
 
-#include "harness/common/error.h"
-#include "harness/engine/llama_model.h"
+#include "engine/common/error.h"
+#include "engine/model/llama_model.h"
 #include "tests/test_util.h"
 
 namespace kvb {

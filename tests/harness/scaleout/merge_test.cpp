@@ -13,7 +13,7 @@
 #include <map>
 #include <sstream>
 
-#include "harness/common/error.h"
+#include "engine/common/error.h"
 #include "harness/runner/runner.h"
 #include "harness/scaleout/shard.h"
 #include "tests/test_util.h"

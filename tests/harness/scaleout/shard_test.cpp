@@ -11,7 +11,7 @@
 #include <random>
 #include <set>
 
-#include "harness/common/error.h"
+#include "engine/common/error.h"
 #include "harness/scaleout/slurm.h"
 #include "tests/test_util.h"
 

@@ -7,7 +7,7 @@
 
 #include <fstream>
 
-#include "harness/common/error.h"
+#include "engine/common/error.h"
 #include "tests/test_util.h"
 
 namespace kvb {

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <set>
 
-#include "harness/common/error.h"
+#include "engine/common/error.h"
 #include "tests/test_util.h"
 
 namespace kvb {

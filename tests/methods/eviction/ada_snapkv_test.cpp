@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "harness/engine/session.h"
+#include "engine/session.h"
 #include "tests/methods/method_test_util.h"
 
 namespace kvb {

@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "harness/engine/session.h"
+#include "engine/session.h"
 #include "methods/method.h"
 #include "tests/methods/method_test_util.h"
 

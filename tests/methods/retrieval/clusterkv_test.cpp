@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <set>
 
-#include "harness/engine/kernel_adapter.h"
+#include "engine/kernel_adapter.h"
 #include "tests/methods/method_test_util.h"
 
 namespace kvb {

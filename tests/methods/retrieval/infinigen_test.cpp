@@ -7,8 +7,9 @@
 #include <cstdio>
 #include <fstream>
 
-#include "harness/engine/session.h"
-#include "harness/model/safetensors.h"
+#include "engine/session.h"
+#include "engine/model/safetensors.h"
+#include "engine/model_view.h"
 #include "tests/methods/method_test_util.h"
 #include "tests/test_util.h"
 
@@ -116,8 +117,9 @@ std::vector<int> prompt_of_length(int n) {
 }
 
 // Attended entries per KV head of the sparse layers (>= 2) over `steps` decode steps.
-double sparse_attended(const LlamaModel& model, Method& method, int64_t budget, int steps) {
-  Session session(model, method, SessionOptions{.budget = budget});
+double sparse_attended(const LlamaModel& model, Method& method, int64_t budget, int steps,
+                       const ModelView* view = nullptr) {
+  Session session(model, method, SessionOptions{.budget = budget, .model_view = view});
   session.prefill(prompt_of_length(300));
   for (int t = 0; t < steps; ++t) session.decode(5 + t);
   const AttendedCounts& a = session.attended();
@@ -205,32 +207,43 @@ TEST(InfiniGen, CalibrationFromAFileRuns) {
   std::remove(path.c_str());
 }
 
-TEST(InfiniGen, FileCalibrationIsCachedBesideAFolderModelKeyedByItsWeights) {
+TEST(InfiniGen, TextCalibrationIsMadeOncePerModelViewAndCachedInItsDirectory) {
   test::TempDir dir;
   const std::string text = dir.file("calibration.txt");
   {
     std::ofstream out(text);
     for (int i = 0; i < 40; ++i) out << "Pack my box with five dozen liquor jugs " << i << ". ";
   }
-  save_model(*LlamaModel::from_reference("random-tiny"), dir.file("model"));
-  auto model = LlamaModel::load(dir.file("model"));
+  auto model = LlamaModel::from_reference("random-tiny");
+  const ModelView view(*model, dir.file("cache"));
   InfiniGenConfig config;
   config.calibration_file = text;
-  const std::string path = infinigen_cache_path(*model, config);
-  EXPECT_EQ(path.rfind(dir.file("model") + "/.kvbench-cache/infinigen-", 0), 0u) << path;
-  auto method =
-      test::make_method("infinigen", {{"calibration_file", text}, {"fill_to_budget", true}});
-  EXPECT_DOUBLE_EQ(sparse_attended(*model, *method, 64, 2), 64.0);
+  const std::string path = infinigen_cache_path(view, config);
+  EXPECT_EQ(path.rfind(dir.file("cache") + "/infinigen-" + view.weights_id() + "-", 0), 0u)
+      << path;
+  const json method_config = {{"calibration_file", text}, {"fill_to_budget", true}};
+  auto method = test::make_method("infinigen", method_config);
+  EXPECT_DOUBLE_EQ(sparse_attended(*model, *method, 64, 2, &view), 64.0);
   ASSERT_TRUE(std::filesystem::exists(path));
   // The cached matrices are the ones a fresh calibration computes: orthogonal [Hkv, d, d].
-  auto file = SafetensorsFile::open(path);
-  at::Tensor skew = file->load("layer2.skew");
+  at::Tensor skew = SafetensorsFile::open(path)->load("layer2.skew");
   ASSERT_EQ(skew.sizes().vec(), (std::vector<int64_t>{2, 16, 16}));
   EXPECT_LT((at::bmm(skew.transpose(1, 2), skew) - at::eye(16)).abs().max().item<double>(), 1e-5);
-  // Other weights, other key.
+  // A second method on the same view reuses the view's memo: nothing is read or written.
+  std::filesystem::remove(path);
+  auto again = test::make_method("infinigen", method_config);
+  EXPECT_DOUBLE_EQ(sparse_attended(*model, *again, 64, 2, &view), 64.0);
+  EXPECT_FALSE(std::filesystem::exists(path));
+  // A new view of the same model computes and writes it again; other weights, another name.
+  const ModelView fresh(*model, dir.file("cache"));
+  EXPECT_DOUBLE_EQ(sparse_attended(*model, *test::make_method("infinigen", method_config), 64, 2,
+                                   &fresh),
+                   64.0);
+  EXPECT_TRUE(std::filesystem::exists(path));
   auto other = LlamaModel::random(random_tiny_config(), 1);
-  other->source = model->source;
-  EXPECT_NE(infinigen_cache_path(*other, config), path);
+  EXPECT_NE(infinigen_cache_path(ModelView(*other, dir.file("cache")), config), path);
+  // No cache directory: nothing on disk.
+  EXPECT_EQ(infinigen_cache_path(ModelView(*model, ""), config), "");
 }
 
 TEST(InfiniGen, BadConfigsNameTheField) {

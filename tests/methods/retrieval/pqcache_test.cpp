@@ -4,8 +4,8 @@
 
 #include <algorithm>
 
-#include "harness/engine/kernel_adapter.h"
-#include "harness/engine/session.h"
+#include "engine/kernel_adapter.h"
+#include "engine/session.h"
 #include "tests/methods/method_test_util.h"
 
 namespace kvb {

@@ -1,0 +1,49 @@
+#include "cli/commands.h"
+
+#include <ATen/Parallel.h>
+
+#include <thread>
+
+namespace kvb {
+namespace {
+std::vector<Command>& commands() {
+  static std::vector<Command> all;
+  return all;
+}
+}  // namespace
+
+void register_commands(CLI::App& app, const std::string& command_line) {
+  add_run_command(app, commands(), command_line);
+  add_list_command(app, commands());
+  add_show_command(app, commands());
+  add_model_commands(app, commands());
+  add_score_command(app, commands());
+  add_plan_command(app, commands());
+  add_merge_command(app, commands());
+  add_slurm_command(app, commands());
+  add_report_command(app, commands(), command_line);
+  add_reproduce_command(app, commands(), command_line);
+  add_check_commands(app, commands());
+  add_train_tiny_command(app, commands(), command_line);
+  add_inspect_command(app, commands());
+}
+
+int run_selected_command(const CLI::App& app) {
+  for (const Command& c : commands())
+    if (c.app->parsed()) return c.run();
+  return 2;
+}
+
+int configure_threads(int requested) {
+  const int threads = requested > 0 ? requested : int(std::max(1u, std::thread::hardware_concurrency()));
+  at::set_num_threads(threads);
+  return at::get_num_threads();
+}
+
+void add_allow_unknown_config_keys_flag(CLI::App* cmd, bool& flag) {
+  cmd->add_flag("--allow-unknown-config-keys", flag,
+                "Run a model whose config.json has keys kvbench does not know (normally refused, "
+                "exit 2); each is printed as a warning and stored in the run's provenance");
+}
+
+}  // namespace kvb

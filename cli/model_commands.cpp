@@ -1,0 +1,157 @@
+// kvbench generate / forward: run the engine on one prompt, for checks against other
+// implementations.
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "engine/common/error.h"
+#include "engine/common/json_fields.h"
+#include "engine/device.h"
+#include "engine/session.h"
+#include "methods/method.h"
+
+namespace kvb {
+
+std::vector<int> parse_token_list(const std::string& text) {
+  std::vector<int> ids;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    try {
+      size_t used = 0;
+      ids.push_back(std::stoi(item, &used));
+      if (used != item.size()) throw std::invalid_argument("trailing");
+    } catch (const std::exception&) {
+      throw InputError("--tokens: \"" + item + "\" is not an integer token id");
+    }
+  }
+  if (ids.empty()) throw InputError("--tokens: empty list");
+  return ids;
+}
+
+namespace {
+
+// Chat template to use: "auto" reads it from tokenizer_config.json.
+std::string chat_template_for(const std::string& requested, const std::string& model_dir) {
+  if (requested != "auto") return requested;
+  const std::string path = model_dir + "/tokenizer_config.json";
+  std::ifstream probe(path);
+  return probe ? detect_chat_template(read_json_file(path)) : "none";
+}
+
+}  // namespace
+
+std::shared_ptr<LlamaModel> load_for_cli(const std::string& reference,
+                                         const ComputeOptions& compute,
+                                         bool allow_unknown_config_keys) {
+  LoadOptions options;
+  options.dtype = parse_dtype(compute.dtype, "--dtype");
+  options.device = parse_device(compute.device, "--device");
+  options.allow_unknown_config_keys = allow_unknown_config_keys;
+  check_dtype_on_device(options.dtype, options.device, "--dtype");
+  auto model = LlamaModel::from_reference(reference, options);
+  for (const std::string& key : model->config.unknown_keys)
+    std::cerr << "warning: " << unknown_key_warning(reference + "/config.json", key) << "\n";
+  return model;
+}
+
+void add_compute_options(CLI::App* cmd, ComputeOptions& options) {
+  cmd->add_option("--device", options.device, "cpu (default), cuda or cuda:N (a build against "
+                                              "a CUDA LibTorch; README: On a GPU machine)");
+  cmd->add_option("--dtype", options.dtype, "Compute dtype: f32 (default), bf16, f16 (weights "
+                                            "are converted from the checkpoint's dtype on load; "
+                                            "softmax and attention accumulate in fp32)");
+}
+
+void add_model_commands(CLI::App& app, std::vector<Command>& out) {
+  struct Options {
+    std::string model, prompt, tokens, out_path, method = "full", chat_template = "none";
+    ComputeOptions compute;
+    int max_new = 64, threads = 0;
+    int64_t budget = 0;
+    bool all_positions = false, allow_unknown_config_keys = false;
+  };
+  auto o = std::make_shared<Options>();
+
+  CLI::App* gen = app.add_subcommand("generate", "Greedy generation from a prompt; prints the "
+                                                 "continuation and tokens/s");
+  gen->add_option("--model", o->model, "Model folder (Hugging Face layout) or a built-in: kvbench-tiny, random-tiny")->required();
+  gen->add_option("--prompt", o->prompt, "Prompt text (BOS is added as the tokenizer says)")->required();
+  gen->add_option("--max-new", o->max_new, "Maximum new tokens (stops earlier on EOS)")
+      ->check(positive());
+  gen->add_option("--method", o->method, "KV method or method:preset (default full; see `kvbench list methods`)");
+  gen->add_option("--budget", o->budget, "Budget B for the method")->check(non_negative());
+  gen->add_option("--chat-template", o->chat_template,
+                  "none (default), auto (from tokenizer_config.json), llama2, llama3, mistral, "
+                  "qwen2, chatml, glm4");
+  gen->add_option("--threads", o->threads, "CPU threads (default: all cores)")
+      ->check(non_negative("all cores"));
+  add_compute_options(gen, o->compute);
+  add_allow_unknown_config_keys_flag(gen, o->allow_unknown_config_keys);
+  out.push_back({gen, [o] {
+    const MethodChoice choice =
+        resolve_method(o->method, json::object(), "--method", "--method " + o->method);
+    const MethodInfo& info = *choice.info;
+    const json& config = choice.config;
+    if (info.uses_budget && o->budget <= 0)
+      throw InputError("--budget: method " + o->method + " needs a budget > 0");
+    configure_threads(o->threads);
+    auto model = load_for_cli(o->model, o->compute, o->allow_unknown_config_keys);
+    const std::string text = apply_chat_template(chat_template_for(o->chat_template, o->model), o->prompt);
+    std::unique_ptr<Method> method = info.create(config);
+    Session session(*model, *method, SessionOptions{.budget = o->budget});
+    const std::vector<int> prompt = model->tokenizer->encode(text, true);
+    std::vector<int> stop = model->tokenizer->eos_ids();
+    stop.insert(stop.end(), model->config.eos_token_ids.begin(), model->config.eos_token_ids.end());
+    const std::vector<int> ids = session.generate(prompt, o->max_new, stop);
+    std::cout << model->tokenizer->decode(ids) << "\n";
+    const SessionTimings& t = session.timings();
+    std::cerr << "prompt " << prompt.size() << " tokens: prefill " << t.prefill_s << " s ("
+              << prompt.size() / std::max(t.prefill_s, 1e-9) << " tok/s); " << ids.size()
+              << " new tokens: decode " << t.decode_steps / std::max(t.decode_s, 1e-9)
+              << " tok/s\n";
+    return 0;
+  }});
+
+  CLI::App* fwd = app.add_subcommand("forward", "Run token ids through the model and write the "
+                                                "logits as JSON");
+  fwd->add_option("--model", o->model, "Model folder (Hugging Face layout) or a built-in: kvbench-tiny, random-tiny")->required();
+  fwd->add_option("--tokens", o->tokens, "Comma-separated token ids, e.g. 1,403,407")->required();
+  fwd->add_option("--out", o->out_path, "Output JSON file: {\"tokens\", \"logits\"}")->required();
+  fwd->add_flag("--all-positions", o->all_positions,
+                "Write logits for every position ([L][V]) instead of the last one ([V])");
+  fwd->add_option("--threads", o->threads, "CPU threads (default: all cores)")
+      ->check(non_negative("all cores"));
+  add_compute_options(fwd, o->compute);
+  add_allow_unknown_config_keys_flag(fwd, o->allow_unknown_config_keys);
+  out.push_back({fwd, [o] {
+    const std::vector<int> ids = parse_token_list(o->tokens);
+    configure_threads(o->threads);
+    auto model = load_for_cli(o->model, o->compute, o->allow_unknown_config_keys);
+    Method uncompressed;  // the hooks' defaults: the model's own forward pass
+    Session session(*model, uncompressed, SessionOptions{});
+    at::Tensor logits = session.prefill(ids, o->all_positions).to(at::kCPU, at::kDouble).contiguous();
+    json j;
+    j["tokens"] = ids;
+    if (o->all_positions) {
+      j["logits"] = json::array();
+      for (int64_t i = 0; i < logits.size(0); ++i) {
+        at::Tensor row = logits[i].contiguous();
+        j["logits"].push_back(std::vector<double>(row.data_ptr<double>(), row.data_ptr<double>() + row.numel()));
+      }
+    } else {
+      j["logits"] = std::vector<double>(logits.data_ptr<double>(), logits.data_ptr<double>() + logits.numel());
+    }
+    const std::string tmp = o->out_path + ".tmp";
+    {
+      std::ofstream file(tmp);
+      if (!file) throw InputError(o->out_path + ": cannot write");
+      file << j.dump() << "\n";
+    }
+    std::rename(tmp.c_str(), o->out_path.c_str());
+    return 0;
+  }});
+}
+
+}  // namespace kvb

@@ -1,0 +1,66 @@
+// kvbench plan SUITE --shards N: the suite's cells with their stable ids, estimated costs and
+// shards, as `kvbench run SUITE --shard i/N` will split them.
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+
+#include "cli/commands.h"
+#include "engine/common/error.h"
+#include "harness/scaleout/shard.h"
+
+namespace kvb {
+
+void add_plan_command(CLI::App& app, std::vector<Command>& out) {
+  struct Options {
+    std::string suite, out;
+    std::vector<std::string> overrides;
+    int shards = 1;
+    bool json = false;
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand(
+      "plan", "List a suite's cells with stable ids (12 hex digits of FNV-1a-64 of the normalised "
+              "config) and their split into N shards balanced by estimated cost");
+  cmd->add_option("suite", o->suite, "Suite name or path to a suite JSON file")->required();
+  cmd->add_option("--shards", o->shards,
+                  "Number of shards (0-based: `kvbench run SUITE --shard i/N`, i = 0..N-1)")
+      ->check(positive());
+  cmd->add_option("--set", o->overrides, "Override an axis, as in `kvbench run`. Repeatable");
+  cmd->add_flag("--json", o->json, "Print the plan as JSON instead of a table");
+  cmd->add_option("--out", o->out, "Write the plan as JSON to this file (the table still prints)");
+  out.push_back({cmd, [o] {
+    const Suite suite = load_suite(o->suite, o->overrides);
+    const ShardPlan plan = plan_shards(suite.cells(), o->shards);
+    json j = plan_to_json(plan);
+    j["suite"] = suite.name;
+    if (!o->out.empty()) {
+      std::ofstream file(o->out);
+      if (!file) throw InputError(o->out + ": cannot write");
+      file << j.dump(2) << "\n";
+    }
+    if (o->json) {
+      std::cout << j.dump(2) << "\n";
+      return 0;
+    }
+    std::cout << "suite " << suite.name << ": " << plan.cells.size() << " cells, " << plan.shards
+              << " shard" << (plan.shards == 1 ? "" : "s")
+              << " (cost = context tokens x samples)\n\n";
+    std::cout << std::left << std::setw(14) << "id" << std::setw(7) << "shard" << std::setw(12)
+              << "cost" << std::setw(22) << "method" << std::setw(8) << "budget" << std::setw(14)
+              << "dataset" << std::setw(14) << "model" << "seed\n";
+    for (const PlannedCell& p : plan.cells)
+      std::cout << std::setw(14) << p.id << std::setw(7) << p.shard << std::setw(12) << p.cost
+                << std::setw(22) << p.cell.method.label << std::setw(8) << p.cell.budget_text()
+                << std::setw(14) << p.cell.dataset.name << std::setw(14) << p.cell.model
+                << p.cell.seed << "\n";
+    std::cout << "\n";
+    for (int s = 0; s < plan.shards; ++s)
+      std::cout << "shard " << s << "/" << plan.shards << ": " << plan.shard_cells[size_t(s)]
+                << " cells, cost " << plan.shard_cost[size_t(s)] << "  (kvbench run "
+                << o->suite << " --shard " << s << "/" << plan.shards << ")\n";
+    if (!o->out.empty()) std::cout << "plan written to " << o->out << "\n";
+    return 0;
+  }});
+}
+
+}  // namespace kvb

@@ -1,0 +1,85 @@
+// kvbench reproduce NAME: runs a named reproduction of a paper's table (a miniature on the tiny
+// models and synthetic tasks, or with --model/--data the real one) and prints paper | ours |
+// difference and which of the paper's claims hold in our run.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "cli/commands.h"
+#include "engine/common/error.h"
+#include "engine/common/shared_folder.h"
+#include "harness/runner/runner.h"
+#include "reports/reproduce.h"
+
+namespace kvb {
+namespace {
+
+// The miniature's model: stories260K from the shared folder when present, else random-tiny.
+std::string miniature_model(const std::string& shared) {
+  const std::string stories = shared + "/models/stories260K";
+  return std::filesystem::exists(stories + "/model.safetensors") ? stories : "random-tiny";
+}
+
+}  // namespace
+
+void add_reproduce_command(CLI::App& app, std::vector<Command>& out, const std::string& command_line) {
+  struct Options {
+    std::string name, model, data, db, out, shared = shared_folder();
+    int threads = 0;
+    bool list = false;
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand(
+      "reproduce", "Reproduce a paper's table: run its suite, print paper | ours | difference "
+                   "and which of the paper's claims hold");
+  cmd->add_option("name", o->name, "Reproduction (see --list)");
+  cmd->add_flag("--list", o->list, "List the reproductions");
+  cmd->add_option("--model", o->model, "The paper-scale run on this Hugging Face checkpoint "
+                                       "(default: the documented miniature on a tiny model)");
+  cmd->add_option("--data", o->data, "Folder of LongBench <dataset>.jsonl files (with --model)");
+  cmd->add_option("--db", o->db, "Results database (default: results/runs/<suite>.db)");
+  cmd->add_option("--out", o->out, "Also write the comparison (Markdown) to this file");
+  cmd->add_option("--shared", o->shared, "The shared folder (tiny models, haystack, word lists; default: $KVBENCH_SHARED, else "
+                  "../shared beside the checkout)")
+      ->capture_default_str();
+  cmd->add_option("--threads", o->threads, "Intra-op CPU threads (default: all cores)")
+      ->check(non_negative("all cores"));
+  out.push_back({cmd, [o, command_line] {
+    if (o->list || o->name.empty()) {
+      for (const std::string& n : reproduction_names())
+        std::cout << n << "  " << load_reproduction(n).title << "\n";
+      return o->list ? 0 : 2;
+    }
+    const Reproduction r = load_reproduction(o->name);
+    const bool real = !o->model.empty();
+    if (real && !r.real)
+      throw InputError("reproduce " + o->name + ": has no paper-scale setting, only the miniature "
+                       "(run it without --model)");
+    const ReproductionMode& mode = real ? *r.real : r.miniature;
+    if (real && o->data.empty() && mode.suite.dump().find("${DATA}") != std::string::npos)
+      throw InputError("reproduce " + o->name + ": --data DIR (the LongBench files) is required "
+                       "with --model");
+    const std::string suite_name = "repro_" + r.name + (real ? "" : "_mini");
+    const json suite_json = reproduction_suite(
+        r, mode, {real ? o->model : miniature_model(o->shared), o->data, o->shared}, suite_name);
+    Suite suite = parse_suite(suite_json, "reproduction " + r.name);
+    RunOptions options;
+    options.db_path = o->db.empty() ? default_db_path(suite_name) : o->db;
+    options.threads = configure_threads(o->threads);
+    options.command = command_line;
+    options.interactive_progress = isatty(STDERR_FILENO);
+    std::cerr << "reproduce " << r.name << ": " << suite.cells().size() << " cells -> "
+              << options.db_path << "\n";
+    const RunSummary summary = run_suite(suite, options, std::cerr);
+    ResultStore store(options.db_path);
+    const std::string md =
+        compare_with_paper(r, mode, load_report_data(store, summary.run_id, options.db_path));
+    std::cout << md;
+    if (!o->out.empty()) std::ofstream(o->out) << md;
+    return summary.failed > 0 ? 1 : 0;
+  }});
+}
+
+}  // namespace kvb

@@ -1,0 +1,199 @@
+// A config struct's fields declared once: each field's JSON name, member, doc line and check in
+// one list, from which reading (strict: wrong types and unknown keys are errors), validation
+// messages, JSON output and `kvbench list` documentation all come. A config declares
+//
+//   struct WindowConfig {
+//     int window = 8;
+//     std::string pooling = "max";
+//     static const ConfigFields<WindowConfig>& fields() {
+//       static const ConfigFields<WindowConfig> f = ConfigFields<WindowConfig>()
+//           .field("window", &WindowConfig::window, "observation window W", check::at_least(1))
+//           .field("pooling", &WindowConfig::pooling, "pooling", check::one_of({"max", "avg"}));
+//       return f;
+//     }
+//   };
+//
+// so a new field is its member (with its default) and its line in fields(). C++ has no
+// reflection; the alternatives (an X-macro generating the struct) hide the struct from its
+// readers, so the member keeps its ordinary declaration.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/common/error.h"
+#include "engine/common/json_fields.h"
+
+namespace kvb {
+
+// A check on one field's value (as JSON, after reading): the text after "<path>: " when the
+// value is refused, "" when it passes; `doc` says the rule in `kvbench list`.
+struct FieldCheck {
+  std::function<std::string(const json&)> refuse;
+  std::string doc;
+};
+
+// The checks a field line names: check::at_least(1), check::one_of({"max", "avg"}), ...
+namespace check {
+
+// value >= min
+FieldCheck at_least(double min);
+// lo <= value <= hi, with open ends where `interval` says: "[0, 1]", "(0, 1]", "(0, 1)".
+FieldCheck in_interval(const std::string& interval);
+// An odd integer >= 1 (pooling kernels).
+FieldCheck odd_at_least_one();
+// One of the given strings.
+FieldCheck one_of(std::vector<std::string> values);
+
+}  // namespace check
+
+// What `kvbench list` shows of one field.
+struct FieldDoc {
+  std::string name, type, default_value, doc;
+};
+
+template <typename C>
+class ConfigFields {
+ public:
+  // A plain field (int, int64_t, double, bool, string, or a vector of int64_t or strings).
+  template <typename T>
+  ConfigFields field(std::string name, T C::*member, std::string doc,
+                     FieldCheck check = {}) const {
+    return plain(std::move(name), member, std::move(doc), std::move(check), /*required=*/false);
+  }
+  // A field without a default, which the JSON must give (a dataset's file, say).
+  template <typename T>
+  ConfigFields required(std::string name, T C::*member, std::string doc,
+                        FieldCheck check = {}) const {
+    return plain(std::move(name), member, std::move(doc), std::move(check), /*required=*/true);
+  }
+
+  // A field with its own JSON form (e.g. a count or "L/<k>"): `read` gets the raw value and
+  // the field's path and sets `c`; `write` gives the JSON of `c`'s value (null: the field is
+  // left out of the output, e.g. an optional field added after configs were stored).
+  ConfigFields custom(std::string name, std::string type, std::string doc,
+                      std::function<void(const json&, const std::string&, C&)> read,
+                      std::function<json(const C&)> write) const {
+    ConfigFields out = *this;
+    out.fields_.push_back(Field{
+        name, std::move(type), std::move(doc), /*required=*/false,
+        [name, read](JsonFields& f, C& c) {
+          if (const json* v = f.raw(name)) read(*v, f.path(name), c);
+        },
+        [name, write](const C& c, json& j) {
+          json value = write(c);
+          if (!value.is_null()) j[name] = std::move(value);
+        }});
+    return out;
+  }
+
+  // The fields of a member struct, read and written as fields of this config (SnapKV's
+  // scoring, shared by three methods).
+  template <typename S>
+  ConfigFields fields_of(S C::*member, const ConfigFields<S>& inner) const {
+    ConfigFields out = *this;
+    for (const typename ConfigFields<S>::Field& f : inner.fields_)
+      out.fields_.push_back(Field{
+          f.name, f.type, f.doc, f.required,
+          [member, read = f.read](JsonFields& j, C& c) { read(j, c.*member); },
+          [member, write = f.write](const C& c, json& j) { write(c.*member, j); }});
+    for (const auto& rule : inner.rules_)
+      out.rules_.push_back([member, rule](C& c, const JsonFields& f) { rule(c.*member, f); });
+    return out;
+  }
+
+  // A rule over several fields, run after all are read: throws InputError naming the field
+  // (f.path(name)); may also set derived members.
+  ConfigFields rule(std::function<void(C&, const JsonFields&)> check) const {
+    ConfigFields out = *this;
+    out.rules_.push_back(std::move(check));
+    return out;
+  }
+
+  // Reads `j` (null reads as {}: every default) strictly over `c`'s values (the defaults);
+  // `where` prefixes every error.
+  C read(const json& j, const std::string& where, C c = C{}) const {
+    JsonFields f(j.is_null() ? json::object() : j, where);
+    for (const Field& field : fields_) field.read(f, c);
+    f.finish();
+    for (const auto& rule : rules_) rule(c, f);
+    return c;
+  }
+
+  json write(const C& c) const {
+    json j = json::object();
+    for (const Field& field : fields_) field.write(c, j);
+    return j;
+  }
+
+  // Every field with its type, default (`defaults`'s value; "required" for a required one)
+  // and doc line.
+  std::vector<FieldDoc> docs() const {
+    const C defaults;
+    return docs(defaults);
+  }
+  std::vector<FieldDoc> docs(const C& defaults) const {
+    const json values = write(defaults);
+    std::vector<FieldDoc> out;
+    for (const Field& f : fields_)
+      out.push_back({f.name, f.type,
+                     f.required              ? "required"
+                     : values.contains(f.name) ? values.at(f.name).dump()
+                                               : "unset",
+                     f.doc});
+    return out;
+  }
+
+  // The fields a JSON must give.
+  std::vector<std::string> required_names() const {
+    std::vector<std::string> out;
+    for (const Field& f : fields_)
+      if (f.required) out.push_back(f.name);
+    return out;
+  }
+
+ private:
+  template <typename>
+  friend class ConfigFields;
+
+  struct Field {
+    std::string name, type, doc;
+    bool required = false;
+    std::function<void(JsonFields&, C&)> read;
+    std::function<void(const C&, json&)> write;
+  };
+
+  template <typename T>
+  ConfigFields plain(std::string name, T C::*member, std::string doc, FieldCheck check,
+                     bool required) const {
+    ConfigFields out = *this;
+    out.fields_.push_back(Field{
+        name, type_name<T>(), doc + (check.doc.empty() ? "" : " (" + check.doc + ")"), required,
+        [name, member, check, required](JsonFields& f, C& c) {
+          if (required) f.require(name, c.*member);
+          else if (!f.get(name, c.*member)) return;
+          if (!check.refuse) return;
+          const std::string refused = check.refuse(json(c.*member));
+          if (!refused.empty()) throw InputError(f.path(name) + ": " + refused);
+        },
+        [name, member](const C& c, json& j) { j[name] = c.*member; }});
+    return out;
+  }
+
+  template <typename T>
+  static std::string type_name() {
+    if constexpr (std::is_same_v<T, bool>) return "bool";
+    else if constexpr (std::is_integral_v<T>) return "int";
+    else if constexpr (std::is_floating_point_v<T>) return "number";
+    else if constexpr (std::is_same_v<T, std::string>) return "string";
+    else return "list";
+  }
+
+  std::vector<Field> fields_;
+  std::vector<std::function<void(C&, const JsonFields&)>> rules_;
+};
+
+}  // namespace kvb

@@ -1,0 +1,93 @@
+#include "engine/device.h"
+
+#include <torch/cuda.h>
+#include <torch/version.h>
+
+#include "engine/common/error.h"
+
+#if KVBENCH_CUDA_KERNELS
+#include <ATen/cuda/CUDAContext.h>
+#include <cuda_runtime_api.h>
+#endif
+
+namespace kvb {
+namespace {
+
+// "cuda:N" -> N; -1 for "cuda"; throws for anything else after "cuda".
+int cuda_index(const std::string& name, const std::string& where) {
+  if (name == "cuda") return -1;
+  const std::string digits = name.substr(5);
+  const bool ok = name.rfind("cuda:", 0) == 0 && !digits.empty() && digits.size() <= 3 &&
+                  digits.find_first_not_of("0123456789") == std::string::npos;
+  if (!ok) throw InputError(where + ": \"" + name + "\" is not one of cpu, cuda, cuda:N");
+  return std::stoi(digits);
+}
+
+}  // namespace
+
+void check_device_name(const std::string& name, const std::string& where) {
+  if (name == "cpu") return;
+  if (name.rfind("cuda", 0) != 0)
+    throw InputError(where + ": \"" + name + "\" is not one of cpu, cuda, cuda:N");
+  cuda_index(name, where);
+}
+
+at::Device parse_device(const std::string& name, const std::string& where) {
+  check_device_name(name, where);
+  if (name == "cpu") return at::kCPU;
+  const int index = cuda_index(name, where);
+  if (!torch::cuda::is_available())
+    throw InputError(where + ": \"" + name + "\" asked for, but " +
+                     (at::hasCUDA() ? std::string("no GPU is visible (CUDA_VISIBLE_DEVICES, driver?)")
+                                    : std::string("this kvbench is built against a LibTorch "
+                                                  "without CUDA (see README, On a GPU machine)")));
+  const int count = int(torch::cuda::device_count());
+  if (index >= count)
+    throw InputError(where + ": \"" + name + "\" asked for, but this machine has " +
+                     std::to_string(count) + " GPU" + (count == 1 ? "" : "s"));
+  return at::Device(at::kCUDA, at::DeviceIndex(index < 0 ? 0 : index));
+}
+
+at::ScalarType parse_dtype(const std::string& name, const std::string& where) {
+  if (name == "f32") return at::kFloat;
+  if (name == "bf16") return at::kBFloat16;
+  if (name == "f16") return at::kHalf;
+  throw InputError(where + ": \"" + name + "\" is not one of f32, bf16, f16");
+}
+
+void check_dtype_on_device(at::ScalarType dtype, at::Device device, const std::string& where) {
+  try {
+    at::Tensor probe = at::ones({2, 2}, at::TensorOptions().dtype(dtype).device(device));
+    at::linear(probe, probe, probe[0]);
+    at::rsqrt(probe);
+  } catch (const c10::Error& e) {
+    throw InputError(where + ": " + dtype_name(dtype) + " on " + device.str() +
+                     " is not supported by this LibTorch (" + TORCH_VERSION +
+                     ": no half-precision matrix product there); use bf16 or f32, or a GPU");
+  }
+}
+
+std::string dtype_name(at::ScalarType dtype) {
+  if (dtype == at::kFloat) return "f32";
+  if (dtype == at::kBFloat16) return "bf16";
+  if (dtype == at::kHalf) return "f16";
+  return std::string(c10::toString(dtype));
+}
+
+std::string describe_device(const at::Device& device) {
+  if (device.is_cpu()) return "cpu";
+  const std::string name = "cuda:" + std::to_string(device.has_index() ? device.index() : 0);
+#if KVBENCH_CUDA_KERNELS
+  const cudaDeviceProp* props = at::cuda::getDeviceProperties(device.has_index() ? device.index() : 0);
+  int runtime = 0, driver = 0;
+  cudaRuntimeGetVersion(&runtime);
+  cudaDriverGetVersion(&driver);
+  auto version = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
+  return name + " (" + props->name + ", CUDA runtime " + version(runtime) + ", driver " +
+         version(driver) + ")";
+#else
+  return name;
+#endif
+}
+
+}  // namespace kvb

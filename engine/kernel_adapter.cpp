@@ -1,0 +1,236 @@
+#include "engine/kernel_adapter.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/decode_attention.h"
+#include "kernels/kmeans_assign.h"
+#include "kernels/pq_scoring.h"
+#include "kernels/quest_scoring.h"
+
+#if KVBENCH_CUDA_KERNELS
+#include "kernels/cuda/torch_glue.h"
+#endif
+
+namespace kvb {
+
+bool sparse_attention_supported(const at::Tensor& q, const at::Tensor& k_pool,
+                                const at::Tensor& v_pool) {
+  auto ok = [](const at::Tensor& t) {
+    return t.scalar_type() == at::kFloat && t.device().is_cpu() && t.dim() == 2;
+  };
+  return ok(q) && ok(k_pool) && ok(v_pool) && k_pool.is_contiguous() && v_pool.is_contiguous() &&
+         k_pool.size(1) == q.size(1) && v_pool.size(1) == q.size(1);
+}
+
+at::Tensor sparse_decode_attention(const at::Tensor& q, const at::Tensor& k_pool,
+                                   const at::Tensor& v_pool, const at::Tensor& indptr,
+                                   const at::Tensor& rows, double scale,
+                                   std::vector<at::Tensor>* probs) {
+  if (!sparse_attention_supported(q, k_pool, v_pool))
+    throw std::logic_error("sparse_decode_attention: needs fp32 CPU tensors q [Hq, d] and "
+                           "contiguous pools [rows, d]");
+  const int64_t Hq = q.size(0), d = q.size(1), units = indptr.size(0) - 1;
+  if (units <= 0 || Hq % units != 0)
+    throw std::logic_error("sparse_decode_attention: " + std::to_string(Hq) +
+                           " query heads over " + std::to_string(units) + " units");
+  const int64_t g = Hq / units;
+  at::Tensor offsets = indptr.to(at::kCPU, at::kLong).contiguous();
+  at::Tensor row_ids = rows.to(at::kCPU, at::kLong).contiguous();
+  const int64_t* off = offsets.data_ptr<int64_t>();
+  at::Tensor qc = q.contiguous();
+  at::Tensor out = at::empty({Hq, d}, q.options());
+  at::Tensor probs_buffer;
+  if (probs) probs_buffer = at::empty({g * off[units]}, q.options());
+  kernels::sparse_decode_attention(qc.data_ptr<float>(), k_pool.data_ptr<float>(),
+                                   v_pool.data_ptr<float>(), off, row_ids.data_ptr<int64_t>(),
+                                   out.data_ptr<float>(), Hq, units, d, float(scale),
+                                   probs ? probs_buffer.data_ptr<float>() : nullptr);
+  if (probs) {
+    probs->clear();
+    for (int64_t u = 0; u < units; ++u) {
+      const int64_t n = off[u + 1] - off[u];
+      probs->push_back(probs_buffer.narrow(0, g * off[u], g * n).view({g, n}));
+    }
+  }
+  return out;
+}
+
+namespace {
+
+bool fp32_on(const at::Tensor& t, bool cuda) {
+  return t.scalar_type() == at::kFloat && (cuda ? t.is_cuda() : t.device().is_cpu());
+}
+
+// The CPU kernel reads page p of head h at h * stride(0) + p * d: unit channel stride, pages
+// d floats apart, one head stride for both summaries.
+bool quest_cpu_layout(const at::Tensor& kmin, const at::Tensor& kmax) {
+  auto ok = [](const at::Tensor& t) {
+    return fp32_on(t, false) && t.dim() == 3 && t.stride(2) == 1 &&
+           (t.size(1) <= 1 || t.stride(1) == t.size(2)) && t.stride(0) >= t.size(1) * t.size(2);
+  };
+  return ok(kmin) && ok(kmax) && kmin.sizes() == kmax.sizes() && kmin.stride(0) == kmax.stride(0);
+}
+
+at::Tensor quest_page_scores_cpu(const at::Tensor& q, const at::Tensor& kmin,
+                                 const at::Tensor& kmax, bool sum_group) {
+  const int64_t H = kmin.size(0), P = kmin.size(1), d = kmin.size(2), g = q.size(1);
+  at::Tensor qc = q.to(at::kFloat).contiguous();
+  at::Tensor out = at::empty({H, sum_group ? 1 : g, P}, at::kFloat);
+  if (P > 0 && H > 0)
+    kernels::quest_page_scores(qc.data_ptr<float>(), kmin.data_ptr<float>(),
+                               kmax.data_ptr<float>(), out.data_ptr<float>(), H, g, P, d,
+                               kmin.stride(0), sum_group);
+  return out;
+}
+
+// relu(q) . kmax + min(q, 0) . kmin: two batched matmuls.
+at::Tensor quest_page_scores_aten(const at::Tensor& q, const at::Tensor& kmin,
+                                  const at::Tensor& kmax, bool sum_group) {
+  at::Tensor qf = q.to(at::kFloat);
+  at::Tensor scores = at::bmm(qf.clamp_min(0), kmax.to(at::kFloat).transpose(1, 2)) +
+                      at::bmm(qf.clamp_max(0), kmin.to(at::kFloat).transpose(1, 2));  // [H, g, P]
+  return sum_group ? scores.sum(1, /*keepdim=*/true) : scores;
+}
+
+at::Tensor pq_scores_cpu(const at::Tensor& q, const at::Tensor& centroids,
+                         const at::Tensor& codes) {
+  const int64_t H = centroids.size(0), m = centroids.size(1), K = centroids.size(2),
+                s = centroids.size(3), g = q.size(1), n = codes.size(2);
+  at::Tensor qc = q.to(at::kFloat).contiguous();
+  at::Tensor cc = centroids.contiguous();
+  at::Tensor codes8 = codes.to(at::kByte).contiguous();
+  at::Tensor out = at::empty({H, g, n}, at::kFloat);
+  if (H > 0 && g > 0 && n > 0)
+    kernels::pq_scores(qc.data_ptr<float>(), cc.data_ptr<float>(), codes8.data_ptr<uint8_t>(),
+                       out.data_ptr<float>(), H, g, m, K, s, n);
+  return out;
+}
+
+// The lookup table q_sub . centroids, then a gather of each code's entry, summed over m.
+at::Tensor pq_scores_aten(const at::Tensor& q, const at::Tensor& centroids,
+                          const at::Tensor& codes) {
+  const int64_t H = centroids.size(0), m = centroids.size(1), K = centroids.size(2),
+                s = centroids.size(3), g = q.size(1), n = codes.size(2);
+  at::Tensor q_sub = q.to(at::kFloat).view({H, g, m, s}).transpose(1, 2).reshape({H * m, g, s});
+  at::Tensor table = at::bmm(q_sub, centroids.to(at::kFloat).reshape({H * m, K, s}).transpose(1, 2));
+  at::Tensor picked = table.view({H, m, g, K})
+                          .gather(3, codes.to(at::kLong).unsqueeze(2).expand({H, m, g, n}));
+  return picked.sum(1);  // [H, g, n]
+}
+
+void check_quest_shapes(const at::Tensor& q, const at::Tensor& kmin, const at::Tensor& kmax) {
+  if (q.dim() != 3 || kmin.dim() != 3 || kmin.sizes() != kmax.sizes() ||
+      q.size(0) != kmin.size(0) || q.size(2) != kmin.size(2))
+    throw std::logic_error("quest_page_scores: q [H, g, d] and kmin, kmax [H, P, d] do not match");
+}
+
+void check_pq_shapes(const at::Tensor& q, const at::Tensor& centroids, const at::Tensor& codes) {
+  if (centroids.dim() != 4 || q.dim() != 3 || codes.dim() != 3 ||
+      q.size(0) != centroids.size(0) || q.size(2) != centroids.size(1) * centroids.size(3) ||
+      codes.size(0) != centroids.size(0) || codes.size(1) != centroids.size(1))
+    throw std::logic_error("pq_scores: q [H, g, m*s] / codes [H, m, n] do not match the "
+                           "centroids [H, m, K, s]");
+}
+
+// Chunks of keys keep the similarity block [H, chunk, C] under ~64 MB.
+at::Tensor cosine_assign_aten(const at::Tensor& keys, const at::Tensor& centroids) {
+  const int64_t H = keys.size(0), n = keys.size(1), C = centroids.size(1);
+  at::Tensor kn = keys.to(at::kFloat);
+  kn = kn / kn.norm(2, -1, /*keepdim=*/true).clamp_min(1e-12);             // [H, n, d]
+  at::Tensor cn = centroids.to(at::kFloat);
+  cn = (cn / cn.norm(2, -1, /*keepdim=*/true).clamp_min(1e-12)).transpose(1, 2);  // [H, d, C]
+    const int64_t chunk = std::max<int64_t>(1, (int64_t(16) << 20) / std::max<int64_t>(1, H * C));
+  at::Tensor labels = at::empty({H, n}, keys.options().dtype(at::kLong));
+  for (int64_t s = 0; s < n; s += chunk) {
+    const int64_t len = std::min(chunk, n - s);
+    labels.narrow(1, s, len).copy_(at::bmm(kn.narrow(1, s, len), cn).argmax(-1));  // [H, len]
+  }
+  return labels;
+}
+
+at::Tensor cluster_means_aten(const at::Tensor& keys, const at::Tensor& labels,
+                              const at::Tensor& old) {
+  const int64_t H = keys.size(0), n = keys.size(1), d = keys.size(2), C = old.size(1);
+  at::Tensor kf = keys.to(at::kFloat);
+  const at::TensorOptions floats = kf.options();
+  at::Tensor sums = at::zeros({H, C, d}, floats)
+                        .scatter_add_(1, labels.unsqueeze(-1).expand({H, n, d}), kf);  // [H, C, d]
+  at::Tensor counts = at::zeros({H, C}, floats).scatter_add_(1, labels, at::ones({H, n}, floats));
+  at::Tensor means = sums / counts.clamp_min(1).unsqueeze(-1);
+  return at::where((counts > 0).unsqueeze(-1), means, old.to(at::kFloat));  // [H, C, d]
+}
+
+// The CPU K-means kernels (kernels/kmeans_assign.h) on fp32 CPU tensors.
+at::Tensor cosine_assign_cpu(const at::Tensor& keys, const at::Tensor& centroids) {
+  const int64_t H = keys.size(0), n = keys.size(1), C = centroids.size(1), d = keys.size(2);
+  at::Tensor k = keys.contiguous(), c = centroids.contiguous();
+  at::Tensor labels = at::empty({H, n}, keys.options().dtype(at::kInt));  // [H, n]
+  kernels::cosine_assign(k.data_ptr<float>(), c.data_ptr<float>(), labels.data_ptr<int32_t>(),
+                         H, n, C, d);
+  return labels.to(at::kLong);
+}
+
+at::Tensor cluster_means_cpu(const at::Tensor& keys, const at::Tensor& labels,
+                             const at::Tensor& old) {
+  const int64_t H = keys.size(0), n = keys.size(1), d = keys.size(2), C = old.size(1);
+  at::Tensor k = keys.contiguous(), l = labels.to(at::kInt).contiguous();
+  at::Tensor o = old.contiguous();
+  at::Tensor out = at::empty({H, C, d}, keys.options());  // [H, C, d]
+  kernels::centroid_update(k.data_ptr<float>(), l.data_ptr<int32_t>(), o.data_ptr<float>(),
+                           out.data_ptr<float>(), H, n, C, d);
+  return out;
+}
+
+}  // namespace
+
+at::Tensor quest_page_scores(const at::Tensor& q, const at::Tensor& kmin, const at::Tensor& kmax,
+                             bool sum_group, KernelPath path) {
+  check_quest_shapes(q, kmin, kmax);
+  if (path == KernelPath::kAuto && q.device().is_cpu() && quest_cpu_layout(kmin, kmax))
+    return quest_page_scores_cpu(q, kmin, kmax, sum_group);
+#if KVBENCH_CUDA_KERNELS
+  if (path == KernelPath::kAuto && q.is_cuda() && cuda::quest_page_scores_supported(kmin, kmax))
+    return cuda::quest_page_scores(q, kmin, kmax, sum_group);
+#endif
+  return quest_page_scores_aten(q, kmin, kmax, sum_group);
+}
+
+at::Tensor pq_scores(const at::Tensor& q, const at::Tensor& centroids, const at::Tensor& codes,
+                     KernelPath path) {
+  check_pq_shapes(q, centroids, codes);
+  const bool small_codebook = centroids.size(2) <= 256;  // codes fit uint8
+  if (path == KernelPath::kAuto && small_codebook && fp32_on(centroids, false) &&
+      q.device().is_cpu())
+    return pq_scores_cpu(q, centroids, codes);
+#if KVBENCH_CUDA_KERNELS
+  if (path == KernelPath::kAuto && q.is_cuda() && cuda::pq_scores_supported(centroids))
+    return cuda::pq_scores(q, centroids, codes);
+#endif
+  return pq_scores_aten(q, centroids, codes);
+}
+
+at::Tensor cosine_assign(const at::Tensor& keys, const at::Tensor& centroids, KernelPath path) {
+  if (path == KernelPath::kAuto && fp32_on(keys, false) && fp32_on(centroids, false))
+    return cosine_assign_cpu(keys, centroids);
+#if KVBENCH_CUDA_KERNELS
+  if (path == KernelPath::kAuto && cuda::cosine_assign_supported(keys, centroids))
+    return cuda::cosine_assign(keys, centroids).to(at::kLong);
+#endif
+  return cosine_assign_aten(keys, centroids);
+}
+
+at::Tensor cluster_means(const at::Tensor& keys, const at::Tensor& labels, const at::Tensor& old,
+                         KernelPath path) {
+  if (path == KernelPath::kAuto && fp32_on(keys, false) && fp32_on(old, false) &&
+      labels.device().is_cpu())
+    return cluster_means_cpu(keys, labels, old);
+#if KVBENCH_CUDA_KERNELS
+  if (path == KernelPath::kAuto && keys.is_cuda() && labels.is_cuda() && old.is_cuda())
+    return cuda::centroid_update(keys, labels, old);
+#endif
+  return cluster_means_aten(keys, labels, old);
+}
+
+}  // namespace kvb

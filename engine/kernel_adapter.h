@@ -1,0 +1,58 @@
+// The one adapter between LibTorch tensors and the kernels: for each call it picks the CPU
+// kernel of kernels/ (fp32 CPU tensors in its layout), the CUDA kernel of kernels/cuda/ (fp32
+// CUDA tensors, on a build against a CUDA LibTorch: KVBENCH_CUDA_KERNELS) or ATen (any device
+// and dtype), so that methods never branch on the device.
+#pragma once
+#include <ATen/ATen.h>
+
+#include <vector>
+
+namespace kvb {
+
+// True when the kernels can run on these tensors (fp32, CPU, contiguous).
+bool sparse_attention_supported(const at::Tensor& q, const at::Tensor& k_pool,
+                                const at::Tensor& v_pool);
+
+// Sparse GQA decode attention (kernels::sparse_decode_attention) over the pools of a LayerKV.
+//   q: [Hq, d] fp32; k_pool, v_pool: [rows, d] fp32 contiguous;
+//   indptr: [units + 1] int64, rows: [nnz] int64 physical pool rows: unit u attends rows
+//   indptr[u] .. indptr[u + 1]; a unit is a KV head serving Hq / units query heads (units = Hq:
+//   one query head each).
+// Returns out [Hq, d]. When `probs` is non-null it receives per unit [Hq / units, n_u] softmax
+// probabilities (views of one buffer).
+at::Tensor sparse_decode_attention(const at::Tensor& q, const at::Tensor& k_pool,
+                                   const at::Tensor& v_pool, const at::Tensor& indptr,
+                                   const at::Tensor& rows, double scale,
+                                   std::vector<at::Tensor>* probs);
+
+// Which implementation runs a scoring call: kAuto picks the CPU kernel (fp32 CPU inputs in
+// its layout), the CUDA kernel (fp32 CUDA inputs, a build with KVBENCH_CUDA_KERNELS) or ATen
+// (any device and dtype); kAten forces ATen (tests compare the paths).
+enum class KernelPath { kAuto, kAten };
+
+// Quest's page score, an upper bound of q.k over every key of a page:
+//   score[h, j, p] = sum_c max(q[h, j, c] * kmax[h, p, c], q[h, j, c] * kmin[h, p, c])
+// q: [H, g, d] any floating dtype; kmin, kmax: [H, P, d] (the CPU kernel takes views of a
+// preallocated [H, capacity, d] buffer in place). Returns [H, g, P] fp32, or [H, 1, P] summed
+// over the group when sum_group.
+at::Tensor quest_page_scores(const at::Tensor& q, const at::Tensor& kmin, const at::Tensor& kmax,
+                             bool sum_group, KernelPath path = KernelPath::kAuto);
+
+// PQ table scores, approximate q.k from product-quantisation codes:
+//   q: [H, g, m*s] any floating dtype; centroids: [H, m, K, s]; codes: [H, m, n] any integer
+//   dtype (K <= 256 for the kernels, whose codes are uint8). Returns [H, g, n] fp32.
+at::Tensor pq_scores(const at::Tensor& q, const at::Tensor& centroids, const at::Tensor& codes,
+                     KernelPath path = KernelPath::kAuto);
+
+// ClusterKV's K-means steps (the CPU kernels for fp32 CPU inputs, the CUDA kernels for CUDA
+// inputs on a CUDA build, else ATen).
+// Labels of each key: the centroid of largest cosine similarity (keys and centroids
+// L2-normalised). keys: [H, n, d], centroids: [H, C, d]. Returns [H, n] int64.
+at::Tensor cosine_assign(const at::Tensor& keys, const at::Tensor& centroids,
+                         KernelPath path = KernelPath::kAuto);
+// New centroids: the mean of the RAW member keys; a cluster without members keeps `old`.
+// keys: [H, n, d], labels: [H, n], old: [H, C, d]. Returns [H, C, d] float32.
+at::Tensor cluster_means(const at::Tensor& keys, const at::Tensor& labels, const at::Tensor& old,
+                         KernelPath path = KernelPath::kAuto);
+
+}  // namespace kvb

@@ -1,0 +1,199 @@
+#include "engine/kv_store.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace kvb {
+
+LayerKV::LayerKV(int num_kv_heads, int head_dim, const at::TensorOptions& options)
+    : head_dim_(head_dim),
+      dtype_(options.dtype().toScalarType()),
+      device_(options.device()),
+      heads_(num_kv_heads) {
+  k_pool_ = at::empty({0, head_dim}, options);
+  v_pool_ = at::empty({0, head_dim}, options);
+}
+
+at::Tensor LayerKV::on_device(const std::vector<int64_t>& values) const {
+  return at::tensor(values, at::kLong).to(device_);
+}
+
+const at::Tensor& LayerKV::device_block_table() const {
+  if (block_table_.defined()) return block_table_;
+  size_t widest = 1;
+  for (const Head& h : heads_) widest = std::max(widest, h.blocks.size());
+  std::vector<int64_t> table(heads_.size() * widest, 0);
+  for (size_t hi = 0; hi < heads_.size(); ++hi)
+    std::copy(heads_[hi].blocks.begin(), heads_[hi].blocks.end(), table.begin() + hi * widest);
+  block_table_ = on_device(table).view({int64_t(heads_.size()), int64_t(widest)});
+  return block_table_;
+}
+
+void LayerKV::grow_pool(int64_t min_blocks) {
+  // A quarter more, not double: a GPU holding a 128k-token cache cannot afford twice of it.
+  int64_t new_capacity = std::max<int64_t>(min_blocks, capacity_blocks_ + capacity_blocks_ / 4);
+  auto grow = [&](at::Tensor& pool) {
+    at::Tensor bigger = at::empty({new_capacity * kKvBlockSize, head_dim_}, pool.options());
+    if (pool.size(0) > 0) bigger.narrow(0, 0, pool.size(0)).copy_(pool);
+    pool = bigger;
+  };
+  grow(k_pool_);
+  grow(v_pool_);
+  for (int64_t b = new_capacity - 1; b >= capacity_blocks_; --b)
+    free_blocks_.push_back(static_cast<int32_t>(b));
+  capacity_blocks_ = new_capacity;
+}
+
+int32_t LayerKV::allocate_block() {
+  if (free_blocks_.empty()) grow_pool(capacity_blocks_ + 1);
+  // Lowest free id first keeps a head's blocks close together in the pool.
+  auto lowest = std::min_element(free_blocks_.begin(), free_blocks_.end());
+  int32_t id = *lowest;
+  *lowest = free_blocks_.back();
+  free_blocks_.pop_back();
+  return id;
+}
+
+void LayerKV::append(const at::Tensor& k, const at::Tensor& v, int64_t position) {
+  append_many(k.unsqueeze(1), v.unsqueeze(1), position);
+}
+
+void LayerKV::append_many(const at::Tensor& k, const at::Tensor& v, int64_t first_position) {
+  const int64_t count = k.size(1);
+  int64_t needed = 0;
+  for (const Head& h : heads_)
+    needed += (h.size + count + kKvBlockSize - 1) / kKvBlockSize - int64_t(h.blocks.size());
+  if (needed > int64_t(free_blocks_.size()))
+    grow_pool(capacity_blocks_ + needed - int64_t(free_blocks_.size()));
+  if (needed > 0) block_table_ = at::Tensor();
+  at::Tensor k_src = k.to(device_, dtype_).reshape({-1, head_dim_});  // [Hkv * count, d]
+  at::Tensor v_src = v.to(device_, dtype_).reshape({-1, head_dim_});
+  // A decode token on heads of equal size: its rows come from the device's block table, so the
+  // step copies nothing to the device (the table itself every 16 tokens); else one copy.
+  const int64_t before = heads_[0].size;
+  bool uniform = count == 1;
+  for (const Head& h : heads_) uniform = uniform && h.size == before;
+  std::vector<int64_t> rows;  // head-major, like k_src; only when not uniform
+  for (Head& h : heads_) {
+    for (int64_t i = 0; i < count; ++i) {
+      int64_t logical = h.size + i;
+      if (logical / kKvBlockSize >= int64_t(h.blocks.size())) h.blocks.push_back(allocate_block());
+      if (!uniform) rows.push_back(row_of(h, logical));
+      h.positions.push_back(first_position + i);
+    }
+    h.size += count;
+  }
+  at::Tensor index = uniform ? device_block_table().select(1, before / kKvBlockSize) * kKvBlockSize +
+                                   before % kKvBlockSize
+                             : on_device(rows);
+  k_pool_.index_copy_(0, index, k_src);
+  v_pool_.index_copy_(0, index, v_src);
+}
+
+void LayerKV::keep(int head, const std::vector<int64_t>& logical_indices) {
+  Head& h = heads_[head];
+  for (size_t i = 0; i < logical_indices.size(); ++i) {
+    int64_t idx = logical_indices[i];
+    if (idx < 0 || idx >= h.size || (i > 0 && idx <= logical_indices[i - 1]))
+      throw std::logic_error("LayerKV::keep: indices must be sorted, unique and resident");
+  }
+  const int64_t kept = int64_t(logical_indices.size());
+  if (kept > 0) {
+    // index_select copies the sources before index_copy_ writes any destination.
+    std::vector<int64_t> src(static_cast<size_t>(kept)), dst(static_cast<size_t>(kept));
+    for (int64_t i = 0; i < kept; ++i) {
+      src[size_t(i)] = row_of(h, logical_indices[size_t(i)]);
+      dst[size_t(i)] = row_of(h, i);
+    }
+    at::Tensor src_rows = on_device(src), dst_rows = on_device(dst);
+    k_pool_.index_copy_(0, dst_rows, k_pool_.index_select(0, src_rows));
+    v_pool_.index_copy_(0, dst_rows, v_pool_.index_select(0, src_rows));
+  }
+  block_table_ = at::Tensor();
+  std::vector<int64_t> positions(kept);
+  for (int64_t i = 0; i < kept; ++i) positions[i] = h.positions[logical_indices[i]];
+  h.positions = std::move(positions);
+  h.size = kept;
+  const size_t blocks_needed = size_t((kept + kKvBlockSize - 1) / kKvBlockSize);
+  while (h.blocks.size() > blocks_needed) {
+    free_blocks_.push_back(h.blocks.back());
+    h.blocks.pop_back();
+  }
+}
+
+void LayerKV::shrink_to_fit() {
+  const int64_t used = blocks_in_use();
+  if (used == capacity_blocks_) return;
+  // Renumber the owned blocks 0..used-1 in a fresh, exactly sized pool.
+  at::Tensor k_new = at::empty({used * kKvBlockSize, head_dim_}, k_pool_.options());
+  at::Tensor v_new = at::empty({used * kKvBlockSize, head_dim_}, v_pool_.options());
+  int32_t next = 0;
+  for (Head& h : heads_) {
+    for (int32_t& block : h.blocks) {
+      k_new.narrow(0, int64_t(next) * kKvBlockSize, kKvBlockSize)
+          .copy_(k_pool_.narrow(0, int64_t(block) * kKvBlockSize, kKvBlockSize));
+      v_new.narrow(0, int64_t(next) * kKvBlockSize, kKvBlockSize)
+          .copy_(v_pool_.narrow(0, int64_t(block) * kKvBlockSize, kKvBlockSize));
+      block = next++;
+    }
+  }
+  k_pool_ = k_new;
+  v_pool_ = v_new;
+  capacity_blocks_ = used;
+  free_blocks_.clear();
+  block_table_ = at::Tensor();
+}
+
+at::Tensor LayerKV::physical_rows(int head, const at::Tensor& logical) const {
+  at::Tensor idx = logical.to(device_, at::kLong).reshape({-1});
+  at::Tensor blocks = device_block_table()[head].index_select(0, idx.div(kKvBlockSize, "floor"));
+  return blocks * kKvBlockSize + idx.remainder(kKvBlockSize);
+}
+
+at::Tensor LayerKV::physical_rows(const at::Tensor& heads, const at::Tensor& logical) const {
+  const at::Tensor& table = device_block_table();  // [Hkv, widest]
+  at::Tensor slot = heads * table.size(1) + logical.div(kKvBlockSize, "floor");
+  return table.view({-1}).index_select(0, slot) * kKvBlockSize + logical.remainder(kKvBlockSize);
+}
+
+at::Tensor LayerKV::all_physical_rows(int head) const {
+  return physical_rows(head, at::arange(heads_[head].size, at::TensorOptions(device_).dtype(at::kLong)));
+}
+
+at::Tensor LayerKV::keys(int head) const { return k_pool_.index_select(0, all_physical_rows(head)); }
+at::Tensor LayerKV::values(int head) const {
+  return v_pool_.index_select(0, all_physical_rows(head));
+}
+at::Tensor LayerKV::gather_keys(int head, const at::Tensor& logical) const {
+  return k_pool_.index_select(0, physical_rows(head, logical));
+}
+at::Tensor LayerKV::gather_values(int head, const at::Tensor& logical) const {
+  return v_pool_.index_select(0, physical_rows(head, logical));
+}
+
+int64_t LayerKV::entries() const {
+  int64_t total = 0;
+  for (const Head& h : heads_) total += h.size;
+  return total;
+}
+
+int64_t LayerKV::blocks_in_use() const {
+  int64_t total = 0;
+  for (const Head& h : heads_) total += int64_t(h.blocks.size());
+  return total;
+}
+
+int64_t LayerKV::allocated_bytes() const {
+  return 2 * capacity_blocks_ * kKvBlockSize * head_dim_ * int64_t(at::elementSize(dtype_));
+}
+
+int64_t LayerKV::used_bytes() const {
+  return 2 * blocks_in_use() * kKvBlockSize * head_dim_ * int64_t(at::elementSize(dtype_));
+}
+
+double LayerKV::fragmentation() const {
+  const int64_t slots = blocks_in_use() * kKvBlockSize;
+  return slots == 0 ? 0.0 : 1.0 - double(entries()) / double(slots);
+}
+
+}  // namespace kvb

@@ -1,0 +1,45 @@
+#include "engine/method_hooks.h"
+
+#include <algorithm>
+
+namespace kvb {
+
+Selection Selection::from_lists(const std::vector<std::vector<int64_t>>& lists,
+                                bool per_query_head, at::Device device) {
+  std::vector<int64_t> indptr(lists.size() + 1, 0), indices;
+  int64_t longest = 0;
+  for (size_t u = 0; u < lists.size(); ++u) {
+    indptr[u + 1] = indptr[u] + int64_t(lists[u].size());
+    indices.insert(indices.end(), lists[u].begin(), lists[u].end());
+    longest = std::max<int64_t>(longest, int64_t(lists[u].size()));
+  }
+  Selection s;
+  s.all = false;
+  s.per_query_head = per_query_head;
+  s.indptr = at::tensor(indptr, at::kLong).to(device);
+  s.indices = at::tensor(indices, at::kLong).to(device);
+  s.max_count = longest;
+  return s;
+}
+
+Selection Selection::from_rows(const at::Tensor& rows, bool per_query_head) {
+  const int64_t units = rows.size(0), k = rows.size(1);
+  Selection s;
+  s.all = false;
+  s.per_query_head = per_query_head;
+  s.indptr = at::arange(units + 1, rows.options().dtype(at::kLong)) * k;
+  s.indices = rows.to(at::kLong).reshape({units * k});
+  s.max_count = k;
+  return s;
+}
+
+std::vector<std::vector<int64_t>> Selection::lists() const {
+  at::Tensor ptr = indptr.to(at::kCPU).contiguous(), idx = indices.to(at::kCPU).contiguous();
+  const int64_t* p = ptr.data_ptr<int64_t>();
+  const int64_t* i = idx.data_ptr<int64_t>();
+  std::vector<std::vector<int64_t>> out(static_cast<size_t>(units()));
+  for (int64_t u = 0; u < units(); ++u) out[size_t(u)].assign(i + p[u], i + p[u + 1]);
+  return out;
+}
+
+}  // namespace kvb

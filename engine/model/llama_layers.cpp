@@ -1,0 +1,93 @@
+#include "engine/model/llama_layers.h"
+
+namespace kvb {
+
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  // In fp32 at least (bf16/f16 widened, f64 kept), then back, as transformers' LlamaRMSNorm.
+  at::Tensor xf = x.to(at::promote_types(x.scalar_type(), at::kFloat));
+  at::Tensor normed = xf * at::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
+  return normed.to(x.scalar_type()) * weight;
+}
+
+namespace {
+
+// Pairs (i, i + r/2). x: [..., n, r], cos/sin: [n, r/2].
+at::Tensor rotate_halves(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  const int64_t half = x.size(-1) / 2;
+  at::Tensor a = x.narrow(-1, 0, half), b = x.narrow(-1, half, half);
+  return at::cat({a * cos - b * sin, b * cos + a * sin}, -1);
+}
+
+// Pairs (2i, 2i+1). x: [..., n, r], cos/sin: [n, r/2].
+at::Tensor rotate_pairs(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  at::Tensor pairs = x.unflatten(-1, {x.size(-1) / 2, 2});  // [..., n, r/2, 2]
+  at::Tensor a = pairs.select(-1, 0), b = pairs.select(-1, 1);
+  return at::stack({a * cos - b * sin, b * cos + a * sin}, -1).flatten(-2);
+}
+
+// [..., L, H*d] -> [..., H, L, d]
+at::Tensor split_heads(const at::Tensor& x, int64_t heads, int64_t d) {
+  return x.unflatten(-1, {heads, d}).transpose(-3, -2);
+}
+
+}  // namespace
+
+at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& positions, const at::Tensor& inv_freq,
+                      bool interleaved) {
+  at::Tensor angles = positions.to(at::kFloat).unsqueeze(1) * inv_freq.unsqueeze(0);  // [n, r/2]
+  at::Tensor cos = angles.cos().to(x.scalar_type()), sin = angles.sin().to(x.scalar_type());
+  const int64_t r = 2 * inv_freq.size(0);
+  at::Tensor turned = interleaved ? rotate_pairs(x.narrow(-1, 0, r), cos, sin)
+                                  : rotate_halves(x.narrow(-1, 0, r), cos, sin);
+  if (r == x.size(-1)) return turned;
+  return at::cat({turned, x.narrow(-1, r, x.size(-1) - r)}, -1);
+}
+
+namespace {
+
+// One projection's heads, normalised per head where the model does (Qwen3), then rotated.
+// h: [..., L, D] -> [..., heads, L, d]
+at::Tensor rotated_heads(const LlamaModel& model, const at::Tensor& weight, const at::Tensor& bias,
+                         const at::Tensor& norm, int64_t heads, const at::Tensor& h,
+                         const at::Tensor& positions) {
+  const ModelConfig& c = model.config;
+  at::Tensor x = split_heads(at::linear(h, weight, bias), heads, c.head_dim);
+  if (norm.defined()) x = rms_norm(x, norm, c.rms_norm_eps);
+  return apply_rope(x, positions, model.inv_freq, c.has_interleaved_rope());
+}
+
+}  // namespace
+
+at::Tensor layer_queries(const LlamaModel& model, const LayerWeights& w, const at::Tensor& h,
+                         const at::Tensor& positions) {
+  return rotated_heads(model, w.wq, w.bq, w.q_norm, model.config.num_attention_heads, h, positions);
+}
+
+at::Tensor layer_keys(const LlamaModel& model, const LayerWeights& w, const at::Tensor& h,
+                      const at::Tensor& positions) {
+  return rotated_heads(model, w.wk, w.bk, w.k_norm, model.config.num_key_value_heads, h, positions);
+}
+
+at::Tensor layer_values(const LlamaModel& model, const LayerWeights& w, const at::Tensor& h) {
+  const ModelConfig& c = model.config;
+  return split_heads(at::linear(h, w.wv, w.bv), c.num_key_value_heads, c.head_dim);
+}
+
+at::Tensor attention_output(const LayerWeights& w, const at::Tensor& attn) {
+  return at::linear(attn, w.wo, w.bo);
+}
+
+at::Tensor swiglu_mlp(const LayerWeights& w, const at::Tensor& x) {
+  at::Tensor gate = at::linear(x, w.w_gate);
+  return at::linear(at::silu(gate) * at::linear(x, w.w_up), w.w_down);
+}
+
+int64_t attention_score_bytes(const at::Device& device) {
+  return device.is_cpu() ? int64_t(64) << 20 : int64_t(1) << 30;
+}
+
+at::Tensor output_logits(const LlamaModel& model, const at::Tensor& x) {
+  return at::linear(rms_norm(x, model.final_norm, model.config.rms_norm_eps), model.lm_head);
+}
+
+}  // namespace kvb

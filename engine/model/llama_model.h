@@ -1,0 +1,114 @@
+// Weights of a Llama-family decoder (Llama 2/3, Mistral, Qwen2, Qwen3, GLM-4) and how to get them:
+// from a Hugging Face folder, or generated from a seed.
+#pragma once
+#include <ATen/ATen.h>
+
+#include <array>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "engine/model/model_config.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace kvb {
+
+struct LayerWeights {
+  at::Tensor attn_norm, mlp_norm;  // [D]
+  at::Tensor wq, wk, wv, wo;       // [Hq*d, D], [Hkv*d, D], [Hkv*d, D], [D, Hq*d]
+  at::Tensor bq, bk, bv;           // [Hq*d], [Hkv*d], [Hkv*d]; undefined when the model has none
+  at::Tensor bo;                   // [D]; undefined when the model has none
+  at::Tensor q_norm, k_norm;       // [d] per-head RMSNorm weights (Qwen3); else undefined
+  at::Tensor w_gate, w_up, w_down;  // [F, D], [F, D], [D, F] (GLM's gate_up_proj split in two)
+
+  // Every field above (undefined ones included), in one fixed order: for code that treats the
+  // weights alike (hashing, moving to a device).
+  std::array<at::Tensor*, 15> all() { return fields<at::Tensor>(*this); }
+  std::array<const at::Tensor*, 15> all() const { return fields<const at::Tensor>(*this); }
+
+ private:
+  template <typename T, typename Self>
+  static std::array<T*, 15> fields(Self& w) {
+    return {&w.attn_norm, &w.mlp_norm, &w.wq, &w.wk,     &w.wv,   &w.wo,     &w.bq,    &w.bk,
+            &w.bv,        &w.w_gate,   &w.w_up, &w.w_down, &w.bo, &w.q_norm, &w.k_norm};
+  }
+};
+
+// How a model folder is read.
+struct LoadOptions {
+  at::ScalarType dtype = at::kFloat;  // weights are converted to this on load
+  at::Device device = at::kCPU;       // and placed here (each tensor straight from the file)
+  // Unknown config.json keys become ModelConfig::unknown_keys instead of an InputError.
+  bool allow_unknown_config_keys = false;
+};
+
+struct LlamaModel {
+  ModelConfig config;
+  std::shared_ptr<Tokenizer> tokenizer;  // shared by copies made with to()
+  nlohmann::json tokenizer_json;    // tokenizer.json the tokenizer was built from
+  nlohmann::json tokenizer_config;  // tokenizer_config.json ({} when the folder has none)
+  std::string source;       // folder path, or the generator's name
+  std::string description;  // one line for outputs: what this model is
+  bool trained = true;      // false for generated random weights: scores mean nothing
+  at::Tensor embed;         // [V, D]
+  at::Tensor final_norm;    // [D]
+  at::Tensor lm_head;       // [V, D] (the embedding when tied)
+  std::vector<LayerWeights> layers;
+  at::Tensor inv_freq;  // [rotary_dim/2] RoPE frequencies after rope_scaling
+
+  // Loads config.json, model.safetensors (or the sharded index) and the tokenizer from `dir`.
+  static std::shared_ptr<LlamaModel> load(const std::string& dir, const LoadOptions& options = {});
+  // Random N(0, 0.02) weights for `config` from `seed`, with a byte-level tokenizer, drawn by
+  // a generator of `options.device` (so on the device, no host copy; the same seed gives other
+  // values on a GPU than on the CPU) in fp32, then stored as `options.dtype`.
+  static std::shared_ptr<LlamaModel> random(const ModelConfig& config, uint64_t seed,
+                                            const LoadOptions& options = {});
+  // Resolves a suite's model reference: a built-in (builtin_model_names()) or a folder.
+  static std::shared_ptr<LlamaModel> from_reference(const std::string& reference,
+                                                    const LoadOptions& options = {});
+  static bool is_builtin_reference(const std::string& reference);
+  // "kvbench-tiny", "random-tiny", "random-llama3-8b-4layers", "random-llama3-8b".
+  static std::vector<std::string> builtin_model_names();
+
+  // A copy with every weight on `device` in `dtype` (RoPE frequencies stay fp32).
+  std::shared_ptr<LlamaModel> to(at::Device device, at::ScalarType dtype) const;
+  at::Device device() const { return embed.device(); }
+  at::ScalarType dtype() const { return embed.scalar_type(); }
+};
+
+// Writes `model` as a Hugging Face folder `dir`: config.json, model.safetensors (or, with
+// shards > 1, model-0000i-of-0000N.safetensors plus model.safetensors.index.json),
+// tokenizer.json and tokenizer_config.json. Weights are stored as `dtype` (F32, F16 or BF16).
+// Everything is written into a temp folder beside `dir`, then renamed into place, so `dir` is
+// either complete or untouched; `dir` must not exist or be an empty folder (else InputError).
+// `extra_json` adds files (name -> content) to the folder, e.g. a training record.
+void save_model(const LlamaModel& model, const std::string& dir, int shards = 1,
+                at::ScalarType dtype = at::kFloat,
+                const std::map<std::string, nlohmann::json>& extra_json = {});
+
+// 64-bit FNV-1a over the bytes of every weight, in a fixed order: identifies the weights
+// (e.g. to key caches derived from them). Reads all weights once.
+uint64_t weights_hash(const LlamaModel& model);
+
+// The shape of a Llama-layout model; the rest of its config takes Llama's defaults
+// (RMSNorm eps 1e-5, BOS 1, EOS 2, no rope scaling).
+struct LlamaShape {
+  int layers = 0, hidden = 0, ffn = 0, heads = 0, kv_heads = 0, head_dim = 0, vocab = 0;
+  int max_positions = 8192;
+  double rope_theta = 10000.0;
+  bool tied = true;  // tie_word_embeddings
+};
+ModelConfig llama_config(const LlamaShape& shape);
+
+// The folder of the embedded trained model: models/kvbench-tiny in the source tree
+// ($KVBENCH_TINY_MODEL overrides, e.g. for an installed binary).
+std::string embedded_model_dir();
+
+// The config of the generated "random-tiny" model (4 layers, GQA 4/2, head_dim 16).
+ModelConfig random_tiny_config();
+// RoPE inverse frequencies [rotary_dim/2] for the config's rope_theta and rope_scaling.
+at::Tensor rope_inverse_frequencies(const ModelConfig& config);
+
+}  // namespace kvb

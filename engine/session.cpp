@@ -1,0 +1,395 @@
+#include "engine/session.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "engine/common/error.h"
+#include "engine/kernel_adapter.h"
+
+#include <torch/cuda.h>
+
+namespace kvb {
+
+using Clock = std::chrono::steady_clock;
+
+void AttendedTally::reset(int layers, int kv_heads, at::Device device) {
+  const at::TensorOptions on = at::TensorOptions().device(device);
+  sum_ = at::zeros({layers, kv_heads}, on.dtype(at::kDouble));
+  min_ = at::full({layers, kv_heads}, std::numeric_limits<int64_t>::max(), on.dtype(at::kLong));
+  max_ = at::zeros({layers, kv_heads}, on.dtype(at::kLong));
+  steps_ = 0;
+}
+
+void AttendedTally::add(int layer, const at::Tensor& counts) {
+  sum_[layer].add_(counts);
+  min_[layer] = at::minimum(min_[layer], counts);
+  max_[layer] = at::maximum(max_[layer], counts);
+}
+
+AttendedCounts AttendedTally::read() const {
+  AttendedCounts out;
+  out.steps = steps_;
+  if (!sum_.defined()) return out;
+  auto host = [](const at::Tensor& t) { return t.reshape({-1}).to(at::kCPU).contiguous(); };
+  at::Tensor sum = host(sum_), min = host(min_), max = host(max_);
+  out.sum.assign(sum.data_ptr<double>(), sum.data_ptr<double>() + sum.numel());
+  out.min.assign(min.data_ptr<int64_t>(), min.data_ptr<int64_t>() + min.numel());
+  out.max.assign(max.data_ptr<int64_t>(), max.data_ptr<int64_t>() + max.numel());
+  return out;
+}
+
+void FidelityCounts::reset(int layers) {
+  recall_sum.assign(layers, 0.0);
+  output_error_sum.assign(layers, 0.0);
+  count.assign(layers, 0);
+}
+
+int argmax_token(const at::Tensor& logits) {
+  // at::argmax does not promise the lowest index on ties; the reference output does.
+  at::Tensor l = logits.to(at::kFloat).reshape({-1});
+  at::Tensor ids = at::arange(l.numel(), l.options().dtype(at::kLong));
+  at::Tensor at_max = l == l.max();
+  return int(at::where(at_max, ids, at::full_like(ids, l.numel())).min().item<int64_t>());
+}
+
+Selection select_everything(const LayerKV& kv) {
+  const int64_t Hkv = kv.num_heads();
+  const at::TensorOptions longs = kv.key_pool().options().dtype(at::kLong);
+  bool uniform = true;
+  for (int h = 1; h < Hkv; ++h) uniform = uniform && kv.size(h) == kv.size(0);
+  if (uniform) return Selection::from_rows(at::arange(kv.size(0), longs).expand({Hkv, kv.size(0)}), false);
+  // Ragged heads: the Hkv sizes go to the device, the entries are built there.
+  std::vector<int64_t> indptr(static_cast<size_t>(Hkv + 1), 0);
+  int64_t longest = 0;
+  for (int h = 0; h < Hkv; ++h) {
+    indptr[size_t(h + 1)] = indptr[size_t(h)] + kv.size(h);
+    longest = std::max(longest, kv.size(h));
+  }
+  Selection s;
+  s.all = false;
+  s.indptr = at::tensor(indptr, at::kLong).to(longs.device());
+  const int64_t total = indptr.back();
+  at::Tensor head_of = at::arange(Hkv, longs).repeat_interleave(
+      s.indptr.narrow(0, 1, Hkv) - s.indptr.narrow(0, 0, Hkv), 0, total);
+  s.indices = at::arange(total, longs) - s.indptr.index_select(0, head_of);
+  s.max_count = longest;
+  return s;
+}
+
+Session::Session(const LlamaModel& model, Method& method, SessionOptions options)
+    : model_(model), method_(method), options_(options) {
+  if (!options_.model_view) {
+    own_view_ = std::make_unique<ModelView>(model_, /*cache_dir=*/"");
+    options_.model_view = own_view_.get();
+  }
+}
+
+Clock::time_point Session::now() const {
+  // A GPU runs behind the host: wait for it so that a phase's time is its own work's.
+  if (model_.device().is_cuda()) torch::cuda::synchronize(model_.device().index());
+  return Clock::now();
+}
+
+double Session::elapsed(Clock::time_point start) const {
+  return std::chrono::duration<double>(now() - start).count();
+}
+
+void Session::check_context(int64_t tokens) const {
+  const int window = model_.config.sliding_window;
+  if (window > 0 && tokens > window)
+    throw InputError(model_.source + ": context of " + std::to_string(tokens) +
+                     " tokens exceeds the model's sliding_window (" + std::to_string(window) +
+                     "); sliding-window attention is not implemented, so kvbench refuses "
+                     "rather than attend beyond the window");
+}
+
+namespace {
+
+// Attention scores and softmax: fp32 at least (bf16/f16 widened, f64 kept).
+at::ScalarType score_type(const at::Tensor& t) {
+  return at::promote_types(t.scalar_type(), at::kFloat);
+}
+
+// The MLP of a prefill over [L, D] in row chunks: [rows, F] activations, never [L, F].
+at::Tensor chunked_mlp(const LayerWeights& w, const at::Tensor& x, int64_t rows) {
+  if (x.size(0) <= rows) return swiglu_mlp(w, x);
+  at::Tensor out = at::empty_like(x);
+  for (int64_t r0 = 0; r0 < x.size(0); r0 += rows) {
+    const int64_t n = std::min(rows, x.size(0) - r0);
+    out.narrow(0, r0, n).copy_(swiglu_mlp(w, x.narrow(0, r0, n)));
+  }
+  return out;
+}
+
+}  // namespace
+
+at::Tensor Session::prefill(const std::vector<int>& ids, bool all_logits) {
+  if (ids.empty()) throw InputError("prefill: empty prompt");
+  const ModelConfig& c = model_.config;
+  for (int id : ids)
+    if (id < 0 || id >= c.vocab_size)
+      throw InputError("prefill: token id " + std::to_string(id) + " outside the vocabulary");
+  check_context(int64_t(ids.size()));
+  auto start = now();
+  const at::TensorOptions kv_options = model_.embed.options();  // the model's device and dtype
+  kv_.clear();
+  shadow_.clear();
+  for (int l = 0; l < c.num_hidden_layers; ++l) {
+    kv_.emplace_back(c.num_key_value_heads, c.head_dim, kv_options);
+    if (options_.track_fidelity) shadow_.emplace_back(c.num_key_value_heads, c.head_dim, kv_options);
+  }
+  fidelity_.reset(c.num_hidden_layers);
+  tally_.reset(c.num_hidden_layers, c.num_key_value_heads, model_.device());
+  timings_ = SessionTimings{};
+  timings_.attention_s.assign(size_t(c.num_hidden_layers), 0.0);
+  const MethodContext context{.num_layers = c.num_hidden_layers,
+                              .num_heads = c.num_attention_heads,
+                              .num_kv_heads = c.num_key_value_heads,
+                              .head_dim = c.head_dim,
+                              .budget = options_.budget,
+                              .prompt_length = int64_t(ids.size()),
+                              .seed = options_.seed,
+                              .model = options_.model_view};
+  method_.begin(context);
+
+  at::Tensor token_ids = at::tensor(std::vector<int64_t>(ids.begin(), ids.end()), at::kLong);
+  at::Tensor x = model_.embed.index_select(0, token_ids.to(model_.device()));  // [L, D]
+  for (int l = 0; l < c.num_hidden_layers; ++l) x = prefill_layer(l, x);
+  auto hook_start = now();
+  method_.after_prefill(kv_);
+  for (LayerKV& layer : kv_) layer.shrink_to_fit();  // evicted blocks leave the process
+  timings_.prefill_method_s += elapsed(hook_start);
+  position_ = int64_t(ids.size());
+  at::Tensor out = all_logits ? output_logits(model_, x)
+                              : output_logits(model_, x.narrow(0, x.size(0) - 1, 1))[0];
+  timings_.prefill_s = elapsed(start);
+  return out;
+}
+
+at::Tensor Session::prefill_layer(int layer, const at::Tensor& x) {
+  const ModelConfig& c = model_.config;
+  const LayerWeights& w = model_.layers[layer];
+  const int64_t L = x.size(0), d = c.head_dim, Hq = c.num_attention_heads;
+  const int64_t Hkv = c.num_key_value_heads, g = Hq / Hkv;
+  const at::TensorOptions longs = x.options().dtype(at::kLong);
+  at::Tensor h = rms_norm(x, w.attn_norm, model_.config.rms_norm_eps);
+  at::Tensor positions = at::arange(L, longs);
+  at::Tensor q = layer_queries(model_, w, h, positions).contiguous();  // [Hq, L, d]
+  at::Tensor k = layer_keys(model_, w, h, positions).contiguous();     // [Hkv, L, d]
+  at::Tensor v = layer_values(model_, w, h).contiguous();              // [Hkv, L, d]
+
+  // Causal attention in query chunks: scores [Hkv, g*chunk, keys] stay within the byte bound;
+  // softmax in fp32 whatever the model's dtype.
+  const int64_t score_bytes = options_.prefill_score_bytes > 0 ? options_.prefill_score_bytes
+                                                                : attention_score_bytes(x.device());
+  const int64_t chunk =
+      std::max<int64_t>(1, std::min<int64_t>(L, score_bytes / (int64_t(sizeof(float)) * Hq * L)));
+  const double scale = 1.0 / std::sqrt(double(d));
+  at::Tensor out = at::empty({Hkv, g, L, d}, q.options());
+  at::Tensor q_grouped = q.view({Hkv, g, L, d});
+  for (int64_t c0 = 0; c0 < L; c0 += chunk) {
+    const int64_t n = std::min(chunk, L - c0), keys = c0 + n;
+    at::Tensor qc = q_grouped.narrow(2, c0, n).reshape({Hkv, g * n, d});
+    at::Tensor scores = at::bmm(qc, k.narrow(1, 0, keys).transpose(1, 2)).to(score_type(q))
+                            .mul_(scale).view({Hkv, g, n, keys});
+    // Query c0+i sees keys 0..c0+i.
+    at::Tensor mask = at::arange(keys, longs).unsqueeze(0) >
+                      (at::arange(n, longs) + c0).unsqueeze(1);  // [n, keys]
+    scores.masked_fill_(mask, -std::numeric_limits<float>::infinity());
+    at::Tensor probs = at::softmax(scores, -1).view({Hkv, g * n, keys}).to(v.scalar_type());
+    out.narrow(2, c0, n).copy_(at::bmm(probs, v.narrow(1, 0, keys)).view({Hkv, g, n, d}));
+  }
+  at::Tensor attn = out.view({Hq, L, d}).transpose(0, 1).reshape({L, Hq * d});
+
+  kv_[layer].append_many(k, v, 0);
+  if (options_.track_fidelity) shadow_[layer].append_many(k, v, 0);
+  auto hook_start = now();
+  method_.on_prefill(layer, q, k, v, kv_[layer]);
+  timings_.prefill_method_s += elapsed(hook_start);
+
+  at::Tensor y = x + attention_output(w, attn);
+  const int64_t mlp_rows = options_.prefill_mlp_rows > 0 ? options_.prefill_mlp_rows : 4096;
+  return y + chunked_mlp(w, rms_norm(y, w.mlp_norm, model_.config.rms_norm_eps), mlp_rows);
+}
+
+at::Tensor Session::decode(int token) {
+  if (kv_.empty()) throw std::logic_error("decode before prefill");
+  if (token < 0 || token >= model_.config.vocab_size)
+    throw InputError("decode: token id " + std::to_string(token) + " outside the vocabulary");
+  check_context(position_ + 1);
+  auto start = now();
+  method_.on_decode_step(kv_);  // cross-layer decisions before the step's token is appended
+  timings_.select_s += elapsed(start);
+  at::Tensor x = model_.embed.narrow(0, token, 1);  // [1, D]
+  for (int l = 0; l < model_.config.num_hidden_layers; ++l) x = decode_layer(l, x);
+  ++position_;
+  tally_.step();
+  ++timings_.decode_steps;
+  at::Tensor out = output_logits(model_, x)[0];
+  timings_.decode_s += elapsed(start);
+  return out;
+}
+
+at::Tensor Session::decode_layer(int layer, const at::Tensor& x) {
+  const ModelConfig& c = model_.config;
+  const LayerWeights& w = model_.layers[layer];
+  const int64_t d = c.head_dim, Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
+  at::Tensor h = rms_norm(x, w.attn_norm, model_.config.rms_norm_eps);
+  method_.on_attention_input(layer, h, position_);
+  at::Tensor pos = at::full({1}, position_, x.options().dtype(at::kLong));
+  at::Tensor q = layer_queries(model_, w, h, pos).reshape({Hq, d});
+  at::Tensor k = layer_keys(model_, w, h, pos).reshape({Hkv, d});
+  at::Tensor v = layer_values(model_, w, h).reshape({Hkv, d});
+
+  LayerKV& kv = kv_[layer];
+  kv.append(k, v, position_);
+  if (options_.track_fidelity) shadow_[layer].append(k, v, position_);
+  auto select_start = now();
+  method_.on_append(layer, k, v, kv);
+  Selection selection = method_.select(layer, q, kv);
+  timings_.select_s += elapsed(select_start);
+
+  at::Tensor attn = decode_attention(layer, q, selection).view({1, Hq * d});
+  at::Tensor y = x + attention_output(w, attn);
+  return y + swiglu_mlp(w, rms_norm(y, w.mlp_norm, model_.config.rms_norm_eps));
+}
+
+at::Tensor selected_pool_rows(const LayerKV& kv, const Selection& selection) {
+  const int64_t units = selection.units(), units_per_head = units / kv.num_heads();
+  at::Tensor counts = selection.indptr.narrow(0, 1, units) - selection.indptr.narrow(0, 0, units);
+  at::Tensor unit_of_entry = at::arange(units, selection.indptr.options())
+                                 .repeat_interleave(counts, 0, selection.indices.size(0));
+  return kv.physical_rows(unit_of_entry.div(units_per_head, "floor"), selection.indices);
+}
+
+at::Tensor gathered_decode_attention(const at::Tensor& q, const LayerKV& kv,
+                                     const Selection& selection, const at::Tensor& rows,
+                                     std::vector<at::Tensor>* probs) {
+  const int64_t units = selection.units(), d = q.size(1), per_unit = q.size(0) / units;
+  const at::TensorOptions longs = rows.options();
+  at::Tensor first = selection.indptr.narrow(0, 0, units);                 // [units]
+  at::Tensor counts = selection.indptr.narrow(0, 1, units) - first;        // [units]
+  const int64_t longest = selection.max_count >= 0 ? selection.max_count
+                                                   : counts.max().item<int64_t>();
+  at::Tensor out;  // [units, per_unit, d]
+  at::Tensor p;    // [units, per_unit, longest] fp32
+  if (longest == 0) {
+    out = at::zeros({units, per_unit, d}, q.options());
+    p = at::zeros({units, per_unit, 0}, q.options().dtype(score_type(q)));
+  } else {
+    at::Tensor slot = at::arange(longest, longs).unsqueeze(0);             // [1, longest]
+    at::Tensor valid = slot < counts.unsqueeze(1);                         // [units, longest]
+    at::Tensor at_slot = (first.unsqueeze(1) + slot).clamp_max(std::max<int64_t>(rows.size(0) - 1, 0));
+    at::Tensor padded = rows.index_select(0, at_slot.reshape({-1}));      // [units * longest]
+    at::Tensor keys = kv.key_pool().index_select(0, padded).view({units, longest, d});
+    at::Tensor values = kv.value_pool().index_select(0, padded).view({units, longest, d});
+    at::Tensor scores = at::bmm(q.view({units, per_unit, d}), keys.transpose(1, 2))
+                            .to(score_type(q)).mul_(1.0 / std::sqrt(double(d)));
+    scores.masked_fill_(valid.logical_not().unsqueeze(1), -std::numeric_limits<float>::infinity());
+    p = at::softmax(scores, -1).nan_to_num_(0.0);  // a unit with no entries: all zero
+    out = at::bmm(p.to(values.scalar_type()), values);
+  }
+  if (probs) {
+    at::Tensor host_counts = counts.to(at::kCPU).contiguous();
+    probs->clear();
+    for (int64_t u = 0; u < units; ++u)
+      probs->push_back(p[u].narrow(-1, 0, host_counts.data_ptr<int64_t>()[u]));
+  }
+  return out.reshape({units * per_unit, d});
+}
+
+at::Tensor Session::decode_attention(int layer, const at::Tensor& q, const Selection& chosen) {
+  auto start = now();
+  LayerKV& kv = kv_[layer];
+  const int64_t Hkv = kv.num_heads(), d = kv.head_dim(), Hq = q.size(0), g = Hq / Hkv;
+  const Selection selection = chosen.all ? select_everything(kv) : chosen;
+  // One attention unit per KV head, or one per query head for a per-query-head selection.
+  const int64_t units = selection.per_query_head ? Hq : Hkv, units_per_head = units / Hkv;
+  if (selection.units() != units)
+    throw std::logic_error("Selection has " + std::to_string(selection.units()) +
+                           " lists, the layer has " + std::to_string(units) +
+                           (selection.per_query_head ? " query heads" : " KV heads"));
+  // Per KV head: the mean over its units' counts, rounded half up.
+  const at::Tensor& indptr = selection.indptr;
+  at::Tensor counts = indptr.narrow(0, 1, units) - indptr.narrow(0, 0, units);  // [units]
+  tally_.add(layer, (counts.view({Hkv, units_per_head}).sum(1) + units_per_head / 2)
+                        .div(units_per_head, "floor"));
+  at::Tensor rows = selected_pool_rows(kv, selection);  // [nnz]
+  std::vector<at::Tensor> probs;
+  std::vector<at::Tensor>* wanted = method_.wants_attention() ? &probs : nullptr;
+  at::Tensor out;  // [Hq, d]
+  if (sparse_attention_supported(q, kv.key_pool(), kv.value_pool())) {
+    // fp32 CPU: one pass of kernels::sparse_decode_attention over the pool rows, no copy.
+    out = sparse_decode_attention(q, kv.key_pool(), kv.value_pool(), indptr, rows,
+                                  1.0 / std::sqrt(double(d)), wanted);
+  } else {
+    out = gathered_decode_attention(q, kv, selection, rows, wanted);
+  }
+  timings_.attention_s[size_t(layer)] += elapsed(start);
+  if (options_.track_fidelity) {
+    const std::vector<std::vector<int64_t>> lists = selection.lists();
+    for (int64_t h = 0; h < Hkv; ++h) {
+      std::vector<int64_t> entries;  // the union over the KV head's units
+      for (int64_t u = h * units_per_head; u < (h + 1) * units_per_head; ++u)
+        entries.insert(entries.end(), lists[size_t(u)].begin(), lists[size_t(u)].end());
+      std::sort(entries.begin(), entries.end());
+      entries.erase(std::unique(entries.begin(), entries.end()), entries.end());
+      measure_fidelity(layer, int(h), q.narrow(0, h * g, g), entries, out.narrow(0, h * g, g));
+    }
+  }
+  if (wanted) {
+    auto hook_start = now();
+    method_.on_attention(layer, chosen, probs, kv);
+    timings_.select_s += elapsed(hook_start);
+  }
+  return out;
+}
+
+void Session::measure_fidelity(int layer, int head, const at::Tensor& q_group,
+                               const std::vector<int64_t>& logical, const at::Tensor& out_head) {
+  const LayerKV& full = shadow_[layer];
+  const double scale = 1.0 / std::sqrt(double(full.head_dim()));
+  at::Tensor probs = at::softmax(at::matmul(q_group, full.keys(head).t()).to(at::kFloat).mul_(scale), -1);  // [g, N]
+  at::Tensor full_out = at::matmul(probs, full.values(head).to(at::kFloat));  // [g, d]
+  // Shadow entries sit at logical index == position; the method's attended positions:
+  const std::vector<int64_t>& positions = kv_[layer].positions(head);
+  std::vector<int64_t> attended_positions;
+  for (int64_t i : logical) attended_positions.push_back(positions[size_t(i)]);
+  at::Tensor attended = at::zeros({full.size(head)}, probs.options().dtype(at::kBool))
+      .index_fill_(0, at::tensor(attended_positions, at::kLong).to(probs.device()), true);
+  const int64_t b = options_.budget > 0 ? std::min(options_.budget, full.size(head))
+                                        : int64_t(logical.size());
+  at::Tensor top = std::get<1>(at::topk(probs.sum(0), b));  // I_true
+  const double hits = attended.index_select(0, top).sum().item<double>();
+  fidelity_.recall_sum[layer] += hits / double(b);
+  fidelity_.output_error_sum[layer] +=
+      ((out_head.to(at::kFloat) - full_out).norm() / full_out.norm().clamp_min(1e-30)).item<double>();
+  ++fidelity_.count[layer];
+}
+
+std::vector<int> Session::generate(const std::vector<int>& prompt, int max_new,
+                                   const std::vector<int>& stop_ids) {
+  std::vector<int> generated;
+  at::Tensor next_logits = prefill(prompt);
+  for (int i = 0; i < max_new; ++i) {
+    int token = argmax_token(next_logits);
+    if (std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end()) break;
+    generated.push_back(token);
+    if (i + 1 < max_new) next_logits = decode(token);
+  }
+  return generated;
+}
+
+const AttendedCounts& Session::attended() const {
+  attended_ = tally_.read();
+  return attended_;
+}
+
+int64_t Session::kv_allocated_bytes() const {
+  int64_t total = 0;
+  for (const LayerKV& layer : kv_) total += layer.allocated_bytes();
+  return total;
+}
+
+}  // namespace kvb

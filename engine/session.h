@@ -1,0 +1,151 @@
+// One sequence through the model: prefill of the prompt, then token-by-token decode, with the
+// method's hooks called per layer. Owns the paged KV cache of the sequence.
+#pragma once
+#include <ATen/ATen.h>
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "engine/kv_store.h"
+#include "engine/model/llama_layers.h"
+#include "engine/model/llama_model.h"
+#include "engine/method_hooks.h"
+#include "engine/model_view.h"
+
+namespace kvb {
+
+// Attended entries per (layer, KV head) over the decode steps of a session.
+struct AttendedCounts {
+  std::vector<double> sum;  // [layers * Hkv]
+  std::vector<int64_t> min, max;
+  int64_t steps = 0;
+};
+
+// The same, accumulated on the model's device so that counting never waits for it; read once
+// when asked.
+class AttendedTally {
+ public:
+  void reset(int layers, int kv_heads, at::Device device);
+  // counts: [Hkv] int64 on the device, the entries each KV head of `layer` attended this step.
+  void add(int layer, const at::Tensor& counts);
+  void step() { ++steps_; }
+  AttendedCounts read() const;
+
+ private:
+  at::Tensor sum_, min_, max_;  // [layers, Hkv]: double, int64, int64
+  int64_t steps_ = 0;
+};
+
+struct SessionTimings {
+  double prefill_s = 0;  // whole prefill, method hooks included
+  double prefill_method_s = 0;  // of which in Method::on_prefill (index build, eviction)
+  double decode_s = 0;   // all decode steps
+  double select_s = 0;   // of which in Method::on_decode_step / select / on_append / on_attention
+  std::vector<double> attention_s;  // [layers]: of which in decode attention over the selection
+  int64_t decode_steps = 0;
+};
+
+// Recall of the true top-B keys and attention-output error, per layer, over decode steps
+// (../shared/specs/benchmarks.md, "Recall rate"). Kept only when SessionOptions asks.
+struct FidelityCounts {
+  std::vector<double> recall_sum, output_error_sum;  // [layers], summed over steps and heads
+  std::vector<int64_t> count;                         // [layers]: steps x heads
+  void reset(int layers);
+};
+
+struct SessionOptions {
+  int64_t budget = 0;  // B given to the method (0: the method does not use one)
+  uint64_t seed = 0;
+  // Keep an uncompressed copy of the KV beside the method's view to measure recall of the
+  // true top-B keys and the attention-output error at every decode step (costs a full
+  // attention per step).
+  bool track_fidelity = false;
+  // Bound on the prefill attention scores buffer: [Hq, chunk, L] floats. Never L x L.
+  // 0: attention_score_bytes of the device (llama_layers.h).
+  int64_t prefill_score_bytes = 0;
+  // Prefill MLPs run over this many positions at a time, so their [rows, F] activations stay
+  // bounded however long the prompt (0: 4096).
+  int64_t prefill_mlp_rows = 0;
+  // What methods see of the model (MethodContext::model), made by whoever loaded it so that
+  // its memo and cache directory span sessions; null: the session makes its own.
+  const ModelView* model_view = nullptr;
+};
+
+class Session {
+ public:
+  Session(const LlamaModel& model, Method& method, SessionOptions options);
+
+  // Runs the prompt; returns the logits of the last position [V] (all positions [L, V] when
+  // `all_logits`). Calls Method::begin, then on_prefill per layer.
+  at::Tensor prefill(const std::vector<int>& ids, bool all_logits = false);
+  // Feeds one token at the next position; returns its logits [V].
+  at::Tensor decode(int token);
+  // Greedy generation after prefill: argmax (ties to the lowest id), stop on a stop id
+  // (not included) or after max_new tokens.
+  std::vector<int> generate(const std::vector<int>& prompt, int max_new,
+                            const std::vector<int>& stop_ids);
+
+  int64_t position() const { return position_; }
+  const std::vector<LayerKV>& kv() const { return kv_; }
+  // Reads the device's tally (waits for it): call after the steps, not per step.
+  const AttendedCounts& attended() const;
+  const SessionTimings& timings() const { return timings_; }
+  const FidelityCounts& fidelity() const { return fidelity_; }
+  int64_t kv_allocated_bytes() const;
+
+  // What the method sees of the model (the options' view, or the session's own).
+  const ModelView* model_view() const { return options_.model_view; }
+
+ private:
+  // The time now, and since `start`, after the model's device finished its queued work (on a
+  // GPU a synchronisation per reading: the phase split costs a little time there).
+  std::chrono::steady_clock::time_point now() const;
+  double elapsed(std::chrono::steady_clock::time_point start) const;
+  // InputError when `tokens` keys would reach past the model's sliding window.
+  void check_context(int64_t tokens) const;
+  at::Tensor prefill_layer(int layer, const at::Tensor& x);  // x: [L, D]
+  at::Tensor decode_layer(int layer, const at::Tensor& x);   // x: [1, D]
+  at::Tensor decode_attention(int layer, const at::Tensor& q, const Selection& selection);
+  // Compares KV head `head`'s attended entries (logical indices of kv_, host) and its output
+  // out_head [g, d] with full attention over the shadow copy. q_group: [g, d].
+  void measure_fidelity(int layer, int head, const at::Tensor& q_group,
+                        const std::vector<int64_t>& logical, const at::Tensor& out_head);
+
+  const LlamaModel& model_;
+  Method& method_;
+  SessionOptions options_;
+  std::unique_ptr<ModelView> own_view_;  // when options_.model_view was null
+  std::vector<LayerKV> kv_;
+  std::vector<LayerKV> shadow_;  // uncompressed KV, only with track_fidelity
+  FidelityCounts fidelity_;
+  int64_t position_ = 0;
+  AttendedTally tally_;
+  mutable AttendedCounts attended_;  // tally_ as last read
+  SessionTimings timings_;
+};
+
+// Greedy argmax with ties to the lowest id. logits: [V] on any device (one value read back).
+int argmax_token(const at::Tensor& logits);
+
+// Every resident entry of every KV head of `kv` as an explicit selection (one unit per KV
+// head), built with device ops.
+Selection select_everything(const LayerKV& kv);
+
+// The pool rows [nnz] of an explicit selection's entries, in its order (a unit's KV head is
+// unit / (units / Hkv)), on the selection's device.
+at::Tensor selected_pool_rows(const LayerKV& kv, const Selection& selection);
+
+// Decode attention of one layer over `selection` (explicit, not `all`), any device and dtype:
+// the selected rows gathered into [units, longest, d] (padding masked), scores and softmax in
+// fp32. q: [Hq, d]. Returns out [Hq, d]; probs (when non-null) receives per unit [q/u, n_u].
+at::Tensor gathered_decode_attention(const at::Tensor& q, const LayerKV& kv,
+                                     const Selection& selection, const at::Tensor& rows,
+                                     std::vector<at::Tensor>* probs);
+
+// Seconds since `start`.
+inline double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace kvb

@@ -1,0 +1,68 @@
+// Built-in chat templates: the single-user-turn prompt of each model family, without Jinja.
+#include <nlohmann/json.hpp>
+
+#include "engine/common/error.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace kvb {
+namespace {
+
+constexpr const char* kKnownTemplates = "none, llama2, mistral, llama3, qwen2, chatml, glm4";
+
+// chat_template is a string, or a list of {"name", "template"} (the "default" one is used).
+std::string template_text(const nlohmann::json& value) {
+  if (value.is_string()) return value.get<std::string>();
+  if (!value.is_array()) return "";
+  for (const nlohmann::json& entry : value) {
+    if (entry.is_object() && entry.value("name", "") == "default" && entry.contains("template") &&
+        entry["template"].is_string()) {
+      return entry["template"].get<std::string>();
+    }
+  }
+  return "";
+}
+
+bool contains(const std::string& text, const char* marker) {
+  return text.find(marker) != std::string::npos;
+}
+
+}  // namespace
+
+std::string apply_chat_template(const std::string& template_name, const std::string& user_message) {
+  if (template_name == "none") return user_message;
+  if (template_name == "llama2" || template_name == "mistral") {
+    return "[INST] " + user_message + " [/INST]";
+  }
+  if (template_name == "llama3") {
+    return "<|start_header_id|>user<|end_header_id|>\n\n" + user_message +
+           "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n";
+  }
+  if (template_name == "qwen2" || template_name == "chatml") {
+    return "<|im_start|>user\n" + user_message + "<|im_end|>\n<|im_start|>assistant\n";
+  }
+  if (template_name == "glm4") {
+    // GLM-4's template starts with "[gMASK]<sop>", which its tokenizer's post-processor adds
+    // as the BOS prefix (encode with add_bos), so the text here starts at the user turn.
+    return "<|user|>\n" + user_message + "<|assistant|>";
+  }
+  throw InputError("chat template: unknown name \"" + template_name + "\" (known: " +
+                   kKnownTemplates + ")");
+}
+
+std::string detect_chat_template(const nlohmann::json& tokenizer_config) {
+  if (!tokenizer_config.is_object() || !tokenizer_config.contains("chat_template")) return "none";
+  const nlohmann::json& value = tokenizer_config["chat_template"];
+  if (value.is_null()) return "none";
+  const std::string text = template_text(value);
+  if (contains(text, "<|start_header_id|>")) return "llama3";
+  if (contains(text, "<|im_start|>")) {
+    const std::string cls = tokenizer_config.value("tokenizer_class", "");
+    return cls.rfind("Qwen2", 0) == 0 ? "qwen2" : "chatml";
+  }
+  if (contains(text, "[gMASK]") && contains(text, "<|user|>")) return "glm4";
+  if (contains(text, "[INST]")) return contains(text, "<<SYS>>") ? "llama2" : "mistral";
+  throw InputError("tokenizer_config.json: chat_template: not one of the known families (" +
+                   std::string(kKnownTemplates) + "); name a template explicitly");
+}
+
+}  // namespace kvb

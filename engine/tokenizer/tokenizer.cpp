@@ -1,0 +1,181 @@
+// Loading a Hugging Face tokenizer folder: picks the BPE flavour and the BOS/EOS ids.
+#include "engine/tokenizer/tokenizer.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "engine/tokenizer/bpe_tokenizer.h"
+#include "engine/tokenizer/tokenizer_json.h"
+
+namespace kvb {
+namespace {
+
+using nlohmann::json;
+using tok::fail;
+
+json read_json_file(const std::string& file) {
+  std::ifstream in(file);
+  if (!in) fail(file, "", "cannot open");
+  try {
+    return json::parse(in);
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for huge numbers
+    fail(file, "", std::string("invalid JSON: ") + e.what());
+  }
+}
+
+bool uses_byte_level(const json& pre_tokenizer) {
+  if (!pre_tokenizer.is_object()) return false;
+  const std::string type = pre_tokenizer.value("type", "");
+  if (type == "ByteLevel") return true;
+  if (type != "Sequence" || !pre_tokenizer.contains("pretokenizers")) return false;
+  const json& list = pre_tokenizer["pretokenizers"];
+  return list.is_array() && std::any_of(list.begin(), list.end(), uses_byte_level);
+}
+
+// A token given as "text" or {"content": "text"} (tokenizer_config.json); "" when absent or null.
+std::string config_token(const json& config, const std::string& key, const std::string& file) {
+  auto it = config.find(key);
+  if (it == config.end() || it->is_null()) return "";
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_object()) return tok::required_string(*it, "content", file, key);
+  fail(file, key, "expected a string or {\"content\": ...}");
+}
+
+int require_token(const tok::BpeTokenizer& tokenizer, const std::string& token,
+                  const std::string& file, const std::string& field) {
+  const int id = tokenizer.find_token(token);
+  if (id < 0) fail(file, field, "\"" + token + "\" is not a token of tokenizer.json");
+  return id;
+}
+
+// The special tokens a TemplateProcessing post-processor puts before a single sequence
+// (Llama 3: <|begin_of_text|>; GLM-4: [gMASK] <sop>); empty when there is none. A template that
+// adds tokens after the sequence is refused: encode() would silently leave them out.
+std::vector<int> post_processor_prefix(const json& processor, const tok::BpeTokenizer& tokenizer,
+                                       const std::string& file) {
+  if (!processor.is_object()) return {};
+  const std::string type = processor.value("type", "");
+  if (type == "Sequence" && processor.contains("processors") && processor["processors"].is_array()) {
+    for (const json& inner : processor["processors"]) {
+      if (std::vector<int> ids = post_processor_prefix(inner, tokenizer, file); !ids.empty()) return ids;
+    }
+    return {};
+  }
+  if (type != "TemplateProcessing") return {};
+  const json& single = tok::required(processor, "single", file, "post_processor");
+  if (!single.is_array()) return {};
+  std::vector<int> prefix;
+  bool after_sequence = false;
+  for (size_t i = 0; i < single.size(); ++i) {
+    const std::string field = "post_processor.single[" + std::to_string(i) + "]";
+    if (!single[i].is_object() || !single[i].contains("SpecialToken")) {
+      after_sequence = true;
+      continue;
+    }
+    if (after_sequence) fail(file, field, "special tokens after the sequence are not supported");
+    const std::string name = tok::required_string(single[i]["SpecialToken"], "id", file, field + ".SpecialToken");
+    prefix.push_back(require_token(tokenizer, name, file, field + ".SpecialToken.id"));
+  }
+  return prefix;
+}
+
+struct SpecialIds {
+  std::vector<int> prefix;  // what encode(text, add_bos=true) puts first
+  std::vector<int> eos;
+  bool add_bos = false;
+};
+
+// tokenizer_config.json decides (add_bos_token, bos_token, eos_token); without it, the
+// post-processor's template tells whether and which BOS is added. A template of several
+// special tokens (GLM-4's [gMASK] <sop>) is added whole.
+SpecialIds special_ids(const tok::BpeTokenizer& tokenizer, const json& tokenizer_json,
+                       const json& config, const std::string& json_file,
+                       const std::string& config_file) {
+  SpecialIds ids;
+  const std::vector<int> template_prefix =
+      post_processor_prefix(tokenizer_json.value("post_processor", json()), tokenizer, json_file);
+  const std::string bos = config_token(config, "bos_token", config_file);
+  const int config_bos = bos.empty() ? -1 : require_token(tokenizer, bos, config_file, "bos_token");
+  if (template_prefix.size() > 1) {
+    if (config_bos >= 0 && config_bos != template_prefix[0])
+      fail(config_file, "bos_token", "\"" + bos + "\" is not the first token of tokenizer.json's "
+                                     "post_processor template");
+    ids.prefix = template_prefix;
+  } else if (config_bos >= 0) {
+    ids.prefix = {config_bos};
+  } else {
+    ids.prefix = template_prefix;
+  }
+  ids.add_bos = tok::optional_bool(config, "add_bos_token", !template_prefix.empty(), config_file, "");
+  if (ids.add_bos && ids.prefix.empty()) fail(config_file, "add_bos_token", "true, but there is no bos_token");
+  const std::string eos = config_token(config, "eos_token", config_file);
+  if (!eos.empty()) ids.eos.push_back(require_token(tokenizer, eos, config_file, "eos_token"));
+  return ids;
+}
+
+// generation_config.json's eos_token_id (an id or a list: Llama 3 stops at several tokens).
+void add_generation_eos(const std::string& file, int vocab_size, std::vector<int>* eos) {
+  const json config = read_json_file(file);
+  if (!config.is_object() || !config.contains("eos_token_id") || config["eos_token_id"].is_null()) {
+    return;
+  }
+  const json& value = config["eos_token_id"];
+  const json list = value.is_array() ? value : json::array({value});
+  for (const json& id : list) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= vocab_size) {
+      fail(file, "eos_token_id", "expected ids in [0, " + std::to_string(vocab_size) + ")");
+    }
+    if (std::find(eos->begin(), eos->end(), id.get<int>()) == eos->end()) eos->push_back(id.get<int>());
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& dir) {
+  const json tokenizer_json = read_json_file(dir + "/tokenizer.json");
+  const std::string config_file = dir + "/tokenizer_config.json";
+  const json config =
+      std::filesystem::exists(config_file) ? read_json_file(config_file) : json::object();
+  std::unique_ptr<Tokenizer> tokenizer = from_json(tokenizer_json, config, dir);
+  const std::string generation_file = dir + "/generation_config.json";
+  if (std::filesystem::exists(generation_file)) {
+    add_generation_eos(generation_file, tokenizer->vocab_size(), &tokenizer->eos_ids_);
+  }
+  return tokenizer;
+}
+
+std::unique_ptr<Tokenizer> Tokenizer::from_json(const json& tokenizer_json,
+                                                const json& tokenizer_config,
+                                                const std::string& path_for_errors) {
+  const std::string json_file = path_for_errors + "/tokenizer.json";
+  const std::string config_file = path_for_errors + "/tokenizer_config.json";
+  if (!tokenizer_json.is_object()) fail(json_file, "", "expected a JSON object");
+  if (!tokenizer_config.is_object()) fail(config_file, "", "expected a JSON object");
+
+  tok::BpeParts parts{tok::BpeModel::from_json(tok::required(tokenizer_json, "model", json_file, ""),
+                                               json_file, "model"),
+                      {}, {}, {}};
+  const int added_count =
+      tokenizer_json.contains("added_tokens") ? static_cast<int>(tokenizer_json["added_tokens"].size()) : 0;
+  parts.added = tok::AddedTokens::from_json(tokenizer_json.value("added_tokens", json()),
+                                            parts.model.size() + added_count, json_file);
+  parts.normalizer = tok::Normalizer::from_json(tokenizer_json.value("normalizer", json()), json_file);
+  parts.decoder = tok::Decoder::from_json(tokenizer_json.value("decoder", json()), json_file);
+
+  const json pre_tokenizer = tokenizer_json.value("pre_tokenizer", json());
+  std::unique_ptr<tok::BpeTokenizer> tokenizer =
+      uses_byte_level(pre_tokenizer)
+          ? tok::make_byte_level_bpe(std::move(parts), pre_tokenizer, json_file)
+          : tok::make_sentencepiece_bpe(std::move(parts), pre_tokenizer, json_file);
+
+  SpecialIds ids = special_ids(*tokenizer, tokenizer_json, tokenizer_config, json_file, config_file);
+  Tokenizer& base = *tokenizer;
+  base.bos_id_ = ids.prefix.empty() ? -1 : ids.prefix[0];
+  base.prefix_ids_ = std::move(ids.prefix);
+  base.eos_ids_ = std::move(ids.eos);
+  base.add_bos_ = ids.add_bos;
+  return tokenizer;
+}
+
+}  // namespace kvb

@@ -1,0 +1,659 @@
+// The kvbench binary, run as a child process: exit codes (0 ok, 1 failures recorded, 2 usage or
+// input error), help texts, one-line errors, nothing written on bad input, and a run killed with
+// SIGKILL that resumes without duplicates.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "datasets/dataset.h"
+#include "engine/model/llama_model.h"
+#include "engine/model/model_config.h"
+#include "harness/suite/suite.h"
+#include "methods/method.h"
+#include "tests/test_util.h"
+
+namespace kvb {
+namespace {
+
+using nlohmann::json;
+
+struct Output {
+  int code = -1;  // exit code, or 128 + signal
+  std::string out, err;
+};
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Starts kvbench with `args` in `cwd`, stdout and stderr to files in `cwd`. Returns the pid.
+pid_t spawn(const std::vector<std::string>& args, const std::string& cwd,
+            const std::string& tag = "cli") {
+  std::vector<std::string> all = {KVBENCH_BINARY};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const std::string out = cwd + "/" + tag + ".stdout", err = cwd + "/" + tag + ".stderr";
+  const pid_t pid = fork();
+  if (pid == 0) {  // only async-signal-safe calls until exec
+    const int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (o < 0 || e < 0 || dup2(o, 1) < 0 || dup2(e, 2) < 0 || chdir(cwd.c_str()) != 0) _exit(120);
+    const int null_in = open("/dev/null", O_RDONLY);
+    if (null_in >= 0) dup2(null_in, 0);
+    execv(argv[0], argv.data());
+    _exit(121);
+  }
+  return pid;
+}
+
+Output wait_for(pid_t pid, const std::string& cwd, const std::string& tag = "cli") {
+  Output r;
+  int status = 0;
+  EXPECT_EQ(waitpid(pid, &status, 0), pid);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = read_file(cwd + "/" + tag + ".stdout");
+  r.err = read_file(cwd + "/" + tag + ".stderr");
+  return r;
+}
+
+Output kvbench(const std::vector<std::string>& args, const std::string& cwd) {
+  return wait_for(spawn(args, cwd), cwd);
+}
+
+// Runs independent invocations at once (startup, mostly loading LibTorch, dominates their time).
+std::vector<Output> kvbench_all(const std::vector<std::vector<std::string>>& invocations,
+                                const std::string& cwd) {
+  std::vector<pid_t> pids;
+  for (size_t i = 0; i < invocations.size(); ++i)
+    pids.push_back(spawn(invocations[i], cwd, "job" + std::to_string(i)));
+  std::vector<Output> outputs;
+  for (size_t i = 0; i < pids.size(); ++i)
+    outputs.push_back(wait_for(pids[i], cwd, "job" + std::to_string(i)));
+  return outputs;
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+size_t lines(const std::string& text) {
+  return size_t(std::count(text.begin(), text.end(), '\n'));
+}
+
+std::string describe(const Output& r) {
+  return "exit " + std::to_string(r.code) + "\n--- stdout:\n" + r.out + "\n--- stderr:\n" + r.err;
+}
+
+std::string write_suite(const test::TempDir& dir, const std::string& name, const json& j) {
+  const std::string path = dir.file(name);
+  std::ofstream(path) << j.dump(2);
+  return path;
+}
+
+json passkey(int64_t context_length) {
+  return {{"name", "passkey"},
+          {"params", {{"context_length", context_length}, {"samples", 1}, {"max_new_tokens", 2}}}};
+}
+
+// random-tiny, passkey at 384 tokens, 1 sample: full + streaming_llm @ 32 (2 cells, ~0.2 s).
+json small_suite(const std::string& name) {
+  return {{"name", name},
+          {"models", {"random-tiny"}},
+          {"datasets", {passkey(384)}},
+          {"methods", {"full", "streaming_llm"}},
+          {"budgets", {32}}};
+}
+
+TEST(CliUsage, UsageErrors) {
+  test::TempDir dir;
+  const std::vector<Output> r = kvbench_all({{},
+                                             {"frobnicate"},
+                                             {"run", "smoke", "--no-such-option"},
+                                             {"run", "smoke", "--threads", "-1"}},
+                                            dir.path());
+  for (const Output& o : r) EXPECT_EQ(o.code, 2) << describe(o);
+  EXPECT_FALSE(r[0].err.empty() && r[0].out.empty()) << "no subcommand: nothing said";
+  EXPECT_FALSE(std::filesystem::exists(dir.file("results")));
+}
+
+// Usage mistakes get one line in the style of the input errors: the subcommand, what is wrong,
+// the nearest valid name, where to read more.
+TEST(CliUsage, MessagesNameTheMistakeAndSuggestTheFix) {
+  test::TempDir dir;
+  const std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> cases = {
+      {{}, {"kvbench: error: no command given; commands: run, list,", "kvbench --help"}},
+      {{"runn", "smoke"}, {"unknown command \"runn\" (did you mean run?)", "commands: run,"}},
+      {{"frobnicate"}, {"unknown command \"frobnicate\"; commands: run,"}},
+      {{"list"}, {"list: missing WHAT (methods | datasets | suites | config-keys)",
+                  "see kvbench list --help"}},
+      {{"list", "method"}, {"list: what: \"method\" is not one of methods, datasets, suites, "
+                            "config-keys (did you mean methods?)"}},
+      {{"run"}, {"run: missing SUITE ("}},
+      {{"run", "smoke", "--threads", "-1"},
+       {"run: --threads: -1 is negative; expected 0 or more (0: all cores)"}},
+      {{"run", "smoke", "--threads", "two"}, {"run: --threads: \"two\" is not a number"}},
+      {{"run", "smoke", "--fersh"}, {"run: unknown option --fersh (did you mean --fresh?)"}},
+      {{"report", "--db"}, {"report: --db needs a value"}},
+      {{"plan", "smoke", "--shards", "0"}, {"plan: --shards: 0 is not positive"}},
+  };
+  std::vector<std::vector<std::string>> invocations;
+  for (const auto& c : cases) invocations.push_back(c.first);
+  const std::vector<Output> r = kvbench_all(invocations, dir.path());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    EXPECT_EQ(r[i].code, 2) << describe(r[i]);
+    EXPECT_EQ(lines(r[i].err), 1u) << describe(r[i]);
+    EXPECT_LT(r[i].err.size(), 300u) << describe(r[i]);
+    EXPECT_EQ(r[i].err.rfind("kvbench: error: ", 0), 0u) << describe(r[i]);
+    for (const std::string& part : cases[i].second) EXPECT_TRUE(contains(r[i].err, part)) << describe(r[i]);
+  }
+}
+
+// A --set value is blamed on the flag; a suite's missing shared material names where it was
+// looked for and how to point elsewhere.
+TEST(CliRun, ErrorsNameTheFlagAndTheSharedFolder) {
+  test::TempDir dir;
+  const Output bad_set = kvbench({"run", "smoke", "--set", "budget=-5"}, dir.path());
+  EXPECT_EQ(bad_set.code, 2) << describe(bad_set);
+  EXPECT_TRUE(contains(bad_set.err, "kvbench: error: --set budget=-5: budget -5 must be > 0"))
+      << describe(bad_set);
+  EXPECT_FALSE(contains(bad_set.err, "smoke.json")) << describe(bad_set);
+
+  test::ScopedSharedFolder shared(dir.file("nowhere"));
+  const Output missing = kvbench({"run", "eviction"}, dir.path());
+  EXPECT_EQ(missing.code, 2) << describe(missing);
+  EXPECT_EQ(lines(missing.err), 1u) << describe(missing);
+  for (const std::string& part : {std::string("${SHARED}/models/stories260K"),
+                                  dir.file("nowhere/models/stories260K"), std::string("set KVBENCH_SHARED")})
+    EXPECT_TRUE(contains(missing.err, part)) << part << " missing: " << describe(missing);
+  EXPECT_FALSE(std::filesystem::exists(dir.file("results")));
+}
+
+TEST(CliUsage, HelpOfEverySubcommand) {
+  test::TempDir dir;
+  const std::vector<std::pair<std::string, std::vector<std::string>>> options = {
+      {"run", {"suite", "--db", "--set", "--fresh", "--threads"}},
+      {"list", {"what", "methods", "datasets", "suites"}},
+      {"show", {"run", "--db", "last"}},
+      {"generate",
+       {"--model", "--prompt", "--max-new", "--method", "--budget", "--chat-template", "--threads"}},
+      {"forward", {"--model", "--tokens", "--out", "--all-positions", "--threads"}},
+      {"train-tiny", {"--out", "--seed", "--threads", "--wordlists", "--haystack", "--scale"}},
+  };
+  std::vector<std::vector<std::string>> invocations = {{"--help"}};
+  for (const auto& [sub, opts] : options) invocations.push_back({sub, "--help"});
+  const std::vector<Output> r = kvbench_all(invocations, dir.path());
+
+  EXPECT_EQ(r[0].code, 0) << describe(r[0]);
+  for (const auto& [sub, opts] : options)
+    EXPECT_TRUE(contains(r[0].out, sub)) << sub << " missing from:\n" << r[0].out;
+  for (size_t i = 0; i < options.size(); ++i) {
+    const auto& [sub, opts] = options[i];
+    const Output& o = r[i + 1];
+    EXPECT_EQ(o.code, 0) << sub << ": " << describe(o);
+    for (const auto& opt : opts)
+      EXPECT_TRUE(contains(o.out, opt)) << sub << " --help does not mention " << opt << ":\n"
+                                        << o.out;
+  }
+}
+
+// train-tiny refuses, before any work, a non-empty output folder and missing data sources.
+TEST(CliTrainTiny, BadArgumentsAreOneLineErrors) {
+  test::TempDir dir;
+  std::filesystem::create_directories(dir.file("full"));
+  std::ofstream(dir.file("full/x")) << "keep";
+  const std::vector<Output> r = kvbench_all(
+      {{"train-tiny", "--out", dir.file("full")},
+       {"train-tiny", "--out", dir.file("new"), "--wordlists", dir.file("none")},
+       {"train-tiny", "--out", dir.file("new"), "--wordlists", dir.path(), "--haystack", dir.file("none.json")},
+       {"train-tiny", "--out", dir.file("new"), "--scale", "0"}},
+      dir.path());
+  for (const Output& o : r) EXPECT_EQ(o.code, 2) << describe(o);
+  EXPECT_TRUE(contains(r[0].err, "not an empty folder")) << describe(r[0]);
+  EXPECT_TRUE(contains(r[1].err, "--wordlists")) << describe(r[1]);
+  EXPECT_TRUE(contains(r[2].err, "--haystack")) << describe(r[2]);
+  EXPECT_FALSE(std::filesystem::exists(dir.file("new")));
+}
+
+TEST(CliRun, UnknownSuiteIsOneLineError) {
+  test::TempDir dir;
+  const Output r = kvbench({"run", "nosuchsuite"}, dir.path());
+  EXPECT_EQ(r.code, 2) << describe(r);
+  EXPECT_EQ(lines(r.err), 1u) << describe(r);
+  EXPECT_TRUE(contains(r.err, "kvbench: error:")) << r.err;
+  EXPECT_TRUE(contains(r.err, "nosuchsuite")) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("results")));
+}
+
+TEST(CliRun, MalformedSuiteWritesNothing) {
+  test::TempDir dir;
+  json bad_budget = small_suite("bad");
+  bad_budget["budgets"] = {0};
+  json bad_method = small_suite("bad");
+  bad_method["methods"] = {"full", "nosuch_method"};
+  json bad_config = small_suite("bad");
+  bad_config["methods"] = {{{"name", "streaming_llm"}, {"config", {{"sink", 4}}}}};
+  const std::string broken = dir.file("broken.json");
+  std::ofstream(broken) << "{\"name\": \"x\",";
+  const std::string good = write_suite(dir, "good.json", small_suite("good"));
+  const std::string db = dir.file("out/bad.db");
+  // (suite file, what its one-line error must contain)
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {write_suite(dir, "bad0.json", bad_budget), "$.budgets"},
+      {write_suite(dir, "bad1.json", bad_method), "$.methods[1].name"},
+      {write_suite(dir, "bad2.json", bad_config), "$.methods[0].config"},
+      {broken, "malformed JSON"},
+  };
+  std::vector<std::vector<std::string>> invocations;
+  for (const auto& c : cases) invocations.push_back({"run", c.first, "--db", db});
+  invocations.push_back({"run", good, "--db", db, "--set", "budget=abc"});
+  invocations.push_back({"run", cases[0].first});  // default database under results/
+  const std::vector<Output> r = kvbench_all(invocations, dir.path());
+
+  for (size_t i = 0; i < cases.size(); ++i) {
+    EXPECT_EQ(r[i].code, 2) << describe(r[i]);
+    EXPECT_EQ(lines(r[i].err), 1u) << describe(r[i]);
+    EXPECT_TRUE(contains(r[i].err, cases[i].first)) << "file not named: " << r[i].err;
+    EXPECT_TRUE(contains(r[i].err, cases[i].second)) << r[i].err;
+    EXPECT_TRUE(r[i].out.empty()) << r[i].out;
+  }
+  EXPECT_TRUE(contains(r[1].err, cases[1].first + ": $.methods[1].name")) << r[1].err;
+  EXPECT_EQ(r[4].code, 2) << describe(r[4]);
+  EXPECT_TRUE(contains(r[4].err, "--set budget")) << r[4].err;
+  EXPECT_EQ(r[5].code, 2) << describe(r[5]);
+  EXPECT_FALSE(std::filesystem::exists(db)) << "database written for a bad suite";
+  EXPECT_FALSE(std::filesystem::exists(dir.file("out"))) << "database folder created";
+  EXPECT_FALSE(std::filesystem::exists(dir.file("results"))) << "results/ created";
+}
+
+TEST(CliRun, GoodSuiteRunsAndShowPrintsTable) {
+  test::TempDir dir;
+  const std::string file = write_suite(dir, "adhoc.json", small_suite("adhoc"));
+  const std::string db = dir.file("adhoc.db");
+  const Output r = kvbench({"run", file, "--db", db, "--threads", "1"}, dir.path());
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_TRUE(contains(r.out, "2 ran, 0 already complete, 0 failed")) << r.out;
+  ASSERT_TRUE(std::filesystem::exists(db));
+
+  const Output show = kvbench({"show", "--db", db, "last"}, dir.path());
+  EXPECT_EQ(show.code, 0) << describe(show);
+  for (const char* part : {"suite: adhoc", "status: complete", "method", "budget", "full",
+                           "streaming_llm", "passkey", "random-tiny", "passkey_accuracy"})
+    EXPECT_TRUE(contains(show.out, part)) << "no \"" << part << "\" in:\n" << show.out;
+  // Two table rows, both complete.
+  size_t complete_rows = 0;
+  std::istringstream in(show.out);
+  for (std::string line; std::getline(in, line);)
+    if (contains(line, "random-tiny") && contains(line, " complete ")) ++complete_rows;
+  EXPECT_EQ(complete_rows, 2u) << show.out;
+  const std::vector<Output> more = kvbench_all({{"show", "--db", db},
+                                                {"show", "--db", db, "1"},
+                                                {"show", "--db", db, "abc"},
+                                                {"show", "--db", db, "99"}},
+                                               dir.path());
+  EXPECT_EQ(more[0].out, show.out);  // "last" is the default
+  EXPECT_EQ(more[1].out, show.out);  // run 1 is the last one
+  EXPECT_EQ(more[2].code, 2) << describe(more[2]);
+  EXPECT_EQ(more[3].code, 2) << describe(more[3]);
+  // A second run (after the shows: it adds a run) skips both cells.
+  const Output again = kvbench({"run", file, "--db", db, "--threads", "1"}, dir.path());
+  EXPECT_EQ(again.code, 0) << describe(again);
+  EXPECT_TRUE(contains(again.out, "0 ran, 2 already complete, 0 failed")) << again.out;
+}
+
+TEST(CliRun, FailingCellExitsOne) {
+  test::TempDir dir;
+  json suite = small_suite("failing");
+  // Valid JSON, but 32 tokens cannot hold the passkey template: fails when the cells run.
+  suite["datasets"] = {passkey(32), passkey(384)};
+  const std::string file = write_suite(dir, "failing.json", suite);
+  const std::string db = dir.file("failing.db");
+  const Output r = kvbench({"run", file, "--db", db, "--threads", "1"}, dir.path());
+  EXPECT_EQ(r.code, 1) << describe(r);
+  EXPECT_TRUE(contains(r.out, "2 ran, 0 already complete, 2 failed")) << r.out;
+  EXPECT_TRUE(contains(r.out, "context_length 32 is too short")) << r.out;
+  const Output show = kvbench({"show", "--db", db}, dir.path());
+  EXPECT_EQ(show.code, 0) << describe(show);
+  EXPECT_TRUE(contains(show.out, " failed ")) << show.out;
+  EXPECT_TRUE(contains(show.out, " complete ")) << show.out;
+  EXPECT_TRUE(contains(show.out, "status: failures")) << show.out;
+}
+
+TEST(CliList, MethodsDatasetsSuites) {
+  test::TempDir dir;
+  const std::vector<Output> r = kvbench_all(
+      {{"list", "methods"}, {"list", "datasets"}, {"list", "suites"}, {"list", "foo"}, {"list"},
+       {"list", "config-keys"}},
+      dir.path());
+  EXPECT_EQ(r[5].code, 0) << describe(r[5]);
+  for (const ConfigKey& k : config_key_table())
+    EXPECT_TRUE(contains(r[5].out, std::string("  ") + k.key + ": ")) << k.key << " not listed";
+  EXPECT_EQ(r[0].code, 0) << describe(r[0]);
+  for (const char* m : {"full", "streaming_llm", "oracle_topk", "defaults:", "\"sinks\":4"})
+    EXPECT_TRUE(contains(r[0].out, m)) << m << " missing:\n" << r[0].out;
+  for (const MethodInfo* m : method_registry().all()) {
+    EXPECT_TRUE(contains(r[0].out, m->name + "  [")) << m->name << " not listed";
+    for (const FieldDoc& f : m->config_fields)  // every config field, with its doc line
+      EXPECT_TRUE(contains(r[0].out, "      " + f.name + "  " + f.type + " = " +
+                                         f.default_value + "  " + f.doc + "\n"))
+          << m->name << "." << f.name << " not documented:\n" << r[0].out;
+  }
+  EXPECT_TRUE(contains(r[0].out, "      sinks  int = 4  first tokens always kept")) << r[0].out;
+  EXPECT_TRUE(contains(r[0].out, "      clusters  int or \"L/<k>\" = \"L/80\"  ")) << r[0].out;
+
+  EXPECT_EQ(r[1].code, 0) << describe(r[1]);
+  EXPECT_TRUE(contains(r[1].out, "passkey")) << r[1].out;
+  // Every registered dataset is listed with its defaults, those with required params as well.
+  for (const DatasetInfo* d : dataset_registry().all())
+    EXPECT_TRUE(contains(r[1].out, d->name + "  ")) << d->name << " not listed:\n" << r[1].out;
+  EXPECT_FALSE(contains(r[1].out, "defaults: none")) << r[1].out;
+  const std::string niah = r[1].out.substr(r[1].out.find("niah_single_1  "));
+  EXPECT_TRUE(contains(niah.substr(0, niah.find("\n", niah.find("required:"))),
+                       "\"context_length\":4096"))
+      << niah;
+  EXPECT_TRUE(contains(niah, "    required: wordlist_dir (no default")) << niah;
+  EXPECT_TRUE(contains(niah, "      wordlist_dir  string = required  folder with")) << niah;
+  EXPECT_TRUE(contains(niah, "      max_new_tokens  int = ")) << niah;
+
+  // Every built-in suite is listed, also one that does not validate from this directory.
+  EXPECT_EQ(r[2].code, 0) << describe(r[2]);
+  EXPECT_TRUE(contains(r[2].out, "smoke  (5 cells)")) << r[2].out;
+  for (const std::string& name : builtin_suite_names())
+    EXPECT_TRUE(contains(r[2].out, name + "  (")) << name << " not listed:\n" << r[2].out;
+
+  EXPECT_EQ(r[3].code, 2) << describe(r[3]);
+  EXPECT_EQ(r[4].code, 2) << describe(r[4]);
+}
+
+TEST(CliShow, MissingDatabase) {
+  test::TempDir dir;
+  std::ofstream(dir.file("text.db")) << std::string(4096, 'x');
+  const std::vector<Output> r = kvbench_all({{"show", "--db", dir.file("missing.db")},
+                                             {"show", "--db", dir.file("text.db")},
+                                             {"show"}},
+                                            dir.path());
+  EXPECT_EQ(r[0].code, 2) << describe(r[0]);
+  EXPECT_TRUE(contains(r[0].err, "missing.db")) << r[0].err;
+  EXPECT_EQ(lines(r[0].err), 1u) << describe(r[0]);
+  EXPECT_FALSE(std::filesystem::exists(dir.file("missing.db")));
+  // A file that is not a database is an input error too.
+  EXPECT_EQ(r[1].code, 2) << describe(r[1]);
+  EXPECT_TRUE(contains(r[1].err, "text.db")) << r[1].err;
+  EXPECT_EQ(r[2].code, 2) << describe(r[2]);  // --db is required
+}
+
+TEST(CliForward, BadTokens) {
+  test::TempDir dir;
+  const std::string out = dir.file("logits.json");
+  const std::vector<Output> r = kvbench_all(
+      {{"forward", "--model", "random-tiny", "--tokens", "1,x", "--out", out},
+       {"forward", "--model", "random-tiny", "--tokens", "1,5", "--out", out, "--model"},
+       {"forward", "--model", "/no/such/model", "--tokens", "1,5", "--out", out},
+       {"forward", "--model", "random-tiny", "--tokens", "1,99999", "--out", out}},
+      dir.path());
+  EXPECT_EQ(r[0].code, 2) << describe(r[0]);
+  EXPECT_TRUE(contains(r[0].err, "--tokens")) << r[0].err;
+  EXPECT_TRUE(contains(r[0].err, "\"x\"")) << r[0].err;
+  EXPECT_EQ(lines(r[0].err), 1u) << describe(r[0]);
+  EXPECT_EQ(r[1].code, 2) << describe(r[1]);  // --model without its value
+  EXPECT_EQ(r[2].code, 2) << describe(r[2]);
+  EXPECT_EQ(r[3].code, 2) << describe(r[3]);  // outside the vocabulary
+  EXPECT_FALSE(std::filesystem::exists(out));
+}
+
+TEST(CliForward, WritesLogits) {
+  test::TempDir dir;
+  const std::string out = dir.file("logits.json"), all = dir.file("all.json");
+  const std::vector<Output> r = kvbench_all(
+      {{"forward", "--model", "random-tiny", "--tokens", "1,5,9", "--out", out, "--threads", "1"},
+       {"forward", "--model", "random-tiny", "--tokens", "1,5,9", "--out", all, "--all-positions",
+        "--threads", "1"}},
+      dir.path());
+  ASSERT_EQ(r[0].code, 0) << describe(r[0]);
+  ASSERT_EQ(r[1].code, 0) << describe(r[1]);
+  json j = json::parse(read_file(out));
+  EXPECT_EQ(j["tokens"], (json{1, 5, 9}));
+  ASSERT_TRUE(j["logits"].is_array());
+  // One logit per vocabulary entry of random-tiny (its byte-level vocabulary plus specials).
+  const size_t vocab = size_t(LlamaModel::from_reference("random-tiny")->config.vocab_size);
+  EXPECT_GE(vocab, 259u);
+  EXPECT_EQ(j["logits"].size(), vocab);
+  EXPECT_TRUE(j["logits"][0].is_number());
+  EXPECT_FALSE(std::filesystem::exists(out + ".tmp"));
+
+  json a = json::parse(read_file(all));
+  ASSERT_EQ(a["logits"].size(), 3u);
+  ASSERT_EQ(a["logits"][2].size(), vocab);
+  // The last position's logits agree with the single-position output.
+  for (size_t v = 0; v < vocab; v += 37)
+    EXPECT_NEAR(a["logits"][2][v].get<double>(), j["logits"][v].get<double>(), 1e-5) << v;
+}
+
+// A saved random-tiny folder whose config.json gets `edit`.
+std::string model_with_config(const test::TempDir& dir, const std::function<void(json&)>& edit) {
+  const std::string model = dir.file("model");
+  save_model(*LlamaModel::from_reference("random-tiny"), model);
+  json config = json::parse(read_file(model + "/config.json"));
+  edit(config);
+  std::ofstream(model + "/config.json") << config.dump(2);
+  return model;
+}
+
+// config.json keys kvbench does not know, and rope forms that disagree, are refused with one
+// line and exit 2 by every command that loads a model; --allow-unknown-config-keys turns the
+// unknown keys into warnings, which `run` stores in the run's provenance.
+TEST(CliModelConfig, RefusedUnlessAllowedAndThenRecorded) {
+  test::TempDir dir;
+  const std::string model = model_with_config(dir, [](json& c) { c["fancy_attention"] = true; });
+  test::TempDir other;
+  const std::string disagreeing = model_with_config(other, [](json& c) {
+    c["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1e6}};
+  });
+  json suite = small_suite("configkeys");
+  suite["models"] = {model};
+  suite["methods"] = {"full"};
+  const std::string file = write_suite(dir, "configkeys.json", suite);
+  const std::string db = dir.file("k.db");
+  const std::vector<Output> r = kvbench_all(
+      {{"forward", "--model", model, "--tokens", "1,5", "--out", dir.file("a.json")},
+       {"forward", "--model", disagreeing, "--tokens", "1,5", "--out", dir.file("b.json")},
+       {"run", file, "--db", db, "--threads", "1"},
+       {"forward", "--model", model, "--tokens", "1,5", "--out", dir.file("c.json"),
+        "--allow-unknown-config-keys"}},
+      dir.path());
+  for (int i : {0, 1, 2}) {
+    EXPECT_EQ(r[size_t(i)].code, 2) << describe(r[size_t(i)]);
+    EXPECT_EQ(lines(r[size_t(i)].err), 1u) << describe(r[size_t(i)]);
+  }
+  EXPECT_TRUE(contains(r[0].err, model + "/config.json: field 'fancy_attention': unknown key")) << r[0].err;
+  EXPECT_TRUE(contains(r[1].err, "'rope_parameters': disagrees with rope_theta/rope_scaling")) << r[1].err;
+  EXPECT_FALSE(std::filesystem::exists(db)) << "a refused run wrote its database";
+  EXPECT_EQ(r[3].code, 0) << describe(r[3]);
+  EXPECT_TRUE(contains(r[3].err, "warning: " + model + "/config.json: unknown key 'fancy_attention'"))
+      << r[3].err;
+
+  const Output allowed =
+      kvbench({"run", file, "--db", db, "--threads", "1", "--allow-unknown-config-keys"}, dir.path());
+  EXPECT_EQ(allowed.code, 0) << describe(allowed);
+  const Output show = kvbench({"show", "--db", db}, dir.path());
+  EXPECT_TRUE(contains(show.out, "warnings: " + model + "/config.json: unknown key 'fancy_attention' "
+                                 "ignored (--allow-unknown-config-keys)")) << show.out;
+}
+
+// Counts of cells by status, read through a read-only connection; nullopt while unreadable.
+std::optional<std::map<std::string, int64_t>> poll_status(const std::string& db) {
+  sqlite3* handle = nullptr;
+  std::optional<std::map<std::string, int64_t>> result;
+  if (sqlite3_open_v2(db.c_str(), &handle, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+    sqlite3_busy_timeout(handle, 1000);
+    sqlite3_stmt* stmt = nullptr;
+    if (sqlite3_prepare_v2(handle, "SELECT status, count(*) FROM cells GROUP BY status", -1,
+                           &stmt, nullptr) == SQLITE_OK) {
+      std::map<std::string, int64_t> counts;
+      int rc;
+      while ((rc = sqlite3_step(stmt)) == SQLITE_ROW)
+        counts[reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0))] =
+            sqlite3_column_int64(stmt, 1);
+      if (rc == SQLITE_DONE) result = counts;
+    }
+    sqlite3_finalize(stmt);
+  }
+  sqlite3_close(handle);
+  return result;
+}
+
+struct CellState {
+  int64_t id, run_id;
+  std::string status;
+};
+
+// config_json -> rows of that config.
+std::map<std::string, std::vector<CellState>> cells_by_config(const std::string& db) {
+  sqlite3* handle = nullptr;
+  EXPECT_EQ(sqlite3_open_v2(db.c_str(), &handle, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  std::map<std::string, std::vector<CellState>> rows;
+  sqlite3_stmt* stmt = nullptr;
+  EXPECT_EQ(sqlite3_prepare_v2(handle,
+                               "SELECT config_json, id, run_id, status FROM cells ORDER BY id",
+                               -1, &stmt, nullptr),
+            SQLITE_OK)
+      << sqlite3_errmsg(handle);
+  while (sqlite3_step(stmt) == SQLITE_ROW)
+    rows[reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0))].push_back(
+        {sqlite3_column_int64(stmt, 1), sqlite3_column_int64(stmt, 2),
+         reinterpret_cast<const char*>(sqlite3_column_text(stmt, 3))});
+  sqlite3_finalize(stmt);
+  sqlite3_close(handle);
+  return rows;
+}
+
+std::string integrity(const std::string& db) {
+  sqlite3* handle = nullptr;
+  EXPECT_EQ(sqlite3_open(db.c_str(), &handle), SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  std::string result = "no answer";
+  if (sqlite3_prepare_v2(handle, "PRAGMA integrity_check", -1, &stmt, nullptr) == SQLITE_OK &&
+      sqlite3_step(stmt) == SQLITE_ROW)
+    result = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
+  sqlite3_finalize(stmt);
+  sqlite3_close(handle);
+  return result;
+}
+
+TEST(CliResume, KilledRunResumesWithoutDuplicates) {
+  test::TempDir dir;
+  // 3 cells of about a second each (unloaded machine).
+  const json suite = {
+      {"name", "killme"},
+      {"models", {"random-tiny"}},
+      {"datasets",
+       {{{"name", "passkey"},
+         {"params", {{"context_length", 2048}, {"samples", 4}, {"max_new_tokens", 4}}}}}},
+      {"methods", {"full", "streaming_llm"}},
+      {"budgets", {64, 128}}};
+  constexpr size_t kCells = 3;
+  const std::string file = write_suite(dir, "killme.json", suite);
+  const std::string db = dir.file("killme.db");
+
+  const pid_t pid = spawn({"run", file, "--db", db, "--threads", "1"}, dir.path(), "killed");
+  // Poll until one cell is complete and the next one is running, then SIGKILL.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  bool ready = false;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (std::filesystem::exists(db)) {
+      auto counts = poll_status(db);
+      if (counts && (*counts)["complete"] >= 1 && (*counts)["running"] >= 1) {
+        ready = true;
+        break;
+      }
+    }
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      FAIL() << "kvbench run ended before it could be killed";
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  const Output killed = wait_for(pid, dir.path(), "killed");
+  ASSERT_TRUE(ready) << "no complete cell within 60 s: " << describe(killed);
+  ASSERT_EQ(killed.code, 128 + SIGKILL) << describe(killed);
+
+  EXPECT_EQ(integrity(db), "ok");
+  const auto before = cells_by_config(db);
+  std::map<std::string, int64_t> complete_before;  // config -> id
+  std::vector<std::string> unfinished_before;
+  int64_t killed_run = 0;
+  for (const auto& [config, rows] : before) {
+    ASSERT_EQ(rows.size(), 1u) << "duplicate rows before resume: " << config;
+    killed_run = rows[0].run_id;
+    if (rows[0].status == "complete") {
+      complete_before[config] = rows[0].id;
+    } else {
+      EXPECT_EQ(rows[0].status, "running");
+      unfinished_before.push_back(config);
+    }
+  }
+  ASSERT_GE(complete_before.size(), 1u);
+  ASSERT_LT(complete_before.size(), kCells) << "the run finished before the kill";
+  ASSERT_EQ(unfinished_before.size(), 1u) << "expected the killed cell as a 'running' row";
+
+  const Output resumed = kvbench({"run", file, "--db", db, "--threads", "1"}, dir.path());
+  ASSERT_EQ(resumed.code, 0) << describe(resumed);
+  EXPECT_TRUE(contains(resumed.out, std::to_string(kCells - complete_before.size()) + " ran, " +
+                                        std::to_string(complete_before.size()) +
+                                        " already complete, 0 failed"))
+      << resumed.out;
+
+  EXPECT_EQ(integrity(db), "ok");
+  const auto after = cells_by_config(db);
+  EXPECT_EQ(after.size(), kCells);
+  for (const auto& [config, rows] : after) {
+    ASSERT_EQ(rows.size(), 1u) << "duplicate rows for " << config;
+    EXPECT_EQ(rows[0].status, "complete") << config;
+    if (complete_before.count(config)) {
+      EXPECT_EQ(rows[0].id, complete_before.at(config)) << "a complete cell was redone";
+      EXPECT_EQ(rows[0].run_id, killed_run) << "a complete cell was redone";
+    } else {
+      EXPECT_NE(rows[0].run_id, killed_run) << "not redone by the resumed run: " << config;
+    }
+  }
+  // The killed cell was redone: its config is complete in a row of the resumed run.
+  const std::string& killed_config = unfinished_before[0];
+  ASSERT_EQ(after.count(killed_config), 1u);
+  EXPECT_NE(after.at(killed_config)[0].run_id, killed_run);
+  EXPECT_EQ(after.at(killed_config)[0].status, "complete");
+
+  // Every complete cell has its samples, and no sample row belongs to a vanished cell.
+  sqlite3* handle = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(db.c_str(), &handle, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(handle,
+                               "SELECT (SELECT count(*) FROM samples), (SELECT count(*) FROM "
+                               "samples WHERE cell_id NOT IN (SELECT id FROM cells))",
+                               -1, &stmt, nullptr),
+            SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
+  EXPECT_EQ(sqlite3_column_int64(stmt, 0), int64_t(kCells * 4));
+  EXPECT_EQ(sqlite3_column_int64(stmt, 1), 0);
+  sqlite3_finalize(stmt);
+  sqlite3_close(handle);
+}
+
+}  // namespace
+}  // namespace kvb

@@ -1,0 +1,67 @@
+#include "engine/kv_store.h"
+
+#include <gtest/gtest.h>
+
+namespace kvb {
+namespace {
+
+// k[h][i] filled with a value that identifies (head, position).
+at::Tensor tagged(int heads, int64_t count, int d, int64_t first, float offset = 0) {
+  at::Tensor t = at::empty({heads, count, d});
+  for (int h = 0; h < heads; ++h)
+    for (int64_t i = 0; i < count; ++i) t[h][i].fill_(offset + 1000.0f * h + float(first + i));
+  return t;
+}
+
+TEST(LayerKV, AppendKeepAndGatherPreserveEntries) {
+  LayerKV kv(2, 4, at::kFloat);
+  kv.append_many(tagged(2, 40, 4, 0), tagged(2, 40, 4, 0, 0.5f), 0);
+  EXPECT_EQ(kv.size(0), 40);
+  EXPECT_EQ(kv.blocks_in_use(), 2 * 3);  // ceil(40 / 16) per head
+  kv.keep(0, {0, 1, 17, 39});
+  kv.keep(1, {5});
+  EXPECT_EQ(kv.size(0), 4);
+  EXPECT_EQ(kv.size(1), 1);
+  EXPECT_EQ(kv.positions(0), (std::vector<int64_t>{0, 1, 17, 39}));
+  at::Tensor k0 = kv.keys(0);
+  EXPECT_EQ(k0[2][0].item<float>(), 17.0f);
+  EXPECT_EQ(k0[3][3].item<float>(), 39.0f);
+  EXPECT_EQ(kv.values(1)[0][0].item<float>(), 1005.5f);
+  EXPECT_EQ(kv.blocks_in_use(), 2);
+}
+
+TEST(LayerKV, EvictionShrinksMemoryAndFreedBlocksAreReused) {
+  LayerKV kv(2, 8, at::kFloat);
+  kv.append_many(tagged(2, 64, 8, 0), tagged(2, 64, 8, 0), 0);
+  const int64_t full_bytes = kv.allocated_bytes();
+  EXPECT_EQ(full_bytes, 2 * 2 * 64 * 8 * 4);  // K and V, 2 heads, 64 entries, d 8, f32
+  std::vector<int64_t> keep;
+  for (int64_t i = 48; i < 64; ++i) keep.push_back(i);
+  kv.keep(0, keep);
+  kv.keep(1, keep);
+  EXPECT_EQ(kv.allocated_bytes(), full_bytes);  // freed, not yet returned
+  const int64_t blocks_before = kv.blocks_in_use();
+  kv.append(tagged(2, 1, 8, 64).select(1, 0), tagged(2, 1, 8, 64).select(1, 0), 64);
+  EXPECT_EQ(kv.blocks_in_use(), blocks_before + 2);  // a new block per head, from the free list
+  EXPECT_EQ(kv.allocated_bytes(), full_bytes);       // no growth: the freed blocks were reused
+  kv.shrink_to_fit();
+  EXPECT_EQ(kv.allocated_bytes(), 2 * 4 * 16 * 8 * 4);  // 4 blocks of 16 entries
+  EXPECT_EQ(kv.keys(1)[16][0].item<float>(), 1064.0f);  // contents survive renumbering
+  EXPECT_EQ(kv.keys(0)[0][0].item<float>(), 48.0f);
+}
+
+TEST(LayerKV, FragmentationCountsEmptySlotsInOwnedBlocks) {
+  LayerKV kv(1, 2, at::kFloat);
+  kv.append_many(tagged(1, 20, 2, 0), tagged(1, 20, 2, 0), 0);
+  EXPECT_DOUBLE_EQ(kv.fragmentation(), 1.0 - 20.0 / 32.0);
+}
+
+TEST(LayerKV, KeepRejectsUnsortedOrOutOfRangeIndices) {
+  LayerKV kv(1, 2, at::kFloat);
+  kv.append_many(tagged(1, 5, 2, 0), tagged(1, 5, 2, 0), 0);
+  EXPECT_THROW(kv.keep(0, {3, 1}), std::logic_error);
+  EXPECT_THROW(kv.keep(0, {7}), std::logic_error);
+}
+
+}  // namespace
+}  // namespace kvb

@@ -1,0 +1,141 @@
+#include "engine/session.h"
+#include "methods/method.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "tests/test_util.h"
+
+namespace kvb {
+namespace {
+
+std::unique_ptr<Method> full_method() {
+  return method_registry().get("full", "test").create(json::object());
+}
+
+// Largest |a - b| relative to the largest |b|.
+double relative_error(const at::Tensor& a, const at::Tensor& b) {
+  return (a - b).abs().max().item<double>() / b.abs().max().item<double>();
+}
+
+// The reference ids and text documented in the model's README (an external oracle).
+struct Reference {
+  std::vector<int> first_ids;
+  std::string text;
+};
+
+Reference read_reference(const std::string& dir) {
+  std::ifstream in(dir + "/README.md");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  const std::string readme = buffer.str();
+  std::vector<std::string> blocks;
+  std::regex block("```\n([\\s\\S]*?)\n```");
+  for (auto it = std::sregex_iterator(readme.begin(), readme.end(), block);
+       it != std::sregex_iterator(); ++it)
+    blocks.push_back((*it)[1]);
+  Reference ref;
+  std::stringstream ids(blocks.at(0));
+  for (int id; ids >> id;) ref.first_ids.push_back(id);
+  ref.text = blocks.at(1);
+  return ref;
+}
+
+TEST(Stories260K, GreedyGenerationFromBosMatchesReadme) {
+  KVB_REQUIRE_STORIES260K(dir);
+  auto model = LlamaModel::load(dir);
+  const Reference ref = read_reference(dir);
+  ASSERT_EQ(ref.first_ids.size(), 20u);
+  auto method = full_method();
+  Session session(*model, *method, SessionOptions{});
+  // The reference stops at BOS (llama2.c's convention) or after 200 tokens.
+  const std::vector<int> ids = session.generate({1}, 200, {1});
+  ASSERT_GE(ids.size(), ref.first_ids.size());
+  EXPECT_EQ(std::vector<int>(ids.begin(), ids.begin() + 20), ref.first_ids);
+  EXPECT_EQ(model->tokenizer->decode(ids), ref.text);
+}
+
+TEST(Stories260K, PrefillAndStepwiseDecodeLogitsAgree) {
+  KVB_REQUIRE_STORIES260K(dir);
+  auto model = LlamaModel::load(dir);
+  const std::vector<int> ids = model->tokenizer->encode("Once upon a time, there was a cat.", true);
+  auto method = full_method();
+  Session whole(*model, *method, SessionOptions{});
+  at::Tensor all = whole.prefill(ids, /*all_logits=*/true);  // [L, V]
+  Session stepwise(*model, *method, SessionOptions{});
+  at::Tensor step = stepwise.prefill({ids[0]});
+  EXPECT_LT(relative_error(step, all[0]), 1e-5);
+  for (size_t i = 1; i < ids.size(); ++i) {
+    step = stepwise.decode(ids[i]);
+    EXPECT_LT(relative_error(step, all[i]), 1e-5) << "position " << i;
+  }
+}
+
+TEST(Session, RandomModelPrefillAndDecodeAgree) {
+  auto model = LlamaModel::from_reference("random-tiny");
+  std::vector<int> ids;
+  for (int i = 0; i < 40; ++i) ids.push_back(3 + (i * 37) % 250);
+  auto method = full_method();
+  Session whole(*model, *method, SessionOptions{});
+  at::Tensor all = whole.prefill(ids, true);
+  Session stepwise(*model, *method, SessionOptions{});
+  stepwise.prefill(std::vector<int>(ids.begin(), ids.begin() + 10));
+  for (size_t i = 10; i < ids.size(); ++i)
+    EXPECT_LT(relative_error(stepwise.decode(ids[i]), all[i]), 1e-5) << "position " << i;
+}
+
+TEST(Session, ChunkedPrefillEqualsOneChunk) {
+  auto model = LlamaModel::from_reference("random-tiny");
+  std::vector<int> ids;
+  for (int i = 0; i < 100; ++i) ids.push_back(3 + (i * 11) % 250);
+  auto method = full_method();
+  SessionOptions one_chunk;
+  SessionOptions tiny_chunks;
+  tiny_chunks.prefill_score_bytes = 1;  // forces chunks of a single query
+  Session a(*model, *method, one_chunk), b(*model, *method, tiny_chunks);
+  EXPECT_LT(relative_error(b.prefill(ids, true), a.prefill(ids, true)), 1e-5);
+}
+
+TEST(Session, RejectsTokensOutsideTheVocabulary) {
+  auto model = LlamaModel::from_reference("random-tiny");
+  auto method = full_method();
+  Session s(*model, *method, SessionOptions{});
+  EXPECT_THROW(s.prefill({1, 5000}), InputError);
+  EXPECT_THROW(s.prefill({}), InputError);
+}
+
+TEST(Rope, Llama3ScalingKeepsHighFrequenciesAndSlowsLowOnes) {
+  ModelConfig c = random_tiny_config();
+  c.head_dim = 128;
+  c.rope_theta = 500000.0;
+  c.rope_scaling.type = "llama3";
+  c.rope_scaling.factor = 8.0;
+  c.rope_scaling.low_freq_factor = 1.0;
+  c.rope_scaling.high_freq_factor = 4.0;
+  c.rope_scaling.original_max_position_embeddings = 8192;
+  at::Tensor scaled = rope_inverse_frequencies(c);
+  c.rope_scaling.type = "none";
+  at::Tensor plain = rope_inverse_frequencies(c);
+  ASSERT_EQ(scaled.numel(), 64);
+  // Channel 0: wavelength 2*pi < 8192/4, unchanged. Channel 63: wavelength far above 8192,
+  // divided by the factor.
+  EXPECT_FLOAT_EQ(scaled[0].item<float>(), 1.0f);
+  EXPECT_NEAR(scaled[63].item<float>() / plain[63].item<float>(), 1.0 / 8.0, 1e-6);
+  // A channel inside the ramp lies strictly between the two.
+  for (int i = 0; i < 64; ++i) {
+    const double wavelen = 2 * M_PI / plain[i].item<double>();
+    if (wavelen > 2048 && wavelen < 8192) {
+      EXPECT_LT(scaled[i].item<float>(), plain[i].item<float>());
+      EXPECT_GT(scaled[i].item<float>(), plain[i].item<float>() / 8);
+    }
+  }
+  c.rope_scaling.type = "linear";
+  c.rope_scaling.factor = 2.0;
+  EXPECT_NEAR(rope_inverse_frequencies(c)[5].item<float>(), plain[5].item<float>() / 2, 1e-9);
+}
+
+}  // namespace
+}  // namespace kvb

@@ -1,0 +1,71 @@
+#include <gtest/gtest.h>
+
+#include "engine/common/error.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace kvb {
+namespace {
+
+using nlohmann::json;
+
+TEST(TokenizerChatTemplate, Apply) {
+  EXPECT_EQ(apply_chat_template("none", "Hi"), "Hi");
+  EXPECT_EQ(apply_chat_template("llama2", "Hi"), "[INST] Hi [/INST]");
+  EXPECT_EQ(apply_chat_template("mistral", "Hi"), "[INST] Hi [/INST]");
+  EXPECT_EQ(apply_chat_template("llama3", "Hi"),
+            "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  const std::string chatml = "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n";
+  EXPECT_EQ(apply_chat_template("qwen2", "Hi"), chatml);
+  EXPECT_EQ(apply_chat_template("chatml", "Hi"), chatml);
+  // GLM-4: "[gMASK]<sop>" is the tokenizer's BOS prefix, not part of the text.
+  EXPECT_EQ(apply_chat_template("glm4", "Hi"), "<|user|>\nHi<|assistant|>");
+}
+
+TEST(TokenizerChatTemplate, UnknownNameListsTheKnownOnes) {
+  try {
+    apply_chat_template("vicuna", "Hi");
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("vicuna"), std::string::npos) << message;
+    for (const char* name : {"none", "llama2", "mistral", "llama3", "qwen2", "chatml"}) {
+      EXPECT_NE(message.find(name), std::string::npos) << message;
+    }
+  }
+}
+
+TEST(TokenizerChatTemplate, Detect) {
+  EXPECT_EQ(detect_chat_template(json::object()), "none");
+  EXPECT_EQ(detect_chat_template({{"chat_template", nullptr}}), "none");
+  EXPECT_EQ(detect_chat_template(
+                {{"chat_template",
+                  "{% for message in messages %}{{ '<|start_header_id|>' + message['role'] + "
+                  "'<|end_header_id|>\\n\\n' + message['content'] | trim + '<|eot_id|>' }}"}}),
+            "llama3");
+  EXPECT_EQ(detect_chat_template({{"chat_template",
+                                   "{% if messages[0]['role'] == 'system' %}<<SYS>>\\n{% endif %}"
+                                   "{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}"}}),
+            "llama2");
+  EXPECT_EQ(detect_chat_template(
+                {{"chat_template", "{{ bos_token }}{% for m in messages %}{{ '[INST] ' + "
+                                   "m['content'] + ' [/INST]' }}{% endfor %}"}}),
+            "mistral");
+  const std::string chatml = "{% for m in messages %}{{'<|im_start|>' + m['role'] + '\\n'}}{% endfor %}";
+  EXPECT_EQ(detect_chat_template({{"chat_template", chatml}}), "chatml");
+  EXPECT_EQ(detect_chat_template({{"chat_template", chatml}, {"tokenizer_class", "Qwen2Tokenizer"}}),
+            "qwen2");
+  EXPECT_EQ(detect_chat_template(
+                {{"chat_template", json::array({{{"name", "tool_use"}, {"template", "x"}},
+                                                {{"name", "default"}, {"template", chatml}}})}}),
+            "chatml");
+  EXPECT_EQ(detect_chat_template(
+                {{"chat_template", "[gMASK]<sop>{% for item in messages %}{% if item['role'] == "
+                                   "'user' %}<|user|>\n{{ item['content'] }}{% endif %}{% endfor %}"
+                                   "{% if add_generation_prompt %}<|assistant|>{% endif %}"}}),
+            "glm4");
+  EXPECT_THROW(detect_chat_template({{"chat_template", "{{ messages }}"}}), InputError);
+}
+
+}  // namespace
+}  // namespace kvb

@@ -1,0 +1,123 @@
+// Malformed or unsupported tokenizer files: one InputError naming the file and the field.
+#include <gtest/gtest.h>
+
+#include "engine/common/error.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "tests/engine/tokenizer/fixtures.h"
+#include "tests/test_util.h"
+
+namespace kvb {
+namespace {
+
+using nlohmann::json;
+
+// Loads `tokenizer_json` from a temporary folder; returns the InputError's message.
+std::string load_error(const std::string& tokenizer_json, const json& config = json::object()) {
+  test::TempDir dir;
+  tokenizer_test::write_file(dir.file("tokenizer.json"), tokenizer_json);
+  tokenizer_test::write_file(dir.file("tokenizer_config.json"), config.dump());
+  try {
+    Tokenizer::load(dir.path());
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+void expect_error(const std::string& message, const std::string& file,
+                  const std::string& field) {
+  EXPECT_NE(message.find(file), std::string::npos) << message;
+  EXPECT_NE(message.find(field), std::string::npos) << message;
+}
+
+json sentencepiece() { return tokenizer_test::sentencepiece_tokenizer_json(false); }
+
+TEST(TokenizerErrors, MissingModel) {
+  json t = sentencepiece();
+  t.erase("model");
+  expect_error(load_error(t.dump()), "/tokenizer.json: ", "model: missing");
+}
+
+TEST(TokenizerErrors, UnknownModelType) {
+  json t = sentencepiece();
+  t["model"]["type"] = "Unigram";
+  expect_error(load_error(t.dump()), "/tokenizer.json: ", "model.type: unsupported model type \"Unigram\"");
+}
+
+TEST(TokenizerErrors, MergesNeitherStringsNorPairs) {
+  for (const json& bad : {json(42), json("a"), json("a b c"), json::array({"a"}),
+                          json::array({"a", 1})}) {
+    json t = sentencepiece();
+    t["model"]["merges"][1] = bad;
+    expect_error(load_error(t.dump()), "/tokenizer.json: ", "model.merges[1]");
+  }
+}
+
+TEST(TokenizerErrors, MergeOfUnknownTokens) {
+  json t = sentencepiece();
+  t["model"]["merges"].push_back("a q");
+  expect_error(load_error(t.dump()), "/tokenizer.json: ", "model.merges[4]");
+}
+
+TEST(TokenizerErrors, VocabIdOutOfRange) {
+  json t = sentencepiece();
+  t["model"]["vocab"]["zz"] = 9999;
+  const std::string message = load_error(t.dump());
+  expect_error(message, "/tokenizer.json: ", "model.vocab[\"zz\"]");
+  EXPECT_NE(message.find("out of range"), std::string::npos) << message;
+  t["model"]["vocab"]["zz"] = "5";
+  expect_error(load_error(t.dump()), "/tokenizer.json: ", "model.vocab[\"zz\"]: expected an integer");
+}
+
+TEST(TokenizerErrors, AddedTokenIdOutOfRange) {
+  json t = sentencepiece();
+  t["added_tokens"][0]["id"] = -1;
+  expect_error(load_error(t.dump()), "/tokenizer.json: ", "added_tokens[0].id");
+}
+
+TEST(TokenizerErrors, UnknownSplitRegex) {
+  json t = tokenizer_test::byte_level_tokenizer_json(true);
+  t["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "\\w+";
+  expect_error(load_error(t.dump()), "/tokenizer.json: ",
+               "pre_tokenizer.pretokenizers[0].pattern.Regex: unsupported regex \"\\w+\"");
+}
+
+TEST(TokenizerErrors, UnsupportedPipelineParts) {
+  json t = sentencepiece();
+  t["normalizer"] = {{"type", "NFKC"}};
+  expect_error(load_error(t.dump()), "/tokenizer.json: ", "normalizer.type");
+  t = sentencepiece();
+  t["decoder"]["decoders"][1] = {{"type", "WordPiece"}};
+  expect_error(load_error(t.dump()), "/tokenizer.json: ", "decoder.decoders[1].type");
+  t = sentencepiece();
+  t["pre_tokenizer"] = {{"type", "Whitespace"}};
+  expect_error(load_error(t.dump()), "/tokenizer.json: ", "pre_tokenizer.type");
+}
+
+TEST(TokenizerErrors, BadConfigTokens) {
+  expect_error(load_error(sentencepiece().dump(), {{"bos_token", "<nope>"}}),
+               "/tokenizer_config.json: ", "bos_token");
+  expect_error(load_error(sentencepiece().dump(), {{"eos_token", 3}}),
+               "/tokenizer_config.json: ", "eos_token");
+  expect_error(load_error(sentencepiece().dump(), {{"add_bos_token", true}}),
+               "/tokenizer_config.json: ", "add_bos_token");
+}
+
+TEST(TokenizerErrors, UnreadableFiles) {
+  expect_error(load_error("{ not json"), "/tokenizer.json: ", "invalid JSON");
+  try {
+    Tokenizer::load("/nonexistent/kvbench/model");
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    expect_error(e.what(), "/nonexistent/kvbench/model/tokenizer.json", "cannot open");
+  }
+}
+
+TEST(TokenizerErrors, DecodeOfAnIdOutOfRange) {
+  auto tok = Tokenizer::from_json(sentencepiece(), json::object(), "mini");
+  EXPECT_THROW(tok->decode({266}), InputError);
+  EXPECT_THROW(tok->decode({-1}), InputError);
+}
+
+}  // namespace
+}  // namespace kvb
