@@ -90,7 +90,7 @@ class CommonWords : public RulerTask {
 
 KVB_REGISTER_DATASET(ruler_dataset_info(
     "cwe", "RULER common words extraction: the 10 most frequent words of a numbered list",
-    RulerNeeds{false, true, 120},
+    RulerNeeds{.words = true, .default_max_new_tokens = 120},
     [](const RulerParams& p) { return std::make_unique<CommonWords>(p); }));
 
 }  // namespace

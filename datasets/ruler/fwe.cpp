@@ -77,7 +77,7 @@ class FrequentWords : public RulerTask {
 
 KVB_REGISTER_DATASET(ruler_dataset_info(
     "fwe", "RULER frequent words extraction: the 3 most frequent coded words (Zipf, alpha 2)",
-    RulerNeeds{false, false, 50},
+    RulerNeeds{.default_max_new_tokens = 50},
     [](const RulerParams& p) { return std::make_unique<FrequentWords>(p); }));
 
 }  // namespace

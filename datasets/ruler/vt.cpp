@@ -91,7 +91,7 @@ class VariableTracking : public RulerTask {
 
 KVB_REGISTER_DATASET(ruler_dataset_info(
     "vt", "RULER variable tracking: 1 chain of 4 hops in noise, name all variables",
-    RulerNeeds{false, false, 30},
+    RulerNeeds{.default_max_new_tokens = 30},
     [](const RulerParams& p) { return std::make_unique<VariableTracking>(p); }));
 
 }  // namespace

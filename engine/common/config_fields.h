@@ -79,11 +79,13 @@ class ConfigFields {
                       std::function<json(const C&)> write) const {
     ConfigFields out = *this;
     out.fields_.push_back(Field{
-        name, std::move(type), std::move(doc), /*required=*/false,
-        [name, read](JsonFields& f, C& c) {
+        .name = name,
+        .type = std::move(type),
+        .doc = std::move(doc),
+        .read = [name, read](JsonFields& f, C& c) {
           if (const json* v = f.raw(name)) read(*v, f.path(name), c);
         },
-        [name, write](const C& c, json& j) {
+        .write = [name, write](const C& c, json& j) {
           json value = write(c);
           if (!value.is_null()) j[name] = std::move(value);
         }});
@@ -97,9 +99,12 @@ class ConfigFields {
     ConfigFields out = *this;
     for (const typename ConfigFields<S>::Field& f : inner.fields_)
       out.fields_.push_back(Field{
-          f.name, f.type, f.doc, f.required,
-          [member, read = f.read](JsonFields& j, C& c) { read(j, c.*member); },
-          [member, write = f.write](const C& c, json& j) { write(c.*member, j); }});
+          .name = f.name,
+          .type = f.type,
+          .doc = f.doc,
+          .required = f.required,
+          .read = [member, read = f.read](JsonFields& j, C& c) { read(j, c.*member); },
+          .write = [member, write = f.write](const C& c, json& j) { write(c.*member, j); }});
     for (const auto& rule : inner.rules_)
       out.rules_.push_back([member, rule](C& c, const JsonFields& f) { rule(c.*member, f); });
     return out;
@@ -139,11 +144,12 @@ class ConfigFields {
     const json values = write(defaults);
     std::vector<FieldDoc> out;
     for (const Field& f : fields_)
-      out.push_back({f.name, f.type,
-                     f.required              ? "required"
-                     : values.contains(f.name) ? values.at(f.name).dump()
-                                               : "unset",
-                     f.doc});
+      out.push_back(FieldDoc{.name = f.name,
+                             .type = f.type,
+                             .default_value = f.required              ? "required"
+                                              : values.contains(f.name) ? values.at(f.name).dump()
+                                                                        : "unset",
+                             .doc = f.doc});
     return out;
   }
 
@@ -171,15 +177,18 @@ class ConfigFields {
                      bool required) const {
     ConfigFields out = *this;
     out.fields_.push_back(Field{
-        name, type_name<T>(), doc + (check.doc.empty() ? "" : " (" + check.doc + ")"), required,
-        [name, member, check, required](JsonFields& f, C& c) {
+        .name = name,
+        .type = type_name<T>(),
+        .doc = doc + (check.doc.empty() ? "" : " (" + check.doc + ")"),
+        .required = required,
+        .read = [name, member, check, required](JsonFields& f, C& c) {
           if (required) f.require(name, c.*member);
           else if (!f.get(name, c.*member)) return;
           if (!check.refuse) return;
           const std::string refused = check.refuse(json(c.*member));
           if (!refused.empty()) throw InputError(f.path(name) + ": " + refused);
         },
-        [name, member](const C& c, json& j) { j[name] = c.*member; }});
+        .write = [name, member](const C& c, json& j) { j[name] = c.*member; }});
     return out;
   }
 

@@ -78,7 +78,7 @@ struct CellTotals {
 
   void emit(std::vector<MetricRow>& out, int samples, int num_layers, int num_kv_heads) const {
     auto metric = [&](const std::string& name, double value, const std::string& unit) {
-      out.push_back(MetricRow{std::nullopt, name, value, unit});
+      out.push_back(MetricRow{.sample_id = std::nullopt, .name = name, .value = value, .unit = unit});
     };
     metric("prompt_tokens", double(prompt_tokens) / samples, "tokens");
     metric("kv_resident_bytes", kv_bytes / samples, "bytes");
@@ -199,9 +199,13 @@ SampleOutcome teacher_force(const Sample& sample, const LlamaModel& model, Sessi
   const double n = double(continuation.size());
   SampleOutcome out;
   out.score = std::exp(nll / n);  // perplexity
-  out.metrics = {{sample.id, "nll", nll / n, "nats/token"},
-                 {sample.id, "agreement_with_full", 100.0 * agree / n, "%"},
-                 {sample.id, "continuation_tokens", n, "tokens"}};
+  auto metric = [&](const char* name, double value, const char* unit) {
+    out.metrics.push_back(
+        MetricRow{.sample_id = sample.id, .name = name, .value = value, .unit = unit});
+  };
+  metric("nll", nll / n, "nats/token");
+  metric("agreement_with_full", 100.0 * agree / n, "%");
+  metric("continuation_tokens", n, "tokens");
   return out;
 }
 
@@ -245,17 +249,21 @@ CellResult run_cell(const Cell& cell, const LlamaModel& model,
     totals.prompt_tokens += int64_t(prompt.size());
     totals.add(session);
     for (const auto& [name, value] : method->counters()) method_counters[name] += value;
-    result.samples.push_back(SampleRow{sample.id, int64_t(prompt.size()), outcome.prediction,
-                                       json(sample.answers).dump(), outcome.score});
+    result.samples.push_back(SampleRow{.sample_id = sample.id,
+                                       .input_length = int64_t(prompt.size()),
+                                       .prediction = outcome.prediction,
+                                       .answers_json = json(sample.answers).dump(),
+                                       .score = outcome.score});
     result.metrics.insert(result.metrics.end(), outcome.metrics.begin(), outcome.metrics.end());
     for (const auto& [name, value] : sample.meta.items())  // e.g. needle depth, for reports
       if (value.is_number())
-        result.metrics.push_back(MetricRow{sample.id, "meta." + name, value.get<double>(), ""});
+        result.metrics.push_back(MetricRow{
+            .sample_id = sample.id, .name = "meta." + name, .value = value.get<double>()});
     on_sample(int(i + 1), int(samples.size()));
   }
   const int n = std::max<int>(1, int(samples.size()));
   auto cell_metric = [&](const std::string& name, double value, const std::string& unit) {
-    result.metrics.push_back(MetricRow{std::nullopt, name, value, unit});
+    result.metrics.push_back(MetricRow{.sample_id = std::nullopt, .name = name, .value = value, .unit = unit});
   };
   cell_metric("score", score_sum / n, dataset->metric_name());
   cell_metric("samples", double(samples.size()), "count");

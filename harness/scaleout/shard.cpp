@@ -85,7 +85,8 @@ ShardPlan plan_shards(const std::vector<Cell>& cells, int shards) {
   for (const Cell& c : cells) {
     std::string key = c.key();
     if (!seen.insert(key).second) continue;
-    plan.cells.push_back(PlannedCell{c, cell_id_of_key(key), estimated_cost(c), 0});
+    plan.cells.push_back(
+        PlannedCell{.cell = c, .id = cell_id_of_key(key), .cost = estimated_cost(c), .shard = 0});
   }
   std::vector<size_t> order(plan.cells.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
