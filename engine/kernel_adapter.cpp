@@ -15,8 +15,10 @@
 
 namespace kvb {
 
-bool sparse_attention_supported(const at::Tensor& q, const at::Tensor& k_pool,
-                                const at::Tensor& v_pool) {
+namespace {
+
+// The CPU kernel's inputs: fp32 CPU tensors, contiguous pools of q's width.
+bool cpu_attention_ok(const at::Tensor& q, const at::Tensor& k_pool, const at::Tensor& v_pool) {
   auto ok = [](const at::Tensor& t) {
     return t.scalar_type() == at::kFloat && t.device().is_cpu() && t.dim() == 2;
   };
@@ -24,13 +26,31 @@ bool sparse_attention_supported(const at::Tensor& q, const at::Tensor& k_pool,
          k_pool.size(1) == q.size(1) && v_pool.size(1) == q.size(1);
 }
 
+}  // namespace
+
+bool sparse_attention_supported(const at::Tensor& q, const at::Tensor& k_pool,
+                                const at::Tensor& v_pool, int64_t units, bool with_probs) {
+  if (cpu_attention_ok(q, k_pool, v_pool)) return true;
+#if KVBENCH_CUDA_KERNELS
+  if (!with_probs && cuda::sparse_decode_attention_supported(q, k_pool, v_pool, units))
+    return true;
+#endif
+  return false;
+}
+
 at::Tensor sparse_decode_attention(const at::Tensor& q, const at::Tensor& k_pool,
                                    const at::Tensor& v_pool, const at::Tensor& indptr,
                                    const at::Tensor& rows, double scale,
-                                   std::vector<at::Tensor>* probs) {
-  if (!sparse_attention_supported(q, k_pool, v_pool))
+                                   std::vector<at::Tensor>* probs, int64_t longest) {
+#if KVBENCH_CUDA_KERNELS
+  if (!probs && q.is_cuda())
+    return cuda::sparse_decode_attention(q, k_pool, v_pool, indptr, rows, scale,
+                                         longest >= 0 ? longest : rows.size(0));
+#endif
+  if (!cpu_attention_ok(q, k_pool, v_pool))
     throw std::logic_error("sparse_decode_attention: needs fp32 CPU tensors q [Hq, d] and "
-                           "contiguous pools [rows, d]");
+                           "contiguous pools [rows, d] (or, on a CUDA build, CUDA tensors "
+                           "without probabilities)");
   const int64_t Hq = q.size(0), d = q.size(1), units = indptr.size(0) - 1;
   if (units <= 0 || Hq % units != 0)
     throw std::logic_error("sparse_decode_attention: " + std::to_string(Hq) +

@@ -9,21 +9,25 @@
 
 namespace kvb {
 
-// True when the kernels can run on these tensors (fp32, CPU, contiguous).
+// True when a kernel runs this decode attention over `units` attention units: the CPU kernel
+// (fp32 CPU tensors, contiguous pools) or, on a CUDA build, the CUDA kernel (f32/bf16/f16
+// pools, g = Hq / units <= 8, d <= 256, without the probabilities). Otherwise the engine gathers
+// the rows and uses ATen.
 bool sparse_attention_supported(const at::Tensor& q, const at::Tensor& k_pool,
-                                const at::Tensor& v_pool);
+                                const at::Tensor& v_pool, int64_t units, bool with_probs);
 
-// Sparse GQA decode attention (kernels::sparse_decode_attention) over the pools of a LayerKV.
-//   q: [Hq, d] fp32; k_pool, v_pool: [rows, d] fp32 contiguous;
+// Sparse GQA decode attention over the pools of a LayerKV, read in place.
+//   q: [Hq, d]; k_pool, v_pool: [rows, d] contiguous;
 //   indptr: [units + 1] int64, rows: [nnz] int64 physical pool rows: unit u attends rows
 //   indptr[u] .. indptr[u + 1]; a unit is a KV head serving Hq / units query heads (units = Hq:
-//   one query head each).
-// Returns out [Hq, d]. When `probs` is non-null it receives per unit [Hq / units, n_u] softmax
-// probabilities (views of one buffer).
+//   one query head each); longest: an upper bound of a unit's rows when the host knows one
+//   (sizes the CUDA kernel's split; -1: nnz).
+// Returns out [Hq, d] in q's dtype. When `probs` is non-null (CPU kernel only) it receives per
+// unit [Hq / units, n_u] softmax probabilities (views of one buffer).
 at::Tensor sparse_decode_attention(const at::Tensor& q, const at::Tensor& k_pool,
                                    const at::Tensor& v_pool, const at::Tensor& indptr,
                                    const at::Tensor& rows, double scale,
-                                   std::vector<at::Tensor>* probs);
+                                   std::vector<at::Tensor>* probs, int64_t longest = -1);
 
 // Which implementation runs a scoring call: kAuto picks the CPU kernel (fp32 CPU inputs in
 // its layout), the CUDA kernel (fp32 CUDA inputs, a build with KVBENCH_CUDA_KERNELS) or ATen

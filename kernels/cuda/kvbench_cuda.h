@@ -1,4 +1,5 @@
-// CUDA kernels of the retrieval family, raw device pointers, fp32 (built with nvcc only when
+// CUDA kernels: decode attention and the retrieval family's scoring, raw device pointers (built
+// with nvcc only when
 // -DKVBENCH_CUDA=ON, into the static library kvbench_cuda). Each has the same semantics as the
 // CPU kernel of the same name and is tested against kernels/reference/reference.h
 // (tests/kernels/cuda/, label "gpu", skipped where no GPU exists).
@@ -52,5 +53,32 @@ void quest_page_scores(const float* q, const float* kmin, const float* kmax, flo
 void pq_scores(const float* q, const float* centroids, const uint8_t* codes, float* scores,
                int64_t H, int64_t g, int64_t m, int64_t K, int64_t s, int64_t n,
                void* stream = nullptr);
+
+// ---- Paged sparse GQA decode attention (flash-decoding) ------------------------------------
+// The K/V element type of the pools.
+enum class KvType { kF32, kBF16, kF16 };
+
+// Whether the kernel takes g query heads per unit and head dim d: g <= 8, d <= 256.
+bool decode_attention_supported(int64_t g, int64_t d);
+// How many splits of the row lists to run for `units` units whose longest list has `longest`
+// rows (an upper bound will do: each unit divides its own rows): enough blocks to fill the GPU,
+// none of fewer than 64 rows.
+int64_t decode_attention_splits(int64_t units, int64_t longest);
+// Floats of workspace a call with these sizes needs.
+int64_t decode_attention_workspace_floats(int64_t units, int64_t g, int64_t d, int64_t splits);
+// out[u*g + i] = softmax(scale * q[u*g + i] . K_u) V_u over the rows unit u attends, read in
+// place from the pools (no gathered copy), fp32 accumulation:
+//   q:       [units * g, d] fp32 (a unit's g query heads share its rows: GQA)
+//   k_pool, v_pool: [pool rows, d] of `type`, rows d elements apart
+//   indptr:  [units + 1] int64; rows: [indptr[units]] int64 pool rows: unit u attends
+//            rows[indptr[u] .. indptr[u + 1]) (ragged; an empty unit gives zeros)
+//   out:     [units * g, d] fp32
+//   workspace: decode_attention_workspace_floats(units, g, d, splits) floats
+// Two launches (the splits, then their log-sum-exp merge); std::invalid_argument when
+// !decode_attention_supported(g, d).
+void sparse_decode_attention(const float* q, const void* k_pool, const void* v_pool,
+                             KvType type, const int64_t* indptr, const int64_t* rows, float* out,
+                             int64_t units, int64_t g, int64_t d, float scale, int64_t splits,
+                             float* workspace, void* stream = nullptr);
 
 }  // namespace kvb::cuda

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <climits>
 #include <initializer_list>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -57,7 +58,52 @@ bool quest_layout_ok(const at::Tensor& kmin, const at::Tensor& kmax) {
   return ok(kmin) && ok(kmax) && kmin.stride(0) == kmax.stride(0);
 }
 
+std::optional<KvType> kv_type(at::ScalarType t) {
+  if (t == at::kFloat) return KvType::kF32;
+  if (t == at::kBFloat16) return KvType::kBF16;
+  if (t == at::kHalf) return KvType::kF16;
+  return std::nullopt;
+}
+
 }  // namespace
+
+bool sparse_decode_attention_supported(const at::Tensor& q, const at::Tensor& k_pool,
+                                       const at::Tensor& v_pool, int64_t units) {
+  if (!q.defined() || !k_pool.defined() || !v_pool.defined() || !q.is_cuda() || units < 1 ||
+      q.dim() != 2 || k_pool.dim() != 2 || v_pool.dim() != 2 || q.size(0) % units != 0)
+    return false;
+  return k_pool.device() == q.device() && v_pool.device() == q.device() &&
+         k_pool.scalar_type() == v_pool.scalar_type() && kv_type(k_pool.scalar_type()) &&
+         k_pool.is_contiguous() && v_pool.is_contiguous() && k_pool.size(1) == q.size(1) &&
+         v_pool.size(1) == q.size(1) && decode_attention_supported(q.size(0) / units, q.size(1));
+}
+
+at::Tensor sparse_decode_attention(const at::Tensor& q, const at::Tensor& k_pool,
+                                   const at::Tensor& v_pool, const at::Tensor& indptr,
+                                   const at::Tensor& rows, double scale, int64_t longest) {
+  const int64_t units = indptr.defined() ? indptr.size(0) - 1 : 0;
+  require(sparse_decode_attention_supported(q, k_pool, v_pool, units),
+          "sparse_decode_attention: needs CUDA q [units * g, d] (g <= 8, d <= 256) and "
+          "contiguous f32/bf16/f16 pools [rows, d] on its device");
+  require(indptr.device() == q.device() && rows.device() == q.device() &&
+              indptr.scalar_type() == at::kLong && rows.scalar_type() == at::kLong,
+          "sparse_decode_attention: indptr and rows must be int64 on " + q.device().str());
+  const c10::cuda::CUDAGuard guard(q.device());
+  const int64_t d = q.size(1), g = q.size(0) / units;
+  const int64_t splits = decode_attention_splits(units, std::max<int64_t>(longest, 0));
+  at::Tensor qf = q.to(at::kFloat).contiguous();
+  at::Tensor ptr = indptr.contiguous(), row_ids = rows.contiguous();
+  at::Tensor out = at::empty({units * g, d}, qf.options());
+  at::Tensor workspace =
+      at::empty({decode_attention_workspace_floats(units, g, d, splits)}, qf.options());
+  cuda::sparse_decode_attention(qf.data_ptr<float>(), k_pool.data_ptr(), v_pool.data_ptr(),
+                                *kv_type(k_pool.scalar_type()), ptr.data_ptr<int64_t>(),
+                                row_ids.data_ptr<int64_t>(), out.data_ptr<float>(), units, g, d,
+                                float(scale), splits, workspace.data_ptr<float>(),
+                                current_stream());
+  check_launch("sparse_decode_attention");
+  return out.to(q.scalar_type());
+}
 
 bool quest_page_scores_supported(const at::Tensor& kmin, const at::Tensor& kmax) {
   return kmin.defined() && kmax.defined() && kmin.is_cuda() && kmin.device() == kmax.device() &&

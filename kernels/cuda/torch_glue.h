@@ -25,6 +25,23 @@
 
 namespace kvb::cuda {
 
+// ---- Paged sparse GQA decode attention (flash-decoding; kvbench_cuda.h) ------------------------
+// out[u*g + i] = softmax(scale * q[u*g + i] . K_u) V_u over the pool rows unit u attends, read
+// in place (no gathered copy), fp32 accumulation; an empty unit gives zeros.
+//   q:              [units * g, d]  any floating dtype (converted to fp32)
+//   k_pool, v_pool: [pool rows, d]  contiguous, one dtype of f32, bf16, f16
+//   indptr:         [units + 1]     int64; rows: [nnz] int64 pool rows (engine: physical rows)
+//   longest:        an upper bound of any unit's row count (the host's: Selection::max_count,
+//                   or nnz), which sizes the split over the sequence without a device read
+//   returns:        [units * g, d] in q's dtype
+// Supported when the pools are contiguous CUDA tensors of f32/bf16/f16 on q's device, q is a
+// CUDA tensor [units * g, d] with g <= 8 and d <= 256.
+bool sparse_decode_attention_supported(const at::Tensor& q, const at::Tensor& k_pool,
+                                       const at::Tensor& v_pool, int64_t units);
+at::Tensor sparse_decode_attention(const at::Tensor& q, const at::Tensor& k_pool,
+                                   const at::Tensor& v_pool, const at::Tensor& indptr,
+                                   const at::Tensor& rows, double scale, int64_t longest);
+
 // ---- Quest page scores (https://arxiv.org/abs/2406.10774) ------------------------------------
 // score[h, i, p] = sum_c max(q[h, i, c] * kmax[h, p, c], q[h, i, c] * kmin[h, p, c]).
 //   q:          [H, g, d]  any floating dtype (converted to fp32); g query heads per KV head

@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -36,6 +37,86 @@ void expect_close(const at::Tensor& got, const at::Tensor& want, double toleranc
 at::Tensor quest_reference(const at::Tensor& q, const at::Tensor& lo, const at::Tensor& hi) {
   at::Tensor qf = q.to(at::kFloat).unsqueeze(2);                          // [H, g, 1, d]
   return at::maximum(qf * hi.unsqueeze(1), qf * lo.unsqueeze(1)).sum(-1);  // [H, g, P]
+}
+
+// Decode attention by definition on the CPU in double: unit u's g queries over its rows.
+at::Tensor attention_reference(const at::Tensor& q, const at::Tensor& k_pool,
+                               const at::Tensor& v_pool, const std::vector<int64_t>& indptr,
+                               const std::vector<int64_t>& rows, double scale) {
+  const int64_t units = int64_t(indptr.size()) - 1, g = q.size(0) / units, d = q.size(1);
+  at::Tensor out = at::zeros({q.size(0), d}, at::kDouble);
+  for (int64_t u = 0; u < units; ++u) {
+    if (indptr[u + 1] == indptr[u]) continue;  // an empty unit: zeros
+    at::Tensor ids = at::tensor(std::vector<int64_t>(rows.begin() + indptr[u],
+                                                     rows.begin() + indptr[u + 1]));
+    at::Tensor k = k_pool.to(at::kDouble).index_select(0, ids);  // [n, d]
+    at::Tensor v = v_pool.to(at::kDouble).index_select(0, ids);
+    at::Tensor qu = q.to(at::kDouble).narrow(0, u * g, g);       // [g, d]
+    out.narrow(0, u * g, g).copy_(at::softmax(at::mm(qu, k.t()) * scale, -1).mm(v));
+  }
+  return out;
+}
+
+// Random pools of `pool_rows` rows; unit u attends `counts[u]` distinct random rows.
+void check_decode_attention(int64_t Hq, int64_t d, int64_t pool_rows,
+                            const std::vector<int64_t>& counts, at::ScalarType dtype,
+                            double tolerance) {
+  SCOPED_TRACE("Hq " + std::to_string(Hq) + ", d " + std::to_string(d) + ", " +
+               c10::toString(dtype));
+  at::manual_seed(11);
+  const int64_t units = int64_t(counts.size());
+  std::vector<int64_t> indptr = {0}, rows;
+  for (int64_t u = 0; u < units; ++u) {
+    at::Tensor pick = at::randperm(pool_rows, at::kLong).narrow(0, 0, counts[size_t(u)]);
+    rows.insert(rows.end(), pick.data_ptr<int64_t>(), pick.data_ptr<int64_t>() + pick.numel());
+    indptr.push_back(int64_t(rows.size()));
+  }
+  at::Tensor q = randn({Hq, d}).to(dtype), k = randn({pool_rows, d}).to(dtype),
+             v = randn({pool_rows, d}).to(dtype);
+  const double scale = 1.0 / std::sqrt(double(d));
+  at::Tensor want = attention_reference(q, k, v, indptr, rows, scale);
+  at::Tensor qg = q.to(kGpu), kg = k.to(kGpu), vg = v.to(kGpu);
+  ASSERT_TRUE(sparse_decode_attention_supported(qg, kg, vg, units));
+  const int64_t longest = *std::max_element(counts.begin(), counts.end());
+  at::Tensor got = sparse_decode_attention(qg, kg, vg, at::tensor(indptr).to(kGpu),
+                                           at::tensor(rows).to(kGpu), scale, longest);
+  EXPECT_EQ(got.scalar_type(), dtype);
+  expect_close(got, want, tolerance);
+  // An upper bound for `longest` (nnz, as when the host does not know) gives the same result.
+  at::Tensor bound = sparse_decode_attention(qg, kg, vg, at::tensor(indptr).to(kGpu),
+                                             at::tensor(rows).to(kGpu), scale,
+                                             int64_t(rows.size()));
+  expect_close(bound, want, tolerance);
+}
+
+TEST(TorchGlue, DecodeAttentionRaggedAndEmptyUnitsInEveryDtype) {
+  KVB_REQUIRE_GPU();
+  // Llama-3 shape (32 query heads over 8 KV heads of 128): ragged lists, an empty unit, one row.
+  const std::vector<int64_t> counts = {1024, 1000, 1, 0, 256, 3000, 64, 999};
+  check_decode_attention(32, 128, 8192, counts, at::kFloat, 1e-4);
+  check_decode_attention(32, 128, 8192, counts, at::kBFloat16, 2e-2);
+  check_decode_attention(32, 128, 8192, counts, at::kHalf, 5e-3);
+  // Per query head (g = 1), small and odd head dims.
+  check_decode_attention(8, 64, 3000, {2500, 5, 0, 700, 1, 2, 3, 4}, at::kFloat, 1e-4);
+  check_decode_attention(6, 40, 500, {100, 7, 300}, at::kFloat, 1e-4);
+}
+
+TEST(TorchGlue, DecodeAttentionOver128kRows) {
+  KVB_REQUIRE_GPU();
+  check_decode_attention(8, 128, 131072, {131072, 131072}, at::kBFloat16, 2e-2);
+}
+
+TEST(TorchGlue, DecodeAttentionRefusesWhatItCannotRun) {
+  KVB_REQUIRE_GPU();
+  const at::Tensor pool = randn({64, 128}).to(kGpu);
+  EXPECT_FALSE(sparse_decode_attention_supported(randn({32, 128}).to(kGpu), pool, pool, 2));  // g 16
+  EXPECT_FALSE(sparse_decode_attention_supported(randn({4, 128}), pool, pool, 2));  // q on the CPU
+  EXPECT_FALSE(sparse_decode_attention_supported(randn({4, 512}).to(kGpu), randn({64, 512}).to(kGpu),
+                                                 randn({64, 512}).to(kGpu), 2));  // d 512
+  EXPECT_THROW(sparse_decode_attention(randn({32, 128}).to(kGpu), pool, pool,
+                                       at::tensor(std::vector<int64_t>{0, 1, 2}).to(kGpu),
+                                       at::tensor(std::vector<int64_t>{0, 1}).to(kGpu), 1.0, 1),
+               std::invalid_argument);
 }
 
 TEST(TorchGlue, QuestPageScoresPerHeadAndSummedOverTheGroup) {
