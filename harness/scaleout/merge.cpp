@@ -1,11 +1,11 @@
 #include "harness/scaleout/merge.h"
 
-#include <sqlite3.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <tuple>
@@ -18,107 +18,16 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A prepared statement on the merge's own connection; finalised on scope exit.
-class Stmt {
- public:
-  Stmt(sqlite3* db, const std::string& sql) : db_(db) {
-    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt_, nullptr) != SQLITE_OK)
-      throw std::runtime_error("sqlite prepare: " + std::string(sqlite3_errmsg(db)) + " in " + sql);
-  }
-  ~Stmt() { sqlite3_finalize(stmt_); }
-  Stmt& bind(int i, int64_t v) {
-    sqlite3_bind_int64(stmt_, i, v);
-    return *this;
-  }
-  Stmt& bind(int i, const std::string& v) {
-    sqlite3_bind_text(stmt_, i, v.c_str(), int(v.size()), SQLITE_TRANSIENT);
-    return *this;
-  }
-  bool step() {
-    const int rc = sqlite3_step(stmt_);
-    if (rc == SQLITE_ROW) return true;
-    if (rc == SQLITE_DONE) return false;
-    throw std::runtime_error("sqlite step: " + std::string(sqlite3_errmsg(db_)));
-  }
-  int64_t integer(int col) const { return sqlite3_column_int64(stmt_, col); }
-  std::string text(int col) const {
-    const unsigned char* t = sqlite3_column_text(stmt_, col);
-    return t ? reinterpret_cast<const char*>(t) : "";
-  }
-
- private:
-  sqlite3* db_;
-  sqlite3_stmt* stmt_ = nullptr;
-};
-
-void exec(sqlite3* db, const std::string& sql) {
-  char* error = nullptr;
-  if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &error) != SQLITE_OK) {
-    std::string message = error ? error : sqlite3_errmsg(db);
-    sqlite3_free(error);
-    throw std::runtime_error("sqlite: " + message);
-  }
-}
-
-// A file: URI opening `path` read-only (the characters URIs reserve are escaped).
-std::string readonly_uri(const std::string& path) {
-  std::string uri = "file:";
-  for (char c : fs::absolute(path).string()) {
-    if (c == '%' || c == '?' || c == '#') {
-      static const char* hex = "0123456789ABCDEF";
-      uri += '%';
-      uri += hex[(unsigned char)c >> 4];
-      uri += hex[(unsigned char)c & 15];
-    } else {
-      uri += c;
-    }
-  }
-  return uri + "?mode=ro";
-}
-
-// Attaches one input as schema "src" for the lifetime of the object.
-class Attached {
- public:
-  Attached(sqlite3* db, const std::string& path) : db_(db) {
-    Stmt s(db, "ATTACH DATABASE ? AS src");
-    s.bind(1, readonly_uri(path));
-    try {
-      s.step();
-    } catch (const std::runtime_error& e) {
-      throw InputError(path + ": cannot open database (" + e.what() + ")");
-    }
-  }
-  ~Attached() { sqlite3_exec(db_, "DETACH DATABASE src", nullptr, nullptr, nullptr); }
-
- private:
-  sqlite3* db_;
-};
-
 struct SourceInfo {
   std::string path;
   int64_t schema_version = -1;
   std::set<std::string> suites;
 };
 
-SourceInfo inspect(sqlite3* db, const std::string& path) {
-  Attached src(db, path);
-  SourceInfo info;
-  info.path = path;
-  try {
-    Stmt has(db, "SELECT count(*) FROM src.sqlite_master WHERE type = 'table' AND "
-                 "name IN ('schema_version', 'runs', 'cells', 'samples', 'metrics')");
-    has.step();
-    if (has.integer(0) != 5) throw InputError(path + ": not a kvbench results database");
-    Stmt version(db, "SELECT version FROM src.schema_version");
-    info.schema_version = version.step() ? version.integer(0) : -1;
-    Stmt suites(db, "SELECT DISTINCT suite FROM src.runs");
-    while (suites.step()) info.suites.insert(suites.text(0));
-  } catch (const InputError&) {
-    throw;
-  } catch (const std::runtime_error& e) {
-    throw InputError(path + ": not a kvbench results database (" + e.what() + ")");
-  }
-  return info;
+SourceInfo inspect(ResultStore& store, const std::string& path) {
+  const SourceDatabase::Summary summary = SourceDatabase(store, path).summary();
+  return SourceInfo{.path = path, .schema_version = summary.schema_version,
+                    .suites = summary.suites};
 }
 
 int status_rank(const std::string& status) {
@@ -180,10 +89,9 @@ MergeSummary merge_databases(const std::string& out, const std::vector<std::stri
   fs::remove(tmp, ec);
   fs::remove(tmp + "-wal", ec);
   fs::remove(tmp + "-shm", ec);
-  sqlite3* db = nullptr;
+  std::optional<ResultStore> store;  // the merged database, written at `tmp`
   auto cleanup = [&] {
-    if (db) sqlite3_close(db);
-    db = nullptr;
+    store.reset();
     std::error_code ignored;
     fs::remove(tmp, ignored);
     fs::remove(tmp + "-wal", ignored);
@@ -191,16 +99,11 @@ MergeSummary merge_databases(const std::string& out, const std::vector<std::stri
   };
   MergeSummary summary;
   try {
-    { ResultStore create(tmp); }  // the schema, defined once in result_store.cpp
-    if (sqlite3_open_v2(tmp.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_URI, nullptr) !=
-        SQLITE_OK)
-      throw InputError(tmp + ": cannot open: " + sqlite3_errmsg(db));
-    sqlite3_busy_timeout(db, 10000);
-    exec(db, "PRAGMA foreign_keys=ON; PRAGMA synchronous=OFF;");
+    store.emplace(tmp);  // the schema, declared once in result_store.cpp
 
     // 1. Refuse mixed schema versions and mixed suites before writing anything.
     std::vector<SourceInfo> infos;
-    for (const std::string& s : sources) infos.push_back(inspect(db, s));
+    for (const std::string& s : sources) infos.push_back(inspect(*store, s));
     std::set<int64_t> versions;
     for (const SourceInfo& i : infos) versions.insert(i.schema_version);
     if (versions.size() > 1) {
@@ -234,25 +137,20 @@ MergeSummary merge_databases(const std::string& out, const std::vector<std::stri
     std::vector<std::map<int64_t, std::string>> run_identity(sources.size());  // old id -> identity
     int64_t rows = 0;
     for (size_t si = 0; si < sources.size(); ++si) {
-      Attached src(db, sources[si]);
-      Stmt r(db, "SELECT id, suite || char(31) || suite_json || char(31) || command || char(31) || "
-                 "started_at || char(31) || coalesce(host, '') || char(31) || coalesce(git_commit, '') || "
-                 "char(31) || coalesce(threads, ''), started_at, "
-                 "coalesce(finished_at, ''), status FROM src.runs");
-      while (r.step()) {
-        RunRow row{si, r.integer(0), r.text(1), r.text(2), r.text(3), r.text(4)};
+      const SourceDatabase src(*store, sources[si]);
+      for (const SourceDatabase::Run& r : src.runs()) {
+        RunRow row{.source = si, .id = r.id, .identity = r.identity, .started_at = r.started_at,
+                   .finished_at = r.finished_at, .status = r.status};
         run_identity[si][row.id] = row.identity;
         auto it = runs.find(row.identity);
         if (it == runs.end() || it->second.rank() < row.rank()) runs[row.identity] = row;
       }
-      Stmt c(db, "SELECT id, run_id, config_json, status, coalesce(finished_at, started_at) "
-                 "FROM src.cells");
-      while (c.step()) {
+      for (const SourceDatabase::Cell& c : src.cells()) {
         ++rows;
-        Candidate cand{si, c.integer(0), c.integer(1), c.text(3), c.text(4)};
-        const std::string config = c.text(2);
-        auto it = best.find(config);
-        if (it == best.end() || it->second.rank() < cand.rank()) best[config] = cand;
+        Candidate cand{.source = si, .id = c.id, .run_id = c.run_id, .status = c.status,
+                       .when = c.when};
+        auto it = best.find(c.config_json);
+        if (it == best.end() || it->second.rank() < cand.rank()) best[c.config_json] = cand;
       }
     }
     summary.cells = int64_t(best.size());
@@ -284,50 +182,30 @@ MergeSummary merge_databases(const std::string& out, const std::vector<std::stri
 
     // 3. Copy: runs first (cells refer to them), then cells with their samples and metrics.
     for (size_t si = 0; si < sources.size(); ++si) {
-      Attached src(db, sources[si]);
-      exec(db, "BEGIN IMMEDIATE");
-      for (const RunRow* r : run_order) {
-        if (r->source != si) continue;
-        Stmt s(db, "INSERT INTO main.runs (id, suite, suite_json, command, started_at, "
-                   "finished_at, status, git_commit, build_type, torch_version, device, threads, "
-                   "host, warnings) SELECT ?, suite, suite_json, command, started_at, finished_at, "
-                   "status, git_commit, build_type, torch_version, device, threads, host, warnings "
-                   "FROM src.runs WHERE id = ?");
-        s.bind(1, new_run_id.at(r->identity)).bind(2, r->id).step();
-      }
-      exec(db, "COMMIT");
+      SourceDatabase src(*store, sources[si]);
+      store->in_transaction([&] {
+        for (const RunRow* r : run_order)
+          if (r->source == si) src.copy_run(r->id, new_run_id.at(r->identity));
+      });
     }
     for (size_t si = 0; si < sources.size(); ++si) {
       if (cells_from[si].empty()) continue;
-      Attached src(db, sources[si]);
-      exec(db, "BEGIN IMMEDIATE");
-      for (const auto& [new_id, cand] : cells_from[si]) {
-        const int64_t run = new_run_id.at(run_identity[si].at(cand->run_id));
-        Stmt cell(db, "INSERT INTO main.cells (id, run_id, config_json, model, dataset, method, "
-                      "budget, seed, status, error, started_at, finished_at, elapsed_s) SELECT ?, "
-                      "?, config_json, model, dataset, method, budget, seed, status, error, "
-                      "started_at, finished_at, elapsed_s FROM src.cells WHERE id = ?");
-        cell.bind(1, new_id).bind(2, run).bind(3, cand->id).step();
-        Stmt samples(db, "INSERT INTO main.samples SELECT ?, sample_id, input_length, prediction, "
-                         "answers_json, score FROM src.samples WHERE cell_id = ? ORDER BY rowid");
-        samples.bind(1, new_id).bind(2, cand->id).step();
-        Stmt metrics(db, "INSERT INTO main.metrics SELECT ?, sample_id, name, value, unit FROM "
-                         "src.metrics WHERE cell_id = ? ORDER BY rowid");
-        metrics.bind(1, new_id).bind(2, cand->id).step();
-      }
-      exec(db, "COMMIT");
+      SourceDatabase src(*store, sources[si]);
+      store->in_transaction([&] {
+        for (const auto& [new_id, cand] : cells_from[si])
+          src.copy_cell(cand->id, new_id, new_run_id.at(run_identity[si].at(cand->run_id)));
+      });
     }
     summary.runs = int64_t(run_order.size());
-    exec(db, "PRAGMA wal_checkpoint(TRUNCATE)");
-    Stmt check(db, "PRAGMA integrity_check");
-    if (!check.step() || check.text(0) != "ok")
-      throw std::runtime_error(tmp + ": integrity check failed: " + check.text(0));
+    store->checkpoint();
+    const std::string integrity = store->integrity_check();
+    if (integrity != "ok")
+      throw std::runtime_error(tmp + ": integrity check failed: " + integrity);
   } catch (...) {
     cleanup();
     throw;
   }
-  sqlite3_close(db);  // the last connection: checkpoints and removes tmp's -wal
-  db = nullptr;
+  store.reset();  // the last connection: checkpoints and removes tmp's -wal
   fs::remove(out + "-wal", ec);
   fs::remove(out + "-shm", ec);
   fs::rename(tmp, out, ec);

@@ -3,103 +3,116 @@
 #include <ctime>
 #include <filesystem>
 #include <stdexcept>
+#include <vector>
 
 #include "engine/common/error.h"
+#include "harness/store/sqlite_statement.h"
 
 namespace kvb {
 namespace {
 
-// Schema version 1. Any change here bumps ResultStore::kSchemaVersion. Ids are AUTOINCREMENT
-// so a deleted run or cell id is never reused by a later row.
-const char* kSchema = R"sql(
-CREATE TABLE schema_version (version INTEGER NOT NULL);
-CREATE TABLE runs (
-  id INTEGER PRIMARY KEY AUTOINCREMENT,
-  suite TEXT NOT NULL,
-  suite_json TEXT NOT NULL,
-  command TEXT NOT NULL,
-  started_at TEXT NOT NULL,
-  finished_at TEXT,
-  status TEXT NOT NULL CHECK (status IN ('running', 'complete', 'failures', 'interrupted')),
-  git_commit TEXT, build_type TEXT, torch_version TEXT, device TEXT, threads INTEGER, host TEXT,
-  warnings TEXT NOT NULL DEFAULT ''
-);
-CREATE TABLE cells (
-  id INTEGER PRIMARY KEY AUTOINCREMENT,
-  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-  config_json TEXT NOT NULL,
-  model TEXT NOT NULL, dataset TEXT NOT NULL, method TEXT NOT NULL,
-  budget INTEGER, seed INTEGER NOT NULL,
-  status TEXT NOT NULL CHECK (status IN ('running', 'complete', 'failed')),
-  error TEXT,
-  started_at TEXT NOT NULL, finished_at TEXT, elapsed_s REAL
-);
-CREATE INDEX cells_by_config ON cells(config_json);
-CREATE INDEX cells_by_run ON cells(run_id);
-CREATE TABLE samples (
-  cell_id INTEGER NOT NULL REFERENCES cells(id) ON DELETE CASCADE,
-  sample_id TEXT NOT NULL,
-  input_length INTEGER NOT NULL,
-  prediction TEXT NOT NULL,
-  answers_json TEXT NOT NULL,
-  score REAL NOT NULL,
-  PRIMARY KEY (cell_id, sample_id)
-);
-CREATE TABLE metrics (
-  cell_id INTEGER NOT NULL REFERENCES cells(id) ON DELETE CASCADE,
-  sample_id TEXT,
-  name TEXT NOT NULL,
-  value REAL NOT NULL,
-  unit TEXT NOT NULL
-);
-CREATE INDEX metrics_by_cell ON metrics(cell_id);
-)sql";
-
-// A prepared statement with positional binding; finalised on scope exit.
-class Statement {
- public:
-  Statement(sqlite3* db, const std::string& sql) : db_(db) {
-    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt_, nullptr) != SQLITE_OK)
-      throw std::runtime_error(std::string("sqlite prepare: ") + sqlite3_errmsg(db));
-  }
-  ~Statement() { sqlite3_finalize(stmt_); }
-  Statement& bind(int i, const std::string& v) {
-    sqlite3_bind_text(stmt_, i, v.c_str(), int(v.size()), SQLITE_TRANSIENT);
-    return *this;
-  }
-  Statement& bind(int i, int64_t v) {
-    sqlite3_bind_int64(stmt_, i, v);
-    return *this;
-  }
-  Statement& bind(int i, double v) {
-    sqlite3_bind_double(stmt_, i, v);
-    return *this;
-  }
-  template <typename T>
-  Statement& bind(int i, const std::optional<T>& v) {
-    if (v) return bind(i, *v);
-    sqlite3_bind_null(stmt_, i);
-    return *this;
-  }
-  bool step() {  // true while a row is available
-    int rc = sqlite3_step(stmt_);
-    if (rc == SQLITE_ROW) return true;
-    if (rc == SQLITE_DONE) return false;
-    throw std::runtime_error(std::string("sqlite step: ") + sqlite3_errmsg(db_));
-  }
-  void run() { step(); }
-  int64_t integer(int col) const { return sqlite3_column_int64(stmt_, col); }
-  double real(int col) const { return sqlite3_column_double(stmt_, col); }
-  bool is_null(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
-  std::string text(int col) const {
-    const unsigned char* t = sqlite3_column_text(stmt_, col);
-    return t ? reinterpret_cast<const char*>(t) : "";
-  }
-
- private:
-  sqlite3* db_;
-  sqlite3_stmt* stmt_ = nullptr;
+// One column of a table: its name and its SQL definition.
+struct Column {
+  const char* name;
+  const char* definition;
 };
+
+struct Table {
+  const char* name;
+  std::vector<Column> columns;  // in order
+  const char* constraints;      // table constraints after the columns ("" for none)
+};
+
+// The schema, declared once: CREATE TABLE statements, the version-1 migration and the copies
+// between databases (merge) are all made from these lists. Any change bumps
+// ResultStore::kSchemaVersion. Ids are AUTOINCREMENT so a deleted run or cell id is never
+// reused by a later row.
+const Table kRuns = {
+    "runs",
+    {{"id", "INTEGER PRIMARY KEY AUTOINCREMENT"},
+     {"suite", "TEXT NOT NULL"},
+     {"suite_json", "TEXT NOT NULL"},
+     {"command", "TEXT NOT NULL"},
+     {"started_at", "TEXT NOT NULL"},
+     {"finished_at", "TEXT"},
+     {"status", "TEXT NOT NULL CHECK (status IN ('running', 'complete', 'failures', 'interrupted'))"},
+     {"git_commit", "TEXT"},
+     {"build_type", "TEXT"},
+     {"torch_version", "TEXT"},
+     {"device", "TEXT"},
+     {"threads", "INTEGER"},
+     {"host", "TEXT"},
+     {"warnings", "TEXT NOT NULL DEFAULT ''"}},  // version 2
+    ""};
+const Table kCells = {
+    "cells",
+    {{"id", "INTEGER PRIMARY KEY AUTOINCREMENT"},
+     {"run_id", "INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE"},
+     {"config_json", "TEXT NOT NULL"},
+     {"model", "TEXT NOT NULL"},
+     {"dataset", "TEXT NOT NULL"},
+     {"method", "TEXT NOT NULL"},
+     {"budget", "INTEGER"},
+     {"seed", "INTEGER NOT NULL"},
+     {"status", "TEXT NOT NULL CHECK (status IN ('running', 'complete', 'failed'))"},
+     {"error", "TEXT"},
+     {"started_at", "TEXT NOT NULL"},
+     {"finished_at", "TEXT"},
+     {"elapsed_s", "REAL"}},
+    ""};
+const Table kSamples = {
+    "samples",
+    {{"cell_id", "INTEGER NOT NULL REFERENCES cells(id) ON DELETE CASCADE"},
+     {"sample_id", "TEXT NOT NULL"},
+     {"input_length", "INTEGER NOT NULL"},
+     {"prediction", "TEXT NOT NULL"},
+     {"answers_json", "TEXT NOT NULL"},
+     {"score", "REAL NOT NULL"}},
+    "PRIMARY KEY (cell_id, sample_id)"};
+const Table kMetrics = {
+    "metrics",
+    {{"cell_id", "INTEGER NOT NULL REFERENCES cells(id) ON DELETE CASCADE"},
+     {"sample_id", "TEXT"},
+     {"name", "TEXT NOT NULL"},
+     {"value", "REAL NOT NULL"},
+     {"unit", "TEXT NOT NULL"}},
+    ""};
+const char* kIndexes =
+    "CREATE INDEX cells_by_config ON cells(config_json);"
+    "CREATE INDEX cells_by_run ON cells(run_id);"
+    "CREATE INDEX metrics_by_cell ON metrics(cell_id);";
+
+std::string create_table(const Table& t) {
+  std::string sql = std::string("CREATE TABLE ") + t.name + " (";
+  for (size_t i = 0; i < t.columns.size(); ++i)
+    sql += std::string(i ? ", " : "") + t.columns[i].name + " " + t.columns[i].definition;
+  if (*t.constraints) sql += std::string(", ") + t.constraints;
+  return sql + ");";
+}
+
+std::string schema() {
+  return "CREATE TABLE schema_version (version INTEGER NOT NULL);" + create_table(kRuns) +
+         create_table(kCells) + create_table(kSamples) + create_table(kMetrics) + kIndexes;
+}
+
+const Column& column(const Table& t, const std::string& name) {
+  for (const Column& c : t.columns)
+    if (name == c.name) return c;
+  throw std::logic_error(std::string("result store: no column ") + name + " in " + t.name);
+}
+
+// INSERT INTO main.<t> (every column) SELECT ?, ..., <the rest> FROM src.<t> WHERE <key> = ?:
+// the first `bound` columns take new values (ids), the rest are copied; ORDER BY rowid keeps
+// a cell's samples and metrics in their order.
+std::string copy_rows(const Table& t, size_t bound, const char* key) {
+  std::string names, values;
+  for (size_t i = 0; i < t.columns.size(); ++i) {
+    names += std::string(i ? ", " : "") + t.columns[i].name;
+    values += std::string(i ? ", " : "") + (i < bound ? "?" : t.columns[i].name);
+  }
+  return std::string("INSERT INTO main.") + t.name + " (" + names + ") SELECT " + values +
+         " FROM src." + t.name + " WHERE " + key + " = ? ORDER BY rowid";
+}
 
 }  // namespace
 
@@ -147,19 +160,23 @@ ResultStore::ResultStore(const std::string& path) : path_(path) {
 
 ResultStore::~ResultStore() { sqlite3_close(db_); }
 
-void ResultStore::exec(const std::string& sql) const {
-  char* error = nullptr;
-  if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &error) != SQLITE_OK) {
-    std::string message = error ? error : "unknown error";
-    sqlite3_free(error);
-    throw std::runtime_error("sqlite: " + message);
+void ResultStore::exec(const std::string& sql) const { exec_sql(db_, sql); }
+
+void ResultStore::in_transaction(const std::function<void()>& body) {
+  exec("BEGIN IMMEDIATE");
+  try {
+    body();
+    exec("COMMIT");
+  } catch (...) {
+    exec("ROLLBACK");
+    throw;
   }
 }
 
 // Version 2 added runs.warnings; version-1 databases gain the column (empty) in place.
 int64_t ResultStore::migrate_from_1() {
   exec("BEGIN IMMEDIATE");
-  exec("ALTER TABLE runs ADD COLUMN warnings TEXT NOT NULL DEFAULT ''");
+  exec(std::string("ALTER TABLE runs ADD COLUMN warnings ") + column(kRuns, "warnings").definition);
   exec("UPDATE schema_version SET version = 2");
   exec("COMMIT");
   return 2;
@@ -167,7 +184,7 @@ int64_t ResultStore::migrate_from_1() {
 
 void ResultStore::create_schema() {
   exec("BEGIN IMMEDIATE");
-  exec(kSchema);
+  exec(schema());
   exec("INSERT INTO schema_version VALUES (" + std::to_string(kSchemaVersion) + ")");
   exec("COMMIT");
 }
@@ -375,6 +392,97 @@ std::vector<std::pair<std::string, std::string>> ResultStore::run_fields(int64_t
 std::string ResultStore::integrity_check() const {
   Statement s(db_, "PRAGMA integrity_check");
   return s.step() ? s.text(0) : "no answer";
+}
+
+// ---- SourceDatabase ----------------------------------------------------------------------------
+
+namespace {
+
+// A file: URI opening `path` read-only (the characters URIs reserve are escaped).
+std::string readonly_uri(const std::string& path) {
+  std::string uri = "file:";
+  for (char c : std::filesystem::absolute(path).string()) {
+    if (c == '%' || c == '?' || c == '#') {
+      static const char* hex = "0123456789ABCDEF";
+      uri += '%';
+      uri += hex[(unsigned char)c >> 4];
+      uri += hex[(unsigned char)c & 15];
+    } else {
+      uri += c;
+    }
+  }
+  return uri + "?mode=ro";
+}
+
+}  // namespace
+
+SourceDatabase::SourceDatabase(ResultStore& into, const std::string& path)
+    : db_(into.db_), path_(path) {
+  Statement attach(db_, "ATTACH DATABASE ? AS src");
+  attach.bind(1, readonly_uri(path));
+  try {
+    attach.run();
+  } catch (const std::runtime_error& e) {
+    throw InputError(path + ": cannot open database (" + e.what() + ")");
+  }
+}
+
+SourceDatabase::~SourceDatabase() { sqlite3_exec(db_, "DETACH DATABASE src", nullptr, nullptr, nullptr); }
+
+SourceDatabase::Summary SourceDatabase::summary() const {
+  Summary out;
+  try {
+    Statement has(db_, "SELECT count(*) FROM src.sqlite_master WHERE type = 'table' AND "
+                       "name IN ('schema_version', 'runs', 'cells', 'samples', 'metrics')");
+    has.step();
+    if (has.integer(0) != 5) throw InputError(path_ + ": not a kvbench results database");
+    Statement version(db_, "SELECT version FROM src.schema_version");
+    out.schema_version = version.step() ? version.integer(0) : -1;
+    Statement suites(db_, "SELECT DISTINCT suite FROM src.runs");
+    while (suites.step()) out.suites.insert(suites.text(0));
+  } catch (const InputError&) {
+    throw;
+  } catch (const std::runtime_error& e) {
+    throw InputError(path_ + ": not a kvbench results database (" + e.what() + ")");
+  }
+  return out;
+}
+
+std::vector<SourceDatabase::Run> SourceDatabase::runs() const {
+  // The identity: what makes two rows the same run (one shard's run found in two inputs).
+  Statement s(db_, "SELECT id, suite || char(31) || suite_json || char(31) || command || "
+                   "char(31) || started_at || char(31) || coalesce(host, '') || char(31) || "
+                   "coalesce(git_commit, '') || char(31) || coalesce(threads, ''), started_at, "
+                   "coalesce(finished_at, ''), status FROM src.runs");
+  std::vector<Run> out;
+  while (s.step())
+    out.push_back(Run{.id = s.integer(0), .identity = s.text(1), .started_at = s.text(2),
+                      .finished_at = s.text(3), .status = s.text(4)});
+  return out;
+}
+
+std::vector<SourceDatabase::Cell> SourceDatabase::cells() const {
+  Statement s(db_, "SELECT id, run_id, config_json, status, coalesce(finished_at, started_at) "
+                   "FROM src.cells");
+  std::vector<Cell> out;
+  while (s.step())
+    out.push_back(Cell{.id = s.integer(0), .run_id = s.integer(1), .config_json = s.text(2),
+                       .status = s.text(3), .when = s.text(4)});
+  return out;
+}
+
+void SourceDatabase::copy_run(int64_t id, int64_t new_id) {
+  Statement s(db_, copy_rows(kRuns, 1, "id"));
+  s.bind(1, new_id).bind(2, id).run();
+}
+
+void SourceDatabase::copy_cell(int64_t id, int64_t new_id, int64_t new_run_id) {
+  Statement cell(db_, copy_rows(kCells, 2, "id"));
+  cell.bind(1, new_id).bind(2, new_run_id).bind(3, id).run();
+  for (const Table* rows : {&kSamples, &kMetrics}) {
+    Statement s(db_, copy_rows(*rows, 1, "cell_id"));
+    s.bind(1, new_id).bind(2, id).run();
+  }
 }
 
 }  // namespace kvb

@@ -3,8 +3,10 @@
 #pragma once
 #include <sqlite3.h>
 
+#include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -83,17 +85,63 @@ class ResultStore {
   std::string integrity_check() const;  // "ok" when sound
   // Folds the WAL into the database file (before it is copied or renamed).
   void checkpoint() const;
+  // Runs `body` in one transaction (BEGIN IMMEDIATE ... COMMIT; ROLLBACK when it throws).
+  void in_transaction(const std::function<void()>& body);
 
   // The connection itself, for tests that inspect the schema; kvbench's own code queries
   // through the methods above.
   sqlite3* handle() const { return db_; }
 
  private:
+  friend class SourceDatabase;
   void exec(const std::string& sql) const;
   void create_schema();
   int64_t migrate_from_1();  // returns the new version
   std::string path_;
   sqlite3* db_ = nullptr;
+};
+
+// Another results database attached read-only to a store's connection, for merging: its runs
+// and cells as typed rows, and copies of its rows into the store under new ids (inside the
+// store's in_transaction). One at a time per store; detached when destroyed.
+class SourceDatabase {
+ public:
+  // InputError "<path>: cannot open database (...)" when SQLite cannot attach it.
+  SourceDatabase(ResultStore& into, const std::string& path);
+  ~SourceDatabase();
+  SourceDatabase(const SourceDatabase&) = delete;
+  SourceDatabase& operator=(const SourceDatabase&) = delete;
+
+  struct Summary {
+    int64_t schema_version = -1;  // -1: none recorded
+    std::set<std::string> suites;
+  };
+  // InputError "<path>: not a kvbench results database" unless it has kvbench's five tables.
+  Summary summary() const;
+
+  struct Run {
+    int64_t id = 0;
+    std::string identity;  // the same run in two inputs has the same identity
+    std::string started_at, finished_at, status;
+  };
+  std::vector<Run> runs() const;
+
+  struct Cell {
+    int64_t id = 0, run_id = 0;
+    std::string config_json, status;
+    std::string when;  // finished_at, or started_at when unfinished
+  };
+  std::vector<Cell> cells() const;
+
+  // Copies run `id` into the store as `new_id`.
+  void copy_run(int64_t id, int64_t new_id);
+  // Copies cell `id` with its samples and metrics (in their order) into the store as `new_id`
+  // of run `new_run_id`.
+  void copy_cell(int64_t id, int64_t new_id, int64_t new_run_id);
+
+ private:
+  sqlite3* db_;
+  std::string path_;
 };
 
 // Current UTC time as ISO 8601.

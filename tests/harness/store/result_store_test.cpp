@@ -383,3 +383,75 @@ TEST_F(ResultStoreCells, DataSurvivesReopen) {
 
 }  // namespace
 }  // namespace kvb
+
+namespace kvb {
+namespace {
+
+// SourceDatabase: another database read through a store's connection and copied into it.
+TEST(ResultStoreSource, CopiesARunAndACellWithItsSamplesAndMetricsUnderNewIds) {
+  test::TempDir dir;
+  int64_t cell = 0;
+  {
+    ResultStore source(dir.file("in.db"));
+    const int64_t run = source.begin_run(run_info("s"));
+    source.start_cell(run, "{\"a\":1}", "m", "d", "full", std::nullopt, 0);  // failed below
+    cell = source.start_cell(run, "{\"a\":2}", "m", "d", "full", int64_t(64), 3);
+    source.complete_cell(cell,
+                         {SampleRow{.sample_id = "x", .input_length = 5, .prediction = "p",
+                                    .answers_json = "[]", .score = 1.0},
+                          SampleRow{.sample_id = "w", .input_length = 6, .prediction = "q",
+                                    .answers_json = "[]", .score = 0.0}},
+                         {MetricRow{.sample_id = std::nullopt, .name = "m1", .value = 2.0,
+                                    .unit = "u"}},
+                         1.5);
+    source.finish_run(run, "complete");
+  }
+  ResultStore out(dir.file("out.db"));
+  SourceDatabase src(out, dir.file("in.db"));
+  const SourceDatabase::Summary summary = src.summary();
+  EXPECT_EQ(summary.schema_version, ResultStore::kSchemaVersion);
+  EXPECT_EQ(summary.suites, std::set<std::string>{"s"});
+  ASSERT_EQ(src.runs().size(), 1u);
+  ASSERT_EQ(src.cells().size(), 2u);
+  EXPECT_EQ(src.cells()[1].config_json, "{\"a\":2}");
+  EXPECT_EQ(src.cells()[1].status, "complete");
+  out.in_transaction([&] {
+    src.copy_run(src.runs()[0].id, 7);
+    src.copy_cell(cell, 40, 7);
+  });
+  const std::vector<CellRow> cells = out.all_cells();
+  ASSERT_EQ(cells.size(), 1u);
+  EXPECT_EQ(cells[0].id, 40);
+  EXPECT_EQ(cells[0].run_id, 7);
+  EXPECT_EQ(cells[0].budget, std::optional<int64_t>(64));
+  EXPECT_EQ(cells[0].seed, 3);
+  EXPECT_DOUBLE_EQ(cells[0].elapsed_s, 1.5);
+  const std::vector<SampleRow> samples = out.cell_samples(40);
+  ASSERT_EQ(samples.size(), 2u);  // in their order
+  EXPECT_EQ(samples[0].sample_id, "x");
+  EXPECT_EQ(samples[1].sample_id, "w");
+  ASSERT_EQ(out.cell_metrics(40).size(), 1u);
+  EXPECT_EQ(out.cell_metrics(40)[0].name, "m1");
+  EXPECT_EQ(out.run_info(7).git_commit, "abc");
+}
+
+TEST(ResultStoreSource, RefusesWhatIsNotAKvbenchDatabase) {
+  test::TempDir dir;
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(dir.file("other.db").c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "CREATE TABLE cells (x INTEGER)", nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(db);
+  }
+  ResultStore out(dir.file("out.db"));
+  try {
+    SourceDatabase(out, dir.file("other.db")).summary();
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), dir.file("other.db") + ": not a kvbench results database");
+  }
+}
+
+}  // namespace
+}  // namespace kvb
