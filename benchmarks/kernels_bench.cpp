@@ -1,13 +1,14 @@
 // Kernel bandwidth benchmarks (framework-free kernels in kernels/), Llama-3-8B attention shape:
 // 32 query heads, 8 KV heads, head dim 128, fp32.
-//   copy/<MiB>                      memcpy of a buffer as large as the 32k K+V: the ceiling
+//   copy/<MiB>                      memcpy of a buffer as large as the 32k K+V (read + write)
+//   read_sum/<MiB>                  a parallel sum over it: read-only streaming, decode's ceiling
 //   dense_decode/<n>                dense GQA decode attention over n tokens (4k..32k)
 //   sparse_decode/<n>/<budget>      sparse decode attention, `budget` rows per KV head picked as
 //                                   whole 16-row pages at random from a paged pool of n rows
 //   quest_scores/<n>, pq_scores/<n>, cosine_assign/<n>, centroid_update/<n>
 // Counters: bytes (moved per call) and GBps (bytes / time, decimal GB/s). Copy counts read +
 // write. Compare dense/sparse GBps with copy's GBps of the same run (ratios in README).
-// Run: kvbench_bench --benchmark_filter='copy|dense_decode|sparse_decode|quest|pq_|cosine|centroid'
+// Run: kvbench_bench --benchmark_filter='copy|read_sum|dense_decode|sparse_decode|quest|pq_|cosine|centroid'
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -52,6 +53,25 @@ void BM_copy(benchmark::State& state) {
 }
 // 256 MiB = K+V of 32k tokens x 8 KV heads x 128 x fp32.
 BENCHMARK(BM_copy)->Arg(256)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Read-only streaming: a parallel sum over the buffer with the kernels' thread count (OpenMP's
+// default). Decode attention only reads K and V, so this, not memcpy, is its ceiling.
+void BM_read_sum(benchmark::State& state) {
+  const int64_t n = (int64_t(state.range(0)) << 20) / int64_t(sizeof(float));
+  const std::vector<float> x = random_floats(size_t(n), 4);
+  for (auto _ : state) {
+    double total = 0;
+#pragma omp parallel for reduction(+ : total) schedule(static)
+    for (int64_t i = 0; i < n; i += 16) {
+      float lane = 0;
+      for (int64_t j = i; j < std::min(n, i + 16); ++j) lane += x[size_t(j)];
+      total += lane;
+    }
+    benchmark::DoNotOptimize(total);
+  }
+  set_bytes(state, double(n) * sizeof(float));
+}
+BENCHMARK(BM_read_sum)->Arg(256)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_dense_decode(benchmark::State& state) {
   const int64_t n = state.range(0);

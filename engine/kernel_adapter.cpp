@@ -1,6 +1,7 @@
 #include "engine/kernel_adapter.h"
 
 #include <algorithm>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -17,13 +18,22 @@ namespace kvb {
 
 namespace {
 
-// The CPU kernel's inputs: fp32 CPU tensors, contiguous pools of q's width.
+// The CPU kernel's element type for a pool dtype (none: the kernel does not read it).
+std::optional<kernels::KvElement> kv_element(at::ScalarType t) {
+  if (t == at::kFloat) return kernels::KvElement::kF32;
+  if (t == at::kBFloat16) return kernels::KvElement::kBF16;
+  if (t == at::kHalf) return kernels::KvElement::kF16;
+  return std::nullopt;
+}
+
+// The CPU kernel's inputs: CPU tensors, q of a floating dtype (read as fp32), contiguous pools
+// of q's width in fp32, bf16 or fp16.
 bool cpu_attention_ok(const at::Tensor& q, const at::Tensor& k_pool, const at::Tensor& v_pool) {
-  auto ok = [](const at::Tensor& t) {
-    return t.scalar_type() == at::kFloat && t.device().is_cpu() && t.dim() == 2;
-  };
-  return ok(q) && ok(k_pool) && ok(v_pool) && k_pool.is_contiguous() && v_pool.is_contiguous() &&
-         k_pool.size(1) == q.size(1) && v_pool.size(1) == q.size(1);
+  auto on_cpu = [](const at::Tensor& t) { return t.device().is_cpu() && t.dim() == 2; };
+  return on_cpu(q) && on_cpu(k_pool) && on_cpu(v_pool) && at::isFloatingType(q.scalar_type()) &&
+         k_pool.scalar_type() == v_pool.scalar_type() && kv_element(k_pool.scalar_type()) &&
+         k_pool.is_contiguous() && v_pool.is_contiguous() && k_pool.size(1) == q.size(1) &&
+         v_pool.size(1) == q.size(1);
 }
 
 }  // namespace
@@ -48,8 +58,8 @@ at::Tensor sparse_decode_attention(const at::Tensor& q, const at::Tensor& k_pool
                                          longest >= 0 ? longest : rows.size(0));
 #endif
   if (!cpu_attention_ok(q, k_pool, v_pool))
-    throw std::logic_error("sparse_decode_attention: needs fp32 CPU tensors q [Hq, d] and "
-                           "contiguous pools [rows, d] (or, on a CUDA build, CUDA tensors "
+    throw std::logic_error("sparse_decode_attention: needs CPU tensors q [Hq, d] and contiguous "
+                           "f32/bf16/f16 pools [rows, d] (or, on a CUDA build, CUDA tensors "
                            "without probabilities)");
   const int64_t Hq = q.size(0), d = q.size(1), units = indptr.size(0) - 1;
   if (units <= 0 || Hq % units != 0)
@@ -59,13 +69,14 @@ at::Tensor sparse_decode_attention(const at::Tensor& q, const at::Tensor& k_pool
   at::Tensor offsets = indptr.to(at::kCPU, at::kLong).contiguous();
   at::Tensor row_ids = rows.to(at::kCPU, at::kLong).contiguous();
   const int64_t* off = offsets.data_ptr<int64_t>();
-  at::Tensor qc = q.contiguous();
-  at::Tensor out = at::empty({Hq, d}, q.options());
+  at::Tensor qc = q.to(at::kFloat).contiguous();
+  at::Tensor out = at::empty({Hq, d}, qc.options());
   at::Tensor probs_buffer;
-  if (probs) probs_buffer = at::empty({g * off[units]}, q.options());
-  kernels::sparse_decode_attention(qc.data_ptr<float>(), k_pool.data_ptr<float>(),
-                                   v_pool.data_ptr<float>(), off, row_ids.data_ptr<int64_t>(),
-                                   out.data_ptr<float>(), Hq, units, d, float(scale),
+  if (probs) probs_buffer = at::empty({g * off[units]}, qc.options());
+  kernels::sparse_decode_attention(qc.data_ptr<float>(), k_pool.data_ptr(), v_pool.data_ptr(),
+                                   *kv_element(k_pool.scalar_type()), off,
+                                   row_ids.data_ptr<int64_t>(), out.data_ptr<float>(), Hq, units,
+                                   d, float(scale),
                                    probs ? probs_buffer.data_ptr<float>() : nullptr);
   if (probs) {
     probs->clear();
@@ -74,7 +85,7 @@ at::Tensor sparse_decode_attention(const at::Tensor& q, const at::Tensor& k_pool
       probs->push_back(probs_buffer.narrow(0, g * off[u], g * n).view({g, n}));
     }
   }
-  return out;
+  return out.to(q.scalar_type());
 }
 
 namespace {

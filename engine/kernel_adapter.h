@@ -10,7 +10,7 @@
 namespace kvb {
 
 // True when a kernel runs this decode attention over `units` attention units: the CPU kernel
-// (fp32 CPU tensors, contiguous pools) or, on a CUDA build, the CUDA kernel (f32/bf16/f16
+// (CPU tensors, contiguous f32/bf16/f16 pools: 16-bit pools are read at half the bytes) or, on a CUDA build, the CUDA kernel (f32/bf16/f16
 // pools, g = Hq / units <= 8, d <= 256, without the probabilities). Otherwise the engine gathers
 // the rows and uses ATen.
 bool sparse_attention_supported(const at::Tensor& q, const at::Tensor& k_pool,
@@ -22,8 +22,8 @@ bool sparse_attention_supported(const at::Tensor& q, const at::Tensor& k_pool,
 //   indptr[u] .. indptr[u + 1]; a unit is a KV head serving Hq / units query heads (units = Hq:
 //   one query head each); longest: an upper bound of a unit's rows when the host knows one
 //   (sizes the CUDA kernel's split; -1: nnz).
-// Returns out [Hq, d] in q's dtype. When `probs` is non-null (CPU kernel only) it receives per
-// unit [Hq / units, n_u] softmax probabilities (views of one buffer).
+// Returns out [Hq, d] in q's dtype (computed in fp32). When `probs` is non-null (CPU kernel
+// only) it receives per unit [Hq / units, n_u] fp32 softmax probabilities (views of one buffer).
 at::Tensor sparse_decode_attention(const at::Tensor& q, const at::Tensor& k_pool,
                                    const at::Tensor& v_pool, const at::Tensor& indptr,
                                    const at::Tensor& rows, double scale,

@@ -320,7 +320,7 @@ at::Tensor Session::decode_attention(int layer, const at::Tensor& q, const Selec
   std::vector<at::Tensor>* wanted = method_.wants_attention() ? &probs : nullptr;
   at::Tensor out;  // [Hq, d]
   if (sparse_attention_supported(q, kv.key_pool(), kv.value_pool(), units, wanted != nullptr)) {
-    // A kernel (fp32 CPU, or CUDA) reads the selected pool rows in place: no gathered copy.
+    // A kernel (CPU, or CUDA) reads the selected pool rows in place: no gathered copy.
     out = sparse_decode_attention(q, kv.key_pool(), kv.value_pool(), indptr, rows,
                                   1.0 / std::sqrt(double(d)), wanted, selection.max_count);
   } else {

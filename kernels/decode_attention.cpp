@@ -23,6 +23,11 @@ constexpr int64_t kMaxGroup = 16;    // g handled per pass (larger groups loop o
 constexpr int64_t kMinChunkRows = 512;
 constexpr int64_t kParallelBytes = int64_t(2) << 20;   // K+V bytes below which one thread runs
 
+// K/V element loads: fp32 as is; bf16 (the top half of an fp32) and fp16 widened to fp32.
+KVB_INLINE float load(const float* p, int64_t i) { return p[i]; }
+KVB_INLINE float load(const bf16* p, int64_t i) { return bf16_to_float(p[i]); }
+KVB_INLINE float load(const f16* p, int64_t i) { return f16_to_float(p[i]); }
+
 // Partial result of one (KV head, row chunk): running max m, sum l, accumulator acc[g, d].
 struct Partial {
   float m[kMaxGroup];
@@ -32,9 +37,9 @@ struct Partial {
 // Scores, online softmax and accumulation over rows [r0, r1) of one KV head for g query rows.
 // Row j's K/V: (idx ? base + idx[j] * d : base + j * d). raw (nullable): the scaled scores
 // of the chunk's rows are written at raw[i * raw_stride + j] (j relative to the head's start).
-template <int kUnused>
+template <typename E>
 KVB_INLINE void attend_rows_body(const float* q, int64_t g, int64_t d, float scale,
-                                 const float* k, const float* v, const int64_t* idx,
+                                 const E* k, const E* v, const int64_t* idx,
                                  int64_t r0, int64_t r1, float* m, float* l, float* acc,
                                  float* raw, int64_t raw_stride) {
   float s[kMaxGroup][kTile];
@@ -42,12 +47,12 @@ KVB_INLINE void attend_rows_body(const float* q, int64_t g, int64_t d, float sca
     const int64_t T = std::min(kTile, r1 - t0);
     for (int64_t j = 0; j < T; ++j) {
       const int64_t row = idx ? idx[t0 + j] : t0 + j;
-      const float* kr = k + row * d;
+      const E* kr = k + row * d;
       for (int64_t i = 0; i < g; ++i) {
         const float* qi = q + i * d;
         float dot = 0.f;
 #pragma omp simd reduction(+ : dot)
-        for (int64_t c = 0; c < d; ++c) dot += qi[c] * kr[c];
+        for (int64_t c = 0; c < d; ++c) dot += qi[c] * load(kr, c);
         s[i][j] = dot * scale;
       }
     }
@@ -72,12 +77,12 @@ KVB_INLINE void attend_rows_body(const float* q, int64_t g, int64_t d, float sca
     }
     for (int64_t j = 0; j < T; ++j) {
       const int64_t row = idx ? idx[t0 + j] : t0 + j;
-      const float* vr = v + row * d;
+      const E* vr = v + row * d;
       for (int64_t i = 0; i < g; ++i) {
         const float p = s[i][j];
         float* a = acc + i * d;
 #pragma omp simd
-        for (int64_t c = 0; c < d; ++c) a[c] += p * vr[c];
+        for (int64_t c = 0; c < d; ++c) a[c] += p * load(vr, c);
       }
     }
   }
@@ -88,13 +93,13 @@ KVB_INLINE void attend_rows_body(const float* q, int64_t g, int64_t d, float sca
 // the kG accumulator slices in registers across the tile's rows (V rows of a tile stay in L1).
 constexpr int64_t kW = 16;
 
-template <int kG>
-KVB_INLINE void attend_rows_blocked(const float* q, int64_t d, float scale, const float* k,
-                                    const float* v, const int64_t* idx, int64_t r0, int64_t r1,
+template <int kG, typename E>
+KVB_INLINE void attend_rows_blocked(const float* q, int64_t d, float scale, const E* k,
+                                    const E* v, const int64_t* idx, int64_t r0, int64_t r1,
                                     float* m, float* l, float* acc, float* raw,
                                     int64_t raw_stride) {
   float s[kG][kTile];
-  const float* vrows[kTile];
+  const E* vrows[kTile];
   for (int64_t t0 = r0; t0 < r1; t0 += kTile) {
     const int64_t T = std::min(kTile, r1 - t0);
     for (int64_t j = t0 + kTile, je = std::min(r1, t0 + 2 * kTile); j < je; ++j) {
@@ -106,12 +111,12 @@ KVB_INLINE void attend_rows_blocked(const float* q, int64_t d, float scale, cons
     }
     for (int64_t j = 0; j < T; ++j) {
       const int64_t row = idx ? idx[t0 + j] : t0 + j;
-      const float* kr = k + row * d;
+      const E* kr = k + row * d;
       vrows[j] = v + row * d;
       float part[kG][kW] = {};
       for (int64_t c0 = 0; c0 < d; c0 += kW)
         for (int i = 0; i < kG; ++i)
-          for (int64_t x = 0; x < kW; ++x) part[i][x] += q[i * d + c0 + x] * kr[c0 + x];
+          for (int64_t x = 0; x < kW; ++x) part[i][x] += q[i * d + c0 + x] * load(kr, c0 + x);
       // Tree reduction (a serial 16-add chain per head would cost more than the FMAs).
       for (int i = 0; i < kG; ++i) {
         float r8[8], r4[4];
@@ -141,10 +146,10 @@ KVB_INLINE void attend_rows_blocked(const float* q, int64_t d, float scale, cons
       for (int i = 0; i < kG; ++i)
         for (int64_t x = 0; x < kW; ++x) a[i][x] = acc[i * d + c0 + x];
       for (int64_t j = 0; j < T; ++j) {
-        const float* vr = vrows[j] + c0;
+        const E* vr = vrows[j] + c0;
         for (int i = 0; i < kG; ++i) {
           const float p = s[i][j];
-          for (int64_t x = 0; x < kW; ++x) a[i][x] += p * vr[x];
+          for (int64_t x = 0; x < kW; ++x) a[i][x] += p * load(vr, x);
         }
       }
       for (int i = 0; i < kG; ++i)
@@ -154,9 +159,9 @@ KVB_INLINE void attend_rows_blocked(const float* q, int64_t d, float scale, cons
 }
 
 // Picks the blocked variant when g is 1, 2, 4 or 8 and d % kW == 0.
-template <int kUnused>
+template <typename E>
 KVB_INLINE void attend_rows_dispatch(const float* q, int64_t g, int64_t d, float scale,
-                                     const float* k, const float* v, const int64_t* idx,
+                                     const E* k, const E* v, const int64_t* idx,
                                      int64_t r0, int64_t r1, float* m, float* l, float* acc,
                                      float* raw, int64_t raw_stride) {
   if (d % kW == 0) {
@@ -168,13 +173,14 @@ KVB_INLINE void attend_rows_dispatch(const float* q, int64_t g, int64_t d, float
       default: break;
     }
   }
-  attend_rows_body<0>(q, g, d, scale, k, v, idx, r0, r1, m, l, acc, raw, raw_stride);
+  attend_rows_body(q, g, d, scale, k, v, idx, r0, r1, m, l, acc, raw, raw_stride);
 }
 
-void attend_rows_generic(const float* q, int64_t g, int64_t d, float scale, const float* k,
-                         const float* v, const int64_t* idx, int64_t r0, int64_t r1, float* m,
+template <typename E>
+void attend_rows_generic(const float* q, int64_t g, int64_t d, float scale, const E* k,
+                         const E* v, const int64_t* idx, int64_t r0, int64_t r1, float* m,
                          float* l, float* acc, float* raw, int64_t raw_stride) {
-  attend_rows_dispatch<0>(q, g, d, scale, k, v, idx, r0, r1, m, l, acc, raw, raw_stride);
+  attend_rows_dispatch(q, g, d, scale, k, v, idx, r0, r1, m, l, acc, raw, raw_stride);
 }
 
 #if KVB_X86_DISPATCH
@@ -210,15 +216,25 @@ KVB_TARGET_AVX2 inline __m256 exp256(__m256 x) {
   return _mm256_mul_ps(y, _mm256_castsi256_ps(n));
 }
 
-template <int kG>
+// 8 K/V elements widened to fp32.
+KVB_TARGET_AVX2 inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+KVB_TARGET_AVX2 inline __m256 load8(const bf16* p) {
+  const __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
+}
+KVB_TARGET_AVX2 inline __m256 load8(const f16* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+template <int kG, typename E>
 KVB_TARGET_AVX2 void attend_rows_avx2_blocked(const float* q, int64_t d, float scale,
-                                              const float* k, const float* v,
+                                              const E* k, const E* v,
                                               const int64_t* idx, int64_t r0, int64_t r1,
                                               float* m, float* l, float* acc, float* raw,
                                               int64_t raw_stride) {
   constexpr int kB = kG < 4 ? kG : 4;  // query heads per register block
   float s[kG][kTile];
-  const float* vrows[kTile];
+  const E* vrows[kTile];
   for (int64_t t0 = r0; t0 < r1; t0 += kTile) {
     const int64_t T = std::min(kTile, r1 - t0);
     // Software prefetch two tiles ahead (paged / indexed rows defeat the hardware prefetcher).
@@ -231,13 +247,13 @@ KVB_TARGET_AVX2 void attend_rows_avx2_blocked(const float* q, int64_t d, float s
     }
     for (int64_t j = 0; j < T; ++j) {
       const int64_t row = idx ? idx[t0 + j] : t0 + j;
-      const float* kr = k + row * d;
+      const E* kr = k + row * d;
       vrows[j] = v + row * d;
       for (int ib = 0; ib < kG; ib += kB) {
         __m256 a0[kB], a1[kB];
         for (int i = 0; i < kB; ++i) a0[i] = a1[i] = _mm256_setzero_ps();
         for (int64_t c0 = 0; c0 < d; c0 += 16) {
-          const __m256 k0 = _mm256_loadu_ps(kr + c0), k1 = _mm256_loadu_ps(kr + c0 + 8);
+          const __m256 k0 = load8(kr + c0), k1 = load8(kr + c0 + 8);
           for (int i = 0; i < kB; ++i) {
             const float* qi = q + (ib + i) * d + c0;
             a0[i] = _mm256_fmadd_ps(_mm256_loadu_ps(qi), k0, a0[i]);
@@ -285,7 +301,7 @@ KVB_TARGET_AVX2 void attend_rows_avx2_blocked(const float* q, int64_t d, float s
           a1[i] = _mm256_loadu_ps(acc + (ib + i) * d + c0 + 8);
         }
         for (int64_t j = 0; j < T; ++j) {
-          const __m256 v0 = _mm256_loadu_ps(vrows[j] + c0), v1 = _mm256_loadu_ps(vrows[j] + c0 + 8);
+          const __m256 v0 = load8(vrows[j] + c0), v1 = load8(vrows[j] + c0 + 8);
           for (int i = 0; i < kB; ++i) {
             const __m256 p = _mm256_broadcast_ss(&s[ib + i][j]);
             a0[i] = _mm256_fmadd_ps(p, v0, a0[i]);
@@ -300,8 +316,9 @@ KVB_TARGET_AVX2 void attend_rows_avx2_blocked(const float* q, int64_t d, float s
   }
 }
 
+template <typename E>
 KVB_TARGET_AVX2 void attend_rows_avx2(const float* q, int64_t g, int64_t d, float scale,
-                                      const float* k, const float* v, const int64_t* idx,
+                                      const E* k, const E* v, const int64_t* idx,
                                       int64_t r0, int64_t r1, float* m, float* l, float* acc,
                                       float* raw, int64_t raw_stride) {
   if (d % 16 == 0) {
@@ -313,13 +330,14 @@ KVB_TARGET_AVX2 void attend_rows_avx2(const float* q, int64_t g, int64_t d, floa
       default: break;
     }
   }
-  attend_rows_dispatch<0>(q, g, d, scale, k, v, idx, r0, r1, m, l, acc, raw, raw_stride);
+  attend_rows_dispatch(q, g, d, scale, k, v, idx, r0, r1, m, l, acc, raw, raw_stride);
 }
 #endif
 
-void attend_rows(const float* q, int64_t g, int64_t d, float scale, const float* k,
-                 const float* v, const int64_t* idx, int64_t r0, int64_t r1, float* m, float* l,
-                 float* acc, float* raw, int64_t raw_stride) {
+template <typename E>
+void attend_rows(const float* q, int64_t g, int64_t d, float scale, const E* k, const E* v,
+                 const int64_t* idx, int64_t r0, int64_t r1, float* m, float* l, float* acc,
+                 float* raw, int64_t raw_stride) {
 #if KVB_X86_DISPATCH
   if (cpu_has_avx2_fma())
     return attend_rows_avx2(q, g, d, scale, k, v, idx, r0, r1, m, l, acc, raw, raw_stride);
@@ -337,16 +355,18 @@ int max_threads() {
 
 // Shared driver. Head h's rows: count[h]; row j of head h lives at
 // k_head[h] + (idx_head[h] ? idx_head[h][j] : j) * d.
+template <typename E>
 struct HeadRows {
-  const float* k;
-  const float* v;
+  const E* k;
+  const E* v;
   const int64_t* idx;  // nullptr: contiguous
   int64_t n;
   float* probs;        // nullptr or [g, n]
 };
 
+template <typename E>
 void run(const float* q, float* out, int64_t Hq, int64_t Hkv, int64_t d, float scale,
-         const std::vector<HeadRows>& heads) {
+         const std::vector<HeadRows<E>>& heads) {
   const int64_t g = Hq / Hkv;
   // Passes over the group when g > kMaxGroup (each pass re-reads K/V; rare in practice).
   const int64_t gp = std::min(g, kMaxGroup);
@@ -354,12 +374,12 @@ void run(const float* q, float* out, int64_t Hq, int64_t Hkv, int64_t d, float s
   // Split rows so there are enough work items for the threads (split-K) but chunks stay long.
   const int threads = max_threads();
   int64_t max_n = 0;
-  for (const HeadRows& h : heads) max_n = std::max(max_n, h.n);
+  for (const HeadRows<E>& h : heads) max_n = std::max(max_n, h.n);
   const int64_t want_items = int64_t(threads) * 4;
   int64_t chunks = std::max<int64_t>(1, (want_items + Hkv * passes - 1) / (Hkv * passes));
   chunks = std::max<int64_t>(1, std::min(chunks, max_n / kMinChunkRows));
   int64_t all_rows = 0;
-  for (const HeadRows& h : heads) all_rows += h.n;
+  for (const HeadRows<E>& h : heads) all_rows += h.n;
   if (all_rows * d * int64_t(2 * sizeof(float)) < kParallelBytes) chunks = 1;  // serial anyway
   const int64_t items = Hkv * passes * chunks;
   std::vector<Partial> parts(items);
@@ -371,7 +391,7 @@ void run(const float* q, float* out, int64_t Hq, int64_t Hkv, int64_t d, float s
 #pragma omp parallel for schedule(dynamic, 1) if (parallel)
   for (int64_t it = 0; it < items; ++it) {
     const int64_t h = it / (passes * chunks), p = (it / chunks) % passes, c = it % chunks;
-    const HeadRows& hr = heads[h];
+    const HeadRows<E>& hr = heads[h];
     const int64_t g0 = p * gp, gn = std::min(gp, g - g0);
     const int64_t per = (hr.n + chunks - 1) / chunks;
     const int64_t r0 = std::min(hr.n, c * per), r1 = std::min(hr.n, r0 + per);
@@ -391,7 +411,7 @@ void run(const float* q, float* out, int64_t Hq, int64_t Hkv, int64_t d, float s
   for (int64_t hp = 0; hp < Hkv * passes; ++hp) {
     const int64_t h = hp / passes, p = hp % passes;
     const int64_t g0 = p * gp, gn = std::min(gp, g - g0);
-    const HeadRows& hr = heads[h];
+    const HeadRows<E>& hr = heads[h];
     for (int64_t i = 0; i < gn; ++i) {
       float M = -std::numeric_limits<float>::infinity();
       for (int64_t c = 0; c < chunks; ++c) M = std::max(M, parts[hp * chunks + c].m[i]);
@@ -422,22 +442,52 @@ void run(const float* q, float* out, int64_t Hq, int64_t Hkv, int64_t d, float s
 void dense_decode_attention(const float* q, const float* k, const float* v, float* out,
                             int64_t num_q_heads, int64_t num_kv_heads, int64_t n, int64_t d,
                             int64_t kv_head_stride, float scale) {
-  std::vector<HeadRows> heads(num_kv_heads);
+  std::vector<HeadRows<float>> heads(num_kv_heads);
   for (int64_t h = 0; h < num_kv_heads; ++h)
-    heads[h] = HeadRows{k + h * kv_head_stride, v + h * kv_head_stride, nullptr, n, nullptr};
+    heads[h] = HeadRows<float>{.k = k + h * kv_head_stride, .v = v + h * kv_head_stride,
+                               .idx = nullptr, .n = n, .probs = nullptr};
   run(q, out, num_q_heads, num_kv_heads, d, scale, heads);
 }
+
+namespace {
+
+template <typename E>
+void sparse_rows(const float* q, const E* k_pool, const E* v_pool, const int64_t* offsets,
+                 const int64_t* rows, float* out, int64_t num_q_heads, int64_t num_kv_heads,
+                 int64_t d, float scale, float* probs) {
+  const int64_t g = num_q_heads / num_kv_heads;
+  std::vector<HeadRows<E>> heads(num_kv_heads);
+  for (int64_t h = 0; h < num_kv_heads; ++h)
+    heads[h] = HeadRows<E>{.k = k_pool, .v = v_pool, .idx = rows + offsets[h],
+                           .n = offsets[h + 1] - offsets[h],
+                           .probs = probs ? probs + g * offsets[h] : nullptr};
+  run(q, out, num_q_heads, num_kv_heads, d, scale, heads);
+}
+
+}  // namespace
 
 void sparse_decode_attention(const float* q, const float* k_pool, const float* v_pool,
                              const int64_t* offsets, const int64_t* rows, float* out,
                              int64_t num_q_heads, int64_t num_kv_heads, int64_t d, float scale,
                              float* probs) {
-  const int64_t g = num_q_heads / num_kv_heads;
-  std::vector<HeadRows> heads(num_kv_heads);
-  for (int64_t h = 0; h < num_kv_heads; ++h)
-    heads[h] = HeadRows{k_pool, v_pool, rows + offsets[h], offsets[h + 1] - offsets[h],
-                        probs ? probs + g * offsets[h] : nullptr};
-  run(q, out, num_q_heads, num_kv_heads, d, scale, heads);
+  sparse_rows(q, k_pool, v_pool, offsets, rows, out, num_q_heads, num_kv_heads, d, scale, probs);
+}
+
+void sparse_decode_attention(const float* q, const void* k_pool, const void* v_pool,
+                             KvElement element, const int64_t* offsets, const int64_t* rows,
+                             float* out, int64_t num_q_heads, int64_t num_kv_heads, int64_t d,
+                             float scale, float* probs) {
+  switch (element) {
+    case KvElement::kF32:
+      return sparse_rows(q, static_cast<const float*>(k_pool), static_cast<const float*>(v_pool),
+                         offsets, rows, out, num_q_heads, num_kv_heads, d, scale, probs);
+    case KvElement::kBF16:
+      return sparse_rows(q, static_cast<const bf16*>(k_pool), static_cast<const bf16*>(v_pool),
+                         offsets, rows, out, num_q_heads, num_kv_heads, d, scale, probs);
+    case KvElement::kF16:
+      return sparse_rows(q, static_cast<const f16*>(k_pool), static_cast<const f16*>(v_pool),
+                         offsets, rows, out, num_q_heads, num_kv_heads, d, scale, probs);
+  }
 }
 
 int64_t decode_attention_bytes(int64_t num_q_heads, int64_t attended_rows_all_heads, int64_t d,

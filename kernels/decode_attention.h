@@ -1,12 +1,52 @@
-// Decode-time attention (one new query token per sequence), fp32, framework-free.
+// Decode-time attention (one new query token per sequence), framework-free: fp32 queries and
+// accumulation; K/V in fp32, bf16 or fp16 (sparse), widened to fp32 as they are read.
 // Both kernels stream K and V once (online softmax in tiles, flash-decoding style: partial
 // (max, sum, accumulator) per (KV head, row chunk), merged at the end), serve the g = Hq/Hkv
 // query heads of a GQA group from one read of each K/V row, and run OpenMP over
 // (KV head, row chunk) work items. Reference implementations: kernels/reference/reference.h.
 #pragma once
 #include <cstdint>
+#include <cstring>
 
 namespace kvb::kernels {
+
+// 16-bit K/V elements, as stored (bit patterns).
+struct bf16 {
+  uint16_t bits;
+};
+struct f16 {
+  uint16_t bits;
+};
+
+// bf16 is the top half of an fp32.
+inline float bf16_to_float(bf16 x) {
+  const uint32_t bits = uint32_t(x.bits) << 16;
+  float out;
+  std::memcpy(&out, &bits, sizeof(out));
+  return out;
+}
+
+// IEEE half to float, subnormals, infinities and NaN included.
+inline float f16_to_float(f16 x) {
+  const uint32_t sign = uint32_t(x.bits & 0x8000u) << 16;
+  uint32_t exponent = (x.bits >> 10) & 0x1fu, mantissa = x.bits & 0x3ffu, bits;
+  if (exponent == 0x1f) {
+    bits = sign | 0x7f800000u | (mantissa << 13);  // inf, NaN
+  } else if (exponent != 0) {
+    bits = sign | ((exponent + 112) << 23) | (mantissa << 13);  // 127 - 15 = 112
+  } else if (mantissa == 0) {
+    bits = sign;  // zero
+  } else {  // subnormal: normalise
+    exponent = 113;
+    while (!(mantissa & 0x400u)) mantissa <<= 1, --exponent;
+    bits = sign | (exponent << 23) | ((mantissa & 0x3ffu) << 13);
+  }
+  float out;
+  std::memcpy(&out, &bits, sizeof(out));
+  return out;
+}
+
+enum class KvElement { kF32, kBF16, kF16 };
 
 // Dense GQA decode attention over contiguous K/V.
 //   q:   [Hq, d]           query heads h*g .. h*g+g-1 share KV head h (g = Hq / Hkv)
@@ -31,6 +71,12 @@ void sparse_decode_attention(const float* q, const float* k_pool, const float* v
                              const int64_t* offsets, const int64_t* rows, float* out,
                              int64_t num_q_heads, int64_t num_kv_heads, int64_t d, float scale,
                              float* probs = nullptr);
+
+// The same over pools of any KvElement (16-bit pools are read at half the bytes).
+void sparse_decode_attention(const float* q, const void* k_pool, const void* v_pool,
+                             KvElement element, const int64_t* offsets, const int64_t* rows,
+                             float* out, int64_t num_q_heads, int64_t num_kv_heads, int64_t d,
+                             float scale, float* probs = nullptr);
 
 // Bytes a call must move (for bandwidth accounting): the attended K and V rows, q, out, and the
 // row indices when `indexed` (sparse).

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
+#include <random>
 
 #include "kernels/reference/reference.h"
 #include "tests/kernels/kernel_test_util.h"
@@ -120,6 +122,75 @@ TEST(SparseDecodeAttention, SingleHeadLongListSplitsAcrossThreads) {
 TEST(SparseDecodeAttention, BytesCountKvRowsAndIndices) {
   EXPECT_EQ(decode_attention_bytes(32, 8 * 1024, 128, false), 4 * (2 * 8 * 1024 * 128 + 2 * 32 * 128));
   EXPECT_EQ(decode_attention_bytes(32, 10, 128, true) - decode_attention_bytes(32, 10, 128, false), 80);
+}
+
+}  // namespace
+}  // namespace kvb::kernels
+
+namespace kvb::kernels {
+namespace {
+
+TEST(KvElements, SixteenBitConversionsKnownValues) {
+  EXPECT_EQ(bf16_to_float(bf16{0x3F80}), 1.0f);
+  EXPECT_EQ(bf16_to_float(bf16{0xC040}), -3.0f);
+  EXPECT_EQ(f16_to_float(f16{0x3C00}), 1.0f);
+  EXPECT_EQ(f16_to_float(f16{0xC000}), -2.0f);
+  EXPECT_EQ(f16_to_float(f16{0x7BFF}), 65504.0f);                // largest finite
+  EXPECT_EQ(f16_to_float(f16{0x0001}), std::ldexp(1.0f, -24));  // smallest subnormal
+  EXPECT_EQ(f16_to_float(f16{0x03FF}), 1023.0f * std::ldexp(1.0f, -24));
+  EXPECT_EQ(f16_to_float(f16{0x8000}), -0.0f);
+  EXPECT_TRUE(std::isinf(f16_to_float(f16{0x7C00})));
+  EXPECT_TRUE(std::isnan(f16_to_float(f16{0x7E00})));
+}
+
+// 16-bit pools: the kernel (AVX2 loads where the CPU has them) against the fp32 reference run on
+// the same values widened in software.
+template <typename E>
+void check_sixteen_bit(KvElement element, E (*from_bits)(uint16_t), float (*widen)(E)) {
+  KernelRng rng;
+  SCOPED_TRACE(rng.trace());
+  const int64_t Hq = 32, Hkv = 8, d = 128, pool_rows = 3000;
+  const std::vector<int64_t> lengths = {1024, 1000, 1, 0, 256, 2999, 64, 17};
+  auto q = rng.normal(size_t(Hq * d), 2.f);
+  std::vector<E> kp, vp;
+  std::vector<float> kf, vf;
+  std::uniform_int_distribution<int> exponent(-6, 2), mantissa(0, 1023), sign(0, 1);
+  for (int64_t i = 0; i < pool_rows * d; ++i)
+    for (auto* pair : {&kp, &vp}) {
+      // A finite value of either format: sign, exponent 2^-6..2^2, 10 mantissa bits.
+      const float x = (sign(rng.gen) ? -1.f : 1.f) * std::ldexp(1.f + mantissa(rng.gen) / 1024.f,
+                                                                 exponent(rng.gen));
+      uint32_t bits;
+      std::memcpy(&bits, &x, sizeof(bits));
+      const uint16_t half_bits = element == KvElement::kBF16
+          ? uint16_t(bits >> 16)
+          : uint16_t(((bits >> 16) & 0x8000u) | ((((bits >> 23) & 0xffu) - 112u) << 10) |
+                     ((bits >> 13) & 0x3ffu));
+      pair->push_back(from_bits(half_bits));
+    }
+  for (const E& e : kp) kf.push_back(widen(e));
+  for (const E& e : vp) vf.push_back(widen(e));
+  std::vector<int64_t> offsets{0}, rows;
+  for (int64_t h = 0; h < Hkv; ++h) {
+    for (int64_t j = 0; j < lengths[size_t(h)]; ++j) rows.push_back((j * 7 + h) % pool_rows);
+    offsets.push_back(int64_t(rows.size()));
+  }
+  const float scale = 1.f / std::sqrt(float(d));
+  auto out = poisoned<float>(size_t(Hq * d)), ref = poisoned<float>(size_t(Hq * d));
+  sparse_decode_attention(q.data(), kp.data(), vp.data(), element, offsets.data(), rows.data(),
+                          out.data(), Hq, Hkv, d, scale);
+  sparse_decode_attention_reference(q.data(), kf.data(), vf.data(), offsets.data(), rows.data(),
+                                    ref.data(), Hq, Hkv, d, scale, nullptr);
+  for (int64_t x = 0; x < (Hq / Hkv) * d; ++x) ref[size_t(3 * (Hq / Hkv) * d + x)] = 0.f;  // empty head
+  EXPECT_LT(relative_error(out, ref), 1e-5);
+}
+
+TEST(SparseDecodeAttention, Bf16PoolsMatchTheReferenceOnTheirValues) {
+  check_sixteen_bit<bf16>(KvElement::kBF16, [](uint16_t b) { return bf16{b}; }, bf16_to_float);
+}
+
+TEST(SparseDecodeAttention, F16PoolsMatchTheReferenceOnTheirValues) {
+  check_sixteen_bit<f16>(KvElement::kF16, [](uint16_t b) { return f16{b}; }, f16_to_float);
 }
 
 }  // namespace
