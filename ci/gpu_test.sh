@@ -10,7 +10,9 @@
 #   5. build-gpu/kvbench run smoke --device cuda --fresh (exit status 0: every cell complete),
 #      where `kvbench run --help` lists --device;
 #   6. kvbench run eviction --device cuda --dtype bf16 (where the shared folder has stories260K);
-#   7. kvbench generate --model random-llama3-8b --device cuda --dtype bf16 on a 32k-token prompt.
+#   7. kvbench generate --model random-llama3-8b --device cuda --dtype bf16 on a 32k-token prompt;
+#   8. kvbench_bench --benchmark_filter=gpu_ (device copy, the decode kernel dense and sparse at
+#      32k/128k, ATen SDPA on the same shapes; CUDA events), its medians printed before the table.
 # Then the skipped tests with their reasons and a table of the steps. Exit 0 when every step
 # passed, 1 otherwise, 2 when the set-up could not start (no CUDA LibTorch, no nvcc: its one line).
 #
@@ -142,6 +144,11 @@ fi
 long_prompt=$(head -c 32000 /dev/zero | tr '\0' 'a')  # the byte tokenizer: 32k tokens
 timed_step "generate random-llama3-8b 32k bf16" "./$build/kvbench" generate \
   --model random-llama3-8b --device cuda --dtype bf16 --max-new 16 --prompt "$long_prompt"
+
+# 8. The GPU kernel benchmarks (benchmarks/gpu_bench.cpp).
+timed_step "kvbench_bench gpu_" "./$build/kvbench_bench" --benchmark_filter=gpu_ \
+  --benchmark_min_time=0.2 --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
+  --benchmark_out="$build/gpu-bench.json" --benchmark_out_format=json
 
 echo
 skips=()

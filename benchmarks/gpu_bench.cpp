@@ -1,0 +1,126 @@
+// GPU kernel benchmarks (issue 21), built into kvbench_bench on a CUDA build
+// (KVBENCH_CUDA_KERNELS); timed with CUDA events around each call, after Google Benchmark's
+// warm-up. Llama-3-8B attention shape: 32 query heads, 8 KV heads of 128, bf16 K/V.
+//   gpu_copy/<MiB>                  device-to-device copy: the ceiling (read + write counted)
+//   gpu_decode_all/<n>              kvbench's paged decode kernel over every row of n tokens
+//   gpu_decode_sparse/<n>/<B>       the same over B rows per KV head (random 16-row pages)
+//   gpu_sdpa/<n>                    ATen's scaled_dot_product_attention on the same shapes (the
+//                                   group's 4 query heads as 4 queries of their KV head)
+// Counters: bytes moved per call and TBps (bytes / time, decimal).
+// Run: kvbench_bench --benchmark_filter='gpu_'
+#if KVBENCH_CUDA_KERNELS
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAEvent.h>
+#include <benchmark/benchmark.h>
+#include <torch/version.h>
+
+#include <cmath>
+#include <functional>
+#include <vector>
+
+#include "kernels/cuda/torch_glue.h"
+
+namespace kvb {
+namespace {
+
+constexpr int64_t kHq = 32, kHkv = 8, kD = 128;
+const at::Device kGpu(at::kCUDA, 0);
+
+void set_bytes(benchmark::State& state, double bytes) {
+  state.counters["bytes"] = bytes;
+  state.counters["TBps"] =
+      benchmark::Counter(bytes * 1e-12, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// Times each call of `op` between two CUDA events on the current stream.
+void time_with_events(benchmark::State& state, const std::function<void()>& op) {
+  if (!at::cuda::is_available()) return state.SkipWithError("skipped: no GPU");
+  at::cuda::CUDAEvent start(cudaEventDefault), stop(cudaEventDefault);
+  for (auto _ : state) {
+    const auto stream = at::cuda::getCurrentCUDAStream();
+    start.record(stream);
+    op();
+    stop.record(stream);
+    stop.synchronize();
+    state.SetIterationTime(double(start.elapsed_time(stop)) * 1e-3);
+  }
+}
+
+void BM_gpu_copy(benchmark::State& state) {
+  if (!at::cuda::is_available()) return state.SkipWithError("skipped: no GPU");
+  const int64_t bytes = int64_t(state.range(0)) << 20;
+  at::Tensor src = at::ones({bytes}, at::TensorOptions(kGpu).dtype(at::kByte));
+  at::Tensor dst = at::empty_like(src);
+  time_with_events(state, [&] { dst.copy_(src); });
+  set_bytes(state, 2.0 * double(bytes));
+}
+BENCHMARK(BM_gpu_copy)->Arg(1024)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+// A bf16 pool of n tokens per KV head (heads' rows interleaved by 16-row blocks, as LayerKV
+// allocates them) and a query.
+struct Pool {
+  at::Tensor q, k, v;  // [Hq, d], [Hkv * n, d] x2
+};
+
+Pool make_pool(int64_t n) {
+  const auto bf16 = at::TensorOptions(kGpu).dtype(at::kBFloat16);
+  return {at::randn({kHq, kD}, bf16), at::randn({kHkv * n, kD}, bf16),
+          at::randn({kHkv * n, kD}, bf16)};
+}
+
+// Pool rows of `pages` random 16-row pages per KV head (all pages when pages = n / 16).
+std::pair<at::Tensor, at::Tensor> pages_of_heads(int64_t n, int64_t pages) {
+  std::vector<int64_t> indptr = {0}, rows;
+  at::manual_seed(7);
+  for (int64_t h = 0; h < kHkv; ++h) {
+    at::Tensor chosen = std::get<0>(at::randperm(n / 16, at::kLong).narrow(0, 0, pages).sort());
+    for (int64_t i = 0; i < pages; ++i)
+      for (int64_t r = 0; r < 16; ++r)
+        rows.push_back((chosen[i].item<int64_t>() * kHkv + h) * 16 + r);
+    indptr.push_back(int64_t(rows.size()));
+  }
+  return {at::tensor(indptr).to(kGpu), at::tensor(rows).to(kGpu)};
+}
+
+void decode(benchmark::State& state, int64_t n, int64_t rows_per_head) {
+  if (!at::cuda::is_available()) return state.SkipWithError("skipped: no GPU");
+  const Pool pool = make_pool(n);
+  const std::pair<at::Tensor, at::Tensor> selection = pages_of_heads(n, rows_per_head / 16);
+  const at::Tensor& indptr = selection.first;  // [Hkv + 1]
+  const at::Tensor& rows = selection.second;   // [Hkv * rows_per_head]
+  const double scale = 1.0 / std::sqrt(double(kD));
+  time_with_events(state, [&] {
+    cuda::sparse_decode_attention(pool.q, pool.k, pool.v, indptr, rows, scale, rows_per_head);
+  });
+  const double attended = double(kHkv * rows_per_head);
+  set_bytes(state, attended * (2 * kD * 2 + 8) + 2.0 * kHq * kD * 2);
+}
+
+void BM_gpu_decode_all(benchmark::State& state) { decode(state, state.range(0), state.range(0)); }
+BENCHMARK(BM_gpu_decode_all)->Arg(32768)->Arg(131072)->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+
+void BM_gpu_decode_sparse(benchmark::State& state) {
+  decode(state, state.range(0), state.range(1));
+}
+BENCHMARK(BM_gpu_decode_sparse)->Args({32768, 1024})->Args({131072, 1024})->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+
+#if TORCH_VERSION_MAJOR >= 2
+void BM_gpu_sdpa(benchmark::State& state) {
+  if (!at::cuda::is_available()) return state.SkipWithError("skipped: no GPU");
+  const int64_t n = state.range(0);
+  const auto bf16 = at::TensorOptions(kGpu).dtype(at::kBFloat16);
+  // [batch 1, Hkv, g queries, d] over [1, Hkv, n, d]: GQA without repeating K/V.
+  at::Tensor q = at::randn({1, kHkv, kHq / kHkv, kD}, bf16);
+  at::Tensor k = at::randn({1, kHkv, n, kD}, bf16), v = at::randn({1, kHkv, n, kD}, bf16);
+  time_with_events(state, [&] { at::scaled_dot_product_attention(q, k, v); });
+  set_bytes(state, double(kHkv * n) * 2 * kD * 2);
+}
+BENCHMARK(BM_gpu_sdpa)->Arg(32768)->Arg(131072)->UseManualTime()->Unit(benchmark::kMicrosecond);
+#endif
+
+}  // namespace
+}  // namespace kvb
+#endif  // KVBENCH_CUDA_KERNELS
