@@ -7,11 +7,7 @@
 #include "engine/common/error.h"
 #include "engine/kernel_adapter.h"
 
-#include <torch/cuda.h>
-
 namespace kvb {
-
-using Clock = std::chrono::steady_clock;
 
 void AttendedTally::reset(int layers, int kv_heads, at::Device device) {
   const at::TensorOptions on = at::TensorOptions().device(device);
@@ -78,21 +74,11 @@ Selection select_everything(const LayerKV& kv) {
 }
 
 Session::Session(const LlamaModel& model, Method& method, SessionOptions options)
-    : model_(model), method_(method), options_(options) {
+    : model_(model), method_(method), options_(options), clock_(model.device()) {
   if (!options_.model_view) {
     own_view_ = std::make_unique<ModelView>(model_, /*cache_dir=*/"");
     options_.model_view = own_view_.get();
   }
-}
-
-Clock::time_point Session::now() const {
-  // A GPU runs behind the host: wait for it so that a phase's time is its own work's.
-  if (model_.device().is_cuda()) torch::cuda::synchronize(model_.device().index());
-  return Clock::now();
-}
-
-double Session::elapsed(Clock::time_point start) const {
-  return std::chrono::duration<double>(now() - start).count();
 }
 
 void Session::check_context(int64_t tokens) const {
@@ -131,7 +117,7 @@ at::Tensor Session::prefill(const std::vector<int>& ids, bool all_logits) {
     if (id < 0 || id >= c.vocab_size)
       throw InputError("prefill: token id " + std::to_string(id) + " outside the vocabulary");
   check_context(int64_t(ids.size()));
-  auto start = now();
+  const PhaseClock::Mark start = clock_.mark();
   const at::TensorOptions kv_options = model_.embed.options();  // the model's device and dtype
   kv_.clear();
   shadow_.clear();
@@ -156,14 +142,15 @@ at::Tensor Session::prefill(const std::vector<int>& ids, bool all_logits) {
   at::Tensor token_ids = at::tensor(std::vector<int64_t>(ids.begin(), ids.end()), at::kLong);
   at::Tensor x = model_.embed.index_select(0, token_ids.to(model_.device()));  // [L, D]
   for (int l = 0; l < c.num_hidden_layers; ++l) x = prefill_layer(l, x);
-  auto hook_start = now();
+  const PhaseClock::Mark hook_start = clock_.mark();
   method_.after_prefill(kv_);
   for (LayerKV& layer : kv_) layer.shrink_to_fit();  // evicted blocks leave the process
-  timings_.prefill_method_s += elapsed(hook_start);
+  clock_.add_since(hook_start, &timings_.prefill_method_s);
   position_ = int64_t(ids.size());
   at::Tensor out = all_logits ? output_logits(model_, x)
                               : output_logits(model_, x.narrow(0, x.size(0) - 1, 1))[0];
-  timings_.prefill_s = elapsed(start);
+  clock_.add_since(start, &timings_.prefill_s);  // reset to 0 above
+  clock_.settle();
   return out;
 }
 
@@ -204,9 +191,9 @@ at::Tensor Session::prefill_layer(int layer, const at::Tensor& x) {
 
   kv_[layer].append_many(k, v, 0);
   if (options_.track_fidelity) shadow_[layer].append_many(k, v, 0);
-  auto hook_start = now();
+  const PhaseClock::Mark hook_start = clock_.mark();
   method_.on_prefill(layer, q, k, v, kv_[layer]);
-  timings_.prefill_method_s += elapsed(hook_start);
+  clock_.add_since(hook_start, &timings_.prefill_method_s);
 
   at::Tensor y = x + attention_output(w, attn);
   const int64_t mlp_rows = options_.prefill_mlp_rows > 0 ? options_.prefill_mlp_rows : 4096;
@@ -218,16 +205,17 @@ at::Tensor Session::decode(int token) {
   if (token < 0 || token >= model_.config.vocab_size)
     throw InputError("decode: token id " + std::to_string(token) + " outside the vocabulary");
   check_context(position_ + 1);
-  auto start = now();
+  const PhaseClock::Mark start = clock_.mark();
   method_.on_decode_step(kv_);  // cross-layer decisions before the step's token is appended
-  timings_.select_s += elapsed(start);
+  clock_.add_since(start, &timings_.select_s);
   at::Tensor x = model_.embed.narrow(0, token, 1);  // [1, D]
   for (int l = 0; l < model_.config.num_hidden_layers; ++l) x = decode_layer(l, x);
   ++position_;
   tally_.step();
   ++timings_.decode_steps;
   at::Tensor out = output_logits(model_, x)[0];
-  timings_.decode_s += elapsed(start);
+  clock_.add_since(start, &timings_.decode_s);
+  clock_.settle();  // the caller's read of the token waits for the GPU here anyway
   return out;
 }
 
@@ -245,10 +233,10 @@ at::Tensor Session::decode_layer(int layer, const at::Tensor& x) {
   LayerKV& kv = kv_[layer];
   kv.append(k, v, position_);
   if (options_.track_fidelity) shadow_[layer].append(k, v, position_);
-  auto select_start = now();
+  const PhaseClock::Mark select_start = clock_.mark();
   method_.on_append(layer, k, v, kv);
   Selection selection = method_.select(layer, q, kv);
-  timings_.select_s += elapsed(select_start);
+  clock_.add_since(select_start, &timings_.select_s);
 
   at::Tensor attn = decode_attention(layer, q, selection).view({1, Hq * d});
   at::Tensor y = x + attention_output(w, attn);
@@ -300,7 +288,7 @@ at::Tensor gathered_decode_attention(const at::Tensor& q, const LayerKV& kv,
 }
 
 at::Tensor Session::decode_attention(int layer, const at::Tensor& q, const Selection& chosen) {
-  auto start = now();
+  const PhaseClock::Mark start = clock_.mark();
   LayerKV& kv = kv_[layer];
   const int64_t Hkv = kv.num_heads(), d = kv.head_dim(), Hq = q.size(0), g = Hq / Hkv;
   const Selection selection = chosen.all ? select_everything(kv) : chosen;
@@ -326,7 +314,7 @@ at::Tensor Session::decode_attention(int layer, const at::Tensor& q, const Selec
   } else {
     out = gathered_decode_attention(q, kv, selection, rows, wanted);
   }
-  timings_.attention_s[size_t(layer)] += elapsed(start);
+  clock_.add_since(start, &timings_.attention_s[size_t(layer)]);
   if (options_.track_fidelity) {
     const std::vector<std::vector<int64_t>> lists = selection.lists();
     for (int64_t h = 0; h < Hkv; ++h) {
@@ -339,9 +327,9 @@ at::Tensor Session::decode_attention(int layer, const at::Tensor& q, const Selec
     }
   }
   if (wanted) {
-    auto hook_start = now();
+    const PhaseClock::Mark hook_start = clock_.mark();
     method_.on_attention(layer, chosen, probs, kv);
-    timings_.select_s += elapsed(hook_start);
+    clock_.add_since(hook_start, &timings_.select_s);
   }
   return out;
 }

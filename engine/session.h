@@ -12,6 +12,7 @@
 #include "engine/model/llama_model.h"
 #include "engine/method_hooks.h"
 #include "engine/model_view.h"
+#include "engine/phase_clock.h"
 
 namespace kvb {
 
@@ -98,10 +99,6 @@ class Session {
   const ModelView* model_view() const { return options_.model_view; }
 
  private:
-  // The time now, and since `start`, after the model's device finished its queued work (on a
-  // GPU a synchronisation per reading: the phase split costs a little time there).
-  std::chrono::steady_clock::time_point now() const;
-  double elapsed(std::chrono::steady_clock::time_point start) const;
   // InputError when `tokens` keys would reach past the model's sliding window.
   void check_context(int64_t tokens) const;
   at::Tensor prefill_layer(int layer, const at::Tensor& x);  // x: [L, D]
@@ -123,6 +120,7 @@ class Session {
   AttendedTally tally_;
   mutable AttendedCounts attended_;  // tally_ as last read
   SessionTimings timings_;
+  PhaseClock clock_;  // times the phases into timings_ (CUDA events on a GPU)
 };
 
 // Greedy argmax with ties to the lowest id. logits: [V] on any device (one value read back).
