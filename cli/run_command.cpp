@@ -80,8 +80,10 @@ void add_run_command(CLI::App& app, std::vector<Command>& out, const std::string
     ResultStore store(options.db_path);
     print_run(store, summary.run_id, std::cout);
     std::cout << "\nrun " << summary.run_id << ": " << summary.ran << " ran, " << summary.skipped
-              << " already complete, " << summary.failed << " failed; database "
-              << options.db_path << "\n";
+              << " already complete, " << summary.failed << " failed";
+    if (summary.elsewhere > 0)
+      std::cout << ", " << summary.elsewhere << " left to the processes running them";
+    std::cout << "; database " << options.db_path << "\n";
     return summary.failed > 0 ? 1 : 0;
   }});
 }

@@ -48,10 +48,10 @@ void Progress::cell_finished(const std::string& status, double seconds) {
        << "\n" << std::flush;
 }
 
-void Progress::cell_skipped(const std::string& description) {
+void Progress::cell_skipped(const std::string& description, const std::string& why) {
   ++finished_;
   if (interactive_) out_ << "\r\033[K";
-  out_ << prefix() << " " << description << ": already complete, skipped\n" << std::flush;
+  out_ << prefix() << " " << description << ": " << why << ", skipped\n" << std::flush;
 }
 
 }  // namespace kvb

@@ -12,7 +12,8 @@ class Progress {
   void cell_started(int index, const std::string& description);
   void sample_done(int done, int total);
   void cell_finished(const std::string& status, double seconds);
-  void cell_skipped(const std::string& description);
+  // A cell not run here: `why` is "already complete" or who runs it.
+  void cell_skipped(const std::string& description, const std::string& why);
 
  private:
   std::string prefix() const;  // "[3/12 00:41 eta 02:10]"

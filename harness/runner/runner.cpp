@@ -6,6 +6,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 
 #include "datasets/dataset.h"
 #include "engine/common/error.h"
@@ -339,6 +342,41 @@ void check_model_configs(const Suite& suite, bool allow_unknown_config_keys) {
   }
 }
 
+namespace {
+
+// Renews a running cell's heartbeat every ResultStore::kHeartbeatS, from its own connection,
+// for as long as it lives (the cell's run), so other processes see the claim is alive.
+class Heartbeat {
+ public:
+  Heartbeat(const std::string& db, int64_t cell_id) : thread_([this, db, cell_id] {
+    std::unique_lock<std::mutex> lock(mutex_);
+    const auto period = std::chrono::duration<double>(ResultStore::kHeartbeatS);
+    while (!wake_.wait_for(lock, period, [this] { return stop_; })) {
+      try {
+        ResultStore(db).heartbeat(cell_id);
+      } catch (const std::exception&) {
+        // A missed beat costs nothing unless beats stay missing for kClaimTimeoutS.
+      }
+    }
+  }) {}
+  ~Heartbeat() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::thread thread_;  // last: starts once the members above exist
+};
+
+}  // namespace
+
 RunSummary run_suite(const Suite& suite, const RunOptions& options, std::ostream& progress_out) {
   ResultStore store(options.db_path);
   if (options.fresh) store.forget_suite(suite.name);
@@ -354,13 +392,20 @@ RunSummary run_suite(const Suite& suite, const RunOptions& options, std::ostream
     const Cell& cell = cells[i];
     const std::string key = cell.key();
     if (store.cell_complete(key)) {
-      progress.cell_skipped(describe(cell));
+      progress.cell_skipped(describe(cell), "already complete");
       ++summary.skipped;
       continue;
     }
+    const CellClaim claim = store.claim_cell(summary.run_id, key, cell.model, cell.dataset.name,
+                                         cell.method.label, cell.budget, int64_t(cell.seed));
+    if (claim.cell_id == 0) {  // another process completed it meanwhile, or runs it
+      progress.cell_skipped(describe(cell), claim.held_by);
+      ++(claim.held_by == "already complete" ? summary.skipped : summary.elsewhere);
+      continue;
+    }
+    const int64_t cell_id = claim.cell_id;
     progress.cell_started(int(i), describe(cell));
-    const int64_t cell_id = store.start_cell(summary.run_id, key, cell.model, cell.dataset.name,
-                                             cell.method.label, cell.budget, int64_t(cell.seed));
+    const Heartbeat heartbeat(options.db_path, cell_id);
     auto start = Clock::now();
     try {
       const std::string model_key = cell.model + "|" + cell.device + "|" + cell.dtype;

@@ -34,6 +34,7 @@ struct RunOptions {
 struct RunSummary {
   int64_t run_id = 0;
   int ran = 0, skipped = 0, failed = 0;
+  int elsewhere = 0;  // cells another process was running (claimed), left to it
 };
 
 // Samples and metrics of one cell, not yet stored.

@@ -1,5 +1,11 @@
 #include "harness/store/result_store.h"
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <thread>
 #include <ctime>
 #include <filesystem>
 #include <stdexcept>
@@ -58,7 +64,11 @@ const Table kCells = {
      {"error", "TEXT"},
      {"started_at", "TEXT NOT NULL"},
      {"finished_at", "TEXT"},
-     {"elapsed_s", "REAL"}},
+     {"elapsed_s", "REAL"},
+     // Version 3: who runs a 'running' row (cells are claimed, not assumed).
+     {"claim_host", "TEXT"},
+     {"claim_pid", "INTEGER"},
+     {"heartbeat_at", "TEXT"}},
     ""};
 const Table kSamples = {
     "samples",
@@ -133,20 +143,14 @@ ResultStore::ResultStore(const std::string& path) : path_(path) {
   }
   sqlite3_busy_timeout(db_, 10000);
   try {
-    exec("PRAGMA journal_mode=WAL; PRAGMA foreign_keys=ON; PRAGMA synchronous=NORMAL;");
-    Statement has_version(db_,
-        "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='schema_version'");
-    has_version.step();
-    if (has_version.integer(0) == 0) {
-      create_schema();
-      return;
-    }
-    int64_t found = -1;
-    {
-      Statement version(db_, "SELECT version FROM schema_version");
-      found = version.step() ? version.integer(0) : -1;
-    }
+    set_wal_mode();
+    exec("PRAGMA foreign_keys=ON; PRAGMA synchronous=NORMAL;");
+    // Several processes may open a new or old database at once: creating and migrating
+    // re-check the version inside their write transaction, so one does it, the others see it.
+    int64_t found = schema_version();
+    if (found == 0) found = create_schema();
     if (found == 1) found = migrate_from_1();
+    if (found == 2) found = migrate_from_2();
     if (found != kSchemaVersion)
       throw InputError(path + ": schema_version is " + std::to_string(found) + ", this kvbench "
                        "reads version " + std::to_string(kSchemaVersion));
@@ -162,6 +166,32 @@ ResultStore::~ResultStore() { sqlite3_close(db_); }
 
 void ResultStore::exec(const std::string& sql) const { exec_sql(db_, sql); }
 
+void ResultStore::set_wal_mode() {
+  // Changing the journal mode takes an exclusive lock and SQLite does not wait for it with the
+  // busy handler: retry while another process holds the database (up to the busy timeout).
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (;;) {
+    try {
+      exec("PRAGMA journal_mode=WAL");
+      return;
+    } catch (const std::runtime_error& e) {
+      const bool busy = std::string(e.what()).find("locked") != std::string::npos ||
+                        std::string(e.what()).find("busy") != std::string::npos;
+      if (!busy || std::chrono::steady_clock::now() > give_up) throw;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+}
+
+int64_t ResultStore::schema_version() const {
+  Statement has_version(db_,
+      "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='schema_version'");
+  has_version.step();
+  if (has_version.integer(0) == 0) return 0;  // a new file (or something else's database)
+  Statement version(db_, "SELECT version FROM schema_version");
+  return version.step() ? version.integer(0) : -1;
+}
+
 void ResultStore::in_transaction(const std::function<void()>& body) {
   exec("BEGIN IMMEDIATE");
   try {
@@ -173,24 +203,57 @@ void ResultStore::in_transaction(const std::function<void()>& body) {
   }
 }
 
-// Version 2 added runs.warnings; version-1 databases gain the column (empty) in place.
-int64_t ResultStore::migrate_from_1() {
-  exec("BEGIN IMMEDIATE");
-  exec(std::string("ALTER TABLE runs ADD COLUMN warnings ") + column(kRuns, "warnings").definition);
-  exec("UPDATE schema_version SET version = 2");
-  exec("COMMIT");
-  return 2;
+namespace {
+
+// "name definition" of each named column of `table`, for ALTER TABLE ... ADD COLUMN.
+std::vector<std::string> column_definitions(const Table& table,
+                                            const std::vector<const char*>& names) {
+  std::vector<std::string> out;
+  for (const char* name : names)
+    out.push_back(std::string(name) + " " + column(table, name).definition);
+  return out;
 }
 
-void ResultStore::create_schema() {
-  exec("BEGIN IMMEDIATE");
-  exec(schema());
-  exec("INSERT INTO schema_version VALUES (" + std::to_string(kSchemaVersion) + ")");
-  exec("COMMIT");
+}  // namespace
+
+// Version 2 added runs.warnings, version 3 the claim of a running cell: older databases gain
+// the columns (empty) in place.
+int64_t ResultStore::migrate_from_1() {
+  return add_columns(1, kRuns.name, column_definitions(kRuns, {"warnings"}));
+}
+int64_t ResultStore::migrate_from_2() {
+  return add_columns(2, kCells.name,
+                     column_definitions(kCells, {"claim_host", "claim_pid", "heartbeat_at"}));
+}
+
+int64_t ResultStore::add_columns(int64_t from, const std::string& table,
+                                 const std::vector<std::string>& columns) {
+  int64_t version = 0;
+  in_transaction([&] {
+    version = schema_version();
+    if (version != from) return;  // another process migrated it meanwhile
+    for (const std::string& c : columns) exec("ALTER TABLE " + table + " ADD COLUMN " + c);
+    version = from + 1;
+    exec("UPDATE schema_version SET version = " + std::to_string(version));
+  });
+  return version;
+}
+
+int64_t ResultStore::create_schema() {
+  int64_t version = 0;
+  in_transaction([&] {
+    version = schema_version();
+    if (version != 0) return;  // another process created it meanwhile
+    exec(schema());
+    exec("INSERT INTO schema_version VALUES (" + std::to_string(kSchemaVersion) + ")");
+    version = kSchemaVersion;
+  });
+  return version;
 }
 
 int64_t ResultStore::begin_run(const RunInfo& r) {
-  // A run of this suite still marked running was killed: no two processes share a database.
+  // A run of this suite still marked running was killed, or runs in another process (which
+  // marks it complete again when it finishes; its cells' claims are what protect them).
   Statement killed(db_, "UPDATE runs SET status = 'interrupted' WHERE suite = ? AND status = 'running'");
   killed.bind(1, r.suite).run();
   Statement s(db_,
@@ -223,32 +286,82 @@ bool ResultStore::cell_complete(const std::string& config_json) const {
   return s.integer(0) > 0;
 }
 
-int64_t ResultStore::start_cell(int64_t run_id, const std::string& config_json,
-                                const std::string& model, const std::string& dataset,
-                                const std::string& method, std::optional<int64_t> budget,
-                                int64_t seed) {
-  exec("BEGIN IMMEDIATE");
-  try {
+namespace {
+
+std::string this_host() {
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
+// Whether process `pid` of this host still lives (EPERM: it does, under another user).
+bool process_alive(int64_t pid) {
+  return pid > 0 && (kill(pid_t(pid), 0) == 0 || errno == EPERM);
+}
+
+}  // namespace
+
+CellClaim ResultStore::claim_cell(int64_t run_id, const std::string& config_json,
+                              const std::string& model, const std::string& dataset,
+                              const std::string& method, std::optional<int64_t> budget,
+                              int64_t seed) {
+  const std::string host = this_host();
+  const int64_t pid = int64_t(getpid());
+  CellClaim claim;
+  in_transaction([&] {
+    Statement rows(db_,
+        "SELECT status, coalesce(claim_host, ''), coalesce(claim_pid, 0), "
+        "coalesce((julianday('now') - julianday(heartbeat_at)) * 86400.0, 1e18) "
+        "FROM cells WHERE config_json = ? AND status != 'failed'");
+    rows.bind(1, config_json);
+    while (rows.step()) {
+      if (rows.text(0) == "complete") {
+        claim.held_by = "already complete";
+        return;
+      }
+      // A running row: its process's, unless that process is gone. Ours (this pid) is a
+      // leftover of this process; on this host a pid that no longer lives is gone; elsewhere a
+      // heartbeat older than kClaimTimeoutS is.
+      const std::string row_host = rows.text(1);
+      const int64_t row_pid = rows.integer(2);
+      const bool alive = row_host == host
+                             ? row_pid != pid && process_alive(row_pid)
+                             : rows.real(3) < kClaimTimeoutS;
+      if (alive) {
+        claim.held_by = "running in " + row_host + " pid " + std::to_string(row_pid);
+        return;
+      }
+    }
     Statement drop(db_, "DELETE FROM cells WHERE config_json = ? AND status != 'complete'");
     drop.bind(1, config_json).run();
     Statement s(db_,
         "INSERT INTO cells (run_id, config_json, model, dataset, method, budget, seed, status, "
-        "started_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?)");
+        "started_at, claim_host, claim_pid, heartbeat_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?)");
+    const std::string now = utc_now();
     s.bind(1, run_id).bind(2, config_json).bind(3, model).bind(4, dataset).bind(5, method)
-        .bind(6, budget).bind(7, seed).bind(8, utc_now()).run();
-    const int64_t id = sqlite3_last_insert_rowid(db_);
-    exec("COMMIT");
-    return id;
-  } catch (...) {
-    exec("ROLLBACK");
-    throw;
-  }
+        .bind(6, budget).bind(7, seed).bind(8, now).bind(9, host).bind(10, pid).bind(11, now)
+        .run();
+    claim.cell_id = sqlite3_last_insert_rowid(db_);
+  });
+  return claim;
+}
+
+void ResultStore::heartbeat(int64_t cell_id) {
+  Statement s(db_, "UPDATE cells SET heartbeat_at = ? WHERE id = ? AND status = 'running'");
+  s.bind(1, utc_now()).bind(2, cell_id).run();
 }
 
 void ResultStore::complete_cell(int64_t cell_id, const std::vector<SampleRow>& samples,
                                 const std::vector<MetricRow>& metrics, double elapsed_s) {
   exec("BEGIN IMMEDIATE");
   try {
+    Statement ours(db_, "SELECT count(*) FROM cells WHERE id = ? AND status = 'running'");
+    ours.bind(1, cell_id).step();
+    if (ours.integer(0) == 0)
+      throw std::runtime_error("the cell's claim was taken over by another process (its "
+                               "heartbeat was older than " +
+                               std::to_string(int(kClaimTimeoutS)) + " s)");
     for (const SampleRow& r : samples) {
       Statement s(db_, "INSERT INTO samples VALUES (?, ?, ?, ?, ?, ?)");
       s.bind(1, cell_id).bind(2, r.sample_id).bind(3, r.input_length).bind(4, r.prediction)

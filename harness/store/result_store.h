@@ -35,6 +35,12 @@ struct MetricRow {
   std::string unit;
 };
 
+// The outcome of claiming a cell: ours to run (cell_id > 0), or held by someone else.
+struct CellClaim {
+  int64_t cell_id = 0;
+  std::string held_by;  // when not ours: "already complete", or "running in <host> pid <pid>"
+};
+
 struct CellRow {
   int64_t id = 0, run_id = 0;
   std::string config_json, model, dataset, method, status, error;
@@ -45,7 +51,11 @@ struct CellRow {
 
 class ResultStore {
  public:
-  static constexpr int kSchemaVersion = 2;  // 2: runs.warnings
+  static constexpr int kSchemaVersion = 3;  // 2: runs.warnings; 3: cells' claims
+  // A running cell of another host whose heartbeat is older than this is taken over.
+  static constexpr double kClaimTimeoutS = 300;
+  // How often a running cell's heartbeat is renewed (the runner's heartbeat thread).
+  static constexpr double kHeartbeatS = 30;
 
   // Opens (creating the file, its folder and the schema on first use). A database with another
   // schema version is an InputError.
@@ -62,11 +72,18 @@ class ResultStore {
   void forget_suite(const std::string& suite);
 
   bool cell_complete(const std::string& config_json) const;
-  // Replaces any earlier unfinished or failed row of this config with a "running" one.
-  int64_t start_cell(int64_t run_id, const std::string& config_json, const std::string& model,
-                     const std::string& dataset, const std::string& method,
-                     std::optional<int64_t> budget, int64_t seed);
-  // One transaction: samples, metrics, status "complete".
+  // Claims the cell of `config_json` for this process, in one transaction: unless a complete
+  // row exists or a live process runs it (this host: its pid lives; another host: its
+  // heartbeat is younger than kClaimTimeoutS), replaces any failed or abandoned row with a
+  // "running" row claimed by this host and pid. Several processes on one database thus never
+  // run one cell at once, and an abandoned cell (a killed worker's) is redone.
+  CellClaim claim_cell(int64_t run_id, const std::string& config_json, const std::string& model,
+                   const std::string& dataset, const std::string& method,
+                   std::optional<int64_t> budget, int64_t seed);
+  // Renews a running cell's heartbeat (from any connection to the database).
+  void heartbeat(int64_t cell_id);
+  // One transaction: samples, metrics, status "complete"; std::runtime_error when the cell is
+  // no longer this process's running row (taken over).
   void complete_cell(int64_t cell_id, const std::vector<SampleRow>& samples,
                      const std::vector<MetricRow>& metrics, double elapsed_s);
   void fail_cell(int64_t cell_id, const std::string& error, double elapsed_s);
@@ -95,8 +112,16 @@ class ResultStore {
  private:
   friend class SourceDatabase;
   void exec(const std::string& sql) const;
-  void create_schema();
+  void set_wal_mode();
+  // 0: no schema_version table; -1: the table is empty.
+  int64_t schema_version() const;
+  int64_t create_schema();  // each returns the version it leaves
   int64_t migrate_from_1();  // returns the new version
+  int64_t migrate_from_2();
+  // Adds `columns` ("name definition", from the schema's lists) to `table` and bumps the
+  // version, when it is `from` inside the transaction.
+  int64_t add_columns(int64_t from, const std::string& table,
+                      const std::vector<std::string>& columns);
   std::string path_;
   sqlite3* db_ = nullptr;
 };

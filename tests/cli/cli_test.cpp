@@ -655,5 +655,42 @@ TEST(CliResume, KilledRunResumesWithoutDuplicates) {
   sqlite3_close(handle);
 }
 
+
+// Several `kvbench run` processes on one database: each cell is claimed by one of them, the
+// others leave it; every process exits 0 and every cell ends complete exactly once.
+void expect_concurrent_runs_share_the_cells(int processes) {
+  test::TempDir dir;
+  const json suite = {
+      {"name", "shared"},
+      {"models", {"random-tiny"}},
+      {"datasets",
+       {{{"name", "passkey"},
+         {"params", {{"context_length", 1024}, {"samples", 2}, {"max_new_tokens", 4}}}}}},
+      {"methods", {"full", "streaming_llm", "oracle_topk"}},
+      {"budgets", {64, 128, 256}}};
+  constexpr size_t kCells = 7;  // full once, the other two at three budgets
+  const std::string file = write_suite(dir, "shared.json", suite);
+  const std::string db = dir.file("shared.db");
+  const std::vector<Output> runs = kvbench_all(
+      std::vector<std::vector<std::string>>(
+          size_t(processes), {"run", file, "--db", db, "--threads", "1"}),
+      dir.path());
+  for (const Output& r : runs) {
+    EXPECT_EQ(r.code, 0) << describe(r);
+    EXPECT_TRUE(contains(r.out, " 0 failed")) << describe(r);
+  }
+  EXPECT_EQ(integrity(db), "ok");
+  const auto cells = cells_by_config(db);
+  EXPECT_EQ(cells.size(), kCells);
+  for (const auto& [config, rows] : cells) {
+    ASSERT_EQ(rows.size(), 1u) << "a cell stored twice: " << config;
+    EXPECT_EQ(rows[0].status, "complete") << config;
+  }
+}
+
+TEST(CliConcurrentRuns, TwoProcessesOnOneDatabase) { expect_concurrent_runs_share_the_cells(2); }
+
+TEST(CliConcurrentRuns, FourProcessesOnOneDatabase) { expect_concurrent_runs_share_the_cells(4); }
+
 }  // namespace
 }  // namespace kvb

@@ -39,8 +39,8 @@ inline int64_t fill_store(ResultStore& store, const std::vector<FakeCell>& cells
   info.command = "kvbench run fake";
   const int64_t run = store.begin_run(info);
   for (const FakeCell& c : cells) {
-    const int64_t id = store.start_cell(run, fake_config(c), "random-tiny", c.dataset, c.method,
-                                        c.budget, c.seed);
+    const int64_t id = store.claim_cell(run, fake_config(c), "random-tiny", c.dataset, c.method,
+                                        c.budget, c.seed).cell_id;
     std::vector<SampleRow> samples;
     double sum = 0;
     for (size_t i = 0; i < c.sample_scores.size(); ++i) {

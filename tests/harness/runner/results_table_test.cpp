@@ -19,8 +19,8 @@ std::string table_of_a_run_on(const std::string& model) {
   info.suite_json = R"({"name": "t"})";
   info.command = "kvbench run t";
   const int64_t run = store.begin_run(info);
-  const int64_t cell = store.start_cell(run, R"({"model": ")" + model + R"("})", model, "passkey",
-                                        "full", std::nullopt, 0);
+  const int64_t cell = store.claim_cell(run, R"({"model": ")" + model + R"("})", model, "passkey",
+                                        "full", std::nullopt, 0).cell_id;
   store.complete_cell(cell, {{"passkey-0", 100, "1", "[\"1\"]", 100.0}},
                       {{std::nullopt, "score", 100.0, "passkey_accuracy"}}, 0.1);
   store.finish_run(run, "complete");

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <fstream>
 
@@ -65,7 +67,7 @@ TEST(ResultStoreSchema, CreatedWithCurrentVersion) {
   const std::string path = dir.file("sub/folder/r.db");  // folders are created
   {
     ResultStore store(path);
-    EXPECT_EQ(query_int(store.handle(), "SELECT version FROM schema_version"), 2);
+    EXPECT_EQ(query_int(store.handle(), "SELECT version FROM schema_version"), 3);
     EXPECT_EQ(query_int(store.handle(), "SELECT count(*) FROM schema_version"), 1);
     for (const char* table : {"runs", "cells", "samples", "metrics"})
       EXPECT_EQ(query_int(store.handle(), std::string("SELECT count(*) FROM sqlite_master WHERE "
@@ -85,20 +87,20 @@ TEST(ResultStoreSchema, CreatedWithCurrentVersion) {
 
 TEST(ResultStoreSchema, OtherVersionIsInputError) {
   test::TempDir dir;
-  const std::string path = dir.file("v3.db");
+  const std::string path = dir.file("v99.db");
   {
     ResultStore store(path);
-    ASSERT_EQ(sqlite3_exec(store.handle(), "UPDATE schema_version SET version = 3", nullptr,
+    ASSERT_EQ(sqlite3_exec(store.handle(), "UPDATE schema_version SET version = 99", nullptr,
                            nullptr, nullptr),
               SQLITE_OK);
   }
   const std::string m = open_error(path);
   EXPECT_NE(m.find(path), std::string::npos) << m;
-  EXPECT_NE(m.find("schema_version is 3"), std::string::npos) << m;
+  EXPECT_NE(m.find("schema_version is 99"), std::string::npos) << m;
 }
 
-// A version-1 database (no runs.warnings) is upgraded in place when opened; its runs keep
-// their provenance and get no warnings.
+// A version-1 database (no runs.warnings, no cell claims) is upgraded in place when opened,
+// through version 2 to 3; its runs keep their provenance and get no warnings.
 TEST(ResultStoreSchema, VersionOneIsMigrated) {
   test::TempDir dir;
   const std::string path = dir.file("v1.db");
@@ -107,11 +109,17 @@ TEST(ResultStoreSchema, VersionOneIsMigrated) {
     ResultStore store(path);
     run = store.begin_run(RunInfo{"s", "{}", "kvbench run s", "abc", "Release", "1.13", "cpu", "h", 1});
     ASSERT_EQ(sqlite3_exec(store.handle(), "ALTER TABLE runs DROP COLUMN warnings; "
+                           "ALTER TABLE cells DROP COLUMN claim_host; "
+                           "ALTER TABLE cells DROP COLUMN claim_pid; "
+                           "ALTER TABLE cells DROP COLUMN heartbeat_at; "
                            "UPDATE schema_version SET version = 1", nullptr, nullptr, nullptr),
               SQLITE_OK);
   }
   ResultStore store(path);
-  EXPECT_EQ(query_int(store.handle(), "SELECT version FROM schema_version"), 2);
+  EXPECT_EQ(query_int(store.handle(), "SELECT version FROM schema_version"), 3);
+  EXPECT_EQ(query_int(store.handle(), "SELECT count(*) FROM pragma_table_info('cells') WHERE "
+                                      "name IN ('claim_host', 'claim_pid', 'heartbeat_at')"),
+            3);
   EXPECT_EQ(query_text(store.handle(), "SELECT warnings FROM runs"), "");
   store.add_run_warning(run, "w1");
   store.add_run_warning(run, "w2");
@@ -185,10 +193,10 @@ class ResultStoreCells : public ::testing::Test {
 TEST_F(ResultStoreCells, StartCompleteFail) {
   const int64_t run = store.begin_run(run_info());
   EXPECT_EQ(store.latest_run(), run);
-  const int64_t a = store.start_cell(run, "{\"a\":1}", "random-tiny", "passkey", "full",
-                                     std::nullopt, 0);
-  const int64_t b = store.start_cell(run, "{\"b\":1}", "random-tiny", "passkey", "streaming_llm",
-                                     64, 3);
+  const int64_t a = store.claim_cell(run, "{\"a\":1}", "random-tiny", "passkey", "full",
+                                     std::nullopt, 0).cell_id;
+  const int64_t b = store.claim_cell(run, "{\"b\":1}", "random-tiny", "passkey", "streaming_llm",
+                                     64, 3).cell_id;
   EXPECT_NE(a, b);
   EXPECT_FALSE(store.cell_complete("{\"a\":1}"));  // running is not complete
   store.complete_cell(a, {SampleRow{"s0", 100, "12345", "[\"12345\"]", 100.0}},
@@ -236,16 +244,16 @@ TEST_F(ResultStoreCells, StartCompleteFail) {
 TEST_F(ResultStoreCells, RestartReplacesFailedAndRunningRows) {
   const int64_t run1 = store.begin_run(run_info());
   const std::string failed = "{\"cell\":\"failed\"}", running = "{\"cell\":\"running\"}";
-  const int64_t f1 = store.start_cell(run1, failed, "m", "d", "x", 8, 0);
+  const int64_t f1 = store.claim_cell(run1, failed, "m", "d", "x", 8, 0).cell_id;
   store.fail_cell(f1, "boom", 0.1);
-  const int64_t r1 = store.start_cell(run1, running, "m", "d", "x", 16, 0);  // never finished
+  const int64_t r1 = store.claim_cell(run1, running, "m", "d", "x", 16, 0).cell_id;  // never finished
   store.finish_run(run1, "interrupted");
   EXPECT_EQ(rows_of(failed), 1);
   EXPECT_EQ(rows_of(running), 1);
 
   const int64_t run2 = store.begin_run(run_info());
-  const int64_t f2 = store.start_cell(run2, failed, "m", "d", "x", 8, 0);
-  const int64_t r2 = store.start_cell(run2, running, "m", "d", "x", 16, 0);
+  const int64_t f2 = store.claim_cell(run2, failed, "m", "d", "x", 8, 0).cell_id;
+  const int64_t r2 = store.claim_cell(run2, running, "m", "d", "x", 16, 0).cell_id;
   EXPECT_EQ(rows_of(failed), 1);
   EXPECT_EQ(rows_of(running), 1);
   EXPECT_NE(f2, f1);
@@ -270,9 +278,9 @@ TEST_F(ResultStoreCells, RestartReplacesFailedAndRunningRows) {
 TEST_F(ResultStoreCells, FailedRowsOfAReplacedCellLeaveNoOrphans) {
   const int64_t run = store.begin_run(run_info());
   const std::string config = "{\"c\":1}";
-  const int64_t first = store.start_cell(run, config, "m", "d", "x", 8, 0);
+  const int64_t first = store.claim_cell(run, config, "m", "d", "x", 8, 0).cell_id;
   store.fail_cell(first, "boom", 0.1);
-  const int64_t second = store.start_cell(run, config, "m", "d", "x", 8, 0);
+  const int64_t second = store.claim_cell(run, config, "m", "d", "x", 8, 0).cell_id;
   store.complete_cell(second, {SampleRow{"s0", 10, "p", "[]", 0}},
                       {MetricRow{std::string("s0"), "recall", 0.5, "ratio"}}, 0.3);
   EXPECT_EQ(query_int(store.handle(), "SELECT count(*) FROM samples"), 1);
@@ -285,7 +293,7 @@ TEST_F(ResultStoreCells, FailedRowsOfAReplacedCellLeaveNoOrphans) {
 
 TEST_F(ResultStoreCells, SamplesAndMetricsRoundTrip) {
   const int64_t run = store.begin_run(run_info());
-  const int64_t cell = store.start_cell(run, "{}", "m", "d", "x", 32, 1);
+  const int64_t cell = store.claim_cell(run, "{}", "m", "d", "x", 32, 1).cell_id;
   const std::vector<SampleRow> samples = {
       SampleRow{"passkey-0", 128, "The pass key is 12345", "[\"12345\"]", 100.0},
       SampleRow{"passkey-1", 130, "quote ' and unicode \xc3\xa9", "[\"54321\"]", 0.0}};
@@ -321,7 +329,7 @@ TEST_F(ResultStoreCells, SamplesAndMetricsRoundTrip) {
 
 TEST_F(ResultStoreCells, CompleteCellIsOneTransaction) {
   const int64_t run = store.begin_run(run_info());
-  const int64_t cell = store.start_cell(run, "{\"t\":1}", "m", "d", "x", 32, 0);
+  const int64_t cell = store.claim_cell(run, "{\"t\":1}", "m", "d", "x", 32, 0).cell_id;
   // The second sample repeats the first's id: the primary key fails midway, and nothing of
   // the cell may be left behind.
   const std::vector<SampleRow> samples = {SampleRow{"dup", 1, "a", "[]", 0},
@@ -341,10 +349,10 @@ TEST_F(ResultStoreCells, CompleteCellIsOneTransaction) {
 
 TEST_F(ResultStoreCells, ForgetSuiteDeletesItsRunsAndCells) {
   const int64_t keep_run = store.begin_run(run_info("other"));
-  const int64_t keep = store.start_cell(keep_run, "{\"k\":1}", "m", "d", "x", 8, 0);
+  const int64_t keep = store.claim_cell(keep_run, "{\"k\":1}", "m", "d", "x", 8, 0).cell_id;
   store.complete_cell(keep, {SampleRow{"s", 1, "p", "[]", 0}}, {}, 0);
   const int64_t run = store.begin_run(run_info("s"));
-  const int64_t gone = store.start_cell(run, "{\"g\":1}", "m", "d", "x", 8, 0);
+  const int64_t gone = store.claim_cell(run, "{\"g\":1}", "m", "d", "x", 8, 0).cell_id;
   store.complete_cell(gone, {SampleRow{"s", 1, "p", "[]", 0}},
                       {MetricRow{std::nullopt, "score", 1, "x"}}, 0);
   store.forget_suite("s");
@@ -359,13 +367,13 @@ TEST_F(ResultStoreCells, ForgetSuiteDeletesItsRunsAndCells) {
 TEST_F(ResultStoreCells, CellsOfRunShowTheWholeSuite) {
   // A resumed run's table lists the cells it found complete as well as those it ran.
   const int64_t run1 = store.begin_run(run_info("s"));
-  const int64_t c1 = store.start_cell(run1, "{\"1\":1}", "m", "d", "x", 8, 0);
+  const int64_t c1 = store.claim_cell(run1, "{\"1\":1}", "m", "d", "x", 8, 0).cell_id;
   store.complete_cell(c1, {}, {}, 0);
   const int64_t run2 = store.begin_run(run_info("s"));
-  const int64_t c2 = store.start_cell(run2, "{\"2\":1}", "m", "d", "x", 8, 0);
+  const int64_t c2 = store.claim_cell(run2, "{\"2\":1}", "m", "d", "x", 8, 0).cell_id;
   store.complete_cell(c2, {}, {}, 0);
   const int64_t other = store.begin_run(run_info("t"));
-  store.start_cell(other, "{\"3\":1}", "m", "d", "x", 8, 0);
+  store.claim_cell(other, "{\"3\":1}", "m", "d", "x", 8, 0).cell_id;
   EXPECT_EQ(store.cells_of_run(run2).size(), 2u);
   EXPECT_EQ(store.cells_of_run(other).size(), 1u);
   EXPECT_EQ(store.latest_run(), other);
@@ -373,7 +381,7 @@ TEST_F(ResultStoreCells, CellsOfRunShowTheWholeSuite) {
 
 TEST_F(ResultStoreCells, DataSurvivesReopen) {
   const int64_t run = store.begin_run(run_info());
-  const int64_t cell = store.start_cell(run, "{\"p\":1}", "m", "d", "x", 8, 0);
+  const int64_t cell = store.claim_cell(run, "{\"p\":1}", "m", "d", "x", 8, 0).cell_id;
   store.complete_cell(cell, {SampleRow{"s", 1, "p", "[]", 50}}, {}, 0);
   ResultStore second(path);  // a second connection sees the committed cell
   EXPECT_TRUE(second.cell_complete("{\"p\":1}"));
@@ -394,8 +402,8 @@ TEST(ResultStoreSource, CopiesARunAndACellWithItsSamplesAndMetricsUnderNewIds) {
   {
     ResultStore source(dir.file("in.db"));
     const int64_t run = source.begin_run(run_info("s"));
-    source.start_cell(run, "{\"a\":1}", "m", "d", "full", std::nullopt, 0);  // failed below
-    cell = source.start_cell(run, "{\"a\":2}", "m", "d", "full", int64_t(64), 3);
+    source.claim_cell(run, "{\"a\":1}", "m", "d", "full", std::nullopt, 0).cell_id;  // failed below
+    cell = source.claim_cell(run, "{\"a\":2}", "m", "d", "full", int64_t(64), 3).cell_id;
     source.complete_cell(cell,
                          {SampleRow{.sample_id = "x", .input_length = 5, .prediction = "p",
                                     .answers_json = "[]", .score = 1.0},
@@ -451,6 +459,86 @@ TEST(ResultStoreSource, RefusesWhatIsNotAKvbenchDatabase) {
   } catch (const InputError& e) {
     EXPECT_EQ(std::string(e.what()), dir.file("other.db") + ": not a kvbench results database");
   }
+}
+
+}  // namespace
+}  // namespace kvb
+
+namespace kvb {
+namespace {
+
+// Claims (schema 3): a running row is its process's while that process lives.
+class ResultStoreClaims : public ::testing::Test {
+ protected:
+  test::TempDir dir;
+  ResultStore store{dir.file("claims.db")};
+  const int64_t run = store.begin_run(run_info());
+  const std::string config = "{\"claim\":1}";
+
+  CellClaim claim() { return store.claim_cell(run, config, "m", "d", "x", 8, 0); }
+  // Makes the config's running row look held by `host` / `pid`, heartbeat `age_s` ago.
+  void hold(const std::string& host, int64_t pid, int age_s) {
+    ASSERT_EQ(sqlite3_exec(store.handle(),
+                           ("UPDATE cells SET claim_host = '" + host + "', claim_pid = " +
+                            std::to_string(pid) + ", heartbeat_at = strftime('%Y-%m-%dT%H:%M:%SZ', "
+                            "'now', '-" + std::to_string(age_s) + " seconds') WHERE status = "
+                            "'running'").c_str(),
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+  }
+  std::string host() {
+    char name[256] = {};
+    gethostname(name, sizeof(name) - 1);
+    return name;
+  }
+};
+
+TEST_F(ResultStoreClaims, ALiveProcessOfThisHostKeepsItsCell) {
+  ASSERT_GT(claim().cell_id, 0);
+  hold(host(), int64_t(getppid()), 0);  // the parent process: alive
+  const CellClaim second = claim();
+  EXPECT_EQ(second.cell_id, 0);
+  EXPECT_EQ(second.held_by, "running in " + host() + " pid " + std::to_string(getppid()));
+}
+
+TEST_F(ResultStoreClaims, ADeadProcessOfThisHostLosesItsCell) {
+  const int64_t first = claim().cell_id;
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  ASSERT_EQ(waitpid(child, nullptr, 0), child);  // its pid now names no process
+  hold(host(), int64_t(child), 0);
+  const CellClaim second = claim();
+  ASSERT_GT(second.cell_id, 0);
+  EXPECT_NE(second.cell_id, first);
+  EXPECT_EQ(query_int(store.handle(), "SELECT count(*) FROM cells"), 1);  // replaced, not added
+}
+
+TEST_F(ResultStoreClaims, AnotherHostHoldsItsCellUntilItsHeartbeatIsStale) {
+  ASSERT_GT(claim().cell_id, 0);
+  hold("elsewhere", 1, 10);
+  EXPECT_EQ(claim().held_by, "running in elsewhere pid 1");
+  hold("elsewhere", 1, int(ResultStore::kClaimTimeoutS) + 60);
+  EXPECT_GT(claim().cell_id, 0);
+}
+
+TEST_F(ResultStoreClaims, HeartbeatRenewsAndACompleteCellIsNotClaimed) {
+  const int64_t id = claim().cell_id;
+  hold("elsewhere", 1, int(ResultStore::kClaimTimeoutS) + 60);
+  store.heartbeat(id);  // fresh again: another host's claim holds
+  EXPECT_EQ(claim().cell_id, 0);
+  hold(host(), int64_t(getpid()), 0);  // back to ours
+  store.complete_cell(id, {}, {}, 0.1);
+  EXPECT_EQ(claim().held_by, "already complete");
+}
+
+TEST_F(ResultStoreClaims, CompletingACellTakenOverFails) {
+  const int64_t id = claim().cell_id;
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  ASSERT_EQ(waitpid(child, nullptr, 0), child);
+  hold(host(), int64_t(child), 0);
+  ASSERT_GT(claim().cell_id, 0);  // taken over
+  EXPECT_THROW(store.complete_cell(id, {}, {}, 0.1), std::runtime_error);
 }
 
 }  // namespace
