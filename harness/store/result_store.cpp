@@ -41,7 +41,8 @@ const Table kRuns = {
      {"command", "TEXT NOT NULL"},
      {"started_at", "TEXT NOT NULL"},
      {"finished_at", "TEXT"},
-     {"status", "TEXT NOT NULL CHECK (status IN ('running', 'complete', 'failures', 'interrupted'))"},
+     {"status",
+      "TEXT NOT NULL CHECK (status IN ('running', 'complete', 'failures', 'interrupted'))"},
      {"git_commit", "TEXT"},
      {"build_type", "TEXT"},
      {"torch_version", "TEXT"},
@@ -540,7 +541,9 @@ SourceDatabase::SourceDatabase(ResultStore& into, const std::string& path)
   }
 }
 
-SourceDatabase::~SourceDatabase() { sqlite3_exec(db_, "DETACH DATABASE src", nullptr, nullptr, nullptr); }
+SourceDatabase::~SourceDatabase() {
+  sqlite3_exec(db_, "DETACH DATABASE src", nullptr, nullptr, nullptr);
+}
 
 SourceDatabase::Summary SourceDatabase::summary() const {
   Summary out;
