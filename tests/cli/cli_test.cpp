@@ -692,5 +692,65 @@ TEST(CliConcurrentRuns, TwoProcessesOnOneDatabase) { expect_concurrent_runs_shar
 
 TEST(CliConcurrentRuns, FourProcessesOnOneDatabase) { expect_concurrent_runs_share_the_cells(4); }
 
+
+// config_json -> "sample_id=prediction:score;..." of its complete cell (what a run computed).
+std::map<std::string, std::string> results_by_config(const std::string& db) {
+  sqlite3* handle = nullptr;
+  EXPECT_EQ(sqlite3_open_v2(db.c_str(), &handle, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  std::map<std::string, std::string> out;
+  sqlite3_stmt* stmt = nullptr;
+  EXPECT_EQ(sqlite3_prepare_v2(handle,
+                               "SELECT c.config_json, s.sample_id, s.prediction, s.score FROM "
+                               "cells c JOIN samples s ON s.cell_id = c.id WHERE c.status = "
+                               "'complete' ORDER BY c.config_json, s.sample_id",
+                               -1, &stmt, nullptr),
+            SQLITE_OK);
+  while (sqlite3_step(stmt) == SQLITE_ROW)
+    out[reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0))] +=
+        std::string(reinterpret_cast<const char*>(sqlite3_column_text(stmt, 1))) + "=" +
+        reinterpret_cast<const char*>(sqlite3_column_text(stmt, 2)) + ":" +
+        std::to_string(sqlite3_column_double(stmt, 3)) + ";";
+  sqlite3_finalize(stmt);
+  sqlite3_close(handle);
+  return out;
+}
+
+TEST(CliWorkers, TwoWorkersOnTheCpuEqualOneProcess) {
+  test::TempDir dir;
+  const json suite = {
+      {"name", "workers"},
+      {"models", {"random-tiny"}},
+      {"datasets",
+       {{{"name", "passkey"},
+         {"params", {{"context_length", 512}, {"samples", 2}, {"max_new_tokens", 4}}}}}},
+      {"methods", {"full", "streaming_llm", "oracle_topk"}},
+      {"budgets", {64, 128}}};
+  const std::string file = write_suite(dir, "workers.json", suite);
+  const std::vector<Output> r = kvbench_all(
+      {{"run", file, "--db", dir.file("one.db"), "--threads", "1"},
+       {"run", file, "--db", dir.file("two.db"), "--workers", "2", "--threads", "1"}},
+      dir.path());
+  ASSERT_EQ(r[0].code, 0) << describe(r[0]);
+  ASSERT_EQ(r[1].code, 0) << describe(r[1]);
+  EXPECT_TRUE(contains(r[1].err, "worker 1: kvbench run")) << r[1].err;
+  EXPECT_TRUE(contains(r[1].out, "2 workers; database")) << r[1].out;
+  const auto one = results_by_config(dir.file("one.db"));
+  EXPECT_EQ(one.size(), 5u);
+  EXPECT_EQ(results_by_config(dir.file("two.db")), one);
+  const auto cells = cells_by_config(dir.file("two.db"));
+  for (const auto& [config, rows] : cells) EXPECT_EQ(rows.size(), 1u) << config;
+}
+
+TEST(CliWorkers, DevicesNeedCudaAndOneGpuPerWorker) {
+  test::TempDir dir;
+  const std::vector<Output> r = kvbench_all(
+      {{"run", "smoke", "--db", dir.file("a.db"), "--workers", "2", "--devices", "0,1"},
+       {"run", "smoke", "--db", dir.file("b.db"), "--workers", "0"}},
+      dir.path());
+  EXPECT_EQ(r[0].code, 2) << describe(r[0]);
+  EXPECT_TRUE(contains(r[0].err, "--devices: needs --device cuda")) << describe(r[0]);
+  EXPECT_EQ(r[1].code, 2) << describe(r[1]);
+}
+
 }  // namespace
 }  // namespace kvb
