@@ -9,7 +9,8 @@
 //   quest_scores/<n>, pq_scores/<n>, cosine_assign/<n>, centroid_update/<n>
 // Counters: bytes (moved per call) and GBps (bytes / time, decimal GB/s). Copy counts read +
 // write. Compare dense/sparse GBps with copy's GBps of the same run (ratios in README).
-// Run: kvbench_bench --benchmark_filter='copy|read_sum|dense_decode|all_rows|sparse_decode|quest|pq_|cosine|centroid'
+// Run: kvbench_bench
+//   --benchmark_filter='copy|read_sum|dense_decode|all_rows|sparse_decode|quest|pq_|cosine|centroid'
 #include <benchmark/benchmark.h>
 #include <omp.h>
 

@@ -34,13 +34,14 @@ build_dir=build
 log="$build_dir/setup.log"
 packages=(build-essential cmake git pkg-config libtorch-dev nlohmann-json3-dev libcli11-dev
           libsqlite3-dev libbenchmark-dev libgtest-dev gnuplot-nox libopenblas0-pthread
-          sqlite3 ccache python3-jieba unicode-data)
+          sqlite3 ccache python3 python3-jieba unicode-data)  # python3: ci/check_layers.py
 if ((cuda)); then
   build_dir=build-gpu
   log="$build_dir/setup.log"
   # LibTorch comes from the CUDA install, not from Debian's CPU package.
   packages=(build-essential cmake git pkg-config nlohmann-json3-dev libcli11-dev libsqlite3-dev
-            libbenchmark-dev libgtest-dev gnuplot-nox sqlite3 ccache python3-jieba unicode-data)
+            libbenchmark-dev libgtest-dev gnuplot-nox sqlite3 ccache python3 python3-jieba
+            unicode-data)
 fi
 
 say() { echo "setup: $*" >&2; }

@@ -10,9 +10,9 @@
 namespace kvb {
 
 // True when a kernel runs this decode attention over `units` attention units: the CPU kernel
-// (CPU tensors, contiguous f32/bf16/f16 pools: 16-bit pools are read at half the bytes) or, on a CUDA build, the CUDA kernel (f32/bf16/f16
-// pools, g = Hq / units <= 8, d <= 256, without the probabilities). Otherwise the engine gathers
-// the rows and uses ATen.
+// (CPU tensors, contiguous f32/bf16/f16 pools: 16-bit pools are read at half the bytes) or, on
+// a CUDA build, the CUDA kernel (f32/bf16/f16 pools, g = Hq / units <= 8, d <= 256, without the
+// probabilities). Otherwise the engine gathers the rows and uses ATen.
 bool sparse_attention_supported(const at::Tensor& q, const at::Tensor& k_pool,
                                 const at::Tensor& v_pool, int64_t units, bool with_probs);
 

@@ -6,47 +6,11 @@
 // (KV head, row chunk) work items. Reference implementations: kernels/reference/reference.h.
 #pragma once
 #include <cstdint>
-#include <cstring>
+
+#include "kernels/kv_element.h"
 
 namespace kvb::kernels {
 
-// 16-bit K/V elements, as stored (bit patterns).
-struct bf16 {
-  uint16_t bits;
-};
-struct f16 {
-  uint16_t bits;
-};
-
-// bf16 is the top half of an fp32.
-inline float bf16_to_float(bf16 x) {
-  const uint32_t bits = uint32_t(x.bits) << 16;
-  float out;
-  std::memcpy(&out, &bits, sizeof(out));
-  return out;
-}
-
-// IEEE half to float, subnormals, infinities and NaN included.
-inline float f16_to_float(f16 x) {
-  const uint32_t sign = uint32_t(x.bits & 0x8000u) << 16;
-  uint32_t exponent = (x.bits >> 10) & 0x1fu, mantissa = x.bits & 0x3ffu, bits;
-  if (exponent == 0x1f) {
-    bits = sign | 0x7f800000u | (mantissa << 13);  // inf, NaN
-  } else if (exponent != 0) {
-    bits = sign | ((exponent + 112) << 23) | (mantissa << 13);  // 127 - 15 = 112
-  } else if (mantissa == 0) {
-    bits = sign;  // zero
-  } else {  // subnormal: normalise
-    exponent = 113;
-    while (!(mantissa & 0x400u)) mantissa <<= 1, --exponent;
-    bits = sign | (exponent << 23) | ((mantissa & 0x3ffu) << 13);
-  }
-  float out;
-  std::memcpy(&out, &bits, sizeof(out));
-  return out;
-}
-
-enum class KvElement { kF32, kBF16, kF16 };
 
 // Dense GQA decode attention over contiguous K/V.
 //   q:   [Hq, d]           query heads h*g .. h*g+g-1 share KV head h (g = Hq / Hkv)

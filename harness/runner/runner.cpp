@@ -81,7 +81,8 @@ struct CellTotals {
 
   void emit(std::vector<MetricRow>& out, int samples, int num_layers, int num_kv_heads) const {
     auto metric = [&](const std::string& name, double value, const std::string& unit) {
-      out.push_back(MetricRow{.sample_id = std::nullopt, .name = name, .value = value, .unit = unit});
+      out.push_back(
+          MetricRow{.sample_id = std::nullopt, .name = name, .value = value, .unit = unit});
     };
     metric("prompt_tokens", double(prompt_tokens) / samples, "tokens");
     metric("kv_resident_bytes", kv_bytes / samples, "bytes");
@@ -266,7 +267,8 @@ CellResult run_cell(const Cell& cell, const LlamaModel& model,
   }
   const int n = std::max<int>(1, int(samples.size()));
   auto cell_metric = [&](const std::string& name, double value, const std::string& unit) {
-    result.metrics.push_back(MetricRow{.sample_id = std::nullopt, .name = name, .value = value, .unit = unit});
+    result.metrics.push_back(
+        MetricRow{.sample_id = std::nullopt, .name = name, .value = value, .unit = unit});
   };
   cell_metric("score", score_sum / n, dataset->metric_name());
   cell_metric("samples", double(samples.size()), "count");
@@ -391,7 +393,7 @@ RunSummary run_suite(const Suite& suite, const RunOptions& options, std::ostream
   for (size_t i = 0; i < cells.size(); ++i) {
     const Cell& cell = cells[i];
     const std::string key = cell.key();
-    if (store.cell_complete(key)) {
+    if (store.cell_complete(key)) {  // a read: resuming takes no write lock per complete cell
       progress.cell_skipped(describe(cell), "already complete");
       ++summary.skipped;
       continue;

@@ -207,7 +207,8 @@ int64_t decode_attention_workspace_floats(int64_t units, int64_t g, int64_t d, i
 }
 
 void sparse_decode_attention(const float* q, const void* k_pool, const void* v_pool,
-                             KvType type, const int64_t* indptr, const int64_t* rows, float* out,
+                             kernels::KvElement type, const int64_t* indptr, const int64_t* rows,
+                             float* out,
                              int64_t units, int64_t g, int64_t d, float scale, int64_t splits,
                              float* workspace, void* stream) {
   if (!decode_attention_supported(g, d))
@@ -219,9 +220,9 @@ void sparse_decode_attention(const float* q, const void* k_pool, const void* v_p
   call.out = out, call.units = units, call.g = g, call.d = d, call.scale = scale;
   call.splits = splits, call.workspace = workspace, call.stream = as_stream(stream);
   switch (type) {
-    case KvType::kF32: return launch_for_width<float>(call);
-    case KvType::kBF16: return launch_for_width<__nv_bfloat16>(call);
-    case KvType::kF16: return launch_for_width<__half>(call);
+    case kernels::KvElement::kF32: return launch_for_width<float>(call);
+    case kernels::KvElement::kBF16: return launch_for_width<__nv_bfloat16>(call);
+    case kernels::KvElement::kF16: return launch_for_width<__half>(call);
   }
 }
 

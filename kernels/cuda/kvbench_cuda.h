@@ -7,6 +7,8 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/kv_element.h"
+
 namespace kvb::cuda {
 
 // Number of usable CUDA devices; 0 (never an error) without a driver or a GPU.
@@ -55,9 +57,6 @@ void pq_scores(const float* q, const float* centroids, const uint8_t* codes, flo
                void* stream = nullptr);
 
 // ---- Paged sparse GQA decode attention (flash-decoding) ------------------------------------
-// The K/V element type of the pools.
-enum class KvType { kF32, kBF16, kF16 };
-
 // Whether the kernel takes g query heads per unit and head dim d: g <= 8, d <= 256.
 bool decode_attention_supported(int64_t g, int64_t d);
 // How many splits of the row lists to run for `units` units whose longest list has `longest`
@@ -77,7 +76,8 @@ int64_t decode_attention_workspace_floats(int64_t units, int64_t g, int64_t d, i
 // Two launches (the splits, then their log-sum-exp merge); std::invalid_argument when
 // !decode_attention_supported(g, d).
 void sparse_decode_attention(const float* q, const void* k_pool, const void* v_pool,
-                             KvType type, const int64_t* indptr, const int64_t* rows, float* out,
+                             kernels::KvElement type, const int64_t* indptr, const int64_t* rows,
+                             float* out,
                              int64_t units, int64_t g, int64_t d, float scale, int64_t splits,
                              float* workspace, void* stream = nullptr);
 

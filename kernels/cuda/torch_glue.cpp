@@ -58,10 +58,10 @@ bool quest_layout_ok(const at::Tensor& kmin, const at::Tensor& kmax) {
   return ok(kmin) && ok(kmax) && kmin.stride(0) == kmax.stride(0);
 }
 
-std::optional<KvType> kv_type(at::ScalarType t) {
-  if (t == at::kFloat) return KvType::kF32;
-  if (t == at::kBFloat16) return KvType::kBF16;
-  if (t == at::kHalf) return KvType::kF16;
+std::optional<kernels::KvElement> kv_element(at::ScalarType t) {
+  if (t == at::kFloat) return kernels::KvElement::kF32;
+  if (t == at::kBFloat16) return kernels::KvElement::kBF16;
+  if (t == at::kHalf) return kernels::KvElement::kF16;
   return std::nullopt;
 }
 
@@ -73,7 +73,7 @@ bool sparse_decode_attention_supported(const at::Tensor& q, const at::Tensor& k_
       q.dim() != 2 || k_pool.dim() != 2 || v_pool.dim() != 2 || q.size(0) % units != 0)
     return false;
   return k_pool.device() == q.device() && v_pool.device() == q.device() &&
-         k_pool.scalar_type() == v_pool.scalar_type() && kv_type(k_pool.scalar_type()) &&
+         k_pool.scalar_type() == v_pool.scalar_type() && kv_element(k_pool.scalar_type()) &&
          k_pool.is_contiguous() && v_pool.is_contiguous() && k_pool.size(1) == q.size(1) &&
          v_pool.size(1) == q.size(1) && decode_attention_supported(q.size(0) / units, q.size(1));
 }
@@ -97,7 +97,7 @@ at::Tensor sparse_decode_attention(const at::Tensor& q, const at::Tensor& k_pool
   at::Tensor workspace =
       at::empty({decode_attention_workspace_floats(units, g, d, splits)}, qf.options());
   cuda::sparse_decode_attention(qf.data_ptr<float>(), k_pool.data_ptr(), v_pool.data_ptr(),
-                                *kv_type(k_pool.scalar_type()), ptr.data_ptr<int64_t>(),
+                                *kv_element(k_pool.scalar_type()), ptr.data_ptr<int64_t>(),
                                 row_ids.data_ptr<int64_t>(), out.data_ptr<float>(), units, g, d,
                                 float(scale), splits, workspace.data_ptr<float>(),
                                 current_stream());

@@ -145,8 +145,9 @@ std::shared_ptr<InfiniGenCalibration> calibrate(const ModelView& model, int laye
   calibration->skew.assign(layers, at::Tensor());
   calibration->channels.assign(layers, {});
   model.prefill_queries_keys(ids, [&](int layer, const at::Tensor& q, const at::Tensor& k) {
-    if (layer >= 2)
-      calibrate_layer(q, k, c.partial_ratio, calibration->skew[layer], calibration->channels[layer]);
+    if (layer >= InfiniGen::kDenseLayers)
+      calibrate_layer(q, k, c.partial_ratio, calibration->skew[layer],
+                      calibration->channels[layer]);
   });
   return calibration;
 }
@@ -181,16 +182,20 @@ std::shared_ptr<InfiniGenCalibration> from_file(const SafetensorsFile& file, int
   return c;
 }
 
+// The cache file of the calibration of `text` (c's calibration text, already read).
+std::string cache_path(const ModelView& model, const InfiniGenConfig& c, const std::string& text) {
+  if (model.cache_dir().empty()) return "";
+  std::ostringstream name;
+  name << "infinigen-" << model.weights_id() << '-' << std::hex << fnv1a(text) << '-'
+       << std::dec << c.calibration_tokens << '-' << c.partial_ratio << '-'
+       << c10::DeviceTypeName(model.device().type(), /*lower_case=*/true) << ".safetensors";
+  return model.cache_dir() + "/" + name.str();
+}
+
 }  // namespace
 
 std::string infinigen_cache_path(const ModelView& model, const InfiniGenConfig& c) {
-  if (model.cache_dir().empty()) return "";
-  std::ostringstream name;
-  name << "infinigen-" << model.weights_id() << '-' << std::hex
-       << fnv1a(read_text(c.text_file())) << '-' << std::dec << c.calibration_tokens << '-'
-       << c.partial_ratio << '-' << c10::DeviceTypeName(model.device().type(), /*lower_case=*/true)
-       << ".safetensors";
-  return model.cache_dir() + "/" + name.str();
+  return model.cache_dir().empty() ? "" : cache_path(model, c, read_text(c.text_file()));
 }
 
 namespace {
@@ -199,11 +204,11 @@ namespace {
 // written there when it can be).
 std::shared_ptr<const InfiniGenCalibration> text_calibration(const ModelView& model, int layers,
                                                              const InfiniGenConfig& c) {
-  const std::string path = infinigen_cache_path(model, c);
+  const std::string text = read_text(c.text_file());  // read once: named by and calibrated on
+  const std::string path = cache_path(model, c, text);
   if (!path.empty() && std::filesystem::exists(path))
     return from_file(*SafetensorsFile::open(path), layers, model.device());
-  std::shared_ptr<InfiniGenCalibration> calibration =
-      calibrate(model, layers, read_text(c.text_file()), c);
+  std::shared_ptr<InfiniGenCalibration> calibration = calibrate(model, layers, text, c);
   if (!path.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
@@ -244,7 +249,8 @@ const ConfigFields<InfiniGenConfig>& InfiniGenConfig::fields() {
             if (c.calibration == "prompt" && !c.calibration_file.empty())
               throw InputError(f.path("calibration_file") + ": set, but calibration is "
                                "\"prompt\" (calibrating on the prompt reads no file)");
-            if (!c.calibration_file.empty() && !std::filesystem::is_regular_file(c.calibration_file))
+            if (!c.calibration_file.empty() &&
+                !std::filesystem::is_regular_file(c.calibration_file))
               throw InputError(f.path("calibration_file") + ": no such file: " +
                                c.calibration_file);
           });
