@@ -1,25 +1,36 @@
 #!/usr/bin/env bash
-# Fuzzes the safetensors header parser, config.json and tokenizer.json with libFuzzer + ASan +
-# UBSan, SECONDS each.
+# Fuzzes kvbench's readers of user files with libFuzzer + ASan + UBSan, SECONDS each:
+#   safetensors_fuzz       safetensors headers      seeds: tests/data/safetensors/
+#   config_fuzz            config.json              seeds: stories260K's
+#   tokenizer_fuzz         tokenizer.json           seeds: stories260K's
+#   tokenizer_config_fuzz  tokenizer_config.json    seeds: stories260K's (its tokenizer.json fixed)
+#   suite_fuzz             suite files              seeds: suites/*.json
+#   longbench_line_fuzz    LongBench .jsonl lines   seeds: tests/data/longbench/ lines
 #
-#   ci/fuzz.sh [SECONDS]        # default 60
+#   ci/fuzz.sh [SECONDS] [TARGET...]   # default 60 s, every target
 #
-# Builds the targets with clang++ in build-fuzz/ (-DKVBENCH_FUZZ=ON). safetensors_fuzz starts
-# from the regression corpus tests/data/safetensors/ (read-only); config_fuzz and tokenizer_fuzz
-# from stories260K's files in the shared folder (KVBENCH_SHARED, default ../shared) when there.
-# Each keeps the inputs it discovers in build-fuzz/<target>-corpus/ across runs. A crash leaves
-# its input in build-fuzz/<target>-crash-*: turn it into a regression test.
+# Builds with clang++ in build-fuzz/ (-DKVBENCH_FUZZ=ON; the first build compiles a sanitized
+# copy of kvbench for suite_fuzz and longbench_line_fuzz, several minutes). stories260K comes
+# from the shared folder (KVBENCH_SHARED, default ../shared); targets seeded from it start
+# empty without it. Each target keeps what it discovers in build-fuzz/<target>-corpus/ across
+# runs. A crash leaves its input in build-fuzz/<target>-crash-*: fix the bug and keep the input
+# as a regression test of the code it crashed (as tests/data/safetensors/ holds the header
+# parser's).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 seconds=${1:-60}
+shift || true
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(safetensors config tokenizer tokenizer_config suite longbench_line)
 build=$root/build-fuzz
+shared=${KVBENCH_SHARED:-$root/../shared}/models/stories260K
 
 cmake -S "$root" -B "$build" -DKVBENCH_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++ \
       -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$build" -j2 --target safetensors_fuzz config_fuzz tokenizer_fuzz
+cmake --build "$build" -j"${JOBS:-2}" --target "${targets[@]/%/_fuzz}"
 
-# Tokens of the header grammar help the fuzzer past the JSON layer quickly.
+# Tokens of the safetensors header grammar help the fuzzer past the JSON layer quickly.
 cat >"$build/safetensors.dict" <<'DICT'
 "dtype"
 "shape"
@@ -35,16 +46,34 @@ cat >"$build/safetensors.dict" <<'DICT'
 "-1"
 DICT
 
-mkdir -p "$build/fuzz-corpus"
-"$build/engine/model/fuzz/safetensors_fuzz" "$build/fuzz-corpus" "$root/tests/data/safetensors" \
-  -dict="$build/safetensors.dict" -max_len=4096 -max_total_time="$seconds" \
-  -artifact_prefix="$build/safetensors-" -print_final_stats=1
-
-shared=${KVBENCH_SHARED:-$root/../shared}/models/stories260K
-for target in config tokenizer; do
-  corpus=$build/$target-corpus
+# Seeds of one target into its corpus folder (copies, writable: libFuzzer may rewrite them).
+seed() {
+  local corpus=$1; shift
   mkdir -p "$corpus"
-  [ -f "$shared/$target.json" ] && cp -n "$shared/$target.json" "$corpus/seed.json" && chmod u+w "$corpus/seed.json"
-  "$build/engine/model/fuzz/${target}_fuzz" "$corpus" -max_len=16384 -rss_limit_mb=4096 \
-    -max_total_time="$seconds" -artifact_prefix="$build/$target-" -print_final_stats=1
+  for file in "$@"; do
+    [ -f "$file" ] && cp -n "$file" "$corpus/seed-$(basename "$file")" && chmod u+w "$corpus/seed-$(basename "$file")"
+  done
+  return 0
+}
+
+export KVBENCH_FUZZ_TOKENIZER_JSON=$shared/tokenizer.json
+for target in "${targets[@]}"; do
+  corpus=$build/$target-corpus
+  options=(-max_len=16384 -rss_limit_mb=4096)
+  case $target in
+    safetensors)      mkdir -p "$corpus"; options=(-dict="$build/safetensors.dict" -max_len=4096)
+                      set -- "$root/tests/data/safetensors" ;;
+    config|tokenizer|tokenizer_config) seed "$corpus" "$shared/$target.json"; set -- ;;
+    suite)            seed "$corpus" "$root"/suites/*.json; set -- ;;
+    longbench_line)   mkdir -p "$corpus"
+                      for file in "$root"/tests/data/longbench/*/*.jsonl; do
+                        split -l 1 -a 3 "$file" "$corpus/seed-$(basename "$file" .jsonl)-"
+                      done
+                      set -- ;;
+  esac
+  if [ "$target" = tokenizer_config ] && [ ! -f "$KVBENCH_FUZZ_TOKENIZER_JSON" ]; then
+    echo "tokenizer_config: skipped, no $KVBENCH_FUZZ_TOKENIZER_JSON"; continue
+  fi
+  "$build/${target}_fuzz" "$corpus" "$@" "${options[@]}" -max_total_time="$seconds" \
+    -artifact_prefix="$build/$target-" -print_final_stats=1
 done

@@ -1,6 +1,7 @@
 // kvbench: one binary, one subcommand per job. Exit codes: 0 ok, 1 failures recorded,
 // 2 usage or input error.
 #include <ATen/Parallel.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -12,6 +13,9 @@
 #include "engine/common/error.h"
 
 int main(int argc, char** argv) {
+  // Past a file-size limit (ulimit -f) a write fails with EFBIG and kvbench names the file,
+  // instead of the process being killed by SIGXFSZ halfway through.
+  signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"kvbench: compare LLM KV-cache compression methods on one engine, one budget"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show the help of every subcommand");

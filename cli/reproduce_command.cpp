@@ -69,7 +69,7 @@ void add_reproduce_command(CLI::App& app, std::vector<Command>& out, const std::
     options.db_path = o->db.empty() ? default_db_path(suite_name) : o->db;
     options.threads = configure_threads(o->threads);
     options.command = command_line;
-    options.interactive_progress = isatty(STDERR_FILENO);
+    options.progress = isatty(STDERR_FILENO) ? Progress::Style::live : Progress::Style::lines;
     std::cerr << "reproduce " << r.name << ": " << suite.cells().size() << " cells -> "
               << options.db_path << "\n";
     const RunSummary summary = run_suite(suite, options, std::cerr);

@@ -1,9 +1,8 @@
 // kvbench run SUITE: runs a suite's cells into a results database and prints the table.
-#include <fcntl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <optional>
@@ -13,6 +12,7 @@
 #include "engine/device.h"
 #include "harness/runner/results_table.h"
 #include "harness/runner/runner.h"
+#include "harness/scaleout/workers.h"
 
 namespace kvb {
 
@@ -26,83 +26,75 @@ struct RunArguments {
   int threads = 0;
   std::string device, dtype, cache_dir, devices;
   int workers = 1;
+  int64_t worker_of_run = 0;  // set by a --workers supervisor for its workers (hidden)
 };
-// Worker i's --device: its own GPU with --device cuda (the i-th of --devices, or GPU i), else
-// the run's (possibly none).
-std::string worker_device(const RunArguments& o, int i) {
-  if (o.device != "cuda") return o.device;
-  if (o.devices.empty()) return "cuda:" + std::to_string(i);
-  size_t at = 0;
-  for (int k = 0; k < i; ++k) at = o.devices.find(',', at) + 1;
-  return "cuda:" + o.devices.substr(at, o.devices.find(',', at) - at);
-}
 
-// The `kvbench run` arguments of worker `i` of `n`: the same run without --workers and --fresh,
-// on its own GPU (with --device cuda) or its share of the cores.
-std::vector<std::string> worker_arguments(const RunArguments& o, const std::string& db, int i,
-                                          int n) {
-  std::vector<std::string> args = {"run", o.suite, "--db", db};
+// The `kvbench run` arguments of each of `o.workers` workers of run `run_id`: the same run
+// without --workers, --devices and --fresh, on its share of the cores.
+std::vector<std::string> worker_arguments(const RunArguments& o, const std::string& db,
+                                          int64_t run_id) {
+  std::vector<std::string> args = {"run", o.suite, "--db", db, "--worker-of-run",
+                                   std::to_string(run_id)};
   for (const std::string& s : o.overrides) args.insert(args.end(), {"--set", s});
-  if (const std::string device = worker_device(o, i); !device.empty())
-    args.insert(args.end(), {"--device", device});
+  if (!o.device.empty()) args.insert(args.end(), {"--device", o.device});
   if (!o.dtype.empty()) args.insert(args.end(), {"--dtype", o.dtype});
   if (!o.cache_dir.empty()) args.insert(args.end(), {"--cache-dir", o.cache_dir});
   if (!o.shard.empty()) args.insert(args.end(), {"--shard", o.shard});
   if (o.allow_unknown_config_keys) args.push_back("--allow-unknown-config-keys");
-  const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
-  const int threads = o.threads > 0 ? o.threads : std::max(1, cores / n);
-  args.insert(args.end(), {"--threads", std::to_string(threads)});
+  args.insert(args.end(), {"--threads", std::to_string(o.threads)});
   return args;
 }
 
-// InputError unless --devices names one GPU per worker and comes with --device cuda.
-void check_worker_devices(const RunArguments& o) {
-  if (o.devices.empty()) return;
-  if (o.device != "cuda")
-    throw InputError("--devices: needs --device cuda (each worker then uses one of them)");
-  const int listed = int(std::count(o.devices.begin(), o.devices.end(), ',')) + 1;
-  if (listed != o.workers)
-    throw InputError("--devices: " + std::to_string(listed) + " GPUs for " +
-                     std::to_string(o.workers) + " workers (give one per worker)");
-  for (int i = 0; i < o.workers; ++i)  // each exists here: exit 2 before any worker starts
-    parse_device(worker_device(o, i), "--devices");
+// The GPU each worker sees with --device cuda (CUDA_VISIBLE_DEVICES), after checking here that
+// each exists: exit 2 before any worker starts. None without --device cuda.
+std::vector<std::string> worker_visible_gpus(const RunArguments& o) {
+  if (o.device != "cuda") {
+    if (!o.devices.empty())
+      throw InputError("--devices: needs --device cuda (each worker then uses one of them)");
+    return {};
+  }
+  for (const std::string& gpu : worker_gpus(o.workers, o.devices, nullptr))
+    parse_device("cuda:" + gpu, "--devices");
+  return worker_gpus(o.workers, o.devices, std::getenv("CUDA_VISIBLE_DEVICES"));
 }
 
-// Runs `o.workers` worker processes (this executable) on one database and waits for them all;
-// they share the cells through the store's claims. Returns the largest exit code.
-int run_workers(const RunArguments& o, const std::string& db) {
-  check_worker_devices(o);
-  std::vector<pid_t> pids;
-  for (int i = 0; i < o.workers; ++i) {
-    const std::vector<std::string> args = worker_arguments(o, db, i, o.workers);
-    std::cerr << "worker " << i << ": kvbench";
-    for (const std::string& a : args) std::cerr << " " << a;
-    std::cerr << "\n";
-    const pid_t pid = fork();
-    if (pid == 0) {  // the worker: its progress on stderr; the table is printed once, below
-      const int null = open("/dev/null", O_WRONLY);
-      if (null >= 0) dup2(null, STDOUT_FILENO);
-      std::vector<char*> argv = {const_cast<char*>("kvbench")};
-      for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      execv("/proc/self/exe", argv.data());
-      _exit(127);
-    }
-    if (pid < 0) throw std::runtime_error("--workers: cannot start a worker process");
-    pids.push_back(pid);
+// `kvbench run --workers N`: begins one run, has N worker processes (this executable) share
+// its cells through the store's claims, shows their progress as one, prints the table once.
+// Returns the largest exit code of the workers.
+int run_workers(RunArguments o, const Suite& suite, const RunOptions& options) {
+  const std::vector<std::string> gpus = worker_visible_gpus(o);
+  const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+  if (o.threads <= 0) o.threads = std::max(1, cores / o.workers);
+  const std::vector<Cell> cells =
+      options.shard ? cells_of_shard(suite.cells(), *options.shard) : suite.cells();
+  RunInfo info = current_run_info(suite, cells, options.command, o.threads);
+  if (!gpus.empty()) {
+    info.device.clear();
+    for (int i = 0; i < o.workers; ++i)
+      info.device += (i ? "; " : "") + std::string("worker ") + std::to_string(i) + ": " +
+                     describe_device(parse_device("cuda:" + worker_gpus(o.workers, o.devices,
+                                                                        nullptr)[i], "--devices"));
   }
-  int worst = 0;
-  for (size_t i = 0; i < pids.size(); ++i) {
-    int status = 0;
-    waitpid(pids[i], &status, 0);
-    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    if (code != 0) std::cerr << "worker " << i << ": exit " << code << "\n";
-    worst = std::max(worst, code);
-  }
-  ResultStore store(db);
-  if (const std::optional<int64_t> run = store.latest_run()) print_run(store, *run, std::cout);
-  std::cout << "\n" << o.workers << " workers; database " << db << "\n";
-  return worst;
+  ResultStore store(options.db_path);
+  if (options.fresh) store.forget_suite(suite.name);  // once, here
+  const int64_t run = store.begin_run(info);
+  std::vector<WorkerLaunch> launches;
+  for (int i = 0; i < o.workers; ++i)
+    launches.push_back(WorkerLaunch{.args = worker_arguments(o, options.db_path, run),
+                                    .visible_gpu = gpus.empty() ? "" : gpus[i]});
+  std::cerr << "suite " << suite.name << ": " << cells.size() << " cells -> " << options.db_path
+            << " (" << o.workers << " workers, " << o.threads
+            << (o.threads == 1 ? " thread" : " threads") << " each";
+  if (!gpus.empty()) std::cerr << ", one GPU each";
+  std::cerr << ")\n";
+  Progress progress(std::cerr, int(cells.size()), options.progress, o.workers);
+  const WorkersOutcome outcome = supervise_workers("/proc/self/exe", launches, progress, std::cerr);
+  store.finish_run(run, outcome.exit_code == 0 ? "complete" : "failures");
+  print_run(store, run, std::cout);
+  std::cout << "\nrun " << run << ": " << o.workers << " workers";
+  if (outcome.replaced > 0) std::cout << " (" << outcome.replaced << " killed and started again)";
+  std::cout << "; database " << options.db_path << "\n";
+  return outcome.exit_code;
 }
 
 }  // namespace
@@ -142,6 +134,9 @@ void add_run_command(CLI::App& app, std::vector<Command>& out, const std::string
       ->check(CLI::PositiveNumber);
   cmd->add_option("--devices", o->devices,
                   "With --workers and --device cuda: the GPU of each worker, e.g. 0,2,3");
+  cmd->add_option("--worker-of-run", o->worker_of_run,
+                  "(internal) run as a worker of this run of a --workers supervisor")
+      ->group("");
   add_allow_unknown_config_keys_flag(cmd, o->allow_unknown_config_keys);
   out.push_back({cmd, [o, command_line] {
     std::vector<std::string> overrides = o->overrides;
@@ -164,13 +159,15 @@ void add_run_command(CLI::App& app, std::vector<Command>& out, const std::string
                             : (std::filesystem::path(options.db_path).parent_path() /
                                "kvbench-cache").string();
     options.fresh = o->fresh;
-    if (o->workers > 1) {
-      if (options.fresh) ResultStore(options.db_path).forget_suite(suite.name);  // once, here
-      return run_workers(*o, options.db_path);
-    }
-    options.threads = configure_threads(o->threads);
     options.command = command_line;
-    options.interactive_progress = isatty(STDERR_FILENO);
+    options.progress = isatty(STDERR_FILENO) ? Progress::Style::live : Progress::Style::lines;
+    if (o->workers > 1) return run_workers(*o, suite, options);
+    options.threads = configure_threads(o->threads);
+    if (o->worker_of_run > 0) {  // a worker: its progress goes to its supervisor as events
+      options.join_run = o->worker_of_run;
+      options.progress = Progress::Style::events;
+      return run_suite(suite, options, std::cerr).failed > 0 ? 1 : 0;
+    }
     std::cerr << "suite " << suite.name << ": " << suite.cells().size() << " cells";
     if (options.shard)
       std::cerr << ", shard " << shard_text(*options.shard) << ": "

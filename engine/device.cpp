@@ -7,6 +7,7 @@
 
 #if KVBENCH_CUDA_KERNELS
 #include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <cuda_runtime_api.h>
 #endif
 
@@ -87,6 +88,14 @@ std::string describe_device(const at::Device& device) {
          version(driver) + ")";
 #else
   return name;
+#endif
+}
+
+void release_cached_device_memory(const at::Device& device) {
+#if KVBENCH_CUDA_KERNELS
+  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::emptyCache();
+#else
+  (void)device;
 #endif
 }
 

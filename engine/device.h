@@ -26,4 +26,8 @@ std::string dtype_name(at::ScalarType dtype);  // the inverse ("f32" for kFloat)
 // where this build can ask the CUDA runtime (a CUDA LibTorch), else "cuda:0".
 std::string describe_device(const at::Device& device);
 
+// Gives the blocks LibTorch's CUDA allocator keeps cached back to the GPU (after a cell ran out
+// of memory, so that the next cell starts with all of it); nothing on the CPU.
+void release_cached_device_memory(const at::Device& device);
+
 }  // namespace kvb

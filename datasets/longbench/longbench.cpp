@@ -31,7 +31,10 @@ std::string string_field(const json& record, const char* key, const std::string&
   return it->get<std::string>();
 }
 
-LongBenchRecord parse_record(const std::string& line, const std::string& where, int number) {
+}  // namespace
+
+LongBenchRecord parse_longbench_line(const std::string& line, const std::string& where,
+                                     int number) {
   json j = parse_json_object(line, where);
   LongBenchRecord r;
   if (!j.contains("answers")) throw InputError(where + ": missing field \"answers\"");
@@ -46,8 +49,6 @@ LongBenchRecord parse_record(const std::string& line, const std::string& where, 
   return r;
 }
 
-}  // namespace
-
 std::vector<LongBenchRecord> read_longbench_jsonl(const std::string& path, int limit) {
   std::ifstream in(path);
   if (!in) throw InputError(path + ": no such file (download LongBench's data/<dataset>.jsonl)");
@@ -55,7 +56,7 @@ std::vector<LongBenchRecord> read_longbench_jsonl(const std::string& path, int l
   std::string line;
   for (int number = 1; std::getline(in, line); ++number) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;  // blank line
-    out.push_back(parse_record(line, path + ":" + std::to_string(number), number));
+    out.push_back(parse_longbench_line(line, path + ":" + std::to_string(number), number));
     if (limit > 0 && int(out.size()) >= limit) break;
   }
   if (out.empty()) throw InputError(path + ": holds no records");

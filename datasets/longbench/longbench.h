@@ -19,6 +19,9 @@ struct LongBenchRecord {
 // that is not a JSON object, or a record without a list of `answers` (or without string
 // `input`/`context`) is an InputError naming the file and the line.
 std::vector<LongBenchRecord> read_longbench_jsonl(const std::string& path, int limit = 0);
+// One line of such a file (line `number`, for a record without `_id`); errors name `where`.
+LongBenchRecord parse_longbench_line(const std::string& line, const std::string& where,
+                                     int number);
 
 // `answers` and `all_classes` values as Python's str() gives them: strings as they are,
 // integers in decimal (passage_count's answers). `where` prefixes errors.

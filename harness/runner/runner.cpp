@@ -1,6 +1,7 @@
 #include "harness/runner/runner.h"
 
 #include <ATen/Parallel.h>
+#include <c10/util/Exception.h>
 #include <torch/version.h>
 #include <unistd.h>
 
@@ -346,16 +347,23 @@ void check_model_configs(const Suite& suite, bool allow_unknown_config_keys) {
 
 namespace {
 
-// Renews a running cell's heartbeat every ResultStore::kHeartbeatS, from its own connection,
-// for as long as it lives (the cell's run), so other processes see the claim is alive.
+// A failed cell's message: LibTorch's without its C++ backtrace (a CUDA out-of-memory included).
+std::string error_text(const std::exception& e) {
+  if (const auto* torch_error = dynamic_cast<const c10::Error*>(&e))
+    return torch_error->what_without_backtrace();
+  return e.what();
+}
+
+// Renews the heartbeat of a run and of its running cell every ResultStore::kHeartbeatS, from
+// its own connection, for as long as it lives, so other processes see both are alive.
 class Heartbeat {
  public:
-  Heartbeat(const std::string& db, int64_t cell_id) : thread_([this, db, cell_id] {
+  Heartbeat(const std::string& db, int64_t run_id) : thread_([this, db, run_id] {
     std::unique_lock<std::mutex> lock(mutex_);
     const auto period = std::chrono::duration<double>(ResultStore::kHeartbeatS);
     while (!wake_.wait_for(lock, period, [this] { return stop_; })) {
       try {
-        ResultStore(db).heartbeat(cell_id);
+        ResultStore(db).heartbeat(run_id, cell_id_);
       } catch (const std::exception&) {
         // A missed beat costs nothing unless beats stay missing for kClaimTimeoutS.
       }
@@ -369,11 +377,16 @@ class Heartbeat {
     wake_.notify_all();
     thread_.join();
   }
+  void set_cell(int64_t cell_id) {  // the running cell (0: none)
+    std::lock_guard<std::mutex> lock(mutex_);
+    cell_id_ = cell_id;
+  }
 
  private:
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stop_ = false;
+  int64_t cell_id_ = 0;
   std::thread thread_;  // last: starts once the members above exist
 };
 
@@ -381,33 +394,41 @@ class Heartbeat {
 
 RunSummary run_suite(const Suite& suite, const RunOptions& options, std::ostream& progress_out) {
   ResultStore store(options.db_path);
-  if (options.fresh) store.forget_suite(suite.name);
+  if (options.fresh && !options.join_run) store.forget_suite(suite.name);
   const std::vector<Cell> cells =
       options.shard ? cells_of_shard(suite.cells(), *options.shard) : suite.cells();
   RunSummary summary;
-  summary.run_id =
-      store.begin_run(current_run_info(suite, cells, options.command, at::get_num_threads()));
-  Progress progress(progress_out, int(cells.size()), options.interactive_progress);
+  summary.run_id = options.join_run ? *options.join_run
+                                    : store.begin_run(current_run_info(
+                                          suite, cells, options.command, at::get_num_threads()));
+  Progress progress(progress_out, int(cells.size()), options.progress);
+  Heartbeat heartbeat(options.db_path, summary.run_id);
   std::map<std::string, std::shared_ptr<LlamaModel>> models;
   std::unique_ptr<ModelView> view;  // what methods see of the model in `models`
   for (size_t i = 0; i < cells.size(); ++i) {
     const Cell& cell = cells[i];
+    const int index = int(i);
     const std::string key = cell.key();
     if (store.cell_complete(key)) {  // a read: resuming takes no write lock per complete cell
-      progress.cell_skipped(describe(cell), "already complete");
+      progress.cell_skipped(index, describe(cell));
       ++summary.skipped;
       continue;
     }
     const CellClaim claim = store.claim_cell(summary.run_id, key, cell.model, cell.dataset.name,
                                          cell.method.label, cell.budget, int64_t(cell.seed));
     if (claim.cell_id == 0) {  // another process completed it meanwhile, or runs it
-      progress.cell_skipped(describe(cell), claim.held_by);
-      ++(claim.held_by == "already complete" ? summary.skipped : summary.elsewhere);
+      if (claim.held_by == "already complete") {
+        progress.cell_skipped(index, describe(cell));
+        ++summary.skipped;
+      } else {
+        progress.cell_elsewhere(index, describe(cell), claim.held_by);
+        ++summary.elsewhere;
+      }
       continue;
     }
     const int64_t cell_id = claim.cell_id;
-    progress.cell_started(int(i), describe(cell));
-    const Heartbeat heartbeat(options.db_path, cell_id);
+    progress.cell_started(index, describe(cell));
+    heartbeat.set_cell(cell_id);
     auto start = Clock::now();
     try {
       const std::string model_key = cell.model + "|" + cell.device + "|" + cell.dtype;
@@ -424,18 +445,24 @@ RunSummary run_suite(const Suite& suite, const RunOptions& options, std::ostream
       }
       const std::shared_ptr<LlamaModel> model = models[model_key];
       CellResult result = run_cell(
-          cell, *model, [&](int done, int total) { progress.sample_done(done, total); },
+          cell, *model, [&](int done, int total) { progress.sample_done(index, done, total); },
           view.get());
       store.complete_cell(cell_id, result.samples, result.metrics, seconds_since(start));
-      progress.cell_finished("complete", seconds_since(start));
+      progress.cell_finished(index, "complete", seconds_since(start));
       ++summary.ran;
+    } catch (const DatabaseError&) {
+      throw;  // the database itself failed (disk full, read-only): no cell can be recorded
     } catch (const std::exception& e) {
-      store.fail_cell(cell_id, e.what(), seconds_since(start));
-      progress.cell_finished(std::string("FAILED: ") + e.what(), seconds_since(start));
+      const std::string error = error_text(e);
+      store.fail_cell(cell_id, error, seconds_since(start));
+      progress.cell_finished(index, "FAILED: " + error, seconds_since(start));
       ++summary.failed;
+      release_cached_device_memory(parse_device(cell.device, "device"));  // after an OOM
     }
+    heartbeat.set_cell(0);
   }
-  store.finish_run(summary.run_id, summary.failed > 0 ? "failures" : "complete");
+  if (!options.join_run)
+    store.finish_run(summary.run_id, summary.failed > 0 ? "failures" : "complete");
   return summary;
 }
 

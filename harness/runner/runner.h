@@ -11,6 +11,7 @@
 #include "datasets/dataset.h"
 #include "engine/model/llama_model.h"
 #include "engine/model_view.h"
+#include "harness/runner/progress.h"
 #include "harness/scaleout/shard.h"
 #include "harness/store/result_store.h"
 #include "harness/suite/suite.h"
@@ -22,7 +23,10 @@ struct RunOptions {
   bool fresh = false;
   int threads = 0;
   std::string command;  // the command line, for provenance
-  bool interactive_progress = false;
+  Progress::Style progress = Progress::Style::lines;
+  // Join this run (a --workers group's, begun by its supervisor) instead of beginning one;
+  // the supervisor finishes it. `fresh` is then the supervisor's to apply.
+  std::optional<int64_t> join_run;
   std::optional<ShardSpec> shard;  // run only this shard's share of the cells (scaleout/shard.h)
   // Unknown config.json keys are warnings (stored in the run's provenance), not errors.
   bool allow_unknown_config_keys = false;
@@ -34,7 +38,9 @@ struct RunOptions {
 struct RunSummary {
   int64_t run_id = 0;
   int ran = 0, skipped = 0, failed = 0;
-  int elsewhere = 0;  // cells another process was running (claimed), left to it
+  // Cells another process was running (claimed), left to it, or that a fellow worker of the
+  // same run failed (not tried again in that run).
+  int elsewhere = 0;
 };
 
 // Samples and metrics of one cell, not yet stored.

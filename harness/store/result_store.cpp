@@ -4,6 +4,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <cctype>
 #include <chrono>
 #include <thread>
 #include <ctime>
@@ -49,7 +52,10 @@ const Table kRuns = {
      {"device", "TEXT"},
      {"threads", "INTEGER"},
      {"host", "TEXT"},
-     {"warnings", "TEXT NOT NULL DEFAULT ''"}},  // version 2
+     {"warnings", "TEXT NOT NULL DEFAULT ''"},  // version 2
+     // Version 4: the process running a 'running' run and its heartbeat (as a cell's claim).
+     {"pid", "INTEGER"},
+     {"heartbeat_at", "TEXT"}},
     ""};
 const Table kCells = {
     "cells",
@@ -134,17 +140,60 @@ std::string utc_now() {
   return buf;
 }
 
-ResultStore::ResultStore(const std::string& path) : path_(path) {
-  std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  if (!parent.empty()) std::filesystem::create_directories(parent);
-  if (sqlite3_open(path.c_str(), &db_) != SQLITE_OK) {
-    std::string message = db_ ? sqlite3_errmsg(db_) : "out of memory";
-    sqlite3_close(db_);
-    throw InputError(path + ": cannot open database: " + message);
+namespace {
+
+// `path` as a file: URI's path (RFC 3986: the characters a URI gives a meaning escaped).
+std::string uri_path(const std::string& path) {
+  std::string out;
+  for (const unsigned char c : path) {
+    if (std::isalnum(c) || std::strchr("/-._~", c)) {
+      out += char(c);
+    } else {
+      char hex[4];
+      std::snprintf(hex, sizeof(hex), "%%%02X", c);
+      out += hex;
+    }
   }
-  sqlite3_busy_timeout(db_, 10000);
+  return out;
+}
+
+// A connection to `path`, created when absent. `immutable`: read-only without SQLite's shared
+// memory file, for a WAL database in a folder this process cannot write (SQLite cannot read
+// it otherwise); it does not see changes a writer has not yet checkpointed.
+sqlite3* open_database(const std::string& path, bool immutable) {
+  sqlite3* db = nullptr;
+  const int rc = immutable ? sqlite3_open_v2(("file:" + uri_path(path) + "?immutable=1").c_str(),
+                                             &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr)
+                           : sqlite3_open(path.c_str(), &db);
+  if (rc != SQLITE_OK) {
+    const std::string message = db ? sqlite3_errmsg(db) : "out of memory";
+    sqlite3_close(db);
+    throw DatabaseError(path + ": cannot open database: " + message);
+  }
+  sqlite3_busy_timeout(db, 10000);
+  return db;
+}
+
+}  // namespace
+
+ResultStore::ResultStore(const std::string& path) : path_(path) {
+  std::error_code error;
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent, error);
+  if (error) throw DatabaseError(path + ": cannot create its folder: " + error.message());
+  db_ = open_database(path, false);
+  if (sqlite3_db_readonly(db_, "main") == 1) {  // a file this process may only read
+    try {
+      schema_version();
+    } catch (const DatabaseError&) {
+      sqlite3_close(db_);
+      db_ = open_database(path, true);
+    }
+  }
   try {
-    set_wal_mode();
+    // A read-only file is still read by show and report; writing to it is a DatabaseError
+    // ("attempt to write a readonly database").
+    if (sqlite3_db_readonly(db_, "main") != 1) set_wal_mode();
     exec("PRAGMA foreign_keys=ON; PRAGMA synchronous=NORMAL;");
     // Several processes may open a new or old database at once: creating and migrating
     // re-check the version inside their write transaction, so one does it, the others see it.
@@ -152,6 +201,7 @@ ResultStore::ResultStore(const std::string& path) : path_(path) {
     if (found == 0) found = create_schema();
     if (found == 1) found = migrate_from_1();
     if (found == 2) found = migrate_from_2();
+    if (found == 3) found = migrate_from_3();
     if (found != kSchemaVersion)
       throw InputError(path + ": schema_version is " + std::to_string(found) + ", this kvbench "
                        "reads version " + std::to_string(kSchemaVersion));
@@ -199,7 +249,7 @@ void ResultStore::in_transaction(const std::function<void()>& body) {
     body();
     exec("COMMIT");
   } catch (...) {
-    exec("ROLLBACK");
+    rollback(db_);
     throw;
   }
 }
@@ -217,14 +267,17 @@ std::vector<std::string> column_definitions(const Table& table,
 
 }  // namespace
 
-// Version 2 added runs.warnings, version 3 the claim of a running cell: older databases gain
-// the columns (empty) in place.
+// Version 2 added runs.warnings, version 3 the claim of a running cell, version 4 the process
+// of a running run: older databases gain the columns (empty) in place.
 int64_t ResultStore::migrate_from_1() {
   return add_columns(1, kRuns.name, column_definitions(kRuns, {"warnings"}));
 }
 int64_t ResultStore::migrate_from_2() {
   return add_columns(2, kCells.name,
                      column_definitions(kCells, {"claim_host", "claim_pid", "heartbeat_at"}));
+}
+int64_t ResultStore::migrate_from_3() {
+  return add_columns(3, kRuns.name, column_definitions(kRuns, {"pid", "heartbeat_at"}));
 }
 
 int64_t ResultStore::add_columns(int64_t from, const std::string& table,
@@ -252,18 +305,54 @@ int64_t ResultStore::create_schema() {
   return version;
 }
 
+namespace {
+
+std::string this_host() {
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
+// Seconds since a row's heartbeat_at (a huge number when it has none), as SQL.
+constexpr const char* kAgeOfHeartbeat =
+    "coalesce((julianday('now') - julianday(heartbeat_at)) * 86400.0, 1e18)";
+
+// Whether the process that runs a row (a cell's claim, a run) still does. This process's own
+// rows are leftovers of its earlier work; on this host a pid that no longer lives is gone
+// (EPERM: it lives, under another user); elsewhere a heartbeat older than kClaimTimeoutS is.
+bool process_alive(const std::string& host, int64_t pid, double heartbeat_age_s) {
+  if (host != this_host()) return heartbeat_age_s < ResultStore::kClaimTimeoutS;
+  return pid > 0 && pid != int64_t(getpid()) && (kill(pid_t(pid), 0) == 0 || errno == EPERM);
+}
+
+}  // namespace
+
 int64_t ResultStore::begin_run(const RunInfo& r) {
-  // A run of this suite still marked running was killed, or runs in another process (which
-  // marks it complete again when it finishes; its cells' claims are what protect them).
-  Statement killed(db_, "UPDATE runs SET status = 'interrupted' WHERE suite = ? AND status = 'running'");
-  killed.bind(1, r.suite).run();
-  Statement s(db_,
-      "INSERT INTO runs (suite, suite_json, command, started_at, status, git_commit, build_type, "
-      "torch_version, device, threads, host) VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?)");
-  s.bind(1, r.suite).bind(2, r.suite_json).bind(3, r.command).bind(4, utc_now())
-      .bind(5, r.git_commit).bind(6, r.build_type).bind(7, r.torch_version).bind(8, r.device)
-      .bind(9, int64_t(r.threads)).bind(10, r.host).run();
-  return sqlite3_last_insert_rowid(db_);
+  int64_t id = 0;
+  in_transaction([&] {
+    // A run of this suite still marked running whose process is gone was killed: say so. One
+    // whose process lives runs beside this one (its cells' claims keep them apart).
+    Statement running(db_,
+        "SELECT id, coalesce(host, ''), coalesce(pid, 0), " + std::string(kAgeOfHeartbeat) +
+        " FROM runs WHERE suite = ? AND status = 'running'");
+    running.bind(1, r.suite);
+    while (running.step())
+      if (!process_alive(running.text(1), running.integer(2), running.real(3))) {
+        Statement killed(db_, "UPDATE runs SET status = 'interrupted' WHERE id = ?");
+        killed.bind(1, running.integer(0)).run();
+      }
+    Statement s(db_,
+        "INSERT INTO runs (suite, suite_json, command, started_at, status, git_commit, "
+        "build_type, torch_version, device, threads, host, pid, heartbeat_at) "
+        "VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)");
+    const std::string now = utc_now();
+    s.bind(1, r.suite).bind(2, r.suite_json).bind(3, r.command).bind(4, now)
+        .bind(5, r.git_commit).bind(6, r.build_type).bind(7, r.torch_version).bind(8, r.device)
+        .bind(9, int64_t(r.threads)).bind(10, r.host).bind(11, int64_t(getpid())).bind(12, now)
+        .run();
+    id = sqlite3_last_insert_rowid(db_);
+  });
+  return id;
 }
 
 void ResultStore::add_run_warning(int64_t run_id, const std::string& warning) {
@@ -287,49 +376,28 @@ bool ResultStore::cell_complete(const std::string& config_json) const {
   return s.integer(0) > 0;
 }
 
-namespace {
-
-std::string this_host() {
-  char name[256] = {};
-  gethostname(name, sizeof(name) - 1);
-  return name;
-}
-
-// Whether process `pid` of this host still lives (EPERM: it does, under another user).
-bool process_alive(int64_t pid) {
-  return pid > 0 && (kill(pid_t(pid), 0) == 0 || errno == EPERM);
-}
-
-}  // namespace
-
 CellClaim ResultStore::claim_cell(int64_t run_id, const std::string& config_json,
                               const std::string& model, const std::string& dataset,
                               const std::string& method, std::optional<int64_t> budget,
                               int64_t seed) {
-  const std::string host = this_host();
-  const int64_t pid = int64_t(getpid());
   CellClaim claim;
   in_transaction([&] {
     Statement rows(db_,
-        "SELECT status, coalesce(claim_host, ''), coalesce(claim_pid, 0), "
-        "coalesce((julianday('now') - julianday(heartbeat_at)) * 86400.0, 1e18) "
-        "FROM cells WHERE config_json = ? AND status != 'failed'");
-    rows.bind(1, config_json);
+        "SELECT status, coalesce(claim_host, ''), coalesce(claim_pid, 0), " +
+        std::string(kAgeOfHeartbeat) +
+        " FROM cells WHERE config_json = ? AND (status != 'failed' OR run_id = ?)");
+    rows.bind(1, config_json).bind(2, run_id);
     while (rows.step()) {
       if (rows.text(0) == "complete") {
         claim.held_by = "already complete";
         return;
       }
-      // A running row: its process's, unless that process is gone. Ours (this pid) is a
-      // leftover of this process; on this host a pid that no longer lives is gone; elsewhere a
-      // heartbeat older than kClaimTimeoutS is.
-      const std::string row_host = rows.text(1);
-      const int64_t row_pid = rows.integer(2);
-      const bool alive = row_host == host
-                             ? row_pid != pid && process_alive(row_pid)
-                             : rows.real(3) < kClaimTimeoutS;
-      if (alive) {
-        claim.held_by = "running in " + row_host + " pid " + std::to_string(row_pid);
+      if (rows.text(0) == "failed") {  // by a fellow worker of this run: not tried twice
+        claim.held_by = "failed in this run";
+        return;
+      }
+      if (process_alive(rows.text(1), rows.integer(2), rows.real(3))) {  // a running row
+        claim.held_by = "running in " + rows.text(1) + " pid " + std::to_string(rows.integer(2));
         return;
       }
     }
@@ -341,16 +409,21 @@ CellClaim ResultStore::claim_cell(int64_t run_id, const std::string& config_json
         "VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?)");
     const std::string now = utc_now();
     s.bind(1, run_id).bind(2, config_json).bind(3, model).bind(4, dataset).bind(5, method)
-        .bind(6, budget).bind(7, seed).bind(8, now).bind(9, host).bind(10, pid).bind(11, now)
+        .bind(6, budget).bind(7, seed).bind(8, now).bind(9, this_host())
+        .bind(10, int64_t(getpid())).bind(11, now)
         .run();
     claim.cell_id = sqlite3_last_insert_rowid(db_);
   });
   return claim;
 }
 
-void ResultStore::heartbeat(int64_t cell_id) {
-  Statement s(db_, "UPDATE cells SET heartbeat_at = ? WHERE id = ? AND status = 'running'");
-  s.bind(1, utc_now()).bind(2, cell_id).run();
+void ResultStore::heartbeat(int64_t run_id, int64_t cell_id) {
+  in_transaction([&] {
+    Statement run(db_, "UPDATE runs SET heartbeat_at = ? WHERE id = ? AND status = 'running'");
+    run.bind(1, utc_now()).bind(2, run_id).run();
+    Statement cell(db_, "UPDATE cells SET heartbeat_at = ? WHERE id = ? AND status = 'running'");
+    cell.bind(1, utc_now()).bind(2, cell_id).run();
+  });
 }
 
 void ResultStore::complete_cell(int64_t cell_id, const std::vector<SampleRow>& samples,
@@ -377,7 +450,7 @@ void ResultStore::complete_cell(int64_t cell_id, const std::vector<SampleRow>& s
     s.bind(1, utc_now()).bind(2, elapsed_s).bind(3, cell_id).run();
     exec("COMMIT");
   } catch (...) {
-    exec("ROLLBACK");
+    rollback(db_);
     throw;
   }
 }

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "harness/store/database_error.h"
+
 namespace kvb {
 
 struct RunInfo {
@@ -38,7 +40,8 @@ struct MetricRow {
 // The outcome of claiming a cell: ours to run (cell_id > 0), or held by someone else.
 struct CellClaim {
   int64_t cell_id = 0;
-  std::string held_by;  // when not ours: "already complete", or "running in <host> pid <pid>"
+  // When not ours: "already complete", "running in <host> pid <pid>", "failed in this run".
+  std::string held_by;
 };
 
 struct CellRow {
@@ -51,10 +54,12 @@ struct CellRow {
 
 class ResultStore {
  public:
-  static constexpr int kSchemaVersion = 3;  // 2: runs.warnings; 3: cells' claims
-  // A running cell of another host whose heartbeat is older than this is taken over.
+  // 2: runs.warnings; 3: cells' claims; 4: runs' processes
+  static constexpr int kSchemaVersion = 4;
+  // A running cell (run) of another host whose heartbeat is older than this is taken over
+  // (marked interrupted).
   static constexpr double kClaimTimeoutS = 300;
-  // How often a running cell's heartbeat is renewed (the runner's heartbeat thread).
+  // How often a running cell's and run's heartbeat is renewed (the runner's heartbeat thread).
   static constexpr double kHeartbeatS = 30;
 
   // Opens (creating the file, its folder and the schema on first use). A database with another
@@ -64,6 +69,8 @@ class ResultStore {
   ResultStore(const ResultStore&) = delete;
   ResultStore& operator=(const ResultStore&) = delete;
 
+  // A new 'running' run of this process; first marks 'interrupted' the suite's running runs
+  // whose process is gone (the liveness rule of claim_cell).
   int64_t begin_run(const RunInfo& info);
   void finish_run(int64_t run_id, const std::string& status);
   // Appends one line to the run's warnings (provenance: what the run let through).
@@ -73,15 +80,17 @@ class ResultStore {
 
   bool cell_complete(const std::string& config_json) const;
   // Claims the cell of `config_json` for this process, in one transaction: unless a complete
-  // row exists or a live process runs it (this host: its pid lives; another host: its
-  // heartbeat is younger than kClaimTimeoutS), replaces any failed or abandoned row with a
-  // "running" row claimed by this host and pid. Several processes on one database thus never
+  // row exists, a live process runs it (this host: its pid lives; another host: its
+  // heartbeat is younger than kClaimTimeoutS) or it failed in run `run_id` (a fellow worker's
+  // failure), replaces any failed or abandoned row with a "running" row claimed by this host
+  // and pid. Several processes on one database thus never
   // run one cell at once, and an abandoned cell (a killed worker's) is redone.
   CellClaim claim_cell(int64_t run_id, const std::string& config_json, const std::string& model,
                    const std::string& dataset, const std::string& method,
                    std::optional<int64_t> budget, int64_t seed);
-  // Renews a running cell's heartbeat (from any connection to the database).
-  void heartbeat(int64_t cell_id);
+  // Renews the heartbeat of a running run and of its running cell (0: none), from any
+  // connection to the database.
+  void heartbeat(int64_t run_id, int64_t cell_id);
   // One transaction: samples, metrics, status "complete"; std::runtime_error when the cell is
   // no longer this process's running row (taken over).
   void complete_cell(int64_t cell_id, const std::vector<SampleRow>& samples,
@@ -118,6 +127,7 @@ class ResultStore {
   int64_t create_schema();  // each returns the version it leaves
   int64_t migrate_from_1();  // returns the new version
   int64_t migrate_from_2();
+  int64_t migrate_from_3();
   // Adds `columns` ("name definition", from the schema's lists) to `table` and bumps the
   // version, when it is `from` inside the transaction.
   int64_t add_columns(int64_t from, const std::string& table,

@@ -3,19 +3,39 @@
 #include <sqlite3.h>
 
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <stdexcept>
 #include <string>
 
+#include "harness/store/database_error.h"
+
 namespace kvb {
 
-// A prepared statement with positional binding; finalised on scope exit. Errors are
-// std::runtime_error with SQLite's message.
+// Throws for SQLite's last error on `db`: DatabaseError for the file's own failures,
+// std::runtime_error (with `what`, e.g. "sqlite step") for the rest (constraints, SQL).
+[[noreturn]] inline void throw_sqlite_error(sqlite3* db, const std::string& what) {
+  const std::string message = sqlite3_errmsg(db);
+  switch (sqlite3_errcode(db) & 0xff) {
+    case SQLITE_FULL: case SQLITE_READONLY: case SQLITE_IOERR: case SQLITE_CANTOPEN:
+    case SQLITE_CORRUPT: case SQLITE_PERM: {
+      const char* file = sqlite3_db_filename(db, "main");
+      const int os_error = sqlite3_system_errno(db);
+      throw DatabaseError(std::string(file && *file ? file : "database") + ": " + message +
+                          (os_error ? std::string(" (") + std::strerror(os_error) + ")" : ""));
+    }
+    default:
+      throw std::runtime_error(what + ": " + message);
+  }
+}
+
+// A prepared statement with positional binding; finalised on scope exit. Errors: see
+// throw_sqlite_error.
 class Statement {
  public:
   Statement(sqlite3* db, const std::string& sql) : db_(db) {
     if (sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt_, nullptr) != SQLITE_OK)
-      throw std::runtime_error(std::string("sqlite prepare: ") + sqlite3_errmsg(db));
+      throw_sqlite_error(db, "sqlite prepare");
   }
   ~Statement() { sqlite3_finalize(stmt_); }
   Statement(const Statement&) = delete;
@@ -43,7 +63,7 @@ class Statement {
     const int rc = sqlite3_step(stmt_);
     if (rc == SQLITE_ROW) return true;
     if (rc == SQLITE_DONE) return false;
-    throw std::runtime_error(std::string("sqlite step: ") + sqlite3_errmsg(db_));
+    throw_sqlite_error(db_, "sqlite step");
   }
   void run() { step(); }
   int64_t integer(int col) const { return sqlite3_column_int64(stmt_, col); }
@@ -59,14 +79,16 @@ class Statement {
   sqlite3_stmt* stmt_ = nullptr;
 };
 
-// Runs one or more statements without results; std::runtime_error with SQLite's message.
+// Runs one or more statements without results; errors: see throw_sqlite_error.
 inline void exec_sql(sqlite3* db, const std::string& sql) {
-  char* error = nullptr;
-  if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &error) != SQLITE_OK) {
-    const std::string message = error ? error : sqlite3_errmsg(db);
-    sqlite3_free(error);
-    throw std::runtime_error("sqlite: " + message);
-  }
+  if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr) != SQLITE_OK)
+    throw_sqlite_error(db, "sqlite");
+}
+
+// Ends an open transaction without its changes; nothing when SQLite already rolled it back
+// (it does after some I/O errors), and no throw: it runs while another error propagates.
+inline void rollback(sqlite3* db) {
+  if (!sqlite3_get_autocommit(db)) sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
 }
 
 }  // namespace kvb

@@ -41,9 +41,11 @@ std::string read_file(const std::string& path) {
 }
 
 // Starts kvbench with `args` in `cwd`, stdout and stderr to files in `cwd`. Returns the pid.
+// `launcher`: a command kvbench runs under (e.g. prlimit, setpriv), with its arguments.
 pid_t spawn(const std::vector<std::string>& args, const std::string& cwd,
-            const std::string& tag = "cli") {
-  std::vector<std::string> all = {KVBENCH_BINARY};
+            const std::string& tag = "cli", const std::vector<std::string>& launcher = {}) {
+  std::vector<std::string> all = launcher;
+  all.push_back(KVBENCH_BINARY);
   all.insert(all.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (auto& a : all) argv.push_back(a.data());
@@ -94,6 +96,13 @@ bool contains(const std::string& text, const std::string& part) {
 
 size_t lines(const std::string& text) {
   return size_t(std::count(text.begin(), text.end(), '\n'));
+}
+
+size_t lines_with(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  std::stringstream in(text);
+  for (std::string line; std::getline(in, line);) n += contains(line, part);
+  return n;
 }
 
 std::string describe(const Output& r) {
@@ -732,8 +741,12 @@ TEST(CliWorkers, TwoWorkersOnTheCpuEqualOneProcess) {
       dir.path());
   ASSERT_EQ(r[0].code, 0) << describe(r[0]);
   ASSERT_EQ(r[1].code, 0) << describe(r[1]);
-  EXPECT_TRUE(contains(r[1].err, "worker 1: kvbench run")) << r[1].err;
-  EXPECT_TRUE(contains(r[1].out, "2 workers; database")) << r[1].out;
+  EXPECT_TRUE(contains(r[1].err, "5 cells -> " + dir.file("two.db") +
+                                     " (2 workers, 1 thread each)")) << r[1].err;
+  EXPECT_TRUE(contains(r[1].err, "[5/5 ")) << r[1].err;  // one display counts all the cells
+  EXPECT_FALSE(contains(r[1].err, "[6/")) << r[1].err;
+  EXPECT_TRUE(contains(r[1].out, "run 1: 2 workers; database")) << r[1].out;
+  EXPECT_EQ(lines_with(r[1].out, " complete "), 5u) << r[1].out;  // the table, printed once
   const auto one = results_by_config(dir.file("one.db"));
   EXPECT_EQ(one.size(), 5u);
   EXPECT_EQ(results_by_config(dir.file("two.db")), one);
@@ -750,6 +763,154 @@ TEST(CliWorkers, DevicesNeedCudaAndOneGpuPerWorker) {
   EXPECT_EQ(r[0].code, 2) << describe(r[0]);
   EXPECT_TRUE(contains(r[0].err, "--devices: needs --device cuda")) << describe(r[0]);
   EXPECT_EQ(r[1].code, 2) << describe(r[1]);
+}
+
+// The pids holding running cells of `db` (empty while none, or unreadable).
+std::vector<int64_t> running_claims(const std::string& db) {
+  std::vector<int64_t> pids;
+  sqlite3* handle = nullptr;
+  if (sqlite3_open_v2(db.c_str(), &handle, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+    sqlite3_busy_timeout(handle, 1000);
+    sqlite3_stmt* stmt = nullptr;
+    if (sqlite3_prepare_v2(handle, "SELECT claim_pid FROM cells WHERE status = 'running'", -1,
+                           &stmt, nullptr) == SQLITE_OK)
+      while (sqlite3_step(stmt) == SQLITE_ROW) pids.push_back(sqlite3_column_int64(stmt, 0));
+    sqlite3_finalize(stmt);
+  }
+  sqlite3_close(handle);
+  return pids;
+}
+
+// SIGKILL one of two workers in the middle of a cell: the supervisor starts it again, the
+// killed cell is redone once, the others are untouched, and the database holds what an
+// undisturbed run stores (predictions and scores; timings aside).
+TEST(CliWorkers, AKilledWorkersCellIsRedoneOnce) {
+  test::TempDir dir;
+  const json suite = {
+      {"name", "killworker"},
+      {"models", {"random-tiny"}},
+      {"datasets",
+       {{{"name", "passkey"},
+         {"params", {{"context_length", 2048}, {"samples", 3}, {"max_new_tokens", 4}}}}}},
+      {"methods", {"full", "streaming_llm", "oracle_topk"}},
+      {"budgets", {64, 128}}};
+  const std::string file = write_suite(dir, "killworker.json", suite);
+  const std::string db = dir.file("workers.db");
+  const pid_t undisturbed =
+      spawn({"run", file, "--db", dir.file("one.db"), "--threads", "1"}, dir.path(), "one");
+  const pid_t supervisor =
+      spawn({"run", file, "--db", db, "--workers", "2", "--threads", "1"}, dir.path(), "two");
+  // Poll until a worker holds a cell that has had time to start computing, then kill it.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  int64_t victim = 0;
+  while (victim == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    if (std::filesystem::exists(db))
+      for (const int64_t pid : running_claims(db))
+        if (pid > 0 && pid != supervisor) victim = pid;
+  }
+  ASSERT_GT(victim, 0) << "no worker held a cell within 60 s";
+  ASSERT_EQ(kill(pid_t(victim), SIGKILL), 0);
+  const Output two = wait_for(supervisor, dir.path(), "two");
+  const Output one = wait_for(undisturbed, dir.path(), "one");
+  ASSERT_EQ(one.code, 0) << describe(one);
+  ASSERT_EQ(two.code, 0) << describe(two);
+  EXPECT_TRUE(contains(two.err, "killed by signal 9; started again")) << two.err;
+  EXPECT_TRUE(contains(two.out, "(1 killed and started again)")) << two.out;
+  EXPECT_EQ(integrity(db), "ok");
+  const auto cells = cells_by_config(db);
+  EXPECT_EQ(cells.size(), 5u);
+  for (const auto& [config, rows] : cells) {
+    ASSERT_EQ(rows.size(), 1u) << "a cell stored twice: " << config;
+    EXPECT_EQ(rows[0].status, "complete") << config;
+  }
+  EXPECT_EQ(results_by_config(db), results_by_config(dir.file("one.db")));
+}
+
+// Runs kvbench as an unprivileged user where this test runs as root (whom permissions do not
+// stop), so that a read-only file is read-only to it; empty when that is not possible here.
+std::optional<std::vector<std::string>> unprivileged_launcher() {
+  if (geteuid() != 0) return std::vector<std::string>{};
+  const std::vector<std::string> launcher = {"/usr/bin/setpriv", "--reuid=65534",
+                                             "--regid=65534", "--clear-groups"};
+  if (!std::filesystem::exists(launcher[0])) return std::nullopt;
+  test::TempDir probe;
+  std::filesystem::permissions(probe.path(), std::filesystem::perms::all);
+  const pid_t pid = spawn({"--help"}, probe.path(), "probe", launcher);
+  const Output r = wait_for(pid, probe.path(), "probe");
+  if (r.code != 0) return std::nullopt;  // the binary is not reachable for that user
+  return launcher;
+}
+
+// A read-only database: a one-line error naming the file, exit 2, before any cell runs, the
+// file unchanged; `kvbench show` still reads it.
+TEST(CliFaults, AReadOnlyDatabaseIsExit2BeforeAnyCell) {
+  const auto launcher = unprivileged_launcher();
+  if (!launcher) GTEST_SKIP() << "cannot run kvbench as another user here (setpriv, nobody)";
+  test::TempDir dir;
+  namespace fs = std::filesystem;
+  fs::permissions(dir.path(), fs::perms::owner_all | fs::perms::group_read |
+                                  fs::perms::group_exec | fs::perms::others_read |
+                                  fs::perms::others_exec);
+  const std::string db = dir.file("results.db");
+  ASSERT_EQ(kvbench({"run", "smoke", "--db", db, "--set", "method=full"}, dir.path()).code, 0);
+  fs::permissions(db, fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read);
+  const std::string before = read_file(db);
+  const pid_t pid = spawn({"run", "smoke", "--db", db}, dir.path(), "ro", *launcher);
+  const Output r = wait_for(pid, dir.path(), "ro");
+  EXPECT_EQ(r.code, 2) << describe(r);
+  EXPECT_TRUE(contains(r.err, "kvbench: error: " + db + ": attempt to write a readonly database\n"))
+      << describe(r);
+  EXPECT_FALSE(contains(r.err, "[1/")) << describe(r);  // no cell began
+  EXPECT_EQ(read_file(db), before);
+  const pid_t show_pid = spawn({"show", "--db", db}, dir.path(), "show", *launcher);
+  const Output show = wait_for(show_pid, dir.path(), "show");
+  EXPECT_EQ(show.code, 0) << describe(show);
+  EXPECT_TRUE(contains(show.out, "suite: smoke")) << describe(show);
+  fs::permissions(db, fs::perms::owner_read | fs::perms::owner_write);
+}
+
+// A full disk (here: a file-size limit) part-way through a suite: a one-line error naming the
+// database, exit 2; the cells complete before it are whole, the one it stopped holds nothing;
+// the same command without the limit then finishes the suite.
+TEST(CliFaults, AFullDiskStopsTheRunWithExit2AndLosesNothing) {
+  if (!std::filesystem::exists("/usr/bin/prlimit")) GTEST_SKIP() << "no /usr/bin/prlimit";
+  test::TempDir dir;
+  const std::string db = dir.file("full.db");
+  const std::vector<std::string> run = {"run", "smoke", "--db", db, "--set",
+                                        "budget=16,32,48,64,96,128", "--threads", "1"};
+  const pid_t pid = spawn(run, dir.path(), "full", {"/usr/bin/prlimit", "--fsize=120000"});
+  const Output r = wait_for(pid, dir.path(), "full");
+  EXPECT_EQ(r.code, 2) << describe(r);
+  const std::string error = "kvbench: error: " + db + ": ";
+  ASSERT_TRUE(contains(r.err, error)) << describe(r);
+  EXPECT_EQ(lines(r.err.substr(r.err.find(error))), 1u) << describe(r);
+  EXPECT_EQ(integrity(db), "ok");
+  // Every complete cell has its 3 samples; no other cell has any.
+  sqlite3* handle = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(db.c_str(), &handle, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(handle,
+                               "SELECT c.status, (SELECT count(*) FROM samples s WHERE "
+                               "s.cell_id = c.id) FROM cells c", -1, &stmt, nullptr),
+            SQLITE_OK);
+  int complete = 0;
+  while (sqlite3_step(stmt) == SQLITE_ROW) {
+    const std::string status = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
+    complete += status == "complete";
+    EXPECT_EQ(sqlite3_column_int64(stmt, 1), status == "complete" ? 3 : 0) << status;
+  }
+  sqlite3_finalize(stmt);
+  sqlite3_close(handle);
+  EXPECT_LT(complete, 13) << "the limit never stopped the run";
+  const Output again = kvbench(run, dir.path());
+  EXPECT_EQ(again.code, 0) << describe(again);
+  const auto cells = cells_by_config(db);
+  EXPECT_EQ(cells.size(), 13u);
+  for (const auto& [config, rows] : cells) {
+    ASSERT_EQ(rows.size(), 1u) << config;
+    EXPECT_EQ(rows[0].status, "complete") << config;
+  }
 }
 
 }  // namespace

@@ -67,7 +67,7 @@ TEST(ResultStoreSchema, CreatedWithCurrentVersion) {
   const std::string path = dir.file("sub/folder/r.db");  // folders are created
   {
     ResultStore store(path);
-    EXPECT_EQ(query_int(store.handle(), "SELECT version FROM schema_version"), 3);
+    EXPECT_EQ(query_int(store.handle(), "SELECT version FROM schema_version"), 4);
     EXPECT_EQ(query_int(store.handle(), "SELECT count(*) FROM schema_version"), 1);
     for (const char* table : {"runs", "cells", "samples", "metrics"})
       EXPECT_EQ(query_int(store.handle(), std::string("SELECT count(*) FROM sqlite_master WHERE "
@@ -99,8 +99,9 @@ TEST(ResultStoreSchema, OtherVersionIsInputError) {
   EXPECT_NE(m.find("schema_version is 99"), std::string::npos) << m;
 }
 
-// A version-1 database (no runs.warnings, no cell claims) is upgraded in place when opened,
-// through version 2 to 3; its runs keep their provenance and get no warnings.
+// A version-1 database (no runs.warnings, no cell claims, no run processes) is upgraded in
+// place when opened, through versions 2 and 3 to 4; its runs keep their provenance and get no
+// warnings.
 TEST(ResultStoreSchema, VersionOneIsMigrated) {
   test::TempDir dir;
   const std::string path = dir.file("v1.db");
@@ -112,14 +113,19 @@ TEST(ResultStoreSchema, VersionOneIsMigrated) {
                            "ALTER TABLE cells DROP COLUMN claim_host; "
                            "ALTER TABLE cells DROP COLUMN claim_pid; "
                            "ALTER TABLE cells DROP COLUMN heartbeat_at; "
+                           "ALTER TABLE runs DROP COLUMN pid; "
+                           "ALTER TABLE runs DROP COLUMN heartbeat_at; "
                            "UPDATE schema_version SET version = 1", nullptr, nullptr, nullptr),
               SQLITE_OK);
   }
   ResultStore store(path);
-  EXPECT_EQ(query_int(store.handle(), "SELECT version FROM schema_version"), 3);
+  EXPECT_EQ(query_int(store.handle(), "SELECT version FROM schema_version"), 4);
   EXPECT_EQ(query_int(store.handle(), "SELECT count(*) FROM pragma_table_info('cells') WHERE "
                                       "name IN ('claim_host', 'claim_pid', 'heartbeat_at')"),
             3);
+  EXPECT_EQ(query_int(store.handle(), "SELECT count(*) FROM pragma_table_info('runs') WHERE "
+                                      "name IN ('pid', 'heartbeat_at')"),
+            2);
   EXPECT_EQ(query_text(store.handle(), "SELECT warnings FROM runs"), "");
   store.add_run_warning(run, "w1");
   store.add_run_warning(run, "w2");
@@ -280,7 +286,8 @@ TEST_F(ResultStoreCells, FailedRowsOfAReplacedCellLeaveNoOrphans) {
   const std::string config = "{\"c\":1}";
   const int64_t first = store.claim_cell(run, config, "m", "d", "x", 8, 0).cell_id;
   store.fail_cell(first, "boom", 0.1);
-  const int64_t second = store.claim_cell(run, config, "m", "d", "x", 8, 0).cell_id;
+  const int64_t rerun = store.begin_run(run_info());  // a failed cell is redone by a later run
+  const int64_t second = store.claim_cell(rerun, config, "m", "d", "x", 8, 0).cell_id;
   store.complete_cell(second, {SampleRow{"s0", 10, "p", "[]", 0}},
                       {MetricRow{std::string("s0"), "recall", 0.5, "ratio"}}, 0.3);
   EXPECT_EQ(query_int(store.handle(), "SELECT count(*) FROM samples"), 1);
@@ -524,7 +531,7 @@ TEST_F(ResultStoreClaims, AnotherHostHoldsItsCellUntilItsHeartbeatIsStale) {
 TEST_F(ResultStoreClaims, HeartbeatRenewsAndACompleteCellIsNotClaimed) {
   const int64_t id = claim().cell_id;
   hold("elsewhere", 1, int(ResultStore::kClaimTimeoutS) + 60);
-  store.heartbeat(id);  // fresh again: another host's claim holds
+  store.heartbeat(run, id);  // fresh again: another host's claim holds
   EXPECT_EQ(claim().cell_id, 0);
   hold(host(), int64_t(getpid()), 0);  // back to ours
   store.complete_cell(id, {}, {}, 0.1);
@@ -539,6 +546,105 @@ TEST_F(ResultStoreClaims, CompletingACellTakenOverFails) {
   hold(host(), int64_t(child), 0);
   ASSERT_GT(claim().cell_id, 0);  // taken over
   EXPECT_THROW(store.complete_cell(id, {}, {}, 0.1), std::runtime_error);
+}
+
+}  // namespace
+}  // namespace kvb
+
+namespace kvb {
+namespace {
+
+class ResultStoreRuns : public ResultStoreClaims {
+ protected:
+  // Makes run `id` look run by `host` / `pid`, heartbeat `age_s` ago.
+  void run_by(int64_t id, const std::string& host, int64_t pid, int age_s) {
+    ASSERT_EQ(sqlite3_exec(store.handle(),
+                           ("UPDATE runs SET host = '" + host + "', pid = " + std::to_string(pid) +
+                            ", heartbeat_at = strftime('%Y-%m-%dT%H:%M:%SZ', 'now', '-" +
+                            std::to_string(age_s) + " seconds') WHERE id = " +
+                            std::to_string(id)).c_str(),
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+  }
+  std::string status_of(int64_t id) {
+    return query_text(store.handle(), "SELECT status FROM runs WHERE id = " + std::to_string(id));
+  }
+};
+
+// A new run marks interrupted only the runs whose process is gone; one running beside it
+// (another live process of this host, another host with a fresh heartbeat) stays running.
+TEST_F(ResultStoreRuns, BeginningARunInterruptsOnlyRunsWhoseProcessIsGone) {
+  const int64_t live_here = run;
+  run_by(live_here, host(), int64_t(getppid()), 0);
+  const int64_t live_elsewhere = store.begin_run(run_info());
+  run_by(live_elsewhere, "elsewhere", 1, 10);
+  const int64_t stale_elsewhere = store.begin_run(run_info());
+  run_by(stale_elsewhere, "elsewhere", 1, int(ResultStore::kClaimTimeoutS) + 60);
+  const int64_t dead_here = store.begin_run(run_info());
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  ASSERT_EQ(waitpid(child, nullptr, 0), child);
+  run_by(dead_here, host(), int64_t(child), 0);
+  const int64_t other_suite = store.begin_run(run_info("other"));
+  run_by(other_suite, host(), int64_t(child), 0);
+
+  const int64_t next = store.begin_run(run_info());
+  EXPECT_EQ(status_of(live_here), "running");
+  EXPECT_EQ(status_of(live_elsewhere), "running");
+  EXPECT_EQ(status_of(stale_elsewhere), "interrupted");
+  EXPECT_EQ(status_of(dead_here), "interrupted");
+  EXPECT_EQ(status_of(other_suite), "running");  // another suite's runs are not looked at
+  EXPECT_EQ(status_of(next), "running");
+  EXPECT_EQ(query_int(store.handle(), "SELECT pid FROM runs WHERE id = " + std::to_string(next)),
+            int64_t(getpid()));
+}
+
+// Workers of one run share it: a cell one of them failed is not tried again in that run (a
+// later run tries it again).
+TEST_F(ResultStoreRuns, ACellFailedInThisRunIsNotClaimedAgainInIt) {
+  const int64_t id = claim().cell_id;
+  store.fail_cell(id, "boom", 0.1);
+  EXPECT_EQ(claim().held_by, "failed in this run");
+  const int64_t later = store.begin_run(run_info());
+  EXPECT_GT(store.claim_cell(later, config, "m", "d", "x", 8, 0).cell_id, 0);
+}
+
+TEST_F(ResultStoreRuns, HeartbeatRenewsTheRun) {
+  run_by(run, "elsewhere", 1, int(ResultStore::kClaimTimeoutS) + 60);
+  store.heartbeat(run, 0);
+  store.begin_run(run_info());
+  EXPECT_EQ(status_of(run), "running");
+}
+
+// The database file's own failures are DatabaseErrors (exit 2) naming the file.
+TEST(ResultStoreFaults, AFolderThatCannotBeCreatedNamesTheFile) {
+  test::TempDir dir;
+  std::ofstream(dir.file("plain")) << "a file, not a folder";
+  const std::string path = dir.file("plain/results.db");
+  try {
+    ResultStore store(path);
+    ADD_FAILURE() << "no error";
+  } catch (const DatabaseError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind(path + ": cannot create its folder", 0), 0u)
+        << e.what();
+  }
+}
+
+TEST(ResultStoreFaults, WritingAReadOnlyConnectionIsADatabaseError) {
+  test::TempDir dir;
+  const std::string path = dir.file("r.db");
+  { ResultStore create(path); }
+  ResultStore store(path);
+  // What SQLite does with a file this process may only read: the connection is read-only.
+  ASSERT_EQ(sqlite3_exec(store.handle(), "PRAGMA query_only = 1", nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  try {
+    store.begin_run(run_info());
+    ADD_FAILURE() << "no error";
+  } catch (const DatabaseError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind(path + ": ", 0), 0u) << e.what();
+  }
+  EXPECT_FALSE(store.latest_run().has_value());  // nothing half-written
 }
 
 }  // namespace

@@ -1,0 +1,161 @@
+#include "harness/scaleout/workers.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <stdexcept>
+
+#include "engine/common/error.h"
+
+namespace kvb {
+
+namespace {
+
+std::vector<std::string> split_commas(const std::string& text) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  for (;;) {
+    const size_t comma = text.find(',', at);
+    out.push_back(text.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
+    if (comma == std::string::npos) return out;
+    at = comma + 1;
+  }
+}
+
+bool is_number(const std::string& text) {
+  return !text.empty() && text.size() <= 3 &&
+         std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// A worker process and the read end of its stderr.
+struct Worker {
+  pid_t pid = -1;
+  int stderr_fd = -1;
+  std::string pending;  // a line not yet ended
+  bool replaced = false;
+};
+
+// Starts `launch` as a process of `executable`; its stdout goes to /dev/null, its stderr to a
+// pipe this process reads.
+Worker start_worker(const std::string& executable, const WorkerLaunch& launch) {
+  int fds[2];
+  if (pipe(fds) != 0) throw std::runtime_error("--workers: cannot create a pipe");
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    dup2(fds[1], STDERR_FILENO);
+    close(fds[1]);
+    const int null = open("/dev/null", O_WRONLY);
+    if (null >= 0) dup2(null, STDOUT_FILENO);
+    if (!launch.visible_gpu.empty()) setenv("CUDA_VISIBLE_DEVICES", launch.visible_gpu.c_str(), 1);
+    std::vector<char*> argv = {const_cast<char*>("kvbench")};
+    for (const std::string& a : launch.args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(executable.c_str(), argv.data());
+    _exit(127);
+  }
+  close(fds[1]);
+  if (pid < 0) {
+    close(fds[0]);
+    throw std::runtime_error("--workers: cannot start a worker process");
+  }
+  return Worker{.pid = pid, .stderr_fd = fds[0]};
+}
+
+// Hands the complete lines of `w.pending` to the display or the log.
+void take_lines(Worker& w, size_t index, Progress& progress, std::ostream& log) {
+  size_t end;
+  while ((end = w.pending.find('\n')) != std::string::npos) {
+    const std::string line = w.pending.substr(0, end);
+    w.pending.erase(0, end + 1);
+    if (!progress.apply_event(line)) log << "worker " << index << ": " << line << "\n" << std::flush;
+  }
+}
+
+// The exit code of a finished process as a shell reports it (128+N: killed by signal N).
+int exit_code_of(int status) {
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+}  // namespace
+
+std::vector<std::string> worker_gpus(int workers, const std::string& devices,
+                                     const char* visible) {
+  std::vector<std::string> chosen;
+  if (devices.empty()) {
+    for (int i = 0; i < workers; ++i) chosen.push_back(std::to_string(i));
+  } else {
+    chosen = split_commas(devices);
+    if (int(chosen.size()) != workers)
+      throw InputError("--devices: " + std::to_string(chosen.size()) + " GPUs for " +
+                       std::to_string(workers) + " workers (give one per worker)");
+  }
+  const std::vector<std::string> listed = visible ? split_commas(visible) : std::vector<std::string>();
+  for (std::string& gpu : chosen) {
+    if (!is_number(gpu)) throw InputError("--devices: \"" + gpu + "\" is not a GPU number");
+    if (!visible) continue;
+    const size_t i = std::stoul(gpu);
+    if (i >= listed.size())
+      throw InputError("--devices: GPU " + gpu + " is not among CUDA_VISIBLE_DEVICES=" + visible);
+    gpu = listed[i];
+  }
+  return chosen;
+}
+
+WorkersOutcome supervise_workers(const std::string& executable,
+                                 const std::vector<WorkerLaunch>& launches, Progress& progress,
+                                 std::ostream& log) {
+  std::vector<Worker> workers;
+  for (const WorkerLaunch& launch : launches) workers.push_back(start_worker(executable, launch));
+  WorkersOutcome outcome;
+  for (;;) {
+    std::vector<pollfd> watched;
+    std::vector<size_t> of;  // the worker of each watched descriptor
+    for (size_t i = 0; i < workers.size(); ++i)
+      if (workers[i].stderr_fd >= 0) {
+        watched.push_back(pollfd{.fd = workers[i].stderr_fd, .events = POLLIN, .revents = 0});
+        of.push_back(i);
+      }
+    if (watched.empty()) return outcome;
+    if (poll(watched.data(), watched.size(), -1) < 0) continue;  // EINTR
+    for (size_t k = 0; k < watched.size(); ++k) {
+      if (!watched[k].revents) continue;
+      Worker& w = workers[of[k]];
+      char buffer[4096];
+      const ssize_t n = read(w.stderr_fd, buffer, sizeof(buffer));
+      if (n > 0) {
+        w.pending.append(buffer, size_t(n));
+        take_lines(w, of[k], progress, log);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      // The worker closed its stderr: it ended.
+      close(w.stderr_fd);
+      w.stderr_fd = -1;
+      if (!w.pending.empty()) {
+        w.pending += "\n";
+        take_lines(w, of[k], progress, log);
+      }
+      int status = 0;
+      waitpid(w.pid, &status, 0);
+      if (WIFSIGNALED(status) && !w.replaced) {
+        log << "worker " << of[k] << ": killed by signal " << WTERMSIG(status)
+            << "; started again (its cell is redone)\n" << std::flush;
+        w = start_worker(executable, launches[of[k]]);
+        w.replaced = true;
+        ++outcome.replaced;
+        continue;
+      }
+      const int code = exit_code_of(status);
+      if (code != 0) log << "worker " << of[k] << ": exit " << code << "\n" << std::flush;
+      outcome.exit_code = std::max(outcome.exit_code, code);
+    }
+  }
+}
+
+}  // namespace kvb
