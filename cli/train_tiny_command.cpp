@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "engine/common/error.h"
 #include "engine/common/shared_folder.h"
+#include "engine/device.h"
 #include "training/tiny_trainer.h"
 
 namespace kvb {
@@ -17,6 +18,7 @@ void add_train_tiny_command(CLI::App& app, std::vector<Command>& out, const std:
     uint64_t seed = 0;
     int threads = 0;
     double scale = 1.0;
+    std::string device = "cpu", dtype = "f32";
     EpisodeSources sources{shared_folder() + "/data/wordlists",
                            shared_folder() + "/data/haystack/PaulGrahamEssays.json"};
   };
@@ -31,9 +33,20 @@ void add_train_tiny_command(CLI::App& app, std::vector<Command>& out, const std:
   cmd->add_option("--wordlists", o->sources.wordlist_dir, "Folder with nounlist.txt, adjectivelist.txt, verblist.txt")
       ->capture_default_str();
   cmd->add_option("--haystack", o->sources.haystack_file, "PaulGrahamEssays.json")->capture_default_str();
+  cmd->add_option("--device", o->device, "Train on cpu, cuda or cuda:N")->capture_default_str();
+  cmd->add_option("--dtype", o->dtype,
+                  "Compute dtype: f32, or bf16 (mixed precision: fp32 master weights, gradients "
+                  "and optimizer; the forward and backward passes in bf16)")
+      ->capture_default_str();
   cmd->add_option("--scale", o->scale, "Multiply every phase's step count (e.g. 0.01 for a quick check)")
       ->check(positive());
   out.push_back({cmd, [o, command_line] {
+    TinyTrainingOptions options;
+    options.device = parse_device(o->device, "--device");
+    options.compute_dtype = parse_dtype(o->dtype, "--dtype");
+    if (options.compute_dtype == at::kHalf)  // f16 would need loss scaling, which is not built
+      throw InputError("--dtype f16: training takes f32 or bf16");
+    check_dtype_on_device(options.compute_dtype, options.device, "--dtype");
     std::error_code ec;
     if (std::filesystem::exists(o->out_dir) && !std::filesystem::is_empty(o->out_dir, ec))
       throw InputError(o->out_dir + ": exists and is not an empty folder; not overwriting it");
@@ -44,7 +57,6 @@ void add_train_tiny_command(CLI::App& app, std::vector<Command>& out, const std:
       throw InputError("--haystack " + o->sources.haystack_file + ": no such file (the default is in "
                        "the shared folder: " + shared_folder_hint() + ")");
     std::cerr << "threads: " << configure_threads(o->threads) << "\n";
-    TinyTrainingOptions options;
     options.out_dir = o->out_dir;
     options.seed = o->seed;
     options.sources = o->sources;

@@ -5,6 +5,7 @@
 #pragma once
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#include <cpuid.h>
 #define KVB_X86_DISPATCH 1
 #define KVB_INLINE inline __attribute__((always_inline))
 #define KVB_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
@@ -18,8 +19,10 @@ namespace kvb::kernels {
 
 inline bool cpu_has_avx2_fma() {
 #if KVB_X86_DISPATCH
+  // F16C by CPUID: Clang before 16 has no "f16c" for __builtin_cpu_supports.
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                          __builtin_cpu_supports("f16c");
+                          __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
   return has;
 #else
   return false;

@@ -8,6 +8,7 @@
 #include <ostream>
 
 #include "engine/common/error.h"
+#include "engine/device.h"
 #include "engine/common/json_fields.h"
 #include "training/adamw.h"
 #include "training/bpe_vocabulary.h"
@@ -109,6 +110,13 @@ json log_line(const TrainingPhase& phase, int64_t step, double lr, double loss, 
           {"elapsed_s", elapsed}, {"answers", per_task}};
 }
 
+// The batch's tensors on `device` (the sampler makes them on the CPU).
+EpisodeBatch on_device(EpisodeBatch b, at::Device device) {
+  for (at::Tensor* t : {&b.inputs, &b.targets, &b.weights, &b.doc, &b.answer_kind})
+    if (t->defined()) *t = t->to(device);
+  return b;
+}
+
 json phase_json(const TrainingPhase& p) {
   return {{"name", p.name}, {"length", p.mix.length}, {"min_doc", p.mix.min_doc},
           {"max_doc", p.mix.max_doc}, {"task_weights", p.mix.task_weights},
@@ -149,9 +157,10 @@ std::shared_ptr<LlamaModel> train_tiny_model(const TinyTrainingOptions& options,
   auto seconds = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
   log << "learning a BPE tokenizer (" << options.bpe_merges << " merges) ..." << std::endl;
   const json tokenizer = learn_bpe_tokenizer(tokenizer_corpus(options.sources), options.bpe_merges);
-  auto model = initial_model(options, tokenizer);
+  auto model = initial_model(options, tokenizer)->to(options.device, at::kFloat);
   log << "model: " << model->config.num_hidden_layers << " layers, hidden " << model->config.hidden_size
-      << ", vocab " << model->config.vocab_size << std::endl;
+      << ", vocab " << model->config.vocab_size << "; training on " << options.device << " in "
+      << dtype_name(options.compute_dtype) << std::endl;
   std::vector<at::Tensor> params = parameters(*model);
   for (at::Tensor& p : params) p.requires_grad_(true);
   AdamW optimizer(params, AdamWOptions{.weight_decay = options.weight_decay});
@@ -165,9 +174,13 @@ std::shared_ptr<LlamaModel> train_tiny_model(const TinyTrainingOptions& options,
     double loss_sum = 0;
     int64_t since_log = 0;
     for (int64_t i = 0; i < phase.steps; ++i, ++step) {
-      const EpisodeBatch b = sampler.batch(phase.mix, phase.rows);
+      const EpisodeBatch b = on_device(sampler.batch(phase.mix, phase.rows), options.device);
       if (stats.tokens.empty()) stats.reset(b.kind_names.size());
-      at::Tensor logits = training_logits(*model, b.inputs, b.doc);  // [B, L, V]
+      // The weights this step computes with: the master weights themselves in fp32, else
+      // their casts, through which the gradients flow back to them.
+      const auto compute = options.compute_dtype == at::kFloat
+                               ? model : model->to(options.device, options.compute_dtype);
+      at::Tensor logits = training_logits(*compute, b.inputs, b.doc).to(at::kFloat);  // [B, L, V]
       at::Tensor token_nll = -at::log_softmax(logits, -1).gather(-1, b.targets.unsqueeze(-1)).squeeze(-1);
       at::Tensor loss = (token_nll * b.weights).sum() / b.weights.sum();
       loss.backward();
@@ -192,8 +205,11 @@ std::shared_ptr<LlamaModel> train_tiny_model(const TinyTrainingOptions& options,
   json phases = json::array();
   for (const TrainingPhase& p : options.phases) phases.push_back(phase_json(p));
   const json record = {{"command", command_line}, {"seed", options.seed},
+                       {"device", describe_device(options.device)},
+                       {"compute_dtype", dtype_name(options.compute_dtype)},
                        {"wall_time_s", seconds()}, {"phases", phases}, {"curve", curve}};
-  save_model(*model, options.out_dir, 1, at::kFloat, {{"training.json", record}});
+  save_model(*model->to(at::kCPU, at::kFloat), options.out_dir, 1, at::kFloat,
+             {{"training.json", record}});
   log << "saved " << options.out_dir << " after " << std::setprecision(0) << seconds() << " s" << std::endl;
   return model;
 }

@@ -37,6 +37,12 @@ struct TinyTrainingOptions {
   double clip_norm = 1.0;
   int64_t log_every = 25;
   std::vector<TrainingPhase> phases;
+  // Where it trains, and the dtype of the forward and backward passes: kFloat, or kBFloat16 as
+  // autocast does it (the fp32 master weights cast to bf16 each step, through autograd, so the
+  // gradients and AdamW stay fp32; the loss in fp32). The weights are drawn on the CPU, so a
+  // seed gives the same initial model on every device.
+  at::Device device = at::kCPU;
+  at::ScalarType compute_dtype = at::kFloat;
 };
 
 // The curriculum `kvbench train-tiny` runs; `scale` < 1 shortens every phase (tests).

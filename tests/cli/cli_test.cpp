@@ -230,9 +230,14 @@ TEST(CliTrainTiny, BadArgumentsAreOneLineErrors) {
       {{"train-tiny", "--out", dir.file("full")},
        {"train-tiny", "--out", dir.file("new"), "--wordlists", dir.file("none")},
        {"train-tiny", "--out", dir.file("new"), "--wordlists", dir.path(), "--haystack", dir.file("none.json")},
-       {"train-tiny", "--out", dir.file("new"), "--scale", "0"}},
+       {"train-tiny", "--out", dir.file("new"), "--scale", "0"},
+       {"train-tiny", "--out", dir.file("new"), "--dtype", "f16"},
+       {"train-tiny", "--out", dir.file("new"), "--device", "cuda:7"}},
       dir.path());
   for (const Output& o : r) EXPECT_EQ(o.code, 2) << describe(o);
+  for (const Output& o : r) EXPECT_EQ(lines(o.err), 1u) << describe(o);
+  EXPECT_TRUE(contains(r[4].err, "--dtype f16: training takes f32 or bf16")) << describe(r[4]);
+  EXPECT_TRUE(contains(r[5].err, "--device")) << describe(r[5]);
   EXPECT_TRUE(contains(r[0].err, "not an empty folder")) << describe(r[0]);
   EXPECT_TRUE(contains(r[1].err, "--wordlists")) << describe(r[1]);
   EXPECT_TRUE(contains(r[2].err, "--haystack")) << describe(r[2]);
