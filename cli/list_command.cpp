@@ -52,6 +52,11 @@ void list_datasets() {
   for (const DatasetInfo* d : dataset_registry().all()) {
     std::cout << d->name << "  " << d->description << "\n";
     std::cout << "    source:   " << d->source << "\n";
+    std::cout << "    context sharing: "
+              << (d->questions_per_context.empty()
+                      ? "no (its samples do not mark their question)"
+                      : "per_sample; questions per context: " + d->questions_per_context)
+              << "\n";
     std::cout << "    defaults: " << d->default_params().dump() << "\n";
     if (!d->required_params.empty()) {
       std::string required;

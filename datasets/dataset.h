@@ -31,6 +31,12 @@ struct Sample {
   // Extra stop texts besides EOS (LongBench samsum stops at "\n"): generation also stops at the
   // last token id of tokenizer.encode(text, /*add_bos=*/false), as LongBench does.
   std::vector<std::string> stop_texts;
+  // Where the question begins in `prompt` (npos: the dataset does not say): the text before it
+  // is the context, which context_sharing "per_sample" prefills and compresses without the
+  // question. Samples with the same non-empty `context_id` are questions about one context:
+  // the same text before their question_offset.
+  size_t question_offset = std::string::npos;
+  std::string context_id;
 };
 
 class Dataset {
@@ -50,6 +56,10 @@ struct DatasetInfo {
   std::string name;
   std::string description;
   std::string source;  // where its format comes from
+  // How many questions its samples ask about one context under context_sharing "per_sample"
+  // (kvbench list datasets); "" when its samples do not mark their question (question_offset),
+  // so it cannot share contexts.
+  std::string questions_per_context;
   // Params without a default, which a suite must give (shown by `kvbench list datasets`).
   std::vector<std::string> required_params;
   // Every other param with its default (`kvbench list datasets`).

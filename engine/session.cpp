@@ -358,8 +358,12 @@ void Session::measure_fidelity(int layer, int head, const at::Tensor& q_group,
 
 std::vector<int> Session::generate(const std::vector<int>& prompt, int max_new,
                                    const std::vector<int>& stop_ids) {
+  return generate_from(prefill(prompt), max_new, stop_ids);
+}
+
+std::vector<int> Session::generate_from(at::Tensor next_logits, int max_new,
+                                        const std::vector<int>& stop_ids) {
   std::vector<int> generated;
-  at::Tensor next_logits = prefill(prompt);
   for (int i = 0; i < max_new; ++i) {
     int token = argmax_token(next_logits);
     if (std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end()) break;

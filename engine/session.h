@@ -86,6 +86,10 @@ class Session {
   // (not included) or after max_new tokens.
   std::vector<int> generate(const std::vector<int>& prompt, int max_new,
                             const std::vector<int>& stop_ids);
+  // The same from the logits of the last token fed (prefill's, or decode's after tokens fed
+  // one by one, as a question read after a compressed context).
+  std::vector<int> generate_from(at::Tensor next_logits, int max_new,
+                                 const std::vector<int>& stop_ids);
 
   int64_t position() const { return position_; }
   const std::vector<LayerKV>& kv() const { return kv_; }

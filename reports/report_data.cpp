@@ -43,7 +43,7 @@ CellData load_cell(const ResultStore& store, const CellRow& row) {
   CellData cell;
   const json config = json::parse(row.config_json);
   cell.model = row.model + device_suffix(config);  // a bf16 or GPU run is its own group
-  cell.dataset = row.dataset;
+  cell.dataset = row.dataset + sharing_suffix(config);  // shared contexts are their own group
   cell.method = row.method;
   cell.budget = row.budget;
   cell.seed = row.seed;

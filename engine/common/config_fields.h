@@ -71,6 +71,20 @@ class ConfigFields {
     return plain(std::move(name), member, std::move(doc), std::move(check), /*required=*/true);
   }
 
+  // A plain field added after configs were stored: left out of the written JSON while it has
+  // its default, so configs (and results keys) from before it keep their identity.
+  template <typename T>
+  ConfigFields added_field(std::string name, T C::*member, std::string doc,
+                           FieldCheck check = {}) const {
+    ConfigFields out = plain(name, member, std::move(doc), std::move(check), false);
+    const T default_value = C{}.*member;
+    out.fields_.back().default_text = json(default_value).dump();
+    out.fields_.back().write = [name, member, default_value](const C& c, json& j) {
+      if (c.*member != default_value) j[name] = c.*member;
+    };
+    return out;
+  }
+
   // A field with its own JSON form (e.g. a count or "L/<k>"): `read` gets the raw value and
   // the field's path and sets `c`; `write` gives the JSON of `c`'s value (null: the field is
   // left out of the output, e.g. an optional field added after configs were stored).
@@ -103,6 +117,7 @@ class ConfigFields {
           .type = f.type,
           .doc = f.doc,
           .required = f.required,
+          .default_text = f.default_text,
           .read = [member, read = f.read](JsonFields& j, C& c) { read(j, c.*member); },
           .write = [member, write = f.write](const C& c, json& j) { write(c.*member, j); }});
     for (const auto& rule : inner.rules_)
@@ -146,9 +161,10 @@ class ConfigFields {
     for (const Field& f : fields_)
       out.push_back(FieldDoc{.name = f.name,
                              .type = f.type,
-                             .default_value = f.required              ? "required"
-                                              : values.contains(f.name) ? values.at(f.name).dump()
-                                                                        : "unset",
+                             .default_value = f.required                ? "required"
+                                              : !f.default_text.empty()   ? f.default_text
+                                              : values.contains(f.name)   ? values.at(f.name).dump()
+                                                                          : "unset",
                              .doc = f.doc});
     return out;
   }
@@ -168,6 +184,7 @@ class ConfigFields {
   struct Field {
     std::string name, type, doc;
     bool required = false;
+    std::string default_text;  // added_field's default (not in the written JSON)
     std::function<void(JsonFields&, C&)> read;
     std::function<void(const C&, json&)> write;
   };

@@ -71,8 +71,9 @@ void print_run(const ResultStore& store, int64_t run_id, std::ostream& out) {
     if (m.count("model_trained") && m["model_trained"].first == 0) untrained = true;
     if (cell.status == "failed") errors.push_back(cell.method + ": " + cell.error);
     models.insert(cell.model);
-    rows.push_back({cell.method, cell.budget ? std::to_string(*cell.budget) : "-", cell.dataset,
-                    cell.model + device_suffix(json::parse(cell.config_json)),
+    const json config = json::parse(cell.config_json);
+    rows.push_back({cell.method, cell.budget ? std::to_string(*cell.budget) : "-",
+                    cell.dataset + sharing_suffix(config), cell.model + device_suffix(config),
                     std::to_string(cell.seed), cell.status, value("score", 2),
                     m.count("score") ? m["score"].second : "-", value("samples", 0),
                     value("attended_mean", 1), value("agreement_with_full", 1),

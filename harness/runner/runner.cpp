@@ -153,13 +153,39 @@ std::vector<int> stop_ids(const LlamaModel& model, const Sample& sample) {
 
 }  // namespace
 
-std::vector<int> encode_prompt(const LlamaModel& model, const Sample& sample) {
-  std::string text = sample.prompt;
+namespace {
+
+// The prompt's text as the model reads it: its chat template applied.
+std::string prompt_text(const LlamaModel& model, const Sample& sample) {
   if (sample.chat_template == "auto")
-    text = apply_chat_template(detect_chat_template(model.tokenizer_config), text);
-  else if (sample.chat_template != "none")
-    text = apply_chat_template(sample.chat_template, text);
-  return model.tokenizer->encode(text, /*add_bos=*/true);
+    return apply_chat_template(detect_chat_template(model.tokenizer_config), sample.prompt);
+  if (sample.chat_template != "none") return apply_chat_template(sample.chat_template, sample.prompt);
+  return sample.prompt;
+}
+
+}  // namespace
+
+std::vector<int> encode_prompt(const LlamaModel& model, const Sample& sample) {
+  return model.tokenizer->encode(prompt_text(model, sample), /*add_bos=*/true);
+}
+
+SplitPrompt split_prompt(const LlamaModel& model, const Sample& sample) {
+  if (sample.question_offset == std::string::npos || sample.question_offset > sample.prompt.size())
+    throw InputError("sample " + sample.id + ": its dataset does not mark where its question "
+                     "begins, which context_sharing per_sample needs");
+  const std::vector<int> prompt = encode_prompt(model, sample);
+  const std::string text = prompt_text(model, sample);
+  const size_t at = text.find(sample.prompt);  // a chat template wraps the prompt unchanged
+  if (at == std::string::npos)
+    throw InputError("sample " + sample.id + ": its chat template changes the prompt's text, so "
+                     "its context cannot be told from its question");
+  const std::vector<int> context = model.tokenizer->encode(
+      text.substr(0, at + sample.question_offset), /*add_bos=*/true);
+  size_t shared = 0;
+  while (shared < context.size() && shared < prompt.size() && context[shared] == prompt[shared])
+    ++shared;
+  return SplitPrompt{.context = std::vector<int>(prompt.begin(), prompt.begin() + shared),
+                     .question = std::vector<int>(prompt.begin() + shared, prompt.end())};
 }
 
 namespace {
@@ -178,6 +204,27 @@ SampleOutcome generate_and_score(const Dataset& dataset, const Sample& sample,
   out.prediction =
       model.tokenizer->decode(session.generate(prompt, max_new, stop_ids(model, sample)));
   out.score = dataset.score(sample, out.prediction);
+  return out;
+}
+
+// context_sharing "per_sample": the context alone is prefilled (so the method compresses it
+// without the question), then the question's tokens are read one by one through the decode
+// path, as a question appended to a compressed cache, and the answer generated after them.
+SampleOutcome answer_after_context(const Dataset& dataset, const Sample& sample,
+                                   const LlamaModel& model, Session& session,
+                                   const SplitPrompt& split, int max_new) {
+  at::Tensor logits = session.prefill(split.context);
+  for (int token : split.question) logits = session.decode(token);
+  SampleOutcome out;
+  out.prediction = model.tokenizer->decode(
+      session.generate_from(logits, max_new, stop_ids(model, sample)));
+  out.score = dataset.score(sample, out.prediction);
+  auto metric = [&](const char* name, double value) {
+    out.metrics.push_back(
+        MetricRow{.sample_id = sample.id, .name = name, .value = value, .unit = "tokens"});
+  };
+  metric("context_tokens", double(split.context.size()));
+  metric("question_tokens", double(split.question.size()));
   return out;
 }
 
@@ -214,6 +261,17 @@ SampleOutcome teacher_force(const Sample& sample, const LlamaModel& model, Sessi
   return out;
 }
 
+// The questions of one context must read the same context tokens (the dataset's promise,
+// checked): `seen` holds the first question's of each context_id.
+void check_same_context(const Sample& sample, const SplitPrompt& split,
+                        std::map<std::string, std::vector<int>>& seen) {
+  if (sample.context_id.empty()) return;
+  const auto [it, first] = seen.emplace(sample.context_id, split.context);
+  if (!first && it->second != split.context)
+    throw std::logic_error("sample " + sample.id + ": its context differs from the other "
+                           "questions' of context " + sample.context_id);
+}
+
 double mean_of(const std::vector<MetricRow>& rows, const std::string& name) {
   double sum = 0;
   int count = 0;
@@ -235,6 +293,7 @@ CellResult run_cell(const Cell& cell, const LlamaModel& model,
   CellTotals totals;
   double score_sum = 0;
   std::map<std::string, double> method_counters;  // summed over samples
+  std::map<std::string, std::vector<int>> shared_contexts;  // context_id -> its tokens
   for (size_t i = 0; i < samples.size(); ++i) {
     const Sample& sample = samples[i];
     std::unique_ptr<Method> method = method_info.create(cell.method.config);
@@ -246,10 +305,16 @@ CellResult run_cell(const Cell& cell, const LlamaModel& model,
     Session session(model, *method, options);
     const std::vector<int> prompt = encode_prompt(model, sample);
     const int max_new = cell.max_new_tokens > 0 ? cell.max_new_tokens : sample.max_new_tokens;
-    SampleOutcome outcome =
-        dataset->teacher_forced()
-            ? teacher_force(sample, model, session, prompt)
-            : generate_and_score(*dataset, sample, model, session, prompt, max_new);
+    SampleOutcome outcome;
+    if (dataset->teacher_forced()) {
+      outcome = teacher_force(sample, model, session, prompt);
+    } else if (cell.context_sharing == "per_sample") {
+      const SplitPrompt split = split_prompt(model, sample);
+      check_same_context(sample, split, shared_contexts);
+      outcome = answer_after_context(*dataset, sample, model, session, split, max_new);
+    } else {
+      outcome = generate_and_score(*dataset, sample, model, session, prompt, max_new);
+    }
     score_sum += outcome.score;
     totals.prompt_tokens += int64_t(prompt.size());
     totals.add(session);

@@ -52,6 +52,16 @@ struct CellResult {
 // A sample's prompt as the runner feeds it: its chat template applied, BOS added.
 std::vector<int> encode_prompt(const LlamaModel& model, const Sample& sample);
 
+// encode_prompt's tokens split where context_sharing "per_sample" compresses: the context
+// (BOS and any chat-template prefix included) and the question (the rest). The context is the
+// longest run of the prompt's tokens that the context text's own encoding begins with, so that
+// context + question is exactly the prompt. InputError when the sample does not mark its
+// question (Sample::question_offset).
+struct SplitPrompt {
+  std::vector<int> context, question;
+};
+SplitPrompt split_prompt(const LlamaModel& model, const Sample& sample);
+
 // Runs one cell on `model`; `on_sample(done, total)` reports progress. Throws on failure.
 // `view`: what methods see of the model, kept across cells (null: one per sample).
 CellResult run_cell(const Cell& cell, const LlamaModel& model,

@@ -1,5 +1,6 @@
 #include "harness/suite/suite.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -70,11 +71,13 @@ std::string apply_override(json& j, const std::string& text) {
   const std::string where = "--set " + key;
   for (const std::string& v : values)
     if (v.empty()) throw InputError(where + ": empty value in \"" + text.substr(eq + 1) + "\"");
-  if (key.back() != 's' && key != "max_new_tokens") key += "s";  // budget -> budgets
+  if (key.back() != 's' && key != "max_new_tokens" && key != "context_sharing")
+    key += "s";  // budget -> budgets
   if (key == "budgets" || key == "seeds") {
     j[key] = json::array();
     for (const auto& v : values) j[key].push_back(parse_integer(v, where));
-  } else if (key == "models" || key == "devices" || key == "dtypes") {
+  } else if (key == "models" || key == "devices" || key == "dtypes" ||
+             key == "context_sharing") {
     j[key] = values;
   } else if (key == "methods" || key == "datasets") {
     j[key] = select_named(j.value(key, json::array()), values);
@@ -83,7 +86,7 @@ std::string apply_override(json& j, const std::string& text) {
     j[key] = parse_integer(values[0], where);
   } else {
     throw InputError(where + ": unknown axis (expected model, device, dtype, dataset, method, "
-                     "budget, seed or max_new_tokens)");
+                     "budget, seed, context_sharing or max_new_tokens)");
   }
   return key;
 }
@@ -192,6 +195,7 @@ json Cell::to_json() const {
             {"recall", recall}};
   if (device != "cpu") j["device"] = device;
   if (dtype != "f32") j["dtype"] = dtype;
+  if (context_sharing != "none") j["context_sharing"] = context_sharing;
   return j;
 }
 
@@ -201,6 +205,10 @@ std::string device_suffix(const json& cell_config) {
     if (cell_config.contains(key))
       parts += (parts.empty() ? "" : ", ") + cell_config[key].get<std::string>();
   return parts.empty() ? "" : " (" + parts + ")";
+}
+
+std::string sharing_suffix(const json& cell_config) {
+  return cell_config.value("context_sharing", "none") == "per_sample" ? " (shared context)" : "";
 }
 
 std::vector<Cell> Suite::cells() const {
@@ -218,8 +226,11 @@ std::vector<Cell> Suite::cells() const {
           cell_budgets.push_back(std::nullopt);
         for (const auto& budget : cell_budgets)
           for (uint64_t seed : seeds)
-            out.push_back(Cell{model, device, dtype, dataset, method, budget, seed,
-                               max_new_tokens, recall});
+            for (const std::string& sharing : context_sharing)
+              out.push_back(Cell{.model = model, .device = device, .dtype = dtype,
+                                 .dataset = dataset, .method = method, .budget = budget,
+                                 .seed = seed, .max_new_tokens = max_new_tokens,
+                                 .recall = recall, .context_sharing = sharing});
       }
   return out;
 }
@@ -290,6 +301,10 @@ Suite validate_suite(const json& written, const std::string& path) {
   f.get("seeds", seeds);
   f.get("max_new_tokens", s.max_new_tokens);
   f.get("recall", s.recall);
+  if (const json* sharing = f.raw("context_sharing"); sharing && sharing->is_string())
+    s.context_sharing = {sharing->get<std::string>()};  // one value, or a list (an axis)
+  else
+    f.get("context_sharing", s.context_sharing);
   f.finish();
   if (s.models.empty()) throw InputError(f.path("models") + ": expected a non-empty array");
   for (int64_t b : budgets)
@@ -297,6 +312,17 @@ Suite validate_suite(const json& written, const std::string& path) {
   for (int64_t seed : seeds)
     if (seed < 0) throw InputError(f.path("seeds") + ": seeds must be >= 0");
   if (s.max_new_tokens < 0) throw InputError(f.path("max_new_tokens") + ": must be >= 0");
+  if (s.context_sharing.empty())
+    throw InputError(f.path("context_sharing") + ": expected a non-empty array");
+  const bool shares = std::count(s.context_sharing.begin(), s.context_sharing.end(), "per_sample");
+  for (size_t i = 0; shares && i < s.datasets.size(); ++i)
+    if (dataset_registry().get(s.datasets[i].name, "").questions_per_context.empty())
+      throw InputError(f.path("context_sharing") + ": per_sample needs datasets that mark their "
+                       "questions, and " + s.datasets[i].name + " does not (kvbench list "
+                       "datasets says which do)");
+  for (const std::string& v : s.context_sharing)
+    if (std::find(kContextSharing.begin(), kContextSharing.end(), v) == kContextSharing.end())
+      throw InputError(f.path("context_sharing") + ": \"" + v + "\" is not one of none, per_sample");
   s.budgets = budgets;
   s.seeds.assign(seeds.begin(), seeds.end());
   std::set<std::string> labels;

@@ -32,9 +32,13 @@ struct Cell {
   uint64_t seed = 0;
   int max_new_tokens = 0;  // 0: the dataset's own
   bool recall = false;     // measure recall of the true top-B keys and attention-output error
+  // "none": each sample's whole prompt is prefilled (and compressed) with its question in it;
+  // "per_sample": its context alone is, then each question is read after it (kContextSharing).
+  std::string context_sharing = "none";
 
-  // The normalised config: what identifies the cell in the store. Device and dtype appear only
-  // when not cpu / f32, so results stored before they were axes keep their identity.
+  // The normalised config: what identifies the cell in the store. Device, dtype and
+  // context_sharing appear only when not cpu / f32 / none, so results stored before they were
+  // axes keep their identity.
   json to_json() const;
   std::string key() const { return to_json().dump(); }
   std::string budget_text() const { return budget ? std::to_string(*budget) : "-"; }
@@ -43,6 +47,9 @@ struct Cell {
 // " (cuda:0, bf16)" for a stored cell config that names a device or dtype, "" for cpu/f32:
 // what tables add to the model's name so that runs on different devices are never averaged.
 std::string device_suffix(const json& cell_config);
+// " (shared context)" for a stored cell config with context_sharing "per_sample", else "": what
+// tables add to the dataset's name.
+std::string sharing_suffix(const json& cell_config);
 
 struct Suite {
   std::string name;
@@ -51,6 +58,7 @@ struct Suite {
   std::vector<std::string> models;
   std::vector<std::string> devices = {"cpu"};
   std::vector<std::string> dtypes = {"f32"};
+  std::vector<std::string> context_sharing = {"none"};
   std::vector<DatasetSpec> datasets;
   std::vector<MethodSpec> methods;
   std::vector<int64_t> budgets;
@@ -62,6 +70,9 @@ struct Suite {
   // Cartesian product of the axes; budget-less methods get one cell per budget-less combination.
   std::vector<Cell> cells() const;
 };
+
+// The values of the context_sharing axis.
+inline const std::vector<std::string> kContextSharing = {"none", "per_sample"};
 
 // Finds a suite by name in suites/ (or takes an existing file path).
 std::string resolve_suite_path(const std::string& name_or_path);
