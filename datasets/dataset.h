@@ -37,6 +37,15 @@ struct Sample {
   // the same text before their question_offset.
   size_t question_offset = std::string::npos;
   std::string context_id;
+  // Questions asked after this sample's answer in the same session, in order, as a chat's next
+  // turns: each turn's text is read right after the previous answer (the model's own), and its
+  // answer generated and scored like the sample's with the turn's answers.
+  struct Turn {
+    std::string text;
+    std::vector<std::string> answers;
+    int max_new_tokens = 32;
+  };
+  std::vector<Turn> follow_ups;
 };
 
 class Dataset {

@@ -13,13 +13,16 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Every table of the report in order: per metric, each group, then the average.
+// Every table of the report in order: per metric, each group, then the average; after the
+// scores, the drop of each dataset run with its context shared.
 std::vector<MetricTable> all_tables(const ReportData& data) {
   std::vector<MetricTable> out;
   for (const MetricSpec& spec : report_metrics()) {
     for (const std::string& g : groups_of(data))
       if (auto t = group_table(data, g, spec)) out.push_back(*t);
     if (auto avg = average_table(data, spec)) out.push_back(*avg);
+    if (&spec == &report_metrics().front())  // after the scores: what sharing the context cost
+      for (MetricTable& drop : sharing_drop_tables(data)) out.push_back(std::move(drop));
   }
   return out;
 }

@@ -118,6 +118,30 @@ std::string format_stat(const std::optional<Stat>& stat, int decimals) {
   return fixed(stat->mean, decimals) + " (n=" + std::to_string(stat->samples) + ")";
 }
 
+std::vector<MetricTable> sharing_drop_tables(const ReportData& data) {
+  const std::string shared = " (shared context)";
+  const MetricSpec& score = report_metrics().front();
+  std::vector<MetricTable> out;
+  for (const std::string& g : groups_of(data)) {
+    const size_t at = g.find(shared);
+    if (at == std::string::npos) continue;
+    const std::string window_group = g.substr(0, at) + g.substr(at + shared.size());
+    const auto with_shared = group_table(data, g, score);
+    const auto in_window = group_table(data, window_group, score);
+    if (!with_shared || !in_window) continue;
+    MetricTable drop = empty_table(data, score);
+    drop.unit = in_window->unit;
+    drop.heading = "Score drop when the context is compressed before the question (" +
+                   drop.unit + " in the window minus with the context shared; higher: the "
+                   "method needs to see the question) on " + window_group;
+    for (const auto& [key, stat] : with_shared->values)
+      if (auto it = in_window->values.find(key); it != in_window->values.end())
+        drop.values[key] = Stat{.mean = it->second.mean - stat.mean, .samples = stat.samples};
+    if (!drop.values.empty()) out.push_back(drop);
+  }
+  return out;
+}
+
 std::string to_markdown(const MetricTable& t) {
   std::string out = "| method |";
   std::string rule = "|---|";

@@ -53,6 +53,10 @@ std::optional<MetricTable> group_table(const ReportData& data, const std::string
 // Per (method, budget), the mean over groups of the groups' means; only entries every group has.
 std::optional<MetricTable> average_table(const ReportData& data, const MetricSpec& spec);
 
+// For each dataset group run both ways (context_sharing none and per_sample): per (method,
+// budget) the score with the question in the window minus the score with the context shared.
+std::vector<MetricTable> sharing_drop_tables(const ReportData& data);
+
 std::string to_markdown(const MetricTable& table);
 // "12.50 (n=3)" or "-".
 std::string format_stat(const std::optional<Stat>& stat, int decimals);

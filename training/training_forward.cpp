@@ -24,9 +24,10 @@ at::Tensor causal_gqa_attention(const at::Tensor& q, const at::Tensor& k, const 
   const int64_t B = q.size(0), Hq = q.size(1), L = q.size(2), d = q.size(3), Hkv = k.size(1);
   const int64_t g = Hq / Hkv;
   at::Tensor q_grouped = q.reshape({B, Hkv, g * L, d});
-  // Scores and softmax in fp32 whatever the weights' dtype (as autocast runs softmax).
+  // Scores and softmax in at least fp32 whatever the weights' dtype (as autocast runs softmax).
   at::Tensor scores = at::matmul(q_grouped, k.transpose(-1, -2)).mul(1.0 / std::sqrt(double(d)))
-                          .view({B, Hkv, g, L, L}).to(at::kFloat);
+                          .view({B, Hkv, g, L, L});
+  scores = scores.to(at::promote_types(scores.scalar_type(), at::kFloat));
   scores = scores.masked_fill(hidden, -std::numeric_limits<float>::infinity());
   at::Tensor probs = at::softmax(scores, -1).to(v.scalar_type()).view({B, Hkv, g * L, L});
   at::Tensor out = at::matmul(probs, v).view({B, Hq, L, d});

@@ -102,6 +102,13 @@ std::string longbench_format(const std::string& prompt_template, const std::stri
   return out;
 }
 
+std::string longbench_question_tail(const std::string& prompt_template, const std::string& input) {
+  const size_t context = prompt_template.find("{context}"), question = prompt_template.find("{input}");
+  if (context == std::string::npos || (question != std::string::npos && question < context))
+    return "";
+  return longbench_format(prompt_template.substr(context + 9), "", input);
+}
+
 std::string longbench_truncate(const Tokenizer& tokenizer, const std::string& prompt,
                                int64_t max_length) {
   const std::vector<int> ids = tokenizer.encode(prompt, /*add_bos=*/true);
@@ -188,9 +195,20 @@ class LongBench : public Dataset {
       const std::string full = longbench_format(task_.prompt, r.context, r.input);
       s.prompt = longbench_truncate(tokenizer, full, params_.max_length);
       const bool truncated = s.prompt != full;
+      // The question (with the instructions around it) ends the prompt, unless truncation cut
+      // into it or the template asks before the context.
+      const std::string tail = longbench_question_tail(task_.prompt, r.input);
+      const bool marked = !tail.empty() && s.prompt.size() >= tail.size() &&
+                          s.prompt.compare(s.prompt.size() - tail.size(), tail.size(), tail) == 0;
+      if (marked) s.question_offset = s.prompt.size() - tail.size();
       if (task_.chat_template) {
-        if (params_.chat_template == "auto") s.chat_template = "auto";  // the runner's model's
-        else s.prompt = apply_chat_template(params_.chat_template, s.prompt);
+        if (params_.chat_template == "auto") {
+          s.chat_template = "auto";  // the runner's model's
+        } else {
+          const std::string wrapped = apply_chat_template(params_.chat_template, s.prompt);
+          if (marked) s.question_offset += wrapped.find(s.prompt);  // the template wraps it
+          s.prompt = wrapped;
+        }
       }
       if (task_.stop_at_newline) s.stop_texts = {"\n"};
       s.answers = r.answers;
@@ -220,6 +238,8 @@ KVB_REGISTER_DATASET(make_dataset_info<LongBench, LongBenchParams>({
     .name = "longbench",
     .description = "LongBench v1: one of its 21 datasets read from <data_dir>/<dataset>.jsonl",
     .source = "THUDM/LongBench v1 (pred.py prompts and truncation, metrics.py, eval.py)",
+    .questions_per_context = "1: the template's text after {context} (question, instructions); "
+                             "unmarked where truncation cut into it",
     .required_params = {"dataset", "data_dir"},
 }));
 

@@ -41,6 +41,10 @@ const LongBenchTask& longbench_task(const std::string& dataset);
 std::string longbench_format(const std::string& prompt_template, const std::string& context,
                              const std::string& input);
 
+// The formatted prompt's text after its context, `input` substituted: the question and the
+// instructions read after a shared context; "" when the template puts {input} before {context}.
+std::string longbench_question_tail(const std::string& prompt_template, const std::string& input);
+
 // LongBench's truncation: when the prompt (BOS included) is longer than max_length tokens,
 // the decoded first max_length/2 tokens plus the decoded last max_length/2 tokens.
 std::string longbench_truncate(const Tokenizer& tokenizer, const std::string& prompt,

@@ -82,7 +82,8 @@ class CommonWords : public RulerTask {
       std::string text = fit_to_tokens(tokenizer, params_.context_length, max_n, render);
       out.push_back(make_sample("cwe", i, std::move(text),
                                 std::vector<std::string>(perm.begin(), perm.begin() + kCommon),
-                                json::object()));
+                                json::object(),
+                                cwe_prompt().question_tail(params_.question_position)));
     }
     return out;
   }

@@ -68,8 +68,9 @@ class FrequentWords : public RulerTask {
         return fwe_prompt().compose(coded_text(vocab, n, text_seed), params_.question_position);
       };
       std::string text = fit_to_tokens(tokenizer, params_.context_length, params_.context_length, render);
-      out.push_back(make_sample("fwe", i, std::move(text),
-                                {vocab[1], vocab[2], vocab[3]}, json::object()));
+      out.push_back(make_sample("fwe", i, std::move(text), {vocab[1], vocab[2], vocab[3]},
+                                json::object(),
+                                fwe_prompt().question_tail(params_.question_position)));
     }
     return out;
   }

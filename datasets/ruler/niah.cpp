@@ -108,7 +108,8 @@ class Niah : public RulerTask {
     std::string text = fit_to_tokens(tokenizer, params_.context_length, max_n, render);
     json meta = {{"depths", depths}, {"queries", queries}};
     if (depths.size() == 1) meta["depth"] = depths[0] / 100.0;  // one needle: a heatmap coordinate
-    return make_sample(name_, index, std::move(text), answers, meta);
+    return make_sample(name_, index, std::move(text), answers, meta,
+                       prompt.question_tail(params_.question_position));
   }
 
   std::string haystack(int64_t n, const std::vector<std::string>& needles,

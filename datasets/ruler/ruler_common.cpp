@@ -52,6 +52,10 @@ std::string RulerPrompt::compose(const std::string& context, const std::string& 
   return intro + context + "\n" + question + answer_prefix;
 }
 
+std::string RulerPrompt::question_tail(const std::string& position) const {
+  return position == "after" ? "\n" + question + answer_prefix : "";
+}
+
 namespace {
 
 std::vector<std::string> read_lines(const std::string& path) {
@@ -176,9 +180,16 @@ double RulerTask::score(const Sample& sample, const std::string& prediction) con
 }
 
 Sample RulerTask::make_sample(const std::string& task, int index, std::string prompt,
-                              std::vector<std::string> answers, json meta) const {
+                              std::vector<std::string> answers, json meta,
+                              const std::string& question_tail) const {
   Sample s;
   s.id = task + "-" + std::to_string(index);
+  if (!question_tail.empty()) {
+    if (prompt.size() < question_tail.size() ||
+        prompt.compare(prompt.size() - question_tail.size(), std::string::npos, question_tail))
+      throw std::logic_error(s.id + ": the prompt does not end with its question");
+    s.question_offset = prompt.size() - question_tail.size();
+  }
   s.prompt = std::move(prompt);
   s.answers = std::move(answers);
   s.max_new_tokens = params_.max_new_tokens;
@@ -194,6 +205,8 @@ DatasetInfo ruler_dataset_info(const std::string& name, const std::string& descr
   info.name = name;
   info.description = description;
   info.source = "NVIDIA/RULER scripts/data/synthetic (generated, no download)";
+  info.questions_per_context = "1, with question_position: after (before: the question is "
+                               "part of the context)";
   const ConfigFields<RulerParams> fields = RulerParams::fields(needs);
   const RulerParams defaults = RulerParams::defaults(needs);
   info.param_fields = fields.docs(defaults);

@@ -44,6 +44,9 @@ struct RulerPrompt {
   std::string question;
   std::string answer_prefix;
   std::string compose(const std::string& context, const std::string& position) const;
+  // The end of compose()'s text that asks the question when it follows the context ("after"):
+  // "\n" + question + answer_prefix; "" for "before", where the question precedes the context.
+  std::string question_tail(const std::string& position) const;
 };
 
 // Resources, read once per samples() call.
@@ -87,9 +90,11 @@ class RulerTask : public Dataset {
   std::string metric_name() const override { return "string_match_all"; }
 
  protected:
-  // A sample with id "<task>-<i>", the answers, max_new_tokens and the prompt filled in.
+  // A sample with id "<task>-<i>", the answers, max_new_tokens and the prompt filled in; its
+  // question marked when `question_tail` (RulerPrompt::question_tail) ends the prompt.
   Sample make_sample(const std::string& task, int index, std::string prompt,
-                     std::vector<std::string> answers, json meta) const;
+                     std::vector<std::string> answers, json meta,
+                     const std::string& question_tail) const;
   RulerParams params_;
 };
 

@@ -83,7 +83,8 @@ class VariableTracking : public RulerTask {
       };
       std::string text = fit_to_tokens(tokenizer, params_.context_length, params_.context_length, render);
       out.push_back(make_sample("vt", i, std::move(text), chain.vars,
-                                {{"depths", chain.depths}, {"value", chain.value}}));
+                                {{"depths", chain.depths}, {"value", chain.value}},
+                                vt_prompt(chain.value).question_tail(params_.question_position)));
     }
     return out;
   }

@@ -40,38 +40,76 @@ struct PasskeyParams {
 const char* const kDoors[8] = {"red", "blue", "green", "yellow",
                                "white", "black", "orange", "purple"};
 
+// One pass key of a context: its door ("" for the single key of InfiniteBench's wording).
+struct Needle {
+  std::string key, door;
+  double depth = 0;
+};
+
+std::string name_of(const Needle& n) {
+  return n.door.empty() ? "pass key" : "pass key of the " + n.door + " door";
+}
+
+// `sentences` noise sentences with each key line at its depth (between sentences).
+std::string render_context(const std::vector<Needle>& needles, int64_t sentences) {
+  std::vector<Insert> inserts;
+  for (const Needle& n : needles)
+    inserts.push_back({int64_t(n.depth * double(sentences) + 0.5),
+                       "The " + name_of(n) + " is " + n.key + ". Remember it. " + n.key +
+                           " is the " + name_of(n) + "."});
+  std::stable_sort(inserts.begin(), inserts.end(),
+                   [](const Insert& a, const Insert& b) { return a.position < b.position; });
+  return "There is an important info hidden inside a lot of irrelevant text. Find it and "
+         "memorize it. I will quiz you about the important information there.\n\n" +
+         noise_haystack(sentences, inserts);
+}
+
+std::string question(const Needle& n) {
+  return "\n\nWhat is the " + name_of(n) + "? The " + name_of(n) + " is";
+}
+
+// `keys` needles for sample `index` of `samples`: the first at depth index / (samples - 1),
+// the others evenly after it (wrapping around); doors named when there are several.
+std::vector<Needle> draw_needles(std::mt19937_64& rng, int keys, int index, int samples) {
+  const double depth = samples == 1 ? 0.5 : double(index) / (samples - 1);
+  std::vector<Needle> needles;
+  for (int k = 0; k < keys; ++k)
+    needles.push_back({.key = std::to_string(uniform_int(rng, 10000, 99999)),
+                       .door = keys == 1 ? "" : kDoors[k],
+                       .depth = std::fmod(depth + double(k) / keys, 1.0 + 1e-9)});
+  return needles;
+}
+
+// The context holding `needles`, sized so that it and the first question fill about
+// `context_length` tokens (one step of the search is one noise sentence).
+std::string fitted_context(const Tokenizer& tokenizer, int64_t context_length,
+                           const std::vector<Needle>& needles) {
+  const std::string prompt =
+      fit_to_tokens(tokenizer, context_length, context_length, [&](int64_t sentences) {
+        return render_context(needles, sentences) + question(needles[0]);
+      });
+  return prompt.substr(0, prompt.size() - question(needles[0]).size());
+}
+
 class Passkey : public Dataset {
  public:
   explicit Passkey(const PasskeyParams& p) : params_(p) {}
 
-  // Sample i hides its first key at depth i / (samples - 1), the others evenly after it
-  // (wrapping around); with several keys each key is a sample "passkey-i.<door>" of context
-  // "passkey-i".
+  // With several keys each key is a sample "passkey-i.<door>" of context "passkey-i".
   std::vector<Sample> samples(const Tokenizer& tokenizer, uint64_t seed) const override {
     std::mt19937_64 rng(seed);
     std::vector<Sample> out;
     for (int i = 0; i < params_.samples; ++i) {
-      const double depth = params_.samples == 1 ? 0.5 : double(i) / (params_.samples - 1);
-      std::vector<Needle> needles;
-      for (int k = 0; k < params_.keys; ++k)
-        needles.push_back({.key = std::to_string(uniform_int(rng, 10000, 99999)),
-                           .door = params_.keys == 1 ? "" : kDoors[k],
-                           .depth = std::fmod(depth + double(k) / params_.keys, 1.0 + 1e-9)});
-      // One step of the search is one noise sentence, so the prompt lands within a few
-      // tokens below context_length (with the first question).
-      const std::string context = fit_to_tokens(
-          tokenizer, params_.context_length, params_.context_length, [&](int64_t sentences) {
-            return render_context(needles, sentences) + question(needles[0]);
-          });
-      const std::string shared = context.substr(0, context.size() - question(needles[0]).size());
+      const std::vector<Needle> needles = draw_needles(rng, params_.keys, i, params_.samples);
+      const std::string context = fitted_context(tokenizer, params_.context_length, needles);
       for (const Needle& needle : needles) {
         Sample s;
         s.id = "passkey-" + std::to_string(i) + (needle.door.empty() ? "" : "." + needle.door);
         s.answers = {needle.key};
         s.max_new_tokens = params_.max_new_tokens;
         s.meta = {{"depth", needle.depth}};
-        s.prompt = shared + question(needle);
-        s.question_offset = shared.size();
+        s.prompt = context + question(needle);
+        s.question_offset = context.size();
         if (params_.keys > 1) s.context_id = "passkey-" + std::to_string(i);
         out.push_back(std::move(s));
       }
@@ -85,29 +123,6 @@ class Passkey : public Dataset {
   std::string metric_name() const override { return "passkey_accuracy"; }
 
  private:
-  struct Needle {
-    std::string key, door;  // door: "" for the single key
-    double depth = 0;
-  };
-  static std::string name_of(const Needle& n) {
-    return n.door.empty() ? "pass key" : "pass key of the " + n.door + " door";
-  }
-  // `sentences` noise sentences with each key line at its depth (between sentences).
-  static std::string render_context(const std::vector<Needle>& needles, int64_t sentences) {
-    std::vector<Insert> inserts;
-    for (const Needle& n : needles)
-      inserts.push_back({int64_t(n.depth * double(sentences) + 0.5),
-                         "The " + name_of(n) + " is " + n.key + ". Remember it. " + n.key +
-                             " is the " + name_of(n) + "."});
-    std::stable_sort(inserts.begin(), inserts.end(),
-                     [](const Insert& a, const Insert& b) { return a.position < b.position; });
-    return "There is an important info hidden inside a lot of irrelevant text. Find it and "
-           "memorize it. I will quiz you about the important information there.\n\n" +
-           noise_haystack(sentences, inserts);
-  }
-  static std::string question(const Needle& n) {
-    return "\n\nWhat is the " + name_of(n) + "? The " + name_of(n) + " is";
-  }
   PasskeyParams params_;
 };
 
@@ -116,6 +131,76 @@ KVB_REGISTER_DATASET(make_dataset_info<Passkey, PasskeyParams>({
     .description = "pass key hidden in repeated noise text, depths spread evenly",
     .source = "InfiniteBench passkey format",
     .questions_per_context = "`keys` (one question per pass key)",
+}));
+
+struct MultiTurnParams {
+  int64_t context_length = 1024;
+  int samples = 8;
+  int questions = 4;
+  int max_new_tokens = 8;
+
+  static const ConfigFields<MultiTurnParams>& fields() {
+    using P = MultiTurnParams;
+    static const auto f =
+        ConfigFields<P>()
+            .field("context_length", &P::context_length,
+                   "prompt length in the model's tokens, first question included (BOS "
+                   "included)", check::at_least(16))
+            .field("samples", &P::samples, "conversations; the first key's depth spread evenly "
+                   "over [0, 1]", check::at_least(1))
+            .field("questions", &P::questions,
+                   "pass keys of differently coloured doors in the context, asked one per turn",
+                   check::in_interval("[1, 8]"))
+            .field("max_new_tokens", &P::max_new_tokens, "tokens generated per answer",
+                   check::at_least(1));
+    return f;
+  }
+};
+
+// A chat about one context: `questions` pass keys hidden in it, asked one after the other in
+// one session, each question read after the model's previous answer (Sample::follow_ups).
+class MultiTurn : public Dataset {
+ public:
+  explicit MultiTurn(const MultiTurnParams& p) : params_(p) {}
+
+  std::vector<Sample> samples(const Tokenizer& tokenizer, uint64_t seed) const override {
+    std::mt19937_64 rng(seed);
+    std::vector<Sample> out;
+    for (int i = 0; i < params_.samples; ++i) {
+      // Doors named even for one question, so every turn reads alike.
+      std::vector<Needle> needles = draw_needles(rng, params_.questions, i, params_.samples);
+      for (size_t k = 0; k < needles.size(); ++k) needles[k].door = kDoors[k];
+      const std::string context = fitted_context(tokenizer, params_.context_length, needles);
+      Sample s;
+      s.id = "multi_turn-" + std::to_string(i);
+      s.answers = {needles[0].key};
+      s.max_new_tokens = params_.max_new_tokens;
+      s.meta = {{"depth", needles[0].depth}};
+      s.prompt = context + question(needles[0]);
+      s.question_offset = context.size();
+      for (size_t k = 1; k < needles.size(); ++k)
+        s.follow_ups.push_back({.text = question(needles[k]), .answers = {needles[k].key},
+                                .max_new_tokens = params_.max_new_tokens});
+      out.push_back(std::move(s));
+    }
+    return out;
+  }
+
+  double score(const Sample& sample, const std::string& prediction) const override {
+    return prediction.find(sample.answers[0]) != std::string::npos ? 100.0 : 0.0;
+  }
+  std::string metric_name() const override { return "passkey_accuracy"; }
+
+ private:
+  MultiTurnParams params_;
+};
+
+KVB_REGISTER_DATASET(make_dataset_info<MultiTurn, MultiTurnParams>({
+    .name = "multi_turn",
+    .description = "a chat about one context: pass keys of coloured doors asked one per turn, "
+                   "each after the previous answer",
+    .source = "kvbench (passkey's text, SCBench's multi-turn mode)",
+    .questions_per_context = "`questions`, one per turn of one conversation",
 }));
 
 }  // namespace

@@ -197,12 +197,18 @@ struct SampleOutcome {
   std::vector<MetricRow> metrics;  // per-sample metrics
 };
 
-SampleOutcome generate_and_score(const Dataset& dataset, const Sample& sample,
-                                 const LlamaModel& model, Session& session,
-                                 const std::vector<int>& prompt, int max_new) {
+// Generates the answer after `logits` (the last prompt token's) and scores it as `sample`'s.
+// With `keep_in_cache` the whole answer is left in the cache (its last token fed too), for a
+// next turn to follow it.
+SampleOutcome answer(const Dataset& dataset, const Sample& sample, const LlamaModel& model,
+                     Session& session, const at::Tensor& logits, int max_new,
+                     bool keep_in_cache) {
+  std::vector<int> tokens = session.generate_from(logits, max_new, stop_ids(model, sample));
+  // generate_from feeds every token but the last when it stops at max_new.
+  if (keep_in_cache && !tokens.empty() && int(tokens.size()) == max_new)
+    session.decode(tokens.back());
   SampleOutcome out;
-  out.prediction =
-      model.tokenizer->decode(session.generate(prompt, max_new, stop_ids(model, sample)));
+  out.prediction = model.tokenizer->decode(tokens);
   out.score = dataset.score(sample, out.prediction);
   return out;
 }
@@ -212,19 +218,42 @@ SampleOutcome generate_and_score(const Dataset& dataset, const Sample& sample,
 // path, as a question appended to a compressed cache, and the answer generated after them.
 SampleOutcome answer_after_context(const Dataset& dataset, const Sample& sample,
                                    const LlamaModel& model, Session& session,
-                                   const SplitPrompt& split, int max_new) {
+                                   const SplitPrompt& split, int max_new, bool keep_in_cache) {
   at::Tensor logits = session.prefill(split.context);
   for (int token : split.question) logits = session.decode(token);
-  SampleOutcome out;
-  out.prediction = model.tokenizer->decode(
-      session.generate_from(logits, max_new, stop_ids(model, sample)));
-  out.score = dataset.score(sample, out.prediction);
+  SampleOutcome out = answer(dataset, sample, model, session, logits, max_new, keep_in_cache);
   auto metric = [&](const char* name, double value) {
     out.metrics.push_back(
         MetricRow{.sample_id = sample.id, .name = name, .value = value, .unit = "tokens"});
   };
   metric("context_tokens", double(split.context.size()));
   metric("question_tokens", double(split.question.size()));
+  return out;
+}
+
+// A sample's follow-up turns (Sample::follow_ups) in its session, after its first answer:
+// each turn's text read through the decode path, its answer generated and scored. Returns each
+// turn as a sample "<id>.turn<k>" (k from 2) with its outcome.
+std::vector<std::pair<Sample, SampleOutcome>> answer_follow_ups(const Dataset& dataset,
+                                                                const Sample& sample,
+                                                                const LlamaModel& model,
+                                                                Session& session,
+                                                                int max_new_override) {
+  std::vector<std::pair<Sample, SampleOutcome>> out;
+  for (size_t k = 0; k < sample.follow_ups.size(); ++k) {
+    const Sample::Turn& turn = sample.follow_ups[k];
+    Sample asked = sample;
+    asked.id = sample.id + ".turn" + std::to_string(k + 2);
+    asked.answers = turn.answers;
+    asked.follow_ups.clear();
+    at::Tensor logits;
+    for (int token : model.tokenizer->encode(turn.text, /*add_bos=*/false))
+      logits = session.decode(token);
+    if (!logits.defined()) throw std::logic_error(asked.id + ": an empty turn");
+    const int max_new = max_new_override > 0 ? max_new_override : turn.max_new_tokens;
+    out.emplace_back(asked, answer(dataset, asked, model, session, logits, max_new,
+                                   k + 1 < sample.follow_ups.size()));
+  }
   return out;
 }
 
@@ -294,6 +323,7 @@ CellResult run_cell(const Cell& cell, const LlamaModel& model,
   double score_sum = 0;
   std::map<std::string, double> method_counters;  // summed over samples
   std::map<std::string, std::vector<int>> shared_contexts;  // context_id -> its tokens
+  int questions = 0;  // answers scored: a sample's, and its follow-up turns
   for (size_t i = 0; i < samples.size(); ++i) {
     const Sample& sample = samples[i];
     std::unique_ptr<Method> method = method_info.create(cell.method.config);
@@ -305,26 +335,34 @@ CellResult run_cell(const Cell& cell, const LlamaModel& model,
     Session session(model, *method, options);
     const std::vector<int> prompt = encode_prompt(model, sample);
     const int max_new = cell.max_new_tokens > 0 ? cell.max_new_tokens : sample.max_new_tokens;
+    const bool chat = !sample.follow_ups.empty();
     SampleOutcome outcome;
     if (dataset->teacher_forced()) {
       outcome = teacher_force(sample, model, session, prompt);
     } else if (cell.context_sharing == "per_sample") {
       const SplitPrompt split = split_prompt(model, sample);
       check_same_context(sample, split, shared_contexts);
-      outcome = answer_after_context(*dataset, sample, model, session, split, max_new);
+      outcome = answer_after_context(*dataset, sample, model, session, split, max_new, chat);
     } else {
-      outcome = generate_and_score(*dataset, sample, model, session, prompt, max_new);
+      outcome = answer(*dataset, sample, model, session, session.prefill(prompt), max_new, chat);
     }
-    score_sum += outcome.score;
+    std::vector<std::pair<Sample, SampleOutcome>> answered = {{sample, outcome}};
+    for (auto& turn : answer_follow_ups(*dataset, sample, model, session, cell.max_new_tokens))
+      answered.push_back(std::move(turn));
     totals.prompt_tokens += int64_t(prompt.size());
     totals.add(session);
     for (const auto& [name, value] : method->counters()) method_counters[name] += value;
-    result.samples.push_back(SampleRow{.sample_id = sample.id,
-                                       .input_length = int64_t(prompt.size()),
-                                       .prediction = outcome.prediction,
-                                       .answers_json = json(sample.answers).dump(),
-                                       .score = outcome.score});
-    result.metrics.insert(result.metrics.end(), outcome.metrics.begin(), outcome.metrics.end());
+    for (const auto& [asked, result_of] : answered) {
+      score_sum += result_of.score;
+      ++questions;
+      result.samples.push_back(SampleRow{.sample_id = asked.id,
+                                         .input_length = int64_t(prompt.size()),
+                                         .prediction = result_of.prediction,
+                                         .answers_json = json(asked.answers).dump(),
+                                         .score = result_of.score});
+      result.metrics.insert(result.metrics.end(), result_of.metrics.begin(),
+                            result_of.metrics.end());
+    }
     for (const auto& [name, value] : sample.meta.items())  // e.g. needle depth, for reports
       if (value.is_number())
         result.metrics.push_back(MetricRow{
@@ -336,8 +374,9 @@ CellResult run_cell(const Cell& cell, const LlamaModel& model,
     result.metrics.push_back(
         MetricRow{.sample_id = std::nullopt, .name = name, .value = value, .unit = unit});
   };
-  cell_metric("score", score_sum / n, dataset->metric_name());
+  cell_metric("score", score_sum / std::max(1, questions), dataset->metric_name());  // per answer
   cell_metric("samples", double(samples.size()), "count");
+  if (questions != int(samples.size())) cell_metric("questions", double(questions), "count");
   cell_metric("model_trained", model.trained ? 1.0 : 0.0, "bool");
   if (dataset->teacher_forced()) {
     cell_metric("agreement_with_full", mean_of(result.metrics, "agreement_with_full"), "%");

@@ -69,6 +69,32 @@ TEST(ReportTables, MeansOverSeedsWithSampleCounts) {
   EXPECT_DOUBLE_EQ(kv->at("snapkv", 64)->mean, 2.5);
 }
 
+// A dataset run both with the question in the window and with its context shared: a table of
+// the drop per method and budget, after the score tables.
+TEST(ReportTables, TheDropWithTheContextSharedPerMethod) {
+  test::TempDir dir;
+  ResultStore store(dir.file("r.db"));
+  std::vector<FakeCell> cells;
+  for (bool shared : {false, true}) {
+    cells.push_back({.method = "full", .sample_scores = {100, 100}, .shared_context = shared});
+    cells.push_back({.method = "snapkv", .budget = 32,
+                     .sample_scores = shared ? std::vector<double>{0, 50}
+                                             : std::vector<double>{100, 50},
+                     .shared_context = shared});
+  }
+  test::fill_store(store, cells);
+  const ReportData data = load(store);
+  ASSERT_EQ(groups_of(data), (std::vector<std::string>{"passkey", "passkey (shared context)"}));
+  const std::vector<MetricTable> drops = sharing_drop_tables(data);
+  ASSERT_EQ(drops.size(), 1u);
+  EXPECT_DOUBLE_EQ(drops[0].at("snapkv", 32)->mean, 50.0);  // 75 in the window, 25 shared
+  EXPECT_DOUBLE_EQ(drops[0].at("full", 32)->mean, 0.0);
+  EXPECT_NE(drops[0].heading.find("on passkey"), std::string::npos) << drops[0].heading;
+  const std::string md = report_markdown(data, {}, "kvbench report");
+  EXPECT_NE(md.find("Score drop when the context is compressed before the question"),
+            std::string::npos) << md;
+}
+
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream s;

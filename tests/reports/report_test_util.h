@@ -19,16 +19,19 @@ struct FakeCell {
   double recall = 0.5, decode_ms = 2.0, kv_bytes = 4096;
   std::string prediction = "12345";
   std::string unit = "passkey_accuracy";  // the score's unit (the dataset's metric)
+  bool shared_context = false;            // context_sharing: per_sample
 };
 
 inline std::string fake_config(const FakeCell& c) {
   nlohmann::json params = {{"context_length", c.context}, {"samples", c.sample_scores.size()}};
-  return nlohmann::json{{"model", "random-tiny"},
-                        {"dataset", {{"name", c.dataset}, {"params", params}}},
-                        {"method", {{"name", c.method}, {"label", c.method}, {"config", nlohmann::json::object()}}},
-                        {"budget", c.budget ? nlohmann::json(*c.budget) : nlohmann::json()},
-                        {"seed", c.seed}}
-      .dump();
+  nlohmann::json config = {
+      {"model", "random-tiny"},
+      {"dataset", {{"name", c.dataset}, {"params", params}}},
+      {"method", {{"name", c.method}, {"label", c.method}, {"config", nlohmann::json::object()}}},
+      {"budget", c.budget ? nlohmann::json(*c.budget) : nlohmann::json()},
+      {"seed", c.seed}};
+  if (c.shared_context) config["context_sharing"] = "per_sample";
+  return config.dump();
 }
 
 // Stores `cells` as one complete run of suite "fake"; returns the run id.

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "datasets/dataset.h"
+#include "datasets/longbench/longbench.h"
 #include "engine/common/error.h"
 #include "engine/session.h"
 #include "harness/runner/runner.h"
@@ -107,6 +108,103 @@ TEST(ContextSharing, SnapKvKeepsOneSetPerContextOnlyWithSharing) {
   EXPECT_GT(differing_without_sharing, 0) << "the question never changed SnapKV's kept set";
 }
 
+// The samples of dataset `name` with `params` for kvbench-tiny's tokenizer.
+std::vector<Sample> samples_of(const LlamaModel& model, const std::string& name, json params) {
+  const DatasetInfo& info = dataset_registry().get(name, "test");
+  return info.create(info.normalise_params(params, "test"))->samples(*model.tokenizer, 0);
+}
+
+// RULER asks after its context (question_position: after): the question's tokens are what
+// follows the context; asked before it, the question is part of the context and unmarked.
+TEST(ContextSharing, RulerMarksItsQuestionWhenItFollowsTheContext) {
+  auto model = LlamaModel::from_reference("kvbench-tiny");
+  for (const std::string& task : {"fwe", "vt"}) {
+    const json params = {{"context_length", 1024}, {"samples", 2}};
+    for (const Sample& s : samples_of(*model, task, params)) {
+      const std::string question = model->tokenizer->decode(split_prompt(*model, s).question);
+      EXPECT_NE(question.find("Answer"), std::string::npos) << task << ": " << question;
+      EXPECT_LT(question.size(), 300u) << task << ": " << question;
+    }
+    json before = params;
+    before["question_position"] = "before";
+    for (const Sample& s : samples_of(*model, task, before))
+      EXPECT_EQ(s.question_offset, std::string::npos) << task;
+  }
+}
+
+// LongBench: the template's text after {context}, the record's input in it, is the question.
+TEST(ContextSharing, LongBenchMarksTheTextAfterItsContext) {
+  auto model = LlamaModel::from_reference("kvbench-tiny");
+  const std::string data = std::string(KVBENCH_SOURCE_DIR) + "/tests/data/longbench/good";
+  const std::vector<Sample> samples = samples_of(
+      *model, "longbench", {{"dataset", "hotpotqa"}, {"data_dir", data}, {"chat_template", "none"}});
+  ASSERT_FALSE(samples.empty());
+  const std::vector<LongBenchRecord> records = read_longbench_jsonl(data + "/hotpotqa.jsonl");
+  for (size_t i = 0; i < samples.size(); ++i) {
+    ASSERT_NE(samples[i].question_offset, std::string::npos) << samples[i].id;
+    const std::string tail = samples[i].prompt.substr(samples[i].question_offset);
+    EXPECT_EQ(tail, longbench_question_tail(longbench_task("hotpotqa").prompt, records[i].input));
+    EXPECT_NE(tail.find(records[i].input), std::string::npos) << tail;
+    EXPECT_EQ(samples[i].prompt.find(records[i].context) + records[i].context.size(),
+              samples[i].question_offset);
+  }
+  EXPECT_EQ(longbench_question_tail("Q: {input}\n{context}", "x"), "");
+  EXPECT_EQ(longbench_question_tail("{context} then {input}?", "x"), " then x?");
+}
+
+// multi_turn: one conversation per sample, its follow-up turns asking the other doors.
+TEST(MultiTurn, EachTurnAsksItsOwnDoorAfterThePreviousAnswer) {
+  auto model = LlamaModel::from_reference("kvbench-tiny");
+  const std::vector<Sample> samples =
+      samples_of(*model, "multi_turn", {{"context_length", 512}, {"samples", 2}, {"questions", 3}});
+  ASSERT_EQ(samples.size(), 2u);
+  for (const Sample& s : samples) {
+    ASSERT_EQ(s.follow_ups.size(), 2u);
+    EXPECT_NE(s.prompt.find("The pass key of the red door is " + s.answers[0]), std::string::npos);
+    EXPECT_NE(s.prompt.substr(s.question_offset).find("red door?"), std::string::npos);
+    const char* doors[] = {"blue", "green"};
+    for (size_t k = 0; k < 2; ++k) {
+      const Sample::Turn& t = s.follow_ups[k];
+      EXPECT_EQ(t.text, std::string("\n\nWhat is the pass key of the ") + doors[k] +
+                            " door? The pass key of the " + doors[k] + " door is");
+      ASSERT_EQ(t.answers.size(), 1u);
+      EXPECT_NE(s.prompt.find("The pass key of the " + std::string(doors[k]) + " door is " +
+                              t.answers[0]), std::string::npos);
+    }
+  }
+}
+
+// The runner answers every turn of a conversation as a row of its own, the cell's score is
+// their mean, and Full answers each turn the same with the context shared.
+TEST(MultiTurn, EveryTurnIsARowAndFullIgnoresSharing) {
+  auto model = LlamaModel::from_reference("kvbench-tiny");
+  const auto no_progress = [](int, int) {};
+  Cell cell = passkey_cell("full", std::nullopt, "none");
+  cell.dataset = {.name = "multi_turn",
+                  .params = dataset_registry().get("multi_turn", "test").normalise_params(
+                      {{"context_length", 512}, {"samples", 2}, {"questions", 3}}, "test")};
+  const CellResult alone = run_cell(cell, *model, no_progress);
+  cell.context_sharing = "per_sample";
+  const CellResult shared = run_cell(cell, *model, no_progress);
+  ASSERT_EQ(alone.samples.size(), 6u);
+  EXPECT_EQ(alone.samples[1].sample_id, "multi_turn-0.turn2");
+  EXPECT_EQ(alone.samples[2].sample_id, "multi_turn-0.turn3");
+  double sum = 0;
+  for (const SampleRow& r : alone.samples) sum += r.score;
+  const auto metric = [](const CellResult& r, const std::string& name) {
+    for (const MetricRow& m : r.metrics)
+      if (!m.sample_id && m.name == name) return m.value;
+    return -1.0;
+  };
+  EXPECT_DOUBLE_EQ(metric(alone, "score"), sum / 6);
+  EXPECT_EQ(metric(alone, "questions"), 6);
+  EXPECT_EQ(metric(alone, "samples"), 2);
+  ASSERT_EQ(shared.samples.size(), alone.samples.size());
+  for (size_t i = 0; i < alone.samples.size(); ++i)
+    EXPECT_EQ(shared.samples[i].prediction, alone.samples[i].prediction)
+        << alone.samples[i].sample_id;
+}
+
 TEST(ContextSharing, SuitesDeclareItPerCellAndOnlyForDatasetsThatMarkQuestions) {
   const json suite = {{"name", "s"},
                       {"models", {"random-tiny"}},
@@ -125,7 +223,8 @@ TEST(ContextSharing, SuitesDeclareItPerCellAndOnlyForDatasetsThatMarkQuestions) 
   for (const auto& [key, value, message] :
        std::vector<std::tuple<std::string, json, std::string>>{
            {"context_sharing", "always", "s.json: $.context_sharing: \"always\" is not one of"},
-           {"datasets", {{{"name", "fwe"}}}, "per_sample needs datasets that mark"}}) {
+           {"datasets", {{{"name", "perplexity"}, {"params", {{"text_file", std::string(KVBENCH_SOURCE_DIR) + "/README.md"}}}}},
+            "per_sample needs datasets that mark"}}) {
     json bad = one;
     bad[key] = value;
     try {
