@@ -91,7 +91,16 @@ std::string fitted_context(const Tokenizer& tokenizer, int64_t context_length,
   return prompt.substr(0, prompt.size() - question(needles[0]).size());
 }
 
-class Passkey : public Dataset {
+// Both datasets' scoring: 100 when the answer holds the pass key.
+class PasskeyScored : public Dataset {
+ public:
+  double score(const Sample& sample, const std::string& prediction) const override {
+    return prediction.find(sample.answers[0]) != std::string::npos ? 100.0 : 0.0;
+  }
+  std::string metric_name() const override { return "passkey_accuracy"; }
+};
+
+class Passkey : public PasskeyScored {
  public:
   explicit Passkey(const PasskeyParams& p) : params_(p) {}
 
@@ -116,11 +125,6 @@ class Passkey : public Dataset {
     }
     return out;
   }
-
-  double score(const Sample& sample, const std::string& prediction) const override {
-    return prediction.find(sample.answers[0]) != std::string::npos ? 100.0 : 0.0;
-  }
-  std::string metric_name() const override { return "passkey_accuracy"; }
 
  private:
   PasskeyParams params_;
@@ -159,7 +163,7 @@ struct MultiTurnParams {
 
 // A chat about one context: `questions` pass keys hidden in it, asked one after the other in
 // one session, each question read after the model's previous answer (Sample::follow_ups).
-class MultiTurn : public Dataset {
+class MultiTurn : public PasskeyScored {
  public:
   explicit MultiTurn(const MultiTurnParams& p) : params_(p) {}
 
@@ -185,11 +189,6 @@ class MultiTurn : public Dataset {
     }
     return out;
   }
-
-  double score(const Sample& sample, const std::string& prediction) const override {
-    return prediction.find(sample.answers[0]) != std::string::npos ? 100.0 : 0.0;
-  }
-  std::string metric_name() const override { return "passkey_accuracy"; }
 
  private:
   MultiTurnParams params_;
