@@ -1,5 +1,7 @@
 #include "reports/plots.h"
 
+#include <utility>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -242,6 +244,32 @@ std::optional<std::string> latency_plot(const ReportData& data, int64_t budget) 
          "$lat using 1:2 with boxes lc rgb '#dd8452' title 'selection'\n";
 }
 
+// Per method at `budget`, two bars side by side: the score on `window_group` (the question in
+// the window) and on `shared_group` (the context compressed before the question).
+std::optional<std::string> sharing_plot(const ReportData& data, const std::string& window_group,
+                                        const std::string& shared_group, int64_t budget) {
+  const MetricSpec& score = *spec_named("score");
+  auto window = group_table(data, window_group, score), shared = group_table(data, shared_group, score);
+  if (!window || !shared) return std::nullopt;
+  std::vector<std::vector<double>> rows;
+  std::vector<std::string> shown;
+  for (const std::string& m : window->methods) {
+    auto w = window->at(m, budget), s = shared->at(m, budget);
+    if (!w || !s) continue;
+    rows.push_back({double(shown.size()), w->mean, s->mean});
+    shown.push_back(m);
+  }
+  if (rows.empty()) return std::nullopt;
+  return datablock("share", rows) + kStyle + "set key outside top center horizontal\n" +
+         "set title " +
+         quoted(window_group + " at budget " + std::to_string(budget) + " (higher is better)") +
+         "\nset ylabel " + quoted(std::as_const(window->unit)) +
+         "\nset yrange [0:*]\nset boxwidth 0.38\nset style fill solid 1.0 border lc rgb 'black'\n" +
+         method_tics(shown) +
+         "plot $share using ($1-0.2):2 with boxes lc rgb '#4c72b0' title 'question in the window', "
+         "$share using ($1+0.2):3 with boxes lc rgb '#dd8452' title 'context shared (per_sample)'\n";
+}
+
 bool at_budget(const CellData& c, int64_t budget) { return !c.budget || *c.budget == budget; }
 
 // Mean recall of each layer per method at `budget`, over groups and seeds.
@@ -417,6 +445,10 @@ std::vector<PlotFile> write_plots(const ReportData& data, const std::string& out
        latency_plot(data, budget));
   emit("recall_per_layer", "Recall per layer at budget " + std::to_string(budget),
        recall_layer_plot(data, budget, styles));
+  for (const auto& [window_group, shared_group] : shared_context_groups(data))
+    emit("shared_context_" + slug(window_group),
+         window_group + ": the question in the window vs the context shared",
+         sharing_plot(data, window_group, shared_group, budget));
   for (const std::string& dataset : needle_datasets(data))
     for (const std::string& m : methods_of(data))
       emit("needle_" + slug(dataset) + "_" + slug(m), dataset + " accuracy heatmap: " + m,

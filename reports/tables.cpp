@@ -1,5 +1,7 @@
 #include "reports/tables.h"
 
+#include <algorithm>
+
 #include "engine/common/format.h"
 
 namespace kvb {
@@ -118,15 +120,25 @@ std::string format_stat(const std::optional<Stat>& stat, int decimals) {
   return fixed(stat->mean, decimals) + " (n=" + std::to_string(stat->samples) + ")";
 }
 
-std::vector<MetricTable> sharing_drop_tables(const ReportData& data) {
+std::vector<std::pair<std::string, std::string>> shared_context_groups(const ReportData& data) {
   const std::string shared = " (shared context)";
-  const MetricSpec& score = report_metrics().front();
-  std::vector<MetricTable> out;
-  for (const std::string& g : groups_of(data)) {
+  const std::vector<std::string> groups = groups_of(data);
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const std::string& g : groups) {
     const size_t at = g.find(shared);
     if (at == std::string::npos) continue;
-    const std::string window_group = g.substr(0, at) + g.substr(at + shared.size());
-    const auto with_shared = group_table(data, g, score);
+    const std::string window = g.substr(0, at) + g.substr(at + shared.size());
+    if (std::find(groups.begin(), groups.end(), window) != groups.end())
+      out.emplace_back(window, g);
+  }
+  return out;
+}
+
+std::vector<MetricTable> sharing_drop_tables(const ReportData& data) {
+  const MetricSpec& score = report_metrics().front();
+  std::vector<MetricTable> out;
+  for (const auto& [window_group, shared_group] : shared_context_groups(data)) {
+    const auto with_shared = group_table(data, shared_group, score);
     const auto in_window = group_table(data, window_group, score);
     if (!with_shared || !in_window) continue;
     MetricTable drop = empty_table(data, score);

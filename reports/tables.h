@@ -53,6 +53,9 @@ std::optional<MetricTable> group_table(const ReportData& data, const std::string
 // Per (method, budget), the mean over groups of the groups' means; only entries every group has.
 std::optional<MetricTable> average_table(const ReportData& data, const MetricSpec& spec);
 
+// (group with the question in the window, the same group with its context shared) for each
+// dataset run both ways (context_sharing none and per_sample).
+std::vector<std::pair<std::string, std::string>> shared_context_groups(const ReportData& data);
 // For each dataset group run both ways (context_sharing none and per_sample): per (method,
 // budget) the score with the question in the window minus the score with the context shared.
 std::vector<MetricTable> sharing_drop_tables(const ReportData& data);

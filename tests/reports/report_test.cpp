@@ -93,6 +93,13 @@ TEST(ReportTables, TheDropWithTheContextSharedPerMethod) {
   const std::string md = report_markdown(data, {}, "kvbench report");
   EXPECT_NE(md.find("Score drop when the context is compressed before the question"),
             std::string::npos) << md;
+  if (!std::filesystem::exists("/usr/bin/gnuplot")) GTEST_SKIP() << "no gnuplot: plot not drawn";
+  const std::vector<PlotFile> plots = write_plots(data, dir.file("plots"), PlotOptions{});
+  const auto plot = std::find_if(plots.begin(), plots.end(), [](const PlotFile& p) {
+    return p.name == "shared_context_passkey";
+  });
+  ASSERT_NE(plot, plots.end());
+  EXPECT_GT(std::filesystem::file_size(dir.file("plots/shared_context_passkey.png")), 0u);
 }
 
 std::string slurp(const std::string& path) {
