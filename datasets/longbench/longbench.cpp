@@ -217,7 +217,20 @@ class LongBench : public Dataset {
                 {"truncated", truncated}};
       out.push_back(std::move(s));
     }
+    group_shared_contexts(out);
     return out;
+  }
+
+  // Records that repeat one context (the same text before their questions) are questions
+  // about one context: context_id "context-of-<first record's id>".
+  static void group_shared_contexts(std::vector<Sample>& samples) {
+    std::map<std::string, std::vector<Sample*>> by_context;
+    for (Sample& s : samples)
+      if (s.question_offset != std::string::npos)
+        by_context[s.prompt.substr(0, s.question_offset)].push_back(&s);
+    for (auto& [context, group] : by_context)
+      if (group.size() > 1)
+        for (Sample* s : group) s->context_id = "context-of-" + group.front()->id;
   }
 
   double score(const Sample& sample, const std::string& prediction) const override {
@@ -238,8 +251,9 @@ KVB_REGISTER_DATASET(make_dataset_info<LongBench, LongBenchParams>({
     .name = "longbench",
     .description = "LongBench v1: one of its 21 datasets read from <data_dir>/<dataset>.jsonl",
     .source = "THUDM/LongBench v1 (pred.py prompts and truncation, metrics.py, eval.py)",
-    .questions_per_context = "1: the template's text after {context} (question, instructions); "
-                             "unmarked where truncation cut into it",
+    .questions_per_context = "1: the template's text after {context} (question, instructions), "
+                             "unmarked where truncation cut into it; records that repeat a "
+                             "context are its questions",
     .required_params = {"dataset", "data_dir"},
 }));
 

@@ -3,6 +3,8 @@
 // must then no longer depend on the question.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "datasets/dataset.h"
 #include "datasets/longbench/longbench.h"
 #include "engine/common/error.h"
@@ -10,6 +12,7 @@
 #include "harness/runner/runner.h"
 #include "harness/suite/suite.h"
 #include "methods/method.h"
+#include "tests/test_util.h"
 
 namespace kvb {
 namespace {
@@ -148,6 +151,7 @@ TEST(ContextSharing, LongBenchMarksTheTextAfterItsContext) {
     EXPECT_EQ(samples[i].prompt.find(records[i].context) + records[i].context.size(),
               samples[i].question_offset);
   }
+  EXPECT_TRUE(samples[0].context_id.empty());  // every record its own context
   EXPECT_EQ(longbench_question_tail("Q: {input}\n{context}", "x"), "");
   EXPECT_EQ(longbench_question_tail("{context} then {input}?", "x"), " then x?");
 }
@@ -203,6 +207,24 @@ TEST(MultiTurn, EveryTurnIsARowAndFullIgnoresSharing) {
   for (size_t i = 0; i < alone.samples.size(); ++i)
     EXPECT_EQ(shared.samples[i].prediction, alone.samples[i].prediction)
         << alone.samples[i].sample_id;
+}
+
+// LongBench records that repeat a context are questions about one context.
+TEST(ContextSharing, LongBenchGroupsRecordsThatRepeatAContext) {
+  auto model = LlamaModel::from_reference("kvbench-tiny");
+  test::TempDir dir;
+  std::ofstream(dir.file("hotpotqa.jsonl"))
+      << R"({"_id": "a", "input": "Who?", "context": "Passage one.", "answers": ["x"]})" "\n"
+      << R"({"_id": "b", "input": "Where?", "context": "Passage two.", "answers": ["y"]})" "\n"
+      << R"({"_id": "c", "input": "When?", "context": "Passage one.", "answers": ["z"]})" "\n";
+  const std::vector<Sample> samples =
+      samples_of(*model, "longbench",
+                 {{"dataset", "hotpotqa"}, {"data_dir", dir.path()}, {"chat_template", "none"}});
+  ASSERT_EQ(samples.size(), 3u);
+  EXPECT_EQ(samples[0].context_id, "context-of-a");
+  EXPECT_EQ(samples[2].context_id, "context-of-a");
+  EXPECT_TRUE(samples[1].context_id.empty());
+  EXPECT_EQ(split_prompt(*model, samples[0]).context, split_prompt(*model, samples[2]).context);
 }
 
 TEST(ContextSharing, SuitesDeclareItPerCellAndOnlyForDatasetsThatMarkQuestions) {
