@@ -45,35 +45,39 @@ std::vector<std::string> worker_arguments(const RunArguments& o, const std::stri
   return args;
 }
 
-// The GPU each worker sees with --device cuda (CUDA_VISIBLE_DEVICES), after checking here that
-// each exists: exit 2 before any worker starts. None without --device cuda.
-std::vector<std::string> worker_visible_gpus(const RunArguments& o) {
+// The GPUs of the workers with --device cuda, after checking here that each exists (exit 2
+// before any worker starts); none without --device cuda.
+struct WorkerGpus {
+  std::vector<std::string> here;     // as this process numbers them ("cuda:<here>")
+  std::vector<std::string> visible;  // as each worker's CUDA_VISIBLE_DEVICES names them
+};
+WorkerGpus worker_gpus_of(const RunArguments& o) {
   if (o.device != "cuda") {
     if (!o.devices.empty())
       throw InputError("--devices: needs --device cuda (each worker then uses one of them)");
     return {};
   }
-  for (const std::string& gpu : worker_gpus(o.workers, o.devices, nullptr))
-    parse_device("cuda:" + gpu, "--devices");
-  return worker_gpus(o.workers, o.devices, std::getenv("CUDA_VISIBLE_DEVICES"));
+  WorkerGpus gpus{.here = worker_gpus(o.workers, o.devices, nullptr),
+                  .visible = worker_gpus(o.workers, o.devices, std::getenv("CUDA_VISIBLE_DEVICES"))};
+  for (const std::string& gpu : gpus.here) parse_device("cuda:" + gpu, "--devices");
+  return gpus;
 }
 
 // `kvbench run --workers N`: begins one run, has N worker processes (this executable) share
 // its cells through the store's claims, shows their progress as one, prints the table once.
 // Returns the largest exit code of the workers.
 int run_workers(RunArguments o, const Suite& suite, const RunOptions& options) {
-  const std::vector<std::string> gpus = worker_visible_gpus(o);
+  const WorkerGpus gpus = worker_gpus_of(o);
   const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
   if (o.threads <= 0) o.threads = std::max(1, cores / o.workers);
   const std::vector<Cell> cells =
       options.shard ? cells_of_shard(suite.cells(), *options.shard) : suite.cells();
   RunInfo info = current_run_info(suite, cells, options.command, o.threads);
-  if (!gpus.empty()) {
+  if (!gpus.here.empty()) {  // the provenance names each worker's GPU
     info.device.clear();
     for (int i = 0; i < o.workers; ++i)
       info.device += (i ? "; " : "") + std::string("worker ") + std::to_string(i) + ": " +
-                     describe_device(parse_device("cuda:" + worker_gpus(o.workers, o.devices,
-                                                                        nullptr)[i], "--devices"));
+                     describe_device(parse_device("cuda:" + gpus.here[i], "--devices"));
   }
   ResultStore store(options.db_path);
   if (options.fresh) store.forget_suite(suite.name);  // once, here
@@ -81,11 +85,11 @@ int run_workers(RunArguments o, const Suite& suite, const RunOptions& options) {
   std::vector<WorkerLaunch> launches;
   for (int i = 0; i < o.workers; ++i)
     launches.push_back(WorkerLaunch{.args = worker_arguments(o, options.db_path, run),
-                                    .visible_gpu = gpus.empty() ? "" : gpus[i]});
+                                    .visible_gpu = gpus.visible.empty() ? "" : gpus.visible[i]});
   std::cerr << "suite " << suite.name << ": " << cells.size() << " cells -> " << options.db_path
             << " (" << o.workers << " workers, " << o.threads
             << (o.threads == 1 ? " thread" : " threads") << " each";
-  if (!gpus.empty()) std::cerr << ", one GPU each";
+  if (!gpus.visible.empty()) std::cerr << ", one GPU each";
   std::cerr << ")\n";
   Progress progress(std::cerr, int(cells.size()), options.progress, o.workers);
   const WorkersOutcome outcome = supervise_workers("/proc/self/exe", launches, progress, std::cerr);
