@@ -1,0 +1,124 @@
+// SCBench files: the two modes' prompts from a small file in its format, the string scores as
+// compute_scores.py computes them, the tasks not built refused.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "datasets/dataset.h"
+#include "datasets/metrics/scbench_metrics.h"
+#include "engine/common/error.h"
+#include "engine/model/llama_model.h"
+#include "harness/runner/runner.h"
+#include "methods/method.h"
+#include "tests/test_util.h"
+
+namespace kvb {
+namespace {
+
+TEST(ScbenchScores, StringComparisonsAsTheReference) {
+  EXPECT_EQ(scbench_contains_score("value: abc-123.", "abc-123"), 100);
+  EXPECT_EQ(scbench_contains_score("ABC-123", "abc-123"), 0);  // case-sensitive
+  EXPECT_EQ(scbench_vt_score("X1 and x2", {"X1", "X2", "X3"}), 67);  // round(2/3, 2)
+  EXPECT_EQ(scbench_qa_score("  paris is the answer\n", {"Paris"}), 100);
+  EXPECT_EQ(scbench_qa_score("Lyon", {"Paris"}), 0);
+  const std::vector<std::string> label = {"the red one", "B"};
+  EXPECT_EQ(scbench_choice_score("B) the red one", label), 100);
+  EXPECT_EQ(scbench_choice_score("Answer: B", label), 0);  // its first character decides: A
+  EXPECT_EQ(scbench_choice_score("the red one", label), 100);
+  EXPECT_EQ(scbench_choice_score("So the answer is B.", label), 100);
+  EXPECT_EQ(scbench_choice_score("So the answer is C.", label), 0);
+  EXPECT_EQ(scbench_choice_score("I think B", label), 100);  // the first word within "ABCD"
+  EXPECT_EQ(scbench_choice_score("I think C", label), 0);
+  EXPECT_EQ(scbench_choice_score("   ", label), 0);
+}
+
+class ScbenchFiles : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::ofstream(dir.file("scbench_kv.jsonl"))
+        << R"({"id": 7, "context": "{\"k1\": \"v1\", \"k2\": \"v2\"}", "multi_turns": [)"
+        << R"({"input": "Key: k1", "answer": "v1"}, {"input": "Key: k2", "answer": "v2"}]})"
+        << "\n";
+    std::ofstream(dir.file("scbench_choice_eng.jsonl"))
+        << R"({"id": "b", "context": "A book.", "multi_turns": [{"input": "Which?", )"
+        << R"("options": ["w", "x", "y", "z"], "answer": "y"}]})" << "\n";
+  }
+  std::vector<Sample> samples(const json& params) {
+    const DatasetInfo& info = dataset_registry().get("scbench", "test");
+    json p = params;
+    p["data_dir"] = dir.path();
+    return info.create(info.normalise_params(p, "test"))->samples(*model->tokenizer, 0);
+  }
+  test::TempDir dir;
+  std::shared_ptr<LlamaModel> model = LlamaModel::from_reference("kvbench-tiny");
+};
+
+TEST_F(ScbenchFiles, MultiTurnCarriesTheReferenceAnswersOfEarlierTurns) {
+  const std::vector<Sample> s = samples({{"task", "kv"}});
+  ASSERT_EQ(s.size(), 2u);
+  const std::string first =
+      "Extract the value corresponding to the specified key in the JSON object below.\n\n"
+      "{\"k1\": \"v1\", \"k2\": \"v2\"}\n\nKey: k1";
+  EXPECT_EQ(s[0].id, "7.turn1");
+  EXPECT_EQ(s[0].prompt, first);
+  EXPECT_EQ(s[1].id, "7.turn2");
+  EXPECT_EQ(s[1].prompt, first + "v1\n\nKey: k2");
+  for (const Sample& x : s) {
+    EXPECT_EQ(x.context_id, "7");
+    EXPECT_EQ(x.prompt.substr(x.question_offset, 2), "\n\n");  // the context ends before it
+    EXPECT_EQ(x.max_new_tokens, 150);
+  }
+  EXPECT_EQ(s[1].answers, (std::vector<std::string>{"v2"}));
+}
+
+TEST_F(ScbenchFiles, MultiRequestJoinsEachQuestionToTheContext) {
+  const std::vector<Sample> s = samples({{"task", "kv"}, {"mode", "multi_request"}});
+  ASSERT_EQ(s.size(), 2u);
+  const std::string context =
+      "Extract the value corresponding to the specified key in the JSON object below.\n\n"
+      "{\"k1\": \"v1\", \"k2\": \"v2\"}";
+  EXPECT_EQ(s[1].id, "7.q2");
+  EXPECT_EQ(s[1].prompt, context + "Key: k2");  // no separator, as SCBench joins them
+  EXPECT_EQ(s[1].question_offset, context.size());
+  const std::vector<Sample> choice = samples({{"task", "choice_eng"}, {"mode", "multi_request"}});
+  ASSERT_EQ(choice.size(), 1u);
+  EXPECT_EQ(choice[0].answers, (std::vector<std::string>{"y", "C"}));
+  EXPECT_NE(choice[0].prompt.find("\nC. y\nD. z\n\nThe the correct answer is"), std::string::npos);
+}
+
+TEST_F(ScbenchFiles, TasksNotBuiltAreRefused) {
+  for (const auto& [task, message] : std::vector<std::pair<std::string, std::string>>{
+           {"summary", "is scored by a metric kvbench does not implement yet"},
+           {"nonsense", "unknown SCBench task"}}) {
+    try {
+      samples({{"task", task}});
+      ADD_FAILURE() << task << " accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
+  }
+}
+
+// Full answers every turn the same with the context shared (its cache computed once per
+// question from the same context tokens).
+TEST_F(ScbenchFiles, FullAnswersTheSameWithTheContextShared) {
+  const DatasetInfo& info = dataset_registry().get("scbench", "test");
+  const MethodInfo& full = method_registry().get("full", "test");
+  Cell cell{.model = "kvbench-tiny",
+            .dataset = {.name = "scbench",
+                        .params = info.normalise_params(
+                            {{"task", "kv"}, {"data_dir", dir.path()}}, "test")},
+            .method = {.name = "full", .label = "full",
+                       .config = full.normalise_config(json::object(), "test")},
+            .max_new_tokens = 4};
+  const auto no_progress = [](int, int) {};
+  const CellResult alone = run_cell(cell, *model, no_progress);
+  cell.context_sharing = "per_sample";
+  const CellResult shared = run_cell(cell, *model, no_progress);
+  ASSERT_EQ(alone.samples.size(), 2u);
+  for (size_t i = 0; i < 2; ++i)
+    EXPECT_EQ(shared.samples[i].prediction, alone.samples[i].prediction);
+}
+
+}  // namespace
+}  // namespace kvb
