@@ -67,13 +67,16 @@ class Niah : public RulerTask {
     if (spec_.haystack == "essay") essay = EssayWords::load(params_.haystack_file);
     std::mt19937_64 rng(seed);
     std::vector<Sample> out;
-    for (int i = 0; i < params_.samples; ++i) out.push_back(one_sample(tokenizer, rng, i, words, essay));
+    for (int i = 0; i < params_.samples; ++i)
+      for (Sample& s : one_record(tokenizer, rng, i, words, essay)) out.push_back(std::move(s));
     return out;
   }
 
  private:
-  Sample one_sample(const Tokenizer& tokenizer, std::mt19937_64& rng, int index,
-                    const WordLists& words, const EssayWords& essay) const {
+  // Sample `index`: RULER's one question, or with `queries: separate` one question per key
+  // ("<task>-<index>.q<k>", context "<task>-<index>").
+  std::vector<Sample> one_record(const Tokenizer& tokenizer, std::mt19937_64& rng, int index,
+                                 const WordLists& words, const EssayWords& essay) const {
     // Everything random is drawn before the size search, so every candidate size holds the
     // same needles; distractors come from their own stream (`haystack_seed`).
     std::vector<std::string> keys, needles;
@@ -96,8 +99,10 @@ class Niah : public RulerTask {
       for (const std::string& v : values[size_t(k)]) answers.push_back(v);
     }
     const uint64_t haystack_seed = rng();
+    const bool separate = params_.queries == "separate";  // sized with the first key's question
     const RulerPrompt prompt =
-        niah_prompt(spec_.value_kind, join_queries(queries), answers.size() == 1);
+        separate ? niah_prompt(spec_.value_kind, keys[0], values[0].size() == 1)
+                 : niah_prompt(spec_.value_kind, join_queries(queries), answers.size() == 1);
     auto render = [&](int64_t n) {
       return prompt.compose(haystack(n, needles, depths, keys, haystack_seed, words, essay),
                             params_.question_position);
@@ -108,8 +113,23 @@ class Niah : public RulerTask {
     std::string text = fit_to_tokens(tokenizer, params_.context_length, max_n, render);
     json meta = {{"depths", depths}, {"queries", queries}};
     if (depths.size() == 1) meta["depth"] = depths[0] / 100.0;  // one needle: a heatmap coordinate
-    return make_sample(name_, index, std::move(text), answers, meta,
-                       prompt.question_tail(params_.question_position));
+    const std::string tail = prompt.question_tail(params_.question_position);
+    if (!separate) return {make_sample(name_, index, std::move(text), answers, meta, tail)};
+    // Separate: the same context (with the intro every key's question has), then each key's
+    // own question.
+    const std::string context = text.substr(0, text.size() - tail.size());
+    std::vector<Sample> out;
+    for (size_t k = 0; k < keys.size(); ++k) {
+      const RulerPrompt asked = niah_prompt(spec_.value_kind, keys[k], values[k].size() == 1);
+      if (asked.intro != prompt.intro) throw std::logic_error(name_ + ": intros differ");
+      const std::string question = asked.question_tail("after");
+      Sample s = make_sample(name_, index, context + question, values[k],
+                             {{"depths", depths}, {"queries", {keys[k]}}}, question);
+      s.id += ".q" + std::to_string(k + 1);
+      s.context_id = name_ + "-" + std::to_string(index);
+      out.push_back(std::move(s));
+    }
+    return out;
   }
 
   std::string haystack(int64_t n, const std::vector<std::string>& needles,
@@ -162,6 +182,7 @@ void register_niah(const std::string& name, const std::string& description, cons
   needs.essay = spec.haystack == "essay";
   needs.words = spec.key_kind == "words" || spec.value_kind == "words";
   needs.default_max_new_tokens = 128;
+  needs.several_keys = spec.num_keys > 1;
   dataset_registry().add(ruler_dataset_info(name, description, needs, [name, spec](const RulerParams& p) {
     return std::make_unique<Niah>(name, spec, p);
   }));

@@ -28,6 +28,11 @@ ConfigFields<RulerParams> RulerParams::fields(const RulerNeeds& needs) {
            "PaulGrahamEssays.json ({\"text\": ...}), the essay haystack");
   resource(needs.words, "wordlist_dir", &P::wordlist_dir,
            "folder with nounlist.txt, adjectivelist.txt, verblist.txt");
+  if (needs.several_keys)
+    f = f.added_field("queries", &P::queries,
+                      "joint: RULER's question; separate: every key asked in a question of its "
+                      "own about the one context (a kvbench variant; question_position after)",
+                      check::one_of({"joint", "separate"}));
   return f.field("question_position", &P::question_position,
                  "after the context (RULER) or before it (PQCache Table 3)",
                  check::one_of({"after", "before"}))
@@ -38,6 +43,9 @@ ConfigFields<RulerParams> RulerParams::fields(const RulerNeeds& needs) {
           throw InputError(f.path("haystack_file") + ": " + p.haystack_file + ": no such file");
         if (needs.words && !std::filesystem::is_directory(p.wordlist_dir))
           throw InputError(f.path("wordlist_dir") + ": " + p.wordlist_dir + ": no such folder");
+        if (p.queries == "separate" && p.question_position != "after")
+          throw InputError(f.path("queries") + ": separate questions follow the context "
+                           "(question_position after)");
       });
 }
 
@@ -205,8 +213,11 @@ DatasetInfo ruler_dataset_info(const std::string& name, const std::string& descr
   info.name = name;
   info.description = description;
   info.source = "NVIDIA/RULER scripts/data/synthetic (generated, no download)";
-  info.questions_per_context = "1, with question_position: after (before: the question is "
-                               "part of the context)";
+  info.questions_per_context =
+      needs.several_keys ? "1, or with queries: separate one per key; with question_position: "
+                           "after (before: the question is part of the context)"
+                         : "1, with question_position: after (before: the question is part of "
+                           "the context)";
   const ConfigFields<RulerParams> fields = RulerParams::fields(needs);
   const RulerParams defaults = RulerParams::defaults(needs);
   info.param_fields = fields.docs(defaults);

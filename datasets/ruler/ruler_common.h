@@ -17,6 +17,7 @@ struct RulerNeeds {
   bool essay = false;  // haystack_file (PaulGrahamEssays.json)
   bool words = false;  // wordlist_dir (nounlist.txt, adjectivelist.txt, verblist.txt)
   int default_max_new_tokens = 128;
+  bool several_keys = false;  // needles of several keys: `queries` may ask each separately
 };
 
 struct RulerParams {
@@ -26,6 +27,9 @@ struct RulerParams {
   std::string wordlist_dir;        // folder with the three word lists
   std::string question_position = "after";  // "after" (RULER) or "before" the context
   int max_new_tokens = 128;
+  // "joint": RULER's one question about the queried keys; "separate": one question per key,
+  // all about one context (tasks with several keys; context_sharing).
+  std::string queries = "joint";
 
   // The fields of a task with these needs: its resources are required and must exist on disk.
   static ConfigFields<RulerParams> fields(const RulerNeeds& needs);

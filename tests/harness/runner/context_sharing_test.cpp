@@ -3,6 +3,7 @@
 // must then no longer depend on the question.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "datasets/dataset.h"
@@ -133,6 +134,41 @@ TEST(ContextSharing, RulerMarksItsQuestionWhenItFollowsTheContext) {
     for (const Sample& s : samples_of(*model, task, before))
       EXPECT_EQ(s.question_offset, std::string::npos) << task;
   }
+}
+
+// RULER's tasks with several keys can ask each key on its own about one context.
+TEST(ContextSharing, RulerAsksEachKeySeparatelyAboutOneContext) {
+  const std::string shared = test::shared_dir();
+  if (shared.empty()) GTEST_SKIP() << "skipped: " << test::shared_absent("${SHARED} (word lists)");
+  auto model = LlamaModel::from_reference("kvbench-tiny");
+  json params = {{"context_length", 1024}, {"samples", 2},
+                 {"wordlist_dir", shared + "/data/wordlists"},
+                 {"haystack_file", shared + "/data/haystack/PaulGrahamEssays.json"}};
+  const std::vector<Sample> joint = samples_of(*model, "niah_multiquery", params);
+  params["queries"] = "separate";
+  const std::vector<Sample> separate = samples_of(*model, "niah_multiquery", params);
+  ASSERT_EQ(joint.size(), 2u);
+  ASSERT_EQ(separate.size(), 8u);
+  for (size_t i = 0; i < separate.size(); ++i) {
+    const Sample& s = separate[i];
+    EXPECT_EQ(s.id, "niah_multiquery-" + std::to_string(i / 4) + ".q" + std::to_string(i % 4 + 1));
+    EXPECT_EQ(s.context_id, "niah_multiquery-" + std::to_string(i / 4));
+    ASSERT_EQ(s.answers.size(), 1u);
+    // The needle of the key asked holds the answer.
+    const std::string key = s.meta["queries"][0];
+    EXPECT_NE(s.prompt.find("for " + key + " is: " + s.answers[0] + "."), std::string::npos);
+    EXPECT_NE(s.prompt.substr(s.question_offset).find("for " + key + " mentioned"),
+              std::string::npos);
+    // Every key of the joint question is asked once, and every answer is one of the joint's.
+    const auto& all = joint[i / 4].answers;
+    EXPECT_NE(std::find(all.begin(), all.end(), s.answers[0]), all.end());
+    EXPECT_EQ(split_prompt(*model, s).context, split_prompt(*model, separate[i / 4 * 4]).context);
+  }
+  params["question_position"] = "before";
+  EXPECT_THROW(samples_of(*model, "niah_multiquery", params), InputError);
+  json single = {{"context_length", 1024}, {"queries", "separate"},
+                 {"wordlist_dir", shared + "/data/wordlists"}};
+  EXPECT_THROW(samples_of(*model, "niah_single_1", single), InputError);  // one key: no such param
 }
 
 // LongBench: the template's text after {context}, the record's input in it, is the question.
