@@ -28,7 +28,7 @@ void add_reproduce_command(CLI::App& app, std::vector<Command>& out, const std::
   struct Options {
     std::string name, model, data, db, out, shared = shared_folder();
     int threads = 0;
-    bool list = false;
+    bool list = false, context_sharing = false;
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
@@ -44,6 +44,9 @@ void add_reproduce_command(CLI::App& app, std::vector<Command>& out, const std::
   cmd->add_option("--shared", o->shared, "The shared folder (tiny models, haystack, word lists; default: $KVBENCH_SHARED, else "
                   "../shared beside the checkout)")
       ->capture_default_str();
+  cmd->add_flag("--context-sharing", o->context_sharing,
+                "Also run every cell with its context compressed before the question "
+                "(context_sharing per_sample) and show each method's drop after the comparison");
   cmd->add_option("--threads", o->threads, "Intra-op CPU threads (default: all cores)")
       ->check(non_negative("all cores"));
   out.push_back({cmd, [o, command_line] {
@@ -64,7 +67,17 @@ void add_reproduce_command(CLI::App& app, std::vector<Command>& out, const std::
     const std::string suite_name = "repro_" + r.name + (real ? "" : "_mini");
     const json suite_json = reproduction_suite(
         r, mode, {real ? o->model : miniature_model(o->shared), o->data, o->shared}, suite_name);
-    Suite suite = parse_suite(suite_json, "reproduction " + r.name);
+    const std::string sharing = "context_sharing=none,per_sample";
+    Suite suite;
+    try {
+      suite = parse_suite(suite_json, "reproduction " + r.name,
+                          o->context_sharing ? std::vector<std::string>{sharing}
+                                             : std::vector<std::string>{});
+    } catch (const InputError& e) {  // name our flag, not the --set it stands for
+      const std::string message = e.what(), set = "--set " + sharing;
+      if (message.rfind(set, 0) != 0) throw;
+      throw InputError("--context-sharing" + message.substr(set.size()));
+    }
     RunOptions options;
     options.db_path = o->db.empty() ? default_db_path(suite_name) : o->db;
     options.threads = configure_threads(o->threads);

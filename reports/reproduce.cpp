@@ -1,5 +1,6 @@
 #include "reports/reproduce.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <functional>
@@ -230,7 +231,16 @@ json reproduction_suite(const Reproduction& r, const ReproductionMode& mode,
 }
 
 std::string compare_with_paper(const Reproduction& r, const ReproductionMode& mode,
-                               const ReportData& ours) {
+                               const ReportData& all) {
+  // The papers measured with the question in the window: only those cells meet them; the
+  // drop with the context shared follows the comparison.
+  ReportData ours = all;
+  ours.cells.erase(std::remove_if(ours.cells.begin(), ours.cells.end(),
+                                  [](const CellData& c) {
+                                    return c.dataset.find(" (shared context)") !=
+                                           std::string::npos;
+                                  }),
+                   ours.cells.end());
   const std::optional<MetricTable> table = our_table(ours, r.metric);
   const std::string unit = unit_of(ours, r.metric);
   const bool lower_better = lower_is_better(MetricSpec{r.metric, r.metric}, unit);
@@ -312,6 +322,8 @@ std::string compare_with_paper(const Reproduction& r, const ReproductionMode& mo
           (untestable.empty() ? verdict(claim, our_value, columns, !lower_better, our_scope) : untestable) +
           "\n";
   }
+  for (const MetricTable& drop : sharing_drop_tables(all))  // --context-sharing (not in the paper)
+    md += "\n### " + drop.heading + " (not in the paper)\n\n" + to_markdown(drop);
   return md;
 }
 

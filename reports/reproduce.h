@@ -57,7 +57,9 @@ json reproduction_suite(const Reproduction& r, const ReproductionMode& mode,
                         const Placeholders& values, const std::string& suite_name);
 
 // The comparison of a run with the paper: paper | ours | difference per method and column,
-// each also as % of Full, then each claim on the paper's numbers and on ours (Markdown).
+// each also as % of Full, then each claim on the paper's numbers and on ours (Markdown). Only
+// the cells with the question in the window meet the paper; cells run with the context shared
+// (reproduce --context-sharing) add the drop per method after it.
 std::string compare_with_paper(const Reproduction& r, const ReproductionMode& mode,
                                const ReportData& ours);
 

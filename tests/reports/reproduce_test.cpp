@@ -51,7 +51,13 @@ TEST(Reproduce, ComparesWithPaperAndJudgesClaims) {
     const double paper = r.table->values.at("kv_compress").at(column);
     cells.push_back({"passkey", 256, "kv_compress", budget, 0, {paper - 10}});
     cells.push_back({"passkey", 256, "ada_snapkv", budget, 0, {budget == 128 ? 99.0 : 1.0}});
+    // Run again with the context shared (reproduce --context-sharing): 5 points lower. These
+    // must not meet the paper; they add the drop after the comparison.
+    cells.push_back({.dataset = "passkey", .context = 256, .method = "kv_compress", .budget = budget,
+                     .sample_scores = {paper - 15}, .shared_context = true});
   }
+  cells.push_back({.dataset = "passkey", .context = 256, .method = "full",
+                   .sample_scores = {40}, .shared_context = true});
   test::fill_store(store, cells);
   const std::string md =
       compare_with_paper(r, *r.real, load_report_data(store, std::nullopt, "r.db"));
@@ -61,6 +67,10 @@ TEST(Reproduce, ComparesWithPaperAndJudgesClaims) {
             std::string::npos) << md;
   EXPECT_NE(md.find("SnapKV > H2O at every budget: paper holds; ours not measured"), std::string::npos) << md;
   EXPECT_NE(md.find("Full > KV-Compress at every budget: paper holds; ours holds"), std::string::npos) << md;
+  EXPECT_NE(md.find("### Score drop when the context is compressed before the question"),
+            std::string::npos) << md;
+  EXPECT_NE(md.find("(not in the paper)"), std::string::npos) << md;
+  EXPECT_NE(md.find("| kv_compress | 5.00 (n=1) |"), std::string::npos) << md;
 }
 
 // A miniature runs other budgets than the paper's: a verdict names both. A claim that Full
