@@ -6,6 +6,7 @@
 #include <map>
 
 #include "datasets/metrics/longbench_metrics.h"
+#include "engine/common/format.h"
 #include "engine/common/json_fields.h"
 
 namespace kvb {
@@ -198,8 +199,7 @@ class LongBench : public Dataset {
       // The question (with the instructions around it) ends the prompt, unless truncation cut
       // into it or the template asks before the context.
       const std::string tail = longbench_question_tail(task_.prompt, r.input);
-      const bool marked = !tail.empty() && s.prompt.size() >= tail.size() &&
-                          s.prompt.compare(s.prompt.size() - tail.size(), tail.size(), tail) == 0;
+      const bool marked = !tail.empty() && ends_with(s.prompt, tail);
       if (marked) s.question_offset = s.prompt.size() - tail.size();
       if (task_.chat_template) {
         if (params_.chat_template == "auto") {

@@ -8,6 +8,7 @@
 
 #include "datasets/metrics/ruler_metrics.h"
 #include "datasets/synthetic/random.h"
+#include "engine/common/format.h"
 #include "engine/common/json_fields.h"
 
 namespace kvb {
@@ -193,8 +194,7 @@ Sample RulerTask::make_sample(const std::string& task, int index, std::string pr
   Sample s;
   s.id = task + "-" + std::to_string(index);
   if (!question_tail.empty()) {
-    if (prompt.size() < question_tail.size() ||
-        prompt.compare(prompt.size() - question_tail.size(), std::string::npos, question_tail))
+    if (!ends_with(prompt, question_tail))
       throw std::logic_error(s.id + ": the prompt does not end with its question");
     s.question_offset = prompt.size() - question_tail.size();
   }

@@ -8,6 +8,7 @@
 #include "datasets/dataset.h"
 #include "datasets/longbench/longbench.h"
 #include "datasets/metrics/scbench_metrics.h"
+#include "engine/common/format.h"
 #include "engine/common/json_fields.h"
 
 namespace kvb {
@@ -188,8 +189,7 @@ class Scbench : public Dataset {
       const std::string first = longbench_truncate(tokenizer, head, std::max<int64_t>(2, limit));
       // The context part of the (possibly cut) first prompt: all but turn 0's question.
       const std::string question = multi_turn ? templates_.first_question(r.turns[0]) : "";
-      if (first.size() < question.size() ||
-          first.compare(first.size() - question.size(), question.size(), question) != 0)
+      if (!ends_with(first, question))
         throw InputError(params_.file() + ": record " + r.id + ": cutting it to max_length " +
                          "cut into its first question; raise max_length");
       const size_t context_end = first.size() - question.size();

@@ -91,6 +91,19 @@ std::string fitted_context(const Tokenizer& tokenizer, int64_t context_length,
   return prompt.substr(0, prompt.size() - question(needles[0]).size());
 }
 
+// The sample asking `needle`'s pass key after `context`: its question marked, `id` its name.
+Sample asking(const std::string& id, const std::string& context, const Needle& needle,
+              int max_new_tokens) {
+  Sample s;
+  s.id = id;
+  s.answers = {needle.key};
+  s.max_new_tokens = max_new_tokens;
+  s.meta = {{"depth", needle.depth}};
+  s.prompt = context + question(needle);
+  s.question_offset = context.size();
+  return s;
+}
+
 // Both datasets' scoring: 100 when the answer holds the pass key.
 class PasskeyScored : public Dataset {
  public:
@@ -112,13 +125,9 @@ class Passkey : public PasskeyScored {
       const std::vector<Needle> needles = draw_needles(rng, params_.keys, i, params_.samples);
       const std::string context = fitted_context(tokenizer, params_.context_length, needles);
       for (const Needle& needle : needles) {
-        Sample s;
-        s.id = "passkey-" + std::to_string(i) + (needle.door.empty() ? "" : "." + needle.door);
-        s.answers = {needle.key};
-        s.max_new_tokens = params_.max_new_tokens;
-        s.meta = {{"depth", needle.depth}};
-        s.prompt = context + question(needle);
-        s.question_offset = context.size();
+        Sample s = asking(
+            "passkey-" + std::to_string(i) + (needle.door.empty() ? "" : "." + needle.door),
+            context, needle, params_.max_new_tokens);
         if (params_.keys > 1) s.context_id = "passkey-" + std::to_string(i);
         out.push_back(std::move(s));
       }
@@ -175,13 +184,8 @@ class MultiTurn : public PasskeyScored {
       std::vector<Needle> needles = draw_needles(rng, params_.questions, i, params_.samples);
       for (size_t k = 0; k < needles.size(); ++k) needles[k].door = kDoors[k];
       const std::string context = fitted_context(tokenizer, params_.context_length, needles);
-      Sample s;
-      s.id = "multi_turn-" + std::to_string(i);
-      s.answers = {needles[0].key};
-      s.max_new_tokens = params_.max_new_tokens;
-      s.meta = {{"depth", needles[0].depth}};
-      s.prompt = context + question(needles[0]);
-      s.question_offset = context.size();
+      Sample s = asking("multi_turn-" + std::to_string(i), context, needles[0],
+                        params_.max_new_tokens);
       for (size_t k = 1; k < needles.size(); ++k)
         s.follow_ups.push_back({.text = question(needles[k]), .answers = {needles[k].key},
                                 .max_new_tokens = params_.max_new_tokens});

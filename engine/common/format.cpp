@@ -10,4 +10,13 @@ std::string fixed(double v, int decimals) {
   return buf;
 }
 
+std::vector<std::string> split(const std::string& text, char sep) {
+  std::vector<std::string> parts(1);
+  for (char c : text) {
+    if (c == sep) parts.emplace_back();
+    else parts.back() += c;
+  }
+  return parts;
+}
+
 }  // namespace kvb

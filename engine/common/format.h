@@ -1,10 +1,20 @@
-// Numbers as text for tables and reports.
+// Small text helpers: numbers for tables and reports, suffixes, separated lists.
 #pragma once
 #include <string>
+#include <vector>
 
 namespace kvb {
 
 // `v` with `decimals` digits after the point ("%.*f"), never "-0.0" for a zero.
 std::string fixed(double v, int decimals);
+
+// Whether `text` ends with `suffix`.
+inline bool ends_with(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size() &&
+         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Splits on `sep`, keeping empty pieces ("1,2," -> "1", "2", "") so callers can reject them.
+std::vector<std::string> split(const std::string& text, char sep);
 
 }  // namespace kvb

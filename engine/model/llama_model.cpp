@@ -11,6 +11,7 @@
 #include <set>
 
 #include "engine/common/error.h"
+#include "engine/common/format.h"
 #include "engine/common/files.h"
 #include "engine/common/json_fields.h"
 #include "engine/model/safetensors.h"
@@ -87,9 +88,6 @@ class WeightReader {
   }
 
  private:
-  static bool ends_with(const std::string& s, const std::string& tail) {
-    return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-  }
   static std::string shape_text(const std::vector<int64_t>& shape) {
     std::string s = "[";
     for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);

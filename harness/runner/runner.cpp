@@ -170,10 +170,14 @@ std::vector<int> encode_prompt(const LlamaModel& model, const Sample& sample) {
 }
 
 SplitPrompt split_prompt(const LlamaModel& model, const Sample& sample) {
+  return split_prompt(model, sample, encode_prompt(model, sample));
+}
+
+SplitPrompt split_prompt(const LlamaModel& model, const Sample& sample,
+                         const std::vector<int>& prompt) {
   if (sample.question_offset == std::string::npos || sample.question_offset > sample.prompt.size())
     throw InputError("sample " + sample.id + ": its dataset does not mark where its question "
                      "begins, which context_sharing per_sample needs");
-  const std::vector<int> prompt = encode_prompt(model, sample);
   const std::string text = prompt_text(model, sample);
   const size_t at = text.find(sample.prompt);  // a chat template wraps the prompt unchanged
   if (at == std::string::npos)
@@ -340,7 +344,7 @@ CellResult run_cell(const Cell& cell, const LlamaModel& model,
     if (dataset->teacher_forced()) {
       outcome = teacher_force(sample, model, session, prompt);
     } else if (cell.context_sharing == "per_sample") {
-      const SplitPrompt split = split_prompt(model, sample);
+      const SplitPrompt split = split_prompt(model, sample, prompt);
       check_same_context(sample, split, shared_contexts);
       outcome = answer_after_context(*dataset, sample, model, session, split, max_new, chat);
     } else {

@@ -61,6 +61,9 @@ struct SplitPrompt {
   std::vector<int> context, question;
 };
 SplitPrompt split_prompt(const LlamaModel& model, const Sample& sample);
+// The same from the prompt's tokens the caller already has (encode_prompt's).
+SplitPrompt split_prompt(const LlamaModel& model, const Sample& sample,
+                         const std::vector<int>& prompt);
 
 // Runs one cell on `model`; `on_sample(done, total)` reports progress. Throws on failure.
 // `view`: what methods see of the model, kept across cells (null: one per sample).

@@ -11,21 +11,11 @@
 #include <stdexcept>
 
 #include "engine/common/error.h"
+#include "engine/common/format.h"
 
 namespace kvb {
 
 namespace {
-
-std::vector<std::string> split_commas(const std::string& text) {
-  std::vector<std::string> out;
-  size_t at = 0;
-  for (;;) {
-    const size_t comma = text.find(',', at);
-    out.push_back(text.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
-    if (comma == std::string::npos) return out;
-    at = comma + 1;
-  }
-}
 
 bool is_number(const std::string& text) {
   return !text.empty() && text.size() <= 3 &&
@@ -90,12 +80,12 @@ std::vector<std::string> worker_gpus(int workers, const std::string& devices,
   if (devices.empty()) {
     for (int i = 0; i < workers; ++i) chosen.push_back(std::to_string(i));
   } else {
-    chosen = split_commas(devices);
+    chosen = split(devices, ',');
     if (int(chosen.size()) != workers)
       throw InputError("--devices: " + std::to_string(chosen.size()) + " GPUs for " +
                        std::to_string(workers) + " workers (give one per worker)");
   }
-  const std::vector<std::string> listed = visible ? split_commas(visible) : std::vector<std::string>();
+  const std::vector<std::string> listed = visible ? split(visible, ',') : std::vector<std::string>();
   for (std::string& gpu : chosen) {
     if (!is_number(gpu)) throw InputError("--devices: \"" + gpu + "\" is not a GPU number");
     if (!visible) continue;

@@ -225,9 +225,9 @@ void ResultStore::set_wal_mode() {
     try {
       exec("PRAGMA journal_mode=WAL");
       return;
-    } catch (const std::runtime_error& e) {
-      const bool busy = std::string(e.what()).find("locked") != std::string::npos ||
-                        std::string(e.what()).find("busy") != std::string::npos;
+    } catch (const std::runtime_error&) {
+      const int code = sqlite3_errcode(db_) & 0xff;  // the failed statement's, still current
+      const bool busy = code == SQLITE_BUSY || code == SQLITE_LOCKED;
       if (!busy || std::chrono::steady_clock::now() > give_up) throw;
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }

@@ -8,6 +8,7 @@
 
 #include "datasets/dataset.h"
 #include "engine/common/error.h"
+#include "engine/common/format.h"
 #include "engine/common/json_fields.h"
 #include "engine/common/shared_folder.h"
 #include "engine/device.h"
@@ -18,16 +19,6 @@ namespace kvb {
 namespace {
 
 const char* kSuiteDir = KVBENCH_SOURCE_DIR "/suites";
-
-// Splits on `sep`, keeping empty pieces ("1,2," -> "1", "2", "") so callers can reject them.
-std::vector<std::string> split(const std::string& text, char sep) {
-  std::vector<std::string> parts(1);
-  for (char c : text) {
-    if (c == sep) parts.emplace_back();
-    else parts.back() += c;
-  }
-  return parts;
-}
 
 int64_t parse_integer(const std::string& text, const std::string& what) {
   try {

@@ -122,7 +122,7 @@ std::vector<Sample> samples_of(const LlamaModel& model, const std::string& name,
 // follows the context; asked before it, the question is part of the context and unmarked.
 TEST(ContextSharing, RulerMarksItsQuestionWhenItFollowsTheContext) {
   auto model = LlamaModel::from_reference("kvbench-tiny");
-  for (const std::string& task : {"fwe", "vt"}) {
+  for (const char* task : {"fwe", "vt"}) {
     const json params = {{"context_length", 1024}, {"samples", 2}};
     for (const Sample& s : samples_of(*model, task, params)) {
       const std::string question = model->tokenizer->decode(split_prompt(*model, s).question);
