@@ -2,8 +2,12 @@
 // 32 query heads, 8 KV heads, head dim 128, fp32.
 //   copy/<MiB>                      memcpy of a buffer as large as the 32k K+V (read + write)
 //   read_sum/<MiB>                  a parallel sum over it: read-only streaming, decode's ceiling
+//   fma_peak                        the widest FMA the CPU has, on every thread: the compute
+//                                   ceiling (GBps_ceiling: dense fp32 decode at g = 4 does one
+//                                   lane-FMA per K/V byte, so lane-FMAs per ns = GB/s)
 //   all_rows_bf16/<n>               every row of a bf16 pool of n tokens (--dtype bf16's path)
 //   dense_decode/<n>                dense GQA decode attention over n tokens (4k..32k)
+//   dense_decode_avx2/<n>           the same capped at AVX2 (what a CPU without AVX-512 runs)
 //   sparse_decode/<n>/<budget>      sparse decode attention, `budget` rows per KV head picked as
 //                                   whole 16-row pages at random from a paged pool of n rows
 //   quest_scores/<n>, pq_scores/<n>, cosine_assign/<n>, centroid_update/<n>
@@ -117,6 +121,55 @@ void BM_read_sum(benchmark::State& state) {
 }
 BENCHMARK(BM_read_sum)->Arg(256)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// Peak FMA throughput: 12 independent chains per thread (more than latency x ports), the
+// widest vectors the decode kernel dispatches to. Counter lane_fma_per_ns = GBps_ceiling.
+#define KVB_FMA_CHAINS(Vec, fma, a, b)                            \
+  Vec acc[12];                                                    \
+  for (Vec & x : acc) x = b;                                      \
+  for (int64_t s = 0; s < steps; ++s)                             \
+    for (Vec & x : acc) x = fma(x, a, b);                         \
+  for (Vec & x : acc) benchmark::DoNotOptimize(x);                \
+  return steps * 12 * int64_t(sizeof(Vec) / sizeof(float))
+
+#if KVB_X86_DISPATCH
+KVB_TARGET_AVX512 int64_t fma_lanes_avx512(int64_t steps) {
+  const __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(1e-3f);
+  KVB_FMA_CHAINS(__m512, _mm512_fmadd_ps, a, b);
+}
+KVB_TARGET_AVX2 int64_t fma_lanes_avx2(int64_t steps) {
+  const __m256 a = _mm256_set1_ps(0.999f), b = _mm256_set1_ps(1e-3f);
+  KVB_FMA_CHAINS(__m256, _mm256_fmadd_ps, a, b);
+}
+#endif
+
+int64_t fma_lanes_scalar(int64_t steps) {
+  const float a = 0.999f, b = 1e-3f;
+  KVB_FMA_CHAINS(float, std::fma, a, b);
+}
+#undef KVB_FMA_CHAINS
+
+int64_t fma_lanes(int64_t steps) {
+#if KVB_X86_DISPATCH
+  if (cpu_has_avx512f()) return fma_lanes_avx512(steps);
+  if (cpu_has_avx2_fma()) return fma_lanes_avx2(steps);
+#endif
+  return fma_lanes_scalar(steps);
+}
+
+void BM_fma_peak(benchmark::State& state) {
+  const int64_t steps = 1 << 20;
+  int64_t lanes = 0;
+  for (auto _ : state) {
+#pragma omp parallel reduction(+ : lanes)
+    lanes += fma_lanes(steps);
+  }
+  const double per_call = double(lanes) / double(state.iterations());
+  state.counters["lane_fma_per_ns"] =
+      benchmark::Counter(per_call * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GBps_ceiling"] = state.counters["lane_fma_per_ns"];
+}
+BENCHMARK(BM_fma_peak)->Unit(benchmark::kMillisecond)->UseRealTime();
+
 void BM_dense_decode(benchmark::State& state) {
   const int64_t n = state.range(0);
   auto q = random_floats(size_t(kHq * kD), 1);
@@ -131,6 +184,14 @@ void BM_dense_decode(benchmark::State& state) {
 }
 BENCHMARK(BM_dense_decode)->Arg(4096)->Arg(8192)->Arg(16384)->Arg(32768)
     ->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The same with the kernels capped at AVX2 (on a CPU with AVX-512: the gain of its path).
+void BM_dense_decode_avx2(benchmark::State& state) {
+  simd_limit() = SimdLevel::kAvx2;
+  BM_dense_decode(state);
+  simd_limit() = SimdLevel::kAvx512;
+}
+BENCHMARK(BM_dense_decode_avx2)->Arg(32768)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // Every row of a bf16 pool through the sparse entry point (the engine's path for --dtype bf16
 // on the CPU): half the K/V bytes of fp32, plus the row ids.

@@ -1,7 +1,7 @@
 // Runtime ISA dispatch for the hot loops, without build flags: a body written once as an
 // always-inline template is instantiated in a default function and in one compiled for
-// AVX2+FMA (+F16C, the fp16 loads: every AVX2 CPU has it); the latter is chosen once when the
-// CPU has all three (GCC/Clang).
+// AVX2+FMA (+F16C, the fp16 loads: every AVX2 CPU has it), the decode kernel also in one for
+// AVX-512F; the widest the CPU has is chosen at run time (GCC/Clang).
 #pragma once
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
@@ -9,13 +9,23 @@
 #define KVB_X86_DISPATCH 1
 #define KVB_INLINE inline __attribute__((always_inline))
 #define KVB_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define KVB_TARGET_AVX512 __attribute__((target("avx512f,avx2,fma,f16c")))
 #else
 #define KVB_X86_DISPATCH 0
 #define KVB_INLINE inline
 #define KVB_TARGET_AVX2
+#define KVB_TARGET_AVX512
 #endif
 
 namespace kvb::kernels {
+
+// The widest instruction set the kernels may use. The CPU decides; tests lower it to check every
+// path on one machine (set it while no kernel runs).
+enum class SimdLevel { kPortable, kAvx2, kAvx512 };
+inline SimdLevel& simd_limit() {
+  static SimdLevel limit = SimdLevel::kAvx512;
+  return limit;
+}
 
 inline bool cpu_has_avx2_fma() {
 #if KVB_X86_DISPATCH
@@ -23,7 +33,17 @@ inline bool cpu_has_avx2_fma() {
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
                           __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
-  return has;
+  return has && simd_limit() >= SimdLevel::kAvx2;
+#else
+  return false;
+#endif
+}
+
+// AVX-512F on top of the AVX2 set (the OS saving the zmm state is part of the check).
+inline bool cpu_has_avx512f() {
+#if KVB_X86_DISPATCH
+  static const bool has = __builtin_cpu_supports("avx512f");
+  return has && cpu_has_avx2_fma() && simd_limit() >= SimdLevel::kAvx512;
 #else
   return false;
 #endif

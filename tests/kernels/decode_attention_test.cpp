@@ -12,6 +12,7 @@
 namespace kvb::kernels {
 namespace {
 
+using test::for_each_simd_level;
 using test::KernelRng;
 using test::poisoned;
 using test::relative_error;
@@ -33,10 +34,14 @@ TEST_P(DenseDecodeAttention, MatchesReference) {
   const float scale = 1.f / std::sqrt(float(c.d));
   auto out = poisoned<float>(size_t(c.Hq * c.d));
   auto ref = poisoned<float>(size_t(c.Hq * c.d));
-  dense_decode_attention(q.data(), k.data(), v.data(), out.data(), c.Hq, c.Hkv, c.n, c.d, stride, scale);
   dense_decode_attention_reference(q.data(), k.data(), v.data(), ref.data(), c.Hq, c.Hkv, c.n, c.d,
                                    stride, scale);
-  EXPECT_LT(relative_error(out, ref), 1e-5);
+  for_each_simd_level([&] {
+    std::fill(out.begin(), out.end(), std::nanf(""));
+    dense_decode_attention(q.data(), k.data(), v.data(), out.data(), c.Hq, c.Hkv, c.n, c.d, stride,
+                           scale);
+    EXPECT_LT(relative_error(out, ref), 1e-5);
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, DenseDecodeAttention,
@@ -44,6 +49,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, DenseDecodeAttention,
                                            DenseCase{8, 2, 37, 64, 5},      // tail tile, padding
                                            DenseCase{32, 8, 1000, 128, 0},  // Llama-3 GQA
                                            DenseCase{6, 1, 5000, 32, 3},    // split-K chunks
+                                           DenseCase{8, 8, 999, 48, 0},     // g = 1, d % 64 != 0
+                                           DenseCase{64, 8, 2049, 128, 0},  // g = 8
                                            DenseCase{40, 2, 300, 8, 0}),    // g = 20 > 16
                          [](const ::testing::TestParamInfo<DenseCase>& info) {
                            const DenseCase& c = info.param;  // e.g. Hq8_Hkv2_n37_d64_pad5
@@ -67,9 +74,12 @@ TEST(DenseDecodeAttention, LargeLogitsStayFinite) {
   auto k = rng.normal(size_t(Hkv * n * d));
   auto v = rng.normal(size_t(Hkv * n * d));
   auto out = poisoned<float>(size_t(Hq * d)), ref = poisoned<float>(size_t(Hq * d));
-  dense_decode_attention(q.data(), k.data(), v.data(), out.data(), Hq, Hkv, n, d, n * d, 1.f);
   dense_decode_attention_reference(q.data(), k.data(), v.data(), ref.data(), Hq, Hkv, n, d, n * d, 1.f);
-  EXPECT_LT(relative_error(out, ref), 1e-5);
+  for_each_simd_level([&] {
+    std::fill(out.begin(), out.end(), std::nanf(""));
+    dense_decode_attention(q.data(), k.data(), v.data(), out.data(), Hq, Hkv, n, d, n * d, 1.f);
+    EXPECT_LT(relative_error(out, ref), 1e-5);
+  });
 }
 
 // Ragged per-head lists of pool rows (unsorted, page-like runs and singletons), with probs.
@@ -93,18 +103,22 @@ void check_sparse(int64_t Hq, int64_t Hkv, int64_t d, int64_t pool_rows,
   auto out = poisoned<float>(size_t(Hq * d)), ref = poisoned<float>(size_t(Hq * d));
   auto probs = poisoned<float>(size_t(g * offsets.back()));
   auto ref_probs = poisoned<float>(size_t(g * offsets.back()));
-  sparse_decode_attention(q.data(), kp.data(), vp.data(), offsets.data(), rows.data(), out.data(),
-                          Hq, Hkv, d, scale, with_probs ? probs.data() : nullptr);
   sparse_decode_attention_reference(q.data(), kp.data(), vp.data(), offsets.data(), rows.data(),
                                     ref.data(), Hq, Hkv, d, scale, ref_probs.data());
   // A head with no rows yields zeros (as softmax over nothing times V does in the engine).
   for (int64_t h = 0; h < Hkv; ++h)
     if (lengths[h] == 0)
       for (int64_t x = 0; x < g * d; ++x) ref[h * g * d + x] = 0.f;
-  EXPECT_LT(relative_error(out, ref), 1e-5);
-  if (with_probs) {
-    EXPECT_LT(relative_error(probs, ref_probs), 1e-5);
-  }
+  for_each_simd_level([&] {
+    std::fill(out.begin(), out.end(), std::nanf(""));
+    std::fill(probs.begin(), probs.end(), std::nanf(""));
+    sparse_decode_attention(q.data(), kp.data(), vp.data(), offsets.data(), rows.data(),
+                            out.data(), Hq, Hkv, d, scale, with_probs ? probs.data() : nullptr);
+    EXPECT_LT(relative_error(out, ref), 1e-5);
+    if (with_probs) {
+      EXPECT_LT(relative_error(probs, ref_probs), 1e-5);
+    }
+  });
 }
 
 TEST(SparseDecodeAttention, RaggedHeadsMatchReference) {
@@ -143,7 +157,7 @@ TEST(KvElements, SixteenBitConversionsKnownValues) {
   EXPECT_TRUE(std::isnan(f16_to_float(f16{0x7E00})));
 }
 
-// 16-bit pools: the kernel (AVX2 loads where the CPU has them) against the fp32 reference run on
+// 16-bit pools: the kernel (AVX-512 / AVX2 loads where the CPU has them) against the fp32 reference run on
 // the same values widened in software.
 template <typename E>
 void check_sixteen_bit(KvElement element, E (*from_bits)(uint16_t), float (*widen)(E)) {
@@ -177,12 +191,15 @@ void check_sixteen_bit(KvElement element, E (*from_bits)(uint16_t), float (*wide
   }
   const float scale = 1.f / std::sqrt(float(d));
   auto out = poisoned<float>(size_t(Hq * d)), ref = poisoned<float>(size_t(Hq * d));
-  sparse_decode_attention(q.data(), kp.data(), vp.data(), element, offsets.data(), rows.data(),
-                          out.data(), Hq, Hkv, d, scale);
   sparse_decode_attention_reference(q.data(), kf.data(), vf.data(), offsets.data(), rows.data(),
                                     ref.data(), Hq, Hkv, d, scale, nullptr);
   for (int64_t x = 0; x < (Hq / Hkv) * d; ++x) ref[size_t(3 * (Hq / Hkv) * d + x)] = 0.f;  // empty head
-  EXPECT_LT(relative_error(out, ref), 1e-5);
+  for_each_simd_level([&] {
+    std::fill(out.begin(), out.end(), std::nanf(""));
+    sparse_decode_attention(q.data(), kp.data(), vp.data(), element, offsets.data(), rows.data(),
+                            out.data(), Hq, Hkv, d, scale);
+    EXPECT_LT(relative_error(out, ref), 1e-5);
+  });
 }
 
 TEST(SparseDecodeAttention, Bf16PoolsMatchTheReferenceOnTheirValues) {

@@ -10,7 +10,23 @@
 #include <string>
 #include <vector>
 
+#include "kernels/simd.h"
+
 namespace kvb::test {
+
+// Runs check() with the kernels capped at each instruction-set level they dispatch to (AVX-512,
+// AVX2, portable), so one machine tests every path its CPU has; a level above the CPU's runs the
+// CPU's widest path again. The cap is restored afterwards.
+template <class Check>
+void for_each_simd_level(Check check) {
+  using kernels::SimdLevel;
+  for (SimdLevel level : {SimdLevel::kAvx512, SimdLevel::kAvx2, SimdLevel::kPortable}) {
+    SCOPED_TRACE(level == SimdLevel::kAvx512 ? "AVX-512" : level == SimdLevel::kAvx2 ? "AVX2" : "portable");
+    kernels::simd_limit() = level;
+    check();
+  }
+  kernels::simd_limit() = SimdLevel::kAvx512;
+}
 
 struct KernelRng {
   uint32_t seed = std::random_device{}();

@@ -11,6 +11,7 @@
 namespace kvb::kernels {
 namespace {
 
+using test::for_each_simd_level;
 using test::KernelRng;
 using test::poisoned;
 using test::relative_error;
@@ -25,10 +26,13 @@ TEST(QuestPageScores, MatchReferencePerQueryHeadAndSummed) {
   for (size_t i = 0; i < a.size(); ++i) lo[i] = std::min(a[i], b[i]), hi[i] = std::max(a[i], b[i]);
   for (bool sum : {false, true}) {
     const size_t size = size_t(H * (sum ? 1 : g) * P);
-    auto out = poisoned<float>(size), ref = poisoned<float>(size);
-    quest_page_scores(q.data(), lo.data(), hi.data(), out.data(), H, g, P, d, stride, sum);
+    auto ref = poisoned<float>(size);
     quest_page_scores_reference(q.data(), lo.data(), hi.data(), ref.data(), H, g, P, d, stride, sum);
-    EXPECT_LT(relative_error(out, ref), 1e-5) << "sum_group " << sum;
+    for_each_simd_level([&] {
+      auto out = poisoned<float>(size);
+      quest_page_scores(q.data(), lo.data(), hi.data(), out.data(), H, g, P, d, stride, sum);
+      EXPECT_LT(relative_error(out, ref), 1e-5) << "sum_group " << sum;
+    });
   }
 }
 
@@ -38,22 +42,25 @@ TEST(CosineAssign, PicksTheMostSimilarCentroid) {
   const int64_t H = 4, n = 1500, C = 40, d = 64;
   auto keys = rng.normal(size_t(H * n * d));
   auto cent = rng.normal(size_t(H * C * d), 3.f);  // norms differ from the keys': cosine matters
-  auto labels = poisoned<int32_t>(size_t(H * n)), ref = poisoned<int32_t>(size_t(H * n));
-  cosine_assign(keys.data(), cent.data(), labels.data(), H, n, C, d);
+  auto ref = poisoned<int32_t>(size_t(H * n));
   cosine_assign_reference(keys.data(), cent.data(), ref.data(), H, n, C, d);
-  int64_t same = 0;
-  for (int64_t h = 0; h < H; ++h)
-    for (int64_t j = 0; j < n; ++j) {
-      const int64_t i = h * n + j;
-      ASSERT_GE(labels[i], 0);
-      ASSERT_LT(labels[i], C);
-      same += labels[i] == ref[i];
-      // Near ties may flip by rounding; the chosen centroid must be as similar as the best.
-      const double got = cosine_reference(keys.data(), cent.data(), h, j, labels[i], n, C, d);
-      const double best = cosine_reference(keys.data(), cent.data(), h, j, ref[i], n, C, d);
-      EXPECT_LE(best - got, 1e-5 * std::max(1.0, std::abs(best)));
-    }
-  EXPECT_GE(same, H * n - 5);
+  for_each_simd_level([&] {
+    auto labels = poisoned<int32_t>(size_t(H * n));
+    cosine_assign(keys.data(), cent.data(), labels.data(), H, n, C, d);
+    int64_t same = 0;
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t j = 0; j < n; ++j) {
+        const int64_t i = h * n + j;
+        ASSERT_GE(labels[i], 0);
+        ASSERT_LT(labels[i], C);
+        same += labels[i] == ref[i];
+        // Near ties may flip by rounding; the chosen centroid must be as similar as the best.
+        const double got = cosine_reference(keys.data(), cent.data(), h, j, labels[i], n, C, d);
+        const double best = cosine_reference(keys.data(), cent.data(), h, j, ref[i], n, C, d);
+        EXPECT_LE(best - got, 1e-5 * std::max(1.0, std::abs(best)));
+      }
+    EXPECT_GE(same, H * n - 5);
+  });
 }
 
 TEST(CentroidUpdate, MeansOfRawKeysAndEmptyClustersKept) {
