@@ -266,9 +266,10 @@ std::string compare_with_paper(const Reproduction& r, const ReproductionMode& mo
     if (m == r.table->values.end() || !m->second.count(column)) return std::nullopt;
     return m->second.at(column);
   };
-  // Quality kept relative to Full, in %, so a miniature's numbers can sit beside the paper's.
+  // Quality kept relative to Full, in %, so a miniature's numbers can sit beside the paper's
+  // (a score of 0 keeps 0%; a lower-is-better value of 0 has no ratio).
   auto of_full = [](const std::optional<double>& v, const std::optional<double>& full, bool lower) {
-    if (!v || !full || *v == 0 || *full == 0) return std::optional<double>();
+    if (!v || !full || *full == 0 || (lower && *v == 0)) return std::optional<double>();
     return std::optional<double>(lower ? 100.0 * *full / *v : 100.0 * *v / *full);
   };
   std::string md = "## " + r.title + "\n\n";

@@ -17,6 +17,9 @@
 #include "engine/session.h"
 #include "harness/runner/progress.h"
 #include "methods/method.h"
+#ifndef KVBENCH_GIT_COMMIT  // the fuzz build defines its own
+#include "kvbench_git_commit.h"  // generated at build time (cmake/git_commit.cmake)
+#endif
 
 namespace kvb {
 namespace {

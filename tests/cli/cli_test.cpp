@@ -184,7 +184,7 @@ TEST(CliRun, ErrorsNameTheFlagAndTheSharedFolder) {
   EXPECT_FALSE(contains(bad_set.err, "smoke.json")) << describe(bad_set);
 
   test::ScopedSharedFolder shared(dir.file("nowhere"));
-  const Output missing = kvbench({"run", "eviction"}, dir.path());
+  const Output missing = kvbench({"run", "recall"}, dir.path());
   EXPECT_EQ(missing.code, 2) << describe(missing);
   EXPECT_EQ(lines(missing.err), 1u) << describe(missing);
   for (const std::string& part : {std::string("${SHARED}/models/stories260K"),

@@ -58,11 +58,13 @@ TEST(Reproduce, ComparesWithPaperAndJudgesClaims) {
   }
   cells.push_back({.dataset = "passkey", .context = 256, .method = "full",
                    .sample_scores = {40}, .shared_context = true});
+  cells.push_back({"passkey", 256, "h2o", 128, 0, {0}});  // a score of 0 keeps 0% of Full
   test::fill_store(store, cells);
   const std::string md =
       compare_with_paper(r, *r.real, load_report_data(store, std::nullopt, "r.db"));
   EXPECT_NE(md.find("| kv_compress | 128 | 128 | 37.64 | 27.640 | -10.00 |"), std::string::npos) << md;
   EXPECT_NE(md.find("| full | - | - | 42.51 | 40.000 | -2.51 | 100.0 | 100.0 | 0.0 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| h2o | 128 | 128 | 34.40 | 0.000 | -34.40 | 80.9 | 0.0 | -80.9 |"), std::string::npos) << md;
   EXPECT_NE(md.find("KV-Compress > Ada-SnapKV at every budget: paper holds; ours does not hold (at 128"),
             std::string::npos) << md;
   EXPECT_NE(md.find("SnapKV > H2O at every budget: paper holds; ours not measured"), std::string::npos) << md;

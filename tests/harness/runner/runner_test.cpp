@@ -273,5 +273,16 @@ TEST_F(RunnerTest, UnopenableDatabaseIsInputError) {
   EXPECT_THROW(run_suite(suite, o, log), InputError);
 }
 
+// A run's provenance names the commit its binary was built from, read at build time (it was
+// once read when cmake configured the folder, so incremental builds reported an old commit).
+TEST(RunProvenance, NamesTheCommitTheBinaryWasBuiltFrom) {
+  const test::CliRun head =
+      test::run_shell("git -C '" KVBENCH_SOURCE_DIR "' rev-parse --short=12 HEAD");
+  if (head.code != 0) GTEST_SKIP() << "the source folder is not a git checkout: " << head.output;
+  const RunInfo info = current_run_info(parse_suite(small_suite(), "runner_test.json"), {}, "t", 1);
+  EXPECT_EQ(info.git_commit.substr(0, 12), head.output.substr(0, 12))
+      << "built from another commit than the checkout's HEAD: rebuild before testing";
+}
+
 }  // namespace
 }  // namespace kvb

@@ -6,43 +6,43 @@ set grid
 set key outside right top
 set border 3
 set tics nomirror
-set title 'Resident KV (KiB, lower is better) on perplexity'
+set title 'Resident KV (KiB, lower is better) on passkey'
 set ylabel 'KiB (lower is better)'
 set logscale x 2
 set xtics (32, 64, 128, 256)
 set xrange [24.61538462:332.8]
 set xlabel 'budget B (KV entries attended per head)'
 $s1 << EOD
-32 40
-64 80
-128 160
-256 320
+32 64
+64 128
+128 256
+256 512
 EOD
 $s2 << EOD
-32 160
+32 96
 64 160
 128 320
 256 640
 EOD
 $s3 << EOD
-32 136
-64 184
-128 344
-256 640
+32 80
+64 152
+128 280
+256 622
 EOD
 $s4 << EOD
-32 190
-64 172
-128 337
-256 656
+32 87.6
+64 153.8
+128 307
+256 588
 EOD
 $s5 << EOD
-32 140
-64 189
-128 316
-256 646
+32 91.2
+64 163.6
+128 314
+256 629.4
 EOD
-plot 1040 with lines lw 2 lc rgb '#000000' dt 2 title 'full (reference)', $s1 using 1:2 with linespoints pt 5 ps 1.3 lw 2 lc rgb '#0072b2' dt 1 title 'h2o', $s2 using 1:2 with linespoints pt 7 ps 1.3 lw 2 lc rgb '#e69f00' dt 1 title 'snapkv', $s3 using 1:2 with linespoints pt 9 ps 1.3 lw 2 lc rgb '#669966' dt (6,3) title 'pyramidkv', $s4 using 1:2 with linespoints pt 11 ps 1.3 lw 2 lc rgb '#d55e00' dt (8,3,2,3) title 'ada_snapkv', $s5 using 1:2 with linespoints pt 13 ps 1.3 lw 2 lc rgb '#cc79a7' dt (2,2) title 'kv_compress'
+plot 2560 with lines lw 2 lc rgb '#000000' dt 2 title 'full (reference)', $s1 using 1:2 with linespoints pt 5 ps 1.3 lw 2 lc rgb '#0072b2' dt 1 title 'h2o', $s2 using 1:2 with linespoints pt 7 ps 1.3 lw 2 lc rgb '#e69f00' dt 1 title 'snapkv', $s3 using 1:2 with linespoints pt 9 ps 1.3 lw 2 lc rgb '#669966' dt (6,3) title 'pyramidkv', $s4 using 1:2 with linespoints pt 11 ps 1.3 lw 2 lc rgb '#d55e00' dt (8,3,2,3) title 'ada_snapkv', $s5 using 1:2 with linespoints pt 13 ps 1.3 lw 2 lc rgb '#cc79a7' dt (2,2) title 'kv_compress'
 set terminal svg noenhanced size 860,520 font 'DejaVu Sans,11' background rgb 'white'
 set output 'kv_memory_vs_budget.svg'
 replot
