@@ -14,15 +14,22 @@ AdamW::AdamW(std::vector<at::Tensor> params, AdamWOptions options)
   }
 }
 
-double AdamW::clip_grad_norm(double max_norm) {
+at::Tensor AdamW::clip_grad_norm(double max_norm) {
   c10::NoGradGuard no_grad;
-  double sum_sq = 0;
+  // On the parameters' device, summed in double in parameter order (as a host loop would):
+  // no host read per step.
+  at::Tensor sum_sq;
+  for (const at::Tensor& p : params_) {
+    if (!p.grad().defined()) continue;
+    const at::Tensor s = p.grad().pow(2).sum().to(at::kDouble);
+    sum_sq = sum_sq.defined() ? sum_sq + s : s;
+  }
+  if (!sum_sq.defined()) return {};
+  const at::Tensor norm = sum_sq.sqrt();
+  // 1 where the norm is within max_norm (grads unchanged), else max_norm / (norm + 1e-6).
+  const at::Tensor factor = at::where(norm > max_norm, max_norm / (norm + 1e-6), at::ones_like(norm));
   for (const at::Tensor& p : params_)
-    if (p.grad().defined()) sum_sq += p.grad().pow(2).sum().item<double>();
-  const double norm = std::sqrt(sum_sq);
-  if (norm > max_norm)
-    for (const at::Tensor& p : params_)
-      if (p.grad().defined()) p.mutable_grad().mul_(max_norm / (norm + 1e-6));
+    if (p.grad().defined()) p.mutable_grad().mul_(factor);
   return norm;
 }
 

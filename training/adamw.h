@@ -18,8 +18,9 @@ class AdamW {
   // One update with learning rate `lr` from the gradients in each parameter's .grad(), which
   // are then zeroed.
   void step(double lr);
-  // Scales all gradients so their global L2 norm is at most `max_norm`; returns the norm before.
-  double clip_grad_norm(double max_norm);
+  // Scales all gradients so their global L2 norm is at most `max_norm`; returns the norm before
+  // (a 0-dim double tensor on the parameters' device: read it only when needed).
+  at::Tensor clip_grad_norm(double max_norm);
   int64_t steps() const { return steps_; }
 
  private:

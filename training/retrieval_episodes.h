@@ -3,10 +3,14 @@
 // A sequence packs several documents, each "<s> prompt answer </s>", where the prompt and its
 // answers are a real sample of one of the registered synthetic datasets (passkey, the RULER
 // needle tasks, variable tracking) at some context length, so the model is trained on exactly
-// the formats the suites evaluate. A "repeat" document (a random token span shown 2-4 times)
-// trains copying, the induction circuit retrieval is built on. Attention never crosses
-// documents (`doc` ids), and the loss weights the answers (and repeats) fully, the rest
-// lightly.
+// the formats the suites evaluate. Generated documents add what the notes in
+// ../shared/specs/tiny-model-notes.md call for: "repeat" (a random token span shown 2-4 times)
+// trains copying, the induction circuit retrieval is built on; "repeat_digits" copies digit
+// strings rich in repeated adjacent digits across noise (a model matching on the previous token
+// alone drops one of two equal digits); "mqar" packs many needles and asks for every one of
+// them (multi-query associative recall: a supervised lookup per needle, not one per document).
+// Attention never crosses documents (`doc` ids), and the loss weights the answers (and
+// repeats) fully, the rest lightly.
 #pragma once
 #include <ATen/ATen.h>
 
@@ -20,6 +24,8 @@
 #include "engine/tokenizer/tokenizer.h"
 
 namespace kvb {
+
+struct WordLists;
 
 struct EpisodeSources {
   std::string wordlist_dir;   // nounlist.txt, adjectivelist.txt, verblist.txt
@@ -51,14 +57,23 @@ class EpisodeSampler {
   EpisodeBatch batch(const EpisodeMix& mix, int64_t rows);
   // A prompt + answer document of `task` close to `tokens` long (for tests and the corpus).
   struct Document {
-    std::vector<int> ids;       // <s> prompt answer </s>
-    int64_t answer_begin = 0;   // first answer token
+    std::vector<int> ids;  // <s> ... </s>
+    std::vector<std::pair<int64_t, int64_t>> answers;  // [begin, end) token ranges supervised fully
+    bool is_answer(int64_t j) const;
   };
   Document document(const std::string& task, int64_t tokens, int64_t repeat_vocab = 0);
 
  private:
   json params_for(const std::string& task, int64_t tokens, int samples) const;
+  Document dataset_document(const std::string& task, int64_t tokens);
   Document repeat_document(int64_t tokens, int64_t vocab = 0);
+  Document repeat_digits_document(int64_t tokens);
+  Document mqar_document(int64_t tokens);
+  Document mqar_document(int64_t tokens, int64_t pairs);
+  // Text to tokens, with every maximal run of digit tokens from token `from` on as an answer
+  // (values are the only digits there); `values` checks each run's text.
+  Document with_digit_answers(const std::string& text, int64_t from_char,
+                              const std::vector<std::string>& values);
   std::string draw_task(const EpisodeMix& mix);
   int64_t draw_length(const EpisodeMix& mix, int64_t room);
 
@@ -68,10 +83,20 @@ class EpisodeSampler {
   // Unused documents per (task, length bucket): datasets are asked for several at once.
   std::map<std::pair<std::string, int64_t>, std::vector<Document>> pool_;
   std::vector<int> plain_tokens_;  // ids a repeat span is drawn from
+  std::vector<bool> digit_token_;  // per id: decodes to one digit (with or without a space)
   std::map<std::string, int64_t> too_short_;  // per task, the longest length that failed
+  std::shared_ptr<WordLists> words_;          // mqar's keys
 };
 
-// Every dataset a training mix may name, besides "repeat".
-const std::vector<std::string>& episode_tasks();
+// A training task drawn from a registered dataset: its name in a mix, the dataset, the params
+// it adds (e.g. passkey's several doors).
+struct DatasetTask {
+  std::string name, dataset;
+  json params;
+};
+const std::vector<DatasetTask>& dataset_tasks();
+
+// Every name a mix may give: the generated documents, then the dataset tasks.
+const std::vector<std::string>& episode_kinds();
 
 }  // namespace kvb

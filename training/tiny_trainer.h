@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/common/json_fields.h"
 #include "engine/model/llama_model.h"
 #include "training/retrieval_episodes.h"
 
@@ -24,10 +25,10 @@ struct TrainingPhase {
   int64_t steps = 100;
 };
 
-struct TinyTrainingOptions {
-  std::string out_dir;
-  uint64_t seed = 0;
-  EpisodeSources sources;
+// What train-tiny trains: the model's shape, the tokenizer, the optimiser and the curriculum.
+// `kvbench train-tiny --print-recipe` writes the built-in one (kvbench-tiny v1) as JSON;
+// `--recipe FILE` trains another (a bigger model, longer documents) without rebuilding.
+struct TrainingRecipe {
   LlamaShape shape{.layers = 4, .hidden = 128, .ffn = 384, .heads = 4, .kv_heads = 2,
                    .head_dim = 32, .vocab = 0, .max_positions = 8192};
   int bpe_merges = 1000;
@@ -35,8 +36,25 @@ struct TinyTrainingOptions {
   double peak_lr = 3e-3, final_lr_fraction = 0.1, weight_decay = 0.0;
   int64_t warmup_steps = 30;
   double clip_norm = 1.0;
-  int64_t log_every = 25;
   std::vector<TrainingPhase> phases;
+};
+
+// kvbench-tiny v1 (models/kvbench-tiny); `scale` multiplies every phase's steps (tests).
+TrainingRecipe default_recipe(double scale = 1.0);
+// A recipe's JSON: {"model": {...}, "bpe_merges": ..., ..., "phases": [{...}]}; reading is
+// strict (unknown keys, wrong types, unknown tasks: InputError naming `where` and the field).
+json recipe_json(const TrainingRecipe& recipe);
+TrainingRecipe read_recipe(const json& j, const std::string& where);
+
+struct TinyTrainingOptions {
+  std::string out_dir;
+  uint64_t seed = 0;
+  EpisodeSources sources;
+  TrainingRecipe recipe = default_recipe();
+  int64_t log_every = 25;
+  // Host threads building batches ahead of the steps (training/batch_stream.h). 1 draws the
+  // data the committed kvbench-tiny saw; each count draws its own (deterministic) data.
+  int data_threads = 1;
   // Where it trains, and the dtype of the forward and backward passes: kFloat, or kBFloat16 as
   // autocast does it (the fp32 master weights cast to bf16 each step, through autograd, so the
   // gradients and AdamW stay fp32; the loss in fp32). The weights are drawn on the CPU, so a
@@ -44,9 +62,6 @@ struct TinyTrainingOptions {
   at::Device device = at::kCPU;
   at::ScalarType compute_dtype = at::kFloat;
 };
-
-// The curriculum `kvbench train-tiny` runs; `scale` < 1 shortens every phase (tests).
-std::vector<TrainingPhase> default_curriculum(double scale = 1.0);
 
 // Trains and saves to options.out_dir (plus training.json: command, seed, phases, wall time,
 // the loss curve). Progress goes to `log`. Returns the trained model.

@@ -11,6 +11,7 @@
 
 #include "datasets/metrics/py_lower.h"
 #include "engine/common/error.h"
+#include "engine/common/format.h"
 #include "engine/tokenizer/unicode.h"
 
 namespace kvb {
@@ -48,12 +49,6 @@ std::vector<std::string> py_split(const std::string& s) {
     }
   }
   if (!word.empty()) out.push_back(to_utf8(word));
-  return out;
-}
-
-std::string join(const std::vector<std::string>& v, const std::string& sep) {
-  std::string out;
-  for (size_t i = 0; i < v.size(); ++i) out += (i ? sep : "") + v[i];
   return out;
 }
 

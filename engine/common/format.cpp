@@ -19,4 +19,10 @@ std::vector<std::string> split(const std::string& text, char sep) {
   return parts;
 }
 
+std::string join(const std::vector<std::string>& parts, const std::string& sep) {
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) out += (i ? sep : "") + parts[i];
+  return out;
+}
+
 }  // namespace kvb

@@ -17,4 +17,7 @@ inline bool ends_with(const std::string& text, const std::string& suffix) {
 // Splits on `sep`, keeping empty pieces ("1,2," -> "1", "2", "") so callers can reject them.
 std::vector<std::string> split(const std::string& text, char sep);
 
+// The parts with `sep` between them.
+std::string join(const std::vector<std::string>& parts, const std::string& sep);
+
 }  // namespace kvb
