@@ -186,6 +186,7 @@ void PQCache::begin(const MethodContext& context) {
   }
   index_.assign(context.num_layers, PQIndex{});
   cache_.assign(context.num_layers, LfuBlockCache(config_.cache_tokens / config_.cache_block));
+  pending_blocks_.assign(context.num_layers, {});
 }
 
 void PQCache::on_prefill(int layer, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
@@ -221,45 +222,90 @@ void PQCache::update_index_bytes(int layer, const LayerKV& kv) {
                              index.centroids.numel() * int64_t(kv.key_pool().element_size()));
 }
 
+PQCache::Layout PQCache::layout(const LayerKV& kv) const {
+  // Retrieval keeps every entry: every head holds the same n, so one layout for all heads.
+  Layout step;
+  step.current = kv.size(0) - 1;
+  step.sinks = std::min(sinks_, step.current);
+  step.local = std::min(local_, step.current - step.sinks);
+  step.candidates = step.current - step.local - step.sinks;
+  return step;
+}
+
+at::Tensor PQCache::top_candidates(int layer, const at::Tensor& q, const Layout& step) const {
+  const PQIndex& index = index_[layer];
+  if (step.candidates <= 0 || topk_ <= 0 || !index.centroids.defined() || step.sinks != sinks_)
+    return {};
+  const int64_t Hkv = index.centroids.size(0), g = context_.group_size(), d = context_.head_dim;
+  // All KV heads in one scoring call: [Hkv, g, candidates], softmax over the candidates,
+  // summed over the group, top-k per head.
+  at::Tensor scores = pq_scores(q.reshape({Hkv, g, d}), index.centroids,
+                                index.codes.narrow(2, 0, step.candidates));
+  at::Tensor weights = at::softmax(scores * (1.0 / std::sqrt(double(d))), -1).sum(1);
+  const int64_t k = std::min(topk_, step.candidates);
+  return std::get<0>(at::sort(std::get<1>(at::topk(weights, k, 1, true, false)), 1));
+}
+
+at::Tensor PQCache::select_rows(int layer, const at::Tensor& q, const LayerKV& kv) {
+  const Layout step = layout(kv);
+  const at::Tensor top = top_candidates(layer, q, step);  // [Hkv, k]
+  if (!top.defined()) return {};
+  std::vector<at::Tensor>& pending = pending_blocks_[layer];
+  pending.push_back(at::floor_divide(top, config_.cache_block).to(at::kInt));
+  if (pending.size() >= kCacheFlushSteps) flush_cache(layer);
+  const int64_t Hkv = top.size(0);
+  const at::Tensor sinks = at::arange(step.sinks, top.options()).expand({Hkv, step.sinks});
+  const at::Tensor recent = at::arange(step.current - step.local, step.current + 1, top.options())
+                                .expand({Hkv, step.local + 1});
+  return at::cat({sinks, top + step.sinks, recent}, 1);  // ascending per head
+}
+
+void PQCache::flush_cache(int layer) {
+  std::vector<at::Tensor>& pending = pending_blocks_[layer];
+  if (pending.empty()) return;
+  const at::Tensor blocks = at::stack(pending).to(at::kCPU).contiguous();  // [steps, Hkv, k]
+  pending.clear();
+  const int64_t per_step = blocks[0].numel();
+  const int32_t* b = blocks.data_ptr<int32_t>();
+  for (int64_t step = 0; step < blocks.size(0); ++step) {
+    const std::vector<int64_t> fetched(b + step * per_step, b + (step + 1) * per_step);
+    count_cache(cache_[layer].access(fetched), per_step);
+  }
+}
+
+std::map<std::string, double> PQCache::counters() const {
+  // Settling the deferred accounting changes no result: the cache sees the same blocks in the
+  // same order as if each step had been counted when it ran.
+  PQCache& self = const_cast<PQCache&>(*this);
+  for (size_t layer = 0; layer < pending_blocks_.size(); ++layer) self.flush_cache(int(layer));
+  return RetrievalMethod::counters();
+}
+
 std::vector<std::vector<int64_t>> PQCache::select_sparse(int layer, const at::Tensor& q,
                                                          const LayerKV& kv,
                                                          const std::vector<int>& heads) {
-  const int64_t Hkv = kv.num_heads(), g = context_.group_size(), d = context_.head_dim;
-  const PQIndex& index = index_[layer];
-  // Retrieval keeps every entry: every head holds the same n, so one layout for all heads.
-  const int64_t current = kv.size(heads[0]) - 1;
-  const int64_t s = std::min(sinks_, current);
-  const int64_t local = std::min(local_, current - s);
-  const int64_t candidates = current - local - s;  // logical s .. s + candidates - 1
-  at::Tensor top;  // [Hkv, k] candidate offsets, ascending, read on the host once per layer
-  if (candidates > 0 && topk_ > 0 && index.centroids.defined() && s == sinks_) {
-    // All KV heads in one scoring call: [Hkv, g, candidates], softmax over the candidates,
-    // summed over the group, top-k per head on the device.
-    at::Tensor scores = pq_scores(q.reshape({Hkv, g, d}), index.centroids,
-                                  index.codes.narrow(2, 0, candidates));
-    at::Tensor weights = at::softmax(scores * (1.0 / std::sqrt(double(d))), -1).sum(1);
-    const int64_t k = std::min(topk_, candidates);
-    top = std::get<0>(at::sort(std::get<1>(at::topk(weights, k, 1, true, false)), 1))
-              .to(at::kCPU).contiguous();
-  }
+  const Layout step = layout(kv);
+  const at::Tensor device_top = top_candidates(layer, q, step);
+  const at::Tensor top = device_top.defined() ? device_top.to(at::kCPU).contiguous() : device_top;
+  flush_cache(layer);  // earlier steps' blocks first: the cache sees every step in order
   std::vector<std::vector<int64_t>> out;
   std::vector<int64_t> fetched_blocks;
   for (int h : heads) {
     std::vector<int64_t> chosen;
-    for (int64_t i = 0; i < s; ++i) chosen.push_back(i);
+    for (int64_t i = 0; i < step.sinks; ++i) chosen.push_back(i);
     std::vector<int64_t> picked;
     if (top.defined()) {
       picked.assign(top[h].data_ptr<int64_t>(), top[h].data_ptr<int64_t>() + top.size(1));
-    } else if (candidates > 0 && topk_ > 0) {
+    } else if (step.candidates > 0 && topk_ > 0) {
       // No index (the prompt held no key after the sinks): the most recent candidates.
-      for (int64_t i = std::max<int64_t>(0, candidates - topk_); i < candidates; ++i)
+      for (int64_t i = std::max<int64_t>(0, step.candidates - topk_); i < step.candidates; ++i)
         picked.push_back(i);
     }
     for (int64_t i : picked) {
-      chosen.push_back(s + i);
+      chosen.push_back(step.sinks + i);
       fetched_blocks.push_back(i / config_.cache_block);
     }
-    for (int64_t i = current - local; i <= current; ++i) chosen.push_back(i);
+    for (int64_t i = step.current - step.local; i <= step.current; ++i) chosen.push_back(i);
     out.push_back(std::move(chosen));
   }
   const int64_t hits = cache_[layer].access(fetched_blocks);

@@ -88,14 +88,34 @@ class PQCache : public RetrievalMethod {
   // Layer's index: centroids [Hkv, m, K, s], codes [Hkv, m, N] of logical entries sinks..
   // sinks + N - 1 (undefined before prefill or when the prompt has no key after the sinks).
   const PQIndex& index(int layer) const { return index_[layer]; }
+  // Runs the cache accounting still pending first (see pending_blocks_).
+  std::map<std::string, double> counters() const override;
 
  protected:
+  // sinks + top-k + local window + current, the same count for every head, on the device.
+  at::Tensor select_rows(int layer, const at::Tensor& q, const LayerKV& kv) override;
+  // The same selection read on the host, and the rare steps without an index (short prompts).
   std::vector<std::vector<int64_t>> select_sparse(int layer, const at::Tensor& q,
                                                   const LayerKV& kv,
                                                   const std::vector<int>& heads) override;
 
  private:
+  // Where a decode step's candidates sit: logical sinks .. sinks + candidates - 1.
+  struct Layout {
+    int64_t current, sinks, local, candidates;
+  };
+  Layout layout(const LayerKV& kv) const;
+  // [Hkv, k] candidate offsets by PQ score, ascending, on the device; undefined where the layer
+  // has no index or nothing to rank.
+  at::Tensor top_candidates(int layer, const at::Tensor& q, const Layout& step) const;
   void update_index_bytes(int layer, const LayerKV& kv);
+  // The LFU cache is simulated on the host from each step's fetched blocks; select_rows keeps
+  // them on the device ([Hkv, k] block ids per step, in step order) and they are read every
+  // kCacheFlushSteps steps and by counters(), so a decode step needs no host read. The cache
+  // sees the same blocks in the same order either way.
+  static constexpr size_t kCacheFlushSteps = 32;
+  void flush_cache(int layer);
+  std::vector<std::vector<at::Tensor>> pending_blocks_;  // per layer
 
   PQCacheConfig config_;
   int64_t sinks_ = 0, local_ = 0, topk_ = 0;

@@ -157,6 +157,42 @@ TEST(PQCache, CountsCacheAndIndexBytesInASession) {
   EXPECT_NEAR(session.attended().sum[0] / 3.0, 64.0, 1e-9);
 }
 
+// The selection is made on the device and the LFU cache counted later, in batches of steps and
+// at counters(): the hits are those of counting every step as it ran (a replay of the selected
+// entries through a fresh cache), over more steps than one batch.
+TEST(PQCache, DeferredCacheCountingEqualsCountingEachStep) {
+  const int64_t L = 96, d = 4, steps = 45, sinks = 2, local = 3, block = 4;
+  auto method = test::make_method(
+      "pqcache", {{"sinks", sinks}, {"subspaces", 2}, {"bits", 3}, {"cache_block", block},
+                  {"cache_tokens", 3 * block}});
+  method->begin(test::context(1, 1, 1, d, sinks + local + 4 + 1, L));  // top-k 4
+  at::manual_seed(3);
+  at::Tensor k = at::randn({1, L, d}), v = at::zeros({1, L, d});
+  LayerKV kv(1, d, at::kFloat);
+  kv.append_many(k, v, 0);
+  method->on_prefill(0, at::zeros({1, L, d}), k, v, kv);
+  LfuBlockCache replay(3);
+  int64_t hits = 0, lookups = 0;
+  for (int64_t t = 0; t < steps; ++t) {
+    at::Tensor kt = at::randn({1, d});
+    kv.append(kt, kt, L + t);
+    method->on_append(0, kt, kt, kv);
+    const std::vector<int64_t> chosen = method->select(0, at::randn({1, d}), kv).lists()[0];
+    const int64_t current = L + t;
+    std::vector<int64_t> blocks;  // the top-k part: after the sinks, before the local window
+    for (int64_t e : chosen)
+      if (e >= sinks && e < current - local) blocks.push_back((e - sinks) / block);
+    ASSERT_EQ(blocks.size(), 4u) << "step " << t;
+    hits += replay.access(blocks);
+    lookups += int64_t(blocks.size());
+  }
+  auto c = method->counters();
+  EXPECT_EQ(c["cache_lookups"], double(lookups));
+  EXPECT_EQ(c["cache_hits"], double(hits));
+  EXPECT_GT(hits, 0);
+  EXPECT_LT(hits, lookups);
+}
+
 TEST(PQCache, BadConfigsNameTheField) {
   for (const char* field : {"bits", "subspaces", "ratio", "local_share", "sinks", "max_iter",
                             "cache_block"}) {
