@@ -12,6 +12,7 @@ void RetrievalMethod::begin(const MethodContext& context) {
   steps_ = 0;
   cache_hits_ = cache_lookups_ = 0;
   device_cache_hits_ = at::Tensor();
+  device_fetched_bytes_ = at::Tensor();
 }
 
 Selection RetrievalMethod::select(int layer, const at::Tensor& q, const LayerKV& kv) {
@@ -22,11 +23,19 @@ Selection RetrievalMethod::select(int layer, const at::Tensor& q, const LayerKV&
     if (kv.size(h) > context_.budget) sparse_heads.push_back(h);
   if (sparse_heads.empty()) return Selection::everything();
   const int64_t entry_bytes = 2 * int64_t(kv.head_dim()) * int64_t(kv.key_pool().element_size());
-  if (int(sparse_heads.size()) == kv.num_heads() && !per_query_head()) {
+  if (int(sparse_heads.size()) == kv.num_heads()) {
     at::Tensor rows = select_rows(layer, q, kv);  // no host round trip where the method has one
     if (rows.defined()) {
-      fetched_bytes_ += double(rows.numel() * entry_bytes);
-      return Selection::from_rows(rows, /*per_query_head=*/false);
+      if (!per_query_head()) {
+        fetched_bytes_ += double(rows.numel() * entry_bytes);
+      } else {  // a KV head's entries are fetched once for its group: the union, counted there
+        const int64_t Hkv = kv.num_heads();
+        at::Tensor fetched = at::zeros({Hkv, kv.size(0)}, rows.options().dtype(at::kBool));
+        fetched.scatter_(1, rows.reshape({Hkv, -1}), true);
+        const at::Tensor bytes = fetched.sum().to(at::kDouble) * double(entry_bytes);
+        device_fetched_bytes_ = device_fetched_bytes_.defined() ? device_fetched_bytes_ + bytes : bytes;
+      }
+      return Selection::from_rows(rows, per_query_head());
     }
   }
   const int g = per_query_head() ? context_.group_size() : 1;  // lists per KV head
@@ -74,7 +83,9 @@ void RetrievalMethod::count_cache(int64_t hits, int64_t lookups) {
 
 std::map<std::string, double> RetrievalMethod::counters() const {
   std::map<std::string, double> c;
-  c["fetched_bytes_per_step"] = steps_ ? fetched_bytes_ / double(steps_) : 0.0;
+  const double fetched =
+      fetched_bytes_ + (device_fetched_bytes_.defined() ? device_fetched_bytes_.item<double>() : 0.0);
+  c["fetched_bytes_per_step"] = steps_ ? fetched / double(steps_) : 0.0;
   c["index_bytes"] = double(std::accumulate(index_bytes_.begin(), index_bytes_.end(), int64_t(0)));
   if (cache_lookups_ > 0) {
     const double hits = double(cache_hits_) +

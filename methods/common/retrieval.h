@@ -35,8 +35,9 @@ class RetrievalMethod : public Method {
                                                           const std::vector<int>& heads);
   virtual bool per_query_head() const { return false; }
   // The same selection built on the device, for a layer whose every KV head holds more than B
-  // entries (per KV head only): [Hkv, k] logical indices, ascending, every head the same k; an
-  // undefined tensor where the method has no device path for its config (then select_sparse).
+  // entries: [Hkv, k] logical indices (with per_query_head(): [Hq, k], query head q's list of
+  // KV head q / g), ascending, every unit the same k; an undefined tensor where the method has
+  // no device path for its config (then select_sparse).
   virtual at::Tensor select_rows(int layer, const at::Tensor& q, const LayerKV& kv) { return {}; }
 
   // Accounting, called by subclasses.
@@ -48,6 +49,7 @@ class RetrievalMethod : public Method {
   int dense_layers_;
   std::vector<int64_t> index_bytes_;  // per layer
   double fetched_bytes_ = 0;          // over all sparse-layer selections
+  at::Tensor device_fetched_bytes_;   // the same, of per-query-head device selections
   int64_t steps_ = 0;                 // decode steps (counted at layer 0)
   int64_t cache_hits_ = 0, cache_lookups_ = 0;
   at::Tensor device_cache_hits_;  // summed on the device, read by counters()

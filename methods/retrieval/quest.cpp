@@ -211,10 +211,11 @@ class Quest : public RetrievalMethod {
  protected:
   bool per_query_head() const override { return config_.per_query_head(); }
 
-  // q: [Hq, d]. The kernel and fill selections per KV head on the device: the pages
-  // quest_select_pages takes (a stable descending sort ranks ties by the lower page, as
-  // quest_rank_pages), the same count for every head. The evaluation path is ragged (the current
-  // page may or may not be among the chosen): select_sparse.
+  // q: [Hq, d]. The kernel and fill selections on the device, per KV head (the group's page
+  // scores summed) or per query head: the pages quest_select_pages takes (a stable descending
+  // sort ranks ties by the lower page, as quest_rank_pages), the same count for every unit. The
+  // evaluation path is ragged (the current page may or may not be among the chosen):
+  // select_sparse.
   at::Tensor select_rows(int layer, const at::Tensor& q, const LayerKV& kv) override {
     if (config_.selection == "evaluation") return {};
     const PageIndex& ix = index_[layer];
@@ -226,16 +227,18 @@ class Quest : public RetrievalMethod {
     const int64_t room = config_.selection == "fill" ? B - current_fill : (B / page - 1) * page;
     const int64_t whole = room / page, part = room % page;  // pages taken whole, then entries
     at::Tensor scores = quest_page_scores(q.reshape({Hkv, g, d}), ix.kmin.narrow(1, 0, ix.pages),
-                                          ix.kmax.narrow(1, 0, ix.pages), /*sum_group=*/true)
-                            .squeeze(1);  // [Hkv, P]
+                                          ix.kmax.narrow(1, 0, ix.pages),
+                                          /*sum_group=*/!config_.per_query_head());
+    scores = scores.reshape({-1, ix.pages});  // [units, P]: Hkv, or Hq per query head
+    const int64_t units = scores.size(0);
     at::Tensor ranked = std::get<1>(scores.narrow(1, 0, current).sort(/*stable=*/true, 1, true));
     const at::Tensor in_page = at::arange(page, ranked.options());  // [page]
-    std::vector<at::Tensor> parts;  // [Hkv, *] logical indices
+    std::vector<at::Tensor> parts;  // [units, *] logical indices
     if (whole > 0)
-      parts.push_back((ranked.narrow(1, 0, whole).unsqueeze(2) * page + in_page).reshape({Hkv, -1}));
+      parts.push_back((ranked.narrow(1, 0, whole).unsqueeze(2) * page + in_page).reshape({units, -1}));
     if (part > 0) parts.push_back(ranked.narrow(1, whole, 1) * page + in_page.narrow(0, 0, part));
     parts.push_back((at::arange(current_fill, ranked.options()) + current * page)
-                        .expand({Hkv, current_fill}));
+                        .expand({units, current_fill}));
     return std::get<0>(at::cat(parts, 1).sort(1));
   }
 

@@ -211,33 +211,70 @@ TEST(Quest, IncrementalSummariesMatchARebuild) {
 }
 
 TEST(Quest, DeviceSelectionEqualsTheHostRankingOfEveryHead) {
-  // Quest's kernel and fill selections are built with tensor ops (select_rows); the host path
-  // (quest_rank_pages + quest_select_pages) is the reference. Random keys, several heads, many
-  // lengths and budgets, ties included (page scores rounded to make them frequent).
+  // Quest's kernel and fill selections are built with tensor ops (select_rows), per KV head or
+  // per query head; the host path (quest_rank_pages + quest_select_pages) is the reference.
+  // Random keys, several heads, many lengths and budgets, ties included (page scores rounded to
+  // make them frequent).
   const int64_t d = 8, H = 3, g = 2;
-  for (const char* mode : {"kernel", "fill"})
-    for (int64_t budget : {16, 40, 64})
-      for (uint64_t seed : {1, 2, 3}) {
-        at::manual_seed(seed);
-        const int64_t L = 70 + int64_t(seed) * 13;
-        at::Tensor k = (at::randn({H, L, d}) * 2).round();  // integer keys: tied page scores
-        auto method = test::make_method("quest", {{"selection", mode}});
-        method->begin(test::context(3, H * g, H, d, budget, L));
-        LayerKV kv(int(H), d, at::kFloat);
-        kv.append_many(k, k, 0);
-        method->on_prefill(2, at::randn({H * g, L, d}), k, k, kv);
-        at::Tensor q = at::randn({H * g, d}).round();
-        const std::vector<std::vector<int64_t>> got = method->select(2, q, kv).lists();
-        auto [kmin, kmax] = quest_page_summaries(k, 16);
-        at::Tensor scores = quest_page_scores(q.view({H, g, d}), kmin, kmax, true);  // [H, 1, P]
-        for (int64_t h = 0; h < H; ++h) {
-          std::vector<int64_t> expected = quest_select_pages(
-              quest_rank_pages(scores[h][0]), L, 16, budget, std::string(mode) == "fill");
-          std::vector<int64_t> sel = got[size_t(h)];
-          std::sort(sel.begin(), sel.end());
-          EXPECT_EQ(sel, expected) << mode << " B=" << budget << " seed " << seed << " head " << h;
+  for (const char* gqa : {"per_kv_head", "per_query_head"})
+    for (const char* mode : {"kernel", "fill"})
+      for (int64_t budget : {16, 40, 64})
+        for (uint64_t seed : {1, 2, 3}) {
+          const bool per_query = std::string(gqa) == "per_query_head";
+          at::manual_seed(seed);
+          const int64_t L = 70 + int64_t(seed) * 13;
+          at::Tensor k = (at::randn({H, L, d}) * 2).round();  // integer keys: tied page scores
+          auto method = test::make_method("quest", {{"selection", mode}, {"gqa", gqa}});
+          method->begin(test::context(3, H * g, H, d, budget, L));
+          LayerKV kv(int(H), d, at::kFloat);
+          kv.append_many(k, k, 0);
+          method->on_prefill(2, at::randn({H * g, L, d}), k, k, kv);
+          at::Tensor q = at::randn({H * g, d}).round();
+          const Selection selection = method->select(2, q, kv);
+          EXPECT_EQ(selection.per_query_head, per_query);
+          const std::vector<std::vector<int64_t>> got = selection.lists();
+          auto [kmin, kmax] = quest_page_summaries(k, 16);
+          // [H, 1, P] summed over the group, or [H, g, P] per query head
+          at::Tensor scores = quest_page_scores(q.view({H, g, d}), kmin, kmax, !per_query);
+          ASSERT_EQ(int64_t(got.size()), H * scores.size(1));
+          for (int64_t h = 0; h < H; ++h)
+            for (int64_t j = 0; j < scores.size(1); ++j) {
+              std::vector<int64_t> expected = quest_select_pages(
+                  quest_rank_pages(scores[h][j]), L, 16, budget, std::string(mode) == "fill");
+              std::vector<int64_t> sel = got[size_t(h * scores.size(1) + j)];
+              std::sort(sel.begin(), sel.end());
+              EXPECT_EQ(sel, expected) << gqa << " " << mode << " B=" << budget << " seed "
+                                       << seed << " unit " << h * scores.size(1) + j;
+            }
         }
-      }
+}
+
+// What a deployment fetches per step: each KV head's entries once, so per query head the union
+// of its group's lists (counted on the device), per KV head its list.
+TEST(Quest, FetchedBytesCountAKvHeadsEntriesOncePerGroup) {
+  const int64_t d = 8, H = 2, g = 4, L = 200, budget = 48;
+  for (const char* gqa : {"per_kv_head", "per_query_head"}) {
+    at::manual_seed(5);
+    at::Tensor k = at::randn({H, L, d});
+    auto method = test::make_method("quest", {{"gqa", gqa}});
+    method->begin(test::context(3, H * g, H, d, budget, L));
+    LayerKV kv(int(H), d, at::kFloat);
+    kv.append_many(k, k, 0);
+    method->on_prefill(2, at::randn({H * g, L, d}), k, k, kv);
+    at::Tensor q = at::randn({H * g, d});
+    method->select(0, q, kv);  // a dense layer: counts the step
+    const std::vector<std::vector<int64_t>> lists = method->select(2, q, kv).lists();
+    const int64_t per_head = int64_t(lists.size()) / H;
+    int64_t entries = 0;
+    for (int64_t h = 0; h < H; ++h) {
+      std::set<int64_t> fetched;
+      for (int64_t j = 0; j < per_head; ++j)
+        fetched.insert(lists[size_t(h * per_head + j)].begin(), lists[size_t(h * per_head + j)].end());
+      entries += int64_t(fetched.size());
+    }
+    if (std::string(gqa) == "per_query_head") EXPECT_GT(entries, H * 48) << "the group's lists differ";
+    EXPECT_EQ(method->counters()["fetched_bytes_per_step"], double(entries * 2 * d * 4)) << gqa;
+  }
 }
 
 TEST(Quest, BadConfigsFailAtValidationNamingTheField) {
