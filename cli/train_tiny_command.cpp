@@ -2,9 +2,11 @@
 // scratch (training/tiny_trainer.h) on the project's synthetic retrieval tasks and writes a
 // Hugging Face folder. The committed models/kvbench-tiny was made this way; its README gives the
 // command. --print-recipe writes the built-in recipe, the starting point of a --recipe file.
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <thread>
 
 #include "cli/commands.h"
 #include "engine/common/error.h"
@@ -19,7 +21,7 @@ void add_train_tiny_command(CLI::App& app, std::vector<Command>& out, const std:
   struct Options {
     std::string out_dir;
     uint64_t seed = 0;
-    int threads = 0, data_threads = 1;
+    int threads = 0, data_threads = 0;
     double scale = 1.0;
     std::string device = "cpu", dtype = "f32", recipe;
     bool print_recipe = false;
@@ -48,10 +50,10 @@ void add_train_tiny_command(CLI::App& app, std::vector<Command>& out, const std:
       ->capture_default_str();
   cmd->add_option("--data-threads", o->data_threads,
                   "Host threads building batches ahead of the steps (a GPU trains faster than one "
-                  "thread builds long documents); 1 reproduces the committed model's data, each "
-                  "other count draws its own")
+                  "thread builds long documents); 1 draws the committed model's data, each other "
+                  "count its own. Default 0: 1 on the CPU, min(8, cores - 2) on a GPU")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(non_negative("1 on the CPU, min(8, cores - 2) on a GPU"));
   cmd->add_option("--scale", o->scale, "Multiply every phase's step count (e.g. 0.01 for a quick check)")
       ->check(positive());
   out.push_back({cmd, [o, command_line] {
@@ -82,7 +84,10 @@ void add_train_tiny_command(CLI::App& app, std::vector<Command>& out, const std:
     std::cerr << "threads: " << configure_threads(o->threads) << "\n";
     options.out_dir = o->out_dir;
     options.seed = o->seed;
-    options.data_threads = o->data_threads;
+    const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+    options.data_threads = o->data_threads > 0 ? o->data_threads
+                           : options.device.is_cuda() ? std::clamp(cores - 2, 1, 8)
+                                                      : 1;
     options.sources = o->sources;
     train_tiny_model(options, command_line, std::cerr);
     return 0;
