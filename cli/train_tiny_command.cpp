@@ -3,7 +3,6 @@
 // Hugging Face folder. The committed models/kvbench-tiny was made this way; its README gives the
 // command. --print-recipe writes the built-in recipe, the starting point of a --recipe file.
 #include <algorithm>
-#include <cmath>
 #include <filesystem>
 #include <iostream>
 #include <thread>
@@ -60,8 +59,7 @@ void add_train_tiny_command(CLI::App& app, std::vector<Command>& out, const std:
     TinyTrainingOptions options;
     options.recipe = o->recipe.empty() ? default_recipe()
                                        : read_recipe(read_json_file(o->recipe), o->recipe + ": $");
-    for (TrainingPhase& p : options.recipe.phases)
-      p.steps = std::max<int64_t>(1, int64_t(std::lround(double(p.steps) * o->scale)));
+    scale_steps(options.recipe, o->scale);
     if (o->print_recipe) {
       std::cout << recipe_json(options.recipe).dump(2) << "\n";
       return 0;

@@ -1,6 +1,7 @@
 #include "training/retrieval_episodes.h"
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 
 #include "datasets/ruler/ruler_common.h"
@@ -20,6 +21,13 @@ std::string answer_text(const std::string& task, const std::vector<std::string>&
   const std::string separator = task == "vt" ? " " : ", ";
   for (size_t i = 0; i < answers.size(); ++i) out += (i ? separator : "") + answers[i];
   return out;
+}
+
+const DatasetTask& dataset_task(const std::string& name) {
+  for (const DatasetTask& t : dataset_tasks())
+    if (t.name == name) return t;
+  throw InputError("training task " + name + ": unknown (one of the dataset tasks or " +
+                   "repeat, repeat_digits, mqar)");
 }
 
 }  // namespace
@@ -73,21 +81,14 @@ EpisodeSampler::EpisodeSampler(const Tokenizer& tokenizer, EpisodeSources source
   }
 }
 
-const DatasetTask& dataset_task(const std::string& name) {
-  for (const DatasetTask& t : dataset_tasks())
-    if (t.name == name) return t;
-  throw InputError("training task " + name + ": unknown (one of the dataset tasks or " +
-                   "repeat, repeat_digits, mqar)");
-}
-
-json EpisodeSampler::params_for(const std::string& task, int64_t tokens, int samples) const {
-  const DatasetTask& t = dataset_task(task);
-  json p = {{"context_length", tokens}, {"samples", samples}};
-  if (t.dataset != "passkey") {
-    p["wordlist_dir"] = sources_.wordlist_dir;
-    p["haystack_file"] = sources_.haystack_file;
+json dataset_task_params(const DatasetTask& task, const EpisodeSources& sources,
+                         int64_t context_length, int samples) {
+  json p = {{"context_length", context_length}, {"samples", samples}};
+  if (task.dataset != "passkey") {
+    p["wordlist_dir"] = sources.wordlist_dir;
+    p["haystack_file"] = sources.haystack_file;
   }
-  p.update(t.params);
+  p.update(task.params);
   return p;
 }
 
@@ -103,9 +104,10 @@ EpisodeSampler::Document EpisodeSampler::dataset_document(const std::string& tas
   const int64_t bucket = std::max<int64_t>(kBucket, tokens / kBucket * kBucket);
   std::vector<Document>& pool = pool_[{task, bucket}];
   if (pool.empty()) {
-    const DatasetInfo& info = dataset_registry().get(dataset_task(task).dataset, "training task");
-    auto dataset = info.create(info.normalise_params(params_for(task, bucket, kSamplesPerRequest),
-                                                     "training task " + task));
+    const DatasetTask& t = dataset_task(task);
+    const DatasetInfo& info = dataset_registry().get(t.dataset, "training task");
+    auto dataset = info.create(info.normalise_params(
+        dataset_task_params(t, sources_, bucket, kSamplesPerRequest), "training task " + task));
     for (const Sample& s : dataset->samples(tokenizer_, rng_())) {
       const std::vector<int> prompt = tokenizer_.encode(s.prompt, /*add_bos=*/true);
       const bool spaced = !s.prompt.empty() && s.prompt.back() == ' ';
@@ -182,11 +184,11 @@ EpisodeSampler::Document EpisodeSampler::repeat_digits_document(int64_t tokens) 
   for (int64_t c = 1; c < copies; ++c) later += " " + digits + ".";
   const std::string first = "Remember " + digits + ".\n";
   const std::string recall = "\nRepeat it:";
-  const std::string noise = fit_to_tokens(tokenizer_, tokens - 1, 4 * tokens, [&](int64_t n) {
+  const std::string text = fit_to_tokens(tokenizer_, tokens - 1, 4 * tokens, [&](int64_t n) {
     return first + noise_haystack(n, {}) + recall + later;
   });
-  const size_t answers_from = noise.size() - recall.size() - later.size();
-  return with_digit_answers(noise, int64_t(answers_from),
+  const size_t answers_from = text.size() - recall.size() - later.size();
+  return with_digit_answers(text, int64_t(answers_from),
                             std::vector<std::string>(size_t(copies - 1), digits));
 }
 

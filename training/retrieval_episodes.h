@@ -64,7 +64,6 @@ class EpisodeSampler {
   Document document(const std::string& task, int64_t tokens, int64_t repeat_vocab = 0);
 
  private:
-  json params_for(const std::string& task, int64_t tokens, int samples) const;
   Document dataset_document(const std::string& task, int64_t tokens);
   Document repeat_document(int64_t tokens, int64_t vocab = 0);
   Document repeat_digits_document(int64_t tokens);
@@ -95,6 +94,10 @@ struct DatasetTask {
   json params;
 };
 const std::vector<DatasetTask>& dataset_tasks();
+// The params of `task`'s dataset: `samples` samples of `context_length` tokens, the sources
+// where the dataset reads word lists and essays, and the task's own params.
+json dataset_task_params(const DatasetTask& task, const EpisodeSources& sources,
+                         int64_t context_length, int samples);
 
 // Every name a mix may give: the generated documents, then the dataset tasks.
 const std::vector<std::string>& episode_kinds();

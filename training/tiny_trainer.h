@@ -39,8 +39,10 @@ struct TrainingRecipe {
   std::vector<TrainingPhase> phases;
 };
 
-// kvbench-tiny v1 (models/kvbench-tiny); `scale` multiplies every phase's steps (tests).
-TrainingRecipe default_recipe(double scale = 1.0);
+// kvbench-tiny v1 (models/kvbench-tiny).
+TrainingRecipe default_recipe();
+// Every phase's steps times `scale`, rounded, at least 1 (train-tiny --scale).
+void scale_steps(TrainingRecipe& recipe, double scale);
 // A recipe's JSON: {"model": {...}, "bpe_merges": ..., ..., "phases": [{...}]}; reading is
 // strict (unknown keys, wrong types, unknown tasks: InputError naming `where` and the field).
 json recipe_json(const TrainingRecipe& recipe);

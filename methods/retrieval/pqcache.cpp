@@ -232,10 +232,13 @@ PQCache::Layout PQCache::layout(const LayerKV& kv) const {
   return step;
 }
 
+bool PQCache::ranks(int layer, const Layout& step) const {
+  return step.candidates > 0 && topk_ > 0 && index_[layer].centroids.defined() &&
+         step.sinks == sinks_;
+}
+
 at::Tensor PQCache::top_candidates(int layer, const at::Tensor& q, const Layout& step) const {
   const PQIndex& index = index_[layer];
-  if (step.candidates <= 0 || topk_ <= 0 || !index.centroids.defined() || step.sinks != sinks_)
-    return {};
   const int64_t Hkv = index.centroids.size(0), g = context_.group_size(), d = context_.head_dim;
   // All KV heads in one scoring call: [Hkv, g, candidates], softmax over the candidates,
   // summed over the group, top-k per head.
@@ -248,8 +251,8 @@ at::Tensor PQCache::top_candidates(int layer, const at::Tensor& q, const Layout&
 
 at::Tensor PQCache::select_rows(int layer, const at::Tensor& q, const LayerKV& kv) {
   const Layout step = layout(kv);
+  if (!ranks(layer, step)) return {};  // select_sparse
   const at::Tensor top = top_candidates(layer, q, step);  // [Hkv, k]
-  if (!top.defined()) return {};
   std::vector<at::Tensor>& pending = pending_blocks_[layer];
   pending.push_back(at::floor_divide(top, config_.cache_block).to(at::kInt));
   if (pending.size() >= kCacheFlushSteps) flush_cache(layer);
@@ -281,36 +284,28 @@ std::map<std::string, double> PQCache::counters() const {
   return RetrievalMethod::counters();
 }
 
-std::vector<std::vector<int64_t>> PQCache::select_sparse(int layer, const at::Tensor& q,
+std::vector<std::vector<int64_t>> PQCache::select_sparse(int layer, const at::Tensor&,
                                                          const LayerKV& kv,
                                                          const std::vector<int>& heads) {
   const Layout step = layout(kv);
-  const at::Tensor device_top = top_candidates(layer, q, step);
-  const at::Tensor top = device_top.defined() ? device_top.to(at::kCPU).contiguous() : device_top;
+  if (ranks(layer, step))  // every head holds the same entries: the base asks select_rows first
+    throw std::logic_error("pqcache: a ranked selection asked of the host path");
   flush_cache(layer);  // earlier steps' blocks first: the cache sees every step in order
-  std::vector<std::vector<int64_t>> out;
+  // No ranking (no index: the prompt held no key after the sinks; or nothing to rank): the
+  // sinks, the most recent candidates, the local window and the current entry.
+  std::vector<int64_t> picked;
+  if (step.candidates > 0 && topk_ > 0)
+    for (int64_t i = std::max<int64_t>(0, step.candidates - topk_); i < step.candidates; ++i)
+      picked.push_back(i);
+  std::vector<int64_t> chosen;
+  for (int64_t i = 0; i < step.sinks; ++i) chosen.push_back(i);
+  for (int64_t i : picked) chosen.push_back(step.sinks + i);
+  for (int64_t i = step.current - step.local; i <= step.current; ++i) chosen.push_back(i);
   std::vector<int64_t> fetched_blocks;
-  for (int h : heads) {
-    std::vector<int64_t> chosen;
-    for (int64_t i = 0; i < step.sinks; ++i) chosen.push_back(i);
-    std::vector<int64_t> picked;
-    if (top.defined()) {
-      picked.assign(top[h].data_ptr<int64_t>(), top[h].data_ptr<int64_t>() + top.size(1));
-    } else if (step.candidates > 0 && topk_ > 0) {
-      // No index (the prompt held no key after the sinks): the most recent candidates.
-      for (int64_t i = std::max<int64_t>(0, step.candidates - topk_); i < step.candidates; ++i)
-        picked.push_back(i);
-    }
-    for (int64_t i : picked) {
-      chosen.push_back(step.sinks + i);
-      fetched_blocks.push_back(i / config_.cache_block);
-    }
-    for (int64_t i = step.current - step.local; i <= step.current; ++i) chosen.push_back(i);
-    out.push_back(std::move(chosen));
-  }
-  const int64_t hits = cache_[layer].access(fetched_blocks);
-  count_cache(hits, int64_t(fetched_blocks.size()));
-  return out;
+  for (size_t h = 0; h < heads.size(); ++h)
+    for (int64_t i : picked) fetched_blocks.push_back(i / config_.cache_block);
+  count_cache(cache_[layer].access(fetched_blocks), int64_t(fetched_blocks.size()));
+  return std::vector<std::vector<int64_t>>(heads.size(), chosen);
 }
 
 KVB_REGISTER_METHOD(make_method_info<PQCache, PQCacheConfig>({

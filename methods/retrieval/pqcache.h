@@ -94,7 +94,7 @@ class PQCache : public RetrievalMethod {
  protected:
   // sinks + top-k + local window + current, the same count for every head, on the device.
   at::Tensor select_rows(int layer, const at::Tensor& q, const LayerKV& kv) override;
-  // The same selection read on the host, and the rare steps without an index (short prompts).
+  // The steps with nothing to rank (short prompts): sinks, recent candidates, window, current.
   std::vector<std::vector<int64_t>> select_sparse(int layer, const at::Tensor& q,
                                                   const LayerKV& kv,
                                                   const std::vector<int>& heads) override;
@@ -105,8 +105,10 @@ class PQCache : public RetrievalMethod {
     int64_t current, sinks, local, candidates;
   };
   Layout layout(const LayerKV& kv) const;
-  // [Hkv, k] candidate offsets by PQ score, ascending, on the device; undefined where the layer
-  // has no index or nothing to rank.
+  // Whether the step's candidates are ranked by PQ score: the layer has an index, and there
+  // are candidates and a top-k to pick (else select_sparse's recency fallback).
+  bool ranks(int layer, const Layout& step) const;
+  // [Hkv, k] candidate offsets by PQ score, ascending, on the device (where ranks()).
   at::Tensor top_candidates(int layer, const at::Tensor& q, const Layout& step) const;
   void update_index_bytes(int layer, const LayerKV& kv);
   // The LFU cache is simulated on the host from each step's fetched blocks; select_rows keeps
