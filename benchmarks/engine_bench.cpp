@@ -6,6 +6,9 @@
 //   intermediate 2816, vocab 32000) at 1k and 8k tokens.
 // prefill/<model>/<n>: one prefill of n tokens. decode/<model>/<n>: 32 greedy decode steps after
 // an (untimed) prefill of n - 32 tokens, so the last step attends to n positions.
+// decode_method/<method>/4096/512: the same 32 steps on the random model at 4k tokens with each
+// method at budget 512: what a method's per-step work (selection, bookkeeping, eviction) costs
+// beside Full's decode.
 // Run: kvbench_bench [--benchmark_filter=<regex>]
 #include <ATen/Parallel.h>
 #include <benchmark/benchmark.h>
@@ -76,22 +79,31 @@ void bench_prefill(benchmark::State& state, const ModelSource& source, int64_t t
       benchmark::Counter(double(state.iterations() * tokens), benchmark::Counter::kIsRate);
 }
 
-void bench_decode(benchmark::State& state, const ModelSource& source, int64_t context) {
+void bench_decode_with(benchmark::State& state, const ModelSource& source, int64_t context,
+                       Method& method, int64_t budget) {
   auto model = source();
   if (!model) return state.SkipWithError("model folder absent (set KVBENCH_SHARED)");
-  auto method = full_method();
   const std::vector<int> prompt = synthetic_prompt(context - kDecodeSteps, model->config.vocab_size);
   std::unique_ptr<Session> session;
   for (auto _ : state) {
     state.PauseTiming();
     session.reset();  // frees the previous KV cache outside the timed region
-    session = std::make_unique<Session>(*model, *method, SessionOptions{});
+    session = std::make_unique<Session>(*model, method, SessionOptions{.budget = budget});
     int token = argmax_token(session->prefill(prompt));
     state.ResumeTiming();
     for (int step = 0; step < kDecodeSteps; ++step) token = argmax_token(session->decode(token));
   }
   state.counters["tok/s"] =
       benchmark::Counter(double(state.iterations() * kDecodeSteps), benchmark::Counter::kIsRate);
+}
+
+void bench_decode(benchmark::State& state, const ModelSource& source, int64_t context) {
+  bench_decode_with(state, source, context, *full_method(), 0);
+}
+
+void bench_method_decode(benchmark::State& state, const std::string& name) {
+  auto method = method_registry().get(name, "engine_bench").create(json::object());
+  bench_decode_with(state, random_llama, 4096, *method, 512);
 }
 
 // Wall-clock time: the work runs on at::get_num_threads() threads, not only the calling one.
@@ -108,6 +120,14 @@ void register_model(const std::string& name, const ModelSource& source,
   }
 }
 
+void register_methods() {
+  for (const MethodInfo* info : method_registry().all())
+    benchmark::RegisterBenchmark(("decode_method/" + info->name + "/4096/512").c_str(),
+                                 bench_method_decode, info->name)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+}
+
 }  // namespace
 }  // namespace kvb
 
@@ -117,6 +137,7 @@ int main(int argc, char** argv) {
   kvb::register_model("stories260K", kvb::stories260k, {256, 512});
   kvb::register_model("kvbench-tiny", kvb::kvbench_tiny, {1024, 2048});
   kvb::register_model("random-llama-8L-1024", kvb::random_llama, {1024, 8192});
+  kvb::register_methods();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

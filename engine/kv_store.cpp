@@ -98,12 +98,16 @@ void LayerKV::keep(int head, const std::vector<int64_t>& logical_indices) {
       throw std::logic_error("LayerKV::keep: indices must be sorted, unique and resident");
   }
   const int64_t kept = int64_t(logical_indices.size());
-  if (kept > 0) {
+  // Entries before the first dropped one stay where they are: only the rest move (evicting one
+  // entry per decode step, as H2O does, moves the entries after it, not the whole cache).
+  int64_t first_moved = 0;
+  while (first_moved < kept && logical_indices[size_t(first_moved)] == first_moved) ++first_moved;
+  if (first_moved < kept) {
     // index_select copies the sources before index_copy_ writes any destination.
-    std::vector<int64_t> src(static_cast<size_t>(kept)), dst(static_cast<size_t>(kept));
-    for (int64_t i = 0; i < kept; ++i) {
-      src[size_t(i)] = row_of(h, logical_indices[size_t(i)]);
-      dst[size_t(i)] = row_of(h, i);
+    std::vector<int64_t> src, dst;
+    for (int64_t i = first_moved; i < kept; ++i) {
+      src.push_back(row_of(h, logical_indices[size_t(i)]));
+      dst.push_back(row_of(h, i));
     }
     at::Tensor src_rows = on_device(src), dst_rows = on_device(dst);
     k_pool_.index_copy_(0, dst_rows, k_pool_.index_select(0, src_rows));

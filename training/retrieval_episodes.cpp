@@ -44,7 +44,10 @@ const std::vector<DatasetTask>& dataset_tasks() {
       {"vt", "vt", json::object()},
       // Three pass keys of differently coloured doors, one asked: the multi-key questions
       // kvbench-tiny v1 never saw (it scores 17 on them with Full).
-      {"passkey_doors", "passkey", {{"keys", 3}}}};
+      {"passkey_doors", "passkey", {{"keys", 3}}},
+      // The question before the haystack (PQCache's Table 3 layout), on which v1 scores 0 with
+      // the full KV: it never saw a question it had to hold across the context.
+      {"niah_question_first", "niah_single_1", {{"question_position", "before"}}}};
   return tasks;
 }
 

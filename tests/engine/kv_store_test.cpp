@@ -50,6 +50,32 @@ TEST(LayerKV, EvictionShrinksMemoryAndFreedBlocksAreReused) {
   EXPECT_EQ(kv.keys(0)[0][0].item<float>(), 48.0f);
 }
 
+// keep moves only the entries after the first dropped one; every entry must still hold its
+// own K and V, also after many single evictions (H2O's decode pattern) and a pure truncation.
+TEST(LayerKV, RepeatedSingleEvictionsKeepEveryEntrysContents) {
+  LayerKV kv(1, 4, at::kFloat);
+  kv.append_many(tagged(1, 50, 4, 0), tagged(1, 50, 4, 0, 0.5f), 0);
+  std::vector<int64_t> expected(50);
+  for (int64_t i = 0; i < 50; ++i) expected[size_t(i)] = i;
+  for (int64_t victim : {49, 0, 20, 20, 3, 31}) {  // last, first, middle, ...
+    std::vector<int64_t> keep;
+    for (int64_t i = 0; i < kv.size(0); ++i)
+      if (i != victim) keep.push_back(i);
+    kv.keep(0, keep);
+    expected.erase(expected.begin() + victim);
+  }
+  std::vector<int64_t> prefix(expected.begin(), expected.begin() + 30);
+  kv.keep(0, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22,
+              23, 24, 25, 26, 27, 28, 29});  // truncation: nothing moves
+  ASSERT_EQ(kv.positions(0), prefix);
+  const at::Tensor k = kv.keys(0), v = kv.values(0);
+  for (int64_t i = 0; i < 30; ++i) {
+    EXPECT_EQ(k[i][1].item<float>(), float(prefix[size_t(i)])) << "entry " << i;
+    EXPECT_EQ(v[i][2].item<float>(), float(prefix[size_t(i)]) + 0.5f) << "entry " << i;
+  }
+  EXPECT_EQ(kv.blocks_in_use(), 2);
+}
+
 TEST(LayerKV, FragmentationCountsEmptySlotsInOwnedBlocks) {
   LayerKV kv(1, 2, at::kFloat);
   kv.append_many(tagged(1, 20, 2, 0), tagged(1, 20, 2, 0), 0);

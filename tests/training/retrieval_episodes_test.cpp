@@ -153,6 +153,25 @@ TEST(RetrievalEpisodes, PasskeyDoorsAskOneOfThreeDoors) {
   EXPECT_TRUE(all_digits(span_text(*f.tokenizer, d, {d.answers[0].first, int64_t(d.ids.size()) - 1})));
 }
 
+// niah_question_first is niah_single_1 with its question before the haystack: the question
+// ("What is the special magic number for KEY ...") comes before the essays, and the answer is the
+// needle's number, supervised at the document's end as for every task.
+TEST(RetrievalEpisodes, QuestionFirstDocumentsAskBeforeTheHaystack) {
+  KVB_REQUIRE_SHARED(f);
+  EpisodeSampler sampler(*f.tokenizer, f.sources, 8);
+  const EpisodeSampler::Document d = sampler.document("niah_question_first", 512);
+  ASSERT_EQ(d.answers.size(), 1u);
+  const std::string text = f.tokenizer->decode(d.ids);
+  const size_t question = text.find("What is the special magic number");
+  const size_t needle = text.find("One of the special magic numbers");
+  ASSERT_NE(question, std::string::npos) << text.substr(0, 400);
+  ASSERT_NE(needle, std::string::npos) << text.substr(0, 400);
+  EXPECT_LT(question, needle);
+  const std::string answer = span_text(*f.tokenizer, d, {d.answers[0].first, int64_t(d.ids.size()) - 1});
+  EXPECT_TRUE(all_digits(answer)) << answer;
+  EXPECT_NE(text.find(answer, needle), std::string::npos) << "the answer is the needle's number";
+}
+
 // Batches built ahead on threads are the curriculum's, in order: one worker gives exactly the
 // single sampler's batches, several give the same batches on every run, and a worker's error
 // reaches the trainer.
