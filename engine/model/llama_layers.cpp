@@ -45,13 +45,28 @@ at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& positions, const at
 
 namespace {
 
+// x @ weight^T + bias. x: [..., D], weight: [N, D] -> [..., N]. A single fp32 row on the CPU (a
+// decode step) is a matrix-vector product: at::linear makes it a one-row GEMM, for which
+// OpenBLAS packs (copies) the whole weight matrix on every call; that packing was 38% of a CPU
+// decode step of an 8-layer model (perf, `kvbench_bench --benchmark_filter=^decode/`).
+at::Tensor project(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias = {}) {
+  const bool one_row = x.dim() >= 1 && x.numel() == x.size(-1);
+  if (!one_row || !x.device().is_cpu() || weight.scalar_type() != at::kFloat)
+    return at::linear(x, weight, bias);
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape.back() = weight.size(0);
+  at::Tensor y = at::mv(weight, x.reshape({-1}));  // [N]
+  if (bias.defined()) y.add_(bias);
+  return y.view(shape);
+}
+
 // One projection's heads, normalised per head where the model does (Qwen3), then rotated.
 // h: [..., L, D] -> [..., heads, L, d]
 at::Tensor rotated_heads(const LlamaModel& model, const at::Tensor& weight, const at::Tensor& bias,
                          const at::Tensor& norm, int64_t heads, const at::Tensor& h,
                          const at::Tensor& positions) {
   const ModelConfig& c = model.config;
-  at::Tensor x = split_heads(at::linear(h, weight, bias), heads, c.head_dim);
+  at::Tensor x = split_heads(project(h, weight, bias), heads, c.head_dim);
   if (norm.defined()) x = rms_norm(x, norm, c.rms_norm_eps);
   return apply_rope(x, positions, model.inv_freq, c.has_interleaved_rope());
 }
@@ -70,16 +85,16 @@ at::Tensor layer_keys(const LlamaModel& model, const LayerWeights& w, const at::
 
 at::Tensor layer_values(const LlamaModel& model, const LayerWeights& w, const at::Tensor& h) {
   const ModelConfig& c = model.config;
-  return split_heads(at::linear(h, w.wv, w.bv), c.num_key_value_heads, c.head_dim);
+  return split_heads(project(h, w.wv, w.bv), c.num_key_value_heads, c.head_dim);
 }
 
 at::Tensor attention_output(const LayerWeights& w, const at::Tensor& attn) {
-  return at::linear(attn, w.wo, w.bo);
+  return project(attn, w.wo, w.bo);
 }
 
 at::Tensor swiglu_mlp(const LayerWeights& w, const at::Tensor& x) {
-  at::Tensor gate = at::linear(x, w.w_gate);
-  return at::linear(at::silu(gate) * at::linear(x, w.w_up), w.w_down);
+  at::Tensor gate = project(x, w.w_gate);
+  return project(at::silu(gate) * project(x, w.w_up), w.w_down);
 }
 
 int64_t attention_score_bytes(const at::Device& device) {
@@ -87,7 +102,7 @@ int64_t attention_score_bytes(const at::Device& device) {
 }
 
 at::Tensor output_logits(const LlamaModel& model, const at::Tensor& x) {
-  return at::linear(rms_norm(x, model.final_norm, model.config.rms_norm_eps), model.lm_head);
+  return project(rms_norm(x, model.final_norm, model.config.rms_norm_eps), model.lm_head);
 }
 
 }  // namespace kvb
