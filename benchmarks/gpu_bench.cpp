@@ -4,8 +4,9 @@
 //   gpu_copy/<MiB>                  device-to-device copy: the ceiling (read + write counted)
 //   gpu_decode_all/<n>              kvbench's paged decode kernel over every row of n tokens
 //   gpu_decode_sparse/<n>/<B>       the same over B rows per KV head (random 16-row pages)
-//   gpu_sdpa/<n>                    ATen's scaled_dot_product_attention on the same shapes (the
-//                                   group's 4 query heads as 4 queries of their KV head)
+//   gpu_sdpa/<n>                    ATen's scaled_dot_product_attention on the same shapes: one
+//                                   decode query per head, 32 over 8 KV heads (enable_gqa, so
+//                                   K/V are read unrepeated; PyTorch >= 2.5)
 // Counters: bytes moved per call and TBps (bytes / time, decimal).
 // Run: kvbench_bench --benchmark_filter='gpu_'
 #if KVBENCH_CUDA_KERNELS
@@ -107,15 +108,16 @@ void BM_gpu_decode_sparse(benchmark::State& state) {
 BENCHMARK(BM_gpu_decode_sparse)->Args({32768, 1024})->Args({131072, 1024})->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 
-#if TORCH_VERSION_MAJOR >= 2
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5)
 void BM_gpu_sdpa(benchmark::State& state) {
   if (!at::cuda::is_available()) return state.SkipWithError("skipped: no GPU");
   const int64_t n = state.range(0);
   const auto bf16 = at::TensorOptions(kGpu).dtype(at::kBFloat16);
-  // [batch 1, Hkv, g queries, d] over [1, Hkv, n, d]: GQA without repeating K/V.
-  at::Tensor q = at::randn({1, kHkv, kHq / kHkv, kD}, bf16);
+  at::Tensor q = at::randn({1, kHq, 1, kD}, bf16);  // [batch, Hq, one query, d]
   at::Tensor k = at::randn({1, kHkv, n, kD}, bf16), v = at::randn({1, kHkv, n, kD}, bf16);
-  time_with_events(state, [&] { at::scaled_dot_product_attention(q, k, v); });
+  time_with_events(state, [&] {
+    at::scaled_dot_product_attention(q, k, v, {}, 0.0, false, std::nullopt, /*enable_gqa=*/true);
+  });
   set_bytes(state, double(kHkv * n) * 2 * kD * 2);
 }
 BENCHMARK(BM_gpu_sdpa)->Arg(32768)->Arg(131072)->UseManualTime()->Unit(benchmark::kMicrosecond);

@@ -13,8 +13,8 @@
 #   7. kvbench generate --model random-llama3-8b --device cuda --dtype bf16 on a 32k-token prompt;
 #   8. kvbench_bench --benchmark_filter=gpu_ (device copy, the decode kernel dense and sparse at
 #      32k/128k, ATen SDPA on the same shapes; CUDA events), its medians printed before the table;
-#   9. kvbench train-tiny --recipe training/recipes/v2-draft.json --device cuda --dtype bf16
-#      --scale 0.02 (86 steps of every phase: the seconds per phase a v2 recipe is planned with;
+#   9. kvbench train-tiny --recipe training/recipes/v2.json --device cuda --dtype bf16
+#      --scale 0.02 (86 steps of every phase: the seconds per step of each phase;
 #      skipped, saying so, without the shared folder's word lists and essays).
 # Then the skipped tests with their reasons and a table of the steps. Exit 0 when every step
 # passed, 1 otherwise, 2 when the set-up could not start (no CUDA LibTorch, no nvcc: its one line).
@@ -149,15 +149,15 @@ timed_step "kvbench_bench gpu_" "./$build/kvbench_bench" --benchmark_filter=gpu_
   --benchmark_min_time=0.2 --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
   --benchmark_out="$build/gpu-bench.json" --benchmark_out_format=json
 
-# 9. A shortened v2-draft training run on the GPU: its log's phase lines give seconds per step.
+# 9. A shortened v2 training run on the GPU: its log's phase lines give seconds per step.
 shared="${KVBENCH_SHARED:-$root/../shared}"
 if [ -d "$shared/data/wordlists" ] && [ -f "$shared/data/haystack/PaulGrahamEssays.json" ]; then
   rm -rf "$build/v2-probe"
-  timed_step "train-tiny v2-draft x0.02 cuda bf16" "./$build/kvbench" train-tiny \
-    --recipe training/recipes/v2-draft.json --device cuda --dtype bf16 --scale 0.02 \
+  timed_step "train-tiny v2 x0.02 cuda bf16" "./$build/kvbench" train-tiny \
+    --recipe training/recipes/v2.json --device cuda --dtype bf16 --scale 0.02 \
     --out "$build/v2-probe"
 else
-  record "train-tiny v2-draft x0.02 cuda bf16" SKIP "no word lists and essays under $shared"
+  record "train-tiny v2 x0.02 cuda bf16" SKIP "no word lists and essays under $shared"
 fi
 
 echo

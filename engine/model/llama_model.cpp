@@ -514,12 +514,15 @@ ModelConfig random_llama3_8b_config() {
 
 struct BuiltinModel {
   const char* name;
-  ModelConfig (*config)();  // generated from seed 0; nullptr: the embedded trained model
+  ModelConfig (*config)();  // generated from seed 0; nullptr: a trained model of models/
   const char* about;
 };
 
 const BuiltinModel kBuiltinModels[] = {
-    {"kvbench-tiny", nullptr, ""},
+    {"kvbench-tiny", nullptr, "the embedded retrieval model trained by `kvbench train-tiny`"},
+    {"kvbench-tiny-v2", nullptr,
+     "the embedded retrieval model v2 (6 layers, trained for 4k tokens on a GPU by `kvbench "
+     "train-tiny`)"},
     {"random-tiny", random_tiny_config,
      "random weights from seed 0, byte vocabulary (UNTRAINED: for tests; task scores are not "
      "meaningful)"},
@@ -537,6 +540,11 @@ const BuiltinModel kBuiltinModels[] = {
 std::string embedded_model_dir() {
   const char* env = std::getenv("KVBENCH_TINY_MODEL");
   return env && *env ? env : KVBENCH_SOURCE_DIR "/models/kvbench-tiny";
+}
+
+std::string trained_model_dir(const std::string& name) {
+  if (name == "kvbench-tiny") return embedded_model_dir();
+  return KVBENCH_SOURCE_DIR "/models/" + name;
 }
 
 bool LlamaModel::is_builtin_reference(const std::string& reference) {
@@ -560,9 +568,8 @@ std::shared_ptr<LlamaModel> LlamaModel::from_reference(const std::string& refere
     if (b.config) {
       model = random(b.config(), 0, options);
     } else {
-      model = load(embedded_model_dir(), options);
-      about = "the embedded retrieval model trained by `kvbench train-tiny` (" +
-              embedded_model_dir() + ")";
+      model = load(trained_model_dir(reference), options);
+      about += " (" + trained_model_dir(reference) + ")";
     }
     model->source = reference;
     model->description = reference + ": " + about;

@@ -69,7 +69,8 @@ struct LlamaModel {
   static std::shared_ptr<LlamaModel> from_reference(const std::string& reference,
                                                     const LoadOptions& options = {});
   static bool is_builtin_reference(const std::string& reference);
-  // "kvbench-tiny", "random-tiny", "random-llama3-8b-4layers", "random-llama3-8b".
+  // "kvbench-tiny", "kvbench-tiny-v2", "random-tiny", "random-llama3-8b-4layers",
+  // "random-llama3-8b".
   static std::vector<std::string> builtin_model_names();
 
   // A copy with every weight on `device` in `dtype` (RoPE frequencies stay fp32).
@@ -105,6 +106,9 @@ ModelConfig llama_config(const LlamaShape& shape);
 // The folder of the embedded trained model: models/kvbench-tiny in the source tree
 // ($KVBENCH_TINY_MODEL overrides, e.g. for an installed binary).
 std::string embedded_model_dir();
+// The folder of a trained built-in model ("kvbench-tiny": embedded_model_dir(); others:
+// models/<name> in the source tree).
+std::string trained_model_dir(const std::string& name);
 
 // The config of the generated "random-tiny" model (4 layers, GQA 4/2, head_dim 16).
 ModelConfig random_tiny_config();

@@ -1,11 +1,18 @@
 // Paged sparse GQA decode attention, flash-decoding style (kvbench_cuda.h has the contract).
 //
 // Pass 1, grid (splits, units), kWarps warps per block: split s of unit u takes a contiguous
-// share of the unit's row list; each warp streams every kWarps-th of those rows once, lane l
-// holding channels [l*CPL, l*CPL + CPL) of K and V, and serves all g query heads of the group
-// from that one read (online softmax: running max m, sum l, accumulator per query head in
-// registers). The block's warps are merged in shared memory into one partial (m, l, acc) per
-// (unit, split, query head) in the workspace.
+// share of the unit's row list, and the group's g query heads are served from one read of each
+// K/V row (online softmax: running max m, sum l, accumulator per query head in registers).
+// Two kernels do pass 1:
+//  - vector_split_kernel, where a row is a power-of-two number (<= 32) of 16-byte vectors and
+//    the pools are 16-byte aligned (Llama's d = 128 in bf16: 16 lanes a row): a warp holds
+//    kRowsInFlight rows per lane group at once, all loads issued before any is used, because a
+//    decode step is bound by how many bytes are in flight, not by arithmetic; scores are
+//    reduced over the row's lanes, the softmax is updated once per tile of rows;
+//  - scalar_split_kernel otherwise (odd head dims): one row per warp at a time, lane l holding
+//    channels [l*CPL, l*CPL + CPL).
+// Both merge their warps in shared memory into one partial (m, l, acc) per (unit, split, query
+// head) in the workspace.
 // Pass 2, grid (units): the splits of each unit merged by their log-sum-exp weights.
 // Empty units (no rows) give zeros, as the engine's gathered path does.
 #include <cuda_bf16.h>
@@ -13,6 +20,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -25,6 +33,8 @@ constexpr int kWarps = 4;
 constexpr int kMaxGroup = 8;           // query heads per unit
 constexpr int kMaxChannelsPerLane = 8;  // d <= 256
 constexpr int kRowsPerSplit = 64;       // the least rows worth a block of its own
+constexpr int kBlocksPerSm = 4;         // splits fill the GPU this many blocks deep
+constexpr int kRowsInFlight = 4;        // rows each lane group of vector_split_kernel loads at once
 
 cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
 
@@ -40,32 +50,199 @@ __device__ inline float warp_sum(float x) {
 // exp(a - b) for a running max a that may still be -inf (no row seen): 0, never NaN.
 __device__ inline float rescale(float a, float b) { return a == -INFINITY ? 0.f : __expf(a - b); }
 
-// G: the group size rounded up to 1, 2, 4 or 8, so the per-query-head state stays in registers.
-template <typename T, int CPL, int G>
-__global__ void split_kernel(const float* __restrict__ q, const T* __restrict__ k_pool,
-                             const T* __restrict__ v_pool, const int64_t* __restrict__ indptr,
-                             const int64_t* __restrict__ rows, float* __restrict__ part_acc,
-                             float* __restrict__ part_ml, int g, int d, float scale) {
-  extern __shared__ float warp_acc[];  // [kWarps, g, d]
-  __shared__ float warp_m[kWarps][kMaxGroup], warp_l[kWarps][kMaxGroup];
+// This block's share of its unit's row list: rows[first + begin .. first + end).
+struct SplitRows {
+  int64_t first, begin, end;
+};
+__device__ inline SplitRows split_rows(const int64_t* indptr) {
   const int unit = blockIdx.y, split = blockIdx.x, splits = gridDim.x;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t first = indptr[unit], n = indptr[unit + 1] - first;
   const int64_t share = (n + splits - 1) / splits;
-  const int64_t begin = min(n, int64_t(split) * share), end = min(n, begin + share);
+  const int64_t begin = min(n, int64_t(split) * share);
+  return {first, begin, min(n, begin + share)};
+}
 
-  float qr[G][CPL], acc[G][CPL], m[G], l[G];
+// A lane's online-softmax state for channels [c0, c0 + C) of each of the unit's G (>= g) query
+// heads: the query scaled (zeros past d or g), nothing accumulated yet.
+template <int G, int C>
+__device__ inline void start_state(const float* q, int g, int d, int c0, float scale,
+                                   float (&qr)[G][C], float (&acc)[G][C], float (&m)[G],
+                                   float (&l)[G]) {
 #pragma unroll
   for (int i = 0; i < G; ++i) {
 #pragma unroll
-    for (int c = 0; c < CPL; ++c) {
-      const int ch = lane * CPL + c;
-      qr[i][c] = ch < d && i < g ? q[(int64_t(unit) * g + i) * d + ch] * scale : 0.f;
+    for (int c = 0; c < C; ++c) {
+      const int ch = c0 + c;
+      qr[i][c] = ch < d && i < g ? q[(int64_t(blockIdx.y) * g + i) * d + ch] * scale : 0.f;
       acc[i][c] = 0.f;
     }
     m[i] = -INFINITY;
     l[i] = 0.f;
   }
+}
+
+// The end of pass 1: each warp's state (lane 0..: channels [c0, c0 + C) of every query head)
+// goes to shared memory, then the block's warps are merged into the split's partial.
+template <int G, int C>
+__device__ void store_split(const float (&m)[G], const float (&l)[G], const float (&acc)[G][C],
+                            float* warp_acc, float (*warp_m)[kMaxGroup],
+                            float (*warp_l)[kMaxGroup], int c0, int g, int d, float* part_acc,
+                            float* part_ml) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+  for (int i = 0; i < G; ++i) {
+    if (i >= g) break;
+    if (lane == 0) warp_m[warp][i] = m[i], warp_l[warp][i] = l[i];
+#pragma unroll
+    for (int c = 0; c < C; ++c)
+      if (c0 + c < d) warp_acc[(warp * g + i) * d + c0 + c] = acc[i][c];
+  }
+  __syncthreads();
+  const int64_t part = int64_t(blockIdx.y) * gridDim.x + blockIdx.x;
+  for (int x = threadIdx.x; x < g * d; x += blockDim.x) {
+    const int i = x / d;
+    float top = -INFINITY;
+    for (int w = 0; w < kWarps; ++w) top = fmaxf(top, warp_m[w][i]);
+    float sum = 0.f, value = 0.f;
+    for (int w = 0; w < kWarps; ++w) {
+      const float weight = rescale(warp_m[w][i], top);
+      sum += warp_l[w][i] * weight;
+      value += warp_acc[(w * g + i) * d + x % d] * weight;
+    }
+    part_acc[part * g * d + x] = value;
+    if (x % d == 0) part_ml[(part * g + i) * 2] = top, part_ml[(part * g + i) * 2 + 1] = sum;
+  }
+}
+
+// The 16-byte vector of K or V elements a lane holds, as floats.
+__device__ inline void unpack(const uint4& raw, float (&out)[4]) {
+  const float* f = reinterpret_cast<const float*>(&raw);
+#pragma unroll
+  for (int c = 0; c < 4; ++c) out[c] = f[c];
+}
+__device__ inline void unpack(const uint4& raw, float (&out)[8], __nv_bfloat16) {
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+  for (int c = 0; c < 4; ++c) {
+    const float2 f = __bfloat1622float2(h[c]);
+    out[2 * c] = f.x, out[2 * c + 1] = f.y;
+  }
+}
+__device__ inline void unpack(const uint4& raw, float (&out)[8], __half) {
+  const __half2* h = reinterpret_cast<const __half2*>(&raw);
+#pragma unroll
+  for (int c = 0; c < 4; ++c) {
+    const float2 f = __half22float2(h[c]);
+    out[2 * c] = f.x, out[2 * c + 1] = f.y;
+  }
+}
+template <typename T, int E>
+__device__ inline void unpack_vector(const uint4& raw, float (&out)[E]) {
+  if constexpr (E == 4) unpack(raw, out);
+  else unpack(raw, out, T());
+}
+
+// LPR lanes a row (E = 16 / sizeof(T) elements each, so d = LPR * E), 32 / LPR rows a warp-load.
+template <typename T, int LPR, int G>
+__global__ void vector_split_kernel(const float* __restrict__ q, const T* __restrict__ k_pool,
+                                    const T* __restrict__ v_pool,
+                                    const int64_t* __restrict__ indptr,
+                                    const int64_t* __restrict__ rows, float* __restrict__ part_acc,
+                                    float* __restrict__ part_ml, int g, float scale) {
+  constexpr int E = 16 / sizeof(T), d = LPR * E, kGroups = 32 / LPR;
+  constexpr int kTile = kGroups * kRowsInFlight;  // rows a warp takes per iteration
+  extern __shared__ float warp_acc[];  // [kWarps, g, d]
+  __shared__ float warp_m[kWarps][kMaxGroup], warp_l[kWarps][kMaxGroup];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int group = lane / LPR, c0 = (lane % LPR) * E;  // the row of the warp-load, channels
+  const auto [first, begin, end] = split_rows(indptr);
+  float qr[G][E], acc[G][E], m[G], l[G];
+  start_state<G, E>(q, g, d, c0, scale, qr, acc, m, l);
+  for (int64_t base = begin + int64_t(warp) * kTile; base < end; base += kWarps * kTile) {
+    uint4 k_raw[kRowsInFlight], v_raw[kRowsInFlight];
+    bool valid[kRowsInFlight];
+#pragma unroll
+    for (int r = 0; r < kRowsInFlight; ++r) {
+      const int64_t j = base + r * kGroups + group;
+      valid[r] = j < end;
+      const int64_t row = valid[r] ? rows[first + j] : 0;
+      k_raw[r] = valid[r] ? *reinterpret_cast<const uint4*>(k_pool + row * d + c0) : uint4{};
+      v_raw[r] = valid[r] ? *reinterpret_cast<const uint4*>(v_pool + row * d + c0) : uint4{};
+    }
+    float s[kRowsInFlight][G];
+#pragma unroll
+    for (int r = 0; r < kRowsInFlight; ++r) {
+      float kf[E];
+      unpack_vector<T, E>(k_raw[r], kf);
+#pragma unroll
+      for (int i = 0; i < G; ++i) {
+        float dot = 0.f;
+#pragma unroll
+        for (int c = 0; c < E; ++c) dot += qr[i][c] * kf[c];
+#pragma unroll
+        for (int offset = LPR / 2; offset > 0; offset >>= 1)
+          dot += __shfl_xor_sync(0xffffffffu, dot, offset);
+        s[r][i] = valid[r] ? dot : -INFINITY;
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < G; ++i) {
+      if (i >= g) break;
+      float top = m[i];
+#pragma unroll
+      for (int r = 0; r < kRowsInFlight; ++r) top = fmaxf(top, s[r][i]);
+      const float old = rescale(m[i], top);
+      l[i] *= old;
+#pragma unroll
+      for (int c = 0; c < E; ++c) acc[i][c] *= old;
+      m[i] = top;
+#pragma unroll
+      for (int r = 0; r < kRowsInFlight; ++r) s[r][i] = valid[r] ? __expf(s[r][i] - top) : 0.f;
+    }
+#pragma unroll
+    for (int r = 0; r < kRowsInFlight; ++r) {
+      float vf[E];
+      unpack_vector<T, E>(v_raw[r], vf);
+#pragma unroll
+      for (int i = 0; i < G; ++i) {
+        if (i >= g) break;
+        l[i] += s[r][i];
+#pragma unroll
+        for (int c = 0; c < E; ++c) acc[i][c] += s[r][i] * vf[c];
+      }
+    }
+  }
+  // The warp's lane groups hold the same channels of different rows: merge them.
+#pragma unroll
+  for (int offset = LPR; offset < 32; offset <<= 1) {
+#pragma unroll
+    for (int i = 0; i < G; ++i) {
+      const float m_other = __shfl_xor_sync(0xffffffffu, m[i], offset);
+      const float l_other = __shfl_xor_sync(0xffffffffu, l[i], offset);
+      const float top = fmaxf(m[i], m_other);
+      const float mine = rescale(m[i], top), theirs = rescale(m_other, top);
+      l[i] = l[i] * mine + l_other * theirs;
+#pragma unroll
+      for (int c = 0; c < E; ++c)
+        acc[i][c] = acc[i][c] * mine + __shfl_xor_sync(0xffffffffu, acc[i][c], offset) * theirs;
+      m[i] = top;
+    }
+  }
+  store_split<G, E>(m, l, acc, warp_acc, warp_m, warp_l, lane < LPR ? c0 : d, g, d, part_acc,
+                    part_ml);
+}
+
+template <typename T, int CPL, int G>
+__global__ void scalar_split_kernel(const float* __restrict__ q, const T* __restrict__ k_pool,
+                             const T* __restrict__ v_pool, const int64_t* __restrict__ indptr,
+                             const int64_t* __restrict__ rows, float* __restrict__ part_acc,
+                             float* __restrict__ part_ml, int g, int d, float scale) {
+  extern __shared__ float warp_acc[];  // [kWarps, g, d]
+  __shared__ float warp_m[kWarps][kMaxGroup], warp_l[kWarps][kMaxGroup];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const auto [first, begin, end] = split_rows(indptr);
+  float qr[G][CPL], acc[G][CPL], m[G], l[G];
+  start_state<G, CPL>(q, g, d, lane * CPL, scale, qr, acc, m, l);
   for (int64_t j = begin + warp; j < end; j += kWarps) {
     const int64_t row = rows[first + j];
     float kr[CPL], vr[CPL];
@@ -90,50 +267,43 @@ __global__ void split_kernel(const float* __restrict__ q, const T* __restrict__ 
       m[i] = m_new;
     }
   }
-#pragma unroll
-  for (int i = 0; i < G; ++i) {
-    if (i >= g) break;
-    if (lane == 0) warp_m[warp][i] = m[i], warp_l[warp][i] = l[i];
-#pragma unroll
-    for (int c = 0; c < CPL; ++c) {
-      const int ch = lane * CPL + c;
-      if (ch < d) warp_acc[(warp * g + i) * d + ch] = acc[i][c];
-    }
-  }
-  __syncthreads();
-  const int64_t part = int64_t(unit) * splits + split;
-  for (int x = threadIdx.x; x < g * d; x += blockDim.x) {
-    const int i = x / d;
-    float top = -INFINITY;
-    for (int w = 0; w < kWarps; ++w) top = fmaxf(top, warp_m[w][i]);
-    float sum = 0.f, value = 0.f;
-    for (int w = 0; w < kWarps; ++w) {
-      const float weight = rescale(warp_m[w][i], top);
-      sum += warp_l[w][i] * weight;
-      value += warp_acc[(w * g + i) * d + x % d] * weight;
-    }
-    part_acc[part * g * d + x] = value;
-    if (x % d == 0) part_ml[(part * g + i) * 2] = top, part_ml[(part * g + i) * 2 + 1] = sum;
-  }
+  store_split<G, CPL>(m, l, acc, warp_acc, warp_m, warp_l, lane * CPL, g, d, part_acc, part_ml);
 }
 
-// grid (units): out[unit*g + i, ch] from the unit's splits.
+// The largest of x over the block (every thread gets it); `scratch` holds kWarps floats.
+__device__ float block_max(float x, float* scratch) {
+  for (int offset = 16; offset > 0; offset >>= 1)
+    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, offset));
+  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = x;
+  __syncthreads();
+  float top = scratch[0];
+  for (int w = 1; w < kWarps; ++w) top = fmaxf(top, scratch[w]);
+  __syncthreads();  // scratch may be reused
+  return top;
+}
+
+// grid (units, g), kWarps warps: out[unit*g + i, :] from the unit's splits. The splits' weights
+// exp(m_s - max) go to shared memory once, then each thread sums its channels over the splits
+// (independent, coalesced loads: a thread walking the splits one dependent step at a time made
+// this pass cost more than the attention itself at 66 splits).
 __global__ void merge_kernel(const float* __restrict__ part_acc, const float* __restrict__ part_ml,
                              float* __restrict__ out, int splits, int g, int d) {
-  const int unit = blockIdx.x;
-  for (int x = threadIdx.x; x < g * d; x += blockDim.x) {
-    const int i = x / d;
-    float top = -INFINITY;
+  extern __shared__ float weight[];  // [splits]
+  __shared__ float scratch[kWarps];
+  const int unit = blockIdx.x, i = blockIdx.y;
+  auto ml = [&](int s) { return part_ml + ((int64_t(unit) * splits + s) * g + i) * 2; };
+  float top = -INFINITY;
+  for (int s = threadIdx.x; s < splits; s += blockDim.x) top = fmaxf(top, ml(s)[0]);
+  top = block_max(top, scratch);
+  for (int s = threadIdx.x; s < splits; s += blockDim.x) weight[s] = rescale(ml(s)[0], top);
+  __syncthreads();
+  float sum = 0.f;
+  for (int s = 0; s < splits; ++s) sum += ml(s)[1] * weight[s];
+  for (int ch = threadIdx.x; ch < d; ch += blockDim.x) {
+    float value = 0.f;
     for (int s = 0; s < splits; ++s)
-      top = fmaxf(top, part_ml[((int64_t(unit) * splits + s) * g + i) * 2]);
-    float sum = 0.f, value = 0.f;
-    for (int s = 0; s < splits; ++s) {
-      const int64_t part = int64_t(unit) * splits + s;
-      const float weight = rescale(part_ml[(part * g + i) * 2], top);
-      sum += part_ml[(part * g + i) * 2 + 1] * weight;
-      value += part_acc[part * g * d + x] * weight;
-    }
-    out[int64_t(unit) * g * d + x] = sum > 0.f ? value / sum : 0.f;
+      value += part_acc[((int64_t(unit) * splits + s) * g + i) * d + ch] * weight[s];
+    out[(int64_t(unit) * g + i) * d + ch] = sum > 0.f ? value / sum : 0.f;
   }
 }
 
@@ -150,34 +320,77 @@ struct Call {
   cudaStream_t stream;
 };
 
-template <typename T, int CPL, int G>
-void launch(const Call& c) {
-  float* part_acc = c.workspace;
-  float* part_ml = c.workspace + c.units * c.splits * c.g * c.d;
-  const size_t shared = size_t(kWarps * c.g * c.d) * sizeof(float);
-  split_kernel<T, CPL, G>
-      <<<dim3(unsigned(c.splits), unsigned(c.units)), kWarps * 32, shared, c.stream>>>(
-          c.q, static_cast<const T*>(c.k_pool), static_cast<const T*>(c.v_pool), c.indptr,
-          c.rows, part_acc, part_ml, int(c.g), int(c.d), c.scale);
-  merge_kernel<<<unsigned(c.units), 256, 0, c.stream>>>(part_acc, part_ml, c.out, int(c.splits),
-                                                       int(c.g), int(c.d));
+// The workspace's partials: acc [units, splits, g, d], then (m, l) [units, splits, g, 2].
+float* partial_ml(const Call& c) { return c.workspace + c.units * c.splits * c.g * c.d; }
+
+void merge(const Call& c) {
+  const size_t shared = size_t(c.splits) * sizeof(float);
+  merge_kernel<<<dim3(unsigned(c.units), unsigned(c.g)), kWarps * 32, shared, c.stream>>>(
+      c.workspace, partial_ml(c), c.out, int(c.splits), int(c.g), int(c.d));
 }
 
-template <typename T, int CPL>
+template <typename T, int CPL, int G>
+void launch_scalar(const Call& c) {
+  const size_t shared = size_t(kWarps * c.g * c.d) * sizeof(float);
+  scalar_split_kernel<T, CPL, G>
+      <<<dim3(unsigned(c.splits), unsigned(c.units)), kWarps * 32, shared, c.stream>>>(
+          c.q, static_cast<const T*>(c.k_pool), static_cast<const T*>(c.v_pool), c.indptr,
+          c.rows, c.workspace, partial_ml(c), int(c.g), int(c.d), c.scale);
+}
+
+template <typename T, int LPR, int G>
+void launch_vector(const Call& c) {
+  const size_t shared = size_t(kWarps * c.g * c.d) * sizeof(float);
+  vector_split_kernel<T, LPR, G>
+      <<<dim3(unsigned(c.splits), unsigned(c.units)), kWarps * 32, shared, c.stream>>>(
+          c.q, static_cast<const T*>(c.k_pool), static_cast<const T*>(c.v_pool), c.indptr,
+          c.rows, c.workspace, partial_ml(c), int(c.g), c.scale);
+}
+
+// G: the group size rounded up to 1, 2, 4 or 8 (register arrays need it at compile time).
+template <template <typename, int, int> class Launch, typename T, int W>
 void launch_for_group(const Call& c) {
-  if (c.g <= 1) launch<T, CPL, 1>(c);
-  else if (c.g <= 2) launch<T, CPL, 2>(c);
-  else if (c.g <= 4) launch<T, CPL, 4>(c);
-  else launch<T, CPL, 8>(c);
+  if (c.g <= 1) Launch<T, W, 1>::run(c);
+  else if (c.g <= 2) Launch<T, W, 2>::run(c);
+  else if (c.g <= 4) Launch<T, W, 4>::run(c);
+  else Launch<T, W, 8>::run(c);
+}
+template <typename T, int W, int G>
+struct Scalar {
+  static void run(const Call& c) { launch_scalar<T, W, G>(c); }
+};
+template <typename T, int W, int G>
+struct Vector {
+  static void run(const Call& c) { launch_vector<T, W, G>(c); }
+};
+
+// Lanes a row takes in vector_split_kernel, or 0 where it cannot run (a row not a power-of-two
+// number of 16-byte vectors up to 32, or a pool not 16-byte aligned).
+template <typename T>
+int64_t vector_lanes(const Call& c) {
+  const int64_t bytes = c.d * int64_t(sizeof(T));
+  const bool aligned = reinterpret_cast<uintptr_t>(c.k_pool) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(c.v_pool) % 16 == 0;
+  if (!aligned || bytes % 16 != 0) return 0;
+  const int64_t lanes = bytes / 16;
+  return lanes >= 2 && lanes <= 32 && (lanes & (lanes - 1)) == 0 ? lanes : 0;
 }
 
 template <typename T>
-void launch_for_width(const Call& c) {
+void launch_split(const Call& c) {
+  switch (vector_lanes<T>(c)) {
+    case 2: return launch_for_group<Vector, T, 2>(c);
+    case 4: return launch_for_group<Vector, T, 4>(c);
+    case 8: return launch_for_group<Vector, T, 8>(c);
+    case 16: return launch_for_group<Vector, T, 16>(c);
+    case 32: return launch_for_group<Vector, T, 32>(c);
+    default: break;
+  }
   const int64_t per_lane = (c.d + 31) / 32;
-  if (per_lane <= 1) launch_for_group<T, 1>(c);
-  else if (per_lane <= 2) launch_for_group<T, 2>(c);
-  else if (per_lane <= 4) launch_for_group<T, 4>(c);
-  else launch_for_group<T, 8>(c);
+  if (per_lane <= 1) launch_for_group<Scalar, T, 1>(c);
+  else if (per_lane <= 2) launch_for_group<Scalar, T, 2>(c);
+  else if (per_lane <= 4) launch_for_group<Scalar, T, 4>(c);
+  else launch_for_group<Scalar, T, 8>(c);
 }
 
 int multiprocessors() {
@@ -195,9 +408,11 @@ bool decode_attention_supported(int64_t g, int64_t d) {
 }
 
 int64_t decode_attention_splits(int64_t units, int64_t longest) {
-  // Enough blocks to fill the GPU about twice, but no split of fewer than kRowsPerSplit rows.
+  // Enough blocks to fill the GPU kBlocksPerSm deep, but no split of fewer than kRowsPerSplit
+  // rows.
   static const int sms = multiprocessors();
-  const int64_t to_fill = (2 * int64_t(sms) + units - 1) / std::max<int64_t>(units, 1);
+  const int64_t to_fill =
+      (kBlocksPerSm * int64_t(sms) + units - 1) / std::max<int64_t>(units, 1);
   const int64_t worth = (longest + kRowsPerSplit - 1) / kRowsPerSplit;
   return std::max<int64_t>(1, std::min(to_fill, worth));
 }
@@ -220,10 +435,11 @@ void sparse_decode_attention(const float* q, const void* k_pool, const void* v_p
   call.out = out, call.units = units, call.g = g, call.d = d, call.scale = scale;
   call.splits = splits, call.workspace = workspace, call.stream = as_stream(stream);
   switch (type) {
-    case kernels::KvElement::kF32: return launch_for_width<float>(call);
-    case kernels::KvElement::kBF16: return launch_for_width<__nv_bfloat16>(call);
-    case kernels::KvElement::kF16: return launch_for_width<__half>(call);
+    case kernels::KvElement::kF32: launch_split<float>(call); break;
+    case kernels::KvElement::kBF16: launch_split<__nv_bfloat16>(call); break;
+    case kernels::KvElement::kF16: launch_split<__half>(call); break;
   }
+  merge(call);
 }
 
 }  // namespace kvb::cuda

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 namespace kvb {
 
@@ -21,9 +22,18 @@ std::vector<int64_t> top_k_indices(const at::Tensor& scores, int64_t k) {
     for (int64_t i = 0; i < n; ++i) out[i] = i;
     return out;
   }
-  at::Tensor idx = std::get<1>(at::topk(scores.to(at::kFloat), k, /*dim=*/0, /*largest=*/true,
-                                        /*sorted=*/false));
-  idx = idx.to(at::kCPU).contiguous();
+  if (k <= 0) return out;
+  // Ties at the k-th score go to the earliest positions, on every device: at::topk leaves
+  // their order to the implementation (CPU and CUDA differ), and max pooling (SnapKV,
+  // PyramidKV) makes plateaus of equal scores, so the choice among them is common.
+  at::Tensor s = scores.to(at::kFloat);                                               // [n]
+  const float kth = std::get<0>(at::topk(s, k, 0, true, false)).min().item<float>();
+  at::Tensor above = at::nonzero(s > kth).flatten();                                 // ascending
+  at::Tensor ties = at::nonzero(s == kth).flatten();
+  if (above.numel() + ties.numel() < k)
+    throw std::invalid_argument("top_k_indices: the scores hold NaN");
+  ties = ties.narrow(0, 0, k - above.numel());
+  at::Tensor idx = at::cat({above, ties}).to(at::kCPU).contiguous();                  // [k]
   out.assign(idx.data_ptr<int64_t>(), idx.data_ptr<int64_t>() + k);
   std::sort(out.begin(), out.end());
   return out;

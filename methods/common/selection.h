@@ -13,7 +13,8 @@ namespace kvb {
 // summed over the group. q: [Hq, d]. Returns [n_head] (logical order).
 at::Tensor group_attention_weights(const at::Tensor& q, const LayerKV& kv, int head);
 
-// Indices of the k largest scores (all when k >= n), ascending by index. scores: [n].
+// Indices of the k largest scores (all when k >= n), ascending by index; among scores equal to
+// the k-th largest, the earliest positions (the same choice on every device). scores: [n].
 std::vector<int64_t> top_k_indices(const at::Tensor& scores, int64_t k);
 
 }  // namespace kvb

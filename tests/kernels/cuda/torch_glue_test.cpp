@@ -99,6 +99,13 @@ TEST(TorchGlue, DecodeAttentionRaggedAndEmptyUnitsInEveryDtype) {
   // Per query head (g = 1), small and odd head dims.
   check_decode_attention(8, 64, 3000, {2500, 5, 0, 700, 1, 2, 3, 4}, at::kFloat, 1e-4);
   check_decode_attention(6, 40, 500, {100, 7, 300}, at::kFloat, 1e-4);
+  // Every row width of the vector kernel (2 to 32 lanes of 16 bytes) and group sizes 1-8; a
+  // bf16 row of 80 bytes takes the scalar kernel.
+  check_decode_attention(16, 256, 4096, {4000, 1, 0, 33}, at::kBFloat16, 2e-2);
+  check_decode_attention(16, 32, 4096, {4000, 17}, at::kBFloat16, 2e-2);
+  check_decode_attention(3, 16, 600, {500, 2, 9}, at::kHalf, 5e-3);
+  check_decode_attention(12, 40, 600, {500, 0, 77}, at::kBFloat16, 2e-2);
+  check_decode_attention(8, 128, 2048, {2000, 2, 3, 600}, at::kFloat, 1e-4);
 }
 
 TEST(TorchGlue, DecodeAttentionOver128kRows) {
