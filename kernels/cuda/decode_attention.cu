@@ -329,23 +329,28 @@ void merge(const Call& c) {
       c.workspace, partial_ml(c), c.out, int(c.splits), int(c.g), int(c.d));
 }
 
+// Launch<T, W, G>::run(c) starts a pass-1 kernel; W: channels per lane (Scalar) or lanes per
+// row (Vector).
 template <typename T, int CPL, int G>
-void launch_scalar(const Call& c) {
-  const size_t shared = size_t(kWarps * c.g * c.d) * sizeof(float);
-  scalar_split_kernel<T, CPL, G>
-      <<<dim3(unsigned(c.splits), unsigned(c.units)), kWarps * 32, shared, c.stream>>>(
-          c.q, static_cast<const T*>(c.k_pool), static_cast<const T*>(c.v_pool), c.indptr,
-          c.rows, c.workspace, partial_ml(c), int(c.g), int(c.d), c.scale);
-}
-
+struct Scalar {
+  static void run(const Call& c) {
+    const size_t shared = size_t(kWarps * c.g * c.d) * sizeof(float);
+    scalar_split_kernel<T, CPL, G>
+        <<<dim3(unsigned(c.splits), unsigned(c.units)), kWarps * 32, shared, c.stream>>>(
+            c.q, static_cast<const T*>(c.k_pool), static_cast<const T*>(c.v_pool), c.indptr,
+            c.rows, c.workspace, partial_ml(c), int(c.g), int(c.d), c.scale);
+  }
+};
 template <typename T, int LPR, int G>
-void launch_vector(const Call& c) {
-  const size_t shared = size_t(kWarps * c.g * c.d) * sizeof(float);
-  vector_split_kernel<T, LPR, G>
-      <<<dim3(unsigned(c.splits), unsigned(c.units)), kWarps * 32, shared, c.stream>>>(
-          c.q, static_cast<const T*>(c.k_pool), static_cast<const T*>(c.v_pool), c.indptr,
-          c.rows, c.workspace, partial_ml(c), int(c.g), c.scale);
-}
+struct Vector {
+  static void run(const Call& c) {
+    const size_t shared = size_t(kWarps * c.g * c.d) * sizeof(float);
+    vector_split_kernel<T, LPR, G>
+        <<<dim3(unsigned(c.splits), unsigned(c.units)), kWarps * 32, shared, c.stream>>>(
+            c.q, static_cast<const T*>(c.k_pool), static_cast<const T*>(c.v_pool), c.indptr,
+            c.rows, c.workspace, partial_ml(c), int(c.g), c.scale);
+  }
+};
 
 // G: the group size rounded up to 1, 2, 4 or 8 (register arrays need it at compile time).
 template <template <typename, int, int> class Launch, typename T, int W>
@@ -355,14 +360,6 @@ void launch_for_group(const Call& c) {
   else if (c.g <= 4) Launch<T, W, 4>::run(c);
   else Launch<T, W, 8>::run(c);
 }
-template <typename T, int W, int G>
-struct Scalar {
-  static void run(const Call& c) { launch_scalar<T, W, G>(c); }
-};
-template <typename T, int W, int G>
-struct Vector {
-  static void run(const Call& c) { launch_vector<T, W, G>(c); }
-};
 
 // Lanes a row takes in vector_split_kernel, or 0 where it cannot run (a row not a power-of-two
 // number of 16-byte vectors up to 32, or a pool not 16-byte aligned).
