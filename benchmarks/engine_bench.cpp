@@ -9,11 +9,20 @@
 // decode_method/<method>/4096/512: the same 32 steps on the random model at 4k tokens with each
 // method at budget 512: what a method's per-step work (selection, bookkeeping, eviction) costs
 // beside Full's decode.
+// Every decode benchmark also counts `aten_calls/step`: ATen operators that compute or copy,
+// called per decode step from outside another operator (RecordFunction callbacks; views not
+// counted). On a GPU each launches a kernel or more from the host, so this counts the step's
+// launch overhead on any device (kvbench's own kernels, called without ATen, are not in it).
 // Run: kvbench_bench [--benchmark_filter=<regex>]
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 #include <benchmark/benchmark.h>
 
+#include <atomic>
 #include <cstdlib>
+#include <cstring>
+#include <string>
+#include <unordered_set>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -80,22 +89,80 @@ void bench_prefill(benchmark::State& state, const ModelSource& source, int64_t t
       benchmark::Counter(double(state.iterations() * tokens), benchmark::Counter::kIsRate);
 }
 
+// Counts the ATen operators called from outside another operator that compute or copy
+// something: views and type queries are not counted, and `to` / `contiguous` / `reshape` only
+// when they copied (called _to_copy, clone or copy_).
+class AtenCallCounter {
+ public:
+  AtenCallCounter()
+      : handle_(at::addGlobalCallback(
+            at::RecordFunctionCallback(&AtenCallCounter::enter, &AtenCallCounter::leave)
+                .scopes({at::RecordScope::FUNCTION}))) {
+    calls_ = 0;
+  }
+  ~AtenCallCounter() { at::removeCallback(handle_); }
+  int64_t calls() const { return calls_; }
+
+ private:
+  enum class Kind { kWork, kView, kMaybeCopy };
+  static Kind kind(const char* name) {
+    static const std::unordered_set<std::string> views = {
+        "aten::view", "aten::narrow", "aten::select", "aten::slice", "aten::unsqueeze",
+        "aten::squeeze", "aten::transpose", "aten::t", "aten::unflatten", "aten::expand",
+        "aten::expand_as", "aten::permute", "aten::as_strided", "aten::alias", "aten::detach",
+        "aten::promote_types", "aten::result_type", "aten::view_as", "aten::split",
+        "aten::chunk", "aten::unbind", "aten::resolve_conj", "aten::resolve_neg"};
+    static const std::unordered_set<std::string> maybe_copies = {
+        "aten::to", "aten::contiguous", "aten::reshape", "aten::flatten", "aten::type_as"};
+    if (views.count(name)) return Kind::kView;
+    return maybe_copies.count(name) ? Kind::kMaybeCopy : Kind::kWork;
+  }
+  static bool copies(const char* name) {
+    return std::strcmp(name, "aten::_to_copy") == 0 || std::strcmp(name, "aten::clone") == 0 ||
+           std::strcmp(name, "aten::copy_") == 0;
+  }
+  static std::unique_ptr<at::ObserverContext> enter(const at::RecordFunction& f) {
+    if (depth_ == 0) {
+      const Kind k = kind(f.name());
+      if (k == Kind::kWork) ++calls_;
+      pending_copy_ = k == Kind::kMaybeCopy;
+    } else if (pending_copy_ && copies(f.name())) {  // a `to` or `reshape` that copied
+      ++calls_;
+      pending_copy_ = false;
+    }
+    ++depth_;
+    return nullptr;
+  }
+  static void leave(const at::RecordFunction&, at::ObserverContext*) { --depth_; }
+
+  static inline std::atomic<int64_t> calls_{0};
+  static inline thread_local int depth_ = 0;
+  static inline thread_local bool pending_copy_ = false;
+  at::CallbackHandle handle_;
+};
+
 void bench_decode_with(benchmark::State& state, const ModelSource& source, int64_t context,
                        Method& method, int64_t budget) {
   auto model = source();
   if (!model) return state.SkipWithError("model folder absent (set KVBENCH_SHARED)");
   const std::vector<int> prompt = synthetic_prompt(context - kDecodeSteps, model->config.vocab_size);
   std::unique_ptr<Session> session;
+  int token = 0;
   for (auto _ : state) {
     state.PauseTiming();
     session.reset();  // frees the previous KV cache outside the timed region
     session = std::make_unique<Session>(*model, method, SessionOptions{.budget = budget});
-    int token = argmax_token(session->prefill(prompt));
+    token = argmax_token(session->prefill(prompt));
     state.ResumeTiming();
     for (int step = 0; step < kDecodeSteps; ++step) token = argmax_token(session->decode(token));
   }
   state.counters["tok/s"] =
       benchmark::Counter(double(state.iterations() * kDecodeSteps), benchmark::Counter::kIsRate);
+  // Counted once, untimed (the callbacks slow every call down): one more step, the last one's
+  // argmax_token included as the sampler's.
+  const AtenCallCounter counter;
+  argmax_token(session->decode(token));
+  state.counters["aten_calls/step"] = double(counter.calls());
 }
 
 void bench_decode(benchmark::State& state, const ModelSource& source, int64_t context) {

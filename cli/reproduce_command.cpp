@@ -3,7 +3,6 @@
 // difference and which of the paper's claims hold in our run.
 #include <unistd.h>
 
-#include <filesystem>
 #include <fstream>
 #include <iostream>
 
@@ -16,11 +15,8 @@
 namespace kvb {
 namespace {
 
-// The miniature's model: stories260K from the shared folder when present, else random-tiny.
-std::string miniature_model(const std::string& shared) {
-  const std::string stories = shared + "/models/stories260K";
-  return std::filesystem::exists(stories + "/model.safetensors") ? stories : "random-tiny";
-}
+// The miniatures name their model (kvbench-tiny-v2); ${MODEL} in one would mean this one.
+const char* const kMiniatureModel = "kvbench-tiny-v2";
 
 }  // namespace
 
@@ -41,7 +37,7 @@ void add_reproduce_command(CLI::App& app, std::vector<Command>& out, const std::
   cmd->add_option("--data", o->data, "Folder of LongBench <dataset>.jsonl files (with --model)");
   cmd->add_option("--db", o->db, "Results database (default: results/runs/<suite>.db)");
   cmd->add_option("--out", o->out, "Also write the comparison (Markdown) to this file");
-  cmd->add_option("--shared", o->shared, "The shared folder (tiny models, haystack, word lists; default: $KVBENCH_SHARED, else "
+  cmd->add_option("--shared", o->shared, "The shared folder (haystack, word lists; default: $KVBENCH_SHARED, else "
                   "../shared beside the checkout)")
       ->capture_default_str();
   cmd->add_flag("--context-sharing", o->context_sharing,
@@ -66,7 +62,7 @@ void add_reproduce_command(CLI::App& app, std::vector<Command>& out, const std::
                        "with --model");
     const std::string suite_name = "repro_" + r.name + (real ? "" : "_mini");
     const json suite_json = reproduction_suite(
-        r, mode, {real ? o->model : miniature_model(o->shared), o->data, o->shared}, suite_name);
+        r, mode, {real ? o->model : kMiniatureModel, o->data, o->shared}, suite_name);
     const std::string sharing = "context_sharing=none,per_sample";
     Suite suite;
     try {

@@ -1,5 +1,5 @@
-// kvbench train-tiny --out DIR --seed S [--recipe FILE]: trains the embedded default model from
-// scratch (training/tiny_trainer.h) on the project's synthetic retrieval tasks and writes a
+// kvbench train-tiny --out DIR --seed S [--recipe FILE]: trains a tiny model (by default
+// kvbench-tiny v1) from scratch (training/tiny_trainer.h) on the project's synthetic retrieval tasks and writes a
 // Hugging Face folder. The committed models/kvbench-tiny was made this way; its README gives the
 // command. --print-recipe writes the built-in recipe, the starting point of a --recipe file.
 #include <algorithm>

@@ -15,7 +15,12 @@ LayerKV::LayerKV(int num_kv_heads, int head_dim, const at::TensorOptions& option
 }
 
 at::Tensor LayerKV::on_device(const std::vector<int64_t>& values) const {
-  return at::tensor(values, at::kLong).to(device_);
+  at::Tensor host = at::tensor(values, at::kLong);
+  if (device_.is_cpu()) return host;
+  // From pinned memory the copy is queued behind the step's kernels: a copy from pageable
+  // memory would make the host wait for the GPU to drain, once per call. The caching host
+  // allocator keeps the pinned buffer alive until the copy has run.
+  return host.pin_memory().to(device_, at::kLong, /*non_blocking=*/true);
 }
 
 const at::Tensor& LayerKV::device_block_table() const {
@@ -91,6 +96,20 @@ void LayerKV::append_many(const at::Tensor& k, const at::Tensor& v, int64_t firs
 }
 
 void LayerKV::keep(int head, const std::vector<int64_t>& logical_indices) {
+  RowMoves moves;
+  compact(head, logical_indices, moves);
+  move_rows(moves);
+}
+
+void LayerKV::keep(const std::vector<std::vector<int64_t>>& kept) {
+  if (kept.size() != heads_.size())
+    throw std::logic_error("LayerKV::keep: one list of entries per head expected");
+  RowMoves moves;
+  for (size_t h = 0; h < kept.size(); ++h) compact(int(h), kept[h], moves);
+  move_rows(moves);
+}
+
+void LayerKV::compact(int head, const std::vector<int64_t>& logical_indices, RowMoves& moves) {
   Head& h = heads_[head];
   for (size_t i = 0; i < logical_indices.size(); ++i) {
     int64_t idx = logical_indices[i];
@@ -98,31 +117,38 @@ void LayerKV::keep(int head, const std::vector<int64_t>& logical_indices) {
       throw std::logic_error("LayerKV::keep: indices must be sorted, unique and resident");
   }
   const int64_t kept = int64_t(logical_indices.size());
+  if (kept == h.size) return;  // sorted, unique and resident: every entry, nothing changes
   // Entries before the first dropped one stay where they are: only the rest move (evicting one
   // entry per decode step, as H2O does, moves the entries after it, not the whole cache).
   int64_t first_moved = 0;
   while (first_moved < kept && logical_indices[size_t(first_moved)] == first_moved) ++first_moved;
-  if (first_moved < kept) {
-    // index_select copies the sources before index_copy_ writes any destination.
-    std::vector<int64_t> src, dst;
-    for (int64_t i = first_moved; i < kept; ++i) {
-      src.push_back(row_of(h, logical_indices[size_t(i)]));
-      dst.push_back(row_of(h, i));
-    }
-    at::Tensor src_rows = on_device(src), dst_rows = on_device(dst);
-    k_pool_.index_copy_(0, dst_rows, k_pool_.index_select(0, src_rows));
-    v_pool_.index_copy_(0, dst_rows, v_pool_.index_select(0, src_rows));
+  for (int64_t i = first_moved; i < kept; ++i) {
+    moves.src.push_back(row_of(h, logical_indices[size_t(i)]));
+    moves.dst.push_back(row_of(h, i));
   }
   block_table_ = at::Tensor();
   std::vector<int64_t> positions(kept);
   for (int64_t i = 0; i < kept; ++i) positions[i] = h.positions[logical_indices[i]];
   h.positions = std::move(positions);
   h.size = kept;
+  // The freed blocks keep their rows until the next allocation, after move_rows has read them.
   const size_t blocks_needed = size_t((kept + kKvBlockSize - 1) / kKvBlockSize);
   while (h.blocks.size() > blocks_needed) {
     free_blocks_.push_back(h.blocks.back());
     h.blocks.pop_back();
   }
+}
+
+void LayerKV::move_rows(const RowMoves& moves) {
+  if (moves.src.empty()) return;
+  std::vector<int64_t> rows = moves.src;  // [src..., dst...]: one copy to the device
+  rows.insert(rows.end(), moves.dst.begin(), moves.dst.end());
+  const at::Tensor both = on_device(rows);
+  const int64_t n = int64_t(moves.src.size());
+  const at::Tensor src = both.narrow(0, 0, n), dst = both.narrow(0, n, n);
+  // index_select copies the sources before index_copy_ writes any destination.
+  k_pool_.index_copy_(0, dst, k_pool_.index_select(0, src));
+  v_pool_.index_copy_(0, dst, v_pool_.index_select(0, src));
 }
 
 void LayerKV::shrink_to_fit() {

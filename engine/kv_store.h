@@ -33,6 +33,11 @@ class LayerKV {
   // Keeps only the listed logical entries of `head` (sorted ascending, unique), compacting them
   // to the front and freeing the blocks no longer needed.
   void keep(int head, const std::vector<int64_t>& logical_indices);
+  // The same for every head at once (kept[h] for head h; all of a head's entries leave it as
+  // it is), with one copy of row indices to the device and one row move per pool for the whole
+  // layer: a method evicting on every decode step (StreamingLLM, H2O) would otherwise pay both
+  // per head.
+  void keep(const std::vector<std::vector<int64_t>>& kept);
   // Releases the pool's unused capacity (after a prefill eviction) so resident bytes shrink.
   void shrink_to_fit();
 
@@ -64,6 +69,14 @@ class LayerKV {
     std::vector<int64_t> positions;
     int64_t size = 0;
   };
+  // Pool rows to copy (src[i] to dst[i]) when heads are compacted.
+  struct RowMoves {
+    std::vector<int64_t> src, dst;
+  };
+  // Compacts `head` to the listed entries (the keep() contract): records its row moves and
+  // updates its bookkeeping; the rows move in move_rows().
+  void compact(int head, const std::vector<int64_t>& logical_indices, RowMoves& moves);
+  void move_rows(const RowMoves& moves);
   int32_t allocate_block();
   void grow_pool(int64_t min_blocks);
   int64_t row_of(const Head& head, int64_t logical) const {

@@ -19,6 +19,7 @@ Selection Selection::from_lists(const std::vector<std::vector<int64_t>>& lists,
   s.indptr = at::tensor(indptr, at::kLong).to(device);
   s.indices = at::tensor(indices, at::kLong).to(device);
   s.max_count = longest;
+  for (const std::vector<int64_t>& list : lists) s.host_counts.push_back(int64_t(list.size()));
   return s;
 }
 
@@ -30,6 +31,7 @@ Selection Selection::from_rows(const at::Tensor& rows, bool per_query_head) {
   s.indptr = at::arange(units + 1, rows.options().dtype(at::kLong)) * k;
   s.indices = rows.to(at::kLong).reshape({units * k});
   s.max_count = k;
+  s.host_counts.assign(size_t(units), k);
   return s;
 }
 

@@ -43,6 +43,9 @@ struct Selection {
   at::Tensor indices;  // [nnz] int64: logical indices into the unit's KV head (unique per unit)
   // The longest unit's count when known on the host without reading the device (-1: not known).
   int64_t max_count = -1;
+  // Each unit's count when known on the host (empty: only on the device). The session then
+  // tallies the attended entries on the host: no device ops for the bookkeeping.
+  std::vector<int64_t> host_counts;
 
   static Selection everything() { return Selection{}; }
   // One list per unit, from the host; the tensors are placed on `device`.

@@ -14,8 +14,9 @@ ModelView::ModelView(const LlamaModel& model, std::string cache_dir)
 
 at::Tensor ModelView::queries(int layer, const at::Tensor& x, int64_t position) const {
   const ModelConfig& c = model_.config;
-  at::Tensor positions = at::full({1}, position, x.options().dtype(at::kLong));
-  return layer_queries(model_, model_.layers.at(size_t(layer)), x, positions)
+  const RopeAngles rope =
+      rope_angles(model_, at::full({1}, position, x.options().dtype(at::kLong)));
+  return layer_queries(model_, model_.layers.at(size_t(layer)), x, rope)
       .reshape({c.num_attention_heads, c.head_dim})
       .to(at::kFloat);
 }

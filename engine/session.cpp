@@ -14,6 +14,11 @@ void AttendedTally::reset(int layers, int kv_heads, at::Device device) {
   sum_ = at::zeros({layers, kv_heads}, on.dtype(at::kDouble));
   min_ = at::full({layers, kv_heads}, std::numeric_limits<int64_t>::max(), on.dtype(at::kLong));
   max_ = at::zeros({layers, kv_heads}, on.dtype(at::kLong));
+  const size_t cells = size_t(layers) * size_t(kv_heads);
+  host_sum_.assign(cells, 0.0);
+  host_min_.assign(cells, std::numeric_limits<int64_t>::max());
+  host_max_.assign(cells, 0);
+  kv_heads_ = kv_heads;
   steps_ = 0;
 }
 
@@ -21,6 +26,15 @@ void AttendedTally::add(int layer, const at::Tensor& counts) {
   sum_[layer].add_(counts);
   min_[layer] = at::minimum(min_[layer], counts);
   max_[layer] = at::maximum(max_[layer], counts);
+}
+
+void AttendedTally::add(int layer, const std::vector<int64_t>& counts) {
+  for (size_t h = 0; h < counts.size(); ++h) {
+    const size_t i = size_t(layer) * size_t(kv_heads_) + h;
+    host_sum_[i] += double(counts[h]);
+    host_min_[i] = std::min(host_min_[i], counts[h]);
+    host_max_[i] = std::max(host_max_[i], counts[h]);
+  }
 }
 
 AttendedCounts AttendedTally::read() const {
@@ -32,6 +46,11 @@ AttendedCounts AttendedTally::read() const {
   out.sum.assign(sum.data_ptr<double>(), sum.data_ptr<double>() + sum.numel());
   out.min.assign(min.data_ptr<int64_t>(), min.data_ptr<int64_t>() + min.numel());
   out.max.assign(max.data_ptr<int64_t>(), max.data_ptr<int64_t>() + max.numel());
+  for (size_t i = 0; i < out.sum.size(); ++i) {  // the steps tallied on the host
+    out.sum[i] += host_sum_[i];
+    out.min[i] = std::min(out.min[i], host_min_[i]);
+    out.max[i] = std::max(out.max[i], host_max_[i]);
+  }
   return out;
 }
 
@@ -70,6 +89,7 @@ Selection select_everything(const LayerKV& kv) {
       s.indptr.narrow(0, 1, Hkv) - s.indptr.narrow(0, 0, Hkv), 0, total);
   s.indices = at::arange(total, longs) - s.indptr.index_select(0, head_of);
   s.max_count = longest;
+  for (int h = 0; h < Hkv; ++h) s.host_counts.push_back(kv.size(h));
   return s;
 }
 
@@ -141,7 +161,9 @@ at::Tensor Session::prefill(const std::vector<int>& ids, bool all_logits) {
 
   at::Tensor token_ids = at::tensor(std::vector<int64_t>(ids.begin(), ids.end()), at::kLong);
   at::Tensor x = model_.embed.index_select(0, token_ids.to(model_.device()));  // [L, D]
-  for (int l = 0; l < c.num_hidden_layers; ++l) x = prefill_layer(l, x);
+  const RopeAngles rope =
+      rope_angles(model_, at::arange(x.size(0), x.options().dtype(at::kLong)));  // [L, r/2]
+  for (int l = 0; l < c.num_hidden_layers; ++l) x = prefill_layer(l, x, rope);
   const PhaseClock::Mark hook_start = clock_.mark();
   method_.after_prefill(kv_);
   for (LayerKV& layer : kv_) layer.shrink_to_fit();  // evicted blocks leave the process
@@ -154,16 +176,15 @@ at::Tensor Session::prefill(const std::vector<int>& ids, bool all_logits) {
   return out;
 }
 
-at::Tensor Session::prefill_layer(int layer, const at::Tensor& x) {
+at::Tensor Session::prefill_layer(int layer, const at::Tensor& x, const RopeAngles& rope) {
   const ModelConfig& c = model_.config;
   const LayerWeights& w = model_.layers[layer];
   const int64_t L = x.size(0), d = c.head_dim, Hq = c.num_attention_heads;
   const int64_t Hkv = c.num_key_value_heads, g = Hq / Hkv;
   const at::TensorOptions longs = x.options().dtype(at::kLong);
   at::Tensor h = rms_norm(x, w.attn_norm, model_.config.rms_norm_eps);
-  at::Tensor positions = at::arange(L, longs);
-  at::Tensor q = layer_queries(model_, w, h, positions).contiguous();  // [Hq, L, d]
-  at::Tensor k = layer_keys(model_, w, h, positions).contiguous();     // [Hkv, L, d]
+  at::Tensor q = layer_queries(model_, w, h, rope).contiguous();  // [Hq, L, d]
+  at::Tensor k = layer_keys(model_, w, h, rope).contiguous();     // [Hkv, L, d]
   at::Tensor v = layer_values(model_, w, h).contiguous();              // [Hkv, L, d]
 
   // Causal attention in query chunks: scores [Hkv, g*chunk, keys] stay within the byte bound;
@@ -209,7 +230,9 @@ at::Tensor Session::decode(int token) {
   method_.on_decode_step(kv_);  // cross-layer decisions before the step's token is appended
   clock_.add_since(start, &timings_.select_s);
   at::Tensor x = model_.embed.narrow(0, token, 1);  // [1, D]
-  for (int l = 0; l < model_.config.num_hidden_layers; ++l) x = decode_layer(l, x);
+  const RopeAngles rope =
+      rope_angles(model_, at::full({1}, position_, x.options().dtype(at::kLong)));  // [1, r/2]
+  for (int l = 0; l < model_.config.num_hidden_layers; ++l) x = decode_layer(l, x, rope);
   ++position_;
   tally_.step();
   ++timings_.decode_steps;
@@ -219,15 +242,14 @@ at::Tensor Session::decode(int token) {
   return out;
 }
 
-at::Tensor Session::decode_layer(int layer, const at::Tensor& x) {
+at::Tensor Session::decode_layer(int layer, const at::Tensor& x, const RopeAngles& rope) {
   const ModelConfig& c = model_.config;
   const LayerWeights& w = model_.layers[layer];
   const int64_t d = c.head_dim, Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
   at::Tensor h = rms_norm(x, w.attn_norm, model_.config.rms_norm_eps);
   method_.on_attention_input(layer, h, position_);
-  at::Tensor pos = at::full({1}, position_, x.options().dtype(at::kLong));
-  at::Tensor q = layer_queries(model_, w, h, pos).reshape({Hq, d});
-  at::Tensor k = layer_keys(model_, w, h, pos).reshape({Hkv, d});
+  at::Tensor q = layer_queries(model_, w, h, rope).reshape({Hq, d});
+  at::Tensor k = layer_keys(model_, w, h, rope).reshape({Hkv, d});
   at::Tensor v = layer_values(model_, w, h).reshape({Hkv, d});
 
   LayerKV& kv = kv_[layer];
@@ -300,9 +322,17 @@ at::Tensor Session::decode_attention(int layer, const at::Tensor& q, const Selec
                            (selection.per_query_head ? " query heads" : " KV heads"));
   // Per KV head: the mean over its units' counts, rounded half up.
   const at::Tensor& indptr = selection.indptr;
-  at::Tensor counts = indptr.narrow(0, 1, units) - indptr.narrow(0, 0, units);  // [units]
-  tally_.add(layer, (counts.view({Hkv, units_per_head}).sum(1) + units_per_head / 2)
-                        .div(units_per_head, "floor"));
+  if (int64_t(selection.host_counts.size()) == units) {
+    std::vector<int64_t> per_head(size_t(Hkv), 0);
+    for (int64_t u = 0; u < units; ++u)
+      per_head[size_t(u / units_per_head)] += selection.host_counts[size_t(u)];
+    for (int64_t& c : per_head) c = (c + units_per_head / 2) / units_per_head;
+    tally_.add(layer, per_head);
+  } else {
+    at::Tensor counts = indptr.narrow(0, 1, units) - indptr.narrow(0, 0, units);  // [units]
+    tally_.add(layer, (counts.view({Hkv, units_per_head}).sum(1) + units_per_head / 2)
+                          .div(units_per_head, "floor"));
+  }
   at::Tensor rows = selected_pool_rows(kv, selection);  // [nnz]
   std::vector<at::Tensor> probs;
   std::vector<at::Tensor>* wanted = method_.wants_attention() ? &probs : nullptr;

@@ -23,18 +23,23 @@ struct AttendedCounts {
   int64_t steps = 0;
 };
 
-// The same, accumulated on the model's device so that counting never waits for it; read once
-// when asked.
+// The same, accumulated on the model's device when only the device knows a step's counts
+// (so that counting never waits for it), on the host when the host does; read once when asked.
 class AttendedTally {
  public:
   void reset(int layers, int kv_heads, at::Device device);
   // counts: [Hkv] int64 on the device, the entries each KV head of `layer` attended this step.
   void add(int layer, const at::Tensor& counts);
+  // The same counts known on the host: no device op.
+  void add(int layer, const std::vector<int64_t>& counts);
   void step() { ++steps_; }
   AttendedCounts read() const;
 
  private:
   at::Tensor sum_, min_, max_;  // [layers, Hkv]: double, int64, int64
+  std::vector<double> host_sum_;  // [layers * Hkv], the same for the host-known steps
+  std::vector<int64_t> host_min_, host_max_;
+  int kv_heads_ = 0;
   int64_t steps_ = 0;
 };
 
@@ -105,8 +110,9 @@ class Session {
  private:
   // InputError when `tokens` keys would reach past the model's sliding window.
   void check_context(int64_t tokens) const;
-  at::Tensor prefill_layer(int layer, const at::Tensor& x);  // x: [L, D]
-  at::Tensor decode_layer(int layer, const at::Tensor& x);   // x: [1, D]
+  // x: [L, D] / [1, D]; rope: the angles of the step's positions, shared by every layer.
+  at::Tensor prefill_layer(int layer, const at::Tensor& x, const RopeAngles& rope);
+  at::Tensor decode_layer(int layer, const at::Tensor& x, const RopeAngles& rope);
   at::Tensor decode_attention(int layer, const at::Tensor& q, const Selection& selection);
   // Compares KV head `head`'s attended entries (logical indices of kv_, host) and its output
   // out_head [g, d] with full attention over the shadow copy. q_group: [g, d].

@@ -1,5 +1,5 @@
-// `kvbench train-tiny`: trains the embedded default model (models/kvbench-tiny) from scratch on
-// the project's own synthetic retrieval tasks, with LibTorch autograd over the engine's Llama
+// `kvbench train-tiny`: trains kvbench's tiny models (by default v1, models/kvbench-tiny) from
+// scratch on the project's own synthetic retrieval tasks, with LibTorch autograd over the engine's Llama
 // blocks, and writes a Hugging Face folder the standard loader reads.
 //
 // Recipe (../shared/specs/tiny-model-notes.md): a BPE tokenizer learnt from the task texts and

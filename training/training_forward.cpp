@@ -35,11 +35,11 @@ at::Tensor causal_gqa_attention(const at::Tensor& q, const at::Tensor& k, const 
 }
 
 at::Tensor decoder_layer(const LlamaModel& model, const LayerWeights& w, const at::Tensor& x,
-                         const at::Tensor& positions, const at::Tensor& hidden) {
+                         const RopeAngles& rope, const at::Tensor& hidden) {
   const ModelConfig& c = model.config;
   at::Tensor h = rms_norm(x, w.attn_norm, c.rms_norm_eps);  // [B, L, D]
-  at::Tensor q = layer_queries(model, w, h, positions);  // [B, Hq, L, d]
-  at::Tensor k = layer_keys(model, w, h, positions);     // [B, Hkv, L, d]
+  at::Tensor q = layer_queries(model, w, h, rope);  // [B, Hq, L, d]
+  at::Tensor k = layer_keys(model, w, h, rope);     // [B, Hkv, L, d]
   at::Tensor v = layer_values(model, w, h);              // [B, Hkv, L, d]
   at::Tensor y = x + attention_output(w, causal_gqa_attention(q, k, v, hidden));
   return y + swiglu_mlp(w, rms_norm(y, w.mlp_norm, c.rms_norm_eps));
@@ -49,10 +49,11 @@ at::Tensor decoder_layer(const LlamaModel& model, const LayerWeights& w, const a
 
 at::Tensor training_logits(const LlamaModel& model, const at::Tensor& ids, const at::Tensor& doc) {
   const int64_t L = ids.size(1);
-  at::Tensor positions = at::arange(L, at::TensorOptions(at::kLong).device(ids.device()));
+  const RopeAngles rope =
+      rope_angles(model, at::arange(L, at::TensorOptions(at::kLong).device(ids.device())));
   const at::Tensor hidden = hidden_keys(L, doc, ids.device());
   at::Tensor x = at::embedding(model.embed, ids);  // [B, L, D]
-  for (const LayerWeights& w : model.layers) x = decoder_layer(model, w, x, positions, hidden);
+  for (const LayerWeights& w : model.layers) x = decoder_layer(model, w, x, rope, hidden);
   return output_logits(model, x);
 }
 

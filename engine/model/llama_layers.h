@@ -12,19 +12,27 @@ namespace kvb {
 // x * rsqrt(mean(x^2) + eps) * weight over the last dimension. x: [..., D], weight: [D].
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
 
+// The cosines and sines of the rotary angles of `positions` in the model's dtype, laid out
+// for its pairing: computed once per forward step and shared by every layer's queries and
+// keys, not recomputed per layer (on a GPU each op is a kernel launch).
+struct RopeAngles {
+  bool interleaved = false;  // pairs (2i, 2i+1) (GLM), else (i, i + r/2) (rotate-half)
+  at::Tensor cos, sin;       // rotate-half: [n, r] = (cos, cos) and (-sin, sin); else [n, r/2]
+};
+RopeAngles rope_angles(const LlamaModel& model, const at::Tensor& positions);
+
 // Rotary embedding of the first r = 2 * inv_freq.size(0) dimensions of each head (the rest
-// pass unchanged). Pairs are (i, i + r/2), Hugging Face's rotate-half convention, or, when
-// `interleaved` (GLM), (2i, 2i+1). x: [..., n, d], positions: [n], inv_freq: [r/2].
-at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& positions, const at::Tensor& inv_freq,
-                      bool interleaved = false);
+// pass unchanged), with Hugging Face's rotate-half pairs or GLM's interleaved ones.
+// x: [..., n, d], angles of the n positions.
+at::Tensor apply_rope(const at::Tensor& x, const RopeAngles& angles);
 
 // A layer's queries / keys as its architecture computes them: projection (+ bias), the
-// per-head RMSNorm (Qwen3), RoPE. h: [..., L, D] (the normalised layer input), positions: [L]
-// -> [..., Hq, L, d] / [..., Hkv, L, d].
+// per-head RMSNorm (Qwen3), RoPE. h: [..., L, D] (the normalised layer input), rope: the
+// angles of its L positions -> [..., Hq, L, d] / [..., Hkv, L, d].
 at::Tensor layer_queries(const LlamaModel& model, const LayerWeights& w, const at::Tensor& h,
-                         const at::Tensor& positions);
+                         const RopeAngles& rope);
 at::Tensor layer_keys(const LlamaModel& model, const LayerWeights& w, const at::Tensor& h,
-                      const at::Tensor& positions);
+                      const RopeAngles& rope);
 // h: [..., L, D] -> [..., Hkv, L, d].
 at::Tensor layer_values(const LlamaModel& model, const LayerWeights& w, const at::Tensor& h);
 // The attention output projection (+ bias). attn: [..., L, Hq*d] -> [..., L, D].

@@ -44,14 +44,14 @@ std::string display_path(const std::string& path) {
 // not a riddle. (Random-weight models get the untrained note instead.)
 void print_model_notes(const std::set<std::string>& models, std::ostream& out) {
   if (models.count("kvbench-tiny"))
-    out << "\nkvbench-tiny: kvbench's embedded default model, a tiny (0.96M-parameter, 4-layer) "
+    out << "\nkvbench-tiny: kvbench's first trained model (v1), a tiny (0.96M-parameter, 4-layer) "
            "Llama that kvbench trained itself on its synthetic retrieval tasks; what it scores "
            "and misses: "
         << display_path(embedded_model_dir() + "/README.md") << "\n";
   if (models.count("kvbench-tiny-v2"))
-    out << "\nkvbench-tiny-v2: a 3M-parameter, 6-layer Llama that kvbench trained on a GPU on "
-           "its synthetic retrieval tasks with documents up to 5k tokens; what it scores and "
-           "misses: "
+    out << "\nkvbench-tiny-v2: kvbench's default model, a 3M-parameter, 6-layer Llama that kvbench "
+           "trained on a GPU on its synthetic retrieval tasks with documents up to 5k tokens; "
+           "what it scores and misses: "
         << display_path(trained_model_dir("kvbench-tiny-v2") + "/README.md") << "\n";
 }
 

@@ -35,13 +35,11 @@ class StreamingLLM : public Method {
   // After prefill keep B - 1 entries, so that with the next token appended a step attends to B.
   void on_prefill(int, const at::Tensor&, const at::Tensor&, const at::Tensor&,
                   LayerKV& kv) override {
-    for (int h = 0; h < kv.num_heads(); ++h)
-      keep_sinks_and_recent(kv, h, config_.sinks, context_.budget - 1);
+    keep_sinks_and_recent(kv, config_.sinks, context_.budget - 1);
   }
 
   void on_append(int, const at::Tensor&, const at::Tensor&, LayerKV& kv) override {
-    for (int h = 0; h < kv.num_heads(); ++h)
-      keep_sinks_and_recent(kv, h, config_.sinks, context_.budget);
+    keep_sinks_and_recent(kv, config_.sinks, context_.budget);
   }
 
  private:

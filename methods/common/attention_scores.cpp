@@ -1,10 +1,12 @@
 #include "methods/common/attention_scores.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "engine/common/error.h"
 #include "engine/model/llama_layers.h"
+#include "methods/common/selection.h"
 
 namespace kvb {
 namespace {
@@ -107,13 +109,12 @@ at::Tensor pool1d(const at::Tensor& scores, int64_t kernel, PoolMode mode) {
 }
 
 std::vector<int64_t> flattened_allocation(const at::Tensor& scores, int64_t total) {
-  const int64_t H = scores.size(0), n = scores.size(1);
-  std::vector<int64_t> counts(H, 0);
-  const int64_t k = std::min(total, H * n);
-  if (k <= 0) return counts;
-  at::Tensor idx = std::get<1>(at::topk(scores.reshape({-1}).to(at::kFloat), k, 0, true, false));
-  idx = idx.to(at::kCPU).contiguous();
-  for (int64_t i = 0; i < k; ++i) ++counts[idx.data_ptr<int64_t>()[i] / n];
+  const int64_t n = scores.size(1);
+  std::vector<int64_t> counts(size_t(scores.size(0)), 0);
+  // top_k_indices' tie rule: among scores equal to the threshold, the earliest flattened
+  // positions (lower heads first), the same split on every device.
+  for (int64_t i : top_k_indices(scores.reshape({-1}), std::max<int64_t>(total, 0)))
+    ++counts[size_t(i / n)];
   return counts;
 }
 

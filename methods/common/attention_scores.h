@@ -41,7 +41,8 @@ std::string to_string(PoolMode mode);
 at::Tensor pool1d(const at::Tensor& scores, int64_t kernel, PoolMode mode);  // [H, n] -> [H, n]
 
 // Cross-head allocation: the top `total` entries of the flattened scores [H, n]; returns how
-// many landed in each row (sums to min(total, H*n)).
+// many landed in each row (sums to min(total, H*n)); ties at the threshold go to the earliest
+// flattened positions, as in top_k_indices.
 std::vector<int64_t> flattened_allocation(const at::Tensor& scores, int64_t total);
 
 }  // namespace kvb

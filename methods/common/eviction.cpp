@@ -1,17 +1,23 @@
 #include "methods/common/eviction.h"
 
+#include <algorithm>
 #include <vector>
 
 namespace kvb {
 
-void keep_sinks_and_recent(LayerKV& kv, int head, int64_t sinks, int64_t total) {
-  const int64_t n = kv.size(head);
-  if (n <= total) return;
-  std::vector<int64_t> keep;
-  keep.reserve(total);
-  for (int64_t i = 0; i < sinks; ++i) keep.push_back(i);
-  for (int64_t i = n - (total - sinks); i < n; ++i) keep.push_back(i);
-  kv.keep(head, keep);
+void keep_sinks_and_recent(LayerKV& kv, int64_t sinks, int64_t total) {
+  std::vector<std::vector<int64_t>> kept(size_t(kv.num_heads()));
+  bool evicts = false;
+  for (int h = 0; h < kv.num_heads(); ++h) {
+    const int64_t n = kv.size(h);
+    std::vector<int64_t>& keep = kept[size_t(h)];
+    keep.reserve(size_t(std::min(n, total)));
+    const int64_t recent_from = n <= total ? sinks : n - (total - sinks);
+    for (int64_t i = 0; i < std::min(sinks, n); ++i) keep.push_back(i);
+    for (int64_t i = std::max(recent_from, sinks); i < n; ++i) keep.push_back(i);
+    evicts = evicts || n > total;
+  }
+  if (evicts) kv.keep(kept);
 }
 
 }  // namespace kvb

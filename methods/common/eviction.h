@@ -6,8 +6,8 @@
 
 namespace kvb {
 
-// Keeps the first `sinks` and the last `total - sinks` entries of `head` (no-op when it holds
-// `total` or fewer).
-void keep_sinks_and_recent(LayerKV& kv, int head, int64_t sinks, int64_t total);
+// Keeps the first `sinks` and the last `total - sinks` entries of every head (a head holding
+// `total` or fewer is left as it is), in one LayerKV::keep for the layer.
+void keep_sinks_and_recent(LayerKV& kv, int64_t sinks, int64_t total);
 
 }  // namespace kvb

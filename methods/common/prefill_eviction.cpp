@@ -120,6 +120,7 @@ Selection PrefillEviction::with_decode_tokens(int layer, int64_t decoded, at::De
   s.indptr = p.indptr + at::arange(units + 1, longs) * decoded;
   s.indices = indices;
   s.max_count = p.max_count + decoded;
+  for (int64_t count : p.host_counts) s.host_counts.push_back(count + decoded);
   return s;
 }
 

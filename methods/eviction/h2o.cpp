@@ -12,6 +12,7 @@
 //    evictions.
 // GQA: scores per query head summed over the group of the KV head (the reference has no GQA).
 #include <algorithm>
+#include <numeric>
 
 #include "engine/common/json_fields.h"
 #include "methods/common/attention_scores.h"
@@ -90,25 +91,32 @@ class H2O : public Method {
                     LayerKV& kv) override {
     const at::Tensor received = received_by_entry(probs);  // every head's [n_h], one copy
     const float* r = received.data_ptr<float>();
+    std::vector<std::vector<int64_t>> kept(size_t(kv.num_heads()));
+    bool evicts = false;
     for (int h = 0; h < kv.num_heads(); ++h) {
       std::vector<float>& s = scores_[layer][h];
       for (size_t i = 0; i < s.size(); ++i) s[i] += *r++;
-      while (kv.size(h) > context_.budget - 1) evict_lowest(kv, h, s);
+      kept[size_t(h)] = evict_lowest(s, context_.budget - 1);
+      evicts = evicts || int64_t(kept[size_t(h)].size()) < kv.size(h);
     }
+    if (evicts) kv.keep(kept);  // one row move for the layer's heads
   }
 
  private:
   int64_t recent() const { return context_.budget - config_.heavy(context_.budget); }
 
-  // Evicts the lowest-scoring entry outside the recent window (ties: the oldest).
-  void evict_lowest(LayerKV& kv, int head, std::vector<float>& s) {
-    const int64_t candidates = kv.size(head) - (recent() - 1);
-    const int64_t victim = std::min_element(s.begin(), s.begin() + candidates) - s.begin();
-    std::vector<int64_t> keep;
-    for (int64_t i = 0; i < kv.size(head); ++i)
-      if (i != victim) keep.push_back(i);
-    kv.keep(head, keep);
-    s.erase(s.begin() + victim);
+  // Drops the lowest-scoring entry outside the recent window (ties: the oldest) until `cap`
+  // remain; s loses the victims' scores. Returns the logical indices kept.
+  std::vector<int64_t> evict_lowest(std::vector<float>& s, int64_t cap) const {
+    std::vector<int64_t> kept(s.size());
+    std::iota(kept.begin(), kept.end(), int64_t(0));
+    while (int64_t(s.size()) > cap) {
+      const int64_t candidates = int64_t(s.size()) - (recent() - 1);
+      const int64_t victim = std::min_element(s.begin(), s.begin() + candidates) - s.begin();
+      s.erase(s.begin() + victim);
+      kept.erase(kept.begin() + victim);
+    }
+    return kept;
   }
 
   static std::vector<float> gather(const std::vector<float>& s, const std::vector<int64_t>& idx) {

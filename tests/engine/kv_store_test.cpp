@@ -76,6 +76,31 @@ TEST(LayerKV, RepeatedSingleEvictionsKeepEveryEntrysContents) {
   EXPECT_EQ(kv.blocks_in_use(), 2);
 }
 
+// The whole-layer keep (one row move for all heads) leaves each head exactly as its own keep
+// would: ragged heads, a head left whole, blocks freed in one head while another moves rows.
+TEST(LayerKV, KeepingEveryHeadAtOnceEqualsKeepingEachHead) {
+  auto filled = [] {
+    LayerKV kv(3, 4, at::kFloat);
+    kv.append_many(tagged(3, 45, 4, 0), tagged(3, 45, 4, 0, 0.5f), 0);
+    return kv;
+  };
+  std::vector<int64_t> all(45);
+  for (int64_t i = 0; i < 45; ++i) all[size_t(i)] = i;
+  std::vector<int64_t> most(all.begin() + 1, all.end());  // drops entry 0: every row moves
+  LayerKV one_by_one = filled(), at_once = filled();
+  const std::vector<std::vector<int64_t>> lists = {{0, 2, 3, 30, 44}, all, most};
+  for (int h = 0; h < 3; ++h) one_by_one.keep(h, lists[size_t(h)]);
+  at_once.keep(lists);
+  for (int h = 0; h < 3; ++h) {
+    ASSERT_EQ(at_once.positions(h), one_by_one.positions(h)) << "head " << h;
+    EXPECT_TRUE(at_once.keys(h).equal(one_by_one.keys(h))) << "head " << h;
+    EXPECT_TRUE(at_once.values(h).equal(one_by_one.values(h))) << "head " << h;
+  }
+  EXPECT_EQ(at_once.keys(2)[0][0].item<float>(), 2001.0f);  // head 2's entry 1, now first
+  EXPECT_EQ(at_once.blocks_in_use(), 1 + 3 + 3);
+  EXPECT_THROW(at_once.keep(std::vector<std::vector<int64_t>>(2)), std::logic_error);
+}
+
 TEST(LayerKV, FragmentationCountsEmptySlotsInOwnedBlocks) {
   LayerKV kv(1, 2, at::kFloat);
   kv.append_many(tagged(1, 20, 2, 0), tagged(1, 20, 2, 0), 0);

@@ -107,6 +107,23 @@ TEST(Session, RejectsTokensOutsideTheVocabulary) {
   EXPECT_THROW(s.prefill({}), InputError);
 }
 
+// Steps tallied on the device (counts only it knows) and on the host (counts the selection
+// carried) add up as one tally.
+TEST(Session, AttendedTallyMergesDeviceAndHostSteps) {
+  AttendedTally tally;
+  tally.reset(/*layers=*/2, /*kv_heads=*/2, at::kCPU);
+  tally.add(0, at::tensor({5, 9}, at::kLong));
+  tally.add(0, std::vector<int64_t>{3, 11});
+  tally.add(1, std::vector<int64_t>{4, 4});
+  tally.step();
+  tally.step();
+  const AttendedCounts a = tally.read();
+  EXPECT_EQ(a.steps, 2);
+  EXPECT_EQ(a.sum, (std::vector<double>{8, 20, 4, 4}));
+  EXPECT_EQ(a.min, (std::vector<int64_t>{3, 9, 4, 4}));
+  EXPECT_EQ(a.max, (std::vector<int64_t>{5, 11, 4, 4}));
+}
+
 TEST(Rope, Llama3ScalingKeepsHighFrequenciesAndSlowsLowOnes) {
   ModelConfig c = random_tiny_config();
   c.head_dim = 128;

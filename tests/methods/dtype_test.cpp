@@ -131,7 +131,7 @@ TEST(Device, SmokeRunsInBf16OnTheCpu) {
   const test::CliRun run = test::run_kvbench("run smoke --dtype bf16 --set method=full,oracle_topk "
                                              "--set budget=64 --db " + dir.file("bf16.db"));
   ASSERT_EQ(run.code, 0) << run.output;
-  EXPECT_NE(run.output.find("(kvbench-tiny, bf16, seed 0)"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("(kvbench-tiny-v2, bf16, seed 0)"), std::string::npos) << run.output;
   EXPECT_NE(run.output.find("2 ran, 0 already complete, 0 failed"), std::string::npos) << run.output;
 }
 

@@ -31,6 +31,10 @@ TEST(AdaSnapKV, HeadCapacitiesFollowTheFlattenedTopK) {
             (std::vector<int64_t>{5, 5, 5}));
   EXPECT_EQ(ada_head_capacities(scores_with_counts({10, 5, 0}, 10), 13, 8, 0.0),
             (std::vector<int64_t>{10, 5, 0}));
+  // Ties at the threshold (the zeros) go to the earliest flattened positions on every device:
+  // head 0 takes its 8 zeros after its 2 positives, head 1 the 5 slots left, head 2 none.
+  EXPECT_EQ(ada_head_capacities(scores_with_counts({2, 0, 0}, 10), 13, 8, 0.0),
+            (std::vector<int64_t>{10, 5, 0}));
 }
 
 TEST(AdaSnapKV, NormalizeWeighsHeadsByTheirTopMassShare) {
