@@ -190,6 +190,17 @@ at::Tensor LayerKV::all_physical_rows(int head) const {
   return physical_rows(head, at::arange(heads_[head].size, at::TensorOptions(device_).dtype(at::kLong)));
 }
 
+at::Tensor LayerKV::uniform_rows() const {
+  const int64_t n = heads_.empty() ? 0 : heads_[0].size;
+  for (const Head& h : heads_)
+    if (h.size != n) throw std::logic_error("LayerKV::uniform_rows: heads hold different sizes");
+  const int64_t blocks = (n + kKvBlockSize - 1) / kKvBlockSize;
+  const at::Tensor& table = device_block_table();  // [Hkv, widest]
+  at::Tensor slot = at::arange(kKvBlockSize, table.options());  // [16]
+  at::Tensor rows = table.narrow(1, 0, blocks).unsqueeze(2) * kKvBlockSize + slot;  // [Hkv, blocks, 16]
+  return rows.view({num_heads(), blocks * kKvBlockSize}).narrow(1, 0, n).reshape({-1});
+}
+
 at::Tensor LayerKV::keys(int head) const { return k_pool_.index_select(0, all_physical_rows(head)); }
 at::Tensor LayerKV::values(int head) const {
   return v_pool_.index_select(0, all_physical_rows(head));

@@ -47,6 +47,10 @@ class LayerKV {
   // The same for entries of several heads at once: heads, logical: [n] int64 on the device.
   at::Tensor physical_rows(const at::Tensor& heads, const at::Tensor& logical) const;
   at::Tensor all_physical_rows(int head) const;
+  // Every entry's row when all heads hold the same number n of entries: [Hkv * n] int64 on the
+  // pools' device, head-major, from the device block table in 4 device ops (a decode step of
+  // Full asks for it on every layer).
+  at::Tensor uniform_rows() const;
   // Gathered copies. Returns [n, d].
   at::Tensor keys(int head) const;
   at::Tensor values(int head) const;

@@ -68,12 +68,20 @@ int argmax_token(const at::Tensor& logits) {
   return int(at::where(at_max, ids, at::full_like(ids, l.numel())).min().item<int64_t>());
 }
 
+namespace {
+
+bool uniform_heads(const LayerKV& kv) {
+  for (int h = 1; h < kv.num_heads(); ++h)
+    if (kv.size(h) != kv.size(0)) return false;
+  return true;
+}
+
+}  // namespace
+
 Selection select_everything(const LayerKV& kv) {
   const int64_t Hkv = kv.num_heads();
   const at::TensorOptions longs = kv.key_pool().options().dtype(at::kLong);
-  bool uniform = true;
-  for (int h = 1; h < Hkv; ++h) uniform = uniform && kv.size(h) == kv.size(0);
-  if (uniform) return Selection::from_rows(at::arange(kv.size(0), longs).expand({Hkv, kv.size(0)}), false);
+  if (uniform_heads(kv)) return Selection::from_rows(at::arange(kv.size(0), longs).expand({Hkv, kv.size(0)}), false);
   // Ragged heads: the Hkv sizes go to the device, the entries are built there.
   std::vector<int64_t> indptr(static_cast<size_t>(Hkv + 1), 0);
   int64_t longest = 0;
@@ -333,7 +341,10 @@ at::Tensor Session::decode_attention(int layer, const at::Tensor& q, const Selec
     tally_.add(layer, (counts.view({Hkv, units_per_head}).sum(1) + units_per_head / 2)
                           .div(units_per_head, "floor"));
   }
-  at::Tensor rows = selected_pool_rows(kv, selection);  // [nnz]
+  // Every entry of equally filled heads (Full's usual case): the rows come from the block
+  // table directly, without the per-entry head lookup.
+  at::Tensor rows = chosen.all && uniform_heads(kv) ? kv.uniform_rows()                 // [nnz]
+                                                    : selected_pool_rows(kv, selection);
   std::vector<at::Tensor> probs;
   std::vector<at::Tensor>* wanted = method_.wants_attention() ? &probs : nullptr;
   at::Tensor out;  // [Hq, d]

@@ -101,6 +101,25 @@ TEST(LayerKV, KeepingEveryHeadAtOnceEqualsKeepingEachHead) {
   EXPECT_THROW(at_once.keep(std::vector<std::vector<int64_t>>(2)), std::logic_error);
 }
 
+// Equally filled heads whose blocks are scattered over the pool (evictions, then appends that
+// reuse freed blocks): the block-table rows are each head's rows, head after head.
+TEST(LayerKV, UniformRowsAreEveryHeadsRowsInOrder) {
+  LayerKV kv(3, 4, at::kFloat);
+  kv.append_many(tagged(3, 50, 4, 0), tagged(3, 50, 4, 0), 0);
+  std::vector<int64_t> evens, last;
+  for (int64_t i = 0; i < 50; i += 2) evens.push_back(i);
+  for (int64_t i = 25; i < 50; ++i) last.push_back(i);
+  kv.keep({evens, last, evens});
+  for (int64_t t = 50; t < 70; ++t)
+    kv.append(tagged(3, 1, 4, t).select(1, 0), tagged(3, 1, 4, t).select(1, 0), t);
+  ASSERT_EQ(kv.size(0), 45);
+  const at::Tensor expected = at::cat({kv.all_physical_rows(0), kv.all_physical_rows(1),
+                                       kv.all_physical_rows(2)});
+  EXPECT_TRUE(kv.uniform_rows().equal(expected));
+  kv.keep(1, {0, 1});
+  EXPECT_THROW(kv.uniform_rows(), std::logic_error);
+}
+
 TEST(LayerKV, FragmentationCountsEmptySlotsInOwnedBlocks) {
   LayerKV kv(1, 2, at::kFloat);
   kv.append_many(tagged(1, 20, 2, 0), tagged(1, 20, 2, 0), 0);
