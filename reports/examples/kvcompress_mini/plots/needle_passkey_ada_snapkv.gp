@@ -2,19 +2,19 @@
 set terminal pngcairo noenhanced size 860,520 font 'DejaVu Sans,11'
 set output 'needle_passkey_ada_snapkv.png'
 $h << EOD
-0 0 0
-0 1 0
+0 0 100
+0 1 100
 0 2 100
-0 3 0
-0 4 0
-0 5 0
-0 6 0
+0 3 100
+0 4 100
+0 5 100
+0 6 100
 0 7 100
 0 8 100
 0 9 100
 0 10 100
 0 11 100
-0 12 100
+0 12 0
 0 13 100
 0 14 100
 0 15 100
