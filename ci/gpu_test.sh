@@ -9,7 +9,7 @@
 #   4. build-gpu/kvbench run smoke --fresh, then kvbench check against results/baselines/smoke.json;
 #   5. build-gpu/kvbench run smoke --device cuda --fresh (exit status 0: every cell complete),
 #      where `kvbench run --help` lists --device;
-#   6. kvbench run eviction --device cuda --dtype bf16 (the embedded model's passkey task);
+#   6. kvbench run eviction --device cuda --dtype bf16 (kvbench-tiny-v2's passkey task);
 #   7. kvbench generate --model random-llama3-8b --device cuda --dtype bf16 on a 32k-token prompt;
 #   8. kvbench_bench --benchmark_filter=gpu_ (device copy, the decode kernel dense and sparse at
 #      32k/128k, ATen SDPA on the same shapes; CUDA events), its medians printed before the table;
@@ -129,7 +129,7 @@ else
   record "smoke --device cuda" SKIP "this kvbench has no run --device"
 fi
 
-# 6. The eviction suite on the GPU in bf16 (the embedded model: needs no shared folder).
+# 6. The eviction suite on the GPU in bf16 (kvbench-tiny-v2, in the repository: needs no shared folder).
 # 7. Llama-3-8B's shape (random weights, 32 layers) in bf16 on a 32k-token prompt.
 timed_step() {  # NAME COMMAND...: PASS with the seconds, or FAIL with the exit status
   local name=$1 rc=0 started=$SECONDS
