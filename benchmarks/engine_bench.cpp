@@ -28,6 +28,7 @@
 #include <memory>
 #include <thread>
 
+#include "engine/common/heap.h"
 #include "engine/common/shared_folder.h"
 #include "engine/common/thread_pools.h"
 #include "engine/model/llama_model.h"
@@ -201,6 +202,7 @@ void register_methods() {
 
 int main(int argc, char** argv) {
   kvb::use_passive_omp_wait(argv);  // as the kvbench CLI runs
+  kvb::keep_freed_heap_memory();
   at::set_num_threads(int(std::max(1u, std::thread::hardware_concurrency())));
   benchmark::AddCustomContext("torch_threads", std::to_string(at::get_num_threads()));
   kvb::register_model("stories260K", kvb::stories260k, {256, 512});

@@ -11,10 +11,12 @@
 #include "cli/commands.h"
 #include "cli/usage.h"
 #include "engine/common/error.h"
+#include "engine/common/heap.h"
 #include "engine/common/thread_pools.h"
 
 int main(int argc, char** argv) {
   kvb::use_passive_omp_wait(argv);
+  kvb::keep_freed_heap_memory();
   // Past a file-size limit (ulimit -f) a write fails with EFBIG and kvbench names the file,
   // instead of the process being killed by SIGXFSZ halfway through.
   signal(SIGXFSZ, SIG_IGN);
