@@ -190,10 +190,16 @@ at::Tensor LayerKV::all_physical_rows(int head) const {
   return physical_rows(head, at::arange(heads_[head].size, at::TensorOptions(device_).dtype(at::kLong)));
 }
 
-at::Tensor LayerKV::uniform_rows() const {
-  const int64_t n = heads_.empty() ? 0 : heads_[0].size;
+bool LayerKV::equally_filled() const {
   for (const Head& h : heads_)
-    if (h.size != n) throw std::logic_error("LayerKV::uniform_rows: heads hold different sizes");
+    if (h.size != heads_[0].size) return false;
+  return true;
+}
+
+at::Tensor LayerKV::uniform_rows() const {
+  if (!equally_filled())
+    throw std::logic_error("LayerKV::uniform_rows: heads hold different sizes");
+  const int64_t n = heads_.empty() ? 0 : heads_[0].size;
   const int64_t blocks = (n + kKvBlockSize - 1) / kKvBlockSize;
   const at::Tensor& table = device_block_table();  // [Hkv, widest]
   at::Tensor slot = at::arange(kKvBlockSize, table.options());  // [16]

@@ -22,6 +22,8 @@ class LayerKV {
   int num_heads() const { return static_cast<int>(heads_.size()); }
   int head_dim() const { return head_dim_; }
   int64_t size(int head) const { return heads_[head].size; }
+  // Every head holds the same number of entries.
+  bool equally_filled() const;
   // Original token position of each resident entry of `head`, in logical order.
   const std::vector<int64_t>& positions(int head) const { return heads_[head].positions; }
 
@@ -47,7 +49,7 @@ class LayerKV {
   // The same for entries of several heads at once: heads, logical: [n] int64 on the device.
   at::Tensor physical_rows(const at::Tensor& heads, const at::Tensor& logical) const;
   at::Tensor all_physical_rows(int head) const;
-  // Every entry's row when all heads hold the same number n of entries: [Hkv * n] int64 on the
+  // Every entry's row when the heads are equally_filled(), n entries each: [Hkv * n] int64 on the
   // pools' device, head-major, from the device block table in 4 device ops (a decode step of
   // Full asks for it on every layer).
   at::Tensor uniform_rows() const;

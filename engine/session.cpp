@@ -18,7 +18,6 @@ void AttendedTally::reset(int layers, int kv_heads, at::Device device) {
   host_sum_.assign(cells, 0.0);
   host_min_.assign(cells, std::numeric_limits<int64_t>::max());
   host_max_.assign(cells, 0);
-  kv_heads_ = kv_heads;
   steps_ = 0;
 }
 
@@ -30,7 +29,7 @@ void AttendedTally::add(int layer, const at::Tensor& counts) {
 
 void AttendedTally::add(int layer, const std::vector<int64_t>& counts) {
   for (size_t h = 0; h < counts.size(); ++h) {
-    const size_t i = size_t(layer) * size_t(kv_heads_) + h;
+    const size_t i = size_t(layer) * size_t(sum_.size(1)) + h;  // sum_: [layers, Hkv]
     host_sum_[i] += double(counts[h]);
     host_min_[i] = std::min(host_min_[i], counts[h]);
     host_max_[i] = std::max(host_max_[i], counts[h]);
@@ -68,20 +67,10 @@ int argmax_token(const at::Tensor& logits) {
   return int(at::where(at_max, ids, at::full_like(ids, l.numel())).min().item<int64_t>());
 }
 
-namespace {
-
-bool uniform_heads(const LayerKV& kv) {
-  for (int h = 1; h < kv.num_heads(); ++h)
-    if (kv.size(h) != kv.size(0)) return false;
-  return true;
-}
-
-}  // namespace
-
 Selection select_everything(const LayerKV& kv) {
   const int64_t Hkv = kv.num_heads();
   const at::TensorOptions longs = kv.key_pool().options().dtype(at::kLong);
-  if (uniform_heads(kv)) return Selection::from_rows(at::arange(kv.size(0), longs).expand({Hkv, kv.size(0)}), false);
+  if (kv.equally_filled()) return Selection::from_rows(at::arange(kv.size(0), longs).expand({Hkv, kv.size(0)}), false);
   // Ragged heads: the Hkv sizes go to the device, the entries are built there.
   std::vector<int64_t> indptr(static_cast<size_t>(Hkv + 1), 0);
   int64_t longest = 0;
@@ -170,7 +159,7 @@ at::Tensor Session::prefill(const std::vector<int>& ids, bool all_logits) {
   at::Tensor token_ids = at::tensor(std::vector<int64_t>(ids.begin(), ids.end()), at::kLong);
   at::Tensor x = model_.embed.index_select(0, token_ids.to(model_.device()));  // [L, D]
   const RopeAngles rope =
-      rope_angles(model_, at::arange(x.size(0), x.options().dtype(at::kLong)));  // [L, r/2]
+      rope_angles(model_, at::arange(x.size(0), x.options().dtype(at::kLong)));  // 0..L-1
   for (int l = 0; l < c.num_hidden_layers; ++l) x = prefill_layer(l, x, rope);
   const PhaseClock::Mark hook_start = clock_.mark();
   method_.after_prefill(kv_);
@@ -193,7 +182,7 @@ at::Tensor Session::prefill_layer(int layer, const at::Tensor& x, const RopeAngl
   at::Tensor h = rms_norm(x, w.attn_norm, model_.config.rms_norm_eps);
   at::Tensor q = layer_queries(model_, w, h, rope).contiguous();  // [Hq, L, d]
   at::Tensor k = layer_keys(model_, w, h, rope).contiguous();     // [Hkv, L, d]
-  at::Tensor v = layer_values(model_, w, h).contiguous();              // [Hkv, L, d]
+  at::Tensor v = layer_values(model_, w, h).contiguous();         // [Hkv, L, d]
 
   // Causal attention in query chunks: scores [Hkv, g*chunk, keys] stay within the byte bound;
   // softmax in fp32 whatever the model's dtype.
@@ -239,7 +228,7 @@ at::Tensor Session::decode(int token) {
   clock_.add_since(start, &timings_.select_s);
   at::Tensor x = model_.embed.narrow(0, token, 1);  // [1, D]
   const RopeAngles rope =
-      rope_angles(model_, at::full({1}, position_, x.options().dtype(at::kLong)));  // [1, r/2]
+      rope_angles(model_, at::full({1}, position_, x.options().dtype(at::kLong)));
   for (int l = 0; l < model_.config.num_hidden_layers; ++l) x = decode_layer(l, x, rope);
   ++position_;
   tally_.step();
@@ -343,7 +332,7 @@ at::Tensor Session::decode_attention(int layer, const at::Tensor& q, const Selec
   }
   // Every entry of equally filled heads (Full's usual case): the rows come from the block
   // table directly, without the per-entry head lookup.
-  at::Tensor rows = chosen.all && uniform_heads(kv) ? kv.uniform_rows()                 // [nnz]
+  at::Tensor rows = chosen.all && kv.equally_filled() ? kv.uniform_rows()                 // [nnz]
                                                     : selected_pool_rows(kv, selection);
   std::vector<at::Tensor> probs;
   std::vector<at::Tensor>* wanted = method_.wants_attention() ? &probs : nullptr;

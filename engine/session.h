@@ -39,7 +39,6 @@ class AttendedTally {
   at::Tensor sum_, min_, max_;  // [layers, Hkv]: double, int64, int64
   std::vector<double> host_sum_;  // [layers * Hkv], the same for the host-known steps
   std::vector<int64_t> host_min_, host_max_;
-  int kv_heads_ = 0;
   int64_t steps_ = 0;
 };
 

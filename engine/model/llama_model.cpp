@@ -519,10 +519,11 @@ struct BuiltinModel {
 };
 
 const BuiltinModel kBuiltinModels[] = {
-    {"kvbench-tiny", nullptr, "the embedded retrieval model trained by `kvbench train-tiny`"},
+    {"kvbench-tiny", nullptr,
+     "v1, the first retrieval model trained by `kvbench train-tiny` (4 layers, on 2 CPU cores)"},
     {"kvbench-tiny-v2", nullptr,
-     "the embedded retrieval model v2 (6 layers, trained for 4k tokens on a GPU by `kvbench "
-     "train-tiny`)"},
+     "the default model: the retrieval model v2 (6 layers, trained for 4k tokens on a GPU by "
+     "`kvbench train-tiny`)"},
     {"random-tiny", random_tiny_config,
      "random weights from seed 0, byte vocabulary (UNTRAINED: for tests; task scores are not "
      "meaningful)"},

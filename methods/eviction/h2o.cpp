@@ -92,14 +92,12 @@ class H2O : public Method {
     const at::Tensor received = received_by_entry(probs);  // every head's [n_h], one copy
     const float* r = received.data_ptr<float>();
     std::vector<std::vector<int64_t>> kept(size_t(kv.num_heads()));
-    bool evicts = false;
     for (int h = 0; h < kv.num_heads(); ++h) {
       std::vector<float>& s = scores_[layer][h];
       for (size_t i = 0; i < s.size(); ++i) s[i] += *r++;
       kept[size_t(h)] = evict_lowest(s, context_.budget - 1);
-      evicts = evicts || int64_t(kept[size_t(h)].size()) < kv.size(h);
     }
-    if (evicts) kv.keep(kept);  // one row move for the layer's heads
+    kv.keep(kept);  // one row move for the layer's heads; heads keeping everything untouched
   }
 
  private:
