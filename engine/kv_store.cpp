@@ -23,15 +23,18 @@ at::Tensor LayerKV::on_device(const std::vector<int64_t>& values) const {
   return host.pin_memory().to(device_, at::kLong, /*non_blocking=*/true);
 }
 
-const at::Tensor& LayerKV::device_block_table() const {
-  if (block_table_.defined()) return block_table_;
+const at::Tensor& LayerKV::device_row_table() const {
+  if (row_table_.defined()) return row_table_;
   size_t widest = 1;
   for (const Head& h : heads_) widest = std::max(widest, h.blocks.size());
-  std::vector<int64_t> table(heads_.size() * widest, 0);
+  std::vector<int64_t> blocks(heads_.size() * widest, 0);  // the block table [Hkv, widest]
   for (size_t hi = 0; hi < heads_.size(); ++hi)
-    std::copy(heads_[hi].blocks.begin(), heads_[hi].blocks.end(), table.begin() + hi * widest);
-  block_table_ = on_device(table).view({int64_t(heads_.size()), int64_t(widest)});
-  return block_table_;
+    std::copy(heads_[hi].blocks.begin(), heads_[hi].blocks.end(), blocks.begin() + hi * widest);
+  // Expanded on the device: the host copies 16x fewer values (once per table change).
+  const at::Tensor table = on_device(blocks).view({int64_t(heads_.size()), int64_t(widest), 1});
+  const at::Tensor slot = at::arange(kKvBlockSize, table.options());  // [16]
+  row_table_ = (table * kKvBlockSize + slot).view({int64_t(heads_.size()), -1});
+  return row_table_;
 }
 
 void LayerKV::grow_pool(int64_t min_blocks) {
@@ -70,7 +73,7 @@ void LayerKV::append_many(const at::Tensor& k, const at::Tensor& v, int64_t firs
     needed += (h.size + count + kKvBlockSize - 1) / kKvBlockSize - int64_t(h.blocks.size());
   if (needed > int64_t(free_blocks_.size()))
     grow_pool(capacity_blocks_ + needed - int64_t(free_blocks_.size()));
-  if (needed > 0) block_table_ = at::Tensor();
+  if (needed > 0) row_table_ = at::Tensor();
   at::Tensor k_src = k.to(device_, dtype_).reshape({-1, head_dim_});  // [Hkv * count, d]
   at::Tensor v_src = v.to(device_, dtype_).reshape({-1, head_dim_});
   // A decode token on heads of equal size: its rows come from the device's block table, so the
@@ -88,9 +91,7 @@ void LayerKV::append_many(const at::Tensor& k, const at::Tensor& v, int64_t firs
     }
     h.size += count;
   }
-  at::Tensor index = uniform ? device_block_table().select(1, before / kKvBlockSize) * kKvBlockSize +
-                                   before % kKvBlockSize
-                             : on_device(rows);
+  at::Tensor index = uniform ? device_row_table().select(1, before) : on_device(rows);  // [Hkv]
   k_pool_.index_copy_(0, index, k_src);
   v_pool_.index_copy_(0, index, v_src);
 }
@@ -126,7 +127,7 @@ void LayerKV::compact(int head, const std::vector<int64_t>& logical_indices, Row
     moves.src.push_back(row_of(h, logical_indices[size_t(i)]));
     moves.dst.push_back(row_of(h, i));
   }
-  block_table_ = at::Tensor();
+  row_table_ = at::Tensor();
   std::vector<int64_t> positions(kept);
   for (int64_t i = 0; i < kept; ++i) positions[i] = h.positions[logical_indices[i]];
   h.positions = std::move(positions);
@@ -171,19 +172,16 @@ void LayerKV::shrink_to_fit() {
   v_pool_ = v_new;
   capacity_blocks_ = used;
   free_blocks_.clear();
-  block_table_ = at::Tensor();
+  row_table_ = at::Tensor();
 }
 
 at::Tensor LayerKV::physical_rows(int head, const at::Tensor& logical) const {
-  at::Tensor idx = logical.to(device_, at::kLong).reshape({-1});
-  at::Tensor blocks = device_block_table()[head].index_select(0, idx.div(kKvBlockSize, "floor"));
-  return blocks * kKvBlockSize + idx.remainder(kKvBlockSize);
+  return device_row_table()[head].index_select(0, logical.to(device_, at::kLong).reshape({-1}));
 }
 
 at::Tensor LayerKV::physical_rows(const at::Tensor& heads, const at::Tensor& logical) const {
-  const at::Tensor& table = device_block_table();  // [Hkv, widest]
-  at::Tensor slot = heads * table.size(1) + logical.div(kKvBlockSize, "floor");
-  return table.view({-1}).index_select(0, slot) * kKvBlockSize + logical.remainder(kKvBlockSize);
+  const at::Tensor& table = device_row_table();  // [Hkv, slots]
+  return table.view({-1}).index_select(0, heads * table.size(1) + logical);
 }
 
 at::Tensor LayerKV::all_physical_rows(int head) const {
@@ -200,11 +198,7 @@ at::Tensor LayerKV::uniform_rows() const {
   if (!equally_filled())
     throw std::logic_error("LayerKV::uniform_rows: heads hold different sizes");
   const int64_t n = heads_.empty() ? 0 : heads_[0].size;
-  const int64_t blocks = (n + kKvBlockSize - 1) / kKvBlockSize;
-  const at::Tensor& table = device_block_table();  // [Hkv, widest]
-  at::Tensor slot = at::arange(kKvBlockSize, table.options());  // [16]
-  at::Tensor rows = table.narrow(1, 0, blocks).unsqueeze(2) * kKvBlockSize + slot;  // [Hkv, blocks, 16]
-  return rows.view({num_heads(), blocks * kKvBlockSize}).narrow(1, 0, n).reshape({-1});
+  return device_row_table().narrow(1, 0, n).reshape({-1});
 }
 
 at::Tensor LayerKV::keys(int head) const { return k_pool_.index_select(0, all_physical_rows(head)); }

@@ -2,8 +2,9 @@
 // in a pool shared by the layer's heads, so heads may hold different numbers of entries
 // (ragged), eviction really frees blocks, and freed blocks are reused by later appends.
 // The pools live on the model's device in its dtype. The block table is kept on the host (the
-// bookkeeping of appends and evictions) and mirrored on the device, copied again only after it
-// changed (a new block every 16 tokens, an eviction), so row lookups are device ops.
+// bookkeeping of appends and evictions) and mirrored on the device as a table of pool rows,
+// copied again only after it changed (a new block every 16 tokens, an eviction), so row
+// lookups are device ops.
 #pragma once
 #include <ATen/ATen.h>
 
@@ -50,8 +51,8 @@ class LayerKV {
   at::Tensor physical_rows(const at::Tensor& heads, const at::Tensor& logical) const;
   at::Tensor all_physical_rows(int head) const;
   // Every entry's row when the heads are equally_filled(), n entries each: [Hkv * n] int64 on the
-  // pools' device, head-major, from the device block table in 4 device ops (a decode step of
-  // Full asks for it on every layer).
+  // pools' device, head-major, in one device op (a decode step of Full asks for it on every
+  // layer); a view of the device's row table when n fills every block (do not write to it).
   at::Tensor uniform_rows() const;
   // Gathered copies. Returns [n, d].
   at::Tensor keys(int head) const;
@@ -88,14 +89,15 @@ class LayerKV {
   int64_t row_of(const Head& head, int64_t logical) const {
     return int64_t(head.blocks[logical / kKvBlockSize]) * kKvBlockSize + logical % kKvBlockSize;
   }
-  // [Hkv, most blocks of a head] int64 on the pools' device (unused slots 0).
-  const at::Tensor& device_block_table() const;
+  // [Hkv, 16 * most blocks of a head] int64 on the pools' device: the pool row of each head's
+  // logical slot (slots of blocks a head lacks: 0), so a row lookup is one index_select.
+  const at::Tensor& device_row_table() const;
   at::Tensor on_device(const std::vector<int64_t>& values) const;
 
   int head_dim_;
   at::ScalarType dtype_;
   at::Device device_;
-  mutable at::Tensor block_table_;  // undefined when the host table changed since the last copy
+  mutable at::Tensor row_table_;  // undefined when the host's blocks changed since the last copy
   std::vector<Head> heads_;
   at::Tensor k_pool_, v_pool_;  // [capacity_blocks * 16, d]
   int64_t capacity_blocks_ = 0;

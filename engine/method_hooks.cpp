@@ -23,12 +23,16 @@ Selection Selection::from_lists(const std::vector<std::vector<int64_t>>& lists,
   return s;
 }
 
+at::Tensor equal_counts_indptr(int64_t units, int64_t k, const at::TensorOptions& longs) {
+  return k > 0 ? at::arange(0, (units + 1) * k, k, longs) : at::zeros({units + 1}, longs);
+}
+
 Selection Selection::from_rows(const at::Tensor& rows, bool per_query_head) {
   const int64_t units = rows.size(0), k = rows.size(1);
   Selection s;
   s.all = false;
   s.per_query_head = per_query_head;
-  s.indptr = at::arange(units + 1, rows.options().dtype(at::kLong)) * k;
+  s.indptr = equal_counts_indptr(units, k, rows.options().dtype(at::kLong));
   s.indices = rows.to(at::kLong).reshape({units * k});
   s.max_count = k;
   s.host_counts.assign(size_t(units), k);

@@ -59,6 +59,9 @@ struct Selection {
   std::vector<std::vector<int64_t>> lists() const;
 };
 
+// 0, k, 2k, ..., units * k: the indptr of `units` lists of k entries each, in one device op.
+at::Tensor equal_counts_indptr(int64_t units, int64_t k, const at::TensorOptions& longs);
+
 class Method {
  public:
   virtual ~Method() = default;

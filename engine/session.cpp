@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 
 #include "engine/common/error.h"
 #include "engine/kernel_adapter.h"
@@ -65,29 +66,6 @@ int argmax_token(const at::Tensor& logits) {
   at::Tensor ids = at::arange(l.numel(), l.options().dtype(at::kLong));
   at::Tensor at_max = l == l.max();
   return int(at::where(at_max, ids, at::full_like(ids, l.numel())).min().item<int64_t>());
-}
-
-Selection select_everything(const LayerKV& kv) {
-  const int64_t Hkv = kv.num_heads();
-  const at::TensorOptions longs = kv.key_pool().options().dtype(at::kLong);
-  if (kv.equally_filled()) return Selection::from_rows(at::arange(kv.size(0), longs).expand({Hkv, kv.size(0)}), false);
-  // Ragged heads: the Hkv sizes go to the device, the entries are built there.
-  std::vector<int64_t> indptr(static_cast<size_t>(Hkv + 1), 0);
-  int64_t longest = 0;
-  for (int h = 0; h < Hkv; ++h) {
-    indptr[size_t(h + 1)] = indptr[size_t(h)] + kv.size(h);
-    longest = std::max(longest, kv.size(h));
-  }
-  Selection s;
-  s.all = false;
-  s.indptr = at::tensor(indptr, at::kLong).to(longs.device());
-  const int64_t total = indptr.back();
-  at::Tensor head_of = at::arange(Hkv, longs).repeat_interleave(
-      s.indptr.narrow(0, 1, Hkv) - s.indptr.narrow(0, 0, Hkv), 0, total);
-  s.indices = at::arange(total, longs) - s.indptr.index_select(0, head_of);
-  s.max_count = longest;
-  for (int h = 0; h < Hkv; ++h) s.host_counts.push_back(kv.size(h));
-  return s;
 }
 
 Session::Session(const LlamaModel& model, Method& method, SessionOptions options)
@@ -180,9 +158,10 @@ at::Tensor Session::prefill_layer(int layer, const at::Tensor& x, const RopeAngl
   const int64_t Hkv = c.num_key_value_heads, g = Hq / Hkv;
   const at::TensorOptions longs = x.options().dtype(at::kLong);
   at::Tensor h = rms_norm(x, w.attn_norm, model_.config.rms_norm_eps);
-  at::Tensor q = layer_queries(model_, w, h, rope).contiguous();  // [Hq, L, d]
-  at::Tensor k = layer_keys(model_, w, h, rope).contiguous();     // [Hkv, L, d]
-  at::Tensor v = layer_values(model_, w, h).contiguous();         // [Hkv, L, d]
+  const LayerQKV qkv = layer_qkv(model_, w, h, rope);
+  at::Tensor q = qkv.q.contiguous();  // [Hq, L, d]
+  at::Tensor k = qkv.k.contiguous();  // [Hkv, L, d]
+  at::Tensor v = qkv.v.contiguous();  // [Hkv, L, d]
 
   // Causal attention in query chunks: scores [Hkv, g*chunk, keys] stay within the byte bound;
   // softmax in fp32 whatever the model's dtype.
@@ -245,9 +224,10 @@ at::Tensor Session::decode_layer(int layer, const at::Tensor& x, const RopeAngle
   const int64_t d = c.head_dim, Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
   at::Tensor h = rms_norm(x, w.attn_norm, model_.config.rms_norm_eps);
   method_.on_attention_input(layer, h, position_);
-  at::Tensor q = layer_queries(model_, w, h, rope).reshape({Hq, d});
-  at::Tensor k = layer_keys(model_, w, h, rope).reshape({Hkv, d});
-  at::Tensor v = layer_values(model_, w, h).reshape({Hkv, d});
+  const LayerQKV qkv = layer_qkv(model_, w, h, rope);
+  at::Tensor q = qkv.q.reshape({Hq, d});
+  at::Tensor k = qkv.k.reshape({Hkv, d});
+  at::Tensor v = qkv.v.reshape({Hkv, d});
 
   LayerKV& kv = kv_[layer];
   kv.append(k, v, position_);
@@ -262,23 +242,72 @@ at::Tensor Session::decode_layer(int layer, const at::Tensor& x, const RopeAngle
   return y + swiglu_mlp(w, rms_norm(y, w.mlp_norm, model_.config.rms_norm_eps));
 }
 
-at::Tensor selected_pool_rows(const LayerKV& kv, const Selection& selection) {
-  const int64_t units = selection.units(), units_per_head = units / kv.num_heads();
-  at::Tensor counts = selection.indptr.narrow(0, 1, units) - selection.indptr.narrow(0, 0, units);
-  at::Tensor unit_of_entry = at::arange(units, selection.indptr.options())
-                                 .repeat_interleave(counts, 0, selection.indices.size(0));
-  return kv.physical_rows(unit_of_entry.div(units_per_head, "floor"), selection.indices);
+namespace {
+
+// Every resident entry of ragged heads as an explicit selection, built on the device from
+// the Hkv sizes.
+Selection select_everything(const LayerKV& kv) {
+  const int64_t Hkv = kv.num_heads();
+  const at::TensorOptions longs = kv.key_pool().options().dtype(at::kLong);
+  std::vector<int64_t> indptr(static_cast<size_t>(Hkv + 1), 0);
+  int64_t longest = 0;
+  for (int h = 0; h < Hkv; ++h) {
+    indptr[size_t(h + 1)] = indptr[size_t(h)] + kv.size(h);
+    longest = std::max(longest, kv.size(h));
+  }
+  Selection s;
+  s.all = false;
+  s.indptr = at::tensor(indptr, at::kLong).to(longs.device());
+  const int64_t total = indptr.back();
+  at::Tensor head_of = at::arange(Hkv, longs).repeat_interleave(
+      s.indptr.narrow(0, 1, Hkv) - s.indptr.narrow(0, 0, Hkv), 0, total);
+  s.indices = at::arange(total, longs) - s.indptr.index_select(0, head_of);
+  s.max_count = longest;
+  for (int h = 0; h < Hkv; ++h) s.host_counts.push_back(kv.size(h));
+  return s;
+}
+
+// Each KV head's resident entries, 0 .. size - 1, on the host.
+std::vector<std::vector<int64_t>> resident_entries(const LayerKV& kv) {
+  std::vector<std::vector<int64_t>> lists(size_t(kv.num_heads()));
+  for (int h = 0; h < kv.num_heads(); ++h) {
+    lists[size_t(h)].resize(size_t(kv.size(h)));
+    std::iota(lists[size_t(h)].begin(), lists[size_t(h)].end(), int64_t(0));
+  }
+  return lists;
+}
+
+}  // namespace
+
+AttendedRows attended_rows(const LayerKV& kv, const Selection& selection) {
+  if (selection.all && kv.equally_filled()) {
+    // The rows straight from the row table, without building the entries' logical indices.
+    const int64_t Hkv = kv.num_heads(), n = kv.size(0);
+    return {.indptr = equal_counts_indptr(Hkv, n, kv.key_pool().options().dtype(at::kLong)),
+            .rows = kv.uniform_rows(),
+            .longest = n,
+            .host_counts = std::vector<int64_t>(size_t(Hkv), n)};
+  }
+  const Selection explicit_selection = selection.all ? select_everything(kv) : Selection{};
+  const Selection& s = selection.all ? explicit_selection : selection;
+  const int64_t units = s.units(), units_per_head = units / kv.num_heads();
+  at::Tensor counts = s.indptr.narrow(0, 1, units) - s.indptr.narrow(0, 0, units);
+  at::Tensor unit_of_entry = at::arange(units, s.indptr.options())
+                                 .repeat_interleave(counts, 0, s.indices.size(0));
+  return {.indptr = s.indptr,
+          .rows = kv.physical_rows(unit_of_entry.div(units_per_head, "floor"), s.indices),
+          .longest = s.max_count,
+          .host_counts = s.host_counts};
 }
 
 at::Tensor gathered_decode_attention(const at::Tensor& q, const LayerKV& kv,
-                                     const Selection& selection, const at::Tensor& rows,
-                                     std::vector<at::Tensor>* probs) {
-  const int64_t units = selection.units(), d = q.size(1), per_unit = q.size(0) / units;
+                                     const AttendedRows& attended, std::vector<at::Tensor>* probs) {
+  const at::Tensor& rows = attended.rows;
+  const int64_t units = attended.units(), d = q.size(1), per_unit = q.size(0) / units;
   const at::TensorOptions longs = rows.options();
-  at::Tensor first = selection.indptr.narrow(0, 0, units);                 // [units]
-  at::Tensor counts = selection.indptr.narrow(0, 1, units) - first;        // [units]
-  const int64_t longest = selection.max_count >= 0 ? selection.max_count
-                                                   : counts.max().item<int64_t>();
+  at::Tensor first = attended.indptr.narrow(0, 0, units);           // [units]
+  at::Tensor counts = attended.indptr.narrow(0, 1, units) - first;  // [units]
+  const int64_t longest = attended.longest >= 0 ? attended.longest : counts.max().item<int64_t>();
   at::Tensor out;  // [units, per_unit, d]
   at::Tensor p;    // [units, per_unit, longest] fp32
   if (longest == 0) {
@@ -310,43 +339,40 @@ at::Tensor Session::decode_attention(int layer, const at::Tensor& q, const Selec
   const PhaseClock::Mark start = clock_.mark();
   LayerKV& kv = kv_[layer];
   const int64_t Hkv = kv.num_heads(), d = kv.head_dim(), Hq = q.size(0), g = Hq / Hkv;
-  const Selection selection = chosen.all ? select_everything(kv) : chosen;
   // One attention unit per KV head, or one per query head for a per-query-head selection.
-  const int64_t units = selection.per_query_head ? Hq : Hkv, units_per_head = units / Hkv;
-  if (selection.units() != units)
-    throw std::logic_error("Selection has " + std::to_string(selection.units()) +
+  const int64_t units = chosen.per_query_head ? Hq : Hkv, units_per_head = units / Hkv;
+  if (!chosen.all && chosen.units() != units)
+    throw std::logic_error("Selection has " + std::to_string(chosen.units()) +
                            " lists, the layer has " + std::to_string(units) +
-                           (selection.per_query_head ? " query heads" : " KV heads"));
+                           (chosen.per_query_head ? " query heads" : " KV heads"));
+  const AttendedRows attended = attended_rows(kv, chosen);
   // Per KV head: the mean over its units' counts, rounded half up.
-  const at::Tensor& indptr = selection.indptr;
-  if (int64_t(selection.host_counts.size()) == units) {
+  if (int64_t(attended.host_counts.size()) == units) {
     std::vector<int64_t> per_head(size_t(Hkv), 0);
     for (int64_t u = 0; u < units; ++u)
-      per_head[size_t(u / units_per_head)] += selection.host_counts[size_t(u)];
+      per_head[size_t(u / units_per_head)] += attended.host_counts[size_t(u)];
     for (int64_t& c : per_head) c = (c + units_per_head / 2) / units_per_head;
     tally_.add(layer, per_head);
   } else {
+    const at::Tensor& indptr = attended.indptr;
     at::Tensor counts = indptr.narrow(0, 1, units) - indptr.narrow(0, 0, units);  // [units]
     tally_.add(layer, (counts.view({Hkv, units_per_head}).sum(1) + units_per_head / 2)
                           .div(units_per_head, "floor"));
   }
-  // Every entry of equally filled heads (Full's usual case): the rows come from the block
-  // table directly, without the per-entry head lookup.
-  at::Tensor rows = chosen.all && kv.equally_filled() ? kv.uniform_rows()                 // [nnz]
-                                                    : selected_pool_rows(kv, selection);
   std::vector<at::Tensor> probs;
   std::vector<at::Tensor>* wanted = method_.wants_attention() ? &probs : nullptr;
   at::Tensor out;  // [Hq, d]
   if (sparse_attention_supported(q, kv.key_pool(), kv.value_pool(), units, wanted != nullptr)) {
     // A kernel (CPU, or CUDA) reads the selected pool rows in place: no gathered copy.
-    out = sparse_decode_attention(q, kv.key_pool(), kv.value_pool(), indptr, rows,
-                                  1.0 / std::sqrt(double(d)), wanted, selection.max_count);
+    out = sparse_decode_attention(q, kv.key_pool(), kv.value_pool(), attended.indptr,
+                                  attended.rows, 1.0 / std::sqrt(double(d)), wanted,
+                                  attended.longest);
   } else {
-    out = gathered_decode_attention(q, kv, selection, rows, wanted);
+    out = gathered_decode_attention(q, kv, attended, wanted);
   }
   clock_.add_since(start, &timings_.attention_s[size_t(layer)]);
   if (options_.track_fidelity) {
-    const std::vector<std::vector<int64_t>> lists = selection.lists();
+    const std::vector<std::vector<int64_t>> lists = chosen.all ? resident_entries(kv) : chosen.lists();
     for (int64_t h = 0; h < Hkv; ++h) {
       std::vector<int64_t> entries;  // the union over the KV head's units
       for (int64_t u = h * units_per_head; u < (h + 1) * units_per_head; ++u)

@@ -135,20 +135,25 @@ class Session {
 // Greedy argmax with ties to the lowest id. logits: [V] on any device (one value read back).
 int argmax_token(const at::Tensor& logits);
 
-// Every resident entry of every KV head of `kv` as an explicit selection (one unit per KV
-// head), built with device ops.
-Selection select_everything(const LayerKV& kv);
+// The entries one decode step attends, as the attention kernels read them: pool rows per unit
+// (a unit's KV head is unit / (units / Hkv)), on the pools' device.
+struct AttendedRows {
+  at::Tensor indptr;  // [units + 1] int64: unit u reads rows[indptr[u] .. indptr[u + 1])
+  at::Tensor rows;    // [nnz] int64 pool rows
+  int64_t longest = -1;              // the longest unit's count when known on the host, else -1
+  std::vector<int64_t> host_counts;  // each unit's count when known on the host, else empty
+  int64_t units() const { return indptr.size(0) - 1; }
+};
+// The rows of `selection`'s entries, in its order (`all`: every resident entry, one unit per KV
+// head). Every entry of equally filled heads (Full's usual case) takes 2 device ops and builds
+// no entry lists.
+AttendedRows attended_rows(const LayerKV& kv, const Selection& selection);
 
-// The pool rows [nnz] of an explicit selection's entries, in its order (a unit's KV head is
-// unit / (units / Hkv)), on the selection's device.
-at::Tensor selected_pool_rows(const LayerKV& kv, const Selection& selection);
-
-// Decode attention of one layer over `selection` (explicit, not `all`), any device and dtype:
-// the selected rows gathered into [units, longest, d] (padding masked), scores and softmax in
-// fp32. q: [Hq, d]. Returns out [Hq, d]; probs (when non-null) receives per unit [q/u, n_u].
+// Decode attention of one layer over `attended`, any device and dtype: the rows gathered into
+// [units, longest, d] (padding masked), scores and softmax in fp32. q: [Hq, d]. Returns out
+// [Hq, d]; probs (when non-null) receives per unit [q/u, n_u].
 at::Tensor gathered_decode_attention(const at::Tensor& q, const LayerKV& kv,
-                                     const Selection& selection, const at::Tensor& rows,
-                                     std::vector<at::Tensor>* probs);
+                                     const AttendedRows& attended, std::vector<at::Tensor>* probs);
 
 // Seconds since `start`.
 inline double seconds_since(std::chrono::steady_clock::time_point start) {

@@ -72,7 +72,7 @@ std::vector<at::Tensor> parameters(const LlamaModel& m) {
   std::vector<at::Tensor> out = {m.embed, m.final_norm};
   if (!m.lm_head.is_same(m.embed)) out.push_back(m.lm_head);
   for (const LayerWeights& l : m.layers)
-    for (const at::Tensor& t : {l.attn_norm, l.mlp_norm, l.wq, l.wk, l.wv, l.wo, l.w_gate, l.w_up, l.w_down})
+    for (const at::Tensor& t : {l.attn_norm, l.mlp_norm, l.w_qkv, l.wo, l.w_gate_up, l.w_down})
       out.push_back(t);
   return out;
 }

@@ -38,10 +38,8 @@ at::Tensor decoder_layer(const LlamaModel& model, const LayerWeights& w, const a
                          const RopeAngles& rope, const at::Tensor& hidden) {
   const ModelConfig& c = model.config;
   at::Tensor h = rms_norm(x, w.attn_norm, c.rms_norm_eps);  // [B, L, D]
-  at::Tensor q = layer_queries(model, w, h, rope);  // [B, Hq, L, d]
-  at::Tensor k = layer_keys(model, w, h, rope);     // [B, Hkv, L, d]
-  at::Tensor v = layer_values(model, w, h);              // [B, Hkv, L, d]
-  at::Tensor y = x + attention_output(w, causal_gqa_attention(q, k, v, hidden));
+  const LayerQKV qkv = layer_qkv(model, w, h, rope);  // q: [B, Hq, L, d], k, v: [B, Hkv, L, d]
+  at::Tensor y = x + attention_output(w, causal_gqa_attention(qkv.q, qkv.k, qkv.v, hidden));
   return y + swiglu_mlp(w, rms_norm(y, w.mlp_norm, c.rms_norm_eps));
 }
 

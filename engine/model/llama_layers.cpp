@@ -69,32 +69,27 @@ at::Tensor project(const at::Tensor& x, const at::Tensor& weight, const at::Tens
   return y.view(shape);
 }
 
-// One projection's heads, normalised per head where the model does (Qwen3), then rotated.
-// h: [..., L, D] -> [..., heads, L, d]
-at::Tensor rotated_heads(const LlamaModel& model, const at::Tensor& weight, const at::Tensor& bias,
-                         const at::Tensor& norm, int64_t heads, const at::Tensor& h,
-                         const RopeAngles& rope) {
-  const ModelConfig& c = model.config;
-  at::Tensor x = split_heads(project(h, weight, bias), heads, c.head_dim);
-  if (norm.defined()) x = rms_norm(x, norm, c.rms_norm_eps);
-  return apply_rope(x, rope);
-}
-
 }  // namespace
 
 at::Tensor layer_queries(const LlamaModel& model, const LayerWeights& w, const at::Tensor& h,
                          const RopeAngles& rope) {
-  return rotated_heads(model, w.wq, w.bq, w.q_norm, model.config.num_attention_heads, h, rope);
-}
-
-at::Tensor layer_keys(const LlamaModel& model, const LayerWeights& w, const at::Tensor& h,
-                      const RopeAngles& rope) {
-  return rotated_heads(model, w.wk, w.bk, w.k_norm, model.config.num_key_value_heads, h, rope);
-}
-
-at::Tensor layer_values(const LlamaModel& model, const LayerWeights& w, const at::Tensor& h) {
   const ModelConfig& c = model.config;
-  return split_heads(project(h, w.wv, w.bv), c.num_key_value_heads, c.head_dim);
+  at::Tensor q = split_heads(project(h, w.wq(), w.bq()), c.num_attention_heads, c.head_dim);
+  if (w.q_norm.defined()) q = rms_norm(q, w.q_norm, c.rms_norm_eps);
+  return apply_rope(q, rope);
+}
+
+LayerQKV layer_qkv(const LlamaModel& model, const LayerWeights& w, const at::Tensor& h,
+                   const RopeAngles& rope) {
+  const ModelConfig& c = model.config;
+  const int64_t Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
+  at::Tensor heads = split_heads(project(h, w.w_qkv, w.b_qkv), Hq + 2 * Hkv, c.head_dim);
+  at::Tensor qk = heads.narrow(-3, 0, Hq + Hkv);  // [..., Hq + Hkv, L, d]
+  if (w.q_norm.defined())
+    qk = at::cat({rms_norm(qk.narrow(-3, 0, Hq), w.q_norm, c.rms_norm_eps),
+                  rms_norm(qk.narrow(-3, Hq, Hkv), w.k_norm, c.rms_norm_eps)}, -3);
+  qk = apply_rope(qk, rope);  // the queries' and keys' positions are the same: one rotation
+  return {qk.narrow(-3, 0, Hq), qk.narrow(-3, Hq, Hkv), heads.narrow(-3, Hq + Hkv, Hkv)};
 }
 
 at::Tensor attention_output(const LayerWeights& w, const at::Tensor& attn) {
@@ -102,8 +97,9 @@ at::Tensor attention_output(const LayerWeights& w, const at::Tensor& attn) {
 }
 
 at::Tensor swiglu_mlp(const LayerWeights& w, const at::Tensor& x) {
-  at::Tensor gate = project(x, w.w_gate);
-  return project(at::silu(gate) * project(x, w.w_up), w.w_down);
+  at::Tensor gate_up = project(x, w.w_gate_up);  // [..., 2F]
+  const int64_t F = gate_up.size(-1) / 2;
+  return project(at::silu(gate_up.narrow(-1, 0, F)) * gate_up.narrow(-1, F, F), w.w_down);
 }
 
 int64_t attention_score_bytes(const at::Device& device) {

@@ -26,15 +26,20 @@ RopeAngles rope_angles(const LlamaModel& model, const at::Tensor& positions);
 // x: [..., n, d], angles of the n positions.
 at::Tensor apply_rope(const at::Tensor& x, const RopeAngles& angles);
 
-// A layer's queries / keys as its architecture computes them: projection (+ bias), the
-// per-head RMSNorm (Qwen3), RoPE. h: [..., L, D] (the normalised layer input), rope: the
-// angles of its L positions -> [..., Hq, L, d] / [..., Hkv, L, d].
+// A layer's queries, keys and values as its architecture computes them: one stacked q/k/v
+// projection (+ bias), the per-head RMSNorm of queries and keys (Qwen3), RoPE on both at once.
+// h: [..., L, D] (the normalised layer input), rope: the angles of its L positions.
+struct LayerQKV {
+  at::Tensor q;  // [..., Hq, L, d]
+  at::Tensor k;  // [..., Hkv, L, d]
+  at::Tensor v;  // [..., Hkv, L, d]
+};
+LayerQKV layer_qkv(const LlamaModel& model, const LayerWeights& w, const at::Tensor& h,
+                   const RopeAngles& rope);
+// The queries alone (for a method that predicts attention before the layer runs), the same
+// values as layer_qkv's. h: [..., L, D] -> [..., Hq, L, d].
 at::Tensor layer_queries(const LlamaModel& model, const LayerWeights& w, const at::Tensor& h,
                          const RopeAngles& rope);
-at::Tensor layer_keys(const LlamaModel& model, const LayerWeights& w, const at::Tensor& h,
-                      const RopeAngles& rope);
-// h: [..., L, D] -> [..., Hkv, L, d].
-at::Tensor layer_values(const LlamaModel& model, const LayerWeights& w, const at::Tensor& h);
 // The attention output projection (+ bias). attn: [..., L, Hq*d] -> [..., L, D].
 at::Tensor attention_output(const LayerWeights& w, const at::Tensor& attn);
 

@@ -103,15 +103,16 @@ void read_attention(WeightReader& w, const ModelConfig& c, const std::string& p,
   const int64_t D = c.hidden_size, d = c.head_dim;
   const int64_t q_dim = int64_t(c.num_attention_heads) * d;
   const int64_t kv_dim = int64_t(c.num_key_value_heads) * d;
-  l.wq = w.get(p + "self_attn.q_proj.weight", {q_dim, D});
-  l.wk = w.get(p + "self_attn.k_proj.weight", {kv_dim, D});
-  l.wv = w.get(p + "self_attn.v_proj.weight", {kv_dim, D});
+  l.q_rows = q_dim;
+  l.kv_rows = kv_dim;
+  l.w_qkv = at::cat({w.get(p + "self_attn.q_proj.weight", {q_dim, D}),
+                     w.get(p + "self_attn.k_proj.weight", {kv_dim, D}),
+                     w.get(p + "self_attn.v_proj.weight", {kv_dim, D})});
   l.wo = w.get(p + "self_attn.o_proj.weight", {D, q_dim});
-  if (c.attention_bias) {
-    l.bq = w.get(p + "self_attn.q_proj.bias", {q_dim});
-    l.bk = w.get(p + "self_attn.k_proj.bias", {kv_dim});
-    l.bv = w.get(p + "self_attn.v_proj.bias", {kv_dim});
-  }
+  if (c.attention_bias)
+    l.b_qkv = at::cat({w.get(p + "self_attn.q_proj.bias", {q_dim}),
+                       w.get(p + "self_attn.k_proj.bias", {kv_dim}),
+                       w.get(p + "self_attn.v_proj.bias", {kv_dim})});
   if (c.output_bias) l.bo = w.get(p + "self_attn.o_proj.bias", {D});
   if (c.has_qk_norm()) {
     l.q_norm = w.get(p + "self_attn.q_norm.weight", {d});
@@ -126,15 +127,10 @@ LayerWeights read_layer(WeightReader& w, const ModelConfig& c, int i) {
   l.attn_norm = w.get(p + "input_layernorm.weight", {D});
   l.mlp_norm = w.get(p + "post_attention_layernorm.weight", {D});
   read_attention(w, c, p, l);
-  if (c.has_fused_gate_up()) {
-    // GLM: one [2F, D] matrix, the gate's rows first.
-    at::Tensor gate_up = w.get(p + "mlp.gate_up_proj.weight", {2 * F, D});
-    l.w_gate = gate_up.narrow(0, 0, F);
-    l.w_up = gate_up.narrow(0, F, F);
-  } else {
-    l.w_gate = w.get(p + "mlp.gate_proj.weight", {F, D});
-    l.w_up = w.get(p + "mlp.up_proj.weight", {F, D});
-  }
+  l.w_gate_up = c.has_fused_gate_up()  // GLM stores them stacked, the gate's rows first
+                    ? w.get(p + "mlp.gate_up_proj.weight", {2 * F, D})
+                    : at::cat({w.get(p + "mlp.gate_proj.weight", {F, D}),
+                               w.get(p + "mlp.up_proj.weight", {F, D})});
   l.w_down = w.get(p + "mlp.down_proj.weight", {D, F});
   return l;
 }
@@ -295,22 +291,24 @@ std::shared_ptr<LlamaModel> LlamaModel::random(const ModelConfig& c, uint64_t se
     LayerWeights l;
     l.attn_norm = ones(D);
     l.mlp_norm = ones(D);
-    l.wq = normal({q_dim, D});
-    l.wk = normal({kv_dim, D});
-    l.wv = normal({kv_dim, D});
+    l.q_rows = q_dim;
+    l.kv_rows = kv_dim;
+    // Drawn one matrix at a time, in the order the separate projections always were, so a
+    // seed gives the same weights as before they were stacked.
+    at::Tensor wq = normal({q_dim, D}), wk = normal({kv_dim, D}), wv = normal({kv_dim, D});
+    l.w_qkv = at::cat({wq, wk, wv});
     l.wo = normal({D, q_dim});
     if (c.attention_bias) {
-      l.bq = normal({q_dim});
-      l.bk = normal({kv_dim});
-      l.bv = normal({kv_dim});
+      at::Tensor bq = normal({q_dim}), bk = normal({kv_dim}), bv = normal({kv_dim});
+      l.b_qkv = at::cat({bq, bk, bv});
     }
     if (c.output_bias) l.bo = normal({D});
     if (c.has_qk_norm()) {  // not all ones, so a test notices when the norm is skipped
       l.q_norm = (1.0 + normal({c.head_dim}).to(at::kFloat) * 10.0).to(options.dtype);
       l.k_norm = (1.0 + normal({c.head_dim}).to(at::kFloat) * 10.0).to(options.dtype);
     }
-    l.w_gate = normal({F, D});
-    l.w_up = normal({F, D});
+    at::Tensor w_gate = normal({F, D}), w_up = normal({F, D});
+    l.w_gate_up = at::cat({w_gate, w_up});
     l.w_down = normal({D, F});
     model->layers.push_back(l);
   }
@@ -365,14 +363,14 @@ TensorMap hf_tensors(const LlamaModel& m, at::ScalarType dtype) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     put(p + "input_layernorm.weight", l.attn_norm);
     put(p + "post_attention_layernorm.weight", l.mlp_norm);
-    put(p + "self_attn.q_proj.weight", l.wq);
-    put(p + "self_attn.k_proj.weight", l.wk);
-    put(p + "self_attn.v_proj.weight", l.wv);
+    put(p + "self_attn.q_proj.weight", l.wq());
+    put(p + "self_attn.k_proj.weight", l.wk());
+    put(p + "self_attn.v_proj.weight", l.wv());
     put(p + "self_attn.o_proj.weight", l.wo);
-    if (l.bq.defined()) {
-      put(p + "self_attn.q_proj.bias", l.bq);
-      put(p + "self_attn.k_proj.bias", l.bk);
-      put(p + "self_attn.v_proj.bias", l.bv);
+    if (l.b_qkv.defined()) {
+      put(p + "self_attn.q_proj.bias", l.bq());
+      put(p + "self_attn.k_proj.bias", l.bk());
+      put(p + "self_attn.v_proj.bias", l.bv());
     }
     if (l.bo.defined()) put(p + "self_attn.o_proj.bias", l.bo);
     if (l.q_norm.defined()) {
@@ -380,10 +378,10 @@ TensorMap hf_tensors(const LlamaModel& m, at::ScalarType dtype) {
       put(p + "self_attn.k_norm.weight", l.k_norm);
     }
     if (m.config.has_fused_gate_up()) {
-      put(p + "mlp.gate_up_proj.weight", at::cat({l.w_gate, l.w_up}, 0));
+      put(p + "mlp.gate_up_proj.weight", l.w_gate_up);
     } else {
-      put(p + "mlp.gate_proj.weight", l.w_gate);
-      put(p + "mlp.up_proj.weight", l.w_up);
+      put(p + "mlp.gate_proj.weight", l.w_gate());
+      put(p + "mlp.up_proj.weight", l.w_up());
     }
     put(p + "mlp.down_proj.weight", l.w_down);
   }

@@ -17,22 +17,41 @@ namespace kvb {
 
 struct LayerWeights {
   at::Tensor attn_norm, mlp_norm;  // [D]
-  at::Tensor wq, wk, wv, wo;       // [Hq*d, D], [Hkv*d, D], [Hkv*d, D], [D, Hq*d]
-  at::Tensor bq, bk, bv;           // [Hq*d], [Hkv*d], [Hkv*d]; undefined when the model has none
-  at::Tensor bo;                   // [D]; undefined when the model has none
-  at::Tensor q_norm, k_norm;       // [d] per-head RMSNorm weights (Qwen3); else undefined
-  at::Tensor w_gate, w_up, w_down;  // [F, D], [F, D], [D, F] (GLM's gate_up_proj split in two)
+  // The q, k and v projections stacked by rows, [(Hq + 2 Hkv) * d, D]: one matrix product per
+  // layer instead of three (on a GPU, one kernel launch). b_qkv: [(Hq + 2 Hkv) * d], or
+  // undefined when the model has no q/k/v bias. wq() / wk() / wv() are row views of it.
+  at::Tensor w_qkv, b_qkv;
+  at::Tensor wo;                    // [D, Hq*d]
+  at::Tensor bo;                    // [D]; undefined when the model has none
+  at::Tensor q_norm, k_norm;        // [d] per-head RMSNorm weights (Qwen3); else undefined
+  at::Tensor w_gate_up;             // [2F, D]: gate rows, then up rows (as GLM stores it)
+  at::Tensor w_down;                // [D, F]
+  int64_t q_rows = 0, kv_rows = 0;  // Hq * d and Hkv * d: where w_qkv splits
 
-  // Every field above (undefined ones included), in one fixed order: for code that treats the
-  // weights alike (hashing, moving to a device).
-  std::array<at::Tensor*, 15> all() { return fields<at::Tensor>(*this); }
-  std::array<const at::Tensor*, 15> all() const { return fields<const at::Tensor>(*this); }
+  at::Tensor wq() const { return w_qkv.narrow(0, 0, q_rows); }           // [Hq*d, D]
+  at::Tensor wk() const { return w_qkv.narrow(0, q_rows, kv_rows); }     // [Hkv*d, D]
+  at::Tensor wv() const { return w_qkv.narrow(0, q_rows + kv_rows, kv_rows); }
+  at::Tensor bq() const { return part(b_qkv, 0, q_rows); }  // undefined without bias
+  at::Tensor bk() const { return part(b_qkv, q_rows, kv_rows); }
+  at::Tensor bv() const { return part(b_qkv, q_rows + kv_rows, kv_rows); }
+  at::Tensor w_gate() const { return w_gate_up.narrow(0, 0, w_gate_up.size(0) / 2); }  // [F, D]
+  at::Tensor w_up() const { return w_gate_up.narrow(0, w_gate_up.size(0) / 2, w_gate_up.size(0) / 2); }
+
+  // Every tensor field (undefined ones included), in one fixed order: for code that treats the
+  // weights alike (hashing, moving to a device). The stacked fields' bytes come in the order
+  // of the separate projections' (q, k, v; gate, up), so a hash over them is the same as over
+  // the separate matrices.
+  std::array<at::Tensor*, 10> all() { return fields<at::Tensor>(*this); }
+  std::array<const at::Tensor*, 10> all() const { return fields<const at::Tensor>(*this); }
 
  private:
+  static at::Tensor part(const at::Tensor& t, int64_t start, int64_t length) {
+    return t.defined() ? t.narrow(0, start, length) : t;
+  }
   template <typename T, typename Self>
-  static std::array<T*, 15> fields(Self& w) {
-    return {&w.attn_norm, &w.mlp_norm, &w.wq, &w.wk,     &w.wv,   &w.wo,     &w.bq,    &w.bk,
-            &w.bv,        &w.w_gate,   &w.w_up, &w.w_down, &w.bo, &w.q_norm, &w.k_norm};
+  static std::array<T*, 10> fields(Self& w) {
+    return {&w.attn_norm, &w.mlp_norm, &w.w_qkv, &w.wo,  &w.b_qkv,
+            &w.w_gate_up, &w.w_down,   &w.bo,    &w.q_norm, &w.k_norm};
   }
 };
 

@@ -46,7 +46,7 @@ TEST(Dtype, WeightsAndTheKvCacheHoldTheRequestedDtype) {
   options.dtype = at::kBFloat16;
   for (const char* name : {"kvbench-tiny", "random-tiny"}) {
     auto model = LlamaModel::from_reference(name, options);
-    EXPECT_EQ(model->layers[0].wq.scalar_type(), at::kBFloat16) << name;
+    EXPECT_EQ(model->layers[0].w_qkv.scalar_type(), at::kBFloat16) << name;
     EXPECT_EQ(model->lm_head.scalar_type(), at::kBFloat16) << name;
     EXPECT_EQ(model->inv_freq.scalar_type(), at::kFloat) << name;  // RoPE angles stay fp32
     std::unique_ptr<Method> method = method_registry().find("full")->create(json::object());
@@ -79,11 +79,11 @@ TEST(Dtype, TheGatheredPathEqualsTheKernelInFp32) {
       for (int64_t i = u % 3; i < kv.size(0); i += 2 + u) lists[size_t(u)].push_back(i);
     lists[0] = {kv.size(0) - 1};  // one entry
     Selection s = Selection::from_lists(lists, per_query, at::kCPU);
-    at::Tensor rows = selected_pool_rows(kv, s);
+    const AttendedRows attended = attended_rows(kv, s);
     std::vector<at::Tensor> kernel_probs, gathered_probs;
-    at::Tensor kernel = sparse_decode_attention(q, kv.key_pool(), kv.value_pool(), s.indptr, rows,
-                                                1.0 / std::sqrt(double(d)), &kernel_probs);
-    at::Tensor gathered = gathered_decode_attention(q, kv, s, rows, &gathered_probs);
+    at::Tensor kernel = sparse_decode_attention(q, kv.key_pool(), kv.value_pool(), attended.indptr,
+                                                attended.rows, 1.0 / std::sqrt(double(d)), &kernel_probs);
+    at::Tensor gathered = gathered_decode_attention(q, kv, attended, &gathered_probs);
     EXPECT_LT((kernel - gathered).abs().max().item<double>(), 1e-5) << per_query;
     ASSERT_EQ(kernel_probs.size(), gathered_probs.size());
     for (size_t u = 0; u < kernel_probs.size(); ++u)

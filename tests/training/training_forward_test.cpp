@@ -57,13 +57,22 @@ TEST(TrainingForward, GradientsReachEveryWeight) {
   auto model = small_model();
   std::vector<at::Tensor> weights = {model->embed, model->final_norm};
   for (const LayerWeights& l : model->layers)
-    for (const at::Tensor& t : {l.attn_norm, l.mlp_norm, l.wq, l.wk, l.wv, l.wo, l.w_gate, l.w_up, l.w_down})
+    for (const at::Tensor& t : {l.attn_norm, l.mlp_norm, l.w_qkv, l.wo, l.w_gate_up, l.w_down})
       weights.push_back(t);
   for (at::Tensor& w : weights) w.requires_grad_(true);
   training_logits(*model, as_row(random_ids(12, 5))).pow(2).sum().backward();
   for (const at::Tensor& w : weights) {
     ASSERT_TRUE(w.grad().defined());
     EXPECT_GT(w.grad().abs().sum().item<double>(), 0.0);
+  }
+  // Every part of the stacked projections, not only one of them.
+  for (const LayerWeights& l : model->layers) {
+    const at::Tensor qkv = l.w_qkv.grad(), gate_up = l.w_gate_up.grad();
+    for (const at::Tensor& part : {qkv.narrow(0, 0, l.q_rows), qkv.narrow(0, l.q_rows, l.kv_rows),
+                                   qkv.narrow(0, l.q_rows + l.kv_rows, l.kv_rows),
+                                   gate_up.narrow(0, 0, gate_up.size(0) / 2),
+                                   gate_up.narrow(0, gate_up.size(0) / 2, gate_up.size(0) / 2)})
+      EXPECT_GT(part.abs().sum().item<double>(), 0.0);
   }
 }
 
@@ -82,19 +91,26 @@ TEST(TrainingForward, GradientsMatchFiniteDifferences) {
   model->lm_head = model->embed;
   to_double(model->final_norm);
   for (LayerWeights& l : model->layers)
-    for (at::Tensor* t : {&l.attn_norm, &l.mlp_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+    for (at::Tensor* t : {&l.attn_norm, &l.mlp_norm, &l.w_qkv, &l.wo, &l.w_gate_up, &l.w_down})
       to_double(*t);
   const at::Tensor ids = as_row(random_ids(10, 9));
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(3);
   const at::Tensor probe = at::randn({1, 10, 50}, gen, at::kDouble);
   auto objective = [&] { return (training_logits(*model, ids) * probe).sum(); };
   const LayerWeights& l0 = model->layers[0];
-  for (at::Tensor w : {model->embed, l0.wq, l0.wk, l0.wv, model->layers[1].wq, l0.w_up}) {
+  const int64_t D = l0.w_qkv.size(1), k_first = l0.q_rows * D, v_first = (l0.q_rows + l0.kv_rows) * D;
+  const int64_t up_first = l0.w_gate_up.numel() / 2;
+  // A weight, and the flat index of the part probed (q, k, v; up in the stacked matrices).
+  const std::vector<std::pair<at::Tensor, int64_t>> probed = {
+      {model->embed, 0},       {l0.w_qkv, 0},  {l0.w_qkv, k_first}, {l0.w_qkv, v_first},
+      {model->layers[1].w_qkv, 0}, {l0.w_gate_up, up_first}};
+  for (auto [w, first] : probed) {
     w.requires_grad_(true);
     objective().backward();
     const at::Tensor grad = w.grad().clone();
+    w.grad().zero_();
     w.requires_grad_(false);
-    for (int64_t i : {0, 7, 101}) {
+    for (int64_t i : {first, first + 7, first + 101}) {
       double* p = w.data_ptr<double>() + i;
       const double keep = *p, h = 1e-6;
       *p = keep + h;

@@ -72,8 +72,8 @@ struct RefLayer {
 };
 
 RefLayer ref_layer(const LayerWeights& l) {
-  return {to_mat(l.wq), to_mat(l.wk), to_mat(l.wv), to_mat(l.wo), to_mat(l.w_gate),
-          to_mat(l.w_up), to_mat(l.w_down), to_vec(l.bq), to_vec(l.bk), to_vec(l.bv),
+  return {to_mat(l.wq()), to_mat(l.wk()), to_mat(l.wv()), to_mat(l.wo), to_mat(l.w_gate()),
+          to_mat(l.w_up()), to_mat(l.w_down), to_vec(l.bq()), to_vec(l.bk()), to_vec(l.bv()),
           to_vec(l.bo), to_vec(l.attn_norm), to_vec(l.mlp_norm), to_vec(l.q_norm),
           to_vec(l.k_norm)};
 }

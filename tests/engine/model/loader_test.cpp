@@ -133,9 +133,9 @@ TEST_P(HalfPrecision, LoadsWithF32ComputeWithinRoundingTolerance) {
   auto loaded = LlamaModel::load(tmp.file("half"));
   EXPECT_EQ(read_json_file(tmp.file("half/config.json"))["torch_dtype"],
             GetParam().dtype == at::kHalf ? "float16" : "bfloat16");
-  ASSERT_EQ(loaded->layers[0].wq.scalar_type(), at::kFloat);
-  EXPECT_TRUE(at::equal(loaded->layers[0].wq, model->layers[0].wq.to(GetParam().dtype).to(at::kFloat)));
-  EXPECT_TRUE(at::equal(loaded->layers[3].bv, model->layers[3].bv.to(GetParam().dtype).to(at::kFloat)));
+  ASSERT_EQ(loaded->layers[0].wq().scalar_type(), at::kFloat);
+  EXPECT_TRUE(at::equal(loaded->layers[0].wq(), model->layers[0].wq().to(GetParam().dtype).to(at::kFloat)));
+  EXPECT_TRUE(at::equal(loaded->layers[3].bv(), model->layers[3].bv().to(GetParam().dtype).to(at::kFloat)));
   const at::Tensor want = prompt_logits(*model);  // [L + 3, V]
   const at::Tensor got = prompt_logits(*loaded);
   const double error = (got - want).abs().max().item<double>() / want.abs().max().item<double>();
