@@ -184,6 +184,11 @@ at::Tensor LayerKV::physical_rows(const at::Tensor& heads, const at::Tensor& log
   return table.view({-1}).index_select(0, heads * table.size(1) + logical);
 }
 
+at::Tensor LayerKV::physical_rows_per_head(const at::Tensor& logical) const {
+  const at::Tensor& table = device_row_table();  // [Hkv, slots]
+  return table.unsqueeze(1).expand({table.size(0), logical.size(1), table.size(1)}).gather(2, logical);
+}
+
 at::Tensor LayerKV::all_physical_rows(int head) const {
   return physical_rows(head, at::arange(heads_[head].size, at::TensorOptions(device_).dtype(at::kLong)));
 }

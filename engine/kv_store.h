@@ -49,6 +49,9 @@ class LayerKV {
   at::Tensor physical_rows(int head, const at::Tensor& logical) const;
   // The same for entries of several heads at once: heads, logical: [n] int64 on the device.
   at::Tensor physical_rows(const at::Tensor& heads, const at::Tensor& logical) const;
+  // The same for lists of k entries per head: logical [Hkv, u, k] int64 on the device (u lists
+  // for each head) -> [Hkv, u, k], in one gather.
+  at::Tensor physical_rows_per_head(const at::Tensor& logical) const;
   at::Tensor all_physical_rows(int head) const;
   // Every entry's row when the heads are equally_filled(), n entries each: [Hkv * n] int64 on the
   // pools' device, head-major, in one device op (a decode step of Full asks for it on every

@@ -291,6 +291,14 @@ AttendedRows attended_rows(const LayerKV& kv, const Selection& selection) {
   const Selection explicit_selection = selection.all ? select_everything(kv) : Selection{};
   const Selection& s = selection.all ? explicit_selection : selection;
   const int64_t units = s.units(), units_per_head = units / kv.num_heads();
+  const std::vector<int64_t>& c = s.host_counts;
+  if (int64_t(c.size()) == units && std::equal(c.begin() + 1, c.end(), c.begin())) {
+    // k entries in every unit (a fixed-k selection): the heads' rows in one gather.
+    const int64_t k = units > 0 ? c[0] : 0;
+    at::Tensor logical = s.indices.view({kv.num_heads(), units_per_head, k});
+    return {.indptr = s.indptr, .rows = kv.physical_rows_per_head(logical).view({-1}),
+            .longest = k, .host_counts = c};
+  }
   at::Tensor counts = s.indptr.narrow(0, 1, units) - s.indptr.narrow(0, 0, units);
   at::Tensor unit_of_entry = at::arange(units, s.indptr.options())
                                  .repeat_interleave(counts, 0, s.indices.size(0));

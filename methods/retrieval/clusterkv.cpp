@@ -291,7 +291,7 @@ class ClusterKV : public RetrievalMethod {
       parts.push_back(clustered);
     }
     parts.push_back(at::arange(ix.sinks, longs).expand({Hkv, ix.sinks}));
-    parts.push_back((at::arange(recent, longs) + (n - recent)).expand({Hkv, recent}));
+    parts.push_back(at::arange(n - recent, n, longs).expand({Hkv, recent}));
     return std::get<0>(at::cat(parts, 1).sort(1));
   }
 
@@ -306,7 +306,7 @@ class ClusterKV : public RetrievalMethod {
     at::Tensor sizes, starts;   // [Hkv, C] int64
     at::Tensor members;         // [Hkv, N] int64 entry indices sorted by label, cluster by cluster
     std::vector<at::Tensor> pending;  // [Hkv, d] keys of the recent (unclustered) entries
-    at::Tensor last_selected;   // [Hkv, entries] int64: the step each entry was last selected, or -1
+    at::Tensor last_selected;   // [Hkv, >= entries] int64: the step each entry was last selected, or -1
   };
 
   // Clusters keys [Hkv, n, d] (entries offset..offset+n-1) into `clusters` and appends them.
@@ -327,7 +327,9 @@ class ClusterKV : public RetrievalMethod {
   void count_hits(LayerIndex& ix, const at::Tensor& selected) {
     if (config_.cache_steps <= 0) return;
     if (ix.last_selected.size(1) < ix.entries) {  // decode entries since the last growth
-      at::Tensor more = at::full({ix.last_selected.size(0), ix.entries - ix.last_selected.size(1)},
+      // A quarter more at once, not a column per step (a copy of the whole table each time).
+      const int64_t columns = std::max(ix.entries, ix.last_selected.size(1) * 5 / 4);
+      at::Tensor more = at::full({ix.last_selected.size(0), columns - ix.last_selected.size(1)},
                                  -1, ix.last_selected.options());
       ix.last_selected = at::cat({ix.last_selected, more}, 1);
     }

@@ -202,8 +202,8 @@ class Quest : public RetrievalMethod {
       account(layer, kv);
     } else {
       at::Tensor lo = ix.kmin.select(1, ix.pages - 1), hi = ix.kmax.select(1, ix.pages - 1);
-      lo.copy_(at::minimum(lo, kf));
-      hi.copy_(at::maximum(hi, kf));
+      at::minimum_out(lo, lo, kf);  // in place: one op each, not a result and a copy
+      at::maximum_out(hi, hi, kf);
     }
     ++ix.entries;
   }
@@ -237,8 +237,7 @@ class Quest : public RetrievalMethod {
     if (whole > 0)
       parts.push_back((ranked.narrow(1, 0, whole).unsqueeze(2) * page + in_page).reshape({units, -1}));
     if (part > 0) parts.push_back(ranked.narrow(1, whole, 1) * page + in_page.narrow(0, 0, part));
-    parts.push_back((at::arange(current_fill, ranked.options()) + current * page)
-                        .expand({units, current_fill}));
+    parts.push_back(at::arange(current * page, n, ranked.options()).expand({units, current_fill}));
     return std::get<0>(at::cat(parts, 1).sort(1));
   }
 
