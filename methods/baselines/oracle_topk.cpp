@@ -13,7 +13,8 @@ class OracleTopK : public Method {
   explicit OracleTopK(const EmptyConfig&) {}
 
   // Top-B per KV head on the device (top-k, then ascending order); a head at or under B attends
-  // to everything it holds.
+  // to everything it holds. Equally filled heads (the usual case: Oracle evicts nothing) are
+  // ranked together.
   Selection select(int, const at::Tensor& q, const LayerKV& kv) override {
     bool over_budget = false, uniform = true;
     for (int h = 0; h < kv.num_heads(); ++h) {
@@ -21,13 +22,17 @@ class OracleTopK : public Method {
       uniform = uniform && kv.size(h) == kv.size(0);
     }
     if (!over_budget) return Selection::everything();
+    if (uniform) {  // every head at once: [Hkv, B]
+      at::Tensor weights = group_attention_weights(q, kv);  // [Hkv, n]
+      const at::Tensor top = std::get<1>(at::topk(weights, context_.budget, /*dim=*/1));
+      return Selection::from_rows(std::get<0>(at::sort(top, /*dim=*/1)), false);
+    }
     std::vector<at::Tensor> rows;  // per KV head, [min(B, n_h)] ascending logical indices
     for (int h = 0; h < kv.num_heads(); ++h) {
       at::Tensor weights = group_attention_weights(q, kv, h);  // [n]
       const int64_t k = std::min(context_.budget, kv.size(h));
       rows.push_back(std::get<0>(at::sort(std::get<1>(at::topk(weights, k)))));
     }
-    if (uniform) return Selection::from_rows(at::stack(rows), false);
     std::vector<std::vector<int64_t>> lists;  // ragged heads: through the host
     for (const at::Tensor& r : rows) {
       at::Tensor host = r.to(at::kCPU).contiguous();

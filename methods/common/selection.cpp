@@ -14,6 +14,13 @@ at::Tensor group_attention_weights(const at::Tensor& q, const LayerKV& kv, int h
   return at::softmax(logits.to(at::kFloat), -1).sum(0);  // [n]
 }
 
+at::Tensor group_attention_weights(const at::Tensor& q, const LayerKV& kv) {
+  const int64_t Hkv = kv.num_heads(), g = q.size(0) / Hkv, n = kv.size(0), d = kv.head_dim();
+  at::Tensor keys = kv.key_pool().index_select(0, kv.uniform_rows()).view({Hkv, n, d});
+  at::Tensor logits = at::matmul(q.view({Hkv, g, d}), keys.transpose(1, 2)) / std::sqrt(double(d));  // [Hkv, g, n]
+  return at::softmax(logits.to(at::kFloat), -1).sum(1);
+}
+
 std::vector<int64_t> top_k_indices(const at::Tensor& scores, int64_t k) {
   const int64_t n = scores.numel();
   std::vector<int64_t> out;

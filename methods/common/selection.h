@@ -12,6 +12,9 @@ namespace kvb {
 // Softmax(q.k / sqrt(d)) of each query head of KV head `head`'s group over all resident keys,
 // summed over the group. q: [Hq, d]. Returns [n_head] (logical order).
 at::Tensor group_attention_weights(const at::Tensor& q, const LayerKV& kv, int head);
+// The same for every KV head at once, for equally filled heads: [Hkv, n], in 6 device ops
+// whatever Hkv (on a GPU, a launch each).
+at::Tensor group_attention_weights(const at::Tensor& q, const LayerKV& kv);
 
 // Indices of the k largest scores (all when k >= n), ascending by index; among scores equal to
 // the k-th largest, the earliest positions (the same choice on every device). scores: [n].
