@@ -272,7 +272,9 @@ TEST(Quest, FetchedBytesCountAKvHeadsEntriesOncePerGroup) {
         fetched.insert(lists[size_t(h * per_head + j)].begin(), lists[size_t(h * per_head + j)].end());
       entries += int64_t(fetched.size());
     }
-    if (std::string(gqa) == "per_query_head") EXPECT_GT(entries, H * 48) << "the group's lists differ";
+    if (std::string(gqa) == "per_query_head") {
+      EXPECT_GT(entries, H * 48) << "the group's lists differ";
+    }
     EXPECT_EQ(method->counters()["fetched_bytes_per_step"], double(entries * 2 * d * 4)) << gqa;
   }
 }
