@@ -190,7 +190,7 @@ at::Tensor LayerKV::physical_rows_per_head(const at::Tensor& logical) const {
 }
 
 at::Tensor LayerKV::all_physical_rows(int head) const {
-  return physical_rows(head, at::arange(heads_[head].size, at::TensorOptions(device_).dtype(at::kLong)));
+  return device_row_table()[head].narrow(0, 0, heads_[head].size);
 }
 
 bool LayerKV::equally_filled() const {

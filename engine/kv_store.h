@@ -52,6 +52,7 @@ class LayerKV {
   // The same for lists of k entries per head: logical [Hkv, u, k] int64 on the device (u lists
   // for each head) -> [Hkv, u, k], in one gather.
   at::Tensor physical_rows_per_head(const at::Tensor& logical) const;
+  // Every entry's row of `head`, [n] int64: a view of the device's row table (do not write to it).
   at::Tensor all_physical_rows(int head) const;
   // Every entry's row when the heads are equally_filled(), n entries each: [Hkv * n] int64 on the
   // pools' device, head-major, in one device op (a decode step of Full asks for it on every

@@ -104,7 +104,6 @@ void read_attention(WeightReader& w, const ModelConfig& c, const std::string& p,
   const int64_t q_dim = int64_t(c.num_attention_heads) * d;
   const int64_t kv_dim = int64_t(c.num_key_value_heads) * d;
   l.q_rows = q_dim;
-  l.kv_rows = kv_dim;
   l.w_qkv = at::cat({w.get(p + "self_attn.q_proj.weight", {q_dim, D}),
                      w.get(p + "self_attn.k_proj.weight", {kv_dim, D}),
                      w.get(p + "self_attn.v_proj.weight", {kv_dim, D})});
@@ -292,7 +291,6 @@ std::shared_ptr<LlamaModel> LlamaModel::random(const ModelConfig& c, uint64_t se
     l.attn_norm = ones(D);
     l.mlp_norm = ones(D);
     l.q_rows = q_dim;
-    l.kv_rows = kv_dim;
     // Drawn one matrix at a time, in the order the separate projections always were, so a
     // seed gives the same weights as before they were stacked.
     at::Tensor wq = normal({q_dim, D}), wk = normal({kv_dim, D}), wv = normal({kv_dim, D});

@@ -26,14 +26,16 @@ struct LayerWeights {
   at::Tensor q_norm, k_norm;        // [d] per-head RMSNorm weights (Qwen3); else undefined
   at::Tensor w_gate_up;             // [2F, D]: gate rows, then up rows (as GLM stores it)
   at::Tensor w_down;                // [D, F]
-  int64_t q_rows = 0, kv_rows = 0;  // Hq * d and Hkv * d: where w_qkv splits
+  int64_t q_rows = 0;               // Hq * d: where w_qkv's key rows start
+
+  int64_t kv_rows() const { return (w_qkv.size(0) - q_rows) / 2; }  // Hkv * d
 
   at::Tensor wq() const { return w_qkv.narrow(0, 0, q_rows); }           // [Hq*d, D]
-  at::Tensor wk() const { return w_qkv.narrow(0, q_rows, kv_rows); }     // [Hkv*d, D]
-  at::Tensor wv() const { return w_qkv.narrow(0, q_rows + kv_rows, kv_rows); }
+  at::Tensor wk() const { return w_qkv.narrow(0, q_rows, kv_rows()); }     // [Hkv*d, D]
+  at::Tensor wv() const { return w_qkv.narrow(0, q_rows + kv_rows(), kv_rows()); }
   at::Tensor bq() const { return part(b_qkv, 0, q_rows); }  // undefined without bias
-  at::Tensor bk() const { return part(b_qkv, q_rows, kv_rows); }
-  at::Tensor bv() const { return part(b_qkv, q_rows + kv_rows, kv_rows); }
+  at::Tensor bk() const { return part(b_qkv, q_rows, kv_rows()); }
+  at::Tensor bv() const { return part(b_qkv, q_rows + kv_rows(), kv_rows()); }
   at::Tensor w_gate() const { return w_gate_up.narrow(0, 0, w_gate_up.size(0) / 2); }  // [F, D]
   at::Tensor w_up() const { return w_gate_up.narrow(0, w_gate_up.size(0) / 2, w_gate_up.size(0) / 2); }
 

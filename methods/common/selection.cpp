@@ -6,19 +6,26 @@
 
 namespace kvb {
 
+namespace {
+
+// softmax(q.k / sqrt(d)) summed over the group's query heads. q: [..., g, d], keys: [..., n, d]
+// -> [..., n].
+at::Tensor summed_group_softmax(const at::Tensor& q, const at::Tensor& keys) {
+  at::Tensor logits = at::matmul(q, keys.transpose(-1, -2)) / std::sqrt(double(q.size(-1)));  // [..., g, n]
+  return at::softmax(logits.to(at::kFloat), -1).sum(-2);
+}
+
+}  // namespace
+
 at::Tensor group_attention_weights(const at::Tensor& q, const LayerKV& kv, int head) {
   const int64_t g = q.size(0) / kv.num_heads();
-  at::Tensor keys = kv.keys(head);                   // [n, d]
-  at::Tensor q_group = q.narrow(0, head * g, g);     // [g, d]
-  at::Tensor logits = at::matmul(q_group, keys.t()) / std::sqrt(double(kv.head_dim()));  // [g, n]
-  return at::softmax(logits.to(at::kFloat), -1).sum(0);  // [n]
+  return summed_group_softmax(q.narrow(0, head * g, g), kv.keys(head));  // [g, d], [n, d] -> [n]
 }
 
 at::Tensor group_attention_weights(const at::Tensor& q, const LayerKV& kv) {
   const int64_t Hkv = kv.num_heads(), g = q.size(0) / Hkv, n = kv.size(0), d = kv.head_dim();
   at::Tensor keys = kv.key_pool().index_select(0, kv.uniform_rows()).view({Hkv, n, d});
-  at::Tensor logits = at::matmul(q.view({Hkv, g, d}), keys.transpose(1, 2)) / std::sqrt(double(d));  // [Hkv, g, n]
-  return at::softmax(logits.to(at::kFloat), -1).sum(1);
+  return summed_group_softmax(q.view({Hkv, g, d}), keys);  // [Hkv, n]
 }
 
 std::vector<int64_t> top_k_indices(const at::Tensor& scores, int64_t k) {

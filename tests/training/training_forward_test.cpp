@@ -68,8 +68,8 @@ TEST(TrainingForward, GradientsReachEveryWeight) {
   // Every part of the stacked projections, not only one of them.
   for (const LayerWeights& l : model->layers) {
     const at::Tensor qkv = l.w_qkv.grad(), gate_up = l.w_gate_up.grad();
-    for (const at::Tensor& part : {qkv.narrow(0, 0, l.q_rows), qkv.narrow(0, l.q_rows, l.kv_rows),
-                                   qkv.narrow(0, l.q_rows + l.kv_rows, l.kv_rows),
+    for (const at::Tensor& part : {qkv.narrow(0, 0, l.q_rows), qkv.narrow(0, l.q_rows, l.kv_rows()),
+                                   qkv.narrow(0, l.q_rows + l.kv_rows(), l.kv_rows()),
                                    gate_up.narrow(0, 0, gate_up.size(0) / 2),
                                    gate_up.narrow(0, gate_up.size(0) / 2, gate_up.size(0) / 2)})
       EXPECT_GT(part.abs().sum().item<double>(), 0.0);
@@ -98,7 +98,7 @@ TEST(TrainingForward, GradientsMatchFiniteDifferences) {
   const at::Tensor probe = at::randn({1, 10, 50}, gen, at::kDouble);
   auto objective = [&] { return (training_logits(*model, ids) * probe).sum(); };
   const LayerWeights& l0 = model->layers[0];
-  const int64_t D = l0.w_qkv.size(1), k_first = l0.q_rows * D, v_first = (l0.q_rows + l0.kv_rows) * D;
+  const int64_t D = l0.w_qkv.size(1), k_first = l0.q_rows * D, v_first = (l0.q_rows + l0.kv_rows()) * D;
   const int64_t up_first = l0.w_gate_up.numel() / 2;
   // A weight, and the flat index of the part probed (q, k, v; up in the stacked matrices).
   const std::vector<std::pair<at::Tensor, int64_t>> probed = {
