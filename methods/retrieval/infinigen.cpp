@@ -76,22 +76,53 @@ std::vector<at::Tensor> infinigen_partial_channels(const at::Tensor& qa, const a
   return out;
 }
 
-at::Tensor infinigen_speculative_scores(const at::Tensor& q, const at::Tensor& skew,
-                                        const at::Tensor& channels,
-                                        const at::Tensor& partial_keys) {
-  const double scale = 1.0 / std::sqrt(double(skew.size(0)));
-  at::Tensor qs = at::matmul(q.to(at::kFloat), skew).index_select(1, channels);  // [g, c]
-  return at::matmul(qs, partial_keys.to(at::kFloat).t()).mul_(scale).mean(0);   // [n]
+InfiniGenChannels infinigen_pad_channels(const std::vector<at::Tensor>& per_head) {
+  if (per_head.empty()) throw std::logic_error("infinigen_pad_channels: no heads");
+  const int64_t heads = int64_t(per_head.size());
+  int64_t widest = 0;
+  for (const at::Tensor& c : per_head) widest = std::max(widest, c.numel());
+  std::vector<int64_t> ids(size_t(heads * widest));
+  std::vector<float> mask(size_t(heads * widest), 0.f);
+  InfiniGenChannels out;
+  for (int64_t h = 0; h < heads; ++h) {  // host copies: once per prefill
+    const at::Tensor c = per_head[size_t(h)].to(at::kCPU, at::kLong).contiguous();
+    const int64_t* p = c.data_ptr<int64_t>();
+    for (int64_t j = 0; j < widest; ++j) {
+      ids[size_t(h * widest + j)] = p[j < c.numel() ? j : 0];
+      mask[size_t(h * widest + j)] = j < c.numel() ? 1.f : 0.f;
+    }
+    out.total += c.numel();
+  }
+  const at::Device device = per_head[0].device();
+  out.ids = at::tensor(ids, at::kLong).view({heads, widest}).to(device);
+  out.mask = at::tensor(mask, at::kFloat).view({heads, 1, widest}).to(device);
+  return out;
 }
 
-int64_t infinigen_threshold_count(const std::vector<at::Tensor>& scores, double alpha) {
-  if (scores.empty()) throw std::logic_error("infinigen_threshold_count: no heads");
-  at::Tensor count_sum = at::zeros({}, scores[0].options().dtype(at::kDouble));
-  for (const at::Tensor& s : scores) {  // each head against its own max, in double
-    at::Tensor sd = s.to(at::kDouble);
-    count_sum += (sd >= sd.max() - alpha).sum();
-  }
-  return int64_t(count_sum.item<double>() / double(scores.size()));
+at::Tensor infinigen_partial_keys(const at::Tensor& k, const at::Tensor& skew,
+                                  const InfiniGenChannels& channels) {
+  const at::Tensor skewed = at::bmm(k.to(at::kFloat), skew);  // [Hkv, L, d]
+  const at::Tensor ids = channels.ids.unsqueeze(1).expand({k.size(0), k.size(1), -1});
+  return skewed.gather(2, ids);  // [Hkv, L, c]
+}
+
+at::Tensor infinigen_speculative_scores(const at::Tensor& q, const at::Tensor& skew,
+                                        const InfiniGenChannels& channels,
+                                        const at::Tensor& partial_keys) {
+  const int64_t heads = skew.size(0), d = skew.size(1), g = q.size(0) / heads;
+  const double scale = 1.0 / std::sqrt(double(d));
+  const at::Tensor skewed = at::bmm(q.to(at::kFloat).view({heads, g, d}), skew);  // [Hkv, g, d]
+  const at::Tensor qs = skewed.gather(2, channels.ids.unsqueeze(1).expand({heads, g, -1}))
+                            .mul_(channels.mask);  // [Hkv, g, c], padding zeroed
+  return at::bmm(qs, partial_keys.transpose(1, 2)).mul_(scale).mean(1);  // [Hkv, n]
+}
+
+int64_t infinigen_threshold_count(const at::Tensor& scores, double alpha) {
+  if (scores.dim() != 2 || scores.size(0) == 0)
+    throw std::logic_error("infinigen_threshold_count: needs [heads, n] scores");
+  const at::Tensor sd = scores.to(at::kDouble);  // each head against its own max, in double
+  const at::Tensor within = sd >= sd.amax(1, /*keepdim=*/true) - alpha;
+  return int64_t(within.sum().item<double>() / double(scores.size(0)));
 }
 
 at::Tensor infinigen_fetch(const at::Tensor& scores, int64_t fetch) {
@@ -282,7 +313,7 @@ void InfiniGen::begin(const MethodContext& context) {
   file_calibration_.reset();
   prompt_calibration_.skew.assign(context.num_layers, at::Tensor());
   prompt_calibration_.channels.assign(context.num_layers, {});
-  partial_keys_.assign(context.num_layers, {});
+  partial_.assign(context.num_layers, PartialKeys());
   attention_input_.assign(context.num_layers, at::Tensor());
   last_count_ = 0;
   if (config_.calibration == "text") {
@@ -303,11 +334,12 @@ void InfiniGen::on_prefill(int layer, const at::Tensor& q, const at::Tensor& k,
     calibrate_layer(q.narrow(1, 0, T), k.narrow(1, 0, T), config_.partial_ratio,
                     prompt_calibration_.skew[layer], prompt_calibration_.channels[layer]);
   }
-  const at::Tensor& skew = calibration().skew[layer];  // [Hkv, d, d]
-  at::Tensor skewed = at::bmm(k.to(at::kFloat), skew);  // [Hkv, L, d]
-  partial_keys_[layer].clear();
-  for (int64_t h = 0; h < k.size(0); ++h)  // [L, c_h]
-    partial_keys_[layer].push_back(skewed[h].index_select(1, calibration().channels[layer][h]));
+  PartialKeys& p = partial_[layer];
+  p.channels = infinigen_pad_channels(calibration().channels[layer]);
+  const at::Tensor keys = infinigen_partial_keys(k, calibration().skew[layer], p.channels);
+  p.n = keys.size(1);
+  p.buffer = at::empty({keys.size(0), p.n + p.n / 4 + 16, keys.size(2)}, keys.options());
+  p.buffer.narrow(1, 0, p.n).copy_(keys);
   set_partial_bytes(layer, kv);
 }
 
@@ -317,40 +349,40 @@ void InfiniGen::on_attention_input(int layer, const at::Tensor& x, int64_t posit
 }
 
 void InfiniGen::on_append(int layer, const at::Tensor& k, const at::Tensor& v, LayerKV& kv) {
-  if (layer < dense_layers() || partial_keys_[layer].empty()) return;
-  const at::Tensor& skew = calibration().skew[layer];
-  at::Tensor skewed = at::bmm(k.to(at::kFloat).unsqueeze(1), skew);  // [Hkv, 1, d]
-  for (int64_t h = 0; h < k.size(0); ++h) {
-    at::Tensor row = skewed[h].index_select(1, calibration().channels[layer][h]);  // [1, c_h]
-    partial_keys_[layer][h] = at::cat({partial_keys_[layer][h], row}, 0);
+  PartialKeys& p = partial_[layer];
+  if (layer < dense_layers() || !p.buffer.defined()) return;
+  if (p.n == p.buffer.size(1)) {  // full: grow by a quarter
+    at::Tensor grown = at::empty({p.buffer.size(0), p.n + p.n / 4 + 16, p.buffer.size(2)},
+                                 p.buffer.options());
+    grown.narrow(1, 0, p.n).copy_(p.keys());
+    p.buffer = grown;
   }
+  const at::Tensor row = infinigen_partial_keys(k.unsqueeze(1), calibration().skew[layer],
+                                                p.channels);  // [Hkv, 1, c]
+  p.buffer.narrow(1, p.n, 1).copy_(row);
+  ++p.n;
   set_partial_bytes(layer, kv);
 }
 
 void InfiniGen::set_partial_bytes(int layer, const LayerKV& kv) {
-  int64_t elements = 0;
-  for (const at::Tensor& p : partial_keys_[layer]) elements += p.numel();
-  set_index_bytes(layer, elements * int64_t(kv.key_pool().element_size()));
+  const PartialKeys& p = partial_[layer];  // as the reference stores them: c_h channels a head
+  set_index_bytes(layer, p.n * p.channels.total * int64_t(kv.key_pool().element_size()));
 }
 
 at::Tensor InfiniGen::select_rows(int layer, const at::Tensor& q, const LayerKV& kv) {
   if (!context_.model) throw std::logic_error("infinigen: speculation needs MethodContext.model");
   const at::Tensor& x = attention_input_[layer - 1];  // layer i's input speculates layer i+1
-  if (!x.defined() || partial_keys_[layer].empty())
+  const PartialKeys& p = partial_[layer];
+  if (!x.defined() || !p.buffer.defined())
     throw std::logic_error("infinigen: no attention input or partial keys for layer " +
                            std::to_string(layer));
-  const int64_t g = context_.group_size();
   at::Tensor q_spec = context_.model->queries(layer, x, position_);  // RoPE(x_i Wq_{i+1}): [Hq, d]
-  const at::Tensor& skew = calibration().skew[layer];
-  std::vector<at::Tensor> scores;  // per KV head [n] (heads differ in partial channels)
-  for (int h = 0; h < kv.num_heads(); ++h)
-    scores.push_back(infinigen_speculative_scores(q_spec.narrow(0, h * g, g), skew[h],
-                                                  calibration().channels[layer][h],
-                                                  partial_keys_[layer][h]));
+  const at::Tensor scores = infinigen_speculative_scores(q_spec, calibration().skew[layer],
+                                                         p.channels, p.keys());  // [Hkv, n]
   last_count_ = infinigen_threshold_count(scores, config_.alpha);  // same count for every head
   const int64_t cap = config_.cap(context_.budget, kv.size(0));  // every head holds n entries
   const int64_t fetch = config_.fill_to_budget ? cap : std::min(last_count_, cap);
-  return infinigen_fetch(at::stack(scores), std::max<int64_t>(1, fetch));  // NaN scores: 1
+  return infinigen_fetch(scores, std::max<int64_t>(1, fetch));  // NaN scores: 1
 }
 
 KVB_REGISTER_METHOD(make_method_info<InfiniGen, InfiniGenConfig>({

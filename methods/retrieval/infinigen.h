@@ -27,17 +27,33 @@ at::Tensor infinigen_skewing(const at::Tensor& q, const at::Tensor& k);
 std::vector<at::Tensor> infinigen_partial_channels(const at::Tensor& qa, const at::Tensor& ka,
                                                    double r);
 
-// The speculative scores of one KV head: the group's speculated queries q [g, d] in the skewed
-// basis (q A, A = skew [d, d]) on the partial channels [c] (int64), against the partial skewed
-// keys [n, c], / sqrt(d), averaged over the group. Returns [n] float32.
+// Every KV head's partial channels as one tensor: head h's c_h channels, then padding up to the
+// widest head's c (repeating its first channel; the mask zeroes what the padding contributes).
+struct InfiniGenChannels {
+  at::Tensor ids;   // [Hkv, c] int64
+  at::Tensor mask;  // [Hkv, 1, c] float32: 1 on head h's first c_h channels, 0 after
+  int64_t total = 0;  // sum over heads of c_h (what the reference stores per cached key)
+};
+InfiniGenChannels infinigen_pad_channels(const std::vector<at::Tensor>& per_head);
+
+// Keys [Hkv, L, d] (post-RoPE, any float dtype) in the skewed basis (k A, A = skew [Hkv, d, d])
+// on each head's partial channels: [Hkv, L, c] float32 (padding columns hold head h's first
+// channel).
+at::Tensor infinigen_partial_keys(const at::Tensor& k, const at::Tensor& skew,
+                                  const InfiniGenChannels& channels);
+
+// The speculative scores of every KV head: the speculated queries q [Hq, d] (group h: rows
+// h*g .. h*g+g-1) in the skewed basis on their head's partial channels, against the partial
+// skewed keys [Hkv, n, c], / sqrt(d), averaged over the group. Returns [Hkv, n] float32.
 at::Tensor infinigen_speculative_scores(const at::Tensor& q, const at::Tensor& skew,
-                                        const at::Tensor& channels, const at::Tensor& partial_keys);
+                                        const InfiniGenChannels& channels,
+                                        const at::Tensor& partial_keys);
 
 // InfiniGen's fetch count: per head, the keys whose speculative score is within alpha of that
 // head's max (score >= max - alpha, as the reference), averaged over the heads and truncated
-// (the reference fetches the same number for every head). scores: one [n_h] tensor per head.
-// Reads the device once.
-int64_t infinigen_threshold_count(const std::vector<at::Tensor>& scores, double alpha);
+// (the reference fetches the same number for every head). scores: [H, n]. Reads the device
+// once.
+int64_t infinigen_threshold_count(const at::Tensor& scores, double alpha);
 
 // The entries each head fetches: the current (last) one and the top fetch - 1 of the others by
 // speculative score. scores: [H, n]; 1 <= fetch <= n. Returns [H, fetch] ascending, on the
@@ -103,12 +119,20 @@ class InfiniGen : public RetrievalMethod {
   at::Tensor select_rows(int layer, const at::Tensor& q, const LayerKV& kv) override;
 
  private:
+  // One layer's partial skewed keys, rows [0, n) of a buffer grown by a quarter when full (a
+  // decode step writes one row in place instead of copying every head's keys).
+  struct PartialKeys {
+    InfiniGenChannels channels;
+    at::Tensor buffer;  // [Hkv, capacity, c] float32
+    int64_t n = 0;
+    at::Tensor keys() const { return buffer.narrow(1, 0, n); }  // [Hkv, n, c]
+  };
   void set_partial_bytes(int layer, const LayerKV& kv);
 
   InfiniGenConfig config_;
   std::shared_ptr<const InfiniGenCalibration> file_calibration_;  // from a calibration text
   InfiniGenCalibration prompt_calibration_;                       // from the prompt
-  std::vector<std::vector<at::Tensor>> partial_keys_;  // per layer, per KV head [n, c_h]
+  std::vector<PartialKeys> partial_;                   // per layer (empty buffer: dense)
   std::vector<at::Tensor> attention_input_;            // per layer, this step's x: [1, D]
   int64_t position_ = 0;
   int64_t last_count_ = 0;

@@ -65,37 +65,64 @@ TEST(InfiniGen, PartialChannelsAreTheUnionOfTheTopQueryAndKeyChannels) {
   EXPECT_EQ(got, (std::vector<int64_t>{1, 3, 7}));
 }
 
+TEST(InfiniGen, PaddedChannelsRepeatAHeadsFirstChannelUnderAZeroMask) {
+  const InfiniGenChannels c = infinigen_pad_channels(
+      {at::tensor({0, 2}, at::kLong), at::tensor({1, 2, 3}, at::kLong)});
+  EXPECT_TRUE(c.ids.equal(at::tensor({0, 2, 0, 1, 2, 3}, at::kLong).view({2, 3})));
+  EXPECT_TRUE(c.mask.equal(at::tensor({1.f, 1.f, 0.f, 1.f, 1.f, 1.f}).view({2, 1, 3})));
+  EXPECT_EQ(c.total, 5);
+}
+
+TEST(InfiniGen, PartialKeysAreTheSkewedKeysOnEachHeadsChannels) {
+  // Two heads of d = 2; head 0 keeps channel 1 (padded by it), head 1 channels 0 and 1.
+  const InfiniGenChannels c = infinigen_pad_channels(
+      {at::tensor({1}, at::kLong), at::tensor({0, 1}, at::kLong)});
+  at::Tensor k = at::tensor({1.f, 2.f, 3.f, 4.f}).view({2, 1, 2});  // [Hkv, L = 1, d]
+  at::Tensor skew = at::stack({at::eye(2), at::tensor({0.f, 1.f, 1.f, 0.f}).view({2, 2})});
+  // Head 0: (1, 2) A = (1, 2) -> channel 1 twice: (2, 2). Head 1: (3, 4) swapped: (4, 3).
+  EXPECT_TRUE(infinigen_partial_keys(k, skew, c).equal(at::tensor({2.f, 2.f, 4.f, 3.f}).view({2, 1, 2})));
+}
+
 TEST(InfiniGen, SpeculativeScoresUseTheSkewedQueryOnThePartialChannels) {
-  // d = 4; keys already skewed and cut to channels {0, 2}: [n = 3, 2].
-  at::Tensor keys = at::tensor({1.0f, 0.0f, 0.0f, 2.0f, 3.0f, -1.0f}).reshape({3, 2});
-  at::Tensor q = at::tensor({2.0f, 9.0f, 1.0f, 9.0f, 4.0f, 9.0f, -1.0f, 9.0f}).reshape({2, 4});
-  at::Tensor channels = at::tensor({0, 2}, at::kLong);
-  // A = I: q on channels {0, 2} is (2, 1) and (4, -1); scores / sqrt(4), averaged over the two.
-  //   key 0 (1, 0): (2 + 4) / 2 / 2 = 1.5; key 1 (0, 2): (2 - 2) / 4 = 0; key 2 (3, -1):
-  //   ((6 - 1) + (12 + 1)) / 4 = 4.5.
-  at::Tensor s = infinigen_speculative_scores(q, at::eye(4), channels, keys);
-  EXPECT_TRUE(at::allclose(s, at::tensor({1.5f, 0.0f, 4.5f}))) << s;
-  // A swapping channels 0 and 1: (q A)_0 = q_1 = 9 for both query heads, (q A)_2 = q_2.
-  at::Tensor swap = at::eye(4).index_select(0, at::tensor({1, 0, 2, 3}, at::kLong));
+  // d = 4; head 0 keeps channels {0, 2}, head 1 channel {3} (padded by it, masked). Keys
+  // already skewed and cut: [Hkv = 2, n = 3, c = 2].
+  const InfiniGenChannels channels = infinigen_pad_channels(
+      {at::tensor({0, 2}, at::kLong), at::tensor({3}, at::kLong)});
+  at::Tensor keys = at::tensor({1.0f, 0.0f, 0.0f, 2.0f, 3.0f, -1.0f,  //
+                                2.0f, 5.0f, -1.0f, 5.0f, 0.5f, 5.0f}).reshape({2, 3, 2});
+  // g = 2: query heads 0-1 speculate KV head 0, heads 2-3 KV head 1.
+  at::Tensor q = at::tensor({2.0f, 9.0f, 1.0f, 9.0f, 4.0f, 9.0f, -1.0f, 9.0f,  //
+                             0.0f, 0.0f, 0.0f, 1.0f, 0.0f, 0.0f, 0.0f, 3.0f}).reshape({4, 4});
+  // A = I: head 0's queries on channels {0, 2} are (2, 1) and (4, -1); scores / sqrt(4),
+  //   averaged over the two. key 0 (1, 0): (2 + 4) / 2 / 2 = 1.5; key 1 (0, 2): (2 - 2) / 4 = 0;
+  //   key 2 (3, -1): ((6 - 1) + (12 + 1)) / 4 = 4.5.
+  // Head 1's queries on channel 3 are 1 and 3 (the padding column's 5s count 0):
+  //   key 0 (2): (2 + 6) / 4 = 2; key 1 (-1): -4 / 4 = -1; key 2 (0.5): 2 / 4 = 0.5.
+  at::Tensor eye = at::eye(4).expand({2, 4, 4});
+  at::Tensor s = infinigen_speculative_scores(q, eye, channels, keys);
+  EXPECT_TRUE(at::allclose(s, at::tensor({1.5f, 0.0f, 4.5f, 2.0f, -1.0f, 0.5f}).view({2, 3}))) << s;
+  // A swapping channels 0 and 1 for head 0: (q A)_0 = q_1 = 9 for both query heads.
+  at::Tensor swap = at::stack({at::eye(4).index_select(0, at::tensor({1, 0, 2, 3}, at::kLong)),
+                               at::eye(4)});
   s = infinigen_speculative_scores(q, swap, channels, keys);
   //   key 0: (9 + 9) / 4 = 4.5; key 1: (2 - 2) / 4 = 0; key 2: (27 - 1 + 27 + 1) / 4 = 13.5.
-  EXPECT_TRUE(at::allclose(s, at::tensor({4.5f, 0.0f, 13.5f}))) << s;
+  EXPECT_TRUE(at::allclose(s[0], at::tensor({4.5f, 0.0f, 13.5f}))) << s;
 }
 
 TEST(InfiniGen, ThresholdCountIsTheHeadMeanOfKeysWithinAlphaOfTheirOwnMax) {
   // Head 0: max 10, alpha 5: 5 (exactly at the threshold, counted as the reference's >=), 9.5,
   // 10 -> 3. Head 1: its own max 8: 3 and 8 -> 2. Mean 2.5, truncated -> 2.
-  const std::vector<at::Tensor> scores = {at::tensor({0.0f, 4.0f, 5.0f, 9.5f, 10.0f}),
-                                          at::tensor({1.0f, 2.0f, 3.0f, 8.0f})};
+  const at::Tensor scores = at::tensor({0.0f, 4.0f, 5.0f, 9.5f, 10.0f,  //
+                                        1.0f, 2.0f, 3.0f, 8.0f, -20.0f}).view({2, 5});
   EXPECT_EQ(infinigen_threshold_count(scores, 5.0), 2);
-  EXPECT_EQ(infinigen_threshold_count({scores[0]}, 5.0), 3);
-  EXPECT_EQ(infinigen_threshold_count({scores[1]}, 5.0), 2);
-  EXPECT_EQ(infinigen_threshold_count(scores, 0.0), 1);   // only each max
-  EXPECT_EQ(infinigen_threshold_count(scores, 100.0), 4);  // (5 + 4) / 2
+  EXPECT_EQ(infinigen_threshold_count(scores.narrow(0, 0, 1), 5.0), 3);
+  EXPECT_EQ(infinigen_threshold_count(scores.narrow(0, 1, 1), 5.0), 2);
+  EXPECT_EQ(infinigen_threshold_count(scores, 0.0), 1);    // only each max
+  EXPECT_EQ(infinigen_threshold_count(scores, 100.0), 5);  // (5 + 5) / 2
+  EXPECT_EQ(infinigen_threshold_count(scores, 27.0), 4);   // (5 + 4) / 2, truncated
   // With the shared count 2, head 0 fetches its current entry (4) and its best other one (3);
-  // head 1 its current entry (3) and entry 2.
-  EXPECT_TRUE(infinigen_fetch(scores[0].unsqueeze(0), 2).equal(at::tensor({3, 4}, at::kLong).view({1, 2})));
-  EXPECT_TRUE(infinigen_fetch(scores[1].unsqueeze(0), 2).equal(at::tensor({2, 3}, at::kLong).view({1, 2})));
+  // head 1 its current entry (4) and entry 3.
+  EXPECT_TRUE(infinigen_fetch(scores, 2).equal(at::tensor({3, 4, 3, 4}, at::kLong).view({2, 2})));
 }
 
 TEST(InfiniGen, FetchTakesTheCurrentEntryAndTheTopOthersBySpeculativeScore) {
