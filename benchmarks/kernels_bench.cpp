@@ -2,6 +2,9 @@
 // 32 query heads, 8 KV heads, head dim 128, fp32.
 //   copy/<MiB>                      memcpy of a buffer as large as the 32k K+V (read + write)
 //   read_sum/<MiB>                  a parallel sum over it: read-only streaming, decode's ceiling
+//   kv_stream/<n>                   dense decode's reads at n tokens without its arithmetic: each
+//                                   KV head's K and V in 16-row tiles, prefetched as the kernel
+//                                   does (what the access pattern alone reaches)
 //   fma_peak                        the widest FMA the CPU has, on every thread: the compute
 //                                   ceiling (GBps_ceiling: dense fp32 decode at g = 4 does one
 //                                   lane-FMA per K/V byte, so lane-FMAs per ns = GB/s)
@@ -120,6 +123,63 @@ void BM_read_sum(benchmark::State& state) {
   set_bytes(state, double(n) * sizeof(float));
 }
 BENCHMARK(BM_read_sum)->Arg(256)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// One KV head's K then V rows of each 16-row tile summed, K/V lines of the row 16 ahead
+// prefetched per row: the dense kernel's reads without its scores, softmax and PV products.
+#if KVB_X86_DISPATCH
+KVB_TARGET_AVX2 inline void add_row(const float* row, __m256& a0, __m256& a1) {
+  for (int64_t c = 0; c < kD; c += 16) {
+    a0 = _mm256_add_ps(a0, _mm256_loadu_ps(row + c));
+    a1 = _mm256_add_ps(a1, _mm256_loadu_ps(row + c + 8));
+  }
+}
+#endif
+
+KVB_TARGET_AVX2 float kv_stream_avx2(const float* k, const float* v, int64_t n) {
+#if KVB_X86_DISPATCH
+  constexpr int64_t kTileRows = 16, kAhead = 16;
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+  for (int64_t t0 = 0; t0 < n; t0 += kTileRows) {
+    const int64_t t1 = std::min(n, t0 + kTileRows);
+    for (int64_t j = t0; j < t1; ++j) {
+      if (j + kAhead < n)
+        for (int64_t c = 0; c < kD; c += 16) {
+          _mm_prefetch(reinterpret_cast<const char*>(k + (j + kAhead) * kD + c), _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(v + (j + kAhead) * kD + c), _MM_HINT_T0);
+        }
+      add_row(k + j * kD, a0, a1);
+    }
+    for (int64_t j = t0; j < t1; ++j) add_row(v + j * kD, a0, a1);
+  }
+  float lanes[8];
+  _mm256_storeu_ps(lanes, _mm256_add_ps(a0, a1));
+  float total = 0;
+  for (float lane : lanes) total += lane;
+  return total;
+#else
+  float total = 0;
+  for (int64_t i = 0; i < n * kD; ++i) total += k[i] + v[i];
+  return total;
+#endif
+}
+
+void BM_kv_stream(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  auto k = random_floats(size_t(kHkv * n * kD), 2), v = random_floats(size_t(kHkv * n * kD), 3);
+  const bool avx2 = cpu_has_avx2_fma();
+  for (auto _ : state) {
+    double total = 0;
+#pragma omp parallel for schedule(dynamic, 1) reduction(+ : total)
+    for (int64_t h = 0; h < kHkv; ++h) {
+      const float* kh = k.data() + h * n * kD;
+      const float* vh = v.data() + h * n * kD;
+      total += avx2 ? kv_stream_avx2(kh, vh, n) : sum_portable(kh, 0, n * kD) + sum_portable(vh, 0, n * kD);
+    }
+    benchmark::DoNotOptimize(total);
+  }
+  set_bytes(state, 2.0 * double(kHkv * n * kD) * sizeof(float));
+}
+BENCHMARK(BM_kv_stream)->Arg(32768)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // Peak FMA throughput: 12 independent chains per thread (more than latency x ports), the
 // widest vectors the decode kernel dispatches to. Counter lane_fma_per_ns = GBps_ceiling.
