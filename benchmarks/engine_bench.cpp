@@ -13,20 +13,28 @@
 // called per decode step from outside another operator (RecordFunction callbacks; views not
 // counted). On a GPU each launches a kernel or more from the host, so this counts the step's
 // launch overhead on any device (kvbench's own kernels, called without ATen, are not in it).
+// KVBENCH_TRACE_CALLS=1: each decode benchmark also prints, to stderr, the counted operators by
+// name with their calls per step, most called first (where a method's calls come from).
 // Run: kvbench_bench [--benchmark_filter=<regex>]
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <string>
-#include <unordered_set>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <string>
 #include <thread>
+#include <unordered_set>
+#include <utility>
+#include <vector>
 
 #include "engine/common/heap.h"
 #include "engine/common/shared_folder.h"
@@ -100,9 +108,27 @@ class AtenCallCounter {
             at::RecordFunctionCallback(&AtenCallCounter::enter, &AtenCallCounter::leave)
                 .scopes({at::RecordScope::FUNCTION}))) {
     calls_ = 0;
+    const std::lock_guard<std::mutex> lock(trace_mutex_);
+    trace_.clear();
   }
   ~AtenCallCounter() { at::removeCallback(handle_); }
   int64_t calls() const { return calls_; }
+
+  // With KVBENCH_TRACE_CALLS set: the counted calls by operator name, divided by `steps`, most
+  // called first, to stderr.
+  void print_trace(int64_t steps) const {
+    if (!tracing()) return;
+    std::vector<std::pair<int64_t, std::string>> rows;
+    {
+      const std::lock_guard<std::mutex> lock(trace_mutex_);
+      for (const auto& [name, count] : trace_) rows.emplace_back(count, name);
+    }
+    std::sort(rows.rbegin(), rows.rend());
+    std::fprintf(stderr, "aten calls per step by operator (%.1f in all):\n",
+                 double(calls_) / double(steps));
+    for (const auto& [count, name] : rows)
+      std::fprintf(stderr, "  %8.2f  %s\n", double(count) / double(steps), name.c_str());
+  }
 
  private:
   enum class Kind { kWork, kView, kMaybeCopy };
@@ -122,13 +148,24 @@ class AtenCallCounter {
     return std::strcmp(name, "aten::_to_copy") == 0 || std::strcmp(name, "aten::clone") == 0 ||
            std::strcmp(name, "aten::copy_") == 0;
   }
+  static bool tracing() {
+    static const bool on = std::getenv("KVBENCH_TRACE_CALLS") != nullptr;
+    return on;
+  }
+  static void count(const std::string& name) {
+    ++calls_;
+    if (!tracing()) return;
+    const std::lock_guard<std::mutex> lock(trace_mutex_);
+    ++trace_[name];
+  }
   static std::unique_ptr<at::ObserverContext> enter(const at::RecordFunction& f) {
     if (depth_ == 0) {
       const Kind k = kind(f.name());
-      if (k == Kind::kWork) ++calls_;
+      if (k == Kind::kWork) count(f.name());
       pending_copy_ = k == Kind::kMaybeCopy;
+      if (pending_copy_ && tracing()) pending_name_ = f.name();
     } else if (pending_copy_ && copies(f.name())) {  // a `to` or `reshape` that copied
-      ++calls_;
+      count(pending_name_ + " (copied)");
       pending_copy_ = false;
     }
     ++depth_;
@@ -136,6 +173,9 @@ class AtenCallCounter {
   }
   static void leave(const at::RecordFunction&, at::ObserverContext*) { --depth_; }
 
+  static inline std::mutex trace_mutex_;
+  static inline std::map<std::string, int64_t> trace_;
+  static inline thread_local std::string pending_name_;
   static inline std::atomic<int64_t> calls_{0};
   static inline thread_local int depth_ = 0;
   static inline thread_local bool pending_copy_ = false;
@@ -165,6 +205,7 @@ void bench_decode_with(benchmark::State& state, const ModelSource& source, int64
   const AtenCallCounter counter;
   for (int64_t step = 0; step < kKvBlockSize; ++step) token = argmax_token(session->decode(token));
   state.counters["aten_calls/step"] = double(counter.calls()) / double(kKvBlockSize);
+  counter.print_trace(kKvBlockSize);
 }
 
 void bench_decode(benchmark::State& state, const ModelSource& source, int64_t context) {
