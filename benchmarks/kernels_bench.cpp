@@ -3,8 +3,9 @@
 //   copy/<MiB>                      memcpy of a buffer as large as the 32k K+V (read + write)
 //   read_sum/<MiB>                  a parallel sum over it: read-only streaming, decode's ceiling
 //   kv_stream/<n>                   dense decode's reads at n tokens without its arithmetic: each
-//                                   KV head's K and V in 16-row tiles, prefetched as the kernel
-//                                   does (what the access pattern alone reaches)
+//                                   KV head's K and V in 16-row tiles, prefetched as the AVX2
+//                                   kernel does (what its access pattern alone reaches; one
+//                                   thread per KV head, so at most 8 threads)
 //   fma_peak                        the widest FMA the CPU has, on every thread: the compute
 //                                   ceiling (GBps_ceiling: dense fp32 decode at g = 4 does one
 //                                   lane-FMA per K/V byte, so lane-FMAs per ns = GB/s)
@@ -17,7 +18,7 @@
 // Counters: bytes (moved per call) and GBps (bytes / time, decimal GB/s). Copy counts read +
 // write. Compare dense/sparse GBps with copy's GBps of the same run (ratios in README).
 // Run: kvbench_bench
-//   --benchmark_filter='copy|read_sum|dense_decode|all_rows|sparse_decode|quest|pq_|cosine|centroid'
+//   --benchmark_filter='copy|read_sum|kv_stream|dense_decode|all_rows|sparse_decode|quest|pq_|cosine|centroid'
 #include <benchmark/benchmark.h>
 #include <omp.h>
 

@@ -248,7 +248,7 @@ KVB_INLINE void prefetch_ahead(const E* k, const E* v, const int64_t* idx, int64
 
 // The tile's scores to exp(s - max), the running max m and sum l updated, the accumulators
 // rescaled when the max moved. The tile's max is a vector reduction: a serial max over the
-// tile's 32 scores per query head would cost half as much as all of the tile's FMAs.
+// tile's scores per query head would cost half as much as all of the tile's FMAs.
 template <int kG>
 KVB_TARGET_AVX2 void softmax_tile_avx2(float (&s)[kG][kTile], int64_t T, int64_t d, float* m,
                                        float* l, float* acc, float* raw, int64_t raw_stride,

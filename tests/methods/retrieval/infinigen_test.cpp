@@ -195,6 +195,22 @@ TEST(InfiniGen, DefaultAttendsTheThresholdCountCappedByTheBudget) {
   EXPECT_DOUBLE_EQ(sparse_attended(*model, *ratio, 64, 2), 30.0);
 }
 
+TEST(InfiniGen, PartialKeysKeepEveryEntryPastTheirBuffersGrowth) {
+  // A 20-token prompt leaves room for 41 partial keys; 40 decode steps outgrow it. With alpha
+  // so large that every key passes, the threshold count is every entry of the step: the
+  // scores must cover each entry before and after the growth.
+  auto model = LlamaModel::from_reference("random-tiny");
+  auto method = test::make_method("infinigen", {{"alpha", 1e9}, {"calibration", "prompt"}});
+  auto* infinigen = dynamic_cast<InfiniGen*>(method.get());
+  ASSERT_NE(infinigen, nullptr);
+  Session session(*model, *method, SessionOptions{.budget = 8});
+  session.prefill(prompt_of_length(20));
+  for (int t = 0; t < 40; ++t) {
+    session.decode(5 + t);
+    ASSERT_EQ(infinigen->last_count(), 21 + t) << "step " << t;
+  }
+}
+
 // The skewing matrices of layer 2 after a prefill of `prompt`.
 at::Tensor layer2_skew(const LlamaModel& model, const json& config,
                        const std::vector<int>& prompt) {
