@@ -152,11 +152,12 @@ class AtenCallCounter {
     static const bool on = std::getenv("KVBENCH_TRACE_CALLS") != nullptr;
     return on;
   }
-  static void count(const std::string& name) {
+  // The name is built only when tracing: counting alone allocates nothing.
+  static void count(const char* name, const char* suffix = "") {
     ++calls_;
     if (!tracing()) return;
     const std::lock_guard<std::mutex> lock(trace_mutex_);
-    ++trace_[name];
+    ++trace_[std::string(name) + suffix];
   }
   static std::unique_ptr<at::ObserverContext> enter(const at::RecordFunction& f) {
     if (depth_ == 0) {
@@ -165,7 +166,7 @@ class AtenCallCounter {
       pending_copy_ = k == Kind::kMaybeCopy;
       if (pending_copy_ && tracing()) pending_name_ = f.name();
     } else if (pending_copy_ && copies(f.name())) {  // a `to` or `reshape` that copied
-      count(pending_name_ + " (copied)");
+      count(pending_name_.c_str(), " (copied)");
       pending_copy_ = false;
     }
     ++depth_;

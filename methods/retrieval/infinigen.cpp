@@ -88,7 +88,9 @@ InfiniGenChannels infinigen_pad_channels(const std::vector<at::Tensor>& per_head
     const at::Tensor c = per_head[size_t(h)].to(at::kCPU, at::kLong).contiguous();
     const int64_t* p = c.data_ptr<int64_t>();
     for (int64_t j = 0; j < widest; ++j) {
-      ids[size_t(h * widest + j)] = p[j < c.numel() ? j : 0];
+      // Padding repeats the head's first channel (channel 0 for a head with none: its scores
+      // are zero, as a head without channels scores).
+      ids[size_t(h * widest + j)] = j < c.numel() ? p[j] : c.numel() > 0 ? p[0] : 0;
       mask[size_t(h * widest + j)] = j < c.numel() ? 1.f : 0.f;
     }
     out.total += c.numel();
@@ -231,6 +233,15 @@ std::string infinigen_cache_path(const ModelView& model, const InfiniGenConfig& 
 
 namespace {
 
+// Partial keys [Hkv, n, c] copied into a new buffer with room for a quarter more rows (and 16),
+// so that appending a row is a write in place until the buffer is full again.
+at::Tensor with_room(const at::Tensor& keys) {
+  const int64_t n = keys.size(1);
+  at::Tensor buffer = at::empty({keys.size(0), n + n / 4 + 16, keys.size(2)}, keys.options());
+  buffer.narrow(1, 0, n).copy_(keys);
+  return buffer;
+}
+
 // A calibration text's matrices: from the cache directory when there, else computed (and
 // written there when it can be).
 std::shared_ptr<const InfiniGenCalibration> text_calibration(const ModelView& model, int layers,
@@ -338,8 +349,7 @@ void InfiniGen::on_prefill(int layer, const at::Tensor& q, const at::Tensor& k,
   p.channels = infinigen_pad_channels(calibration().channels[layer]);
   const at::Tensor keys = infinigen_partial_keys(k, calibration().skew[layer], p.channels);
   p.n = keys.size(1);
-  p.buffer = at::empty({keys.size(0), p.n + p.n / 4 + 16, keys.size(2)}, keys.options());
-  p.buffer.narrow(1, 0, p.n).copy_(keys);
+  p.buffer = with_room(keys);
   set_partial_bytes(layer, kv);
 }
 
@@ -351,12 +361,7 @@ void InfiniGen::on_attention_input(int layer, const at::Tensor& x, int64_t posit
 void InfiniGen::on_append(int layer, const at::Tensor& k, const at::Tensor& v, LayerKV& kv) {
   PartialKeys& p = partial_[layer];
   if (layer < dense_layers() || !p.buffer.defined()) return;
-  if (p.n == p.buffer.size(1)) {  // full: grow by a quarter
-    at::Tensor grown = at::empty({p.buffer.size(0), p.n + p.n / 4 + 16, p.buffer.size(2)},
-                                 p.buffer.options());
-    grown.narrow(1, 0, p.n).copy_(p.keys());
-    p.buffer = grown;
-  }
+  if (p.n == p.buffer.size(1)) p.buffer = with_room(p.keys());  // full
   const at::Tensor row = infinigen_partial_keys(k.unsqueeze(1), calibration().skew[layer],
                                                 p.channels);  // [Hkv, 1, c]
   p.buffer.narrow(1, p.n, 1).copy_(row);

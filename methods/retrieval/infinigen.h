@@ -28,7 +28,8 @@ std::vector<at::Tensor> infinigen_partial_channels(const at::Tensor& qa, const a
                                                    double r);
 
 // Every KV head's partial channels as one tensor: head h's c_h channels, then padding up to the
-// widest head's c (repeating its first channel; the mask zeroes what the padding contributes).
+// widest head's c (repeating its first channel, or channel 0 for a head with none; the mask
+// zeroes what the padding contributes).
 struct InfiniGenChannels {
   at::Tensor ids;   // [Hkv, c] int64
   at::Tensor mask;  // [Hkv, 1, c] float32: 1 on head h's first c_h channels, 0 after

@@ -71,6 +71,12 @@ TEST(InfiniGen, PaddedChannelsRepeatAHeadsFirstChannelUnderAZeroMask) {
   EXPECT_TRUE(c.ids.equal(at::tensor({0, 2, 0, 1, 2, 3}, at::kLong).view({2, 3})));
   EXPECT_TRUE(c.mask.equal(at::tensor({1.f, 1.f, 0.f, 1.f, 1.f, 1.f}).view({2, 1, 3})));
   EXPECT_EQ(c.total, 5);
+  // A head without channels pads with channel 0, all masked: its scores are zero.
+  const InfiniGenChannels empty = infinigen_pad_channels(
+      {at::tensor({3, 1}, at::kLong), at::empty({0}, at::kLong)});
+  EXPECT_TRUE(empty.ids.equal(at::tensor({3, 1, 0, 0}, at::kLong).view({2, 2})));
+  EXPECT_TRUE(empty.mask.equal(at::tensor({1.f, 1.f, 0.f, 0.f}).view({2, 1, 2})));
+  EXPECT_EQ(empty.total, 2);
 }
 
 TEST(InfiniGen, PartialKeysAreTheSkewedKeysOnEachHeadsChannels) {
