@@ -9,6 +9,10 @@
 // decode_method/<method>/4096/512: the same 32 steps on the random model at 4k tokens with each
 // method at budget 512: what a method's per-step work (selection, bookkeeping, eviction) costs
 // beside Full's decode.
+// kv_evict/<pattern>/1024: one decode step's KV bookkeeping alone, on one layer of 8 KV heads of
+// 128 (fp32) holding 1024 entries: append a token, then evict one entry per head, as
+// StreamingLLM does (`sinks`: the oldest after 4 sinks) or as H2O does (`scattered`: a
+// pseudo-random entry per head). Counts `rows_moved/step`, the pool rows copied.
 // Every decode benchmark also counts `aten_calls/step`: ATen operators that compute or copy,
 // called per decode step from outside another operator (RecordFunction callbacks; views not
 // counted). On a GPU each launches a kernel or more from the host, so this counts the step's
@@ -41,6 +45,7 @@
 #include "engine/common/thread_pools.h"
 #include "engine/model/llama_model.h"
 #include "engine/session.h"
+#include "methods/common/eviction.h"
 #include "methods/method.h"
 
 namespace kvb {
@@ -218,6 +223,35 @@ void bench_method_decode(benchmark::State& state, const std::string& name) {
   bench_decode_with(state, random_llama, 4096, *method, 512);
 }
 
+void bench_kv_evict(benchmark::State& state, bool scattered) {
+  constexpr int kHeads = 8, kDim = 128;
+  constexpr int64_t kBudget = 1024, kSinks = 4;
+  LayerKV kv(kHeads, kDim, at::kFloat);
+  kv.append_many(at::randn({kHeads, kBudget, kDim}), at::randn({kHeads, kBudget, kDim}), 0);
+  const at::Tensor k = at::randn({kHeads, kDim}), v = at::randn({kHeads, kDim});
+  uint64_t lcg = 1;
+  int64_t position = kBudget, steps = 0;
+  const int64_t moved_before = kv.rows_moved();
+  std::vector<std::vector<int64_t>> kept(kHeads);
+  for (auto _ : state) {
+    kv.append(k, v, position++);
+    if (!scattered) {
+      keep_sinks_and_recent(kv, kSinks, kBudget);
+    } else {
+      for (int h = 0; h < kHeads; ++h) {
+        lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
+        const int64_t victim = int64_t((lcg >> 33) % uint64_t(kBudget + 1));
+        kept[size_t(h)].clear();
+        for (int64_t i = 0; i <= kBudget; ++i)
+          if (i != victim) kept[size_t(h)].push_back(i);
+      }
+      kv.keep(kept);
+    }
+    ++steps;
+  }
+  state.counters["rows_moved/step"] = double(kv.rows_moved() - moved_before) / double(steps);
+}
+
 // Wall-clock time: the work runs on at::get_num_threads() threads, not only the calling one.
 void register_model(const std::string& name, const ModelSource& source,
                     const std::vector<int64_t>& contexts) {
@@ -238,6 +272,12 @@ void register_methods() {
                                  bench_method_decode, info->name)
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("kv_evict/sinks/1024", bench_kv_evict, false)
+      ->UseRealTime()
+      ->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("kv_evict/scattered/1024", bench_kv_evict, true)
+      ->UseRealTime()
+      ->Unit(benchmark::kMicrosecond);
 }
 
 }  // namespace

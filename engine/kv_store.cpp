@@ -37,6 +37,30 @@ const at::Tensor& LayerKV::device_row_table() const {
   return row_table_;
 }
 
+LayerKV::LogicalTable LayerKV::logical_table() const {
+  const at::Tensor& slots = device_row_table();  // [Hkv, W]
+  bool same_front = true;
+  for (const Head& h : heads_) same_front = same_front && h.front == heads_[0].front;
+  if (same_front) return {slots, heads_.empty() ? 0 : heads_[0].front};
+  if (!shifted_table_.defined()) {
+    std::vector<int64_t> fronts;
+    for (const Head& h : heads_) fronts.push_back(h.front);
+    const int64_t width = slots.size(1);
+    // Column i of head h is slot front[h] + i; columns past a head's last slot are never read,
+    // so they may repeat it.
+    const at::Tensor columns = (at::arange(width, slots.options()).unsqueeze(0) +
+                                on_device(fronts).unsqueeze(1))
+                                   .clamp_max(width - 1);  // [Hkv, W]
+    shifted_table_ = slots.gather(1, columns);
+  }
+  return {shifted_table_, 0};
+}
+
+void LayerKV::blocks_changed() {
+  row_table_ = at::Tensor();
+  shifted_table_ = at::Tensor();
+}
+
 void LayerKV::grow_pool(int64_t min_blocks) {
   // A quarter more, not double: a GPU holding a 128k-token cache cannot afford twice of it.
   int64_t new_capacity = std::max<int64_t>(min_blocks, capacity_blocks_ + capacity_blocks_ / 4);
@@ -70,10 +94,11 @@ void LayerKV::append_many(const at::Tensor& k, const at::Tensor& v, int64_t firs
   const int64_t count = k.size(1);
   int64_t needed = 0;
   for (const Head& h : heads_)
-    needed += (h.size + count + kKvBlockSize - 1) / kKvBlockSize - int64_t(h.blocks.size());
+    needed += (h.front + h.size + count + kKvBlockSize - 1) / kKvBlockSize -
+              int64_t(h.blocks.size());
   if (needed > int64_t(free_blocks_.size()))
     grow_pool(capacity_blocks_ + needed - int64_t(free_blocks_.size()));
-  if (needed > 0) row_table_ = at::Tensor();
+  if (needed > 0) blocks_changed();
   at::Tensor k_src = k.to(device_, dtype_).reshape({-1, head_dim_});  // [Hkv * count, d]
   at::Tensor v_src = v.to(device_, dtype_).reshape({-1, head_dim_});
   // A decode token on heads of equal size: its rows come from the device's block table, so the
@@ -84,14 +109,21 @@ void LayerKV::append_many(const at::Tensor& k, const at::Tensor& v, int64_t firs
   std::vector<int64_t> rows;  // head-major, like k_src; only when not uniform
   for (Head& h : heads_) {
     for (int64_t i = 0; i < count; ++i) {
-      int64_t logical = h.size + i;
-      if (logical / kKvBlockSize >= int64_t(h.blocks.size())) h.blocks.push_back(allocate_block());
+      const int64_t logical = h.size + i;
+      if ((h.front + logical) / kKvBlockSize >= int64_t(h.blocks.size()))
+        h.blocks.push_back(allocate_block());
       if (!uniform) rows.push_back(row_of(h, logical));
       h.positions.push_back(first_position + i);
     }
     h.size += count;
   }
-  at::Tensor index = uniform ? device_row_table().select(1, before) : on_device(rows);  // [Hkv]
+  at::Tensor index;  // [Hkv * count]
+  if (uniform) {
+    const LogicalTable rows_of = logical_table();
+    index = rows_of.table.select(1, rows_of.offset + before);
+  } else {
+    index = on_device(rows);
+  }
   k_pool_.index_copy_(0, index, k_src);
   v_pool_.index_copy_(0, index, v_src);
 }
@@ -117,26 +149,44 @@ void LayerKV::compact(int head, const std::vector<int64_t>& logical_indices, Row
     if (idx < 0 || idx >= h.size || (i > 0 && idx <= logical_indices[i - 1]))
       throw std::logic_error("LayerKV::keep: indices must be sorted, unique and resident");
   }
-  const int64_t kept = int64_t(logical_indices.size());
-  if (kept == h.size) return;  // sorted, unique and resident: every entry, nothing changes
-  // Entries before the first dropped one stay where they are: only the rest move (evicting one
-  // entry per decode step, as H2O does, moves the entries after it, not the whole cache).
-  int64_t first_moved = 0;
-  while (first_moved < kept && logical_indices[size_t(first_moved)] == first_moved) ++first_moved;
-  for (int64_t i = first_moved; i < kept; ++i) {
-    moves.src.push_back(row_of(h, logical_indices[size_t(i)]));
-    moves.dst.push_back(row_of(h, i));
+  const int64_t kept = int64_t(logical_indices.size()), dropped = h.size - kept;
+  if (dropped == 0) return;  // sorted, unique and resident: every entry, nothing changes
+  auto kept_at = [&](int64_t i) { return logical_indices[size_t(i)]; };
+  // Entries that stay where they are: a prefix when the front stays, a suffix when the back
+  // stays (then the front advances by `dropped`). Only the others move.
+  int64_t same_front = 0, same_back = 0;
+  while (same_front < kept && kept_at(same_front) == same_front) ++same_front;
+  while (same_back < kept && kept_at(kept - 1 - same_back) == h.size - 1 - same_back) ++same_back;
+  // A large compaction (a prefill eviction) keeps the front, so its entries fill the fewest
+  // blocks: the memory a method holds after it is measured.
+  const bool back_stays = dropped < kKvBlockSize && same_back > same_front;
+  const int64_t front = back_stays ? h.front + dropped : h.front;
+  const int64_t move_begin = back_stays ? 0 : same_front;
+  const int64_t move_end = back_stays ? kept - same_back : kept;
+  for (int64_t i = move_begin; i < move_end; ++i) {
+    moves.src.push_back(row_of(h, kept_at(i)));
+    moves.dst.push_back(row_at_slot(h, front + i));
   }
-  row_table_ = at::Tensor();
   std::vector<int64_t> positions(kept);
-  for (int64_t i = 0; i < kept; ++i) positions[i] = h.positions[logical_indices[i]];
+  for (int64_t i = 0; i < kept; ++i) positions[i] = h.positions[kept_at(i)];
   h.positions = std::move(positions);
   h.size = kept;
-  // The freed blocks keep their rows until the next allocation, after move_rows has read them.
-  const size_t blocks_needed = size_t((kept + kKvBlockSize - 1) / kKvBlockSize);
-  while (h.blocks.size() > blocks_needed) {
-    free_blocks_.push_back(h.blocks.back());
-    h.blocks.pop_back();
+  h.front = front;
+  if (back_stays) shifted_table_ = at::Tensor();
+  // Blocks wholly before the front or after the last entry are freed; they keep their rows
+  // until the next allocation, after move_rows has read them.
+  const size_t leading = size_t(h.front / kKvBlockSize);
+  if (leading > 0) {
+    free_blocks_.insert(free_blocks_.end(), h.blocks.begin(), h.blocks.begin() + leading);
+    h.blocks.erase(h.blocks.begin(), h.blocks.begin() + leading);
+    h.front %= kKvBlockSize;
+    blocks_changed();
+  }
+  const size_t blocks_needed = size_t((h.front + kept + kKvBlockSize - 1) / kKvBlockSize);
+  if (h.blocks.size() > blocks_needed) {
+    free_blocks_.insert(free_blocks_.end(), h.blocks.begin() + blocks_needed, h.blocks.end());
+    h.blocks.resize(blocks_needed);
+    blocks_changed();
   }
 }
 
@@ -146,6 +196,7 @@ void LayerKV::move_rows(const RowMoves& moves) {
   rows.insert(rows.end(), moves.dst.begin(), moves.dst.end());
   const at::Tensor both = on_device(rows);
   const int64_t n = int64_t(moves.src.size());
+  rows_moved_ += n;
   const at::Tensor src = both.narrow(0, 0, n), dst = both.narrow(0, n, n);
   // index_select copies the sources before index_copy_ writes any destination.
   k_pool_.index_copy_(0, dst, k_pool_.index_select(0, src));
@@ -172,25 +223,32 @@ void LayerKV::shrink_to_fit() {
   v_pool_ = v_new;
   capacity_blocks_ = used;
   free_blocks_.clear();
-  row_table_ = at::Tensor();
+  blocks_changed();
 }
 
 at::Tensor LayerKV::physical_rows(int head, const at::Tensor& logical) const {
-  return device_row_table()[head].index_select(0, logical.to(device_, at::kLong).reshape({-1}));
+  const LogicalTable rows = logical_table();
+  return rows.table[head]
+      .narrow(0, rows.offset, rows.table.size(1) - rows.offset)
+      .index_select(0, logical.to(device_, at::kLong).reshape({-1}));
 }
 
 at::Tensor LayerKV::physical_rows(const at::Tensor& heads, const at::Tensor& logical) const {
-  const at::Tensor& table = device_row_table();  // [Hkv, slots]
-  return table.view({-1}).index_select(0, heads * table.size(1) + logical);
+  const LogicalTable rows = logical_table();  // [Hkv, W]
+  const at::Tensor flat = rows.table.view({-1});
+  return flat.narrow(0, rows.offset, flat.size(0) - rows.offset)
+      .index_select(0, heads * rows.table.size(1) + logical);
 }
 
 at::Tensor LayerKV::physical_rows_per_head(const at::Tensor& logical) const {
-  const at::Tensor& table = device_row_table();  // [Hkv, slots]
+  const LogicalTable rows = logical_table();
+  const at::Tensor table = rows.table.narrow(1, rows.offset, rows.table.size(1) - rows.offset);
   return table.unsqueeze(1).expand({table.size(0), logical.size(1), table.size(1)}).gather(2, logical);
 }
 
 at::Tensor LayerKV::all_physical_rows(int head) const {
-  return device_row_table()[head].narrow(0, 0, heads_[head].size);
+  const LogicalTable rows = logical_table();
+  return rows.table[head].narrow(0, rows.offset, heads_[head].size);
 }
 
 bool LayerKV::equally_filled() const {
@@ -203,7 +261,8 @@ at::Tensor LayerKV::uniform_rows() const {
   if (!equally_filled())
     throw std::logic_error("LayerKV::uniform_rows: heads hold different sizes");
   const int64_t n = heads_.empty() ? 0 : heads_[0].size;
-  return device_row_table().narrow(1, 0, n).reshape({-1});
+  const LogicalTable rows = logical_table();
+  return rows.table.narrow(1, rows.offset, n).reshape({-1});
 }
 
 at::Tensor LayerKV::keys(int head) const { return k_pool_.index_select(0, all_physical_rows(head)); }

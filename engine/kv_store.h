@@ -34,7 +34,11 @@ class LayerKV {
   void append_many(const at::Tensor& k, const at::Tensor& v, int64_t first_position);
 
   // Keeps only the listed logical entries of `head` (sorted ascending, unique), compacting them
-  // to the front and freeing the blocks no longer needed.
+  // and freeing the blocks no longer needed. Rows move to close the gaps: the entries after
+  // the dropped ones move forward, or, when fewer than a block's worth of entries go and the
+  // entries before them are fewer, those move back and the head's front advances (one
+  // eviction per decode step after StreamingLLM's 4 sinks moves 4 rows, not B). The head then
+  // may own one partly filled block more at its front than a compaction to the front would.
   void keep(int head, const std::vector<int64_t>& logical_indices);
   // The same for every head at once (kept[h] for head h; all of a head's entries leave it as
   // it is), with one copy of row indices to the device and one row move per pool for the whole
@@ -56,7 +60,8 @@ class LayerKV {
   at::Tensor all_physical_rows(int head) const;
   // Every entry's row when the heads are equally_filled(), n entries each: [Hkv * n] int64 on the
   // pools' device, head-major, in one device op (a decode step of Full asks for it on every
-  // layer); a view of the device's row table when n fills every block (do not write to it).
+  // layer); a view of the device's row table when the entries fill their blocks exactly (do not
+  // write to it).
   at::Tensor uniform_rows() const;
   // Gathered copies. Returns [n, d].
   at::Tensor keys(int head) const;
@@ -68,6 +73,7 @@ class LayerKV {
   const at::Tensor& value_pool() const { return v_pool_; }
 
   int64_t entries() const;          // resident entries over all heads
+  int64_t rows_moved() const { return rows_moved_; }  // pool rows copied by keep() so far
   int64_t blocks_in_use() const;
   int64_t allocated_bytes() const;  // K and V pool capacity in bytes (what the process holds)
   int64_t used_bytes() const;       // bytes of blocks owned by heads
@@ -79,6 +85,7 @@ class LayerKV {
     std::vector<int32_t> blocks;  // block ids, in logical order
     std::vector<int64_t> positions;
     int64_t size = 0;
+    int64_t front = 0;  // slot of logical entry 0 in blocks[0], in [0, 16)
   };
   // Pool rows to copy (src[i] to dst[i]) when heads are compacted.
   struct RowMoves {
@@ -90,22 +97,36 @@ class LayerKV {
   void move_rows(const RowMoves& moves);
   int32_t allocate_block();
   void grow_pool(int64_t min_blocks);
-  int64_t row_of(const Head& head, int64_t logical) const {
-    return int64_t(head.blocks[logical / kKvBlockSize]) * kKvBlockSize + logical % kKvBlockSize;
+  static int64_t row_at_slot(const Head& head, int64_t slot) {
+    return int64_t(head.blocks[slot / kKvBlockSize]) * kKvBlockSize + slot % kKvBlockSize;
+  }
+  static int64_t row_of(const Head& head, int64_t logical) {
+    return row_at_slot(head, head.front + logical);
   }
   // [Hkv, 16 * most blocks of a head] int64 on the pools' device: the pool row of each head's
-  // logical slot (slots of blocks a head lacks: 0), so a row lookup is one index_select.
+  // slot (slots of blocks a head lacks: 0), so a row lookup is one index_select.
   const at::Tensor& device_row_table() const;
+  // The row table seen by logical entry: head h's entry i at column offset + i of table
+  // ([Hkv, W], contiguous). When the heads' fronts agree, the slot table and that front (no
+  // device op); else a copy gathered with each head's front, cached until the next change.
+  struct LogicalTable {
+    at::Tensor table;
+    int64_t offset;
+  };
+  LogicalTable logical_table() const;
+  void blocks_changed();  // the device tables are stale
   at::Tensor on_device(const std::vector<int64_t>& values) const;
 
   int head_dim_;
   at::ScalarType dtype_;
   at::Device device_;
   mutable at::Tensor row_table_;  // undefined when the host's blocks changed since the last copy
+  mutable at::Tensor shifted_table_;  // logical_table()'s gathered copy; undefined when stale
   std::vector<Head> heads_;
   at::Tensor k_pool_, v_pool_;  // [capacity_blocks * 16, d]
   int64_t capacity_blocks_ = 0;
   std::vector<int32_t> free_blocks_;
+  int64_t rows_moved_ = 0;
 };
 
 }  // namespace kvb

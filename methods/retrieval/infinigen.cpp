@@ -199,18 +199,43 @@ std::map<std::string, at::Tensor> to_tensors(const InfiniGenCalibration& c) {
   return out;
 }
 
-std::shared_ptr<InfiniGenCalibration> from_file(const SafetensorsFile& file, int layers,
-                                                at::Device device) {
+// A cached calibration, checked against the model's shape before use: a file edited,
+// truncated or written for other shapes is refused naming the file and tensor (it would
+// otherwise fail inside a gather, or score with channels that do not exist).
+std::shared_ptr<InfiniGenCalibration> from_file(const SafetensorsFile& file,
+                                                const MethodContext& model, at::Device device) {
+  const int64_t heads = model.num_kv_heads, d = model.head_dim;
+  auto fail = [&](const std::string& name, const std::string& why) {
+    throw InputError(file.path() + ": " + name + ": " + why +
+                     " (a cached infinigen calibration: delete the file to recompute it)");
+  };
+  auto load = [&](const std::string& name) {
+    if (!file.contains(name)) fail(name, "missing");
+    return file.load(name);
+  };
   auto c = std::make_shared<InfiniGenCalibration>();
-  c->skew.assign(layers, at::Tensor());
-  c->channels.assign(layers, {});
-  for (int l = 0; l < layers; ++l) {
+  c->skew.assign(model.num_layers, at::Tensor());
+  c->channels.assign(model.num_layers, {});
+  for (int l = InfiniGen::kDenseLayers; l < model.num_layers; ++l) {
     const std::string prefix = "layer" + std::to_string(l);
-    if (!file.contains(prefix + ".skew")) continue;
-    c->skew[l] = file.load(prefix + ".skew").to(device);
-    for (int64_t h = 0; h < c->skew[l].size(0); ++h)
-      c->channels[l].push_back(
-          file.load(prefix + ".channels" + std::to_string(h)).to(device, at::kLong));
+    const at::Tensor skew = load(prefix + ".skew");
+    if (skew.sizes() != at::IntArrayRef({heads, d, d}))
+      fail(prefix + ".skew", "shape " + c10::str(skew.sizes()) + ", expected [Hkv, d, d] = [" +
+                                 std::to_string(heads) + ", " + std::to_string(d) + ", " +
+                                 std::to_string(d) + "]");
+    c->skew[l] = skew.to(device);
+    for (int64_t h = 0; h < heads; ++h) {
+      const std::string name = prefix + ".channels" + std::to_string(h);
+      const at::Tensor ids = load(name);  // [c_h] f32
+      const bool valid =
+          ids.dim() == 1 && ids.size(0) <= d &&
+          (ids == ids.round()).logical_and(ids >= 0).logical_and(ids < d).all().item<bool>() &&
+          (ids.size(0) < 2 || (ids.narrow(0, 1, ids.size(0) - 1) >
+                               ids.narrow(0, 0, ids.size(0) - 1)).all().item<bool>());
+      if (!valid)
+        fail(name, "expected increasing whole channel ids in [0, " + std::to_string(d) + ")");
+      c->channels[l].push_back(ids.to(device, at::kLong));
+    }
   }
   return c;
 }
@@ -244,13 +269,15 @@ at::Tensor with_room(const at::Tensor& keys) {
 
 // A calibration text's matrices: from the cache directory when there, else computed (and
 // written there when it can be).
-std::shared_ptr<const InfiniGenCalibration> text_calibration(const ModelView& model, int layers,
+std::shared_ptr<const InfiniGenCalibration> text_calibration(const MethodContext& context,
                                                              const InfiniGenConfig& c) {
+  const ModelView& model = *context.model;
   const std::string text = read_text(c.text_file());  // read once: named by and calibrated on
   const std::string path = cache_path(model, c, text);
   if (!path.empty() && std::filesystem::exists(path))
-    return from_file(*SafetensorsFile::open(path), layers, model.device());
-  std::shared_ptr<InfiniGenCalibration> calibration = calibrate(model, layers, text, c);
+    return from_file(*SafetensorsFile::open(path), context, model.device());
+  std::shared_ptr<InfiniGenCalibration> calibration =
+      calibrate(model, context.num_layers, text, c);
   if (!path.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
@@ -333,7 +360,7 @@ void InfiniGen::begin(const MethodContext& context) {
                             std::to_string(config_.calibration_tokens) + "|" +
                             std::to_string(config_.partial_ratio);
     file_calibration_ = context.model->memo<InfiniGenCalibration>(
-        key, [&] { return text_calibration(*context.model, context.num_layers, config_); });
+        key, [&] { return text_calibration(context, config_); });
   }
 }
 

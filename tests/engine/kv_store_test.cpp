@@ -50,8 +50,9 @@ TEST(LayerKV, EvictionShrinksMemoryAndFreedBlocksAreReused) {
   EXPECT_EQ(kv.keys(0)[0][0].item<float>(), 48.0f);
 }
 
-// keep moves only the entries after the first dropped one; every entry must still hold its
-// own K and V, also after many single evictions (H2O's decode pattern) and a pure truncation.
+// keep moves only the entries on the shorter side of a few dropped ones; every entry must still
+// hold its own K and V, also after many single evictions (H2O's decode pattern) and a pure
+// truncation.
 TEST(LayerKV, RepeatedSingleEvictionsKeepEveryEntrysContents) {
   LayerKV kv(1, 4, at::kFloat);
   kv.append_many(tagged(1, 50, 4, 0), tagged(1, 50, 4, 0, 0.5f), 0);
@@ -73,7 +74,88 @@ TEST(LayerKV, RepeatedSingleEvictionsKeepEveryEntrysContents) {
     EXPECT_EQ(k[i][1].item<float>(), float(prefix[size_t(i)])) << "entry " << i;
     EXPECT_EQ(v[i][2].item<float>(), float(prefix[size_t(i)]) + 0.5f) << "entry " << i;
   }
-  EXPECT_EQ(kv.blocks_in_use(), 2);
+  // Rows moved per victim (entries before it / after it, the fewer, the front side only when
+  // fewer): 49 -> 0 (a truncation), 0 -> 0 (the front advances), 20 of 48 -> 20, 20 of 47 -> 20,
+  // 3 of 46 -> 3, 31 of 45 -> 13 after it; the truncation 0. Moving the entries after the
+  // victim every time would copy 156.
+  EXPECT_EQ(kv.rows_moved(), 56);
+  // The front advanced by 4 slots: 30 entries over slots 4..33, 3 blocks (2 from slot 0).
+  EXPECT_EQ(kv.blocks_in_use(), 3);
+}
+
+// StreamingLLM's decode pattern: append a token, drop the oldest entry after the 4 sinks. The
+// 4 sinks move, not the B - 4 recent entries; the front's slack never exceeds a block, and the
+// rows of every lookup agree with the entries' contents.
+TEST(LayerKV, DroppingAfterSinksMovesTheSinksOnly) {
+  constexpr int64_t kSinks = 4, kBudget = 40;
+  LayerKV kv(3, 4, at::kFloat);
+  kv.append_many(tagged(3, 100, 4, 0), tagged(3, 100, 4, 0, 0.5f), 0);
+  auto sinks_and_recent = [&](int64_t n) {
+    std::vector<int64_t> kept;
+    for (int64_t i = 0; i < n; ++i)
+      if (i < kSinks || i >= n - (kBudget - kSinks)) kept.push_back(i);
+    return kept;
+  };
+  kv.keep(std::vector<std::vector<int64_t>>(3, sinks_and_recent(100)));  // 64 dropped: front stays
+  std::vector<int64_t> expected = sinks_and_recent(100);
+  for (int64_t t = 100; t < 150; ++t) {
+    kv.append(tagged(3, 1, 4, t).select(1, 0), tagged(3, 1, 4, t, 0.5f).select(1, 0), t);
+    expected.push_back(t);
+    const int64_t moved_before = kv.rows_moved();
+    kv.keep(std::vector<std::vector<int64_t>>(3, sinks_and_recent(kBudget + 1)));
+    expected.erase(expected.begin() + kSinks);
+    ASSERT_EQ(kv.rows_moved() - moved_before, 3 * kSinks) << "step " << t;
+    ASSERT_LE(kv.blocks_in_use(), 3 * (kBudget / 16 + 2)) << "step " << t;
+  }
+  const at::Tensor logical = at::arange(kBudget, at::kLong);
+  for (int h = 0; h < 3; ++h) {
+    ASSERT_EQ(kv.positions(h), expected) << "head " << h;
+    const at::Tensor k = kv.keys(h), v = kv.values(h);
+    for (int64_t i = 0; i < kBudget; ++i) {
+      EXPECT_EQ(k[i][0].item<float>(), 1000.0f * h + float(expected[size_t(i)])) << i;
+      EXPECT_EQ(v[i][3].item<float>(), 1000.0f * h + float(expected[size_t(i)]) + 0.5f) << i;
+    }
+    EXPECT_TRUE(kv.physical_rows(h, logical).equal(kv.all_physical_rows(h))) << "head " << h;
+  }
+  const at::Tensor all = at::cat({kv.all_physical_rows(0), kv.all_physical_rows(1),
+                                  kv.all_physical_rows(2)});
+  EXPECT_TRUE(kv.uniform_rows().equal(all));
+  const at::Tensor heads = at::arange(3, at::kLong).repeat_interleave(kBudget);
+  EXPECT_TRUE(kv.physical_rows(heads, logical.repeat({3})).equal(all));
+}
+
+// Heads whose fronts differ (one dropped its first entry, one its last): every lookup, a
+// uniform append and a ragged append still find each head's own entries.
+TEST(LayerKV, HeadsWithDifferentFrontsFindTheirEntries) {
+  LayerKV kv(2, 4, at::kFloat);
+  kv.append_many(tagged(2, 45, 4, 0), tagged(2, 45, 4, 0, 0.5f), 0);
+  std::vector<int64_t> drop_first, drop_last;
+  for (int64_t i = 1; i < 45; ++i) drop_first.push_back(i);
+  for (int64_t i = 0; i < 44; ++i) drop_last.push_back(i);
+  kv.keep({drop_first, drop_last});
+  EXPECT_EQ(kv.rows_moved(), 0);  // head 0's front advanced, head 1 was truncated
+  for (int64_t t = 45; t < 70; ++t)  // the heads' blocks fill at different steps
+    kv.append(tagged(2, 1, 4, t).select(1, 0), tagged(2, 1, 4, t, 0.5f).select(1, 0), t);
+  kv.append_many(tagged(2, 3, 4, 70), tagged(2, 3, 4, 70, 0.5f), 70);
+  ASSERT_EQ(kv.size(0), 72);
+  for (int h = 0; h < 2; ++h) {
+    const at::Tensor k = kv.keys(h);
+    for (int64_t i = 0; i < 72; ++i) {
+      const int64_t position = kv.positions(h)[size_t(i)];
+      EXPECT_EQ(position, h == 0 ? i + 1 : (i < 44 ? i : i + 1)) << "head " << h;
+      EXPECT_EQ(k[i][2].item<float>(), 1000.0f * h + float(position)) << "head " << h;
+    }
+  }
+  const at::Tensor some = at::tensor(std::vector<int64_t>{0, 15, 16, 71}, at::kLong);
+  const at::Tensor per_head = kv.physical_rows_per_head(some.view({1, 1, 4}).repeat({2, 1, 1}));
+  for (int h = 0; h < 2; ++h) {
+    const at::Tensor rows = kv.all_physical_rows(h).index_select(0, some);
+    EXPECT_TRUE(kv.physical_rows(h, some).equal(rows)) << "head " << h;
+    EXPECT_TRUE(per_head[h][0].equal(rows)) << "head " << h;
+    EXPECT_TRUE(kv.physical_rows(at::full({4}, h, at::kLong), some).equal(rows)) << "head " << h;
+    EXPECT_TRUE(kv.gather_keys(h, some).equal(kv.keys(h).index_select(0, some)));
+  }
+  EXPECT_TRUE(kv.uniform_rows().equal(at::cat({kv.all_physical_rows(0), kv.all_physical_rows(1)})));
 }
 
 // The whole-layer keep (one row move for all heads) leaves each head exactly as its own keep

@@ -242,12 +242,15 @@ TEST(InfiniGen, DefaultCalibrationIsKvbenchsTextNotThePrompt) {
                             layer2_skew(*model, on_prompt, other)));
 }
 
+// A calibration text of 40 numbered copies of `sentence`.
+void write_calibration_text(const std::string& path, const std::string& sentence) {
+  std::ofstream out(path);
+  for (int i = 0; i < 40; ++i) out << sentence << ' ' << i << ". ";
+}
+
 TEST(InfiniGen, CalibrationFromAFileRuns) {
   const std::string path = ::testing::TempDir() + "infinigen_calibration.txt";
-  {
-    std::ofstream out(path);
-    for (int i = 0; i < 40; ++i) out << "The quick brown fox jumps over the lazy dog " << i << ". ";
-  }
+  write_calibration_text(path, "The quick brown fox jumps over the lazy dog");
   auto model = LlamaModel::from_reference("random-tiny");
   auto method =
       test::make_method("infinigen", {{"calibration_file", path}, {"fill_to_budget", true}});
@@ -259,10 +262,7 @@ TEST(InfiniGen, CalibrationFromAFileRuns) {
 TEST(InfiniGen, TextCalibrationIsMadeOncePerModelViewAndCachedInItsDirectory) {
   test::TempDir dir;
   const std::string text = dir.file("calibration.txt");
-  {
-    std::ofstream out(text);
-    for (int i = 0; i < 40; ++i) out << "Pack my box with five dozen liquor jugs " << i << ". ";
-  }
+  write_calibration_text(text, "Pack my box with five dozen liquor jugs");
   auto model = LlamaModel::from_reference("random-tiny");
   const ModelView view(*model, dir.file("cache"));
   InfiniGenConfig config;
@@ -293,6 +293,59 @@ TEST(InfiniGen, TextCalibrationIsMadeOncePerModelViewAndCachedInItsDirectory) {
   EXPECT_NE(infinigen_cache_path(ModelView(*other, dir.file("cache")), config), path);
   // No cache directory: nothing on disk.
   EXPECT_EQ(infinigen_cache_path(ModelView(*model, ""), config), "");
+}
+
+// A cached calibration that does not fit the model (an edited file here) is refused with the
+// file and tensor named, before a session uses it; a file that fits is used as it is.
+TEST(InfiniGen, ACachedCalibrationThatDoesNotFitIsRefusedNamingTheTensor) {
+  test::TempDir dir;
+  const std::string text = dir.file("calibration.txt");
+  write_calibration_text(text, "Sphinx of black quartz, judge my vow");
+  auto model = LlamaModel::from_reference("random-tiny");
+  InfiniGenConfig config;
+  config.calibration_file = text;
+  const json method_config = {{"calibration_file", text}, {"fill_to_budget", true}};
+  const std::string path = infinigen_cache_path(ModelView(*model, dir.file("cache")), config);
+  {
+    const ModelView view(*model, dir.file("cache"));
+    ASSERT_DOUBLE_EQ(
+        sparse_attended(*model, *test::make_method("infinigen", method_config), 64, 2, &view), 64.0);
+  }
+  ASSERT_TRUE(std::filesystem::exists(path));
+  std::map<std::string, at::Tensor> tensors;
+  const auto original = SafetensorsFile::open(path);
+  for (const auto& [name, entry] : original->entries()) tensors[name] = original->load(name);
+  auto refused_with = [&](const std::map<std::string, at::Tensor>& edited) {
+    write_safetensors(path, edited);
+    const ModelView view(*model, dir.file("cache"));
+    try {
+      sparse_attended(*model, *test::make_method("infinigen", method_config), 64, 2, &view);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  auto edited = [&](const std::string& name, const at::Tensor& value) {
+    std::map<std::string, at::Tensor> t = tensors;
+    if (value.defined()) t[name] = value; else t.erase(name);
+    return t;
+  };
+  const at::Tensor ids = tensors.at("layer2.channels1");
+  ASSERT_GE(ids.size(0), 2);
+  const at::Tensor past_d = ids.clone().index_fill_(0, at::tensor({ids.size(0) - 1}), 16.f);
+  const at::Tensor swapped = ids.flip(0);
+  const at::Tensor fraction = ids.clone().index_fill_(0, at::tensor({int64_t(0)}), 0.5f);
+  for (const at::Tensor& bad : {past_d, swapped, fraction}) {
+    const std::string error = refused_with(edited("layer2.channels1", bad));
+    EXPECT_NE(error.find(path + ": layer2.channels1: expected increasing whole channel ids in "
+                                "[0, 16)"), std::string::npos) << error;
+  }
+  EXPECT_NE(refused_with(edited("layer3.channels0", at::Tensor())).find("layer3.channels0: missing"),
+            std::string::npos);
+  const std::string shape = refused_with(edited("layer2.skew", at::zeros({2, 16, 8})));
+  EXPECT_NE(shape.find("layer2.skew: shape [2, 16, 8], expected [Hkv, d, d] = [2, 16, 16]"),
+            std::string::npos) << shape;
+  EXPECT_EQ(refused_with(tensors), "accepted");
 }
 
 TEST(InfiniGen, BadConfigsNameTheField) {
