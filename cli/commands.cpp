@@ -46,4 +46,10 @@ void add_allow_unknown_config_keys_flag(CLI::App* cmd, bool& flag) {
                 "exit 2); each is printed as a warning and stored in the run's provenance");
 }
 
+void add_cache_dir_option(CLI::App* cmd, std::string& dir) {
+  cmd->add_option("--cache-dir", dir,
+                  "Where methods keep what they derive from a model and reuse across runs "
+                  "(InfiniGen's calibrations; default: none, derived again each time)");
+}
+
 }  // namespace kvb

@@ -41,6 +41,8 @@ int configure_threads(int requested);
 
 // --allow-unknown-config-keys, shared by the commands that load models.
 void add_allow_unknown_config_keys_flag(CLI::App* cmd, bool& flag);
+// --cache-dir of a one-off command (generate, inspect): none unless given.
+void add_cache_dir_option(CLI::App* cmd, std::string& dir);
 
 // Shared by the commands that run one sequence (model_commands.cpp: generate, forward; inspect).
 // "1,403,407" -> ids; InputError naming --tokens otherwise.

@@ -14,7 +14,7 @@ namespace {
 
 struct InspectOptions {
   std::string model, method = "full", prompt, tokens, dataset, dataset_params = "{}", out;
-  std::string needle, gnuplot = "/usr/bin/gnuplot";
+  std::string needle, gnuplot = "/usr/bin/gnuplot", cache_dir;
   ComputeOptions compute;
   int64_t budget = 0;
   int sample = 0, steps = 8, threads = 0;
@@ -74,6 +74,7 @@ void add_inspect_command(CLI::App& app, std::vector<Command>& out) {
   cmd->add_option("--threads", o->threads, "CPU threads (default: all cores)")
       ->check(CLI::NonNegativeNumber);
   add_compute_options(cmd, o->compute);
+  add_cache_dir_option(cmd, o->cache_dir);
   add_allow_unknown_config_keys_flag(cmd, o->allow_unknown_config_keys);
   out.push_back({cmd, [o] {
     const MethodChoice choice =
@@ -92,6 +93,7 @@ void add_inspect_command(CLI::App& app, std::vector<Command>& out) {
     request.budget = choice.info->uses_budget ? o->budget : 0;
     request.steps = o->steps;
     request.dump_qk = o->dump_qk;
+    request.cache_dir = o->cache_dir;
     about["prompt_tokens"] = request.prompt;
     std::unique_ptr<Method> method = choice.info->create(choice.config);
     const InspectTrace trace = run_inspect(*model, *method, request);

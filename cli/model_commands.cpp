@@ -66,7 +66,8 @@ void add_compute_options(CLI::App* cmd, ComputeOptions& options) {
 
 void add_model_commands(CLI::App& app, std::vector<Command>& out) {
   struct Options {
-    std::string model, prompt, tokens, out_path, method = "full", chat_template = "none";
+    std::string model, prompt, tokens, out_path, method = "full", chat_template = "none",
+                cache_dir;
     ComputeOptions compute;
     int max_new = 64, threads = 0;
     int64_t budget = 0;
@@ -88,6 +89,7 @@ void add_model_commands(CLI::App& app, std::vector<Command>& out) {
   gen->add_option("--threads", o->threads, "CPU threads (default: all cores)")
       ->check(non_negative("all cores"));
   add_compute_options(gen, o->compute);
+  add_cache_dir_option(gen, o->cache_dir);
   add_allow_unknown_config_keys_flag(gen, o->allow_unknown_config_keys);
   out.push_back({gen, [o] {
     const MethodChoice choice =
@@ -100,7 +102,8 @@ void add_model_commands(CLI::App& app, std::vector<Command>& out) {
     auto model = load_for_cli(o->model, o->compute, o->allow_unknown_config_keys);
     const std::string text = apply_chat_template(chat_template_for(o->chat_template, o->model), o->prompt);
     std::unique_ptr<Method> method = info.create(config);
-    Session session(*model, *method, SessionOptions{.budget = o->budget});
+    const ModelView view(*model, o->cache_dir);
+    Session session(*model, *method, SessionOptions{.budget = o->budget, .model_view = &view});
     const std::vector<int> prompt = model->tokenizer->encode(text, true);
     std::vector<int> stop = model->tokenizer->eos_ids();
     stop.insert(stop.end(), model->config.eos_token_ids.begin(), model->config.eos_token_ids.end());

@@ -202,7 +202,9 @@ InspectTrace run_inspect(const LlamaModel& model, Method& method, const InspectR
   trace.query_heads = model.config.num_attention_heads;
   trace.prompt_length = int64_t(request.prompt.size());
   Recorder recorder(method, request.dump_qk, trace);
-  Session session(model, recorder, SessionOptions{.budget = request.budget});
+  const ModelView view(model, request.cache_dir);
+  Session session(model, recorder,
+                  SessionOptions{.budget = request.budget, .model_view = &view});
   at::Tensor logits = session.prefill(request.prompt);
   for (int t = 0; t < request.steps; ++t) {
     trace.generated.push_back(argmax_token(logits));

@@ -28,6 +28,7 @@ struct InspectRequest {
   int64_t budget = 0;
   int steps = 8;            // greedy decode steps recorded
   bool dump_qk = false;     // keep the post-RoPE q and k of every layer
+  std::string cache_dir;    // where methods keep what they derive from the model ("": nowhere)
 };
 
 // What one run attended, in original token positions.

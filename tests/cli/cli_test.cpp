@@ -200,7 +200,9 @@ TEST(CliUsage, HelpOfEverySubcommand) {
       {"list", {"what", "methods", "datasets", "suites"}},
       {"show", {"run", "--db", "last"}},
       {"generate",
-       {"--model", "--prompt", "--max-new", "--method", "--budget", "--chat-template", "--threads"}},
+       {"--model", "--prompt", "--max-new", "--method", "--budget", "--chat-template", "--threads",
+        "--cache-dir"}},
+      {"inspect", {"--model", "--method", "--budget", "--out", "--cache-dir"}},
       {"forward", {"--model", "--tokens", "--out", "--all-positions", "--threads"}},
       {"train-tiny", {"--out", "--seed", "--threads", "--wordlists", "--haystack", "--scale"}},
   };
@@ -457,6 +459,40 @@ TEST(CliForward, WritesLogits) {
   // The last position's logits agree with the single-position output.
   for (size_t v = 0; v < vocab; v += 37)
     EXPECT_NEAR(a["logits"][2][v].get<double>(), j["logits"][v].get<double>(), 1e-5) << v;
+}
+
+// generate and inspect keep InfiniGen's calibration in --cache-dir when given, and write no
+// cache anywhere without it.
+TEST(CliGenerate, CacheDirKeepsTheCalibration) {
+  test::TempDir dir;
+  const std::vector<std::string> infinigen = {"--model", "random-tiny", "--method", "infinigen",
+                                              "--budget", "16", "--threads", "1"};
+  auto with = [&](std::vector<std::string> head, const std::vector<std::string>& tail) {
+    head.insert(head.end(), infinigen.begin(), infinigen.end());
+    head.insert(head.end(), tail.begin(), tail.end());
+    return head;
+  };
+  const std::string prompt(300, 'a');
+  const std::vector<Output> r = kvbench_all(
+      {with({"generate"}, {"--prompt", prompt, "--max-new", "2", "--cache-dir", dir.file("gen")}),
+       with({"inspect"}, {"--prompt", prompt, "--steps", "2", "--out", dir.file("inspected"),
+                          "--cache-dir", dir.file("insp")}),
+       with({"generate"}, {"--prompt", prompt, "--max-new", "2"})},
+      dir.path());
+  for (const Output& o : r) ASSERT_EQ(o.code, 0) << describe(o);
+  auto calibrations = [&](const std::string& folder) {
+    int n = 0;
+    if (std::filesystem::exists(folder))
+      for (const auto& entry : std::filesystem::directory_iterator(folder))
+        n += entry.path().filename().string().rfind("infinigen-", 0) == 0;
+    return n;
+  };
+  EXPECT_EQ(calibrations(dir.file("gen")), 1);
+  EXPECT_EQ(calibrations(dir.file("insp")), 1);
+  int entries = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path()))
+    entries += entry.is_directory();
+  EXPECT_EQ(entries, 3) << "gen, insp and inspected only: no cache without --cache-dir";
 }
 
 // A saved random-tiny folder whose config.json gets `edit`.
