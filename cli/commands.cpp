@@ -4,6 +4,8 @@
 
 #include <thread>
 
+#include "engine/model/llama_model.h"
+
 namespace kvb {
 namespace {
 std::vector<Command>& commands() {
@@ -44,6 +46,14 @@ void add_allow_unknown_config_keys_flag(CLI::App* cmd, bool& flag) {
   cmd->add_flag("--allow-unknown-config-keys", flag,
                 "Run a model whose config.json has keys kvbench does not know (normally refused, "
                 "exit 2); each is printed as a warning and stored in the run's provenance");
+}
+
+void add_model_option(CLI::App* cmd, std::string& model) {
+  std::string builtins;
+  for (const std::string& name : LlamaModel::builtin_model_names())
+    builtins += (builtins.empty() ? "" : ", ") + name;
+  cmd->add_option("--model", model, "Model folder (Hugging Face layout) or a built-in: " + builtins)
+      ->required();
 }
 
 void add_cache_dir_option(CLI::App* cmd, std::string& dir) {

@@ -41,6 +41,9 @@ int configure_threads(int requested);
 
 // --allow-unknown-config-keys, shared by the commands that load models.
 void add_allow_unknown_config_keys_flag(CLI::App* cmd, bool& flag);
+// The required --model of a one-off command (generate, forward, inspect), its help naming every
+// built-in model.
+void add_model_option(CLI::App* cmd, std::string& model);
 // --cache-dir of a one-off command (generate, inspect): none unless given.
 void add_cache_dir_option(CLI::App* cmd, std::string& dir);
 

@@ -50,8 +50,7 @@ void add_inspect_command(CLI::App& app, std::vector<Command>& out) {
   CLI::App* cmd = app.add_subcommand(
       "inspect", "Run one sequence and record, per layer, KV head and decode step, the prompt "
                  "positions each head attends to (attended.json, attended.png heatmap)");
-  cmd->add_option("--model", o->model, "Model folder (Hugging Face layout) or a built-in: "
-                                       "kvbench-tiny, kvbench-tiny-v2, random-tiny")->required();
+  add_model_option(cmd, o->model);
   cmd->add_option("--method", o->method, "KV method or method:preset (default full; see "
                                          "`kvbench list methods`)");
   cmd->add_option("--budget", o->budget, "Budget B for the method")->check(CLI::NonNegativeNumber);

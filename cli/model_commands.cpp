@@ -77,7 +77,7 @@ void add_model_commands(CLI::App& app, std::vector<Command>& out) {
 
   CLI::App* gen = app.add_subcommand("generate", "Greedy generation from a prompt; prints the "
                                                  "continuation and tokens/s");
-  gen->add_option("--model", o->model, "Model folder (Hugging Face layout) or a built-in: kvbench-tiny, kvbench-tiny-v2, random-tiny")->required();
+  add_model_option(gen, o->model);
   gen->add_option("--prompt", o->prompt, "Prompt text (BOS is added as the tokenizer says)")->required();
   gen->add_option("--max-new", o->max_new, "Maximum new tokens (stops earlier on EOS)")
       ->check(positive());
@@ -119,7 +119,7 @@ void add_model_commands(CLI::App& app, std::vector<Command>& out) {
 
   CLI::App* fwd = app.add_subcommand("forward", "Run token ids through the model and write the "
                                                 "logits as JSON");
-  fwd->add_option("--model", o->model, "Model folder (Hugging Face layout) or a built-in: kvbench-tiny, kvbench-tiny-v2, random-tiny")->required();
+  add_model_option(fwd, o->model);
   fwd->add_option("--tokens", o->tokens, "Comma-separated token ids, e.g. 1,403,407")->required();
   fwd->add_option("--out", o->out_path, "Output JSON file: {\"tokens\", \"logits\"}")->required();
   fwd->add_flag("--all-positions", o->all_positions,

@@ -203,7 +203,8 @@ TEST(CliUsage, HelpOfEverySubcommand) {
        {"--model", "--prompt", "--max-new", "--method", "--budget", "--chat-template", "--threads",
         "--cache-dir"}},
       {"inspect", {"--model", "--method", "--budget", "--out", "--cache-dir"}},
-      {"forward", {"--model", "--tokens", "--out", "--all-positions", "--threads"}},
+      {"forward", {"--model", "--tokens", "--out", "--all-positions", "--threads",
+                   "random-llama3-8b"}},  // every built-in model named
       {"train-tiny", {"--out", "--seed", "--threads", "--wordlists", "--haystack", "--scale"}},
   };
   std::vector<std::vector<std::string>> invocations = {{"--help"}};
