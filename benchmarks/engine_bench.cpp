@@ -236,7 +236,7 @@ void bench_kv_evict(benchmark::State& state, bool scattered) {
   for (auto _ : state) {
     kv.append(k, v, position++);
     if (!scattered) {
-      keep_sinks_and_recent(kv, kSinks, kBudget);
+      keep_sinks_and_recent(kv, kSinks, kBudget, Compaction::kShorterSide);
     } else {
       for (int h = 0; h < kHeads; ++h) {
         lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
@@ -245,7 +245,7 @@ void bench_kv_evict(benchmark::State& state, bool scattered) {
         for (int64_t i = 0; i <= kBudget; ++i)
           if (i != victim) kept[size_t(h)].push_back(i);
       }
-      kv.keep(kept);
+      kv.keep(kept, Compaction::kShorterSide);
     }
     ++steps;
   }

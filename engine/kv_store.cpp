@@ -128,21 +128,22 @@ void LayerKV::append_many(const at::Tensor& k, const at::Tensor& v, int64_t firs
   v_pool_.index_copy_(0, index, v_src);
 }
 
-void LayerKV::keep(int head, const std::vector<int64_t>& logical_indices) {
+void LayerKV::keep(int head, const std::vector<int64_t>& logical_indices, Compaction how) {
   RowMoves moves;
-  compact(head, logical_indices, moves);
+  compact(head, logical_indices, how, moves);
   move_rows(moves);
 }
 
-void LayerKV::keep(const std::vector<std::vector<int64_t>>& kept) {
+void LayerKV::keep(const std::vector<std::vector<int64_t>>& kept, Compaction how) {
   if (kept.size() != heads_.size())
     throw std::logic_error("LayerKV::keep: one list of entries per head expected");
   RowMoves moves;
-  for (size_t h = 0; h < kept.size(); ++h) compact(int(h), kept[h], moves);
+  for (size_t h = 0; h < kept.size(); ++h) compact(int(h), kept[h], how, moves);
   move_rows(moves);
 }
 
-void LayerKV::compact(int head, const std::vector<int64_t>& logical_indices, RowMoves& moves) {
+void LayerKV::compact(int head, const std::vector<int64_t>& logical_indices, Compaction how,
+                      RowMoves& moves) {
   Head& h = heads_[head];
   for (size_t i = 0; i < logical_indices.size(); ++i) {
     int64_t idx = logical_indices[i];
@@ -157,10 +158,10 @@ void LayerKV::compact(int head, const std::vector<int64_t>& logical_indices, Row
   int64_t same_front = 0, same_back = 0;
   while (same_front < kept && kept_at(same_front) == same_front) ++same_front;
   while (same_back < kept && kept_at(kept - 1 - same_back) == h.size - 1 - same_back) ++same_back;
-  // A large compaction (a prefill eviction) keeps the front, so its entries fill the fewest
-  // blocks: the memory a method holds after it is measured.
-  const bool back_stays = dropped < kKvBlockSize && same_back > same_front;
-  const int64_t front = back_stays ? h.front + dropped : h.front;
+  const bool back_stays =
+      how == Compaction::kShorterSide && dropped < kKvBlockSize && same_back > same_front;
+  // An emptied head starts again at slot 0 (its blocks all go).
+  const int64_t front = kept == 0 ? 0 : back_stays ? h.front + dropped : h.front;
   const int64_t move_begin = back_stays ? 0 : same_front;
   const int64_t move_end = back_stays ? kept - same_back : kept;
   for (int64_t i = move_begin; i < move_end; ++i) {
@@ -171,8 +172,8 @@ void LayerKV::compact(int head, const std::vector<int64_t>& logical_indices, Row
   for (int64_t i = 0; i < kept; ++i) positions[i] = h.positions[kept_at(i)];
   h.positions = std::move(positions);
   h.size = kept;
+  if (front != h.front) shifted_table_ = at::Tensor();
   h.front = front;
-  if (back_stays) shifted_table_ = at::Tensor();
   // Blocks wholly before the front or after the last entry are freed; they keep their rows
   // until the next allocation, after move_rows has read them.
   const size_t leading = size_t(h.front / kKvBlockSize);

@@ -15,6 +15,19 @@ namespace kvb {
 
 constexpr int64_t kKvBlockSize = 16;
 
+// How LayerKV::keep closes the gaps left by dropped entries.
+enum class Compaction {
+  // The entries after the first dropped one move forward: the kept entries fill the fewest
+  // blocks (prefill evictions, KV-Compress's block-freeing plans: the memory they hold is
+  // measured).
+  kKeepFront,
+  // When fewer than a block's worth of entries go, the side of them with fewer entries moves:
+  // the entries before them move back and the head's front advances (an eviction per decode
+  // step: after StreamingLLM's 4 sinks this moves 4 rows, not B - 4). The head may then hold
+  // one partly filled block more than kKeepFront would, never more than before the eviction.
+  kShorterSide,
+};
+
 class LayerKV {
  public:
   // options: the pools' dtype and device.
@@ -34,17 +47,15 @@ class LayerKV {
   void append_many(const at::Tensor& k, const at::Tensor& v, int64_t first_position);
 
   // Keeps only the listed logical entries of `head` (sorted ascending, unique), compacting them
-  // and freeing the blocks no longer needed. Rows move to close the gaps: the entries after
-  // the dropped ones move forward, or, when fewer than a block's worth of entries go and the
-  // entries before them are fewer, those move back and the head's front advances (one
-  // eviction per decode step after StreamingLLM's 4 sinks moves 4 rows, not B). The head then
-  // may own one partly filled block more at its front than a compaction to the front would.
-  void keep(int head, const std::vector<int64_t>& logical_indices);
+  // as `how` says and freeing the blocks no longer needed.
+  void keep(int head, const std::vector<int64_t>& logical_indices,
+            Compaction how = Compaction::kKeepFront);
   // The same for every head at once (kept[h] for head h; all of a head's entries leave it as
   // it is), with one copy of row indices to the device and one row move per pool for the whole
   // layer: a method evicting on every decode step (StreamingLLM, H2O) would otherwise pay both
   // per head.
-  void keep(const std::vector<std::vector<int64_t>>& kept);
+  void keep(const std::vector<std::vector<int64_t>>& kept,
+            Compaction how = Compaction::kKeepFront);
   // Releases the pool's unused capacity (after a prefill eviction) so resident bytes shrink.
   void shrink_to_fit();
 
@@ -93,7 +104,8 @@ class LayerKV {
   };
   // Compacts `head` to the listed entries (the keep() contract): records its row moves and
   // updates its bookkeeping; the rows move in move_rows().
-  void compact(int head, const std::vector<int64_t>& logical_indices, RowMoves& moves);
+  void compact(int head, const std::vector<int64_t>& logical_indices, Compaction how,
+               RowMoves& moves);
   void move_rows(const RowMoves& moves);
   int32_t allocate_block();
   void grow_pool(int64_t min_blocks);

@@ -38,8 +38,9 @@ class StreamingLLM : public Method {
     keep_sinks_and_recent(kv, config_.sinks, context_.budget - 1);
   }
 
+  // One entry goes per step: the sinks move, not the recent entries.
   void on_append(int, const at::Tensor&, const at::Tensor&, LayerKV& kv) override {
-    keep_sinks_and_recent(kv, config_.sinks, context_.budget);
+    keep_sinks_and_recent(kv, config_.sinks, context_.budget, Compaction::kShorterSide);
   }
 
  private:

@@ -4,7 +4,7 @@
 
 namespace kvb {
 
-void keep_sinks_and_recent(LayerKV& kv, int64_t sinks, int64_t total) {
+void keep_sinks_and_recent(LayerKV& kv, int64_t sinks, int64_t total, Compaction how) {
   std::vector<std::vector<int64_t>> kept(size_t(kv.num_heads()));
   for (int h = 0; h < kv.num_heads(); ++h) {
     const int64_t n = kv.size(h);
@@ -12,7 +12,7 @@ void keep_sinks_and_recent(LayerKV& kv, int64_t sinks, int64_t total) {
     for (int64_t i = 0; i < n; ++i)
       if (i < sinks || i >= dropped_end) kept[size_t(h)].push_back(i);
   }
-  kv.keep(kept);  // a head keeping every entry is left untouched
+  kv.keep(kept, how);  // a head keeping every entry is left untouched
 }
 
 }  // namespace kvb

@@ -97,7 +97,9 @@ class H2O : public Method {
       for (size_t i = 0; i < s.size(); ++i) s[i] += *r++;
       kept[size_t(h)] = evict_lowest(s, context_.budget - 1);
     }
-    kv.keep(kept);  // one row move for the layer's heads; heads keeping everything untouched
+    // One row move for the layer's heads (heads keeping everything untouched), each moving the
+    // shorter side of its victim.
+    kv.keep(kept, Compaction::kShorterSide);
   }
 
  private:

@@ -50,9 +50,9 @@ TEST(LayerKV, EvictionShrinksMemoryAndFreedBlocksAreReused) {
   EXPECT_EQ(kv.keys(0)[0][0].item<float>(), 48.0f);
 }
 
-// keep moves only the entries on the shorter side of a few dropped ones; every entry must still
-// hold its own K and V, also after many single evictions (H2O's decode pattern) and a pure
-// truncation.
+// kShorterSide moves only the entries on the shorter side of a few dropped ones; every entry
+// must still hold its own K and V, also after many single evictions (H2O's decode pattern) and
+// a pure truncation.
 TEST(LayerKV, RepeatedSingleEvictionsKeepEveryEntrysContents) {
   LayerKV kv(1, 4, at::kFloat);
   kv.append_many(tagged(1, 50, 4, 0), tagged(1, 50, 4, 0, 0.5f), 0);
@@ -62,7 +62,7 @@ TEST(LayerKV, RepeatedSingleEvictionsKeepEveryEntrysContents) {
     std::vector<int64_t> keep;
     for (int64_t i = 0; i < kv.size(0); ++i)
       if (i != victim) keep.push_back(i);
-    kv.keep(0, keep);
+    kv.keep(0, keep, Compaction::kShorterSide);
     expected.erase(expected.begin() + victim);
   }
   std::vector<int64_t> prefix(expected.begin(), expected.begin() + 30);
@@ -102,7 +102,8 @@ TEST(LayerKV, DroppingAfterSinksMovesTheSinksOnly) {
     kv.append(tagged(3, 1, 4, t).select(1, 0), tagged(3, 1, 4, t, 0.5f).select(1, 0), t);
     expected.push_back(t);
     const int64_t moved_before = kv.rows_moved();
-    kv.keep(std::vector<std::vector<int64_t>>(3, sinks_and_recent(kBudget + 1)));
+    kv.keep(std::vector<std::vector<int64_t>>(3, sinks_and_recent(kBudget + 1)),
+            Compaction::kShorterSide);
     expected.erase(expected.begin() + kSinks);
     ASSERT_EQ(kv.rows_moved() - moved_before, 3 * kSinks) << "step " << t;
     ASSERT_LE(kv.blocks_in_use(), 3 * (kBudget / 16 + 2)) << "step " << t;
@@ -132,7 +133,7 @@ TEST(LayerKV, HeadsWithDifferentFrontsFindTheirEntries) {
   std::vector<int64_t> drop_first, drop_last;
   for (int64_t i = 1; i < 45; ++i) drop_first.push_back(i);
   for (int64_t i = 0; i < 44; ++i) drop_last.push_back(i);
-  kv.keep({drop_first, drop_last});
+  kv.keep({drop_first, drop_last}, Compaction::kShorterSide);
   EXPECT_EQ(kv.rows_moved(), 0);  // head 0's front advanced, head 1 was truncated
   for (int64_t t = 45; t < 70; ++t)  // the heads' blocks fill at different steps
     kv.append(tagged(2, 1, 4, t).select(1, 0), tagged(2, 1, 4, t, 0.5f).select(1, 0), t);
@@ -156,6 +157,29 @@ TEST(LayerKV, HeadsWithDifferentFrontsFindTheirEntries) {
     EXPECT_TRUE(kv.gather_keys(h, some).equal(kv.keys(h).index_select(0, some)));
   }
   EXPECT_TRUE(kv.uniform_rows().equal(at::cat({kv.all_physical_rows(0), kv.all_physical_rows(1)})));
+}
+
+// The default compaction keeps the front, so a few entries dropped at the front free a block
+// (KV-Compress plans evictions that free whole blocks); kShorterSide moves nothing and holds
+// the block. An emptied head frees every block either way.
+TEST(LayerKV, KeepingTheFrontFillsTheFewestBlocks) {
+  std::vector<int64_t> last16;
+  for (int64_t i = 4; i < 20; ++i) last16.push_back(i);
+  LayerKV front(1, 4, at::kFloat), shorter(1, 4, at::kFloat);
+  for (LayerKV* kv : {&front, &shorter})
+    kv->append_many(tagged(1, 20, 4, 0), tagged(1, 20, 4, 0, 0.5f), 0);
+  front.keep(0, last16);
+  shorter.keep(0, last16, Compaction::kShorterSide);
+  EXPECT_EQ(front.rows_moved(), 16);
+  EXPECT_EQ(front.blocks_in_use(), 1);
+  EXPECT_EQ(shorter.rows_moved(), 0);
+  EXPECT_EQ(shorter.blocks_in_use(), 2);
+  EXPECT_TRUE(front.keys(0).equal(shorter.keys(0)));
+  shorter.keep(0, {}, Compaction::kShorterSide);
+  EXPECT_EQ(shorter.blocks_in_use(), 0);
+  shorter.append(tagged(1, 1, 4, 20).select(1, 0), tagged(1, 1, 4, 20).select(1, 0), 20);
+  EXPECT_EQ(shorter.blocks_in_use(), 1);
+  EXPECT_EQ(shorter.keys(0)[0][0].item<float>(), 20.0f);
 }
 
 // The whole-layer keep (one row move for all heads) leaves each head exactly as its own keep
