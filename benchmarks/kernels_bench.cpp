@@ -4,8 +4,8 @@
 //   read_sum/<MiB>                  a parallel sum over it: read-only streaming, decode's ceiling
 //   kv_stream/<n>                   dense decode's reads at n tokens without its arithmetic: each
 //                                   KV head's K and V in 16-row tiles, prefetched as the AVX2
-//                                   kernel does (what its access pattern alone reaches; one
-//                                   thread per KV head, so at most 8 threads)
+//                                   kernel does (what its access pattern alone reaches), each
+//                                   head in chunks of rows as the kernel splits its work
 //   fma_peak                        the widest FMA the CPU has, on every thread: the compute
 //                                   ceiling (GBps_ceiling: dense fp32 decode at g = 4 does one
 //                                   lane-FMA per K/V byte, so lane-FMAs per ns = GB/s)
@@ -168,13 +168,21 @@ void BM_kv_stream(benchmark::State& state) {
   const int64_t n = state.range(0);
   auto k = random_floats(size_t(kHkv * n * kD), 2), v = random_floats(size_t(kHkv * n * kD), 3);
   const bool avx2 = cpu_has_avx2_fma();
+  // Work items as the kernel splits them: each KV head in chunks of rows, about 4 items per
+  // thread, chunks of at least 512 rows (one item per head on 2 threads, 8 per head on 16).
+  const int64_t want = 4 * int64_t(omp_get_max_threads());
+  const int64_t chunks = std::max<int64_t>(1, std::min((want + kHkv - 1) / kHkv, n / 512));
+  const int64_t per = (n + chunks - 1) / chunks;
   for (auto _ : state) {
     double total = 0;
 #pragma omp parallel for schedule(dynamic, 1) reduction(+ : total)
-    for (int64_t h = 0; h < kHkv; ++h) {
-      const float* kh = k.data() + h * n * kD;
-      const float* vh = v.data() + h * n * kD;
-      total += avx2 ? kv_stream_avx2(kh, vh, n) : sum_portable(kh, 0, n * kD) + sum_portable(vh, 0, n * kD);
+    for (int64_t item = 0; item < kHkv * chunks; ++item) {
+      const int64_t h = item / chunks, r0 = std::min(n, item % chunks * per);
+      const int64_t rows = std::min(n, r0 + per) - r0;
+      const float* kh = k.data() + (h * n + r0) * kD;
+      const float* vh = v.data() + (h * n + r0) * kD;
+      total += avx2 ? kv_stream_avx2(kh, vh, rows)
+                    : sum_portable(kh, 0, rows * kD) + sum_portable(vh, 0, rows * kD);
     }
     benchmark::DoNotOptimize(total);
   }
