@@ -10,9 +10,10 @@
 // method at budget 512: what a method's per-step work (selection, bookkeeping, eviction) costs
 // beside Full's decode.
 // kv_evict/<pattern>/1024: one decode step's KV bookkeeping alone, on one layer of 8 KV heads of
-// 128 (fp32) holding 1024 entries: append a token, then evict one entry per head, as
-// StreamingLLM does (`sinks`: the oldest after 4 sinks) or as H2O does (`scattered`: a
-// pseudo-random entry per head). Counts `rows_moved/step`, the pool rows copied.
+// 128 (fp32), B = 1024: append a token, then evict one entry per head, as StreamingLLM does
+// (`sinks`: B entries between steps, the oldest after 4 sinks goes) or as H2O does
+// (`scattered`: B - 1 between steps, a pseudo-random entry per head goes). Counts
+// `rows_moved/step`, the pool rows copied.
 // Every decode benchmark also counts `aten_calls/step`: ATen operators that compute or copy,
 // called per decode step from outside another operator (RecordFunction callbacks; views not
 // counted). On a GPU each launches a kernel or more from the host, so this counts the step's
@@ -226,11 +227,12 @@ void bench_method_decode(benchmark::State& state, const std::string& name) {
 void bench_kv_evict(benchmark::State& state, bool scattered) {
   constexpr int kHeads = 8, kDim = 128;
   constexpr int64_t kBudget = 1024, kSinks = 4;
+  const int64_t held = scattered ? kBudget - 1 : kBudget;  // entries between steps
   LayerKV kv(kHeads, kDim, at::kFloat);
-  kv.append_many(at::randn({kHeads, kBudget, kDim}), at::randn({kHeads, kBudget, kDim}), 0);
+  kv.append_many(at::randn({kHeads, held, kDim}), at::randn({kHeads, held, kDim}), 0);
   const at::Tensor k = at::randn({kHeads, kDim}), v = at::randn({kHeads, kDim});
   uint64_t lcg = 1;
-  int64_t position = kBudget, steps = 0;
+  int64_t position = held, steps = 0;
   const int64_t moved_before = kv.rows_moved();
   std::vector<std::vector<int64_t>> kept(kHeads);
   for (auto _ : state) {
@@ -240,9 +242,9 @@ void bench_kv_evict(benchmark::State& state, bool scattered) {
     } else {
       for (int h = 0; h < kHeads; ++h) {
         lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
-        const int64_t victim = int64_t((lcg >> 33) % uint64_t(kBudget + 1));
+        const int64_t victim = int64_t((lcg >> 33) % uint64_t(held + 1));
         kept[size_t(h)].clear();
-        for (int64_t i = 0; i <= kBudget; ++i)
+        for (int64_t i = 0; i <= held; ++i)
           if (i != victim) kept[size_t(h)].push_back(i);
       }
       kv.keep(kept, Compaction::kShorterSide);

@@ -18,13 +18,15 @@ constexpr int64_t kKvBlockSize = 16;
 // How LayerKV::keep closes the gaps left by dropped entries.
 enum class Compaction {
   // The entries after the first dropped one move forward: the kept entries fill the fewest
-  // blocks (prefill evictions, KV-Compress's block-freeing plans: the memory they hold is
-  // measured).
+  // blocks their front allows (the front is slot 0 unless kShorterSide moved it), as prefill
+  // evictions and KV-Compress's block-freeing plans need (the memory they hold is measured).
   kKeepFront,
   // When fewer than a block's worth of entries go, the side of them with fewer entries moves:
   // the entries before them move back and the head's front advances (an eviction per decode
-  // step: after StreamingLLM's 4 sinks this moves 4 rows, not B - 4). The head may then hold
-  // one partly filled block more than kKeepFront would, never more than before the eviction.
+  // step: after StreamingLLM's 4 sinks this moves 4 rows, not B - 4). Only where the next
+  // append then needs no block that kKeepFront would not need, so a method's peak memory is
+  // as before: StreamingLLM at B a multiple of 16 always qualifies, H2O (B - 1 entries between
+  // steps) at such B never does. The head may hold one partly filled block more between steps.
   kShorterSide,
 };
 

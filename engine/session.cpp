@@ -279,11 +279,22 @@ std::vector<std::vector<int64_t>> resident_entries(const LayerKV& kv) {
 
 }  // namespace
 
-AttendedRows attended_rows(const LayerKV& kv, const Selection& selection) {
+const at::Tensor& EqualCountsIndptr::get(int64_t units, int64_t k, const at::TensorOptions& longs) {
+  if (units != units_ || k != k_ || !indptr_.defined() || indptr_.device() != longs.device()) {
+    indptr_ = equal_counts_indptr(units, k, longs);
+    units_ = units;
+    k_ = k;
+  }
+  return indptr_;
+}
+
+AttendedRows attended_rows(const LayerKV& kv, const Selection& selection,
+                           EqualCountsIndptr* indptr) {
   if (selection.all && kv.equally_filled()) {
     // The rows straight from the row table, without building the entries' logical indices.
     const int64_t Hkv = kv.num_heads(), n = kv.size(0);
-    return {.indptr = equal_counts_indptr(Hkv, n, kv.key_pool().options().dtype(at::kLong)),
+    const at::TensorOptions longs = kv.key_pool().options().dtype(at::kLong);
+    return {.indptr = indptr ? indptr->get(Hkv, n, longs) : equal_counts_indptr(Hkv, n, longs),
             .rows = kv.uniform_rows(),
             .longest = n,
             .host_counts = std::vector<int64_t>(size_t(Hkv), n)};
@@ -353,7 +364,7 @@ at::Tensor Session::decode_attention(int layer, const at::Tensor& q, const Selec
     throw std::logic_error("Selection has " + std::to_string(chosen.units()) +
                            " lists, the layer has " + std::to_string(units) +
                            (chosen.per_query_head ? " query heads" : " KV heads"));
-  const AttendedRows attended = attended_rows(kv, chosen);
+  const AttendedRows attended = attended_rows(kv, chosen, &all_rows_indptr_);
   // Per KV head: the mean over its units' counts, rounded half up.
   if (int64_t(attended.host_counts.size()) == units) {
     std::vector<int64_t> per_head(size_t(Hkv), 0);

@@ -59,6 +59,18 @@ struct FidelityCounts {
   void reset(int layers);
 };
 
+// The indptr of `units` equal counts k, [units + 1] = 0, k, 2k, ..., kept for the next layers
+// that ask for the same: every layer of a decode step that attends its equally filled heads
+// whole asks for the same one (a device launch each on a GPU). Read-only: shared.
+class EqualCountsIndptr {
+ public:
+  const at::Tensor& get(int64_t units, int64_t k, const at::TensorOptions& longs);
+
+ private:
+  int64_t units_ = -1, k_ = -1;
+  at::Tensor indptr_;
+};
+
 struct SessionOptions {
   int64_t budget = 0;  // B given to the method (0: the method does not use one)
   uint64_t seed = 0;
@@ -127,6 +139,7 @@ class Session {
   FidelityCounts fidelity_;
   int64_t position_ = 0;
   AttendedTally tally_;
+  EqualCountsIndptr all_rows_indptr_;  // Full's indptr, shared by a decode step's layers
   mutable AttendedCounts attended_;  // tally_ as last read
   SessionTimings timings_;
   PhaseClock clock_;  // times the phases into timings_ (CUDA events on a GPU)
@@ -145,9 +158,10 @@ struct AttendedRows {
   int64_t units() const { return indptr.size(0) - 1; }
 };
 // The rows of `selection`'s entries, in its order (`all`: every resident entry, one unit per KV
-// head). Every entry of equally filled heads (Full's usual case) takes 2 device ops and builds
-// no entry lists.
-AttendedRows attended_rows(const LayerKV& kv, const Selection& selection);
+// head). Every entry of equally filled heads (Full's usual case) takes 1 device op and builds
+// no entry lists, its indptr from `indptr` when given.
+AttendedRows attended_rows(const LayerKV& kv, const Selection& selection,
+                           EqualCountsIndptr* indptr = nullptr);
 
 // Decode attention of one layer over `attended`, any device and dtype: the rows gathered into
 // [units, longest, d] (padding masked), scores and softmax in fp32. q: [Hq, d]. Returns out

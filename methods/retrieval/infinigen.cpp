@@ -199,9 +199,9 @@ std::map<std::string, at::Tensor> to_tensors(const InfiniGenCalibration& c) {
   return out;
 }
 
-// A cached calibration, checked against the model's shape before use: a file edited,
-// truncated or written for other shapes is refused naming the file and tensor (it would
-// otherwise fail inside a gather, or score with channels that do not exist).
+// A cached calibration, checked against the model's shape before use: a file edited or
+// written for other shapes is refused naming the file and tensor (it would otherwise fail
+// inside a gather, or score with channels that do not exist).
 std::shared_ptr<InfiniGenCalibration> from_file(const SafetensorsFile& file,
                                                 const MethodContext& model, at::Device device) {
   const int64_t heads = model.num_kv_heads, d = model.head_dim;

@@ -87,7 +87,7 @@ TEST(LayerKV, RepeatedSingleEvictionsKeepEveryEntrysContents) {
 // 4 sinks move, not the B - 4 recent entries; the front's slack never exceeds a block, and the
 // rows of every lookup agree with the entries' contents.
 TEST(LayerKV, DroppingAfterSinksMovesTheSinksOnly) {
-  constexpr int64_t kSinks = 4, kBudget = 40;
+  constexpr int64_t kSinks = 4, kBudget = 48;  // a multiple of 16: every step moves the sinks
   LayerKV kv(3, 4, at::kFloat);
   kv.append_many(tagged(3, 100, 4, 0), tagged(3, 100, 4, 0, 0.5f), 0);
   auto sinks_and_recent = [&](int64_t n) {
@@ -106,7 +106,7 @@ TEST(LayerKV, DroppingAfterSinksMovesTheSinksOnly) {
             Compaction::kShorterSide);
     expected.erase(expected.begin() + kSinks);
     ASSERT_EQ(kv.rows_moved() - moved_before, 3 * kSinks) << "step " << t;
-    ASSERT_LE(kv.blocks_in_use(), 3 * (kBudget / 16 + 2)) << "step " << t;
+    ASSERT_LE(kv.blocks_in_use(), 3 * (kBudget / 16 + 1)) << "step " << t;
   }
   const at::Tensor logical = at::arange(kBudget, at::kLong);
   for (int h = 0; h < 3; ++h) {
@@ -180,6 +180,25 @@ TEST(LayerKV, KeepingTheFrontFillsTheFewestBlocks) {
   shorter.append(tagged(1, 1, 4, 20).select(1, 0), tagged(1, 1, 4, 20).select(1, 0), 20);
   EXPECT_EQ(shorter.blocks_in_use(), 1);
   EXPECT_EQ(shorter.keys(0)[0][0].item<float>(), 20.0f);
+}
+
+// H2O's decode pattern at B = 64: 63 entries between steps, 64 after the append, an early
+// victim. Advancing the front would make the next append need a fifth block, so the front
+// stays: the pool, sized to the prefill's 4 blocks, never grows.
+TEST(LayerKV, ShorterSideNeverMakesTheNextAppendNeedABlockMore) {
+  LayerKV kv(1, 4, at::kFloat);
+  kv.append_many(tagged(1, 63, 4, 0), tagged(1, 63, 4, 0), 0);
+  kv.shrink_to_fit();
+  const int64_t pool = kv.allocated_bytes();
+  for (int64_t t = 63; t < 83; ++t) {
+    kv.append(tagged(1, 1, 4, t).select(1, 0), tagged(1, 1, 4, t).select(1, 0), t);
+    std::vector<int64_t> kept;
+    for (int64_t i = 0; i < 64; ++i)
+      if (i != 2) kept.push_back(i);
+    kv.keep(0, kept, Compaction::kShorterSide);
+    ASSERT_EQ(kv.allocated_bytes(), pool) << "step " << t;
+  }
+  EXPECT_EQ(kv.rows_moved(), 20 * 61);  // the entries after the victim, every step
 }
 
 // The whole-layer keep (one row move for all heads) leaves each head exactly as its own keep

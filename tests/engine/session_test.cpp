@@ -74,6 +74,18 @@ TEST(Stories260K, PrefillAndStepwiseDecodeLogitsAgree) {
   }
 }
 
+// The shared indptr is built once per (units, k): a decode step's layers reuse it; a new count
+// (the next step) gives the new offsets.
+TEST(EqualCountsIndptr, ReusedForTheSameShapeRebuiltForAnother) {
+  EqualCountsIndptr shared;
+  const at::TensorOptions longs = at::TensorOptions().dtype(at::kLong);
+  const at::Tensor first = shared.get(3, 10, longs);
+  EXPECT_TRUE(first.equal(at::tensor(std::vector<int64_t>{0, 10, 20, 30})));
+  EXPECT_TRUE(shared.get(3, 10, longs).is_same(first));
+  EXPECT_TRUE(shared.get(3, 11, longs).equal(at::tensor(std::vector<int64_t>{0, 11, 22, 33})));
+  EXPECT_TRUE(shared.get(2, 0, longs).equal(at::zeros({3}, longs)));
+}
+
 TEST(Session, RandomModelPrefillAndDecodeAgree) {
   auto model = LlamaModel::from_reference("random-tiny");
   std::vector<int> ids;
