@@ -164,12 +164,17 @@ void LayerKV::compact(int head, const std::vector<int64_t>& logical_indices, Com
   auto blocks_after_append = [&](int64_t front) {
     return (front % kKvBlockSize + kept + 1 + kKvBlockSize - 1) / kKvBlockSize;
   };
-  const bool back_stays = how == Compaction::kShorterSide && dropped < kKvBlockSize &&
-                          same_back > same_front &&
-                          blocks_after_append(h.front + dropped) <= blocks_after_append(h.front);
-  // An emptied head starts again at slot 0 (its blocks all go).
-  const int64_t front = kept == 0 ? 0 : back_stays ? h.front + dropped : h.front;
-  const int64_t move_begin = back_stays ? 0 : same_front;
+  const bool shorter_back = how == Compaction::kShorterSide && dropped < kKvBlockSize &&
+                            same_back > same_front;
+  const bool back_stays =
+      shorter_back && blocks_after_append(h.front + dropped) <= blocks_after_append(h.front);
+  // Where the front may not advance, a front past slot 0 returns there (every kept entry
+  // moves, a few more than keeping the front moves), so that it can advance again over the
+  // next steps (StreamingLLM at B = 40: 4 rows a step for 7 steps, then 40, not 36 a step).
+  const bool rebase = shorter_back && !back_stays && h.front > 0;
+  // An emptied head starts again at slot 0 too (its blocks all go).
+  const int64_t front = kept == 0 || rebase ? 0 : back_stays ? h.front + dropped : h.front;
+  const int64_t move_begin = back_stays || rebase ? 0 : same_front;
   const int64_t move_end = back_stays ? kept - same_back : kept;
   for (int64_t i = move_begin; i < move_end; ++i) {
     moves.src.push_back(row_of(h, kept_at(i)));

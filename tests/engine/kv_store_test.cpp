@@ -182,6 +182,32 @@ TEST(LayerKV, KeepingTheFrontFillsTheFewestBlocks) {
   EXPECT_EQ(shorter.keys(0)[0][0].item<float>(), 20.0f);
 }
 
+// StreamingLLM at B = 40 (not a multiple of 16): the front advances for 7 steps (4 sinks move
+// each), then the next append would take a block more from slot 8, so the head returns to
+// slot 0 (40 rows move) and starts again: 68 rows per 8 steps, not 36 a step. The entries keep
+// their contents and the head never holds more than 3 blocks.
+TEST(LayerKV, AFrontThatMayNotAdvanceReturnsToSlotZero) {
+  constexpr int64_t kSinks = 4, kBudget = 40;
+  LayerKV kv(1, 4, at::kFloat);
+  kv.append_many(tagged(1, kBudget, 4, 0), tagged(1, kBudget, 4, 0), 0);
+  std::vector<int64_t> expected(kBudget), after_sinks;
+  for (int64_t i = 0; i < kBudget; ++i) expected[size_t(i)] = i;
+  for (int64_t i = 0; i <= kBudget; ++i)
+    if (i != kSinks) after_sinks.push_back(i);
+  for (int64_t t = kBudget; t < kBudget + 50; ++t) {
+    kv.append(tagged(1, 1, 4, t).select(1, 0), tagged(1, 1, 4, t).select(1, 0), t);
+    kv.keep(0, after_sinks, Compaction::kShorterSide);
+    expected.push_back(t);
+    expected.erase(expected.begin() + kSinks);
+    ASSERT_LE(kv.blocks_in_use(), 3) << "step " << t;
+  }
+  EXPECT_EQ(kv.rows_moved(), 6 * (7 * kSinks + kBudget) + 2 * kSinks);  // 6 cycles of 8, 2 steps
+  ASSERT_EQ(kv.positions(0), expected);
+  const at::Tensor k = kv.keys(0);
+  for (int64_t i = 0; i < kBudget; ++i)
+    EXPECT_EQ(k[i][0].item<float>(), float(expected[size_t(i)])) << "entry " << i;
+}
+
 // H2O's decode pattern at B = 64: 63 entries between steps, 64 after the append, an early
 // victim. Advancing the front would make the next append need a fifth block, so the front
 // stays: the pool, sized to the prefill's 4 blocks, never grows.
