@@ -168,10 +168,8 @@ void BM_kv_stream(benchmark::State& state) {
   const int64_t n = state.range(0);
   auto k = random_floats(size_t(kHkv * n * kD), 2), v = random_floats(size_t(kHkv * n * kD), 3);
   const bool avx2 = cpu_has_avx2_fma();
-  // Work items as the kernel splits them: each KV head in chunks of rows, about 4 items per
-  // thread, chunks of at least 512 rows (one item per head on 2 threads, 8 per head on 16).
-  const int64_t want = 4 * int64_t(omp_get_max_threads());
-  const int64_t chunks = std::max<int64_t>(1, std::min((want + kHkv - 1) / kHkv, n / 512));
+  // Work items as the kernel splits them (one per head on 2 threads, 8 per head on 16).
+  const int64_t chunks = decode_attention_chunks(omp_get_max_threads(), kHkv, n);
   const int64_t per = (n + chunks - 1) / chunks;
   for (auto _ : state) {
     double total = 0;

@@ -280,7 +280,7 @@ std::vector<std::vector<int64_t>> resident_entries(const LayerKV& kv) {
 }  // namespace
 
 const at::Tensor& EqualCountsIndptr::get(int64_t units, int64_t k, const at::TensorOptions& longs) {
-  if (units != units_ || k != k_ || !indptr_.defined() || indptr_.device() != longs.device()) {
+  if (units != units_ || k != k_ || indptr_.device() != longs.device()) {
     indptr_ = equal_counts_indptr(units, k, longs);
     units_ = units;
     k_ = k;

@@ -542,9 +542,7 @@ void run(const float* q, float* out, int64_t Hq, int64_t Hkv, int64_t d, float s
   const int threads = max_threads();
   int64_t max_n = 0;
   for (const HeadRows<E>& h : heads) max_n = std::max(max_n, h.n);
-  const int64_t want_items = int64_t(threads) * 4;
-  int64_t chunks = std::max<int64_t>(1, (want_items + Hkv * passes - 1) / (Hkv * passes));
-  chunks = std::max<int64_t>(1, std::min(chunks, max_n / kMinChunkRows));
+  int64_t chunks = decode_attention_chunks(threads, Hkv * passes, max_n);
   int64_t all_rows = 0;
   for (const HeadRows<E>& h : heads) all_rows += h.n;
   if (all_rows * d * int64_t(2 * sizeof(float)) < kParallelBytes) chunks = 1;  // serial anyway
@@ -655,6 +653,12 @@ void sparse_decode_attention(const float* q, const void* k_pool, const void* v_p
       return sparse_rows(q, static_cast<const f16*>(k_pool), static_cast<const f16*>(v_pool),
                          offsets, rows, out, num_q_heads, num_kv_heads, d, scale, probs);
   }
+}
+
+int64_t decode_attention_chunks(int threads, int64_t units, int64_t max_rows) {
+  const int64_t want_items = int64_t(threads) * 4;
+  const int64_t chunks = std::max<int64_t>(1, (want_items + units - 1) / units);
+  return std::max<int64_t>(1, std::min(chunks, max_rows / kMinChunkRows));
 }
 
 int64_t decode_attention_bytes(int64_t num_q_heads, int64_t attended_rows_all_heads, int64_t d,

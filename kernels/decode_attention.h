@@ -42,6 +42,11 @@ void sparse_decode_attention(const float* q, const void* k_pool, const void* v_p
                              float* out, int64_t num_q_heads, int64_t num_kv_heads, int64_t d,
                              float scale, float* probs = nullptr);
 
+// How many chunks of rows the kernels split each of `units` (KV head, group pass) work units
+// into on `threads` threads, the longest unit holding `max_rows`: about 4 work items per thread
+// (split-K), chunks of at least 512 rows. (A call streaming under 2 MiB runs serially, in one.)
+int64_t decode_attention_chunks(int threads, int64_t units, int64_t max_rows);
+
 // Bytes a call must move (for bandwidth accounting): the attended K and V rows, q, out, and the
 // row indices when `indexed` (sparse).
 int64_t decode_attention_bytes(int64_t num_q_heads, int64_t attended_rows_all_heads, int64_t d,
