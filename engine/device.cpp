@@ -99,4 +99,11 @@ void release_cached_device_memory(const at::Device& device) {
 #endif
 }
 
+at::Tensor host_to_device(const std::vector<int64_t>& values, at::Device device) {
+  at::Tensor host = at::tensor(values, at::kLong);
+  if (device.is_cpu()) return host;
+  // The caching host allocator keeps the pinned buffer alive until the copy has run.
+  return host.pin_memory().to(device, at::kLong, /*non_blocking=*/true);
+}
+
 }  // namespace kvb

@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 
 #include <string>
+#include <vector>
 
 namespace kvb {
 
@@ -21,6 +22,11 @@ void check_dtype_on_device(at::ScalarType dtype, at::Device device, const std::s
 // "f32", "bf16", "f16" -> the dtype; InputError naming `where` otherwise.
 at::ScalarType parse_dtype(const std::string& name, const std::string& where);
 std::string dtype_name(at::ScalarType dtype);  // the inverse ("f32" for kFloat)
+
+// `values` as an int64 tensor on `device`. To a GPU the copy goes from pinned memory, queued
+// behind the device's pending work: a copy from pageable memory would make the host wait for
+// the device to drain first (once per call, in the middle of a decode step).
+at::Tensor host_to_device(const std::vector<int64_t>& values, at::Device device);
 
 // One line for a run's provenance: "cpu", or "cuda:0 (<GPU name>, CUDA runtime R, driver D)"
 // where this build can ask the CUDA runtime (a CUDA LibTorch), else "cuda:0".

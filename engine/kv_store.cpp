@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "engine/device.h"
+
 namespace kvb {
 
 LayerKV::LayerKV(int num_kv_heads, int head_dim, const at::TensorOptions& options)
@@ -14,15 +16,6 @@ LayerKV::LayerKV(int num_kv_heads, int head_dim, const at::TensorOptions& option
   v_pool_ = at::empty({0, head_dim}, options);
 }
 
-at::Tensor LayerKV::on_device(const std::vector<int64_t>& values) const {
-  at::Tensor host = at::tensor(values, at::kLong);
-  if (device_.is_cpu()) return host;
-  // From pinned memory the copy is queued behind the step's kernels: a copy from pageable
-  // memory would make the host wait for the GPU to drain, once per call. The caching host
-  // allocator keeps the pinned buffer alive until the copy has run.
-  return host.pin_memory().to(device_, at::kLong, /*non_blocking=*/true);
-}
-
 const at::Tensor& LayerKV::device_row_table() const {
   if (row_table_.defined()) return row_table_;
   size_t widest = 1;
@@ -31,7 +24,8 @@ const at::Tensor& LayerKV::device_row_table() const {
   for (size_t hi = 0; hi < heads_.size(); ++hi)
     std::copy(heads_[hi].blocks.begin(), heads_[hi].blocks.end(), blocks.begin() + hi * widest);
   // Expanded on the device: the host copies 16x fewer values (once per table change).
-  const at::Tensor table = on_device(blocks).view({int64_t(heads_.size()), int64_t(widest), 1});
+  const at::Tensor table =
+      host_to_device(blocks, device_).view({int64_t(heads_.size()), int64_t(widest), 1});
   const at::Tensor slot = at::arange(kKvBlockSize, table.options());  // [16]
   row_table_ = (table * kKvBlockSize + slot).view({int64_t(heads_.size()), -1});
   return row_table_;
@@ -49,7 +43,7 @@ LayerKV::LogicalTable LayerKV::logical_table() const {
     // Column i of head h is slot front[h] + i; columns past a head's last slot are never read,
     // so they may repeat it.
     const at::Tensor columns = (at::arange(width, slots.options()).unsqueeze(0) +
-                                on_device(fronts).unsqueeze(1))
+                                host_to_device(fronts, device_).unsqueeze(1))
                                    .clamp_max(width - 1);  // [Hkv, W]
     shifted_table_ = slots.gather(1, columns);
   }
@@ -122,7 +116,7 @@ void LayerKV::append_many(const at::Tensor& k, const at::Tensor& v, int64_t firs
     const LogicalTable rows_of = logical_table();
     index = rows_of.table.select(1, rows_of.offset + before);
   } else {
-    index = on_device(rows);
+    index = host_to_device(rows, device_);
   }
   k_pool_.index_copy_(0, index, k_src);
   v_pool_.index_copy_(0, index, v_src);
@@ -207,7 +201,7 @@ void LayerKV::move_rows(const RowMoves& moves) {
   if (moves.src.empty()) return;
   std::vector<int64_t> rows = moves.src;  // [src..., dst...]: one copy to the device
   rows.insert(rows.end(), moves.dst.begin(), moves.dst.end());
-  const at::Tensor both = on_device(rows);
+  const at::Tensor both = host_to_device(rows, device_);
   const int64_t n = int64_t(moves.src.size());
   rows_moved_ += n;
   const at::Tensor src = both.narrow(0, 0, n), dst = both.narrow(0, n, n);

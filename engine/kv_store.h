@@ -131,7 +131,6 @@ class LayerKV {
   };
   LogicalTable logical_table() const;
   void blocks_changed();  // the device tables are stale
-  at::Tensor on_device(const std::vector<int64_t>& values) const;
 
   int head_dim_;
   at::ScalarType dtype_;

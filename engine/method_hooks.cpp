@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "engine/device.h"
+
 namespace kvb {
 
 Selection Selection::from_lists(const std::vector<std::vector<int64_t>>& lists,
@@ -16,8 +18,8 @@ Selection Selection::from_lists(const std::vector<std::vector<int64_t>>& lists,
   Selection s;
   s.all = false;
   s.per_query_head = per_query_head;
-  s.indptr = at::tensor(indptr, at::kLong).to(device);
-  s.indices = at::tensor(indices, at::kLong).to(device);
+  s.indptr = host_to_device(indptr, device);
+  s.indices = host_to_device(indices, device);
   s.max_count = longest;
   for (const std::vector<int64_t>& list : lists) s.host_counts.push_back(int64_t(list.size()));
   return s;

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "engine/common/error.h"
+#include "engine/device.h"
 #include "engine/kernel_adapter.h"
 
 namespace kvb {
@@ -257,7 +258,7 @@ Selection select_everything(const LayerKV& kv) {
   }
   Selection s;
   s.all = false;
-  s.indptr = at::tensor(indptr, at::kLong).to(longs.device());
+  s.indptr = host_to_device(indptr, longs.device());
   const int64_t total = indptr.back();
   at::Tensor head_of = at::arange(Hkv, longs).repeat_interleave(
       s.indptr.narrow(0, 1, Hkv) - s.indptr.narrow(0, 0, Hkv), 0, total);
@@ -346,10 +347,13 @@ at::Tensor gathered_decode_attention(const at::Tensor& q, const LayerKV& kv,
     out = at::bmm(p.to(values.scalar_type()), values);
   }
   if (probs) {
-    at::Tensor host_counts = counts.to(at::kCPU).contiguous();
+    std::vector<int64_t> n = attended.host_counts;  // read from the device only where unknown
+    if (int64_t(n.size()) != units) {
+      const at::Tensor host = counts.to(at::kCPU).contiguous();
+      n.assign(host.data_ptr<int64_t>(), host.data_ptr<int64_t>() + units);
+    }
     probs->clear();
-    for (int64_t u = 0; u < units; ++u)
-      probs->push_back(p[u].narrow(-1, 0, host_counts.data_ptr<int64_t>()[u]));
+    for (int64_t u = 0; u < units; ++u) probs->push_back(p[u].narrow(-1, 0, n[size_t(u)]));
   }
   return out.reshape({units * per_unit, d});
 }

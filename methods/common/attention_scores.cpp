@@ -64,7 +64,7 @@ at::Tensor received_by_entry(const std::vector<at::Tensor>& probs, double power)
     sums.push_back((power == 1.0 ? f : f.pow(power)).sum(0));
   }
   if (sums.empty()) return at::empty({0}, at::kFloat);
-  return at::cat(sums).to(at::kCPU).contiguous();
+  return at::cat(sums);
 }
 
 GroupReduce parse_group_reduce(const std::string& name, const std::string& where) {

@@ -23,7 +23,7 @@ at::Tensor column_attention_sum(const at::Tensor& q, const at::Tensor& k, double
 
 // The attention each entry received at one decode step, from Method::on_attention's probs (per
 // unit [queries of the unit, n_u]): per unit, the sum over its queries of p^power, all units
-// concatenated ([sum of n_u] fp32) and copied to the host in one piece.
+// concatenated ([sum of n_u] fp32), on the probabilities' device.
 at::Tensor received_by_entry(const std::vector<at::Tensor>& probs, double power = 1.0);
 
 // How a GQA group's query-head scores become one KV head's scores.

@@ -15,4 +15,17 @@ void keep_sinks_and_recent(LayerKV& kv, int64_t sinks, int64_t total, Compaction
   kv.keep(kept, how);  // a head keeping every entry is left untouched
 }
 
+PendingReads take_pending_reads(std::vector<at::Tensor>& per_layer) {
+  PendingReads out;
+  std::vector<at::Tensor> parts;
+  for (size_t l = 0; l < per_layer.size(); ++l)
+    if (per_layer[l].defined()) {
+      out.layers.push_back(l);
+      parts.push_back(per_layer[l].reshape({-1}));
+      per_layer[l] = at::Tensor();
+    }
+  if (!parts.empty()) out.values = at::cat(parts).to(at::kCPU).contiguous();
+  return out;
+}
+
 }  // namespace kvb

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iterator>
 
+#include "engine/device.h"
 #include "methods/common/selection.h"
 
 namespace kvb {
@@ -98,8 +99,8 @@ Selection PrefillEviction::with_decode_tokens(int layer, int64_t decoded, at::De
       units.insert(units.end(), lists[u].size(), int64_t(u));
       first.push_back(prefill_sizes_[layer][u / size_t(g)]);
     }
-    base.unit_of_entry = at::tensor(units, at::kLong).to(device);
-    base.first_decode_entry = at::tensor(first, at::kLong).to(device);
+    base.unit_of_entry = host_to_device(units, device);
+    base.first_decode_entry = host_to_device(first, device);
   }
   if (decoded == 0) return base.prefill;
   // Unit u's lists grow by `decoded` entries each: its prefill entries move u * decoded places

@@ -7,15 +7,18 @@
 //  - decode (default; the reference's real-drop mode): after prefill keep heavy + recent; at
 //    every decode step add the new attention row to the scores and, when the cache exceeds the
 //    budget, evict the lowest-scoring entry outside the recent window. heavy = recent = B/2.
+//    The scores live on the device; a step's victims are chosen there and evicted at the start
+//    of the next step (on_decode_step), before that step's token is appended.
 //  - prefill (KVCache-Factory style): after prefill keep the last `window` tokens plus the top
 //    B - window keys by score over all L queries (with a correct causal mask), then no more
 //    evictions.
 // GQA: scores per query head summed over the group of the KV head (the reference has no GQA).
-#include <algorithm>
-#include <numeric>
+#include <stdexcept>
 
 #include "engine/common/json_fields.h"
+#include "engine/device.h"
 #include "methods/common/attention_scores.h"
+#include "methods/common/eviction.h"
 #include "methods/common/prefill_eviction.h"
 #include "methods/method.h"
 
@@ -58,75 +61,94 @@ class H2O : public Method {
 
   void begin(const MethodContext& context) override {
     Method::begin(context);
-    scores_.assign(context.num_layers, std::vector<std::vector<float>>(context.num_kv_heads));
+    scores_.assign(context.num_layers, at::Tensor());
+    victims_.assign(context.num_layers, at::Tensor());
   }
 
   bool wants_attention() const override { return config_.mode == "decode"; }
 
   void on_prefill(int layer, const at::Tensor& q, const at::Tensor& k, const at::Tensor&,
                   LayerKV& kv) override {
-    // Heavy-hitter score of each prompt key: attention summed over all L queries. [Hkv, L]
-    at::Tensor scores = reduce_query_groups(column_attention_sum(q, k), k.size(0),
-                                            GroupReduce::kSum).to(at::kCPU).contiguous();
+    // Heavy-hitter score of each prompt key: attention summed over all L queries.
+    const at::Tensor scores =
+        reduce_query_groups(column_attention_sum(q, k), k.size(0), GroupReduce::kSum)
+            .to(at::kFloat);  // [Hkv, L], on the device
     const int64_t L = q.size(1);
+    const bool decode = config_.mode == "decode";
+    if (decode) scores_[layer] = scores;
+    if (L < context_.budget) return;  // prompts shorter than B are not compressed
     // The current decode token joins the recent window: keep one slot free for it.
-    const int64_t tail = config_.mode == "prefill" ? config_.window : recent() - 1;
+    const int64_t tail = decode ? recent() - 1 : config_.window;
     const int64_t top = context_.budget - 1 - tail;
+    const at::Tensor host = scores.to(at::kCPU).contiguous();
+    std::vector<int64_t> kept;  // every head's kept entries, in their new logical order
     for (int h = 0; h < kv.num_heads(); ++h) {
-      std::vector<float>& s = scores_[layer][h];
-      s.assign(scores[h].data_ptr<float>(), scores[h].data_ptr<float>() + L);
-      if (L < context_.budget) continue;  // prompts shorter than B are not compressed
-      std::vector<int64_t> kept = keep_top_and_tail(kv, h, scores[h].narrow(0, 0, L - tail), top);
-      s = gather(s, kept);
+      const std::vector<int64_t> head = keep_top_and_tail(kv, h, host[h].narrow(0, 0, L - tail), top);
+      kept.insert(kept.end(), head.begin(), head.end());
+    }
+    if (decode)  // each head keeps top + tail entries
+      scores_[layer] =
+          scores.gather(1, host_to_device(kept, scores.device()).view({kv.num_heads(), -1}));
+  }
+
+  // Decode mode: the step's evictions, chosen on the device by the previous step's
+  // on_attention, applied before its token is appended (the attended entries are what an
+  // eviction right after the attention would leave). The victims of all layers reach the host
+  // in one read, made when the previous token has been read and the device is idle: no layer
+  // waits for the device.
+  void on_decode_step(std::vector<LayerKV>& layers) override {
+    const PendingReads pending = take_pending_reads(victims_);
+    if (pending.layers.empty()) return;
+    const int64_t* victim = pending.values.data_ptr<int64_t>();  // [layers with victims, Hkv]
+    for (size_t l : pending.layers) {
+      LayerKV& kv = layers[l];
+      std::vector<std::vector<int64_t>> kept(size_t(kv.num_heads()));
+      for (int h = 0; h < kv.num_heads(); ++h, ++victim)
+        for (int64_t i = 0; i < kv.size(h); ++i)
+          if (i != *victim) kept[size_t(h)].push_back(i);
+      // One row move for the layer's heads, each moving the shorter side of its victim.
+      kv.keep(kept, Compaction::kShorterSide);
     }
   }
 
   void on_append(int layer, const at::Tensor&, const at::Tensor&, LayerKV&) override {
-    for (auto& s : scores_[layer]) s.push_back(0.0f);
+    at::Tensor& s = scores_[layer];
+    if (s.defined()) s = at::constant_pad_nd(s, {0, 1});  // the new entry's score: 0
   }
 
-  // Decode mode: accumulate this step's attention, then evict down to B - 1 so the next token
-  // fits. Selection was "everything", so probs[h] covers all entries in logical order.
+  // Decode mode: accumulate this step's attention; when the cache holds more than B - 1
+  // entries (so the next token would not fit), choose each head's victim: the lowest score
+  // outside the recent window, the oldest on ties. Selection was "everything", so probs[h]
+  // covers all entries of head h in logical order. Device ops only: no read of the device.
   void on_attention(int layer, const Selection&, const std::vector<at::Tensor>& probs,
                     LayerKV& kv) override {
-    const at::Tensor received = received_by_entry(probs);  // every head's [n_h], one copy
-    const float* r = received.data_ptr<float>();
-    std::vector<std::vector<int64_t>> kept(size_t(kv.num_heads()));
-    for (int h = 0; h < kv.num_heads(); ++h) {
-      std::vector<float>& s = scores_[layer][h];
-      for (size_t i = 0; i < s.size(); ++i) s[i] += *r++;
-      kept[size_t(h)] = evict_lowest(s, context_.budget - 1);
-    }
-    // One row move for the layer's heads (heads keeping everything untouched), each moving the
-    // shorter side of its victim.
-    kv.keep(kept, Compaction::kShorterSide);
+    if (!kv.equally_filled())  // H2O's heads evict in step: they always hold alike
+      throw std::logic_error("h2o: the KV heads of layer " + std::to_string(layer) +
+                             " hold different counts");
+    at::Tensor& s = scores_[layer];                    // [Hkv, n]
+    s.add_(at::stack(probs).to(at::kFloat).sum(1));  // probs: Hkv x [g, n]
+    const int64_t n = kv.size(0), cap = context_.budget - 1;
+    if (n <= cap) return;
+    if (n > cap + 1)
+      throw std::logic_error("h2o: layer " + std::to_string(layer) + " holds " +
+                             std::to_string(n) + " entries, more than B");
+    const at::Tensor victim =
+        s.narrow(1, 0, n - (recent() - 1)).argmin(1, /*keepdim=*/true);  // [Hkv, 1]
+    if (!column_.defined() || column_.size(1) != n - 1 || column_.device() != s.device())
+      column_ = at::arange(n - 1, victim.options()).unsqueeze(0);  // [1, n - 1]
+    s = s.gather(1, column_ + column_.ge(victim));  // the victim's score dropped
+    victims_[size_t(layer)] = victim.view({-1});
   }
 
  private:
   int64_t recent() const { return context_.budget - config_.heavy(context_.budget); }
 
-  // Drops the lowest-scoring entry outside the recent window (ties: the oldest) until `cap`
-  // remain; s loses the victims' scores. Returns the logical indices kept.
-  std::vector<int64_t> evict_lowest(std::vector<float>& s, int64_t cap) const {
-    std::vector<int64_t> kept(s.size());
-    std::iota(kept.begin(), kept.end(), int64_t(0));
-    while (int64_t(s.size()) > cap) {
-      const int64_t candidates = int64_t(s.size()) - (recent() - 1);
-      const int64_t victim = std::min_element(s.begin(), s.begin() + candidates) - s.begin();
-      s.erase(s.begin() + victim);
-      kept.erase(kept.begin() + victim);
-    }
-    return kept;
-  }
-
-  static std::vector<float> gather(const std::vector<float>& s, const std::vector<int64_t>& idx) {
-    std::vector<float> out;
-    for (int64_t i : idx) out.push_back(s[i]);
-    return out;
-  }
-
   H2OConfig config_;
-  std::vector<std::vector<std::vector<float>>> scores_;  // [layer][kv head][resident entry]
+  std::vector<at::Tensor> scores_;  // decode mode: per layer [Hkv, resident entries], fp32
+  // Per layer: [Hkv] int64, each head's entry to evict when the next step begins (undefined:
+  // none pending).
+  std::vector<at::Tensor> victims_;
+  at::Tensor column_;  // [1, n - 1]: 0 .. n - 2, the entries' indices after an eviction
 };
 
 KVB_REGISTER_METHOD(make_method_info<H2O, H2OConfig>({

@@ -19,6 +19,7 @@
 #include <numeric>
 
 #include "methods/common/attention_scores.h"
+#include "methods/common/eviction.h"
 #include "methods/method.h"
 
 namespace kvb {
@@ -175,6 +176,7 @@ class KVCompress : public Method {
   void begin(const MethodContext& context) override {
     Method::begin(context);
     metrics_.assign(context.num_layers, {});
+    received_.assign(context.num_layers, at::Tensor());
     budget_ = config_.compression_rate > 0
                   ? kvcompress_rate_budget(context.prompt_length, config_.compression_rate,
                                            config_.min_cache_tokens)
@@ -208,7 +210,9 @@ class KVCompress : public Method {
   // Continual compression, before each decode step as the fork's scheduler: when the cache
   // outgrew (B - 1) x layers x Hkv, whole blocks go, ranked across all layers and heads.
   void on_decode_step(std::vector<LayerKV>& layers) override {
-    if (config_.continual) evict(layers);
+    if (!config_.continual) return;
+    add_received();
+    evict(layers);
   }
 
   // The new token starts with metric 0 (it is protected while within the last positions).
@@ -217,16 +221,12 @@ class KVCompress : public Method {
     for (auto& head_metrics : metrics_[layer]) head_metrics.push_back(0.0f);
   }
 
-  // probs[h]: [g, n_h] over all resident entries of KV head h (logical order).
+  // probs[h]: [g, n_h] over all resident entries of KV head h (logical order). Kept on the
+  // device until the next step begins (add_received): no layer waits for the device.
   void on_attention(int layer, const Selection& selection, const std::vector<at::Tensor>& probs,
                     LayerKV&) override {
     if (!config_.continual || !selection.all) return;
-    const at::Tensor add = received_by_entry(probs, config_.metric.power);  // one copy
-    const float* p = add.data_ptr<float>();
-    for (size_t h = 0; h < probs.size(); ++h) {
-      std::vector<float>& m = metrics_[layer][h];
-      for (size_t i = 0; i < m.size(); ++i) m[i] += *p++;
-    }
+    received_[size_t(layer)] = received_by_entry(probs, config_.metric.power);  // [sum of n_h]
   }
 
   // derived_budget: the B the compression rate gave this prompt (rate mode only).
@@ -236,6 +236,18 @@ class KVCompress : public Method {
   }
 
  private:
+  // The attention the entries received at the last step, added to their metrics: every
+  // layer's in one read of the device, made when the previous token has been read and the
+  // device is idle. A layer's heads hold what they held at its on_attention.
+  void add_received() {
+    const PendingReads pending = take_pending_reads(received_);
+    if (pending.layers.empty()) return;
+    const float* p = pending.values.data_ptr<float>();
+    for (size_t l : pending.layers)
+      for (std::vector<float>& m : metrics_[l])
+        for (float& value : m) value += *p++;
+  }
+
   // Evicts blocks from every (layer, head) cell until the entries total at most
   // (B - 1) x layers x Hkv, and compacts the metrics alike.
   void evict(std::vector<LayerKV>& layers) {
@@ -267,6 +279,7 @@ class KVCompress : public Method {
   int64_t budget_ = 0;  // B: the cell's, or derived from the prompt in the rate mode
   bool compress_ = false;
   std::vector<std::vector<std::vector<float>>> metrics_;  // [layer][head][entry]
+  std::vector<at::Tensor> received_;  // [layer]: the last step's attention, not yet in metrics_
 };
 
 KVB_REGISTER_METHOD(make_method_info<KVCompress, KVCompressConfig>({
