@@ -8,6 +8,7 @@
 #if KVBENCH_CUDA_KERNELS
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <cuda_runtime_api.h>
 #endif
 
@@ -97,6 +98,35 @@ void release_cached_device_memory(const at::Device& device) {
 #else
   (void)device;
 #endif
+}
+
+#if KVBENCH_CUDA_KERNELS
+namespace {
+c10::DeviceIndex cuda_index_of(const at::Device& device) {
+  return device.has_index() ? device.index() : c10::cuda::current_device();
+}
+}  // namespace
+#endif
+
+std::optional<DeviceMemory> device_memory(const at::Device& device) {
+#if KVBENCH_CUDA_KERNELS
+  if (device.is_cuda()) {
+    // Index 0 of the allocator's stat arrays is StatType::AGGREGATE (every pool), in LibTorch
+    // 1.13 and 2.x alike (the enum moved namespaces between them).
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(cuda_index_of(device));
+    return DeviceMemory{.current_bytes = stats.allocated_bytes[0].current,
+                        .peak_bytes = stats.allocated_bytes[0].peak};
+  }
+#endif
+  (void)device;
+  return std::nullopt;
+}
+
+void reset_peak_device_memory(const at::Device& device) {
+#if KVBENCH_CUDA_KERNELS
+  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(cuda_index_of(device));
+#endif
+  (void)device;
 }
 
 at::Tensor host_to_device(const std::vector<int64_t>& values, at::Device device) {

@@ -3,6 +3,7 @@
 #pragma once
 #include <ATen/ATen.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,15 @@ void check_dtype_on_device(at::ScalarType dtype, at::Device device, const std::s
 // "f32", "bf16", "f16" -> the dtype; InputError naming `where` otherwise.
 at::ScalarType parse_dtype(const std::string& name, const std::string& where);
 std::string dtype_name(at::ScalarType dtype);  // the inverse ("f32" for kFloat)
+
+// What LibTorch's CUDA allocator holds allocated on a GPU: now, and at most since the last
+// reset_peak_device_memory. Nullopt on the CPU and on a build without CUDA kernels.
+struct DeviceMemory {
+  int64_t current_bytes = 0;
+  int64_t peak_bytes = 0;
+};
+std::optional<DeviceMemory> device_memory(const at::Device& device);
+void reset_peak_device_memory(const at::Device& device);
 
 // `values` as an int64 tensor on `device`. To a GPU the copy goes from pinned memory, queued
 // behind the device's pending work: a copy from pageable memory would make the host wait for

@@ -331,6 +331,8 @@ CellResult run_cell(const Cell& cell, const LlamaModel& model,
   std::map<std::string, double> method_counters;  // summed over samples
   std::map<std::string, std::vector<int>> shared_contexts;  // context_id -> its tokens
   int questions = 0;  // answers scored: a sample's, and its follow-up turns
+  reset_peak_device_memory(model.device());
+  const std::optional<DeviceMemory> memory_at_start = device_memory(model.device());
   for (size_t i = 0; i < samples.size(); ++i) {
     const Sample& sample = samples[i];
     std::unique_ptr<Method> method = method_info.create(cell.method.config);
@@ -390,6 +392,11 @@ CellResult run_cell(const Cell& cell, const LlamaModel& model,
     cell_metric("nll", mean_of(result.metrics, "nll"), "nats/token");
   }
   for (const auto& [name, sum] : method_counters) cell_metric("method." + name, sum / n, "");
+  if (const std::optional<DeviceMemory> memory = device_memory(model.device())) {
+    cell_metric("peak_device_memory_bytes", double(memory->peak_bytes), "bytes");
+    cell_metric("peak_device_memory_over_start_bytes",
+                double(memory->peak_bytes - memory_at_start->current_bytes), "bytes");
+  }
   totals.emit(result.metrics, n, c.num_hidden_layers, c.num_key_value_heads);
   return result;
 }
