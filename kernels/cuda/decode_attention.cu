@@ -42,6 +42,19 @@ __device__ inline float to_float(float x) { return x; }
 __device__ inline float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
 __device__ inline float to_float(__half x) { return __half2float(x); }
 
+// Element i of a q or out array of `type` (the model's dtype: no cast before or after a call).
+__device__ inline float load_element(const void* p, kernels::KvElement type, int64_t i) {
+  if (type == kernels::KvElement::kBF16) return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+  if (type == kernels::KvElement::kF16) return __half2float(static_cast<const __half*>(p)[i]);
+  return static_cast<const float*>(p)[i];
+}
+// Rounded to nearest even, as LibTorch's casts from fp32 round.
+__device__ inline void store_element(void* p, kernels::KvElement type, int64_t i, float x) {
+  if (type == kernels::KvElement::kBF16) static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(x);
+  else if (type == kernels::KvElement::kF16) static_cast<__half*>(p)[i] = __float2half_rn(x);
+  else static_cast<float*>(p)[i] = x;
+}
+
 __device__ inline float warp_sum(float x) {
   for (int offset = 16; offset > 0; offset >>= 1) x += __shfl_xor_sync(0xffffffffu, x, offset);
   return x;
@@ -65,15 +78,17 @@ __device__ inline SplitRows split_rows(const int64_t* indptr) {
 // A lane's online-softmax state for channels [c0, c0 + C) of each of the unit's G (>= g) query
 // heads: the query scaled (zeros past d or g), nothing accumulated yet.
 template <int G, int C>
-__device__ inline void start_state(const float* q, int g, int d, int c0, float scale,
-                                   float (&qr)[G][C], float (&acc)[G][C], float (&m)[G],
-                                   float (&l)[G]) {
+__device__ inline void start_state(const void* q, kernels::KvElement q_type, int g, int d, int c0,
+                                   float scale, float (&qr)[G][C], float (&acc)[G][C],
+                                   float (&m)[G], float (&l)[G]) {
 #pragma unroll
   for (int i = 0; i < G; ++i) {
 #pragma unroll
     for (int c = 0; c < C; ++c) {
       const int ch = c0 + c;
-      qr[i][c] = ch < d && i < g ? q[(int64_t(blockIdx.y) * g + i) * d + ch] * scale : 0.f;
+      qr[i][c] =
+          ch < d && i < g ? load_element(q, q_type, (int64_t(blockIdx.y) * g + i) * d + ch) * scale
+                          : 0.f;
       acc[i][c] = 0.f;
     }
     m[i] = -INFINITY;
@@ -144,7 +159,8 @@ __device__ inline void unpack_vector(const uint4& raw, float (&out)[E]) {
 
 // LPR lanes a row (E = 16 / sizeof(T) elements each, so d = LPR * E), 32 / LPR rows a warp-load.
 template <typename T, int LPR, int G>
-__global__ void vector_split_kernel(const float* __restrict__ q, const T* __restrict__ k_pool,
+__global__ void vector_split_kernel(const void* __restrict__ q, kernels::KvElement q_type,
+                                    const T* __restrict__ k_pool,
                                     const T* __restrict__ v_pool,
                                     const int64_t* __restrict__ indptr,
                                     const int64_t* __restrict__ rows, float* __restrict__ part_acc,
@@ -157,7 +173,7 @@ __global__ void vector_split_kernel(const float* __restrict__ q, const T* __rest
   const int group = lane / LPR, c0 = (lane % LPR) * E;  // the row of the warp-load, channels
   const auto [first, begin, end] = split_rows(indptr);
   float qr[G][E], acc[G][E], m[G], l[G];
-  start_state<G, E>(q, g, d, c0, scale, qr, acc, m, l);
+  start_state<G, E>(q, q_type, g, d, c0, scale, qr, acc, m, l);
   for (int64_t base = begin + int64_t(warp) * kTile; base < end; base += kWarps * kTile) {
     uint4 k_raw[kRowsInFlight], v_raw[kRowsInFlight];
     bool valid[kRowsInFlight];
@@ -233,7 +249,8 @@ __global__ void vector_split_kernel(const float* __restrict__ q, const T* __rest
 }
 
 template <typename T, int CPL, int G>
-__global__ void scalar_split_kernel(const float* __restrict__ q, const T* __restrict__ k_pool,
+__global__ void scalar_split_kernel(const void* __restrict__ q, kernels::KvElement q_type,
+                             const T* __restrict__ k_pool,
                              const T* __restrict__ v_pool, const int64_t* __restrict__ indptr,
                              const int64_t* __restrict__ rows, float* __restrict__ part_acc,
                              float* __restrict__ part_ml, int g, int d, float scale) {
@@ -242,7 +259,7 @@ __global__ void scalar_split_kernel(const float* __restrict__ q, const T* __rest
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const auto [first, begin, end] = split_rows(indptr);
   float qr[G][CPL], acc[G][CPL], m[G], l[G];
-  start_state<G, CPL>(q, g, d, lane * CPL, scale, qr, acc, m, l);
+  start_state<G, CPL>(q, q_type, g, d, lane * CPL, scale, qr, acc, m, l);
   for (int64_t j = begin + warp; j < end; j += kWarps) {
     const int64_t row = rows[first + j];
     float kr[CPL], vr[CPL];
@@ -287,7 +304,8 @@ __device__ float block_max(float x, float* scratch) {
 // (independent, coalesced loads: a thread walking the splits one dependent step at a time made
 // this pass cost more than the attention itself at 66 splits).
 __global__ void merge_kernel(const float* __restrict__ part_acc, const float* __restrict__ part_ml,
-                             float* __restrict__ out, int splits, int g, int d) {
+                             void* __restrict__ out, kernels::KvElement out_type, int splits,
+                             int g, int d) {
   extern __shared__ float weight[];  // [splits]
   __shared__ float scratch[kWarps];
   const int unit = blockIdx.x, i = blockIdx.y;
@@ -303,16 +321,17 @@ __global__ void merge_kernel(const float* __restrict__ part_acc, const float* __
     float value = 0.f;
     for (int s = 0; s < splits; ++s)
       value += part_acc[((int64_t(unit) * splits + s) * g + i) * d + ch] * weight[s];
-    out[(int64_t(unit) * g + i) * d + ch] = sum > 0.f ? value / sum : 0.f;
+    store_element(out, out_type, (int64_t(unit) * g + i) * d + ch, sum > 0.f ? value / sum : 0.f);
   }
 }
 
 // The arguments of one call, passed down the template dispatch.
 struct Call {
-  const float* q;
+  const void* q;
+  kernels::KvElement q_type;  // q's and out's
   const void *k_pool, *v_pool;
   const int64_t *indptr, *rows;
-  float* out;
+  void* out;
   int64_t units, g, d;
   float scale;
   int64_t splits;
@@ -326,7 +345,7 @@ float* partial_ml(const Call& c) { return c.workspace + c.units * c.splits * c.g
 void merge(const Call& c) {
   const size_t shared = size_t(c.splits) * sizeof(float);
   merge_kernel<<<dim3(unsigned(c.units), unsigned(c.g)), kWarps * 32, shared, c.stream>>>(
-      c.workspace, partial_ml(c), c.out, int(c.splits), int(c.g), int(c.d));
+      c.workspace, partial_ml(c), c.out, c.q_type, int(c.splits), int(c.g), int(c.d));
 }
 
 // Launch<T, W, G>::run(c) starts a pass-1 kernel; W: channels per lane (Scalar) or lanes per
@@ -337,7 +356,7 @@ struct Scalar {
     const size_t shared = size_t(kWarps * c.g * c.d) * sizeof(float);
     scalar_split_kernel<T, CPL, G>
         <<<dim3(unsigned(c.splits), unsigned(c.units)), kWarps * 32, shared, c.stream>>>(
-            c.q, static_cast<const T*>(c.k_pool), static_cast<const T*>(c.v_pool), c.indptr,
+            c.q, c.q_type, static_cast<const T*>(c.k_pool), static_cast<const T*>(c.v_pool), c.indptr,
             c.rows, c.workspace, partial_ml(c), int(c.g), int(c.d), c.scale);
   }
 };
@@ -347,7 +366,7 @@ struct Vector {
     const size_t shared = size_t(kWarps * c.g * c.d) * sizeof(float);
     vector_split_kernel<T, LPR, G>
         <<<dim3(unsigned(c.splits), unsigned(c.units)), kWarps * 32, shared, c.stream>>>(
-            c.q, static_cast<const T*>(c.k_pool), static_cast<const T*>(c.v_pool), c.indptr,
+            c.q, c.q_type, static_cast<const T*>(c.k_pool), static_cast<const T*>(c.v_pool), c.indptr,
             c.rows, c.workspace, partial_ml(c), int(c.g), c.scale);
   }
 };
@@ -418,9 +437,9 @@ int64_t decode_attention_workspace_floats(int64_t units, int64_t g, int64_t d, i
   return units * splits * g * (d + 2);
 }
 
-void sparse_decode_attention(const float* q, const void* k_pool, const void* v_pool,
-                             kernels::KvElement type, const int64_t* indptr, const int64_t* rows,
-                             float* out,
+void sparse_decode_attention(const void* q, kernels::KvElement q_type, const void* k_pool,
+                             const void* v_pool, kernels::KvElement type, const int64_t* indptr,
+                             const int64_t* rows, void* out,
                              int64_t units, int64_t g, int64_t d, float scale, int64_t splits,
                              float* workspace, void* stream) {
   if (!decode_attention_supported(g, d))
@@ -428,7 +447,7 @@ void sparse_decode_attention(const float* q, const void* k_pool, const void* v_p
                                 ", d = " + std::to_string(d) + " (needs g <= 8, d <= 256)");
   if (units == 0) return;
   Call call;  // (nvcc's C++17 has no designated initialisers)
-  call.q = q, call.k_pool = k_pool, call.v_pool = v_pool, call.indptr = indptr, call.rows = rows;
+  call.q = q, call.q_type = q_type, call.k_pool = k_pool, call.v_pool = v_pool, call.indptr = indptr, call.rows = rows;
   call.out = out, call.units = units, call.g = g, call.d = d, call.scale = scale;
   call.splits = splits, call.workspace = workspace, call.stream = as_stream(stream);
   switch (type) {

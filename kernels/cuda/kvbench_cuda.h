@@ -67,17 +67,18 @@ int64_t decode_attention_splits(int64_t units, int64_t longest);
 int64_t decode_attention_workspace_floats(int64_t units, int64_t g, int64_t d, int64_t splits);
 // out[u*g + i] = softmax(scale * q[u*g + i] . K_u) V_u over the rows unit u attends, read in
 // place from the pools (no gathered copy), fp32 accumulation:
-//   q:       [units * g, d] fp32 (a unit's g query heads share its rows: GQA)
+//   q:       [units * g, d] of `q_type` (a unit's g query heads share its rows: GQA), widened
+//            to fp32 as read
 //   k_pool, v_pool: [pool rows, d] of `type`, rows d elements apart
 //   indptr:  [units + 1] int64; rows: [indptr[units]] int64 pool rows: unit u attends
 //            rows[indptr[u] .. indptr[u + 1]) (ragged; an empty unit gives zeros)
-//   out:     [units * g, d] fp32
+//   out:     [units * g, d] of `q_type`, rounded to nearest even from the fp32 result
 //   workspace: decode_attention_workspace_floats(units, g, d, splits) floats
 // Two launches (the splits, then their log-sum-exp merge); std::invalid_argument when
 // !decode_attention_supported(g, d).
-void sparse_decode_attention(const float* q, const void* k_pool, const void* v_pool,
-                             kernels::KvElement type, const int64_t* indptr, const int64_t* rows,
-                             float* out,
+void sparse_decode_attention(const void* q, kernels::KvElement q_type, const void* k_pool,
+                             const void* v_pool, kernels::KvElement type, const int64_t* indptr,
+                             const int64_t* rows, void* out,
                              int64_t units, int64_t g, int64_t d, float scale, int64_t splits,
                              float* workspace, void* stream = nullptr);
 

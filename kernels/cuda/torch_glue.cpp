@@ -91,18 +91,20 @@ at::Tensor sparse_decode_attention(const at::Tensor& q, const at::Tensor& k_pool
   const c10::cuda::CUDAGuard guard(q.device());
   const int64_t d = q.size(1), g = q.size(0) / units;
   const int64_t splits = decode_attention_splits(units, std::max<int64_t>(longest, 0));
-  at::Tensor qf = q.to(at::kFloat).contiguous();
+  // q is read and out written in q's dtype where the kernel has it (the model's: f32, bf16,
+  // f16), so a call is the kernel's two launches, with no cast before or after.
+  const at::Tensor qc = kv_element(q.scalar_type()) ? q.contiguous() : q.to(at::kFloat).contiguous();
   at::Tensor ptr = indptr.contiguous(), row_ids = rows.contiguous();
-  at::Tensor out = at::empty({units * g, d}, qf.options());
-  at::Tensor workspace =
-      at::empty({decode_attention_workspace_floats(units, g, d, splits)}, qf.options());
-  cuda::sparse_decode_attention(qf.data_ptr<float>(), k_pool.data_ptr(), v_pool.data_ptr(),
-                                *kv_element(k_pool.scalar_type()), ptr.data_ptr<int64_t>(),
-                                row_ids.data_ptr<int64_t>(), out.data_ptr<float>(), units, g, d,
-                                float(scale), splits, workspace.data_ptr<float>(),
-                                current_stream());
+  at::Tensor out = at::empty({units * g, d}, qc.options());
+  at::Tensor workspace = at::empty({decode_attention_workspace_floats(units, g, d, splits)},
+                                   qc.options().dtype(at::kFloat));
+  cuda::sparse_decode_attention(qc.data_ptr(), *kv_element(qc.scalar_type()), k_pool.data_ptr(),
+                                v_pool.data_ptr(), *kv_element(k_pool.scalar_type()),
+                                ptr.data_ptr<int64_t>(), row_ids.data_ptr<int64_t>(),
+                                out.data_ptr(), units, g, d, float(scale), splits,
+                                workspace.data_ptr<float>(), current_stream());
   check_launch("sparse_decode_attention");
-  return out.to(q.scalar_type());
+  return out.to(q.scalar_type());  // a no-op unless q is of a dtype the kernel does not read
 }
 
 bool quest_page_scores_supported(const at::Tensor& kmin, const at::Tensor& kmax) {

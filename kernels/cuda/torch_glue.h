@@ -28,8 +28,9 @@ namespace kvb::cuda {
 // ---- Paged sparse GQA decode attention (flash-decoding; kvbench_cuda.h) ------------------------
 // out[u*g + i] = softmax(scale * q[u*g + i] . K_u) V_u over the pool rows unit u attends, read
 // in place (no gathered copy), fp32 accumulation; an empty unit gives zeros.
-//   q:              [units * g, d]  any floating dtype (converted to fp32)
-//   k_pool, v_pool: [pool rows, d]  contiguous, one dtype of f32, bf16, f16
+//   q:              [units * g, d]  any floating dtype: f32, bf16 and f16 read as they are
+//                                   (widened in the kernel), others converted to fp32 first
+//   k_pool, v_pool: [pool rows, d]  contiguous, one dtype of f32, bf16, f16 (q's or another)
 //   indptr:         [units + 1]     int64; rows: [nnz] int64 pool rows (engine: physical rows)
 //   longest:        an upper bound of any unit's row count (the host's: Selection::max_count,
 //                   or nnz), which sizes the split over the sequence without a device read

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -57,12 +58,14 @@ at::Tensor attention_reference(const at::Tensor& q, const at::Tensor& k_pool,
   return out;
 }
 
-// Random pools of `pool_rows` rows; unit u attends `counts[u]` distinct random rows.
+// Random pools of `pool_rows` rows; unit u attends `counts[u]` distinct random rows. q and the
+// result in `q_dtype` (default: the pools' `dtype`).
 void check_decode_attention(int64_t Hq, int64_t d, int64_t pool_rows,
                             const std::vector<int64_t>& counts, at::ScalarType dtype,
-                            double tolerance) {
+                            double tolerance,
+                            std::optional<at::ScalarType> q_dtype = std::nullopt) {
   SCOPED_TRACE("Hq " + std::to_string(Hq) + ", d " + std::to_string(d) + ", " +
-               c10::toString(dtype));
+               c10::toString(dtype) + ", q " + c10::toString(q_dtype.value_or(dtype)));
   at::manual_seed(11);
   const int64_t units = int64_t(counts.size());
   std::vector<int64_t> indptr = {0}, rows;
@@ -71,7 +74,7 @@ void check_decode_attention(int64_t Hq, int64_t d, int64_t pool_rows,
     rows.insert(rows.end(), pick.data_ptr<int64_t>(), pick.data_ptr<int64_t>() + pick.numel());
     indptr.push_back(int64_t(rows.size()));
   }
-  at::Tensor q = randn({Hq, d}).to(dtype), k = randn({pool_rows, d}).to(dtype),
+  at::Tensor q = randn({Hq, d}).to(q_dtype.value_or(dtype)), k = randn({pool_rows, d}).to(dtype),
              v = randn({pool_rows, d}).to(dtype);
   const double scale = 1.0 / std::sqrt(double(d));
   at::Tensor want = attention_reference(q, k, v, indptr, rows, scale);
@@ -80,7 +83,7 @@ void check_decode_attention(int64_t Hq, int64_t d, int64_t pool_rows,
   const int64_t longest = *std::max_element(counts.begin(), counts.end());
   at::Tensor got = sparse_decode_attention(qg, kg, vg, at::tensor(indptr).to(kGpu),
                                            at::tensor(rows).to(kGpu), scale, longest);
-  EXPECT_EQ(got.scalar_type(), dtype);
+  EXPECT_EQ(got.scalar_type(), q.scalar_type());
   expect_close(got, want, tolerance);
   // An upper bound for `longest` (nnz, as when the host does not know) gives the same result.
   at::Tensor bound = sparse_decode_attention(qg, kg, vg, at::tensor(indptr).to(kGpu),
@@ -106,6 +109,12 @@ TEST(TorchGlue, DecodeAttentionRaggedAndEmptyUnitsInEveryDtype) {
   check_decode_attention(3, 16, 600, {500, 2, 9}, at::kHalf, 5e-3);
   check_decode_attention(12, 40, 600, {500, 0, 77}, at::kBFloat16, 2e-2);
   check_decode_attention(8, 128, 2048, {2000, 2, 3, 600}, at::kFloat, 1e-4);
+  // q (and the result) in another dtype than the pools: read and written by the kernel as
+  // they are, or converted (f64).
+  check_decode_attention(32, 128, 4096, {1024, 0, 7, 3000, 1, 64, 512, 100}, at::kBFloat16, 2e-2,
+                         at::kFloat);
+  check_decode_attention(32, 128, 4096, {1024, 0, 7, 3000}, at::kFloat, 2e-2, at::kBFloat16);
+  check_decode_attention(8, 64, 1000, {900, 3}, at::kHalf, 5e-3, at::kDouble);
 }
 
 TEST(TorchGlue, DecodeAttentionOver128kRows) {
