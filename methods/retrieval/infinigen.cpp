@@ -199,6 +199,10 @@ std::map<std::string, at::Tensor> to_tensors(const InfiniGenCalibration& c) {
   return out;
 }
 
+// Ends every error about a cached calibration file.
+constexpr const char* kCachedCalibrationHint =
+    " (a cached infinigen calibration: delete the file to recompute it)";
+
 // A cached calibration, checked against the model's shape before use: a file edited or
 // written for other shapes is refused naming the file and tensor (it would otherwise fail
 // inside a gather, or score with channels that do not exist).
@@ -206,8 +210,7 @@ std::shared_ptr<InfiniGenCalibration> from_file(const SafetensorsFile& file,
                                                 const MethodContext& model, at::Device device) {
   const int64_t heads = model.num_kv_heads, d = model.head_dim;
   auto fail = [&](const std::string& name, const std::string& why) {
-    throw InputError(file.path() + ": " + name + ": " + why +
-                     " (a cached infinigen calibration: delete the file to recompute it)");
+    throw InputError(file.path() + ": " + name + ": " + why + kCachedCalibrationHint);
   };
   auto load = [&](const std::string& name) {
     if (!file.contains(name)) fail(name, "missing");
@@ -274,8 +277,15 @@ std::shared_ptr<const InfiniGenCalibration> text_calibration(const MethodContext
   const ModelView& model = *context.model;
   const std::string text = read_text(c.text_file());  // read once: named by and calibrated on
   const std::string path = cache_path(model, c, text);
-  if (!path.empty() && std::filesystem::exists(path))
-    return from_file(*SafetensorsFile::open(path), context, model.device());
+  if (!path.empty() && std::filesystem::exists(path)) {
+    std::shared_ptr<SafetensorsFile> file;
+    try {
+      file = SafetensorsFile::open(path);
+    } catch (const InputError& e) {  // e.g. truncated by a full disk or an edit
+      throw InputError(e.what() + std::string(kCachedCalibrationHint));
+    }
+    return from_file(*file, context, model.device());
+  }
   std::shared_ptr<InfiniGenCalibration> calibration =
       calibrate(model, context.num_layers, text, c);
   if (!path.empty()) {

@@ -346,6 +346,18 @@ TEST(InfiniGen, ACachedCalibrationThatDoesNotFitIsRefusedNamingTheTensor) {
   EXPECT_NE(shape.find("layer2.skew: shape [2, 16, 8], expected [Hkv, d, d] = [2, 16, 16]"),
             std::string::npos) << shape;
   EXPECT_EQ(refused_with(tensors), "accepted");
+  // A file cut short (a full disk, an edit) is refused with the same advice.
+  const auto size = std::filesystem::file_size(path);
+  std::filesystem::resize_file(path, size / 2);
+  const ModelView view(*model, dir.file("cache"));
+  try {
+    sparse_attended(*model, *test::make_method("infinigen", method_config), 64, 2, &view);
+    ADD_FAILURE() << "a truncated cache file was accepted";
+  } catch (const InputError& e) {
+    const std::string error = e.what();
+    EXPECT_EQ(error.rfind(path, 0), 0u) << error;
+    EXPECT_NE(error.find("delete the file to recompute it"), std::string::npos) << error;
+  }
 }
 
 TEST(InfiniGen, BadConfigsNameTheField) {
