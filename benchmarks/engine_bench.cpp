@@ -233,7 +233,7 @@ void bench_kv_evict(benchmark::State& state, bool scattered) {
   const at::Tensor k = at::randn({kHeads, kDim}), v = at::randn({kHeads, kDim});
   uint64_t lcg = 1;
   int64_t position = held;
-  std::vector<std::vector<int64_t>> kept(kHeads);
+  std::vector<LayerKV::EntryRange> victims(kHeads);
   for (auto _ : state) {
     kv.append(k, v, position++);
     if (!scattered) {
@@ -242,11 +242,9 @@ void bench_kv_evict(benchmark::State& state, bool scattered) {
       for (int h = 0; h < kHeads; ++h) {
         lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
         const int64_t victim = int64_t((lcg >> 33) % uint64_t(held + 1));
-        kept[size_t(h)].clear();
-        for (int64_t i = 0; i <= held; ++i)
-          if (i != victim) kept[size_t(h)].push_back(i);
+        victims[size_t(h)] = {victim, victim + 1};
       }
-      kv.keep(kept, Compaction::kShorterSide);
+      kv.drop(victims, Compaction::kShorterSide);
     }
   }
   state.counters["rows_moved/step"] = double(kv.rows_moved()) / double(state.iterations());

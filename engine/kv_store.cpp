@@ -136,22 +136,60 @@ void LayerKV::keep(const std::vector<std::vector<int64_t>>& kept, Compaction how
   move_rows(moves);
 }
 
+void LayerKV::drop(const std::vector<EntryRange>& dropped, Compaction how) {
+  if (dropped.size() != heads_.size())
+    throw std::logic_error("LayerKV::drop: one range of entries per head expected");
+  RowMoves moves;
+  for (size_t hi = 0; hi < dropped.size(); ++hi) {
+    const EntryRange r = dropped[hi];
+    Head& h = heads_[hi];
+    if (r.begin < 0 || r.begin > r.end || r.end > h.size)
+      throw std::logic_error("LayerKV::drop: the range must lie within the head's entries");
+    const int64_t count = r.end - r.begin;
+    if (count == 0) continue;
+    compact_head(
+        int(hi), h.size - count, r.begin, h.size - r.end,
+        [&](int64_t i) { return i < r.begin ? i : i + count; },
+        [&](std::vector<int64_t>& positions) {
+          positions.erase(positions.begin() + r.begin, positions.begin() + r.end);
+        },
+        how, moves);
+  }
+  move_rows(moves);
+}
+
 void LayerKV::compact(int head, const std::vector<int64_t>& logical_indices, Compaction how,
                       RowMoves& moves) {
-  Head& h = heads_[head];
+  const Head& h = heads_[head];
   for (size_t i = 0; i < logical_indices.size(); ++i) {
     int64_t idx = logical_indices[i];
     if (idx < 0 || idx >= h.size || (i > 0 && idx <= logical_indices[i - 1]))
       throw std::logic_error("LayerKV::keep: indices must be sorted, unique and resident");
   }
-  const int64_t kept = int64_t(logical_indices.size()), dropped = h.size - kept;
-  if (dropped == 0) return;  // sorted, unique and resident: every entry, nothing changes
+  const int64_t kept = int64_t(logical_indices.size());
+  if (kept == h.size) return;  // sorted, unique and resident: every entry, nothing changes
   auto kept_at = [&](int64_t i) { return logical_indices[size_t(i)]; };
   // Entries that stay where they are: a prefix when the front stays, a suffix when the back
   // stays (then the front advances by `dropped`). Only the others move.
   int64_t same_front = 0, same_back = 0;
   while (same_front < kept && kept_at(same_front) == same_front) ++same_front;
   while (same_back < kept && kept_at(kept - 1 - same_back) == h.size - 1 - same_back) ++same_back;
+  compact_head(
+      head, kept, same_front, same_back, kept_at,
+      [&](std::vector<int64_t>& positions) {
+        std::vector<int64_t> kept_positions(static_cast<size_t>(kept));
+        for (int64_t i = 0; i < kept; ++i) kept_positions[size_t(i)] = positions[size_t(kept_at(i))];
+        positions = std::move(kept_positions);
+      },
+      how, moves);
+}
+
+template <typename KeptAt, typename KeepPositions>
+void LayerKV::compact_head(int head, int64_t kept, int64_t same_front, int64_t same_back,
+                           KeptAt kept_at, KeepPositions keep_positions, Compaction how,
+                           RowMoves& moves) {
+  Head& h = heads_[head];
+  const int64_t dropped = h.size - kept;
   // Blocks the head needs once the next token is appended, with its front at `front`: moving
   // the front may not make that append take a block keeping it would not (the pool would grow
   // past the peak a method held before; H2O at B = 64 by a quarter).
@@ -174,9 +212,7 @@ void LayerKV::compact(int head, const std::vector<int64_t>& logical_indices, Com
     moves.src.push_back(row_of(h, kept_at(i)));
     moves.dst.push_back(row_at_slot(h, front + i));
   }
-  std::vector<int64_t> positions(kept);
-  for (int64_t i = 0; i < kept; ++i) positions[i] = h.positions[kept_at(i)];
-  h.positions = std::move(positions);
+  keep_positions(h.positions);
   h.size = kept;
   if (front != h.front) shifted_table_ = at::Tensor();
   h.front = front;

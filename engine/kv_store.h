@@ -60,6 +60,13 @@ class LayerKV {
   // per head.
   void keep(const std::vector<std::vector<int64_t>>& kept,
             Compaction how = Compaction::kKeepFront);
+  // Drops the entries [begin, end) of every head h given by dropped[h] (an empty range: none),
+  // as keep() with every other entry listed would, in host work proportional to the rows
+  // moved, not to the entries (StreamingLLM drops one entry after its sinks on every step).
+  struct EntryRange {
+    int64_t begin = 0, end = 0;
+  };
+  void drop(const std::vector<EntryRange>& dropped, Compaction how = Compaction::kKeepFront);
   // Releases the pool's unused capacity (after a prefill eviction) so resident bytes shrink.
   void shrink_to_fit();
 
@@ -110,6 +117,13 @@ class LayerKV {
   // updates its bookkeeping; the rows move in move_rows().
   void compact(int head, const std::vector<int64_t>& logical_indices, Compaction how,
                RowMoves& moves);
+  // What compact() and drop() share: `kept` entries stay, kept_at(i) the old logical index of
+  // the i-th; the first `same_front` and the last `same_back` of them keep their logical
+  // offsets from the front and the back; keep_positions(positions) keeps theirs.
+  template <typename KeptAt, typename KeepPositions>
+  void compact_head(int head, int64_t kept, int64_t same_front, int64_t same_back,
+                    KeptAt kept_at, KeepPositions keep_positions, Compaction how,
+                    RowMoves& moves);
   void move_rows(const RowMoves& moves);
   int32_t allocate_block();
   void grow_pool(int64_t min_blocks);

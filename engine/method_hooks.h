@@ -79,7 +79,9 @@ class Method {
   virtual void after_prefill(std::vector<LayerKV>& layers) {}
 
   // A decode step begins, before any layer runs (the step's token is not appended yet): for
-  // methods that evict across layers while decoding (KV-Compress's continual compression).
+  // methods that evict across layers while decoding (KV-Compress's continual compression), or
+  // that apply here what the previous step chose on the device (H2O's evictions). Every
+  // caller of the decode hooks calls it before each step's first on_attention_input.
   virtual void on_decode_step(std::vector<LayerKV>& layers) {}
 
   // Decode step: the attention input of `layer` (after its RMSNorm), x: [1, D], before its

@@ -392,7 +392,11 @@ CellResult run_cell(const Cell& cell, const LlamaModel& model,
     cell_metric("nll", mean_of(result.metrics, "nll"), "nats/token");
   }
   for (const auto& [name, sum] : method_counters) cell_metric("method." + name, sum / n, "");
-  if (const std::optional<DeviceMemory> memory = device_memory(model.device())) {
+  // Not where the cell also holds an uncompressed cache (the teacher-forced datasets' Full
+  // reference, recall's shadow copy): its peak would be at least Full's whatever the method.
+  const bool only_the_method = !dataset->teacher_forced() && !cell.recall;
+  const std::optional<DeviceMemory> memory = device_memory(model.device());
+  if (only_the_method && memory) {
     cell_metric("peak_device_memory_bytes", double(memory->peak_bytes), "bytes");
     cell_metric("peak_device_memory_over_start_bytes",
                 double(memory->peak_bytes - memory_at_start->current_bytes), "bytes");

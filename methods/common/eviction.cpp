@@ -5,14 +5,12 @@
 namespace kvb {
 
 void keep_sinks_and_recent(LayerKV& kv, int64_t sinks, int64_t total, Compaction how) {
-  std::vector<std::vector<int64_t>> kept(size_t(kv.num_heads()));
+  std::vector<LayerKV::EntryRange> dropped(size_t(kv.num_heads()));
   for (int h = 0; h < kv.num_heads(); ++h) {
     const int64_t n = kv.size(h);
-    const int64_t dropped_end = n <= total ? 0 : n - (total - sinks);  // [sinks, dropped_end) go
-    for (int64_t i = 0; i < n; ++i)
-      if (i < sinks || i >= dropped_end) kept[size_t(h)].push_back(i);
+    if (n > total) dropped[size_t(h)] = {sinks, n - (total - sinks)};  // the rest stay
   }
-  kv.keep(kept, how);  // a head keeping every entry is left untouched
+  kv.drop(dropped, how);
 }
 
 PendingReads take_pending_reads(std::vector<at::Tensor>& per_layer) {

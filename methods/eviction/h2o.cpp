@@ -102,12 +102,10 @@ class H2O : public Method {
     const int64_t* victim = pending.values.data_ptr<int64_t>();  // [layers with victims, Hkv]
     for (size_t l : pending.layers) {
       LayerKV& kv = layers[l];
-      std::vector<std::vector<int64_t>> kept(size_t(kv.num_heads()));
-      for (int h = 0; h < kv.num_heads(); ++h, ++victim)
-        for (int64_t i = 0; i < kv.size(h); ++i)
-          if (i != *victim) kept[size_t(h)].push_back(i);
+      std::vector<LayerKV::EntryRange> dropped;
+      for (int h = 0; h < kv.num_heads(); ++h, ++victim) dropped.push_back({*victim, *victim + 1});
       // One row move for the layer's heads, each moving the shorter side of its victim.
-      kv.keep(kept, Compaction::kShorterSide);
+      kv.drop(dropped, Compaction::kShorterSide);
     }
   }
 

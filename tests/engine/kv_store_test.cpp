@@ -277,6 +277,56 @@ TEST(LayerKV, FragmentationCountsEmptySlotsInOwnedBlocks) {
   EXPECT_DOUBLE_EQ(kv.fragmentation(), 1.0 - 20.0 / 32.0);
 }
 
+// drop() is keep() with the other entries listed: over 60 steps of appends and one range per
+// head (empty, one entry, a run, at the front, in the middle, the whole head), in both
+// compactions, the two give the same entries, contents, rows, blocks and row moves.
+TEST(LayerKV, DroppingARangeEqualsKeepingTheRest) {
+  for (const Compaction how : {Compaction::kKeepFront, Compaction::kShorterSide}) {
+    LayerKV by_keep(3, 4, at::kFloat), by_drop(3, 4, at::kFloat);
+    for (LayerKV* kv : {&by_keep, &by_drop})
+      kv->append_many(tagged(3, 40, 4, 0), tagged(3, 40, 4, 0, 0.5f), 0);
+    uint64_t lcg = 7;
+    auto next = [&](int64_t bound) {
+      lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
+      return bound > 0 ? int64_t((lcg >> 33) % uint64_t(bound)) : 0;
+    };
+    for (int64_t t = 40; t < 100; ++t) {
+      for (LayerKV* kv : {&by_keep, &by_drop})
+        kv->append(tagged(3, 1, 4, t).select(1, 0), tagged(3, 1, 4, t, 0.5f).select(1, 0), t);
+      std::vector<LayerKV::EntryRange> ranges(3);
+      std::vector<std::vector<int64_t>> kept(3);
+      for (int h = 0; h < 3; ++h) {
+        const int64_t n = by_keep.size(h);
+        const int64_t kind = next(6);  // 0 empty, 1-3 one entry, 4 a run, 5 everything (rarely)
+        const int64_t begin = kind == 5 && t % 20 == 0 ? 0 : next(n);
+        const int64_t end = kind == 0   ? begin
+                            : kind == 4 ? std::min(n, begin + 1 + next(20))
+                            : kind == 5 && t % 20 == 0 ? n
+                                                       : begin + 1;
+        ranges[size_t(h)] = {begin, end};
+        for (int64_t i = 0; i < n; ++i)
+          if (i < begin || i >= end) kept[size_t(h)].push_back(i);
+      }
+      by_keep.keep(kept, how);
+      by_drop.drop(ranges, how);
+      for (int h = 0; h < 3; ++h) {
+        ASSERT_EQ(by_drop.positions(h), by_keep.positions(h)) << "step " << t << ", head " << h;
+        ASSERT_TRUE(by_drop.keys(h).equal(by_keep.keys(h))) << "step " << t << ", head " << h;
+        ASSERT_TRUE(by_drop.values(h).equal(by_keep.values(h))) << "step " << t;
+        ASSERT_TRUE(by_drop.all_physical_rows(h).equal(by_keep.all_physical_rows(h)));
+      }
+      ASSERT_EQ(by_drop.blocks_in_use(), by_keep.blocks_in_use()) << "step " << t;
+      ASSERT_EQ(by_drop.rows_moved(), by_keep.rows_moved()) << "step " << t;
+    }
+    EXPECT_GT(by_drop.rows_moved(), 0);
+  }
+  LayerKV kv(2, 2, at::kFloat);
+  kv.append_many(tagged(2, 5, 2, 0), tagged(2, 5, 2, 0), 0);
+  EXPECT_THROW(kv.drop({{0, 6}, {0, 0}}), std::logic_error);  // past the head's entries
+  EXPECT_THROW(kv.drop({{3, 2}, {0, 0}}), std::logic_error);  // reversed
+  EXPECT_THROW(kv.drop({{0, 1}}), std::logic_error);          // one range per head
+}
+
 TEST(LayerKV, KeepRejectsUnsortedOrOutOfRangeIndices) {
   LayerKV kv(1, 2, at::kFloat);
   kv.append_many(tagged(1, 5, 2, 0), tagged(1, 5, 2, 0), 0);

@@ -91,6 +91,45 @@ TEST(H2O, TiesGoToTheOldestEntry) {
   EXPECT_EQ(kv.positions(0), (std::vector<int64_t>{0, 2, 3}));
 }
 
+// Two layers of two KV heads (one query head each), B = 4, a one-token prompt: each (layer,
+// head) is given its own attention, so the four pick different victims, and all four are
+// evicted when the next step begins, each from its own layer and head.
+TEST(H2O, EveryLayerAndHeadEvictsItsOwnVictim) {
+  auto method = test::make_method("h2o");
+  method->begin(test::context(2, 2, 2, 4, 4, 1));
+  std::vector<LayerKV> layers;
+  for (int l = 0; l < 2; ++l) {
+    layers.emplace_back(2, 4, at::kFloat);
+    at::Tensor q = at::zeros({2, 1, 4}), k = at::randn({2, 1, 4}), v = at::randn({2, 1, 4});
+    layers[size_t(l)].append_many(k, v, 0);
+    method->on_prefill(l, q, k, v, layers[size_t(l)]);  // key0: 1 in every head
+  }
+  // Steps 1-3 fill each head to 4 entries. Per (layer, head), rows[t] is step t's attention;
+  // at step 3 the scores of entries 0..2 (the candidates) decide: 0 goes in layer 0 head 0,
+  // 1 in layer 0 head 1, 2 in layer 1 head 0, 1 in layer 1 head 1.
+  const std::vector<std::vector<std::vector<float>>> rows = {
+      {{0.f, 1.f}, {0.f, 0.f, 1.f}, {0.f, 0.f, 0.f, 1.f}},          // 1 1 1 . -> ties: 0
+      {{1.f, 0.f}, {0.5f, 0.f, 0.5f}, {0.f, 0.f, 0.f, 1.f}},        // 2.5 0 .5 -> 1
+      {{0.f, 1.f}, {0.f, 0.5f, 0.5f}, {0.5f, 0.f, 0.f, 0.5f}},      // 1.5 1.5 .5 -> 2
+      {{0.5f, 0.5f}, {0.f, 0.f, 1.f}, {0.f, 0.f, 0.5f, 0.5f}}};     // 1.5 .5 1.5 -> 1
+  for (size_t t = 0; t < 3; ++t) {
+    method->on_decode_step(layers);
+    for (int l = 0; l < 2; ++l) {
+      LayerKV& kv = layers[size_t(l)];
+      kv.append(at::randn({2, 4}), at::randn({2, 4}), int64_t(t) + 1);
+      method->on_append(l, at::Tensor(), at::Tensor(), kv);
+      std::vector<at::Tensor> probs;
+      for (int h = 0; h < 2; ++h) probs.push_back(at::tensor(rows[size_t(l * 2 + h)][t]).view({1, -1}));
+      method->on_attention(l, Selection::everything(), probs, kv);
+    }
+  }
+  method->on_decode_step(layers);
+  EXPECT_EQ(layers[0].positions(0), (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_EQ(layers[0].positions(1), (std::vector<int64_t>{0, 2, 3}));
+  EXPECT_EQ(layers[1].positions(0), (std::vector<int64_t>{0, 1, 3}));
+  EXPECT_EQ(layers[1].positions(1), (std::vector<int64_t>{0, 2, 3}));
+}
+
 TEST(H2OPrefill, KeepsTheWindowPlusTopScoresOverAllQueries) {
   auto method = test::make_method("h2o", {{"mode", "prefill"}, {"window", 2}});
   method->begin(test::context(1, 2, 1, 4, 5, 6));  // 2 scored + 2 window + decode slot
