@@ -252,6 +252,29 @@ at::Tensor cosine_assign(const at::Tensor& keys, const at::Tensor& centroids, Ke
   return cosine_assign_aten(keys, centroids);
 }
 
+at::Tensor cluster_members_in_rank_order(const at::Tensor& ranked, const at::Tensor& sizes,
+                                         const at::Tensor& starts, const at::Tensor& members,
+                                         int64_t take, KernelPath path) {
+  const int64_t H = ranked.size(0);
+  if (take < 0 || take > members.size(1))
+    throw std::logic_error("cluster_members_in_rank_order: take " + std::to_string(take) +
+                           " outside 0 .. " + std::to_string(members.size(1)));
+#if KVBENCH_CUDA_KERNELS
+  if (path == KernelPath::kAuto && take > 0 && cuda::select_indices_supported(ranked) &&
+      members.is_cuda())
+    return cuda::select_indices(ranked, sizes, starts, members, take).to(at::kLong);
+#endif
+  (void)path;
+  const at::Tensor ranked_sizes = sizes.gather(1, ranked);   // [H, C]
+  const at::Tensor ranked_starts = starts.gather(1, ranked);
+  const at::Tensor ends = ranked_sizes.cumsum(1);  // members taken after each ranked cluster
+  // Slot t of the selection lies in the first ranked cluster whose end exceeds t.
+  const at::Tensor slot = at::arange(take, ends.options()).expand({H, take}).contiguous();
+  const at::Tensor rank = at::searchsorted(ends, slot, /*out_int32=*/false, /*right=*/true);
+  const at::Tensor within = slot - (ends - ranked_sizes).gather(1, rank);
+  return members.gather(1, ranked_starts.gather(1, rank) + within);  // [H, take]
+}
+
 at::Tensor cluster_means(const at::Tensor& keys, const at::Tensor& labels, const at::Tensor& old,
                          KernelPath path) {
   if (path == KernelPath::kAuto && fp32_on(keys, false) && fp32_on(old, false) &&

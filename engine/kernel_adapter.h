@@ -58,5 +58,13 @@ at::Tensor cosine_assign(const at::Tensor& keys, const at::Tensor& centroids,
 // keys: [H, n, d], labels: [H, n], old: [H, C, d]. Returns [H, C, d] float32.
 at::Tensor cluster_means(const at::Tensor& keys, const at::Tensor& labels, const at::Tensor& old,
                          KernelPath path = KernelPath::kAuto);
+// ClusterKV's selection for every head at once: the first `take` members of the clusters in
+// rank order, the last one cut short. ranked: [H, C] cluster ids, best first; sizes, starts:
+// [H, C] by cluster id (starts: a cluster's first place in members); members: [H, N] entry ids
+// grouped by cluster; 0 <= take <= N. Returns [H, take] int64. On a CUDA build, CUDA inputs
+// with C <= 2048 take one kernel (kernels/cuda/clusterkv.cu select_indices), else ATen.
+at::Tensor cluster_members_in_rank_order(const at::Tensor& ranked, const at::Tensor& sizes,
+                                         const at::Tensor& starts, const at::Tensor& members,
+                                         int64_t take, KernelPath path = KernelPath::kAuto);
 
 }  // namespace kvb

@@ -103,14 +103,7 @@ at::Tensor clusterkv_select(const at::Tensor& scores, const at::Tensor& sizes,
   const int64_t H = scores.size(0), taken = std::min(take, sorted_indices.size(1));
   if (taken <= 0) return at::empty({H, 0}, sorted_indices.options());
   at::Tensor ranked = std::get<1>(scores.sort(/*stable=*/true, 1, /*descending=*/true));  // [H, C]
-  at::Tensor ranked_sizes = sizes.gather(1, ranked);
-  at::Tensor ranked_starts = starts.gather(1, ranked);
-  at::Tensor ends = ranked_sizes.cumsum(1);  // [H, C]: members taken after each ranked cluster
-  // Slot t of the selection lies in the first ranked cluster whose end exceeds t.
-  at::Tensor slot = at::arange(taken, ends.options()).expand({H, taken}).contiguous();
-  at::Tensor rank = at::searchsorted(ends, slot, /*out_int32=*/false, /*right=*/true);
-  at::Tensor within = slot - (ends - ranked_sizes).gather(1, rank);
-  return sorted_indices.gather(1, ranked_starts.gather(1, rank) + within);  // [H, taken]
+  return cluster_members_in_rank_order(ranked, sizes, starts, sorted_indices, taken);
 }
 
 namespace {

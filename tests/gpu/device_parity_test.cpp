@@ -4,6 +4,7 @@
 
 #include <torch/cuda.h>
 
+#include "engine/kernel_adapter.h"
 #include "tests/methods/device_compare.h"
 
 namespace kvb {
@@ -26,6 +27,30 @@ TEST(Gpu, EveryMethodSelectsTheSamePositionsOnCudaInFp32) {
   for (const MethodInfo* m : method_registry().all())
     EXPECT_EQ(test::attended_positions(*cuda, *m, 32), test::attended_positions(*model, *m, 32))
         << m->name << ": selections differ (a tie broken differently would be named here)";
+}
+
+// ClusterKV's selection through the CUDA kernel equals ATen's, on random clusterings of every
+// head (empty clusters included), for budgets inside the first cluster, across several, and
+// all members.
+TEST(Gpu, ClusterMembersInRankOrderOnTheKernelMatchAten) {
+  KVB_REQUIRE_GPU();
+  const at::Device gpu(at::kCUDA, 0);
+  at::manual_seed(5);
+  const int64_t H = 8, C = 300, N = 4000;
+  // Even clusters only: every odd one is empty.
+  const at::Tensor labels = at::randint(C / 2, {H, N}, at::kLong) * 2;
+  const at::Tensor order = std::get<1>(labels.sort(/*stable=*/true, 1));  // grouped by cluster
+  const at::Tensor sizes = at::zeros({H, C}, at::kLong).scatter_add_(1, labels, at::ones({H, N}, at::kLong));
+  const at::Tensor starts = sizes.cumsum(1) - sizes;
+  const at::Tensor ranked = std::get<1>(at::randn({H, C}).sort(/*stable=*/true, 1));
+  for (const int64_t take : {int64_t(0), int64_t(1), int64_t(3), int64_t(1024), N}) {
+    const at::Tensor kernel = cluster_members_in_rank_order(ranked.to(gpu), sizes.to(gpu),
+                                                            starts.to(gpu), order.to(gpu), take);
+    const at::Tensor aten = cluster_members_in_rank_order(ranked, sizes, starts, order, take,
+                                                          KernelPath::kAten);
+    EXPECT_EQ(kernel.scalar_type(), at::kLong);
+    EXPECT_TRUE(kernel.cpu().equal(aten)) << "take " << take;
+  }
 }
 
 TEST(Gpu, EveryMethodInBf16OnCudaStaysNearFp32OnTheCpu) {
