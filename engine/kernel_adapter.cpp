@@ -272,7 +272,7 @@ at::Tensor cluster_members_in_rank_order(const at::Tensor& ranked, const at::Ten
   const at::Tensor slot = at::arange(take, ends.options()).expand({H, take}).contiguous();
   const at::Tensor rank = at::searchsorted(ends, slot, /*out_int32=*/false, /*right=*/true);
   const at::Tensor within = slot - (ends - ranked_sizes).gather(1, rank);
-  return members.gather(1, ranked_starts.gather(1, rank) + within);  // [H, take]
+  return members.gather(1, ranked_starts.gather(1, rank) + within).to(at::kLong);  // [H, take]
 }
 
 at::Tensor cluster_means(const at::Tensor& keys, const at::Tensor& labels, const at::Tensor& old,

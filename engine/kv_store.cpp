@@ -123,6 +123,7 @@ void LayerKV::append_many(const at::Tensor& k, const at::Tensor& v, int64_t firs
 }
 
 void LayerKV::keep(int head, const std::vector<int64_t>& logical_indices, Compaction how) {
+  check_kept(head, logical_indices);
   RowMoves moves;
   compact(head, logical_indices, how, moves);
   move_rows(moves);
@@ -131,6 +132,7 @@ void LayerKV::keep(int head, const std::vector<int64_t>& logical_indices, Compac
 void LayerKV::keep(const std::vector<std::vector<int64_t>>& kept, Compaction how) {
   if (kept.size() != heads_.size())
     throw std::logic_error("LayerKV::keep: one list of entries per head expected");
+  for (size_t h = 0; h < kept.size(); ++h) check_kept(int(h), kept[h]);  // before any change
   RowMoves moves;
   for (size_t h = 0; h < kept.size(); ++h) compact(int(h), kept[h], how, moves);
   move_rows(moves);
@@ -139,12 +141,14 @@ void LayerKV::keep(const std::vector<std::vector<int64_t>>& kept, Compaction how
 void LayerKV::drop(const std::vector<EntryRange>& dropped, Compaction how) {
   if (dropped.size() != heads_.size())
     throw std::logic_error("LayerKV::drop: one range of entries per head expected");
+  for (size_t hi = 0; hi < dropped.size(); ++hi)  // all checked before any head changes
+    if (dropped[hi].begin < 0 || dropped[hi].begin > dropped[hi].end ||
+        dropped[hi].end > heads_[hi].size)
+      throw std::logic_error("LayerKV::drop: the range must lie within the head's entries");
   RowMoves moves;
   for (size_t hi = 0; hi < dropped.size(); ++hi) {
     const EntryRange r = dropped[hi];
-    Head& h = heads_[hi];
-    if (r.begin < 0 || r.begin > r.end || r.end > h.size)
-      throw std::logic_error("LayerKV::drop: the range must lie within the head's entries");
+    const Head& h = heads_[hi];
     const int64_t count = r.end - r.begin;
     if (count == 0) continue;
     compact_head(
@@ -158,14 +162,18 @@ void LayerKV::drop(const std::vector<EntryRange>& dropped, Compaction how) {
   move_rows(moves);
 }
 
-void LayerKV::compact(int head, const std::vector<int64_t>& logical_indices, Compaction how,
-                      RowMoves& moves) {
+void LayerKV::check_kept(int head, const std::vector<int64_t>& logical_indices) const {
   const Head& h = heads_[head];
   for (size_t i = 0; i < logical_indices.size(); ++i) {
     int64_t idx = logical_indices[i];
     if (idx < 0 || idx >= h.size || (i > 0 && idx <= logical_indices[i - 1]))
       throw std::logic_error("LayerKV::keep: indices must be sorted, unique and resident");
   }
+}
+
+void LayerKV::compact(int head, const std::vector<int64_t>& logical_indices, Compaction how,
+                      RowMoves& moves) {
+  const Head& h = heads_[head];
   const int64_t kept = int64_t(logical_indices.size());
   if (kept == h.size) return;  // sorted, unique and resident: every entry, nothing changes
   auto kept_at = [&](int64_t i) { return logical_indices[size_t(i)]; };

@@ -113,7 +113,9 @@ class LayerKV {
   struct RowMoves {
     std::vector<int64_t> src, dst;
   };
-  // Compacts `head` to the listed entries (the keep() contract): records its row moves and
+  // logic_error unless the list is sorted, unique and resident (the keep() contract).
+  void check_kept(int head, const std::vector<int64_t>& logical_indices) const;
+  // Compacts `head` to the listed entries (checked already): records its row moves and
   // updates its bookkeeping; the rows move in move_rows().
   void compact(int head, const std::vector<int64_t>& logical_indices, Compaction how,
                RowMoves& moves);

@@ -10,7 +10,7 @@
 namespace kvb {
 
 // Keeps the first `sinks` and the last `total - sinks` entries of every head (a head holding
-// `total` or fewer is left as it is), in one LayerKV::keep for the layer, compacted as `how`.
+// `total` or fewer is left as it is), in one LayerKV::drop for the layer, compacted as `how`.
 void keep_sinks_and_recent(LayerKV& kv, int64_t sinks, int64_t total,
                            Compaction how = Compaction::kKeepFront);
 

@@ -297,12 +297,15 @@ TEST(LayerKV, DroppingARangeEqualsKeepingTheRest) {
       std::vector<std::vector<int64_t>> kept(3);
       for (int h = 0; h < 3; ++h) {
         const int64_t n = by_keep.size(h);
-        const int64_t kind = next(6);  // 0 empty, 1-3 one entry, 4 a run, 5 everything (rarely)
-        const int64_t begin = kind == 5 && t % 20 == 0 ? 0 : next(n);
-        const int64_t end = kind == 0   ? begin
-                            : kind == 4 ? std::min(n, begin + 1 + next(20))
-                            : kind == 5 && t % 20 == 0 ? n
-                                                       : begin + 1;
+        // 0 none, 1-3 one entry, 4 a run, 5 the last entry; every 20 steps head t/20 % 3 loses
+        // everything. Heads under 20 entries only grow, so most of them span several blocks.
+        const int64_t kind = n < 20 ? 0 : next(6);
+        const bool everything = t % 20 == 0 && h == t / 20 % 3;
+        const int64_t begin = everything ? 0 : kind == 5 ? n - 1 : next(n);
+        const int64_t end = everything  ? n
+                            : kind == 0 ? begin
+                            : kind == 4 ? std::min(n, begin + 1 + next(12))
+                                        : begin + 1;
         ranges[size_t(h)] = {begin, end};
         for (int64_t i = 0; i < n; ++i)
           if (i < begin || i >= end) kept[size_t(h)].push_back(i);
@@ -320,9 +323,25 @@ TEST(LayerKV, DroppingARangeEqualsKeepingTheRest) {
     }
     EXPECT_GT(by_drop.rows_moved(), 0);
   }
+  // StreamingLLM's pattern at B = 40 (4 sinks), where a front that may not advance returns to
+  // slot 0: the same moves either way.
+  LayerKV by_keep(2, 4, at::kFloat), by_drop(2, 4, at::kFloat);
+  for (LayerKV* kv : {&by_keep, &by_drop}) kv->append_many(tagged(2, 40, 4, 0), tagged(2, 40, 4, 0), 0);
+  for (int64_t t = 40; t < 60; ++t) {
+    for (LayerKV* kv : {&by_keep, &by_drop})
+      kv->append(tagged(2, 1, 4, t).select(1, 0), tagged(2, 1, 4, t).select(1, 0), t);
+    std::vector<int64_t> kept = {0, 1, 2, 3};
+    for (int64_t i = 5; i <= 40; ++i) kept.push_back(i);
+    by_keep.keep({kept, kept}, Compaction::kShorterSide);
+    by_drop.drop({{4, 5}, {4, 5}}, Compaction::kShorterSide);
+    ASSERT_EQ(by_drop.rows_moved(), by_keep.rows_moved()) << "step " << t;
+    ASSERT_TRUE(by_drop.keys(1).equal(by_keep.keys(1))) << "step " << t;
+    ASSERT_TRUE(by_drop.all_physical_rows(1).equal(by_keep.all_physical_rows(1)));
+  }
   LayerKV kv(2, 2, at::kFloat);
   kv.append_many(tagged(2, 5, 2, 0), tagged(2, 5, 2, 0), 0);
-  EXPECT_THROW(kv.drop({{0, 6}, {0, 0}}), std::logic_error);  // past the head's entries
+  EXPECT_THROW(kv.drop({{0, 2}, {0, 6}}), std::logic_error);  // past the head's entries
+  EXPECT_EQ(kv.positions(0), (std::vector<int64_t>{0, 1, 2, 3, 4}));  // nothing changed first
   EXPECT_THROW(kv.drop({{3, 2}, {0, 0}}), std::logic_error);  // reversed
   EXPECT_THROW(kv.drop({{0, 1}}), std::logic_error);          // one range per head
 }
@@ -332,6 +351,10 @@ TEST(LayerKV, KeepRejectsUnsortedOrOutOfRangeIndices) {
   kv.append_many(tagged(1, 5, 2, 0), tagged(1, 5, 2, 0), 0);
   EXPECT_THROW(kv.keep(0, {3, 1}), std::logic_error);
   EXPECT_THROW(kv.keep(0, {7}), std::logic_error);
+  LayerKV two(2, 2, at::kFloat);
+  two.append_many(tagged(2, 5, 2, 0), tagged(2, 5, 2, 0), 0);
+  EXPECT_THROW(two.keep({{1, 2}, {9}}), std::logic_error);
+  EXPECT_EQ(two.positions(0), (std::vector<int64_t>{0, 1, 2, 3, 4}));  // checked before any change
 }
 
 }  // namespace

@@ -36,20 +36,24 @@ TEST(Gpu, ClusterMembersInRankOrderOnTheKernelMatchAten) {
   KVB_REQUIRE_GPU();
   const at::Device gpu(at::kCUDA, 0);
   at::manual_seed(5);
-  const int64_t H = 8, C = 300, N = 4000;
-  // Even clusters only: every odd one is empty.
-  const at::Tensor labels = at::randint(C / 2, {H, N}, at::kLong) * 2;
-  const at::Tensor order = std::get<1>(labels.sort(/*stable=*/true, 1));  // grouped by cluster
-  const at::Tensor sizes = at::zeros({H, C}, at::kLong).scatter_add_(1, labels, at::ones({H, N}, at::kLong));
-  const at::Tensor starts = sizes.cumsum(1) - sizes;
-  const at::Tensor ranked = std::get<1>(at::randn({H, C}).sort(/*stable=*/true, 1));
-  for (const int64_t take : {int64_t(0), int64_t(1), int64_t(3), int64_t(1024), N}) {
-    const at::Tensor kernel = cluster_members_in_rank_order(ranked.to(gpu), sizes.to(gpu),
-                                                            starts.to(gpu), order.to(gpu), take);
-    const at::Tensor aten = cluster_members_in_rank_order(ranked, sizes, starts, order, take,
-                                                          KernelPath::kAten);
-    EXPECT_EQ(kernel.scalar_type(), at::kLong);
-    EXPECT_TRUE(kernel.cpu().equal(aten)) << "take " << take;
+  const int64_t H = 8, N = 6000;
+  // 300 clusters; the most the kernel's scan holds (8 per thread); one more (ATen).
+  for (const int64_t C : {int64_t(300), int64_t(2048), int64_t(2049)}) {
+    // Even clusters only: every odd one is empty.
+    const at::Tensor labels = at::randint(C / 2, {H, N}, at::kLong) * 2;
+    const at::Tensor order = std::get<1>(labels.sort(/*stable=*/true, 1));  // grouped by cluster
+    const at::Tensor sizes =
+        at::zeros({H, C}, at::kLong).scatter_add_(1, labels, at::ones({H, N}, at::kLong));
+    const at::Tensor starts = sizes.cumsum(1) - sizes;
+    const at::Tensor ranked = std::get<1>(at::randn({H, C}).sort(/*stable=*/true, 1));
+    for (const int64_t take : {int64_t(1), int64_t(3), int64_t(1024), N}) {
+      const at::Tensor kernel = cluster_members_in_rank_order(ranked.to(gpu), sizes.to(gpu),
+                                                              starts.to(gpu), order.to(gpu), take);
+      const at::Tensor aten = cluster_members_in_rank_order(ranked, sizes, starts, order, take,
+                                                            KernelPath::kAten);
+      EXPECT_EQ(kernel.scalar_type(), at::kLong);
+      EXPECT_TRUE(kernel.cpu().equal(aten)) << "C " << C << ", take " << take;
+    }
   }
 }
 
