@@ -12,7 +12,7 @@
 // kv_evict/<pattern>/1024: one decode step's KV bookkeeping alone, on one layer of 8 KV heads of
 // 128 (fp32), B = 1024: append a token, then evict one entry per head, as StreamingLLM does
 // (`sinks`: B entries between steps, the oldest after 4 sinks goes) or as H2O does
-// (`scattered`: B - 1 between steps, a pseudo-random entry per head goes). Counts
+// (`scattered`: B - 1 after each eviction, a pseudo-random entry per head goes). Counts
 // `rows_moved/step`, the pool rows copied.
 // Every decode benchmark also counts `aten_calls/step`: ATen operators that compute or copy,
 // called per decode step from outside another operator (RecordFunction callbacks; views not

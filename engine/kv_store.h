@@ -25,8 +25,8 @@ enum class Compaction {
   // the entries before them move back and the head's front advances (an eviction per decode
   // step: after StreamingLLM's 4 sinks this moves 4 rows, not B - 4). Only where the next
   // append then needs no block that kKeepFront would not need, so a method's peak memory is
-  // as before: StreamingLLM at B a multiple of 16 always qualifies, H2O (B - 1 entries between
-  // steps) at such B never does. Where the front may not advance, a front past slot 0 returns
+  // as before: StreamingLLM at B a multiple of 16 always qualifies, H2O (B - 1 entries after
+  // its eviction) at such B never does. Where the front may not advance, a front past slot 0 returns
   // there (all kept entries move) so that it can advance again over the next steps. The head
   // may hold one partly filled block more between steps.
   kShorterSide,
