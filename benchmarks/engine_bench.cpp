@@ -9,6 +9,11 @@
 // decode_method/<method>/4096/512: the same 32 steps on the random model at 4k tokens with each
 // method at budget 512: what a method's per-step work (selection, bookkeeping, eviction) costs
 // beside Full's decode.
+// decode_host/<method>/1024/256: the same 32 steps at 1k tokens, budget 256, on a random model
+// with Llama-3-8B's 32 layers and GQA group of 4 but so narrow (hidden 128, 8 / 2 heads of 16)
+// that the arithmetic is a small share of the step: the host's cost of a decode step (ATen's
+// per-call overhead, kvbench's own bookkeeping), which is what a GPU waits on when its decode
+// step is launch-bound.
 // kv_evict/<pattern>/1024: one decode step's KV bookkeeping alone, on one layer of 8 KV heads of
 // 128 (fp32), B = 1024: append a token, then evict one entry per head, as StreamingLLM does
 // (`sinks`: B entries between steps, the oldest after 4 sinks goes) or as H2O does
@@ -77,6 +82,14 @@ ModelConfig llama_shaped_config() {
 
 std::shared_ptr<LlamaModel> random_llama() {
   static const std::shared_ptr<LlamaModel> model = LlamaModel::random(llama_shaped_config(), 0);
+  return model;
+}
+
+std::shared_ptr<LlamaModel> narrow_32_layers() {
+  static const std::shared_ptr<LlamaModel> model = LlamaModel::random(
+      llama_config({.layers = 32, .hidden = 128, .ffn = 256, .heads = 8, .kv_heads = 2,
+                    .head_dim = 16, .vocab = 512, .tied = false}),
+      0);
   return model;
 }
 
@@ -219,9 +232,10 @@ void bench_decode(benchmark::State& state, const ModelSource& source, int64_t co
   bench_decode_with(state, source, context, *full_method(), 0);
 }
 
-void bench_method_decode(benchmark::State& state, const std::string& name) {
+void bench_method_decode(benchmark::State& state, const std::string& name,
+                         const ModelSource& source, int64_t context, int64_t budget) {
   auto method = method_registry().get(name, "engine_bench").create(json::object());
-  bench_decode_with(state, random_llama, 4096, *method, 512);
+  bench_decode_with(state, source, context, *method, budget);
 }
 
 void bench_kv_evict(benchmark::State& state, bool scattered) {
@@ -267,7 +281,12 @@ void register_model(const std::string& name, const ModelSource& source,
 void register_methods() {
   for (const MethodInfo* info : method_registry().all())
     benchmark::RegisterBenchmark(("decode_method/" + info->name + "/4096/512").c_str(),
-                                 bench_method_decode, info->name)
+                                 bench_method_decode, info->name, random_llama, 4096, 512)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+  for (const MethodInfo* info : method_registry().all())
+    benchmark::RegisterBenchmark(("decode_host/" + info->name + "/1024/256").c_str(),
+                                 bench_method_decode, info->name, narrow_32_layers, 1024, 256)
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("kv_evict/sinks/1024", bench_kv_evict, false)

@@ -1,5 +1,7 @@
 #include "engine/session.h"
 
+#include <c10/core/InferenceMode.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -113,6 +115,10 @@ at::Tensor Session::prefill(const std::vector<int>& ids, bool all_logits) {
     if (id < 0 || id >= c.vocab_size)
       throw InputError("prefill: token id " + std::to_string(id) + " outside the vocabulary");
   check_context(int64_t(ids.size()));
+  // No autograd bookkeeping per operator (grad checks, version counters): ATen's host cost
+  // per call, which a launch-bound GPU step waits on (`decode_host` in kvbench_bench). What
+  // is made here is an inference tensor: not to be changed in place outside these calls.
+  const c10::InferenceMode inference;
   const PhaseClock::Mark start = clock_.mark();
   const at::TensorOptions kv_options = model_.embed.options();  // the model's device and dtype
   kv_.clear();
@@ -203,6 +209,7 @@ at::Tensor Session::decode(int token) {
   if (token < 0 || token >= model_.config.vocab_size)
     throw InputError("decode: token id " + std::to_string(token) + " outside the vocabulary");
   check_context(position_ + 1);
+  const c10::InferenceMode inference;  // as in prefill
   const PhaseClock::Mark start = clock_.mark();
   method_.on_decode_step(kv_);  // cross-layer decisions before the step's token is appended
   clock_.add_since(start, &timings_.select_s);
