@@ -5,10 +5,12 @@
 #include <stdexcept>
 #include <string>
 
+#include "engine/model/llama_layers.h"
 #include "kernels/decode_attention.h"
 #include "kernels/kmeans_assign.h"
 #include "kernels/pq_scoring.h"
 #include "kernels/quest_scoring.h"
+#include "kernels/rms_norm.h"
 
 #if KVBENCH_CUDA_KERNELS
 #include "kernels/cuda/torch_glue.h"
@@ -86,6 +88,33 @@ at::Tensor sparse_decode_attention(const at::Tensor& q, const at::Tensor& k_pool
     }
   }
   return out.to(q.scalar_type());
+}
+
+bool rms_norm_supported(const at::Tensor& x, const at::Tensor& weight) {
+  if (!x.defined() || !weight.defined() || x.dim() < 1 || weight.dim() != 1 ||
+      weight.size(0) != x.size(-1) || weight.scalar_type() != x.scalar_type() ||
+      weight.device() != x.device() || !x.is_contiguous() || !weight.is_contiguous())
+    return false;
+  const at::ScalarType t = x.scalar_type();
+  if (x.device().is_cpu()) return t == at::kFloat || t == at::kBFloat16;
+#if KVBENCH_CUDA_KERNELS
+  if (x.is_cuda()) return cuda::rms_norm_supported(x, weight);
+#endif
+  return false;
+}
+
+at::Tensor inference_rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps,
+                              KernelPath path) {
+  if (path == KernelPath::kAten || !rms_norm_supported(x, weight))
+    return rms_norm(x, weight, eps);
+#if KVBENCH_CUDA_KERNELS
+  if (x.is_cuda()) return cuda::rms_norm(x, weight, eps);
+#endif
+  at::Tensor out = at::empty_like(x);
+  const int64_t dim = x.size(-1);
+  kernels::rms_norm(x.data_ptr(), weight.data_ptr(), out.data_ptr(), *kv_element(x.scalar_type()),
+                    dim == 0 ? 0 : x.numel() / dim, dim, float(eps));
+  return out;
 }
 
 namespace {

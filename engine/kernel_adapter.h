@@ -34,6 +34,15 @@ at::Tensor sparse_decode_attention(const at::Tensor& q, const at::Tensor& k_pool
 // (any device and dtype); kAten forces ATen (tests compare the paths).
 enum class KernelPath { kAuto, kAten };
 
+// Llama's RMSNorm (engine/model/llama_layers.h rms_norm) for inference, without autograd: one
+// kernel call (kernels/rms_norm.h) where rms_norm_supported, instead of ATen's 6 operators in
+// fp32, 8 in bf16; ATen's otherwise or with kAten. Supported: x [..., D] and weight [D]
+// contiguous, of one dtype, on the CPU in fp32 or bf16, or (CUDA build) on one CUDA device in
+// fp32, bf16 or fp16. Returns [..., D] in x's dtype.
+bool rms_norm_supported(const at::Tensor& x, const at::Tensor& weight);
+at::Tensor inference_rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps,
+                              KernelPath path = KernelPath::kAuto);
+
 // Quest's page score, an upper bound of q.k over every key of a page:
 //   score[h, j, p] = sum_c max(q[h, j, c] * kmax[h, p, c], q[h, j, c] * kmin[h, p, c])
 // q: [H, g, d] any floating dtype; kmin, kmax: [H, P, d] (the CPU kernel takes views of a

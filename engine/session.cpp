@@ -95,6 +95,17 @@ at::ScalarType score_type(const at::Tensor& t) {
   return at::promote_types(t.scalar_type(), at::kFloat);
 }
 
+// RMSNorm with the model's eps, in one kernel call where the kernel adapter has one (a session
+// never needs autograd).
+at::Tensor normalize(const LlamaModel& model, const at::Tensor& x, const at::Tensor& weight) {
+  return inference_rms_norm(x, weight, model.config.rms_norm_eps);
+}
+
+// The logits of the last hidden states x [..., D]: final RMSNorm and LM head.
+at::Tensor logits_of(const LlamaModel& model, const at::Tensor& x) {
+  return lm_head_logits(model, normalize(model, x, model.final_norm));
+}
+
 // The MLP of a prefill over [L, D] in row chunks: [rows, F] activations, never [L, F].
 at::Tensor chunked_mlp(const LayerWeights& w, const at::Tensor& x, int64_t rows) {
   if (x.size(0) <= rows) return swiglu_mlp(w, x);
@@ -151,8 +162,8 @@ at::Tensor Session::prefill(const std::vector<int>& ids, bool all_logits) {
   for (LayerKV& layer : kv_) layer.shrink_to_fit();  // evicted blocks leave the process
   clock_.add_since(hook_start, &timings_.prefill_method_s);
   position_ = int64_t(ids.size());
-  at::Tensor out = all_logits ? output_logits(model_, x)
-                              : output_logits(model_, x.narrow(0, x.size(0) - 1, 1))[0];
+  at::Tensor out = all_logits ? logits_of(model_, x)
+                              : logits_of(model_, x.narrow(0, x.size(0) - 1, 1))[0];
   clock_.add_since(start, &timings_.prefill_s);  // reset to 0 above
   clock_.settle();
   return out;
@@ -164,7 +175,7 @@ at::Tensor Session::prefill_layer(int layer, const at::Tensor& x, const RopeAngl
   const int64_t L = x.size(0), d = c.head_dim, Hq = c.num_attention_heads;
   const int64_t Hkv = c.num_key_value_heads, g = Hq / Hkv;
   const at::TensorOptions longs = x.options().dtype(at::kLong);
-  at::Tensor h = rms_norm(x, w.attn_norm, model_.config.rms_norm_eps);
+  at::Tensor h = normalize(model_, x, w.attn_norm);
   const LayerQKV qkv = layer_qkv(model_, w, h, rope);
   at::Tensor q = qkv.q.contiguous();  // [Hq, L, d]
   at::Tensor k = qkv.k.contiguous();  // [Hkv, L, d]
@@ -201,7 +212,7 @@ at::Tensor Session::prefill_layer(int layer, const at::Tensor& x, const RopeAngl
 
   at::Tensor y = x + attention_output(w, attn);
   const int64_t mlp_rows = options_.prefill_mlp_rows > 0 ? options_.prefill_mlp_rows : 4096;
-  return y + chunked_mlp(w, rms_norm(y, w.mlp_norm, model_.config.rms_norm_eps), mlp_rows);
+  return y + chunked_mlp(w, normalize(model_, y, w.mlp_norm), mlp_rows);
 }
 
 at::Tensor Session::decode(int token) {
@@ -220,7 +231,7 @@ at::Tensor Session::decode(int token) {
   ++position_;
   tally_.step();
   ++timings_.decode_steps;
-  at::Tensor out = output_logits(model_, x)[0];
+  at::Tensor out = logits_of(model_, x)[0];
   clock_.add_since(start, &timings_.decode_s);
   clock_.settle();  // the caller's read of the token waits for the GPU here anyway
   return out;
@@ -230,7 +241,7 @@ at::Tensor Session::decode_layer(int layer, const at::Tensor& x, const RopeAngle
   const ModelConfig& c = model_.config;
   const LayerWeights& w = model_.layers[layer];
   const int64_t d = c.head_dim, Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
-  at::Tensor h = rms_norm(x, w.attn_norm, model_.config.rms_norm_eps);
+  at::Tensor h = normalize(model_, x, w.attn_norm);
   method_.on_attention_input(layer, h, position_);
   const LayerQKV qkv = layer_qkv(model_, w, h, rope);
   at::Tensor q = qkv.q.reshape({Hq, d});
@@ -247,7 +258,7 @@ at::Tensor Session::decode_layer(int layer, const at::Tensor& x, const RopeAngle
 
   at::Tensor attn = decode_attention(layer, q, selection).view({1, Hq * d});
   at::Tensor y = x + attention_output(w, attn);
-  return y + swiglu_mlp(w, rms_norm(y, w.mlp_norm, model_.config.rms_norm_eps));
+  return y + swiglu_mlp(w, normalize(model_, y, w.mlp_norm));
 }
 
 namespace {

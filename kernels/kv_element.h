@@ -22,6 +22,15 @@ inline float bf16_to_float(bf16 x) {
   return out;
 }
 
+// fp32 to bf16, rounded to nearest even as LibTorch rounds (a NaN stays a quiet NaN).
+inline bf16 float_to_bf16(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof(bits));
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return {uint16_t(0x7fc0u)};
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return {uint16_t(bits >> 16)};
+}
+
 // IEEE half to float, subnormals, infinities and NaN included.
 inline float f16_to_float(f16 x) {
   const uint32_t sign = uint32_t(x.bits & 0x8000u) << 16;

@@ -107,7 +107,11 @@ int64_t attention_score_bytes(const at::Device& device) {
 }
 
 at::Tensor output_logits(const LlamaModel& model, const at::Tensor& x) {
-  return project(rms_norm(x, model.final_norm, model.config.rms_norm_eps), model.lm_head);
+  return lm_head_logits(model, rms_norm(x, model.final_norm, model.config.rms_norm_eps));
+}
+
+at::Tensor lm_head_logits(const LlamaModel& model, const at::Tensor& normed) {
+  return project(normed, model.lm_head);
 }
 
 }  // namespace kvb

@@ -48,6 +48,8 @@ at::Tensor swiglu_mlp(const LayerWeights& w, const at::Tensor& x);
 
 // The final RMSNorm and the LM head. x: [..., D] -> [..., V].
 at::Tensor output_logits(const LlamaModel& model, const at::Tensor& x);
+// The LM head alone, over hidden states the final RMSNorm has normalised: [..., D] -> [..., V].
+at::Tensor lm_head_logits(const LlamaModel& model, const at::Tensor& normed);
 
 // Bytes of fp32 attention scores a prefill computes at once (query chunks): cache-sized on the
 // CPU (64 MiB), few large launches on a GPU (1 GiB).

@@ -56,6 +56,13 @@ void pq_scores(const float* q, const float* centroids, const uint8_t* codes, flo
                int64_t H, int64_t g, int64_t m, int64_t K, int64_t s, int64_t n,
                void* stream = nullptr);
 
+// Llama's RMSNorm of each row as the CPU kernel computes it (kernels/rms_norm.h), but for the
+// squares' sum, in fp32 here: r = 1 / sqrt(sum / dim + eps), out = round(round(x * r) * w) in
+// `type`.
+// x, out: [rows, dim] (out may be x), weight: [dim], all of `type`. One block per row.
+void rms_norm(const void* x, const void* weight, void* out, kernels::KvElement type,
+              int64_t rows, int64_t dim, float eps, void* stream = nullptr);
+
 // ---- Paged sparse GQA decode attention (flash-decoding) ------------------------------------
 // Whether the kernel takes g query heads per unit and head dim d: g <= 8, d <= 256.
 bool decode_attention_supported(int64_t g, int64_t d);

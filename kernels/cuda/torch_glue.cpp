@@ -113,6 +113,28 @@ bool quest_page_scores_supported(const at::Tensor& kmin, const at::Tensor& kmax)
          kmin.dim() == 3 && kmin.sizes() == kmax.sizes() && kmin.size(2) <= kSharedFloats;
 }
 
+bool rms_norm_supported(const at::Tensor& x, const at::Tensor& weight) {
+  return x.defined() && weight.defined() && x.is_cuda() && x.dim() >= 1 && weight.dim() == 1 &&
+         weight.size(0) == x.size(-1) && weight.device() == x.device() &&
+         weight.scalar_type() == x.scalar_type() && kv_element(x.scalar_type()) &&
+         x.is_contiguous() && weight.is_contiguous() && x.size(-1) < INT_MAX &&
+         (x.size(-1) == 0 || x.numel() / x.size(-1) < INT_MAX);
+}
+
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  require(rms_norm_supported(x, weight),
+          "rms_norm: needs contiguous CUDA x [..., D] and weight [D] of one dtype (f32, bf16, "
+          "f16) on one device");
+  const c10::cuda::CUDAGuard guard(x.device());
+  at::Tensor out = at::empty_like(x);
+  const int64_t dim = x.size(-1);
+  if (x.numel() == 0) return out;
+  rms_norm(x.data_ptr(), weight.data_ptr(), out.data_ptr(), *kv_element(x.scalar_type()),
+           x.numel() / dim, dim, float(eps), current_stream());
+  check_launch("rms_norm");
+  return out;
+}
+
 at::Tensor quest_page_scores(const at::Tensor& q, const at::Tensor& kmin, const at::Tensor& kmax,
                              bool sum_group) {
   require(quest_page_scores_supported(kmin, kmax),

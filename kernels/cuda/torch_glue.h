@@ -43,6 +43,12 @@ at::Tensor sparse_decode_attention(const at::Tensor& q, const at::Tensor& k_pool
                                    const at::Tensor& v_pool, const at::Tensor& indptr,
                                    const at::Tensor& rows, double scale, int64_t longest);
 
+// ---- Llama's RMSNorm (kvbench_cuda.h rms_norm) -------------------------------------------------
+// x: [..., D], weight: [D], contiguous, one dtype of f32, bf16, f16, on one CUDA device;
+// returns [..., D] in that dtype. One launch.
+bool rms_norm_supported(const at::Tensor& x, const at::Tensor& weight);
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
+
 // ---- Quest page scores (https://arxiv.org/abs/2406.10774) ------------------------------------
 // score[h, i, p] = sum_c max(q[h, i, c] * kmax[h, p, c], q[h, i, c] * kmin[h, p, c]).
 //   q:          [H, g, d]  any floating dtype (converted to fp32); g query heads per KV head

@@ -87,6 +87,17 @@ void quest_page_scores_reference(const float* q, const float* kmin, const float*
     }
 }
 
+void rms_norm_reference(const float* x, const float* weight, float* out, int64_t rows,
+                        int64_t dim, float eps) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = x + r * dim;
+    double sum = 0;
+    for (int64_t i = 0; i < dim; ++i) sum += double(row[i]) * double(row[i]);
+    const double scale = 1.0 / std::sqrt(sum / double(dim) + double(eps));
+    for (int64_t i = 0; i < dim; ++i) out[r * dim + i] = float(double(row[i]) * scale * weight[i]);
+  }
+}
+
 double cosine_reference(const float* keys, const float* centroids, int64_t h, int64_t j,
                         int64_t c, int64_t n, int64_t C, int64_t d) {
   const float* k = keys + (h * n + j) * d;

@@ -24,6 +24,9 @@ double cosine_reference(const float* keys, const float* centroids, int64_t h, in
 void centroid_update_reference(const float* keys, const int32_t* labels, const float* old,
                                float* out, int64_t H, int64_t n, int64_t C, int64_t d,
                                int64_t* counts = nullptr);
+// fp32 rows only (the bf16 kernel is checked against this over the widened rows).
+void rms_norm_reference(const float* x, const float* weight, float* out, int64_t rows,
+                        int64_t dim, float eps);
 void pq_scores_reference(const float* q, const float* centroids, const uint8_t* codes,
                          float* scores, int64_t H, int64_t g, int64_t m, int64_t K, int64_t s,
                          int64_t n);

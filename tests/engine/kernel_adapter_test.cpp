@@ -1,5 +1,6 @@
 // engine/kernel_adapter.h: the CPU K-means kernels it picks for fp32 CPU inputs agree with its
-// ATen path (Quest's and PQ's paths are compared in the methods' tests).
+// ATen path (Quest's and PQ's paths are compared in the methods' tests); the RMSNorm kernel
+// agrees with transformers' formula in ATen.
 #include "engine/kernel_adapter.h"
 
 #include <gtest/gtest.h>
@@ -29,6 +30,42 @@ TEST(KernelAdapter, ClusterMeansOnTheCpuKernelMatchesAtenAndKeepsEmptyClusters) 
   // Cluster 0 of head 1 by hand: the mean of its members.
   const at::Tensor members = keys[1].index({labels[1] == 0});
   EXPECT_TRUE(at::allclose(kernel[1][0], members.mean(0), 1e-5, 1e-6));
+}
+
+// transformers' LlamaRMSNorm, op by op (in fp32 at least: f64 stays f64).
+at::Tensor rms_norm_as_transformers(const at::Tensor& x, const at::Tensor& w, double eps) {
+  const at::Tensor xf = x.to(at::promote_types(x.scalar_type(), at::kFloat));
+  return (xf * at::rsqrt(xf.pow(2).mean(-1, true) + eps)).to(x.scalar_type()) * w;
+}
+
+TEST(KernelAdapter, RmsNormKernelMatchesTransformersFormulaInFp32AndBf16) {
+  at::manual_seed(5);
+  const at::Tensor x = at::randn({3, 5, 256}) * 4, w = at::randn({256});
+  ASSERT_TRUE(rms_norm_supported(x, w));  // the kernel, not ATen again
+  EXPECT_TRUE(at::allclose(inference_rms_norm(x, w, 1e-5), rms_norm_as_transformers(x, w, 1e-5),
+                           1e-6, 1e-6));
+  const at::Tensor xb = x.to(at::kBFloat16), wb = w.to(at::kBFloat16);
+  ASSERT_TRUE(rms_norm_supported(xb, wb));
+  const at::Tensor kernel = inference_rms_norm(xb, wb, 1e-5);
+  const at::Tensor aten = rms_norm_as_transformers(xb, wb, 1e-5);
+  ASSERT_EQ(kernel.scalar_type(), at::kBFloat16);
+  // The same two roundings of fp32 values a few fp32 ulps apart: the same bf16 bits but where
+  // a value sits on a rounding boundary.
+  const double same = (kernel == aten).to(at::kDouble).mean().item<double>();
+  EXPECT_GT(same, 0.99);
+  EXPECT_TRUE(at::allclose(kernel.to(at::kFloat), aten.to(at::kFloat), 1.0 / 64, 1e-6));
+  // kAten is llama_layers' composite, which is transformers' formula.
+  EXPECT_TRUE(inference_rms_norm(xb, wb, 1e-5, KernelPath::kAten).equal(aten));
+}
+
+TEST(KernelAdapter, RmsNormOutsideTheKernelsIsAtens) {
+  const at::Tensor x = at::randn({4, 8}), w = at::randn({8});
+  EXPECT_FALSE(rms_norm_supported(x.t(), at::randn({4})));           // not contiguous
+  EXPECT_FALSE(rms_norm_supported(x, w.to(at::kBFloat16)));          // dtypes differ
+  EXPECT_FALSE(rms_norm_supported(x, at::randn({7})));
+  const at::Tensor xd = x.to(at::kDouble), wd = w.to(at::kDouble);  // no kernel for f64
+  EXPECT_FALSE(rms_norm_supported(xd, wd));
+  EXPECT_TRUE(inference_rms_norm(xd, wd, 1e-6).equal(rms_norm_as_transformers(xd, wd, 1e-6)));
 }
 
 }  // namespace

@@ -142,6 +142,30 @@ TEST(TorchGlue, DecodeAttentionRefusesWhatItCannotRun) {
                std::invalid_argument);
 }
 
+TEST(TorchGlue, RmsNormMatchesTransformersFormulaInEveryDtype) {
+  KVB_REQUIRE_GPU();
+  at::manual_seed(11);
+  // A decode row of Llama-3-8B's width, prefill rows, and an odd width (a partial warp).
+  for (std::vector<int64_t> shape : {std::vector<int64_t>{1, 4096}, {3, 77, 512}, {5, 33}}) {
+    const at::Tensor x = randn(shape) * 3, w = randn({shape.back()});
+    for (at::ScalarType t : {at::kFloat, at::kBFloat16, at::kHalf}) {
+      SCOPED_TRACE(std::string(c10::toString(t)) + " width " + std::to_string(shape.back()));
+      const at::Tensor xg = x.to(kGpu, t), wg = w.to(kGpu, t);
+      ASSERT_TRUE(rms_norm_supported(xg, wg));
+      const at::Tensor got = rms_norm(xg, wg, 1e-5);
+      ASSERT_EQ(got.scalar_type(), t);
+      // transformers' LlamaRMSNorm op by op, on the same device and dtype.
+      const at::Tensor xf = xg.to(at::kFloat);
+      const at::Tensor want = (xf * at::rsqrt(xf.pow(2).mean(-1, true) + 1e-5)).to(t) * wg;
+      // The fp32 sum in another order moves r by an ulp or so: in 16 bits, the same bits but
+      // where a value sits on a rounding boundary.
+      const double same = (got == want).to(at::kDouble).mean().item<double>();
+      if (t != at::kFloat) EXPECT_GT(same, 0.99);
+      expect_close(got, want.cpu(), t == at::kFloat ? 1e-5 : 1.0 / 64);
+    }
+  }
+}
+
 TEST(TorchGlue, QuestPageScoresPerHeadAndSummedOverTheGroup) {
   KVB_REQUIRE_GPU();
   at::manual_seed(1);

@@ -1,0 +1,82 @@
+// Llama's RMSNorm, one block per row (kvbench_cuda.h has the contract; kernels/rms_norm.h the
+// CPU kernel of the same semantics). A decode step normalises one row of a few thousand
+// elements three times a layer: the block reads it once to sum its squares and once to write,
+// where ATen's composite launches 6 kernels in fp32 and 8 in bf16.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <stdexcept>
+
+#include "kernels/cuda/kvbench_cuda.h"
+
+namespace kvb::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+__device__ inline float widen(float x) { return x; }
+__device__ inline float widen(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ inline float widen(__half x) { return __half2float(x); }
+// Rounded to nearest even, as LibTorch's casts from fp32 round.
+template <typename T>
+__device__ inline T narrow_to(float x);
+template <>
+__device__ inline float narrow_to<float>(float x) { return x; }
+template <>
+__device__ inline __nv_bfloat16 narrow_to<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+template <>
+__device__ inline __half narrow_to<__half>(float x) { return __float2half_rn(x); }
+
+// grid (rows), kThreads threads: the row's sum of squares in fp32 (threads, then warps, then
+// the block), then out = round(round(x * r) * w).
+template <typename T>
+__global__ void rms_norm_kernel(const T* __restrict__ x, const T* __restrict__ weight,
+                                T* __restrict__ out, int dim, float eps) {
+  __shared__ float warp_sums[kThreads / 32];
+  __shared__ float scale;
+  const T* row = x + int64_t(blockIdx.x) * dim;
+  T* row_out = out + int64_t(blockIdx.x) * dim;
+  float sum = 0.f;
+  for (int i = threadIdx.x; i < dim; i += kThreads) {
+    const float v = widen(row[i]);
+    sum += v * v;
+  }
+  for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = sum;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float total = 0.f;
+    for (int w = 0; w < kThreads / 32; ++w) total += warp_sums[w];
+    scale = 1.f / sqrtf(total / float(dim) + eps);  // correctly rounded, as 1 / std::sqrt
+  }
+  __syncthreads();
+  const float r = scale;
+  for (int i = threadIdx.x; i < dim; i += kThreads)
+    row_out[i] = narrow_to<T>(widen(narrow_to<T>(widen(row[i]) * r)) * widen(weight[i]));
+}
+
+template <typename T>
+void launch(const void* x, const void* weight, void* out, int64_t rows, int64_t dim, float eps,
+            cudaStream_t stream) {
+  rms_norm_kernel<T><<<unsigned(rows), kThreads, 0, stream>>>(
+      static_cast<const T*>(x), static_cast<const T*>(weight), static_cast<T*>(out), int(dim),
+      eps);
+}
+
+}  // namespace
+
+void rms_norm(const void* x, const void* weight, void* out, kernels::KvElement type,
+              int64_t rows, int64_t dim, float eps, void* stream) {
+  if (rows == 0 || dim == 0) return;
+  if (rows > 0x7fffffff || dim > 0x7fffffff)
+    throw std::invalid_argument("kvb::cuda::rms_norm: more than 2^31 - 1 rows or columns");
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  switch (type) {
+    case kernels::KvElement::kF32: launch<float>(x, weight, out, rows, dim, eps, s); break;
+    case kernels::KvElement::kBF16: launch<__nv_bfloat16>(x, weight, out, rows, dim, eps, s); break;
+    case kernels::KvElement::kF16: launch<__half>(x, weight, out, rows, dim, eps, s); break;
+  }
+}
+
+}  // namespace kvb::cuda
