@@ -5,12 +5,12 @@
 #include <stdexcept>
 #include <string>
 
-#include "engine/model/llama_layers.h"
 #include "kernels/decode_attention.h"
 #include "kernels/kmeans_assign.h"
 #include "kernels/pq_scoring.h"
 #include "kernels/quest_scoring.h"
 #include "kernels/rms_norm.h"
+#include "kernels/rope.h"
 
 #if KVBENCH_CUDA_KERNELS
 #include "kernels/cuda/torch_glue.h"
@@ -114,6 +114,37 @@ at::Tensor inference_rms_norm(const at::Tensor& x, const at::Tensor& weight, dou
   const int64_t dim = x.size(-1);
   kernels::rms_norm(x.data_ptr(), weight.data_ptr(), out.data_ptr(), *kv_element(x.scalar_type()),
                     dim == 0 ? 0 : x.numel() / dim, dim, float(eps));
+  return out;
+}
+
+namespace {
+
+bool cpu_rope_ok(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  if (!x.device().is_cpu() || x.dim() < 2 || cos.dim() != 2 || cos.sizes() != sin.sizes() ||
+      (x.scalar_type() != at::kFloat && x.scalar_type() != at::kBFloat16))
+    return false;
+  const int64_t r = cos.size(1);
+  return cos.device().is_cpu() && sin.device().is_cpu() && cos.scalar_type() == x.scalar_type() &&
+         sin.scalar_type() == x.scalar_type() && x.is_contiguous() && cos.is_contiguous() &&
+         sin.is_contiguous() && cos.size(0) == x.size(-2) && r > 0 && r % 2 == 0 &&
+         r <= x.size(-1);
+}
+
+}  // namespace
+
+at::Tensor inference_apply_rope(const at::Tensor& x, const RopeAngles& angles) {
+  if (angles.interleaved) return apply_rope(x, angles);
+#if KVBENCH_CUDA_KERNELS
+  if (cuda::rope_rotate_half_supported(x, angles.cos, angles.sin))
+    return cuda::rope_rotate_half(x, angles.cos, angles.sin);
+#endif
+  if (!cpu_rope_ok(x, angles.cos, angles.sin)) return apply_rope(x, angles);
+  at::Tensor out = at::empty_like(x);
+  const int64_t L = x.size(-2), d = x.size(-1);
+  if (x.numel() > 0)
+    kernels::rope_rotate_half(x.data_ptr(), angles.cos.data_ptr(), angles.sin.data_ptr(),
+                              out.data_ptr(), *kv_element(x.scalar_type()), x.numel() / (L * d),
+                              L, d, angles.cos.size(1));
   return out;
 }
 

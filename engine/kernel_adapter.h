@@ -7,6 +7,8 @@
 
 #include <vector>
 
+#include "engine/model/llama_layers.h"
+
 namespace kvb {
 
 // True when a kernel runs this decode attention over `units` attention units: the CPU kernel
@@ -42,6 +44,13 @@ enum class KernelPath { kAuto, kAten };
 bool rms_norm_supported(const at::Tensor& x, const at::Tensor& weight);
 at::Tensor inference_rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps,
                               KernelPath path = KernelPath::kAuto);
+
+// Rotary embedding (engine/model/llama_layers.h apply_rope) in one kernel call
+// (kernels/rope.h) where one takes the inputs: rotate-half pairs, x [..., L, d] contiguous,
+// the angles' cos / sin [L, r] of x's dtype, on the CPU in fp32 or bf16 or (CUDA build) on x's
+// CUDA device in fp32, bf16 or fp16. The same bits as apply_rope, which runs otherwise (4 ATen
+// operators, 5 when r < d). Same signature as apply_rope (llama_layers' RopeFn).
+at::Tensor inference_apply_rope(const at::Tensor& x, const RopeAngles& angles);
 
 // Quest's page score, an upper bound of q.k over every key of a page:
 //   score[h, j, p] = sum_c max(q[h, j, c] * kmax[h, p, c], q[h, j, c] * kmin[h, p, c])

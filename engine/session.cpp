@@ -176,7 +176,7 @@ at::Tensor Session::prefill_layer(int layer, const at::Tensor& x, const RopeAngl
   const int64_t Hkv = c.num_key_value_heads, g = Hq / Hkv;
   const at::TensorOptions longs = x.options().dtype(at::kLong);
   at::Tensor h = normalize(model_, x, w.attn_norm);
-  const LayerQKV qkv = layer_qkv(model_, w, h, rope);
+  const LayerQKV qkv = layer_qkv(model_, w, h, rope, inference_apply_rope);
   at::Tensor q = qkv.q.contiguous();  // [Hq, L, d]
   at::Tensor k = qkv.k.contiguous();  // [Hkv, L, d]
   at::Tensor v = qkv.v.contiguous();  // [Hkv, L, d]
@@ -243,7 +243,7 @@ at::Tensor Session::decode_layer(int layer, const at::Tensor& x, const RopeAngle
   const int64_t d = c.head_dim, Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
   at::Tensor h = normalize(model_, x, w.attn_norm);
   method_.on_attention_input(layer, h, position_);
-  const LayerQKV qkv = layer_qkv(model_, w, h, rope);
+  const LayerQKV qkv = layer_qkv(model_, w, h, rope, inference_apply_rope);
   at::Tensor q = qkv.q.reshape({Hq, d});
   at::Tensor k = qkv.k.reshape({Hkv, d});
   at::Tensor v = qkv.v.reshape({Hkv, d});

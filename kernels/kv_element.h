@@ -53,4 +53,19 @@ inline float f16_to_float(f16 x) {
 
 enum class KvElement { kF32, kBF16, kF16 };
 
+// The element types of the CPU kernels that compute in fp32 and store in the model's dtype:
+// widen to fp32, narrow back rounded to nearest even.
+inline float widen(float x) { return x; }
+inline float widen(bf16 x) { return bf16_to_float(x); }
+template <typename T>
+T narrow_to(float x);
+template <>
+inline float narrow_to<float>(float x) {
+  return x;
+}
+template <>
+inline bf16 narrow_to<bf16>(float x) {
+  return float_to_bf16(x);
+}
+
 }  // namespace kvb::kernels

@@ -6,19 +6,6 @@
 namespace kvb::kernels {
 namespace {
 
-float widen(float x) { return x; }
-float widen(bf16 x) { return bf16_to_float(x); }
-template <typename T>
-T narrow_to(float x);
-template <>
-float narrow_to<float>(float x) {
-  return x;
-}
-template <>
-bf16 narrow_to<bf16>(float x) {
-  return float_to_bf16(x);
-}
-
 template <typename T>
 void rms_norm_row(const T* x, const T* weight, T* out, int64_t dim, float eps) {
   double sum = 0;

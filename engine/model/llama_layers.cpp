@@ -80,7 +80,7 @@ at::Tensor layer_queries(const LlamaModel& model, const LayerWeights& w, const a
 }
 
 LayerQKV layer_qkv(const LlamaModel& model, const LayerWeights& w, const at::Tensor& h,
-                   const RopeAngles& rope) {
+                   const RopeAngles& rope, RopeFn rotate) {
   const ModelConfig& c = model.config;
   const int64_t Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
   at::Tensor heads = split_heads(project(h, w.w_qkv, w.b_qkv), Hq + 2 * Hkv, c.head_dim);
@@ -88,7 +88,7 @@ LayerQKV layer_qkv(const LlamaModel& model, const LayerWeights& w, const at::Ten
   if (w.q_norm.defined())
     qk = at::cat({rms_norm(qk.narrow(-3, 0, Hq), w.q_norm, c.rms_norm_eps),
                   rms_norm(qk.narrow(-3, Hq, Hkv), w.k_norm, c.rms_norm_eps)}, -3);
-  qk = apply_rope(qk, rope);  // the queries' and keys' positions are the same: one rotation
+  qk = rotate(qk, rope);  // the queries' and keys' positions are the same: one rotation
   return {qk.narrow(-3, 0, Hq), qk.narrow(-3, Hq, Hkv), heads.narrow(-3, Hq + Hkv, Hkv)};
 }
 

@@ -25,6 +25,9 @@ RopeAngles rope_angles(const LlamaModel& model, const at::Tensor& positions);
 // pass unchanged), with Hugging Face's rotate-half pairs or GLM's interleaved ones.
 // x: [..., n, d], angles of the n positions.
 at::Tensor apply_rope(const at::Tensor& x, const RopeAngles& angles);
+// What rotates a layer's queries and keys: apply_rope, or a kernel computing the same bits
+// (engine/kernel_adapter.h inference_apply_rope, which the engine passes).
+using RopeFn = at::Tensor (*)(const at::Tensor& x, const RopeAngles& angles);
 
 // A layer's queries, keys and values as its architecture computes them: one stacked q/k/v
 // projection (+ bias), the per-head RMSNorm of queries and keys (Qwen3), RoPE on both at once.
@@ -35,7 +38,7 @@ struct LayerQKV {
   at::Tensor v;  // [..., Hkv, L, d]
 };
 LayerQKV layer_qkv(const LlamaModel& model, const LayerWeights& w, const at::Tensor& h,
-                   const RopeAngles& rope);
+                   const RopeAngles& rope, RopeFn rotate = apply_rope);
 // The queries alone (for a method that predicts attention before the layer runs), the same
 // values as layer_qkv's. h: [..., L, D] -> [..., Hq, L, d].
 at::Tensor layer_queries(const LlamaModel& model, const LayerWeights& w, const at::Tensor& h,

@@ -63,6 +63,13 @@ void pq_scores(const float* q, const float* centroids, const uint8_t* codes, flo
 void rms_norm(const void* x, const void* weight, void* out, kernels::KvElement type,
               int64_t rows, int64_t dim, float eps, void* stream = nullptr);
 
+// Rotary embedding with rotate-half pairs, the CPU kernel's semantics and bits
+// (kernels/rope.h): x, out: [n, L, d] (not overlapping), cos, sin: [L, r], all of `type`;
+// r even, 0 < r <= d. One block per (head, position).
+void rope_rotate_half(const void* x, const void* cos, const void* sin, void* out,
+                      kernels::KvElement type, int64_t n, int64_t L, int64_t d, int64_t r,
+                      void* stream = nullptr);
+
 // ---- Paged sparse GQA decode attention (flash-decoding) ------------------------------------
 // Whether the kernel takes g query heads per unit and head dim d: g <= 8, d <= 256.
 bool decode_attention_supported(int64_t g, int64_t d);

@@ -8,25 +8,13 @@
 
 #include <stdexcept>
 
+#include "kernels/cuda/element_cast.cuh"
 #include "kernels/cuda/kvbench_cuda.h"
 
 namespace kvb::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-
-__device__ inline float widen(float x) { return x; }
-__device__ inline float widen(__nv_bfloat16 x) { return __bfloat162float(x); }
-__device__ inline float widen(__half x) { return __half2float(x); }
-// Rounded to nearest even, as LibTorch's casts from fp32 round.
-template <typename T>
-__device__ inline T narrow_to(float x);
-template <>
-__device__ inline float narrow_to<float>(float x) { return x; }
-template <>
-__device__ inline __nv_bfloat16 narrow_to<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
-template <>
-__device__ inline __half narrow_to<__half>(float x) { return __float2half_rn(x); }
 
 // grid (rows), kThreads threads: the row's sum of squares in fp32 (threads, then warps, then
 // the block), then out = round(round(x * r) * w).

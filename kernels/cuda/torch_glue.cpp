@@ -135,6 +135,32 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
   return out;
 }
 
+bool rope_rotate_half_supported(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  if (!x.defined() || !cos.defined() || !sin.defined() || !x.is_cuda() || x.dim() < 2 ||
+      cos.dim() != 2 || cos.sizes() != sin.sizes() || !kv_element(x.scalar_type()))
+    return false;
+  const int64_t L = x.size(-2), d = x.size(-1), r = cos.size(1);
+  return cos.device() == x.device() && sin.device() == x.device() &&
+         cos.scalar_type() == x.scalar_type() && sin.scalar_type() == x.scalar_type() &&
+         x.is_contiguous() && cos.is_contiguous() && sin.is_contiguous() && cos.size(0) == L &&
+         r > 0 && r % 2 == 0 && r <= d && x.numel() < INT_MAX;
+}
+
+at::Tensor rope_rotate_half(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  require(rope_rotate_half_supported(x, cos, sin),
+          "rope_rotate_half: needs contiguous CUDA x [..., L, d] and cos, sin [L, r] of its dtype "
+          "(f32, bf16, f16) on its device, r even, r <= d");
+  const c10::cuda::CUDAGuard guard(x.device());
+  at::Tensor out = at::empty_like(x);
+  const int64_t L = x.size(-2), d = x.size(-1);
+  if (x.numel() == 0) return out;
+  rope_rotate_half(x.data_ptr(), cos.data_ptr(), sin.data_ptr(), out.data_ptr(),
+                   *kv_element(x.scalar_type()), x.numel() / (L * d), L, d, cos.size(1),
+                   current_stream());
+  check_launch("rope_rotate_half");
+  return out;
+}
+
 at::Tensor quest_page_scores(const at::Tensor& q, const at::Tensor& kmin, const at::Tensor& kmax,
                              bool sum_group) {
   require(quest_page_scores_supported(kmin, kmax),

@@ -49,6 +49,13 @@ at::Tensor sparse_decode_attention(const at::Tensor& q, const at::Tensor& k_pool
 bool rms_norm_supported(const at::Tensor& x, const at::Tensor& weight);
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
 
+// ---- Rotary embedding, rotate-half pairs (kvbench_cuda.h rope_rotate_half) ---------------------
+// x: [..., L, d] contiguous; cos, sin: [L, r] contiguous (engine/model/llama_layers' RopeAngles:
+// (c, c) and (-s, s)); all one dtype of f32, bf16, f16 on one CUDA device; r even, r <= d.
+// Returns [..., L, d] in x's dtype, the bits of ATen's x * cos + swap(x) * sin. One launch.
+bool rope_rotate_half_supported(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
+at::Tensor rope_rotate_half(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
+
 // ---- Quest page scores (https://arxiv.org/abs/2406.10774) ------------------------------------
 // score[h, i, p] = sum_c max(q[h, i, c] * kmax[h, p, c], q[h, i, c] * kmin[h, p, c]).
 //   q:          [H, g, d]  any floating dtype (converted to fp32); g query heads per KV head

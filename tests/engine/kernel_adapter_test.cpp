@@ -3,7 +3,14 @@
 // agrees with transformers' formula in ATen.
 #include "engine/kernel_adapter.h"
 
+#include <ATen/record_function.h>
 #include <gtest/gtest.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
 
 namespace kvb {
 namespace {
@@ -32,6 +39,26 @@ TEST(KernelAdapter, ClusterMeansOnTheCpuKernelMatchesAtenAndKeepsEmptyClusters) 
   EXPECT_TRUE(at::allclose(kernel[1][0], members.mean(0), 1e-5, 1e-6));
 }
 
+// The ATen operators `f` calls on this thread from outside another operator, by name.
+std::vector<std::string> aten_calls(const std::function<void()>& f) {
+  static thread_local std::vector<std::string>* names = nullptr;
+  static thread_local int depth = 0;
+  std::vector<std::string> seen;
+  names = &seen;
+  const at::CallbackHandle handle = at::addThreadLocalCallback(
+      at::RecordFunctionCallback(
+          [](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+            if (depth++ == 0) names->push_back(fn.name());
+            return nullptr;
+          },
+          [](const at::RecordFunction&, at::ObserverContext*) { --depth; })
+          .scopes({at::RecordScope::FUNCTION}));
+  f();
+  at::removeCallback(handle);
+  names = nullptr;
+  return seen;
+}
+
 // transformers' LlamaRMSNorm, op by op (in fp32 at least: f64 stays f64).
 at::Tensor rms_norm_as_transformers(const at::Tensor& x, const at::Tensor& w, double eps) {
   const at::Tensor xf = x.to(at::promote_types(x.scalar_type(), at::kFloat));
@@ -46,7 +73,9 @@ TEST(KernelAdapter, RmsNormKernelMatchesTransformersFormulaInFp32AndBf16) {
                            1e-6, 1e-6));
   const at::Tensor xb = x.to(at::kBFloat16), wb = w.to(at::kBFloat16);
   ASSERT_TRUE(rms_norm_supported(xb, wb));
-  const at::Tensor kernel = inference_rms_norm(xb, wb, 1e-5);
+  at::Tensor kernel;
+  EXPECT_EQ(aten_calls([&] { kernel = inference_rms_norm(xb, wb, 1e-5); }),
+            std::vector<std::string>{"aten::empty_like"});  // the kernel, not ATen's 8
   const at::Tensor aten = rms_norm_as_transformers(xb, wb, 1e-5);
   ASSERT_EQ(kernel.scalar_type(), at::kBFloat16);
   // The same two roundings of fp32 values a few fp32 ulps apart: the same bf16 bits but where
@@ -66,6 +95,27 @@ TEST(KernelAdapter, RmsNormOutsideTheKernelsIsAtens) {
   const at::Tensor xd = x.to(at::kDouble), wd = w.to(at::kDouble);  // no kernel for f64
   EXPECT_FALSE(rms_norm_supported(xd, wd));
   EXPECT_TRUE(inference_rms_norm(xd, wd, 1e-6).equal(rms_norm_as_transformers(xd, wd, 1e-6)));
+}
+
+TEST(KernelAdapter, RopeKernelGivesAtensBitsInFp32AndBf16) {
+  at::manual_seed(7);
+  // Decode (one position, the layer's q and k heads) and prefill-shaped (several positions);
+  // every channel rotated (Llama), or the first half only (partial rotary).
+  for (auto [heads, L, d, r] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{40, 1, 128, 128},
+                                {6, 9, 64, 64}, {3, 5, 64, 32}}) {
+    for (at::ScalarType t : {at::kFloat, at::kBFloat16}) {
+      SCOPED_TRACE(std::string(c10::toString(t)) + " r " + std::to_string(r) + " L " +
+                   std::to_string(L));
+      const at::Tensor x = (at::randn({heads, L, d}) * 3).to(t);
+      const at::Tensor angle = at::rand({L, r / 2}) * 6;
+      const RopeAngles rope{false, at::cat({angle.cos(), angle.cos()}, -1).to(t),
+                            at::cat({-angle.sin(), angle.sin()}, -1).to(t)};
+      at::Tensor got;
+      EXPECT_EQ(aten_calls([&] { got = inference_apply_rope(x, rope); }),
+                std::vector<std::string>{"aten::empty_like"});  // the kernel, not ATen's 4
+      EXPECT_TRUE(got.equal(apply_rope(x, rope)));
+    }
+  }
 }
 
 }  // namespace

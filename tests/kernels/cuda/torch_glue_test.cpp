@@ -160,8 +160,34 @@ TEST(TorchGlue, RmsNormMatchesTransformersFormulaInEveryDtype) {
       // The fp32 sum in another order moves r by an ulp or so: in 16 bits, the same bits but
       // where a value sits on a rounding boundary.
       const double same = (got == want).to(at::kDouble).mean().item<double>();
-      if (t != at::kFloat) EXPECT_GT(same, 0.99);
+      if (t != at::kFloat) {
+        EXPECT_GT(same, 0.99);
+      }
       expect_close(got, want.cpu(), t == at::kFloat ? 1e-5 : 1.0 / 64);
+    }
+  }
+}
+
+TEST(TorchGlue, RopeRotateHalfGivesAtensBitsInEveryDtype) {
+  KVB_REQUIRE_GPU();
+  at::manual_seed(12);
+  // A decode step's 40 q/k heads of one position; prefill-shaped rows; partial rotary.
+  for (auto [heads, L, d, r] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{40, 1, 128, 128},
+                                {6, 300, 128, 128}, {3, 5, 64, 32}}) {
+    for (at::ScalarType t : {at::kFloat, at::kBFloat16, at::kHalf}) {
+      SCOPED_TRACE(std::string(c10::toString(t)) + " r " + std::to_string(r));
+      const at::Tensor x = (randn({heads, L, d}) * 3).to(kGpu, t);
+      const at::Tensor angle = at::rand({L, r / 2}) * 6;
+      const at::Tensor cos = at::cat({angle.cos(), angle.cos()}, -1).to(kGpu, t);
+      const at::Tensor sin = at::cat({-angle.sin(), angle.sin()}, -1).to(kGpu, t);
+      ASSERT_TRUE(rope_rotate_half_supported(x, cos, sin));
+      const at::Tensor got = rope_rotate_half(x, cos, sin);
+      // ATen's 4 kernels (engine/model/llama_layers' rotate_halves), on the same device.
+      const at::Tensor xr = x.narrow(-1, 0, r);
+      const at::Tensor swapped = at::cat({xr.narrow(-1, r / 2, r / 2), xr.narrow(-1, 0, r / 2)}, -1);
+      const at::Tensor turned = xr * cos + swapped * sin;
+      const at::Tensor want = r == d ? turned : at::cat({turned, x.narrow(-1, r, d - r)}, -1);
+      EXPECT_TRUE(got.equal(want));
     }
   }
 }
