@@ -1,7 +1,8 @@
 // The one adapter between LibTorch tensors and the kernels: for each call it picks the CPU
-// kernel of kernels/ (fp32 CPU tensors in its layout), the CUDA kernel of kernels/cuda/ (fp32
-// CUDA tensors, on a build against a CUDA LibTorch: KVBENCH_CUDA_KERNELS) or ATen (any device
-// and dtype), so that methods never branch on the device.
+// kernel of kernels/ (CPU tensors in its layout and dtypes), the CUDA kernel of kernels/cuda/
+// (CUDA tensors, on a build against a CUDA LibTorch: KVBENCH_CUDA_KERNELS) or ATen (any device
+// and dtype), so that methods and the session never branch on the device. Each function below
+// says which dtypes its kernels take.
 #pragma once
 #include <ATen/ATen.h>
 
