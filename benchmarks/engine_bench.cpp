@@ -23,6 +23,8 @@
 // called per decode step from outside another operator (RecordFunction callbacks; views not
 // counted). On a GPU each launches a kernel or more from the host, so this counts the step's
 // launch overhead on any device (kvbench's own kernels, called without ATen, are not in it).
+// Of those, `aten_allocs/step` are allocations (`empty`, `empty_like`, ...: host work, no
+// device work), so calls - allocs are ATen's launches.
 // KVBENCH_TRACE_CALLS=1: each decode benchmark also prints, to stderr, the counted operators by
 // name with their calls per step, most called first (where a method's calls come from).
 // Run: kvbench_bench [--benchmark_filter=<regex>]
@@ -127,11 +129,13 @@ class AtenCallCounter {
             at::RecordFunctionCallback(&AtenCallCounter::enter, &AtenCallCounter::leave)
                 .scopes({at::RecordScope::FUNCTION}))) {
     calls_ = 0;
+    allocations_ = 0;
     const std::lock_guard<std::mutex> lock(trace_mutex_);
     trace_.clear();
   }
   ~AtenCallCounter() { at::removeCallback(handle_); }
   int64_t calls() const { return calls_; }
+  int64_t allocations() const { return allocations_; }
 
   // With KVBENCH_TRACE_CALLS set: the counted calls by operator name, divided by `steps`, most
   // called first, to stderr.
@@ -174,6 +178,9 @@ class AtenCallCounter {
   // The name is built only when tracing: counting alone allocates nothing.
   static void count(const char* name, const char* suffix = "") {
     ++calls_;
+    for (const char* allocating :
+         {"aten::empty", "aten::empty_like", "aten::empty_strided", "aten::new_empty"})
+      if (std::strcmp(name, allocating) == 0) ++allocations_;
     if (!tracing()) return;
     const std::lock_guard<std::mutex> lock(trace_mutex_);
     ++trace_[std::string(name) + suffix];
@@ -197,6 +204,7 @@ class AtenCallCounter {
   static inline std::map<std::string, int64_t> trace_;
   static inline thread_local std::string pending_name_;
   static inline std::atomic<int64_t> calls_{0};
+  static inline std::atomic<int64_t> allocations_{0};
   static inline thread_local int depth_ = 0;
   static inline thread_local bool pending_copy_ = false;
   at::CallbackHandle handle_;
@@ -225,6 +233,7 @@ void bench_decode_with(benchmark::State& state, const ModelSource& source, int64
   const AtenCallCounter counter;
   for (int64_t step = 0; step < kKvBlockSize; ++step) token = argmax_token(session->decode(token));
   state.counters["aten_calls/step"] = double(counter.calls()) / double(kKvBlockSize);
+  state.counters["aten_allocs/step"] = double(counter.allocations()) / double(kKvBlockSize);
   counter.print_trace(kKvBlockSize);
 }
 

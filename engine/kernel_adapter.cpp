@@ -6,6 +6,7 @@
 #include <string>
 
 #include "kernels/decode_attention.h"
+#include "kernels/kv_rows.h"
 #include "kernels/kmeans_assign.h"
 #include "kernels/pq_scoring.h"
 #include "kernels/quest_scoring.h"
@@ -54,10 +55,13 @@ at::Tensor sparse_decode_attention(const at::Tensor& q, const at::Tensor& k_pool
                                    const at::Tensor& v_pool, const at::Tensor& indptr,
                                    const at::Tensor& rows, double scale,
                                    std::vector<at::Tensor>* probs, int64_t longest) {
+  // Unit u's list in row u of a [units, n] table: read through its stride.
+  const bool table = rows.dim() == 2 && rows.size(0) == indptr.size(0) - 1 &&
+                     rows.stride(1) == 1 && rows.stride(0) > 0;
 #if KVBENCH_CUDA_KERNELS
   if (!probs && q.is_cuda())
     return cuda::sparse_decode_attention(q, k_pool, v_pool, indptr, rows, scale,
-                                         longest >= 0 ? longest : rows.size(0));
+                                         longest >= 0 ? longest : rows.size(-1));
 #endif
   if (!cpu_attention_ok(q, k_pool, v_pool))
     throw std::logic_error("sparse_decode_attention: needs CPU tensors q [Hq, d] and contiguous "
@@ -69,7 +73,10 @@ at::Tensor sparse_decode_attention(const at::Tensor& q, const at::Tensor& k_pool
                            " query heads over " + std::to_string(units) + " units");
   const int64_t g = Hq / units;
   at::Tensor offsets = indptr.to(at::kCPU, at::kLong).contiguous();
-  at::Tensor row_ids = rows.to(at::kCPU, at::kLong).contiguous();
+  const at::Tensor row_ids =
+      table && rows.device().is_cpu() && rows.scalar_type() == at::kLong
+          ? rows
+          : rows.to(at::kCPU, at::kLong).reshape({-1}).contiguous();
   const int64_t* off = offsets.data_ptr<int64_t>();
   at::Tensor qc = q.to(at::kFloat).contiguous();
   at::Tensor out = at::empty({Hq, d}, qc.options());
@@ -79,7 +86,8 @@ at::Tensor sparse_decode_attention(const at::Tensor& q, const at::Tensor& k_pool
                                    *kv_element(k_pool.scalar_type()), off,
                                    row_ids.data_ptr<int64_t>(), out.data_ptr<float>(), Hq, units,
                                    d, float(scale),
-                                   probs ? probs_buffer.data_ptr<float>() : nullptr);
+                                   probs ? probs_buffer.data_ptr<float>() : nullptr,
+                                   row_ids.dim() == 2 ? row_ids.stride(0) : 0);
   if (probs) {
     probs->clear();
     for (int64_t u = 0; u < units; ++u) {
@@ -115,6 +123,60 @@ at::Tensor inference_rms_norm(const at::Tensor& x, const at::Tensor& weight, dou
   kernels::rms_norm(x.data_ptr(), weight.data_ptr(), out.data_ptr(), *kv_element(x.scalar_type()),
                     dim == 0 ? 0 : x.numel() / dim, dim, float(eps));
   return out;
+}
+
+AddedAndNormed inference_add_rms_norm(const at::Tensor& x, const at::Tensor& residual,
+                                      const at::Tensor& weight, double eps, KernelPath path) {
+  const bool fused = path == KernelPath::kAuto && rms_norm_supported(x, weight) &&
+                     residual.device() == x.device() && residual.scalar_type() == x.scalar_type() &&
+                     residual.sizes() == x.sizes() && residual.is_contiguous();
+  if (!fused) {
+    at::Tensor sum = x + residual;
+    return {sum, inference_rms_norm(sum, weight, eps, path)};
+  }
+#if KVBENCH_CUDA_KERNELS
+  if (x.is_cuda()) {
+    auto [sum, normed] = cuda::add_rms_norm(x, residual, weight, eps);
+    return {sum, normed};
+  }
+#endif
+  at::Tensor sum = at::empty_like(x), normed = at::empty_like(x);
+  const int64_t dim = x.size(-1);
+  kernels::add_rms_norm(x.data_ptr(), residual.data_ptr(), weight.data_ptr(), sum.data_ptr(),
+                        normed.data_ptr(), *kv_element(x.scalar_type()),
+                        dim == 0 ? 0 : x.numel() / dim, dim, float(eps));
+  return {sum, normed};
+}
+
+namespace {
+
+bool cpu_kv_rows_ok(const at::Tensor& k_pool, const at::Tensor& v_pool, const at::Tensor& rows,
+                    const at::Tensor& k, const at::Tensor& v) {
+  for (const at::Tensor* t : {&k_pool, &v_pool, &rows, &k, &v})
+    if (!t->device().is_cpu() || (t != &rows && !t->is_contiguous())) return false;
+  return k_pool.dim() == 2 && v_pool.sizes() == k_pool.sizes() && k.dim() == 2 &&
+         v.sizes() == k.sizes() && k.size(1) == k_pool.size(1) && rows.dim() == 1 &&
+         rows.size(0) == k.size(0) && rows.scalar_type() == at::kLong &&
+         k_pool.scalar_type() == v_pool.scalar_type() && k.scalar_type() == k_pool.scalar_type() &&
+         v.scalar_type() == k_pool.scalar_type();
+}
+
+}  // namespace
+
+void write_kv_rows(at::Tensor& k_pool, at::Tensor& v_pool, const at::Tensor& rows,
+                   const at::Tensor& k, const at::Tensor& v) {
+#if KVBENCH_CUDA_KERNELS
+  if (cuda::write_kv_rows_supported(k_pool, v_pool, rows, k, v))
+    return cuda::write_kv_rows(k_pool, v_pool, rows, k, v);
+#endif
+  if (!cpu_kv_rows_ok(k_pool, v_pool, rows, k, v)) {
+    k_pool.index_copy_(0, rows, k);
+    v_pool.index_copy_(0, rows, v);
+    return;
+  }
+  kernels::write_kv_rows(k_pool.data_ptr(), v_pool.data_ptr(), rows.data_ptr<int64_t>(),
+                         rows.stride(0), k.data_ptr(), v.data_ptr(), k.size(0),
+                         k.size(1) * int64_t(k.element_size()));
 }
 
 namespace {

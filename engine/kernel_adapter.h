@@ -21,10 +21,12 @@ bool sparse_attention_supported(const at::Tensor& q, const at::Tensor& k_pool,
 
 // Sparse GQA decode attention over the pools of a LayerKV, read in place.
 //   q: [Hq, d]; k_pool, v_pool: [rows, d] contiguous;
-//   indptr: [units + 1] int64, rows: [nnz] int64 physical pool rows: unit u attends rows
-//   indptr[u] .. indptr[u + 1]; a unit is a KV head serving Hq / units query heads (units = Hq:
-//   one query head each); longest: an upper bound of a unit's rows when the host knows one
-//   (sizes the CUDA kernel's split; -1: nnz).
+//   indptr: [units + 1] int64: unit u attends n_u = indptr[u + 1] - indptr[u] rows of
+//   rows: int64 physical pool rows, [nnz] (unit u's from indptr[u]) or [units, n] (unit u's
+//   in its row; any stride between rows, so a view of a wider row table is read in place);
+//   a unit is a KV head serving Hq / units query heads (units = Hq: one query head each);
+//   longest: an upper bound of a unit's rows when the host knows one (sizes the CUDA kernel's
+//   split; -1: all rows).
 // Returns out [Hq, d] in q's dtype (computed in fp32). When `probs` is non-null (CPU kernel
 // only) it receives per unit [Hq / units, n_u] fp32 softmax probabilities (views of one buffer).
 at::Tensor sparse_decode_attention(const at::Tensor& q, const at::Tensor& k_pool,
@@ -45,6 +47,23 @@ enum class KernelPath { kAuto, kAten };
 bool rms_norm_supported(const at::Tensor& x, const at::Tensor& weight);
 at::Tensor inference_rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps,
                               KernelPath path = KernelPath::kAuto);
+// A block's residual add and the RMSNorm after it (the residual stream of a decode step: x +
+// the attention's or MLP's output, normalised for what comes next), in one kernel call where
+// rms_norm_supported and `residual` has x's shape, dtype and layout; else ATen's add and
+// inference_rms_norm. sum: x + residual, the bits of ATen's add; normed: its RMSNorm.
+struct AddedAndNormed {
+  at::Tensor sum, normed;
+};
+AddedAndNormed inference_add_rms_norm(const at::Tensor& x, const at::Tensor& residual,
+                                      const at::Tensor& weight, double eps,
+                                      KernelPath path = KernelPath::kAuto);
+
+// A LayerKV's new rows, k_pool.index_copy_(0, rows, k) and v_pool.index_copy_(0, rows, v), in
+// one kernel call (kernels/kv_rows.h) where the pools [R, d] and k, v [n, d] are contiguous and
+// of one dtype and rows is [n] int64 (any stride: a column of a block table), all on the CPU
+// or (CUDA build) on one CUDA device; ATen's two calls otherwise. rows: distinct pool rows.
+void write_kv_rows(at::Tensor& k_pool, at::Tensor& v_pool, const at::Tensor& rows,
+                   const at::Tensor& k, const at::Tensor& v);
 
 // Rotary embedding (engine/model/llama_layers.h apply_rope) in one kernel call
 // (kernels/rope.h) where one takes the inputs: rotate-half pairs, x [..., L, d] contiguous,

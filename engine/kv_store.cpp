@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "engine/device.h"
+#include "engine/kernel_adapter.h"
 
 namespace kvb {
 
@@ -118,8 +119,7 @@ void LayerKV::append_many(const at::Tensor& k, const at::Tensor& v, int64_t firs
   } else {
     index = host_to_device(rows, device_);
   }
-  k_pool_.index_copy_(0, index, k_src);
-  v_pool_.index_copy_(0, index, v_src);
+  write_kv_rows(k_pool_, v_pool_, index, k_src, v_src);  // one kernel call where it can
 }
 
 void LayerKV::keep(int head, const std::vector<int64_t>& logical_indices, Compaction how) {
@@ -249,9 +249,8 @@ void LayerKV::move_rows(const RowMoves& moves) {
   const int64_t n = int64_t(moves.src.size());
   rows_moved_ += n;
   const at::Tensor src = both.narrow(0, 0, n), dst = both.narrow(0, n, n);
-  // index_select copies the sources before index_copy_ writes any destination.
-  k_pool_.index_copy_(0, dst, k_pool_.index_select(0, src));
-  v_pool_.index_copy_(0, dst, v_pool_.index_select(0, src));
+  // The sources are copied out before any destination is written (a row may be both).
+  write_kv_rows(k_pool_, v_pool_, dst, k_pool_.index_select(0, src), v_pool_.index_select(0, src));
 }
 
 void LayerKV::shrink_to_fit() {
@@ -313,7 +312,7 @@ at::Tensor LayerKV::uniform_rows() const {
     throw std::logic_error("LayerKV::uniform_rows: heads hold different sizes");
   const int64_t n = heads_.empty() ? 0 : heads_[0].size;
   const LogicalTable rows = logical_table();
-  return rows.table.narrow(1, rows.offset, n).reshape({-1});
+  return rows.table.narrow(1, rows.offset, n);
 }
 
 at::Tensor LayerKV::keys(int head) const { return k_pool_.index_select(0, all_physical_rows(head)); }

@@ -80,10 +80,10 @@ class LayerKV {
   at::Tensor physical_rows_per_head(const at::Tensor& logical) const;
   // Every entry's row of `head`, [n] int64: a view of the device's row table (do not write to it).
   at::Tensor all_physical_rows(int head) const;
-  // Every entry's row when the heads are equally_filled(), n entries each: [Hkv * n] int64 on the
-  // pools' device, head-major, in one device op (a decode step of Full asks for it on every
-  // layer); a view of the device's row table when the entries fill their blocks exactly (do not
-  // write to it).
+  // Every entry's row when the heads are equally_filled(), n entries each: [Hkv, n] int64 on the
+  // pools' device, a view of the device's row table (do not write to it; rows are not
+  // contiguous with each other unless the entries fill their blocks exactly): a decode step of
+  // Full asks for it on every layer, and the attention kernels read it in place.
   at::Tensor uniform_rows() const;
   // Gathered copies. Returns [n, d].
   at::Tensor keys(int head) const;

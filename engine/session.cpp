@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <utility>
 
 #include "engine/common/error.h"
 #include "engine/device.h"
@@ -101,9 +102,22 @@ at::Tensor normalize(const LlamaModel& model, const at::Tensor& x, const at::Ten
   return inference_rms_norm(x, weight, model.config.rms_norm_eps);
 }
 
-// The logits of the last hidden states x [..., D]: final RMSNorm and LM head.
-at::Tensor logits_of(const LlamaModel& model, const at::Tensor& x) {
-  return lm_head_logits(model, normalize(model, x, model.final_norm));
+// The norm of what layer l's residual stream feeds: the layer's input norm, or after the last
+// layer the final norm.
+const at::Tensor& input_norm(const LlamaModel& model, int layer) {
+  return layer < model.config.num_hidden_layers ? model.layers[size_t(layer)].attn_norm
+                                                : model.final_norm;
+}
+
+// The residual stream as it enters layer 0: the embeddings x [L, D] and their input norm.
+AddedAndNormed first_stream(const LlamaModel& model, const at::Tensor& x) {
+  return {x, normalize(model, x, input_norm(model, 0))};
+}
+
+// stream + delta and its RMSNorm by `weight`, in one kernel call where the adapter has one.
+AddedAndNormed add_and_normalize(const LlamaModel& model, const at::Tensor& stream,
+                                 const at::Tensor& delta, const at::Tensor& weight) {
+  return inference_add_rms_norm(stream, delta, weight, model.config.rms_norm_eps);
 }
 
 // The MLP of a prefill over [L, D] in row chunks: [rows, F] activations, never [L, F].
@@ -156,27 +170,30 @@ at::Tensor Session::prefill(const std::vector<int>& ids, bool all_logits) {
   at::Tensor x = model_.embed.index_select(0, token_ids.to(model_.device()));  // [L, D]
   const RopeAngles rope =
       rope_angles(model_, at::arange(x.size(0), x.options().dtype(at::kLong)));  // 0..L-1
-  for (int l = 0; l < c.num_hidden_layers; ++l) x = prefill_layer(l, x, rope);
+  AddedAndNormed stream = first_stream(model_, x);
+  for (int l = 0; l < c.num_hidden_layers; ++l) stream = prefill_layer(l, std::move(stream), rope);
   const PhaseClock::Mark hook_start = clock_.mark();
   method_.after_prefill(kv_);
   for (LayerKV& layer : kv_) layer.shrink_to_fit();  // evicted blocks leave the process
   clock_.add_since(hook_start, &timings_.prefill_method_s);
   position_ = int64_t(ids.size());
-  at::Tensor out = all_logits ? logits_of(model_, x)
-                              : logits_of(model_, x.narrow(0, x.size(0) - 1, 1))[0];
+  const at::Tensor& last = stream.normed;  // the last layer's output through the final norm
+  at::Tensor out = all_logits ? lm_head_logits(model_, last)
+                              : lm_head_logits(model_, last.narrow(0, last.size(0) - 1, 1))[0];
   clock_.add_since(start, &timings_.prefill_s);  // reset to 0 above
   clock_.settle();
   return out;
 }
 
-at::Tensor Session::prefill_layer(int layer, const at::Tensor& x, const RopeAngles& rope) {
+AddedAndNormed Session::prefill_layer(int layer, AddedAndNormed in, const RopeAngles& rope) {
   const ModelConfig& c = model_.config;
   const LayerWeights& w = model_.layers[layer];
+  const at::Tensor& x = in.sum;
   const int64_t L = x.size(0), d = c.head_dim, Hq = c.num_attention_heads;
   const int64_t Hkv = c.num_key_value_heads, g = Hq / Hkv;
   const at::TensorOptions longs = x.options().dtype(at::kLong);
-  at::Tensor h = normalize(model_, x, w.attn_norm);
-  const LayerQKV qkv = layer_qkv(model_, w, h, rope, inference_apply_rope);
+  const LayerQKV qkv = layer_qkv(model_, w, in.normed, rope, inference_apply_rope);
+  in.normed.reset();  // [L, D] freed before the attention and the MLP allocate theirs
   at::Tensor q = qkv.q.contiguous();  // [Hq, L, d]
   at::Tensor k = qkv.k.contiguous();  // [Hkv, L, d]
   at::Tensor v = qkv.v.contiguous();  // [Hkv, L, d]
@@ -210,9 +227,10 @@ at::Tensor Session::prefill_layer(int layer, const at::Tensor& x, const RopeAngl
   method_.on_prefill(layer, q, k, v, kv_[layer]);
   clock_.add_since(hook_start, &timings_.prefill_method_s);
 
-  at::Tensor y = x + attention_output(w, attn);
+  const AddedAndNormed mid = add_and_normalize(model_, x, attention_output(w, attn), w.mlp_norm);
   const int64_t mlp_rows = options_.prefill_mlp_rows > 0 ? options_.prefill_mlp_rows : 4096;
-  return y + chunked_mlp(w, normalize(model_, y, w.mlp_norm), mlp_rows);
+  return add_and_normalize(model_, mid.sum, chunked_mlp(w, mid.normed, mlp_rows),
+                           input_norm(model_, layer + 1));
 }
 
 at::Tensor Session::decode(int token) {
@@ -224,26 +242,26 @@ at::Tensor Session::decode(int token) {
   const PhaseClock::Mark start = clock_.mark();
   method_.on_decode_step(kv_);  // cross-layer decisions before the step's token is appended
   clock_.add_since(start, &timings_.select_s);
-  at::Tensor x = model_.embed.narrow(0, token, 1);  // [1, D]
+  const at::Tensor x = model_.embed.narrow(0, token, 1);  // [1, D]
   const RopeAngles rope =
       rope_angles(model_, at::full({1}, position_, x.options().dtype(at::kLong)));
-  for (int l = 0; l < model_.config.num_hidden_layers; ++l) x = decode_layer(l, x, rope);
+  AddedAndNormed stream = first_stream(model_, x);
+  for (int l = 0; l < model_.config.num_hidden_layers; ++l) stream = decode_layer(l, stream, rope);
   ++position_;
   tally_.step();
   ++timings_.decode_steps;
-  at::Tensor out = logits_of(model_, x)[0];
+  at::Tensor out = lm_head_logits(model_, stream.normed)[0];  // normed by the final norm
   clock_.add_since(start, &timings_.decode_s);
   clock_.settle();  // the caller's read of the token waits for the GPU here anyway
   return out;
 }
 
-at::Tensor Session::decode_layer(int layer, const at::Tensor& x, const RopeAngles& rope) {
+AddedAndNormed Session::decode_layer(int layer, const AddedAndNormed& in, const RopeAngles& rope) {
   const ModelConfig& c = model_.config;
   const LayerWeights& w = model_.layers[layer];
   const int64_t d = c.head_dim, Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
-  at::Tensor h = normalize(model_, x, w.attn_norm);
-  method_.on_attention_input(layer, h, position_);
-  const LayerQKV qkv = layer_qkv(model_, w, h, rope, inference_apply_rope);
+  method_.on_attention_input(layer, in.normed, position_);
+  const LayerQKV qkv = layer_qkv(model_, w, in.normed, rope, inference_apply_rope);
   at::Tensor q = qkv.q.reshape({Hq, d});
   at::Tensor k = qkv.k.reshape({Hkv, d});
   at::Tensor v = qkv.v.reshape({Hkv, d});
@@ -257,8 +275,10 @@ at::Tensor Session::decode_layer(int layer, const at::Tensor& x, const RopeAngle
   clock_.add_since(select_start, &timings_.select_s);
 
   at::Tensor attn = decode_attention(layer, q, selection).view({1, Hq * d});
-  at::Tensor y = x + attention_output(w, attn);
-  return y + swiglu_mlp(w, normalize(model_, y, w.mlp_norm));
+  const AddedAndNormed mid =
+      add_and_normalize(model_, in.sum, attention_output(w, attn), w.mlp_norm);
+  return add_and_normalize(model_, mid.sum, swiglu_mlp(w, mid.normed),
+                           input_norm(model_, layer + 1));
 }
 
 namespace {
@@ -340,7 +360,7 @@ AttendedRows attended_rows(const LayerKV& kv, const Selection& selection,
 
 at::Tensor gathered_decode_attention(const at::Tensor& q, const LayerKV& kv,
                                      const AttendedRows& attended, std::vector<at::Tensor>* probs) {
-  const at::Tensor& rows = attended.rows;
+  const at::Tensor rows = attended.rows.reshape({-1});  // [nnz]
   const int64_t units = attended.units(), d = q.size(1), per_unit = q.size(0) / units;
   const at::TensorOptions longs = rows.options();
   at::Tensor first = attended.indptr.narrow(0, 0, units);           // [units]

@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "engine/kernel_adapter.h"
 #include "engine/kv_store.h"
 #include "engine/model/llama_layers.h"
 #include "engine/model/llama_model.h"
@@ -121,9 +122,12 @@ class Session {
  private:
   // InputError when `tokens` keys would reach past the model's sliding window.
   void check_context(int64_t tokens) const;
-  // x: [L, D] / [1, D]; rope: the angles of the step's positions, shared by every layer.
-  at::Tensor prefill_layer(int layer, const at::Tensor& x, const RopeAngles& rope);
-  at::Tensor decode_layer(int layer, const at::Tensor& x, const RopeAngles& rope);
+  // The residual stream through one layer: in.sum [L, D] / [1, D] and in.normed, it through
+  // the layer's input norm; returns the stream after the layer and it through the next norm
+  // (the next layer's input norm, the final norm after the last layer). rope: the angles of
+  // the step's positions, shared by every layer.
+  AddedAndNormed prefill_layer(int layer, AddedAndNormed in, const RopeAngles& rope);
+  AddedAndNormed decode_layer(int layer, const AddedAndNormed& in, const RopeAngles& rope);
   at::Tensor decode_attention(int layer, const at::Tensor& q, const Selection& selection);
   // Compares KV head `head`'s attended entries (logical indices of kv_, host) and its output
   // out_head [g, d] with full attention over the shadow copy. q_group: [g, d].
@@ -152,7 +156,8 @@ int argmax_token(const at::Tensor& logits);
 // (a unit's KV head is unit / (units / Hkv)), on the pools' device.
 struct AttendedRows {
   at::Tensor indptr;  // [units + 1] int64: unit u reads rows[indptr[u] .. indptr[u + 1])
-  at::Tensor rows;    // [nnz] int64 pool rows
+  at::Tensor rows;    // int64 pool rows, [nnz]; or [units, n] (every unit n rows, unit u's in
+                      // row u, which may be a view of a wider row table: reshape to flatten)
   int64_t longest = -1;              // the longest unit's count when known on the host, else -1
   std::vector<int64_t> host_counts;  // each unit's count when known on the host, else empty
   int64_t units() const { return indptr.size(0) - 1; }

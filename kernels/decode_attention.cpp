@@ -619,11 +619,12 @@ namespace {
 template <typename E>
 void sparse_rows(const float* q, const E* k_pool, const E* v_pool, const int64_t* offsets,
                  const int64_t* rows, float* out, int64_t num_q_heads, int64_t num_kv_heads,
-                 int64_t d, float scale, float* probs) {
+                 int64_t d, float scale, float* probs, int64_t row_list_stride) {
   const int64_t g = num_q_heads / num_kv_heads;
   std::vector<HeadRows<E>> heads(num_kv_heads);
   for (int64_t h = 0; h < num_kv_heads; ++h)
-    heads[h] = HeadRows<E>{.k = k_pool, .v = v_pool, .idx = rows + offsets[h],
+    heads[h] = HeadRows<E>{.k = k_pool, .v = v_pool,
+                           .idx = rows + (row_list_stride > 0 ? h * row_list_stride : offsets[h]),
                            .n = offsets[h + 1] - offsets[h],
                            .probs = probs ? probs + g * offsets[h] : nullptr};
   run(q, out, num_q_heads, num_kv_heads, d, scale, heads);
@@ -634,24 +635,28 @@ void sparse_rows(const float* q, const E* k_pool, const E* v_pool, const int64_t
 void sparse_decode_attention(const float* q, const float* k_pool, const float* v_pool,
                              const int64_t* offsets, const int64_t* rows, float* out,
                              int64_t num_q_heads, int64_t num_kv_heads, int64_t d, float scale,
-                             float* probs) {
-  sparse_rows(q, k_pool, v_pool, offsets, rows, out, num_q_heads, num_kv_heads, d, scale, probs);
+                             float* probs, int64_t row_list_stride) {
+  sparse_rows(q, k_pool, v_pool, offsets, rows, out, num_q_heads, num_kv_heads, d, scale, probs,
+              row_list_stride);
 }
 
 void sparse_decode_attention(const float* q, const void* k_pool, const void* v_pool,
                              KvElement element, const int64_t* offsets, const int64_t* rows,
                              float* out, int64_t num_q_heads, int64_t num_kv_heads, int64_t d,
-                             float scale, float* probs) {
+                             float scale, float* probs, int64_t row_list_stride) {
   switch (element) {
     case KvElement::kF32:
       return sparse_rows(q, static_cast<const float*>(k_pool), static_cast<const float*>(v_pool),
-                         offsets, rows, out, num_q_heads, num_kv_heads, d, scale, probs);
+                         offsets, rows, out, num_q_heads, num_kv_heads, d, scale, probs,
+                         row_list_stride);
     case KvElement::kBF16:
       return sparse_rows(q, static_cast<const bf16*>(k_pool), static_cast<const bf16*>(v_pool),
-                         offsets, rows, out, num_q_heads, num_kv_heads, d, scale, probs);
+                         offsets, rows, out, num_q_heads, num_kv_heads, d, scale, probs,
+                         row_list_stride);
     case KvElement::kF16:
       return sparse_rows(q, static_cast<const f16*>(k_pool), static_cast<const f16*>(v_pool),
-                         offsets, rows, out, num_q_heads, num_kv_heads, d, scale, probs);
+                         offsets, rows, out, num_q_heads, num_kv_heads, d, scale, probs,
+                         row_list_stride);
   }
 }
 

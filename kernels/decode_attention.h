@@ -25,8 +25,11 @@ void dense_decode_attention(const float* q, const float* k, const float* v, floa
 // Sparse GQA decode attention over per-KV-head row lists into paged pools; no gathered copy.
 //   q:       [Hq, d]
 //   k_pool, v_pool: [rows, d] (any number of rows; rows d floats apart)
-//   offsets: [Hkv + 1], rows: [offsets[Hkv]]; KV head h attends pool rows
-//            rows[offsets[h] .. offsets[h+1]) (ragged: heads may differ in length)
+//   offsets: [Hkv + 1]: KV head h attends n_h = offsets[h+1] - offsets[h] pool rows (ragged:
+//            heads may differ in length), listed in `rows`:
+//   rows:    row_list_stride 0: [offsets[Hkv]], head h's at rows[offsets[h] ..) (packed);
+//            row_list_stride > 0: head h's at rows[h * row_list_stride ..) (each head's list
+//            a row of a wider table, such as a block table's [Hkv, W] rows, read in place)
 //   out:     [Hq, d]
 //   probs:   optional (nullptr: not written). When given, [g * offsets[Hkv]] floats: head h's
 //            softmax probabilities [g, n_h] start at g * offsets[h] (row i, entry j at
@@ -34,13 +37,13 @@ void dense_decode_attention(const float* q, const float* k, const float* v, floa
 void sparse_decode_attention(const float* q, const float* k_pool, const float* v_pool,
                              const int64_t* offsets, const int64_t* rows, float* out,
                              int64_t num_q_heads, int64_t num_kv_heads, int64_t d, float scale,
-                             float* probs = nullptr);
+                             float* probs = nullptr, int64_t row_list_stride = 0);
 
 // The same over pools of any KvElement (16-bit pools are read at half the bytes).
 void sparse_decode_attention(const float* q, const void* k_pool, const void* v_pool,
                              KvElement element, const int64_t* offsets, const int64_t* rows,
                              float* out, int64_t num_q_heads, int64_t num_kv_heads, int64_t d,
-                             float scale, float* probs = nullptr);
+                             float scale, float* probs = nullptr, int64_t row_list_stride = 0);
 
 // How many chunks of rows the kernels split each of `units` (KV head, group pass) work units
 // into on `threads` threads, the longest unit holding `max_rows`: about 4 work items per thread

@@ -18,4 +18,11 @@ namespace kvb::kernels {
 void rms_norm(const void* x, const void* weight, void* out, KvElement type, int64_t rows,
               int64_t dim, float eps);
 
+// A transformer block's residual add and the RMSNorm that follows it, in one call:
+// sum = x + residual rounded to `type` (ATen's add: the fp32 sum, rounded once), then
+// out = rms_norm(sum) as above. x, residual, sum, out: [rows, dim]; sum and out distinct from
+// each other and from the inputs. The same types and threads as rms_norm.
+void add_rms_norm(const void* x, const void* residual, const void* weight, void* sum, void* out,
+                  KvElement type, int64_t rows, int64_t dim, float eps);
+
 }  // namespace kvb::kernels

@@ -63,13 +63,15 @@ __device__ inline float warp_sum(float x) {
 // exp(a - b) for a running max a that may still be -inf (no row seen): 0, never NaN.
 __device__ inline float rescale(float a, float b) { return a == -INFINITY ? 0.f : __expf(a - b); }
 
-// This block's share of its unit's row list: rows[first + begin .. first + end).
+// This block's share of its unit's row list: rows[first + begin .. first + end). The list
+// starts at indptr[unit] (packed) or, with a row_list_stride, at unit * row_list_stride.
 struct SplitRows {
   int64_t first, begin, end;
 };
-__device__ inline SplitRows split_rows(const int64_t* indptr) {
+__device__ inline SplitRows split_rows(const int64_t* indptr, int64_t row_list_stride) {
   const int unit = blockIdx.y, split = blockIdx.x, splits = gridDim.x;
-  const int64_t first = indptr[unit], n = indptr[unit + 1] - first;
+  const int64_t n = indptr[unit + 1] - indptr[unit];
+  const int64_t first = row_list_stride > 0 ? unit * row_list_stride : indptr[unit];
   const int64_t share = (n + splits - 1) / splits;
   const int64_t begin = min(n, int64_t(split) * share);
   return {first, begin, min(n, begin + share)};
@@ -163,15 +165,16 @@ __global__ void vector_split_kernel(const void* __restrict__ q, kernels::KvEleme
                                     const T* __restrict__ k_pool,
                                     const T* __restrict__ v_pool,
                                     const int64_t* __restrict__ indptr,
-                                    const int64_t* __restrict__ rows, float* __restrict__ part_acc,
-                                    float* __restrict__ part_ml, int g, float scale) {
+                                    const int64_t* __restrict__ rows, int64_t row_list_stride,
+                                    float* __restrict__ part_acc, float* __restrict__ part_ml,
+                                    int g, float scale) {
   constexpr int E = 16 / sizeof(T), d = LPR * E, kGroups = 32 / LPR;
   constexpr int kTile = kGroups * kRowsInFlight;  // rows a warp takes per iteration
   extern __shared__ float warp_acc[];  // [kWarps, g, d]
   __shared__ float warp_m[kWarps][kMaxGroup], warp_l[kWarps][kMaxGroup];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int group = lane / LPR, c0 = (lane % LPR) * E;  // the row of the warp-load, channels
-  const auto [first, begin, end] = split_rows(indptr);
+  const auto [first, begin, end] = split_rows(indptr, row_list_stride);
   float qr[G][E], acc[G][E], m[G], l[G];
   start_state<G, E>(q, q_type, g, d, c0, scale, qr, acc, m, l);
   for (int64_t base = begin + int64_t(warp) * kTile; base < end; base += kWarps * kTile) {
@@ -252,12 +255,13 @@ template <typename T, int CPL, int G>
 __global__ void scalar_split_kernel(const void* __restrict__ q, kernels::KvElement q_type,
                              const T* __restrict__ k_pool,
                              const T* __restrict__ v_pool, const int64_t* __restrict__ indptr,
-                             const int64_t* __restrict__ rows, float* __restrict__ part_acc,
-                             float* __restrict__ part_ml, int g, int d, float scale) {
+                             const int64_t* __restrict__ rows, int64_t row_list_stride,
+                             float* __restrict__ part_acc, float* __restrict__ part_ml, int g,
+                             int d, float scale) {
   extern __shared__ float warp_acc[];  // [kWarps, g, d]
   __shared__ float warp_m[kWarps][kMaxGroup], warp_l[kWarps][kMaxGroup];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const auto [first, begin, end] = split_rows(indptr);
+  const auto [first, begin, end] = split_rows(indptr, row_list_stride);
   float qr[G][CPL], acc[G][CPL], m[G], l[G];
   start_state<G, CPL>(q, q_type, g, d, lane * CPL, scale, qr, acc, m, l);
   for (int64_t j = begin + warp; j < end; j += kWarps) {
@@ -331,6 +335,7 @@ struct Call {
   kernels::KvElement q_type;  // q's and out's
   const void *k_pool, *v_pool;
   const int64_t *indptr, *rows;
+  int64_t row_list_stride;
   void* out;
   int64_t units, g, d;
   float scale;
@@ -357,7 +362,7 @@ struct Scalar {
     scalar_split_kernel<T, CPL, G>
         <<<dim3(unsigned(c.splits), unsigned(c.units)), kWarps * 32, shared, c.stream>>>(
             c.q, c.q_type, static_cast<const T*>(c.k_pool), static_cast<const T*>(c.v_pool), c.indptr,
-            c.rows, c.workspace, partial_ml(c), int(c.g), int(c.d), c.scale);
+            c.rows, c.row_list_stride, c.workspace, partial_ml(c), int(c.g), int(c.d), c.scale);
   }
 };
 template <typename T, int LPR, int G>
@@ -367,7 +372,7 @@ struct Vector {
     vector_split_kernel<T, LPR, G>
         <<<dim3(unsigned(c.splits), unsigned(c.units)), kWarps * 32, shared, c.stream>>>(
             c.q, c.q_type, static_cast<const T*>(c.k_pool), static_cast<const T*>(c.v_pool), c.indptr,
-            c.rows, c.workspace, partial_ml(c), int(c.g), c.scale);
+            c.rows, c.row_list_stride, c.workspace, partial_ml(c), int(c.g), c.scale);
   }
 };
 
@@ -439,7 +444,7 @@ int64_t decode_attention_workspace_floats(int64_t units, int64_t g, int64_t d, i
 
 void sparse_decode_attention(const void* q, kernels::KvElement q_type, const void* k_pool,
                              const void* v_pool, kernels::KvElement type, const int64_t* indptr,
-                             const int64_t* rows, void* out,
+                             const int64_t* rows, int64_t row_list_stride, void* out,
                              int64_t units, int64_t g, int64_t d, float scale, int64_t splits,
                              float* workspace, void* stream) {
   if (!decode_attention_supported(g, d))
@@ -448,6 +453,7 @@ void sparse_decode_attention(const void* q, kernels::KvElement q_type, const voi
   if (units == 0) return;
   Call call;  // (nvcc's C++17 has no designated initialisers)
   call.q = q, call.q_type = q_type, call.k_pool = k_pool, call.v_pool = v_pool, call.indptr = indptr, call.rows = rows;
+  call.row_list_stride = row_list_stride;
   call.out = out, call.units = units, call.g = g, call.d = d, call.scale = scale;
   call.splits = splits, call.workspace = workspace, call.stream = as_stream(stream);
   switch (type) {

@@ -62,6 +62,12 @@ void pq_scores(const float* q, const float* centroids, const uint8_t* codes, flo
 // x, out: [rows, dim] (out may be x), weight: [dim], all of `type`. One block per row.
 void rms_norm(const void* x, const void* weight, void* out, kernels::KvElement type,
               int64_t rows, int64_t dim, float eps, void* stream = nullptr);
+// The residual add before it in the same launch: sum = round(x + residual) in `type` (ATen's
+// add), out = rms_norm(sum) (kernels/rms_norm.h add_rms_norm). sum and out distinct from each
+// other and from the inputs.
+void add_rms_norm(const void* x, const void* residual, const void* weight, void* sum, void* out,
+                  kernels::KvElement type, int64_t rows, int64_t dim, float eps,
+                  void* stream = nullptr);
 
 // Rotary embedding with rotate-half pairs, the CPU kernel's semantics and bits
 // (kernels/rope.h): x, out: [n, L, d] (not overlapping), cos, sin: [L, r], all of `type`;
@@ -69,6 +75,13 @@ void rms_norm(const void* x, const void* weight, void* out, kernels::KvElement t
 void rope_rotate_half(const void* x, const void* cos, const void* sin, void* out,
                       kernels::KvElement type, int64_t n, int64_t L, int64_t d, int64_t r,
                       void* stream = nullptr);
+
+// New K and V rows into their pools, as the CPU kernel (kernels/kv_rows.h): k_pool[r_i] =
+// k[i], v_pool[r_i] = v[i] with r_i = rows[i * rows_stride] distinct, rows of row_bytes bytes.
+// One launch.
+void write_kv_rows(void* k_pool, void* v_pool, const int64_t* rows, int64_t rows_stride,
+                   const void* k, const void* v, int64_t n, int64_t row_bytes,
+                   void* stream = nullptr);
 
 // ---- Paged sparse GQA decode attention (flash-decoding) ------------------------------------
 // Whether the kernel takes g query heads per unit and head dim d: g <= 8, d <= 256.
@@ -84,15 +97,18 @@ int64_t decode_attention_workspace_floats(int64_t units, int64_t g, int64_t d, i
 //   q:       [units * g, d] of `q_type` (a unit's g query heads share its rows: GQA), widened
 //            to fp32 as read
 //   k_pool, v_pool: [pool rows, d] of `type`, rows d elements apart
-//   indptr:  [units + 1] int64; rows: [indptr[units]] int64 pool rows: unit u attends
-//            rows[indptr[u] .. indptr[u + 1]) (ragged; an empty unit gives zeros)
+//   indptr:  [units + 1] int64: unit u attends n_u = indptr[u + 1] - indptr[u] pool rows
+//            (ragged; an empty unit gives zeros), listed in
+//   rows:    int64: row_list_stride 0: [indptr[units]], unit u's at rows[indptr[u] ..);
+//            row_list_stride > 0: unit u's at rows[u * row_list_stride ..) (a row of a wider
+//            table, read in place)
 //   out:     [units * g, d] of `q_type`, rounded to nearest even from the fp32 result
 //   workspace: decode_attention_workspace_floats(units, g, d, splits) floats
 // Two launches (the splits, then their log-sum-exp merge); std::invalid_argument when
 // !decode_attention_supported(g, d).
 void sparse_decode_attention(const void* q, kernels::KvElement q_type, const void* k_pool,
                              const void* v_pool, kernels::KvElement type, const int64_t* indptr,
-                             const int64_t* rows, void* out,
+                             const int64_t* rows, int64_t row_list_stride, void* out,
                              int64_t units, int64_t g, int64_t d, float scale, int64_t splits,
                              float* workspace, void* stream = nullptr);
 

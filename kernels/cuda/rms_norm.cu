@@ -17,19 +17,28 @@ namespace {
 constexpr int kThreads = 256;
 
 // grid (rows), kThreads threads: the row's sum of squares in fp32 (threads, then warps, then
-// the block), then out = round(round(x * r) * w).
+// the block), then out = round(round(x * r) * w). With `residual`, the row normalised is
+// added = round(x + residual), written out by the first pass (each thread reads back only the
+// elements it wrote).
 template <typename T>
-__global__ void rms_norm_kernel(const T* __restrict__ x, const T* __restrict__ weight,
-                                T* __restrict__ out, int dim, float eps) {
+__global__ void rms_norm_kernel(const T* x, const T* residual, const T* __restrict__ weight,
+                                T* added, T* __restrict__ out, int dim, float eps) {
   __shared__ float warp_sums[kThreads / 32];
   __shared__ float scale;
-  const T* row = x + int64_t(blockIdx.x) * dim;
-  T* row_out = out + int64_t(blockIdx.x) * dim;
+  const int64_t first = int64_t(blockIdx.x) * dim;
+  const T* row = x + first;
+  T* row_out = out + first;
   float sum = 0.f;
   for (int i = threadIdx.x; i < dim; i += kThreads) {
-    const float v = widen(row[i]);
+    float v = widen(row[i]);
+    if (residual) {
+      const T rounded = narrow_to<T>(__fadd_rn(v, widen(residual[first + i])));
+      added[first + i] = rounded;
+      v = widen(rounded);
+    }
     sum += v * v;
   }
+  if (residual) row = added + first;
   for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
   if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = sum;
   __syncthreads();
@@ -45,26 +54,39 @@ __global__ void rms_norm_kernel(const T* __restrict__ x, const T* __restrict__ w
 }
 
 template <typename T>
-void launch(const void* x, const void* weight, void* out, int64_t rows, int64_t dim, float eps,
-            cudaStream_t stream) {
+void launch(const void* x, const void* residual, const void* weight, void* added, void* out,
+            int64_t rows, int64_t dim, float eps, cudaStream_t stream) {
   rms_norm_kernel<T><<<unsigned(rows), kThreads, 0, stream>>>(
-      static_cast<const T*>(x), static_cast<const T*>(weight), static_cast<T*>(out), int(dim),
-      eps);
+      static_cast<const T*>(x), static_cast<const T*>(residual), static_cast<const T*>(weight),
+      static_cast<T*>(added), static_cast<T*>(out), int(dim), eps);
+}
+
+void launch_any(const void* x, const void* residual, const void* weight, void* added, void* out,
+                kernels::KvElement type, int64_t rows, int64_t dim, float eps, void* stream) {
+  if (rows == 0 || dim == 0) return;
+  if (rows > 0x7fffffff || dim > 0x7fffffff)
+    throw std::invalid_argument("kvb::cuda::rms_norm: more than 2^31 - 1 rows or columns");
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  switch (type) {
+    case kernels::KvElement::kF32:
+      return launch<float>(x, residual, weight, added, out, rows, dim, eps, s);
+    case kernels::KvElement::kBF16:
+      return launch<__nv_bfloat16>(x, residual, weight, added, out, rows, dim, eps, s);
+    case kernels::KvElement::kF16:
+      return launch<__half>(x, residual, weight, added, out, rows, dim, eps, s);
+  }
 }
 
 }  // namespace
 
 void rms_norm(const void* x, const void* weight, void* out, kernels::KvElement type,
               int64_t rows, int64_t dim, float eps, void* stream) {
-  if (rows == 0 || dim == 0) return;
-  if (rows > 0x7fffffff || dim > 0x7fffffff)
-    throw std::invalid_argument("kvb::cuda::rms_norm: more than 2^31 - 1 rows or columns");
-  cudaStream_t s = static_cast<cudaStream_t>(stream);
-  switch (type) {
-    case kernels::KvElement::kF32: launch<float>(x, weight, out, rows, dim, eps, s); break;
-    case kernels::KvElement::kBF16: launch<__nv_bfloat16>(x, weight, out, rows, dim, eps, s); break;
-    case kernels::KvElement::kF16: launch<__half>(x, weight, out, rows, dim, eps, s); break;
-  }
+  launch_any(x, nullptr, weight, nullptr, out, type, rows, dim, eps, stream);
+}
+
+void add_rms_norm(const void* x, const void* residual, const void* weight, void* sum, void* out,
+                  kernels::KvElement type, int64_t rows, int64_t dim, float eps, void* stream) {
+  launch_any(x, residual, weight, sum, out, type, rows, dim, eps, stream);
 }
 
 }  // namespace kvb::cuda

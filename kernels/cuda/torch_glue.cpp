@@ -94,14 +94,18 @@ at::Tensor sparse_decode_attention(const at::Tensor& q, const at::Tensor& k_pool
   // q is read and out written in q's dtype where the kernel has it (the model's: f32, bf16,
   // f16), so a call is the kernel's two launches, with no cast before or after.
   const at::Tensor qc = kv_element(q.scalar_type()) ? q.contiguous() : q.to(at::kFloat).contiguous();
-  at::Tensor ptr = indptr.contiguous(), row_ids = rows.contiguous();
+  // [units, n] lists (rows of a wider table) are read in place, through their stride.
+  const bool table =
+      rows.dim() == 2 && rows.size(0) == units && rows.stride(1) == 1 && rows.stride(0) > 0;
+  at::Tensor ptr = indptr.contiguous(), row_ids = table ? rows : rows.reshape({-1}).contiguous();
   at::Tensor out = at::empty({units * g, d}, qc.options());
   at::Tensor workspace = at::empty({decode_attention_workspace_floats(units, g, d, splits)},
                                    qc.options().dtype(at::kFloat));
   cuda::sparse_decode_attention(qc.data_ptr(), *kv_element(qc.scalar_type()), k_pool.data_ptr(),
                                 v_pool.data_ptr(), *kv_element(k_pool.scalar_type()),
                                 ptr.data_ptr<int64_t>(), row_ids.data_ptr<int64_t>(),
-                                out.data_ptr(), units, g, d, float(scale), splits,
+                                table ? rows.stride(0) : 0, out.data_ptr(), units, g, d,
+                                float(scale), splits,
                                 workspace.data_ptr<float>(), current_stream());
   check_launch("sparse_decode_attention");
   return out.to(q.scalar_type());  // a no-op unless q is of a dtype the kernel does not read
@@ -133,6 +137,49 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
            x.numel() / dim, dim, float(eps), current_stream());
   check_launch("rms_norm");
   return out;
+}
+
+std::pair<at::Tensor, at::Tensor> add_rms_norm(const at::Tensor& x, const at::Tensor& residual,
+                                               const at::Tensor& weight, double eps) {
+  require(rms_norm_supported(x, weight) && residual.device() == x.device() &&
+              residual.scalar_type() == x.scalar_type() && residual.sizes() == x.sizes() &&
+              residual.is_contiguous(),
+          "add_rms_norm: needs contiguous CUDA x and residual [..., D] and weight [D] of one "
+          "dtype (f32, bf16, f16) on one device");
+  const c10::cuda::CUDAGuard guard(x.device());
+  at::Tensor sum = at::empty_like(x), out = at::empty_like(x);
+  const int64_t dim = x.size(-1);
+  if (x.numel() == 0) return {sum, out};
+  add_rms_norm(x.data_ptr(), residual.data_ptr(), weight.data_ptr(), sum.data_ptr(),
+               out.data_ptr(), *kv_element(x.scalar_type()), x.numel() / dim, dim, float(eps),
+               current_stream());
+  check_launch("add_rms_norm");
+  return {sum, out};
+}
+
+bool write_kv_rows_supported(const at::Tensor& k_pool, const at::Tensor& v_pool,
+                             const at::Tensor& rows, const at::Tensor& k, const at::Tensor& v) {
+  for (const at::Tensor* t : {&k_pool, &v_pool, &rows, &k, &v})
+    if (!t->defined() || !t->is_cuda() || t->device() != k_pool.device() ||
+        (t != &rows && !t->is_contiguous()))
+      return false;
+  return k_pool.dim() == 2 && v_pool.sizes() == k_pool.sizes() && k.dim() == 2 &&
+         v.sizes() == k.sizes() && k.size(1) == k_pool.size(1) && rows.dim() == 1 &&
+         rows.size(0) == k.size(0) && rows.scalar_type() == at::kLong &&
+         k_pool.scalar_type() == v_pool.scalar_type() && k.scalar_type() == k_pool.scalar_type() &&
+         v.scalar_type() == k_pool.scalar_type();
+}
+
+void write_kv_rows(at::Tensor& k_pool, at::Tensor& v_pool, const at::Tensor& rows,
+                   const at::Tensor& k, const at::Tensor& v) {
+  require(write_kv_rows_supported(k_pool, v_pool, rows, k, v),
+          "write_kv_rows: needs contiguous CUDA pools [R, d], k and v [n, d] of their dtype and "
+          "rows [n] int64, on one device");
+  const c10::cuda::CUDAGuard guard(k_pool.device());
+  write_kv_rows(k_pool.data_ptr(), v_pool.data_ptr(), rows.data_ptr<int64_t>(), rows.stride(0),
+                k.data_ptr(), v.data_ptr(), k.size(0), k.size(1) * int64_t(k.element_size()),
+                current_stream());
+  check_launch("write_kv_rows");
 }
 
 bool rope_rotate_half_supported(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {

@@ -22,6 +22,7 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <utility>
 
 namespace kvb::cuda {
 
@@ -31,7 +32,10 @@ namespace kvb::cuda {
 //   q:              [units * g, d]  any floating dtype: f32, bf16 and f16 read as they are
 //                                   (widened in the kernel), others converted to fp32 first
 //   k_pool, v_pool: [pool rows, d]  contiguous, one dtype of f32, bf16, f16 (q's or another)
-//   indptr:         [units + 1]     int64; rows: [nnz] int64 pool rows (engine: physical rows)
+//   indptr:         [units + 1]     int64; rows: [nnz] int64 pool rows (engine: physical rows),
+//                                   unit u's from indptr[u]; or [units, n] with unit u's list
+//                                   its row u (unit stride free, elements contiguous: a block
+//                                   table's rows, read in place)
 //   longest:        an upper bound of any unit's row count (the host's: Selection::max_count,
 //                   or nnz), which sizes the split over the sequence without a device read
 //   returns:        [units * g, d] in q's dtype
@@ -48,6 +52,19 @@ at::Tensor sparse_decode_attention(const at::Tensor& q, const at::Tensor& k_pool
 // returns [..., D] in that dtype. One launch.
 bool rms_norm_supported(const at::Tensor& x, const at::Tensor& weight);
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
+// x + residual (x's shape and dtype, both contiguous) and its RMSNorm, in one launch:
+// returns {sum, normed}.
+std::pair<at::Tensor, at::Tensor> add_rms_norm(const at::Tensor& x, const at::Tensor& residual,
+                                               const at::Tensor& weight, double eps);
+
+// ---- New K and V rows into their pools (kvbench_cuda.h write_kv_rows) ------------------------
+// k_pool.index_copy_(0, rows, k) and v_pool.index_copy_(0, rows, v) in one launch: pools
+// [pool rows, d] and k, v [n, d] contiguous, of one dtype, rows [n] int64 distinct (any
+// stride: a column of a block table), all on one CUDA device.
+bool write_kv_rows_supported(const at::Tensor& k_pool, const at::Tensor& v_pool,
+                             const at::Tensor& rows, const at::Tensor& k, const at::Tensor& v);
+void write_kv_rows(at::Tensor& k_pool, at::Tensor& v_pool, const at::Tensor& rows,
+                   const at::Tensor& k, const at::Tensor& v);
 
 // ---- Rotary embedding, rotate-half pairs (kvbench_cuda.h rope_rotate_half) ---------------------
 // x: [..., L, d] contiguous; cos, sin: [L, r] contiguous (engine/model/llama_layers' RopeAngles:

@@ -24,7 +24,7 @@ at::Tensor group_attention_weights(const at::Tensor& q, const LayerKV& kv, int h
 
 at::Tensor group_attention_weights(const at::Tensor& q, const LayerKV& kv) {
   const int64_t Hkv = kv.num_heads(), g = q.size(0) / Hkv, n = kv.size(0), d = kv.head_dim();
-  at::Tensor keys = kv.key_pool().index_select(0, kv.uniform_rows()).view({Hkv, n, d});
+  at::Tensor keys = kv.key_pool().index_select(0, kv.uniform_rows().reshape({-1})).view({Hkv, n, d});
   return summed_group_softmax(q.view({Hkv, g, d}), keys);  // [Hkv, n]
 }
 

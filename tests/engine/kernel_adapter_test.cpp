@@ -97,6 +97,64 @@ TEST(KernelAdapter, RmsNormOutsideTheKernelsIsAtens) {
   EXPECT_TRUE(inference_rms_norm(xd, wd, 1e-6).equal(rms_norm_as_transformers(xd, wd, 1e-6)));
 }
 
+TEST(KernelAdapter, AddRmsNormGivesAtensSumAndItsNormInOneKernelCall) {
+  at::manual_seed(6);
+  for (at::ScalarType t : {at::kFloat, at::kBFloat16}) {
+    SCOPED_TRACE(c10::toString(t));
+    // A decode row and prefill rows.
+    for (std::vector<int64_t> shape : {std::vector<int64_t>{1, 384}, {9, 64}}) {
+      const at::Tensor x = (at::randn(shape) * 3).to(t), residual = at::randn(shape).to(t);
+      const at::Tensor w = at::randn({shape.back()}).to(t);
+      AddedAndNormed got;
+      EXPECT_EQ(aten_calls([&] { got = inference_add_rms_norm(x, residual, w, 1e-5); }),
+                (std::vector<std::string>{"aten::empty_like", "aten::empty_like"}));
+      const at::Tensor sum = x + residual;
+      EXPECT_TRUE(got.sum.equal(sum));
+      EXPECT_TRUE(got.normed.equal(inference_rms_norm(sum, w, 1e-5)));
+    }
+  }
+}
+
+TEST(KernelAdapter, AddRmsNormOutsideTheKernelIsAtensAddThenTheNorm) {
+  at::manual_seed(8);
+  const at::Tensor x = at::randn({2, 16}), w = at::randn({16});
+  // A residual that broadcasts, one of another dtype, and f64 (no kernel): ATen's add.
+  for (const auto& [a, r, weight] :
+       {std::tuple<at::Tensor, at::Tensor, at::Tensor>{x, at::randn({16}), w},
+        {x, at::randn({2, 16}).to(at::kDouble), w},
+        {x.to(at::kDouble), at::randn({2, 16}).to(at::kDouble), w.to(at::kDouble)}}) {
+    const AddedAndNormed got = inference_add_rms_norm(a, r, weight, 1e-6);
+    const at::Tensor sum = a + r;
+    EXPECT_TRUE(got.sum.equal(sum));
+    EXPECT_TRUE(got.normed.equal(inference_rms_norm(sum, weight, 1e-6)));
+  }
+}
+
+TEST(KernelAdapter, KvRowsInOneKernelCallAreAtensTwoIndexCopies) {
+  at::manual_seed(9);
+  for (at::ScalarType t : {at::kFloat, at::kBFloat16, at::kDouble}) {
+    SCOPED_TRACE(c10::toString(t));
+    const at::Tensor k_pool = at::randn({64, 16}).to(t), v_pool = at::randn({64, 16}).to(t);
+    const at::Tensor k = at::randn({4, 16}).to(t), v = at::randn({4, 16}).to(t);
+    // A column of a [4, 16] block table (stride 16), as a decode step's append passes it.
+    const at::Tensor table = at::randperm(64, at::kLong).narrow(0, 0, 64).view({4, 16});
+    const at::Tensor rows = table.select(1, 5);
+    at::Tensor k_got = k_pool.clone(), v_got = v_pool.clone();
+    std::vector<std::string> calls =
+        aten_calls([&] { write_kv_rows(k_got, v_got, rows, k, v); });
+    EXPECT_TRUE(k_got.equal(k_pool.clone().index_copy_(0, rows, k)));
+    EXPECT_TRUE(v_got.equal(v_pool.clone().index_copy_(0, rows, v)));
+    // The kernel takes any element type on the CPU: no ATen call.
+    EXPECT_TRUE(calls.empty()) << calls.size();
+  }
+  // Another dtype than the pools': ATen's index_copy_ (which refuses it).
+  at::Tensor k_pool = at::randn({8, 4}), v_pool = at::randn({8, 4});
+  const at::Tensor rows = at::tensor(std::vector<int64_t>{3, 1});
+  EXPECT_THROW(write_kv_rows(k_pool, v_pool, rows, at::randn({2, 4}).to(at::kDouble),
+                             at::randn({2, 4}).to(at::kDouble)),
+               c10::Error);
+}
+
 TEST(KernelAdapter, RopeKernelGivesAtensBitsInFp32AndBf16) {
   at::manual_seed(7);
   // Decode (one position, the layer's q and k heads) and prefill-shaped (several positions);

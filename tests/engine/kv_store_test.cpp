@@ -120,7 +120,7 @@ TEST(LayerKV, DroppingAfterSinksMovesTheSinksOnly) {
   }
   const at::Tensor all = at::cat({kv.all_physical_rows(0), kv.all_physical_rows(1),
                                   kv.all_physical_rows(2)});
-  EXPECT_TRUE(kv.uniform_rows().equal(all));
+  EXPECT_TRUE(kv.uniform_rows().equal(all.view({3, -1})));
   const at::Tensor heads = at::arange(3, at::kLong).repeat_interleave(kBudget);
   EXPECT_TRUE(kv.physical_rows(heads, logical.repeat({3})).equal(all));
 }
@@ -156,7 +156,7 @@ TEST(LayerKV, HeadsWithDifferentFrontsFindTheirEntries) {
     EXPECT_TRUE(kv.physical_rows(at::full({4}, h, at::kLong), some).equal(rows)) << "head " << h;
     EXPECT_TRUE(kv.gather_keys(h, some).equal(kv.keys(h).index_select(0, some)));
   }
-  EXPECT_TRUE(kv.uniform_rows().equal(at::cat({kv.all_physical_rows(0), kv.all_physical_rows(1)})));
+  EXPECT_TRUE(kv.uniform_rows().equal(at::stack({kv.all_physical_rows(0), kv.all_physical_rows(1)})));
 }
 
 // The default compaction keeps the front, so a few entries dropped at the front free a block
@@ -264,8 +264,8 @@ TEST(LayerKV, UniformRowsAreEveryHeadsRowsInOrder) {
   for (int64_t t = 50; t < 70; ++t)
     kv.append(tagged(3, 1, 4, t).select(1, 0), tagged(3, 1, 4, t).select(1, 0), t);
   ASSERT_EQ(kv.size(0), 45);
-  const at::Tensor expected = at::cat({kv.all_physical_rows(0), kv.all_physical_rows(1),
-                                       kv.all_physical_rows(2)});
+  const at::Tensor expected = at::stack({kv.all_physical_rows(0), kv.all_physical_rows(1),
+                                         kv.all_physical_rows(2)});
   EXPECT_TRUE(kv.uniform_rows().equal(expected));
   kv.keep(1, {0, 1});
   EXPECT_THROW(kv.uniform_rows(), std::logic_error);

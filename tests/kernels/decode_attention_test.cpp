@@ -133,6 +133,35 @@ TEST(SparseDecodeAttention, SingleHeadLongListSplitsAcrossThreads) {
   check_sparse(4, 1, 32, 20000, {20000}, true);
 }
 
+TEST(SparseDecodeAttention, RowListsInAWiderTableAreReadThroughTheirStride) {
+  // Each head's list is a row of a [Hkv, W] table (a block table's rows, W past the longest
+  // list); the slots past a head's count hold other valid pool rows, which must not be read.
+  KernelRng rng;
+  SCOPED_TRACE(rng.trace());
+  const int64_t Hq = 8, Hkv = 4, d = 64, pool_rows = 900, W = 700;
+  const std::vector<int64_t> lengths{600, 37, 0, 690};
+  auto q = rng.normal(size_t(Hq * d), 2.f);
+  auto kp = rng.normal(size_t(pool_rows * d)), vp = rng.normal(size_t(pool_rows * d));
+  std::vector<int64_t> table(size_t(Hkv * W)), offsets{0}, packed;
+  for (int64_t h = 0; h < Hkv; ++h) {
+    for (int64_t j = 0; j < W; ++j) table[size_t(h * W + j)] = (h * 131 + j * 7) % pool_rows;
+    packed.insert(packed.end(), table.begin() + h * W, table.begin() + h * W + lengths[h]);
+    offsets.push_back(int64_t(packed.size()));
+  }
+  const int64_t g = Hq / Hkv;
+  auto ref = poisoned<float>(size_t(Hq * d)), ref_probs = poisoned<float>(size_t(g * offsets.back()));
+  sparse_decode_attention_reference(q.data(), kp.data(), vp.data(), offsets.data(), packed.data(),
+                                    ref.data(), Hq, Hkv, d, 0.125f, ref_probs.data());
+  for (int64_t x = 0; x < g * d; ++x) ref[2 * g * d + x] = 0.f;  // head 2 attends nothing
+  for_each_simd_level([&] {
+    auto out = poisoned<float>(size_t(Hq * d)), probs = poisoned<float>(size_t(g * offsets.back()));
+    sparse_decode_attention(q.data(), kp.data(), vp.data(), offsets.data(), table.data(),
+                            out.data(), Hq, Hkv, d, 0.125f, probs.data(), /*row_list_stride=*/W);
+    EXPECT_LT(relative_error(out, ref), 1e-5);
+    EXPECT_LT(relative_error(probs, ref_probs), 1e-5);
+  });
+}
+
 TEST(SparseDecodeAttention, BytesCountKvRowsAndIndices) {
   EXPECT_EQ(decode_attention_bytes(32, 8 * 1024, 128, false), 4 * (2 * 8 * 1024 * 128 + 2 * 32 * 128));
   EXPECT_EQ(decode_attention_bytes(32, 10, 128, true) - decode_attention_bytes(32, 10, 128, false), 80);

@@ -58,6 +58,44 @@ TEST(RmsNormKernel, Bf16RoundsTheNormalisedRowThenTheProduct) {
   EXPECT_LT(exact, int64_t(ref.size()));
 }
 
+TEST(RmsNormKernel, AddThenNormGivesTheRoundedSumAndItsNorm) {
+  KernelRng rng;
+  SCOPED_TRACE(rng.trace());
+  const int64_t rows = 3, dim = 512;
+  const float eps = 1e-5f;
+  const auto x = rng.normal(size_t(rows * dim), 2.f), residual = rng.normal(size_t(rows * dim));
+  const auto w = rng.normal(size_t(dim));
+  {  // fp32: the sum is the fp32 sum; the norm is rms_norm's of it
+    std::vector<float> want_sum(x.size()), want(x.size());
+    for (size_t i = 0; i < x.size(); ++i) want_sum[i] = x[i] + residual[i];
+    rms_norm(want_sum.data(), w.data(), want.data(), KvElement::kF32, rows, dim, eps);
+    auto sum = poisoned<float>(x.size()), out = poisoned<float>(x.size());
+    add_rms_norm(x.data(), residual.data(), w.data(), sum.data(), out.data(), KvElement::kF32,
+                 rows, dim, eps);
+    EXPECT_EQ(sum, want_sum);
+    EXPECT_EQ(out, want);
+  }
+  // bf16: the fp32 sum of the widened values rounded once to nearest even, as ATen's add.
+  std::vector<bf16> x16, r16, w16;
+  for (float v : x) x16.push_back(float_to_bf16(v));
+  for (float v : residual) r16.push_back(float_to_bf16(v));
+  for (float v : w) w16.push_back(float_to_bf16(v));
+  std::vector<bf16> want_sum, want(x.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    want_sum.push_back(float_to_bf16(bf16_to_float(x16[i]) + bf16_to_float(r16[i])));
+  rms_norm(want_sum.data(), w16.data(), want.data(), KvElement::kBF16, rows, dim, eps);
+  std::vector<bf16> sum(x.size(), bf16{0x7fc0}), out(x.size(), bf16{0x7fc0});
+  add_rms_norm(x16.data(), r16.data(), w16.data(), sum.data(), out.data(), KvElement::kBF16, rows,
+               dim, eps);
+  int64_t rounded_away = 0;  // sums that the bf16 rounding changed: the test sees rounding
+  for (size_t i = 0; i < x.size(); ++i) {
+    ASSERT_EQ(sum[i].bits, want_sum[i].bits) << i;
+    ASSERT_EQ(out[i].bits, want[i].bits) << i;
+    rounded_away += bf16_to_float(sum[i]) != bf16_to_float(x16[i]) + bf16_to_float(r16[i]);
+  }
+  EXPECT_GT(rounded_away, int64_t(x.size()) / 4);
+}
+
 TEST(RmsNormKernel, Bf16RoundsToNearestEven) {
   EXPECT_EQ(float_to_bf16(1.f).bits, 0x3f80);
   EXPECT_EQ(float_to_bf16(1.f + std::ldexp(1.f, -8)).bits, 0x3f80);  // a tie goes to even

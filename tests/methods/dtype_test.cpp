@@ -89,6 +89,22 @@ TEST(Dtype, TheGatheredPathEqualsTheKernelInFp32) {
     for (size_t u = 0; u < kernel_probs.size(); ++u)
       EXPECT_LT((kernel_probs[u] - gathered_probs[u]).abs().max().item<double>(), 1e-6) << u;
   }
+  // Every entry (Full): the rows come as a view of the block table, [Hkv, 41], its heads' rows
+  // 48 apart (41 entries in 3 blocks of 16), which the kernel reads in place.
+  Selection everything;
+  everything.all = true;
+  const AttendedRows attended = attended_rows(kv, everything);
+  ASSERT_EQ(attended.rows.sizes(), (at::IntArrayRef{kv.num_heads(), 41}));
+  ASSERT_FALSE(attended.rows.is_contiguous());
+  std::vector<at::Tensor> kernel_probs, gathered_probs;
+  const at::Tensor kernel = sparse_decode_attention(q, kv.key_pool(), kv.value_pool(),
+                                                    attended.indptr, attended.rows,
+                                                    1.0 / std::sqrt(double(d)), &kernel_probs);
+  const at::Tensor gathered = gathered_decode_attention(q, kv, attended, &gathered_probs);
+  EXPECT_LT((kernel - gathered).abs().max().item<double>(), 1e-5);
+  ASSERT_EQ(kernel_probs.size(), gathered_probs.size());
+  for (size_t u = 0; u < kernel_probs.size(); ++u)
+    EXPECT_LT((kernel_probs[u] - gathered_probs[u]).abs().max().item<double>(), 1e-6) << u;
 }
 
 TEST(Device, NamesAreCheckedAndCudaIsRefusedWhereThereIsNone) {

@@ -97,6 +97,17 @@ void check_decode_attention(int64_t Hq, int64_t d, int64_t pool_rows,
                                              at::tensor(rows).to(kGpu), scale,
                                              int64_t(rows.size()));
   expect_close(bound, want, tolerance);
+  // The lists as the rows of a wider table, a view read through its stride (as the engine
+  // passes a block table's rows): the slots past a unit's count hold other pool rows.
+  const int64_t width = longest + 3;
+  at::Tensor table = at::randint(pool_rows, {units, width + 2}, at::kLong);
+  for (int64_t u = 0; u < units; ++u)
+    table[u].narrow(0, 0, counts[size_t(u)])
+        .copy_(at::tensor(rows).narrow(0, indptr[size_t(u)], counts[size_t(u)]));
+  const at::Tensor view = table.to(kGpu).narrow(1, 0, width);  // [units, width], stride width + 2
+  at::Tensor from_table = sparse_decode_attention(qg, kg, vg, at::tensor(indptr).to(kGpu), view,
+                                                  scale, longest);
+  expect_close(from_table, want, tolerance);
 }
 
 TEST(TorchGlue, DecodeAttentionRaggedAndEmptyUnitsInEveryDtype) {
@@ -164,6 +175,45 @@ TEST(TorchGlue, RmsNormMatchesTransformersFormulaInEveryDtype) {
         EXPECT_GT(same, 0.99);
       }
       expect_close(got, want.cpu(), t == at::kFloat ? 1e-5 : 1.0 / 64);
+    }
+  }
+}
+
+TEST(TorchGlue, AddRmsNormGivesAtensSumAndItsNormInEveryDtype) {
+  KVB_REQUIRE_GPU();
+  at::manual_seed(13);
+  for (std::vector<int64_t> shape : {std::vector<int64_t>{1, 4096}, {7, 300}}) {
+    const at::Tensor x = randn(shape) * 3, residual = randn(shape), w = randn({shape.back()});
+    for (at::ScalarType t : {at::kFloat, at::kBFloat16, at::kHalf}) {
+      SCOPED_TRACE(std::string(c10::toString(t)) + " width " + std::to_string(shape.back()));
+      const at::Tensor xg = x.to(kGpu, t), rg = residual.to(kGpu, t), wg = w.to(kGpu, t);
+      const auto [sum, normed] = add_rms_norm(xg, rg, wg, 1e-5);
+      const at::Tensor want_sum = xg + rg;  // ATen's add on the same device: the same bits
+      EXPECT_TRUE(sum.equal(want_sum));
+      EXPECT_TRUE(normed.equal(rms_norm(want_sum, wg, 1e-5)));
+    }
+  }
+}
+
+TEST(TorchGlue, KvRowsAreAtensTwoIndexCopiesInEveryDtype) {
+  KVB_REQUIRE_GPU();
+  at::manual_seed(14);
+  // A decode step's 8 rows of 128 from a block table's column (stride 16); a prefill's 3000
+  // packed rows; an odd row of 3 bf16 values (6 bytes: 2-byte words).
+  for (auto [pool_rows, n, d, column] : {std::tuple<int64_t, int64_t, int64_t, bool>{4096, 8, 128, true},
+                                         {4096, 3000, 128, false}, {50, 7, 3, false}}) {
+    for (at::ScalarType t : {at::kFloat, at::kBFloat16, at::kHalf}) {
+      SCOPED_TRACE(std::string(c10::toString(t)) + " n " + std::to_string(n) + " d " +
+                   std::to_string(d));
+      const at::Tensor k_pool = randn({pool_rows, d}).to(kGpu, t), v_pool = randn({pool_rows, d}).to(kGpu, t);
+      const at::Tensor k = randn({n, d}).to(kGpu, t), v = randn({n, d}).to(kGpu, t);
+      const at::Tensor picked = at::randperm(pool_rows, at::kLong).narrow(0, 0, n * (column ? 16 : 1));
+      const at::Tensor rows = column ? picked.to(kGpu).view({n, 16}).select(1, 5) : picked.to(kGpu);
+      ASSERT_TRUE(write_kv_rows_supported(k_pool, v_pool, rows, k, v));
+      at::Tensor k_got = k_pool.clone(), v_got = v_pool.clone();
+      write_kv_rows(k_got, v_got, rows, k, v);
+      EXPECT_TRUE(k_got.equal(k_pool.clone().index_copy_(0, rows, k)));
+      EXPECT_TRUE(v_got.equal(v_pool.clone().index_copy_(0, rows, v)));
     }
   }
 }
