@@ -42,11 +42,10 @@ bool cpu_attention_ok(const at::Tensor& q, const at::Tensor& k_pool, const at::T
 }  // namespace
 
 bool sparse_attention_supported(const at::Tensor& q, const at::Tensor& k_pool,
-                                const at::Tensor& v_pool, int64_t units, bool with_probs) {
+                                const at::Tensor& v_pool, int64_t units) {
   if (cpu_attention_ok(q, k_pool, v_pool)) return true;
 #if KVBENCH_CUDA_KERNELS
-  if (!with_probs && cuda::sparse_decode_attention_supported(q, k_pool, v_pool, units))
-    return true;
+  if (cuda::sparse_decode_attention_supported(q, k_pool, v_pool, units)) return true;
 #endif
   return false;
 }
@@ -54,29 +53,50 @@ bool sparse_attention_supported(const at::Tensor& q, const at::Tensor& k_pool,
 at::Tensor sparse_decode_attention(const at::Tensor& q, const at::Tensor& k_pool,
                                    const at::Tensor& v_pool, const at::Tensor& indptr,
                                    const at::Tensor& rows, double scale,
-                                   std::vector<at::Tensor>* probs, int64_t longest) {
-  // Unit u's list in row u of a [units, n] table: read through its stride.
-  const bool table = rows.dim() == 2 && rows.size(0) == indptr.size(0) - 1 &&
-                     rows.stride(1) == 1 && rows.stride(0) > 0;
+                                   std::vector<at::Tensor>* probs, int64_t longest,
+                                   const std::vector<int64_t>& host_counts) {
 #if KVBENCH_CUDA_KERNELS
-  if (!probs && q.is_cuda())
-    return cuda::sparse_decode_attention(q, k_pool, v_pool, indptr, rows, scale,
-                                         longest >= 0 ? longest : rows.size(-1));
+  if (q.is_cuda()) {
+    const int64_t units = indptr.size(0) - 1;
+    std::vector<int64_t> counts = host_counts;
+    if (probs && int64_t(counts.size()) != units) {  // the views need the counts on the host
+      const at::Tensor ptr = indptr.to(at::kCPU).contiguous();
+      counts.clear();
+      for (int64_t u = 0; u < units; ++u)
+        counts.push_back(ptr.data_ptr<int64_t>()[u + 1] - ptr.data_ptr<int64_t>()[u]);
+    }
+    int64_t nnz = 0;
+    for (int64_t c : counts) nnz += c;
+    at::Tensor buffer;
+    at::Tensor out = cuda::sparse_decode_attention(
+        q, k_pool, v_pool, indptr, rows, scale, longest >= 0 ? longest : rows.size(-1),
+        probs ? &buffer : nullptr, probs ? nnz : -1);
+    if (probs) {
+      const int64_t g = q.size(0) / units;
+      probs->clear();
+      for (int64_t u = 0, first = 0; u < units; first += counts[size_t(u)], ++u) {
+        const int64_t n = counts[size_t(u)];
+        probs->push_back(buffer.narrow(0, g * first, g * n).view({g, n}));
+      }
+    }
+    return out;
+  }
 #endif
   if (!cpu_attention_ok(q, k_pool, v_pool))
     throw std::logic_error("sparse_decode_attention: needs CPU tensors q [Hq, d] and contiguous "
-                           "f32/bf16/f16 pools [rows, d] (or, on a CUDA build, CUDA tensors "
-                           "without probabilities)");
+                           "f32/bf16/f16 pools [rows, d] (or, on a CUDA build, CUDA tensors)");
   const int64_t Hq = q.size(0), d = q.size(1), units = indptr.size(0) - 1;
   if (units <= 0 || Hq % units != 0)
     throw std::logic_error("sparse_decode_attention: " + std::to_string(Hq) +
                            " query heads over " + std::to_string(units) + " units");
   const int64_t g = Hq / units;
   at::Tensor offsets = indptr.to(at::kCPU, at::kLong).contiguous();
-  const at::Tensor row_ids =
-      table && rows.device().is_cpu() && rows.scalar_type() == at::kLong
-          ? rows
-          : rows.to(at::kCPU, at::kLong).reshape({-1}).contiguous();
+  // Unit u's list in row u of a [units, n] table: read through its row stride (in place where
+  // the table's rows are contiguous, as a block table's are).
+  const bool table = rows.dim() == 2 && rows.size(0) == units;
+  at::Tensor row_ids = rows.to(at::kCPU, at::kLong);
+  if (!table) row_ids = row_ids.reshape({-1});
+  if (row_ids.stride(-1) != 1 || (table && row_ids.stride(0) < 1)) row_ids = row_ids.contiguous();
   const int64_t* off = offsets.data_ptr<int64_t>();
   at::Tensor qc = q.to(at::kFloat).contiguous();
   at::Tensor out = at::empty({Hq, d}, qc.options());
@@ -87,7 +107,7 @@ at::Tensor sparse_decode_attention(const at::Tensor& q, const at::Tensor& k_pool
                                    row_ids.data_ptr<int64_t>(), out.data_ptr<float>(), Hq, units,
                                    d, float(scale),
                                    probs ? probs_buffer.data_ptr<float>() : nullptr,
-                                   row_ids.dim() == 2 ? row_ids.stride(0) : 0);
+                                   table ? std::max<int64_t>(row_ids.stride(0), 1) : 0);
   if (probs) {
     probs->clear();
     for (int64_t u = 0; u < units; ++u) {

@@ -14,10 +14,10 @@ namespace kvb {
 
 // True when a kernel runs this decode attention over `units` attention units: the CPU kernel
 // (CPU tensors, contiguous f32/bf16/f16 pools: 16-bit pools are read at half the bytes) or, on
-// a CUDA build, the CUDA kernel (f32/bf16/f16 pools, g = Hq / units <= 8, d <= 256, without the
-// probabilities). Otherwise the engine gathers the rows and uses ATen.
+// a CUDA build, the CUDA kernel (f32/bf16/f16 pools, g = Hq / units <= 8, d <= 256). Otherwise
+// the engine gathers the rows and uses ATen.
 bool sparse_attention_supported(const at::Tensor& q, const at::Tensor& k_pool,
-                                const at::Tensor& v_pool, int64_t units, bool with_probs);
+                                const at::Tensor& v_pool, int64_t units);
 
 // Sparse GQA decode attention over the pools of a LayerKV, read in place.
 //   q: [Hq, d]; k_pool, v_pool: [rows, d] contiguous;
@@ -26,13 +26,15 @@ bool sparse_attention_supported(const at::Tensor& q, const at::Tensor& k_pool,
 //   in its row; any stride between rows, so a view of a wider row table is read in place);
 //   a unit is a KV head serving Hq / units query heads (units = Hq: one query head each);
 //   longest: an upper bound of a unit's rows when the host knows one (sizes the CUDA kernel's
-//   split; -1: all rows).
-// Returns out [Hq, d] in q's dtype (computed in fp32). When `probs` is non-null (CPU kernel
-// only) it receives per unit [Hq / units, n_u] fp32 softmax probabilities (views of one buffer).
+//   split; -1: all rows); host_counts: each unit's n_u when the host knows them, else empty.
+// Returns out [Hq, d] in q's dtype (computed in fp32). When `probs` is non-null it receives per
+// unit [Hq / units, n_u] fp32 softmax probabilities (views of one buffer on q's device; on a
+// GPU without host_counts, reading indptr waits for the device).
 at::Tensor sparse_decode_attention(const at::Tensor& q, const at::Tensor& k_pool,
                                    const at::Tensor& v_pool, const at::Tensor& indptr,
                                    const at::Tensor& rows, double scale,
-                                   std::vector<at::Tensor>* probs, int64_t longest = -1);
+                                   std::vector<at::Tensor>* probs, int64_t longest = -1,
+                                   const std::vector<int64_t>& host_counts = {});
 
 // Which implementation runs a scoring call: kAuto picks the CPU kernel (fp32 CPU inputs in
 // its layout), the CUDA kernel (fp32 CUDA inputs, a build with KVBENCH_CUDA_KERNELS) or ATen

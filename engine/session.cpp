@@ -423,11 +423,11 @@ at::Tensor Session::decode_attention(int layer, const at::Tensor& q, const Selec
   std::vector<at::Tensor> probs;
   std::vector<at::Tensor>* wanted = method_.wants_attention() ? &probs : nullptr;
   at::Tensor out;  // [Hq, d]
-  if (sparse_attention_supported(q, kv.key_pool(), kv.value_pool(), units, wanted != nullptr)) {
+  if (sparse_attention_supported(q, kv.key_pool(), kv.value_pool(), units)) {
     // A kernel (CPU, or CUDA) reads the selected pool rows in place: no gathered copy.
     out = sparse_decode_attention(q, kv.key_pool(), kv.value_pool(), attended.indptr,
                                   attended.rows, 1.0 / std::sqrt(double(d)), wanted,
-                                  attended.longest);
+                                  attended.longest, attended.host_counts);
   } else {
     out = gathered_decode_attention(q, kv, attended, wanted);
   }

@@ -77,6 +77,15 @@ __device__ inline SplitRows split_rows(const int64_t* indptr, int64_t row_list_s
   return {first, begin, min(n, begin + share)};
 }
 
+// The unit's row count, and where its raw scores [g, n] go in `probs` (laid out as
+// decode_attention's probabilities: unit u's at g * indptr[u]); null without probs.
+__device__ inline int64_t end_of_unit(const int64_t* indptr) {
+  return indptr[blockIdx.y + 1] - indptr[blockIdx.y];
+}
+__device__ inline float* unit_scores(float* probs, const int64_t* indptr, int g) {
+  return probs ? probs + int64_t(g) * indptr[blockIdx.y] : nullptr;
+}
+
 // A lane's online-softmax state for channels [c0, c0 + C) of each of the unit's G (>= g) query
 // heads: the query scaled (zeros past d or g), nothing accumulated yet.
 template <int G, int C>
@@ -167,7 +176,7 @@ __global__ void vector_split_kernel(const void* __restrict__ q, kernels::KvEleme
                                     const int64_t* __restrict__ indptr,
                                     const int64_t* __restrict__ rows, int64_t row_list_stride,
                                     float* __restrict__ part_acc, float* __restrict__ part_ml,
-                                    int g, float scale) {
+                                    float* __restrict__ probs, int g, float scale) {
   constexpr int E = 16 / sizeof(T), d = LPR * E, kGroups = 32 / LPR;
   constexpr int kTile = kGroups * kRowsInFlight;  // rows a warp takes per iteration
   extern __shared__ float warp_acc[];  // [kWarps, g, d]
@@ -175,6 +184,7 @@ __global__ void vector_split_kernel(const void* __restrict__ q, kernels::KvEleme
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int group = lane / LPR, c0 = (lane % LPR) * E;  // the row of the warp-load, channels
   const auto [first, begin, end] = split_rows(indptr, row_list_stride);
+  float* const scores = unit_scores(probs, indptr, g);
   float qr[G][E], acc[G][E], m[G], l[G];
   start_state<G, E>(q, q_type, g, d, c0, scale, qr, acc, m, l);
   for (int64_t base = begin + int64_t(warp) * kTile; base < end; base += kWarps * kTile) {
@@ -202,6 +212,8 @@ __global__ void vector_split_kernel(const void* __restrict__ q, kernels::KvEleme
         for (int offset = LPR / 2; offset > 0; offset >>= 1)
           dot += __shfl_xor_sync(0xffffffffu, dot, offset);
         s[r][i] = valid[r] ? dot : -INFINITY;
+        if (scores && valid[r] && i < g && lane % LPR == 0)
+          scores[int64_t(i) * end_of_unit(indptr) + base + r * kGroups + group] = dot;
       }
     }
 #pragma unroll
@@ -256,12 +268,13 @@ __global__ void scalar_split_kernel(const void* __restrict__ q, kernels::KvEleme
                              const T* __restrict__ k_pool,
                              const T* __restrict__ v_pool, const int64_t* __restrict__ indptr,
                              const int64_t* __restrict__ rows, int64_t row_list_stride,
-                             float* __restrict__ part_acc, float* __restrict__ part_ml, int g,
-                             int d, float scale) {
+                             float* __restrict__ part_acc, float* __restrict__ part_ml,
+                             float* __restrict__ probs, int g, int d, float scale) {
   extern __shared__ float warp_acc[];  // [kWarps, g, d]
   __shared__ float warp_m[kWarps][kMaxGroup], warp_l[kWarps][kMaxGroup];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const auto [first, begin, end] = split_rows(indptr, row_list_stride);
+  float* const scores = unit_scores(probs, indptr, g);
   float qr[G][CPL], acc[G][CPL], m[G], l[G];
   start_state<G, CPL>(q, q_type, g, d, lane * CPL, scale, qr, acc, m, l);
   for (int64_t j = begin + warp; j < end; j += kWarps) {
@@ -280,6 +293,7 @@ __global__ void scalar_split_kernel(const void* __restrict__ q, kernels::KvEleme
 #pragma unroll
       for (int c = 0; c < CPL; ++c) s += qr[i][c] * kr[c];
       s = warp_sum(s);
+      if (scores && lane == 0) scores[int64_t(i) * end_of_unit(indptr) + j] = s;
       const float m_new = fmaxf(m[i], s);
       const float old = rescale(m[i], m_new), p = __expf(s - m_new);
       l[i] = l[i] * old + p;
@@ -308,8 +322,9 @@ __device__ float block_max(float x, float* scratch) {
 // (independent, coalesced loads: a thread walking the splits one dependent step at a time made
 // this pass cost more than the attention itself at 66 splits).
 __global__ void merge_kernel(const float* __restrict__ part_acc, const float* __restrict__ part_ml,
-                             void* __restrict__ out, kernels::KvElement out_type, int splits,
-                             int g, int d) {
+                             void* __restrict__ out, kernels::KvElement out_type,
+                             const int64_t* __restrict__ indptr, float* __restrict__ probs,
+                             int splits, int g, int d) {
   extern __shared__ float weight[];  // [splits]
   __shared__ float scratch[kWarps];
   const int unit = blockIdx.x, i = blockIdx.y;
@@ -327,6 +342,11 @@ __global__ void merge_kernel(const float* __restrict__ part_acc, const float* __
       value += part_acc[((int64_t(unit) * splits + s) * g + i) * d + ch] * weight[s];
     store_element(out, out_type, (int64_t(unit) * g + i) * d + ch, sum > 0.f ? value / sum : 0.f);
   }
+  if (probs) {  // the raw scores pass 1 wrote, normalised by the unit's max and sum
+    const int64_t n = indptr[unit + 1] - indptr[unit];
+    float* p = probs + int64_t(g) * indptr[unit] + int64_t(i) * n;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) p[j] = __expf(p[j] - top) / sum;
+  }
 }
 
 // The arguments of one call, passed down the template dispatch.
@@ -337,6 +357,7 @@ struct Call {
   const int64_t *indptr, *rows;
   int64_t row_list_stride;
   void* out;
+  float* probs;  // null, or [g * nnz]
   int64_t units, g, d;
   float scale;
   int64_t splits;
@@ -350,7 +371,8 @@ float* partial_ml(const Call& c) { return c.workspace + c.units * c.splits * c.g
 void merge(const Call& c) {
   const size_t shared = size_t(c.splits) * sizeof(float);
   merge_kernel<<<dim3(unsigned(c.units), unsigned(c.g)), kWarps * 32, shared, c.stream>>>(
-      c.workspace, partial_ml(c), c.out, c.q_type, int(c.splits), int(c.g), int(c.d));
+      c.workspace, partial_ml(c), c.out, c.q_type, c.indptr, c.probs, int(c.splits), int(c.g),
+      int(c.d));
 }
 
 // Launch<T, W, G>::run(c) starts a pass-1 kernel; W: channels per lane (Scalar) or lanes per
@@ -362,7 +384,8 @@ struct Scalar {
     scalar_split_kernel<T, CPL, G>
         <<<dim3(unsigned(c.splits), unsigned(c.units)), kWarps * 32, shared, c.stream>>>(
             c.q, c.q_type, static_cast<const T*>(c.k_pool), static_cast<const T*>(c.v_pool), c.indptr,
-            c.rows, c.row_list_stride, c.workspace, partial_ml(c), int(c.g), int(c.d), c.scale);
+            c.rows, c.row_list_stride, c.workspace, partial_ml(c), c.probs, int(c.g), int(c.d),
+            c.scale);
   }
 };
 template <typename T, int LPR, int G>
@@ -372,7 +395,7 @@ struct Vector {
     vector_split_kernel<T, LPR, G>
         <<<dim3(unsigned(c.splits), unsigned(c.units)), kWarps * 32, shared, c.stream>>>(
             c.q, c.q_type, static_cast<const T*>(c.k_pool), static_cast<const T*>(c.v_pool), c.indptr,
-            c.rows, c.row_list_stride, c.workspace, partial_ml(c), int(c.g), c.scale);
+            c.rows, c.row_list_stride, c.workspace, partial_ml(c), c.probs, int(c.g), c.scale);
   }
 };
 
@@ -445,8 +468,8 @@ int64_t decode_attention_workspace_floats(int64_t units, int64_t g, int64_t d, i
 void sparse_decode_attention(const void* q, kernels::KvElement q_type, const void* k_pool,
                              const void* v_pool, kernels::KvElement type, const int64_t* indptr,
                              const int64_t* rows, int64_t row_list_stride, void* out,
-                             int64_t units, int64_t g, int64_t d, float scale, int64_t splits,
-                             float* workspace, void* stream) {
+                             float* probs, int64_t units, int64_t g, int64_t d, float scale,
+                             int64_t splits, float* workspace, void* stream) {
   if (!decode_attention_supported(g, d))
     throw std::invalid_argument("sparse_decode_attention: g = " + std::to_string(g) +
                                 ", d = " + std::to_string(d) + " (needs g <= 8, d <= 256)");
@@ -454,7 +477,7 @@ void sparse_decode_attention(const void* q, kernels::KvElement q_type, const voi
   Call call;  // (nvcc's C++17 has no designated initialisers)
   call.q = q, call.q_type = q_type, call.k_pool = k_pool, call.v_pool = v_pool, call.indptr = indptr, call.rows = rows;
   call.row_list_stride = row_list_stride;
-  call.out = out, call.units = units, call.g = g, call.d = d, call.scale = scale;
+  call.out = out, call.probs = probs, call.units = units, call.g = g, call.d = d, call.scale = scale;
   call.splits = splits, call.workspace = workspace, call.stream = as_stream(stream);
   switch (type) {
     case kernels::KvElement::kF32: launch_split<float>(call); break;

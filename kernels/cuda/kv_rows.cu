@@ -14,7 +14,7 @@ namespace {
 constexpr int kThreads = 256;
 
 // Word w of row i of K (the first n * words) or of V (the rest), grid-strided; Word: the widest
-// unit that divides a row (4 or 2 bytes).
+// unit (4, 2 or 1 bytes) that divides a row and the addresses.
 template <typename Word>
 __global__ void write_kv_rows_kernel(Word* __restrict__ k_pool, Word* __restrict__ v_pool,
                                      const int64_t* __restrict__ rows, int64_t rows_stride,
@@ -45,9 +45,13 @@ void write_kv_rows(void* k_pool, void* v_pool, const int64_t* rows, int64_t rows
                    const void* k, const void* v, int64_t n, int64_t row_bytes, void* stream) {
   if (n == 0 || row_bytes == 0) return;
   cudaStream_t s = static_cast<cudaStream_t>(stream);
-  if (row_bytes % 4 == 0)
+  // The widest word that divides the rows and every base address (a view may start anywhere).
+  const uintptr_t bases =
+      reinterpret_cast<uintptr_t>(k_pool) | reinterpret_cast<uintptr_t>(v_pool) |
+      reinterpret_cast<uintptr_t>(k) | reinterpret_cast<uintptr_t>(v) | uintptr_t(row_bytes);
+  if (bases % 4 == 0)
     return launch<uint32_t>(k_pool, v_pool, rows, rows_stride, k, v, n, row_bytes, s);
-  if (row_bytes % 2 == 0)
+  if (bases % 2 == 0)
     return launch<uint16_t>(k_pool, v_pool, rows, rows_stride, k, v, n, row_bytes, s);
   launch<uint8_t>(k_pool, v_pool, rows, rows_stride, k, v, n, row_bytes, s);
 }

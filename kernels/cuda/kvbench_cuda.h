@@ -103,13 +103,15 @@ int64_t decode_attention_workspace_floats(int64_t units, int64_t g, int64_t d, i
 //            row_list_stride > 0: unit u's at rows[u * row_list_stride ..) (a row of a wider
 //            table, read in place)
 //   out:     [units * g, d] of `q_type`, rounded to nearest even from the fp32 result
+//   probs:   null, or [g * indptr[units]] fp32: unit u's softmax probabilities [g, n_u] at
+//            g * indptr[u] (as kernels/decode_attention.h lays them out)
 //   workspace: decode_attention_workspace_floats(units, g, d, splits) floats
 // Two launches (the splits, then their log-sum-exp merge); std::invalid_argument when
 // !decode_attention_supported(g, d).
 void sparse_decode_attention(const void* q, kernels::KvElement q_type, const void* k_pool,
                              const void* v_pool, kernels::KvElement type, const int64_t* indptr,
                              const int64_t* rows, int64_t row_list_stride, void* out,
-                             int64_t units, int64_t g, int64_t d, float scale, int64_t splits,
-                             float* workspace, void* stream = nullptr);
+                             float* probs, int64_t units, int64_t g, int64_t d, float scale,
+                             int64_t splits, float* workspace, void* stream = nullptr);
 
 }  // namespace kvb::cuda

@@ -80,7 +80,8 @@ bool sparse_decode_attention_supported(const at::Tensor& q, const at::Tensor& k_
 
 at::Tensor sparse_decode_attention(const at::Tensor& q, const at::Tensor& k_pool,
                                    const at::Tensor& v_pool, const at::Tensor& indptr,
-                                   const at::Tensor& rows, double scale, int64_t longest) {
+                                   const at::Tensor& rows, double scale, int64_t longest,
+                                   at::Tensor* probs, int64_t nnz) {
   const int64_t units = indptr.defined() ? indptr.size(0) - 1 : 0;
   require(sparse_decode_attention_supported(q, k_pool, v_pool, units),
           "sparse_decode_attention: needs CUDA q [units * g, d] (g <= 8, d <= 256) and "
@@ -94,19 +95,28 @@ at::Tensor sparse_decode_attention(const at::Tensor& q, const at::Tensor& k_pool
   // q is read and out written in q's dtype where the kernel has it (the model's: f32, bf16,
   // f16), so a call is the kernel's two launches, with no cast before or after.
   const at::Tensor qc = kv_element(q.scalar_type()) ? q.contiguous() : q.to(at::kFloat).contiguous();
-  // [units, n] lists (rows of a wider table) are read in place, through their stride.
-  const bool table =
-      rows.dim() == 2 && rows.size(0) == units && rows.stride(1) == 1 && rows.stride(0) > 0;
-  at::Tensor ptr = indptr.contiguous(), row_ids = table ? rows : rows.reshape({-1}).contiguous();
+  // [units, n] lists (unit u's in row u, maybe of a wider table) are read through their row
+  // stride: in place where it is one, else from a packed copy.
+  const bool table = rows.dim() == 2 && rows.size(0) == units;
+  const at::Tensor row_ids =
+      !table ? rows.reshape({-1}).contiguous()
+             : rows.stride(1) == 1 && rows.stride(0) > 0 ? rows : rows.contiguous();
+  const at::Tensor ptr = indptr.contiguous();
   at::Tensor out = at::empty({units * g, d}, qc.options());
   at::Tensor workspace = at::empty({decode_attention_workspace_floats(units, g, d, splits)},
                                    qc.options().dtype(at::kFloat));
+  if (probs) {
+    if (nnz < 0) nnz = ptr[units].item<int64_t>();  // waits for the device
+    *probs = at::empty({g * nnz}, qc.options().dtype(at::kFloat));
+  }
   cuda::sparse_decode_attention(qc.data_ptr(), *kv_element(qc.scalar_type()), k_pool.data_ptr(),
                                 v_pool.data_ptr(), *kv_element(k_pool.scalar_type()),
                                 ptr.data_ptr<int64_t>(), row_ids.data_ptr<int64_t>(),
-                                table ? rows.stride(0) : 0, out.data_ptr(), units, g, d,
-                                float(scale), splits,
-                                workspace.data_ptr<float>(), current_stream());
+                                table ? std::max<int64_t>(row_ids.stride(0), 1) : 0,
+                                out.data_ptr(),
+                                probs ? probs->data_ptr<float>() : nullptr, units, g, d,
+                                float(scale), splits, workspace.data_ptr<float>(),
+                                current_stream());
   check_launch("sparse_decode_attention");
   return out.to(q.scalar_type());  // a no-op unless q is of a dtype the kernel does not read
 }

@@ -39,13 +39,17 @@ namespace kvb::cuda {
 //   longest:        an upper bound of any unit's row count (the host's: Selection::max_count,
 //                   or nnz), which sizes the split over the sequence without a device read
 //   returns:        [units * g, d] in q's dtype
+//   probs:          when non-null, receives [g * nnz] fp32 softmax probabilities, unit u's
+//                   [g, n_u] at g * indptr[u]; nnz: indptr[units] when the host knows it, else
+//                   -1 (read from the device: a synchronisation)
 // Supported when the pools are contiguous CUDA tensors of f32/bf16/f16 on q's device, q is a
 // CUDA tensor [units * g, d] with g <= 8 and d <= 256.
 bool sparse_decode_attention_supported(const at::Tensor& q, const at::Tensor& k_pool,
                                        const at::Tensor& v_pool, int64_t units);
 at::Tensor sparse_decode_attention(const at::Tensor& q, const at::Tensor& k_pool,
                                    const at::Tensor& v_pool, const at::Tensor& indptr,
-                                   const at::Tensor& rows, double scale, int64_t longest);
+                                   const at::Tensor& rows, double scale, int64_t longest,
+                                   at::Tensor* probs = nullptr, int64_t nnz = -1);
 
 // ---- Llama's RMSNorm (kvbench_cuda.h rms_norm) -------------------------------------------------
 // x: [..., D], weight: [D], contiguous, one dtype of f32, bf16, f16, on one CUDA device;

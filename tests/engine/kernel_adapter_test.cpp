@@ -130,6 +130,33 @@ TEST(KernelAdapter, AddRmsNormOutsideTheKernelIsAtensAddThenTheNorm) {
   }
 }
 
+TEST(KernelAdapter, DecodeAttentionReadsEachUnitsListFromItsRowOfATable) {
+  at::manual_seed(10);
+  const int64_t Hq = 8, units = 4, d = 32, width = 50;
+  const at::Tensor q = at::randn({Hq, d}), k_pool = at::randn({300, d}), v_pool = at::randn({300, d});
+  const std::vector<int64_t> counts = {40, 0, 7, 50};
+  const at::Tensor table = at::randint(300, {units, width + 3}, at::kLong);  // extra slots: other rows
+  std::vector<at::Tensor> lists;
+  std::vector<int64_t> indptr = {0};
+  for (int64_t u = 0; u < units; ++u) {
+    lists.push_back(table[u].narrow(0, 0, counts[size_t(u)]));
+    indptr.push_back(indptr.back() + counts[size_t(u)]);
+  }
+  const at::Tensor ptr = at::tensor(indptr), packed = at::cat(lists);
+  std::vector<at::Tensor> want_probs;
+  const at::Tensor want = sparse_decode_attention(q, k_pool, v_pool, ptr, packed, 0.2, &want_probs);
+  // A view of the table's first `width` columns (read in place), and the same lists in a
+  // transposed layout (not row-contiguous: read from a contiguous copy).
+  const at::Tensor view = table.narrow(1, 0, width);
+  const at::Tensor transposed = table.t().contiguous().t().narrow(1, 0, width);
+  for (const at::Tensor& rows : {view, transposed}) {
+    std::vector<at::Tensor> probs;
+    EXPECT_TRUE(sparse_decode_attention(q, k_pool, v_pool, ptr, rows, 0.2, &probs).equal(want));
+    ASSERT_EQ(probs.size(), want_probs.size());
+    for (size_t u = 0; u < probs.size(); ++u) EXPECT_TRUE(probs[u].equal(want_probs[u])) << u;
+  }
+}
+
 TEST(KernelAdapter, KvRowsInOneKernelCallAreAtensTwoIndexCopies) {
   at::manual_seed(9);
   for (at::ScalarType t : {at::kFloat, at::kBFloat16, at::kDouble}) {

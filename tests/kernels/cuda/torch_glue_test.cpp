@@ -58,6 +58,23 @@ at::Tensor attention_reference(const at::Tensor& q, const at::Tensor& k_pool,
   return out;
 }
 
+// The softmax probabilities by definition (CPU, double), laid out as the kernel writes them:
+// unit u's [g, n_u] at g * indptr[u].
+at::Tensor probs_reference(const at::Tensor& q, const at::Tensor& k_pool,
+                           const std::vector<int64_t>& indptr, const std::vector<int64_t>& rows,
+                           double scale) {
+  const int64_t units = int64_t(indptr.size()) - 1, g = q.size(0) / units;
+  std::vector<at::Tensor> parts;
+  for (int64_t u = 0; u < units; ++u) {
+    at::Tensor ids = at::tensor(std::vector<int64_t>(rows.begin() + indptr[u],
+                                                     rows.begin() + indptr[u + 1]));
+    at::Tensor k = k_pool.to(at::kDouble).index_select(0, ids);  // [n, d]
+    at::Tensor qu = q.to(at::kDouble).narrow(0, u * g, g);       // [g, d]
+    parts.push_back(at::softmax(at::mm(qu, k.t()) * scale, -1).reshape({-1}));
+  }
+  return at::cat(parts);
+}
+
 // Random pools of `pool_rows` rows; unit u attends `counts[u]` distinct random rows. q and the
 // result in `q_dtype` (default: the pools' `dtype`).
 void check_decode_attention(int64_t Hq, int64_t d, int64_t pool_rows,
@@ -108,6 +125,23 @@ void check_decode_attention(int64_t Hq, int64_t d, int64_t pool_rows,
   at::Tensor from_table = sparse_decode_attention(qg, kg, vg, at::tensor(indptr).to(kGpu), view,
                                                   scale, longest);
   expect_close(from_table, want, tolerance);
+  // With the probabilities (H2O's and KV-Compress's scores), from the table and packed: the same
+  // output, and softmax by definition in the kernel's layout.
+  for (const at::Tensor& list : {view, at::tensor(rows).to(kGpu)}) {
+    at::Tensor probs;
+    at::Tensor with_probs = sparse_decode_attention(qg, kg, vg, at::tensor(indptr).to(kGpu), list,
+                                                    scale, longest, &probs, int64_t(rows.size()));
+    expect_close(with_probs, want, tolerance);
+    ASSERT_EQ(probs.numel(), (Hq / units) * int64_t(rows.size()));
+    expect_close(probs, probs_reference(q, k, indptr, rows, scale), tolerance);
+  }
+  // nnz unknown on the host: read from the device, the same probabilities.
+  at::Tensor probs, probs_read;
+  sparse_decode_attention(qg, kg, vg, at::tensor(indptr).to(kGpu), at::tensor(rows).to(kGpu), scale,
+                          longest, &probs, int64_t(rows.size()));
+  sparse_decode_attention(qg, kg, vg, at::tensor(indptr).to(kGpu), at::tensor(rows).to(kGpu), scale,
+                          longest, &probs_read);
+  EXPECT_TRUE(probs.equal(probs_read));
 }
 
 TEST(TorchGlue, DecodeAttentionRaggedAndEmptyUnitsInEveryDtype) {
