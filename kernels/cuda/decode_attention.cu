@@ -12,8 +12,9 @@
 //  - scalar_split_kernel otherwise (odd head dims): one row per warp at a time, lane l holding
 //    channels [l*CPL, l*CPL + CPL).
 // Both merge their warps in shared memory into one partial (m, l, acc) per (unit, split, query
-// head) in the workspace.
-// Pass 2, grid (units): the splits of each unit merged by their log-sum-exp weights.
+// head) in the workspace and, when probabilities are asked for, write each row's raw score.
+// Pass 2, grid (units, g): the splits of each unit merged by their log-sum-exp weights; the raw
+// scores normalised into probabilities by the unit's max and sum.
 // Empty units (no rows) give zeros, as the engine's gathered path does.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -79,7 +80,7 @@ __device__ inline SplitRows split_rows(const int64_t* indptr, int64_t row_list_s
 
 // The unit's row count, and where its raw scores [g, n] go in `probs` (laid out as
 // decode_attention's probabilities: unit u's at g * indptr[u]); null without probs.
-__device__ inline int64_t end_of_unit(const int64_t* indptr) {
+__device__ inline int64_t unit_rows(const int64_t* indptr) {
   return indptr[blockIdx.y + 1] - indptr[blockIdx.y];
 }
 __device__ inline float* unit_scores(float* probs, const int64_t* indptr, int g) {
@@ -213,7 +214,7 @@ __global__ void vector_split_kernel(const void* __restrict__ q, kernels::KvEleme
           dot += __shfl_xor_sync(0xffffffffu, dot, offset);
         s[r][i] = valid[r] ? dot : -INFINITY;
         if (scores && valid[r] && i < g && lane % LPR == 0)
-          scores[int64_t(i) * end_of_unit(indptr) + base + r * kGroups + group] = dot;
+          scores[int64_t(i) * unit_rows(indptr) + base + r * kGroups + group] = dot;
       }
     }
 #pragma unroll
@@ -293,7 +294,7 @@ __global__ void scalar_split_kernel(const void* __restrict__ q, kernels::KvEleme
 #pragma unroll
       for (int c = 0; c < CPL; ++c) s += qr[i][c] * kr[c];
       s = warp_sum(s);
-      if (scores && lane == 0) scores[int64_t(i) * end_of_unit(indptr) + j] = s;
+      if (scores && lane == 0) scores[int64_t(i) * unit_rows(indptr) + j] = s;
       const float m_new = fmaxf(m[i], s);
       const float old = rescale(m[i], m_new), p = __expf(s - m_new);
       l[i] = l[i] * old + p;
@@ -345,7 +346,9 @@ __global__ void merge_kernel(const float* __restrict__ part_acc, const float* __
   if (probs) {  // the raw scores pass 1 wrote, normalised by the unit's max and sum
     const int64_t n = indptr[unit + 1] - indptr[unit];
     float* p = probs + int64_t(g) * indptr[unit] + int64_t(i) * n;
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) p[j] = __expf(p[j] - top) / sum;
+    // expf, not the faster __expf: the probabilities feed H2O's and KV-Compress's rankings,
+    // where a less exact value moves near-ties away from the CPU's.
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) p[j] = expf(p[j] - top) / sum;
   }
 }
 

@@ -133,7 +133,11 @@ void check_decode_attention(int64_t Hq, int64_t d, int64_t pool_rows,
                                                     scale, longest, &probs, int64_t(rows.size()));
     expect_close(with_probs, want, tolerance);
     ASSERT_EQ(probs.numel(), (Hq / units) * int64_t(rows.size()));
-    expect_close(probs, probs_reference(q, k, indptr, rows, scale), tolerance);
+    // Relative to each probability (the same K/V values on both sides; fp32 scores): a unit
+    // of zeros, or probabilities off by a factor, fails.
+    const at::Tensor ref = probs_reference(q, k, indptr, rows, scale);
+    const at::Tensor err = (probs.cpu().to(at::kDouble) - ref).abs() / (ref + 1e-30);
+    EXPECT_LT(err.max().item<double>(), 1e-3);
   }
   // nnz unknown on the host: read from the device, the same probabilities.
   at::Tensor probs, probs_read;
