@@ -1,6 +1,7 @@
 #include "engine/kernel_adapter.h"
 
 #include <algorithm>
+#include <numeric>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -39,6 +40,18 @@ bool cpu_attention_ok(const at::Tensor& q, const at::Tensor& k_pool, const at::T
          v_pool.size(1) == q.size(1);
 }
 
+// The per-unit views [g, n_u] of a probabilities buffer laid out as the kernels write it: unit
+// u's at g * offsets[u] (offsets: [units + 1], on the host).
+std::vector<at::Tensor> probabilities_per_unit(const at::Tensor& buffer, int64_t g,
+                                               const int64_t* offsets, int64_t units) {
+  std::vector<at::Tensor> views;
+  for (int64_t u = 0; u < units; ++u) {
+    const int64_t n = offsets[u + 1] - offsets[u];
+    views.push_back(buffer.narrow(0, g * offsets[u], g * n).view({g, n}));
+  }
+  return views;
+}
+
 }  // namespace
 
 bool sparse_attention_supported(const at::Tensor& q, const at::Tensor& k_pool,
@@ -58,27 +71,22 @@ at::Tensor sparse_decode_attention(const at::Tensor& q, const at::Tensor& k_pool
 #if KVBENCH_CUDA_KERNELS
   if (q.is_cuda()) {
     const int64_t units = indptr.size(0) - 1;
-    std::vector<int64_t> counts = host_counts;
-    if (probs && int64_t(counts.size()) != units) {  // the views need the counts on the host
-      const at::Tensor ptr = indptr.to(at::kCPU).contiguous();
-      counts.clear();
-      for (int64_t u = 0; u < units; ++u)
-        counts.push_back(ptr.data_ptr<int64_t>()[u + 1] - ptr.data_ptr<int64_t>()[u]);
+    if (!probs)
+      return cuda::sparse_decode_attention(q, k_pool, v_pool, indptr, rows, scale,
+                                           longest >= 0 ? longest : rows.size(-1));
+    // The views need the units' offsets on the host: from host_counts, else read back.
+    std::vector<int64_t> offsets(size_t(units + 1), 0);
+    if (int64_t(host_counts.size()) == units) {
+      std::partial_sum(host_counts.begin(), host_counts.end(), offsets.begin() + 1);
+    } else {
+      const at::Tensor ptr = indptr.to(at::kCPU, at::kLong).contiguous();
+      std::copy(ptr.data_ptr<int64_t>(), ptr.data_ptr<int64_t>() + units + 1, offsets.begin());
     }
-    int64_t nnz = 0;
-    for (int64_t c : counts) nnz += c;
     at::Tensor buffer;
-    at::Tensor out = cuda::sparse_decode_attention(
-        q, k_pool, v_pool, indptr, rows, scale, longest >= 0 ? longest : rows.size(-1),
-        probs ? &buffer : nullptr, probs ? nnz : -1);
-    if (probs) {
-      const int64_t g = q.size(0) / units;
-      probs->clear();
-      for (int64_t u = 0, first = 0; u < units; first += counts[size_t(u)], ++u) {
-        const int64_t n = counts[size_t(u)];
-        probs->push_back(buffer.narrow(0, g * first, g * n).view({g, n}));
-      }
-    }
+    at::Tensor out = cuda::sparse_decode_attention(q, k_pool, v_pool, indptr, rows, scale,
+                                                   longest >= 0 ? longest : rows.size(-1),
+                                                   &buffer, offsets.back());
+    *probs = probabilities_per_unit(buffer, q.size(0) / units, offsets.data(), units);
     return out;
   }
 #endif
@@ -108,13 +116,7 @@ at::Tensor sparse_decode_attention(const at::Tensor& q, const at::Tensor& k_pool
                                    d, float(scale),
                                    probs ? probs_buffer.data_ptr<float>() : nullptr,
                                    table ? std::max<int64_t>(row_ids.stride(0), 1) : 0);
-  if (probs) {
-    probs->clear();
-    for (int64_t u = 0; u < units; ++u) {
-      const int64_t n = off[u + 1] - off[u];
-      probs->push_back(probs_buffer.narrow(0, g * off[u], g * n).view({g, n}));
-    }
-  }
+  if (probs) *probs = probabilities_per_unit(probs_buffer, g, off, units);
   return out.to(q.scalar_type());
 }
 

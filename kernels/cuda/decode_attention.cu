@@ -64,10 +64,11 @@ __device__ inline float warp_sum(float x) {
 // exp(a - b) for a running max a that may still be -inf (no row seen): 0, never NaN.
 __device__ inline float rescale(float a, float b) { return a == -INFINITY ? 0.f : __expf(a - b); }
 
-// This block's share of its unit's row list: rows[first + begin .. first + end). The list
-// starts at indptr[unit] (packed) or, with a row_list_stride, at unit * row_list_stride.
+// This block's share of its unit's row list: rows[first + begin .. first + end), of the unit's
+// n. The list starts at indptr[unit] (packed) or, with a row_list_stride, at
+// unit * row_list_stride.
 struct SplitRows {
-  int64_t first, begin, end;
+  int64_t first, begin, end, n;
 };
 __device__ inline SplitRows split_rows(const int64_t* indptr, int64_t row_list_stride) {
   const int unit = blockIdx.y, split = blockIdx.x, splits = gridDim.x;
@@ -75,14 +76,11 @@ __device__ inline SplitRows split_rows(const int64_t* indptr, int64_t row_list_s
   const int64_t first = row_list_stride > 0 ? unit * row_list_stride : indptr[unit];
   const int64_t share = (n + splits - 1) / splits;
   const int64_t begin = min(n, int64_t(split) * share);
-  return {first, begin, min(n, begin + share)};
+  return {first, begin, min(n, begin + share), n};
 }
 
-// The unit's row count, and where its raw scores [g, n] go in `probs` (laid out as
-// decode_attention's probabilities: unit u's at g * indptr[u]); null without probs.
-__device__ inline int64_t unit_rows(const int64_t* indptr) {
-  return indptr[blockIdx.y + 1] - indptr[blockIdx.y];
-}
+// Where the unit's raw scores [g, n] go in `probs` (laid out as decode_attention's
+// probabilities: unit u's at g * indptr[u]); null without probs.
 __device__ inline float* unit_scores(float* probs, const int64_t* indptr, int g) {
   return probs ? probs + int64_t(g) * indptr[blockIdx.y] : nullptr;
 }
@@ -184,7 +182,7 @@ __global__ void vector_split_kernel(const void* __restrict__ q, kernels::KvEleme
   __shared__ float warp_m[kWarps][kMaxGroup], warp_l[kWarps][kMaxGroup];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int group = lane / LPR, c0 = (lane % LPR) * E;  // the row of the warp-load, channels
-  const auto [first, begin, end] = split_rows(indptr, row_list_stride);
+  const auto [first, begin, end, n] = split_rows(indptr, row_list_stride);
   float* const scores = unit_scores(probs, indptr, g);
   float qr[G][E], acc[G][E], m[G], l[G];
   start_state<G, E>(q, q_type, g, d, c0, scale, qr, acc, m, l);
@@ -214,7 +212,7 @@ __global__ void vector_split_kernel(const void* __restrict__ q, kernels::KvEleme
           dot += __shfl_xor_sync(0xffffffffu, dot, offset);
         s[r][i] = valid[r] ? dot : -INFINITY;
         if (scores && valid[r] && i < g && lane % LPR == 0)
-          scores[int64_t(i) * unit_rows(indptr) + base + r * kGroups + group] = dot;
+          scores[int64_t(i) * n + base + r * kGroups + group] = dot;
       }
     }
 #pragma unroll
@@ -274,7 +272,7 @@ __global__ void scalar_split_kernel(const void* __restrict__ q, kernels::KvEleme
   extern __shared__ float warp_acc[];  // [kWarps, g, d]
   __shared__ float warp_m[kWarps][kMaxGroup], warp_l[kWarps][kMaxGroup];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const auto [first, begin, end] = split_rows(indptr, row_list_stride);
+  const auto [first, begin, end, n] = split_rows(indptr, row_list_stride);
   float* const scores = unit_scores(probs, indptr, g);
   float qr[G][CPL], acc[G][CPL], m[G], l[G];
   start_state<G, CPL>(q, q_type, g, d, lane * CPL, scale, qr, acc, m, l);
@@ -294,7 +292,7 @@ __global__ void scalar_split_kernel(const void* __restrict__ q, kernels::KvEleme
 #pragma unroll
       for (int c = 0; c < CPL; ++c) s += qr[i][c] * kr[c];
       s = warp_sum(s);
-      if (scores && lane == 0) scores[int64_t(i) * unit_rows(indptr) + j] = s;
+      if (scores && lane == 0) scores[int64_t(i) * n + j] = s;
       const float m_new = fmaxf(m[i], s);
       const float old = rescale(m[i], m_new), p = __expf(s - m_new);
       l[i] = l[i] * old + p;
