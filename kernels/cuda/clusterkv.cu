@@ -12,16 +12,22 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kCentroidTile = 32;  // centroids per shared-memory tile (with d <= 256)
+constexpr int kKeyChunk = 32;      // a key's channels cosine_assign holds in registers at once
 
 cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
 
 // grid (ceil(n / kThreads), H); thread = key. Centroid tiles normalised into shared memory.
+// A thread scores its key against a tile's centroids kKeyChunk channels at a time, the chunk
+// held in registers: the key is read once per tile, not once per centroid (a warp's 32 keys lie
+// d floats apart, so each of those reads was 32 separate cache lines, and at 32k keys they did
+// not stay in L1). Each score still sums its channels in order 0..d-1, as one dot product.
 __global__ void cosine_assign_kernel(const float* keys, const float* centroids, int32_t* labels,
                                      int n, int C, int d) {
   extern __shared__ float tile[];  // [kCentroidTile, d]
   const int h = blockIdx.y;
   const int j = blockIdx.x * blockDim.x + threadIdx.x;
-  const float* k = keys + (int64_t(h) * n + j) * d;
+  const bool active = j < n;
+  const float* k = keys + (int64_t(h) * n + (active ? j : 0)) * d;
   float best = -FLT_MAX;
   int arg = 0;
   for (int c0 = 0; c0 < C; c0 += kCentroidTile) {
@@ -38,17 +44,30 @@ __global__ void cosine_assign_kernel(const float* keys, const float* centroids, 
       for (int x = 0; x < d; ++x) tile[threadIdx.x * d + x] *= inv;
     }
     __syncthreads();
-    if (j < n)
-      for (int c = 0; c < tc; ++c) {
-        float s = 0.f;
-        for (int x = 0; x < d; ++x) s += k[x] * tile[c * d + x];
-        if (s > best) {
-          best = s;
-          arg = c0 + c;
-        }
+    if (!active) continue;
+    float s[kCentroidTile];  // the key's score against each centroid of the tile
+#pragma unroll
+    for (int c = 0; c < kCentroidTile; ++c) s[c] = 0.f;
+    for (int x0 = 0; x0 < d; x0 += kKeyChunk) {
+      float kx[kKeyChunk];
+#pragma unroll
+      for (int x = 0; x < kKeyChunk; ++x) kx[x] = x0 + x < d ? k[x0 + x] : 0.f;
+#pragma unroll
+      for (int c = 0; c < kCentroidTile; ++c) {
+        if (c >= tc) break;
+#pragma unroll
+        for (int x = 0; x < kKeyChunk; ++x)
+          if (x0 + x < d) s[c] += kx[x] * tile[c * d + x0 + x];
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < kCentroidTile; ++c)
+      if (c < tc && s[c] > best) {
+        best = s[c];
+        arg = c0 + c;
       }
   }
-  if (j < n) labels[int64_t(h) * n + j] = arg;
+  if (active) labels[int64_t(h) * n + j] = arg;
 }
 
 // One block per head; sums [C, d] and counts [C] in shared memory.

@@ -34,7 +34,6 @@ constexpr int kWarps = 4;
 constexpr int kMaxGroup = 8;           // query heads per unit
 constexpr int kMaxChannelsPerLane = 8;  // d <= 256
 constexpr int kRowsPerSplit = 64;       // the least rows worth a block of its own
-constexpr int kBlocksPerSm = 4;         // splits fill the GPU this many blocks deep
 constexpr int kRowsInFlight = 4;        // rows each lane group of vector_split_kernel loads at once
 
 cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
@@ -186,17 +185,29 @@ __global__ void vector_split_kernel(const void* __restrict__ q, kernels::KvEleme
   float* const scores = unit_scores(probs, indptr, g);
   float qr[G][E], acc[G][E], m[G], l[G];
   start_state<G, E>(q, q_type, g, d, c0, scale, qr, acc, m, l);
-  for (int64_t base = begin + int64_t(warp) * kTile; base < end; base += kWarps * kTile) {
+  constexpr int64_t kStride = int64_t(kWarps) * kTile;  // rows between a warp's iterations
+  // The pool rows of a warp-iteration's list entries (0 past the end). An iteration's are read
+  // one iteration ahead, while the one before computes: read when needed, their latency would
+  // come before every K/V load (a dependent read per iteration).
+  int64_t row[kRowsInFlight];
+  auto read_rows = [&](int64_t base) {
+#pragma unroll
+    for (int r = 0; r < kRowsInFlight; ++r) {
+      const int64_t j = base + r * kGroups + group;
+      row[r] = j < end ? rows[first + j] : 0;
+    }
+  };
+  read_rows(begin + int64_t(warp) * kTile);
+  for (int64_t base = begin + int64_t(warp) * kTile; base < end; base += kStride) {
     uint4 k_raw[kRowsInFlight], v_raw[kRowsInFlight];
     bool valid[kRowsInFlight];
 #pragma unroll
     for (int r = 0; r < kRowsInFlight; ++r) {
-      const int64_t j = base + r * kGroups + group;
-      valid[r] = j < end;
-      const int64_t row = valid[r] ? rows[first + j] : 0;
-      k_raw[r] = valid[r] ? *reinterpret_cast<const uint4*>(k_pool + row * d + c0) : uint4{};
-      v_raw[r] = valid[r] ? *reinterpret_cast<const uint4*>(v_pool + row * d + c0) : uint4{};
+      valid[r] = base + r * kGroups + group < end;
+      k_raw[r] = valid[r] ? *reinterpret_cast<const uint4*>(k_pool + row[r] * d + c0) : uint4{};
+      v_raw[r] = valid[r] ? *reinterpret_cast<const uint4*>(v_pool + row[r] * d + c0) : uint4{};
     }
+    read_rows(base + kStride);  // in flight with this iteration's K/V
     float s[kRowsInFlight][G];
 #pragma unroll
     for (int r = 0; r < kRowsInFlight; ++r) {
@@ -376,37 +387,65 @@ void merge(const Call& c) {
       int(c.d));
 }
 
-// Launch<T, W, G>::run(c) starts a pass-1 kernel; W: channels per lane (Scalar) or lanes per
-// row (Vector).
+// What a pass-1 dispatch does with the kernel it picks: launch it, or say how many of its
+// blocks stay resident on one SM (registers, shared memory and threads allowing).
+enum class Pass1 { kLaunch, kBlocksPerSm };
+
+// Blocks of `kernel` resident on one SM with `shared` bytes of dynamic shared memory each.
+template <typename Kernel>
+int blocks_per_sm(Kernel kernel, size_t shared) {
+  int blocks = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kWarps * 32, shared) !=
+      cudaSuccess)
+    return 1;
+  return std::max(blocks, 1);
+}
+
+// Launch<T, W, G>::act(c, what) starts a pass-1 kernel or counts its resident blocks; W:
+// channels per lane (Scalar) or lanes per row (Vector). The count is taken once per kernel,
+// with the shared memory of its largest call (G query heads of its widest d): never more
+// blocks than fit.
 template <typename T, int CPL, int G>
 struct Scalar {
-  static void run(const Call& c) {
+  static int act(const Call& c, Pass1 what) {
+    if (what == Pass1::kBlocksPerSm) {
+      static const int blocks = blocks_per_sm(scalar_split_kernel<T, CPL, G>,
+                                              size_t(kWarps * G * 32 * CPL) * sizeof(float));
+      return blocks;
+    }
     const size_t shared = size_t(kWarps * c.g * c.d) * sizeof(float);
     scalar_split_kernel<T, CPL, G>
         <<<dim3(unsigned(c.splits), unsigned(c.units)), kWarps * 32, shared, c.stream>>>(
             c.q, c.q_type, static_cast<const T*>(c.k_pool), static_cast<const T*>(c.v_pool), c.indptr,
             c.rows, c.row_list_stride, c.workspace, partial_ml(c), c.probs, int(c.g), int(c.d),
             c.scale);
+    return 0;
   }
 };
 template <typename T, int LPR, int G>
 struct Vector {
-  static void run(const Call& c) {
+  static int act(const Call& c, Pass1 what) {
+    if (what == Pass1::kBlocksPerSm) {
+      static const int blocks = blocks_per_sm(vector_split_kernel<T, LPR, G>,
+                                              size_t(kWarps * G * LPR * (16 / sizeof(T))) * sizeof(float));
+      return blocks;
+    }
     const size_t shared = size_t(kWarps * c.g * c.d) * sizeof(float);
     vector_split_kernel<T, LPR, G>
         <<<dim3(unsigned(c.splits), unsigned(c.units)), kWarps * 32, shared, c.stream>>>(
             c.q, c.q_type, static_cast<const T*>(c.k_pool), static_cast<const T*>(c.v_pool), c.indptr,
             c.rows, c.row_list_stride, c.workspace, partial_ml(c), c.probs, int(c.g), c.scale);
+    return 0;
   }
 };
 
 // G: the group size rounded up to 1, 2, 4 or 8 (register arrays need it at compile time).
 template <template <typename, int, int> class Launch, typename T, int W>
-void launch_for_group(const Call& c) {
-  if (c.g <= 1) Launch<T, W, 1>::run(c);
-  else if (c.g <= 2) Launch<T, W, 2>::run(c);
-  else if (c.g <= 4) Launch<T, W, 4>::run(c);
-  else Launch<T, W, 8>::run(c);
+int for_group(const Call& c, Pass1 what) {
+  if (c.g <= 1) return Launch<T, W, 1>::act(c, what);
+  if (c.g <= 2) return Launch<T, W, 2>::act(c, what);
+  if (c.g <= 4) return Launch<T, W, 4>::act(c, what);
+  return Launch<T, W, 8>::act(c, what);
 }
 
 // Lanes a row takes in vector_split_kernel, or 0 where it cannot run (a row not a power-of-two
@@ -421,21 +460,31 @@ int64_t vector_lanes(const Call& c) {
   return lanes >= 2 && lanes <= 32 && (lanes & (lanes - 1)) == 0 ? lanes : 0;
 }
 
+// The pass-1 kernel for c's element type T, row width and group size (vector where it can).
 template <typename T>
-void launch_split(const Call& c) {
+int pass1(const Call& c, Pass1 what) {
   switch (vector_lanes<T>(c)) {
-    case 2: return launch_for_group<Vector, T, 2>(c);
-    case 4: return launch_for_group<Vector, T, 4>(c);
-    case 8: return launch_for_group<Vector, T, 8>(c);
-    case 16: return launch_for_group<Vector, T, 16>(c);
-    case 32: return launch_for_group<Vector, T, 32>(c);
+    case 2: return for_group<Vector, T, 2>(c, what);
+    case 4: return for_group<Vector, T, 4>(c, what);
+    case 8: return for_group<Vector, T, 8>(c, what);
+    case 16: return for_group<Vector, T, 16>(c, what);
+    case 32: return for_group<Vector, T, 32>(c, what);
     default: break;
   }
   const int64_t per_lane = (c.d + 31) / 32;
-  if (per_lane <= 1) launch_for_group<Scalar, T, 1>(c);
-  else if (per_lane <= 2) launch_for_group<Scalar, T, 2>(c);
-  else if (per_lane <= 4) launch_for_group<Scalar, T, 4>(c);
-  else launch_for_group<Scalar, T, 8>(c);
+  if (per_lane <= 1) return for_group<Scalar, T, 1>(c, what);
+  if (per_lane <= 2) return for_group<Scalar, T, 2>(c, what);
+  if (per_lane <= 4) return for_group<Scalar, T, 4>(c, what);
+  return for_group<Scalar, T, 8>(c, what);
+}
+
+int pass1(const Call& c, kernels::KvElement type, Pass1 what) {
+  switch (type) {
+    case kernels::KvElement::kF32: return pass1<float>(c, what);
+    case kernels::KvElement::kBF16: return pass1<__nv_bfloat16>(c, what);
+    case kernels::KvElement::kF16: return pass1<__half>(c, what);
+  }
+  return 0;
 }
 
 int multiprocessors() {
@@ -452,12 +501,16 @@ bool decode_attention_supported(int64_t g, int64_t d) {
   return g >= 1 && g <= kMaxGroup && d >= 1 && d <= 32 * kMaxChannelsPerLane;
 }
 
-int64_t decode_attention_splits(int64_t units, int64_t longest) {
-  // Enough blocks to fill the GPU kBlocksPerSm deep, but no split of fewer than kRowsPerSplit
-  // rows.
+int64_t decode_attention_splits(kernels::KvElement type, const void* k_pool, const void* v_pool,
+                                int64_t units, int64_t g, int64_t d, int64_t longest) {
+  // As many blocks as the GPU holds at once (one wave: a second, partly filled wave would
+  // double the time of a step whose blocks all take the same time), but no split of fewer
+  // than kRowsPerSplit rows.
   static const int sms = multiprocessors();
-  const int64_t to_fill =
-      (kBlocksPerSm * int64_t(sms) + units - 1) / std::max<int64_t>(units, 1);
+  Call c;
+  c.k_pool = k_pool, c.v_pool = v_pool, c.g = g, c.d = d;
+  const int64_t resident = int64_t(pass1(c, type, Pass1::kBlocksPerSm)) * sms;
+  const int64_t to_fill = resident / std::max<int64_t>(units, 1);
   const int64_t worth = (longest + kRowsPerSplit - 1) / kRowsPerSplit;
   return std::max<int64_t>(1, std::min(to_fill, worth));
 }
@@ -480,11 +533,7 @@ void sparse_decode_attention(const void* q, kernels::KvElement q_type, const voi
   call.row_list_stride = row_list_stride;
   call.out = out, call.probs = probs, call.units = units, call.g = g, call.d = d, call.scale = scale;
   call.splits = splits, call.workspace = workspace, call.stream = as_stream(stream);
-  switch (type) {
-    case kernels::KvElement::kF32: launch_split<float>(call); break;
-    case kernels::KvElement::kBF16: launch_split<__nv_bfloat16>(call); break;
-    case kernels::KvElement::kF16: launch_split<__half>(call); break;
-  }
+  pass1(call, type, Pass1::kLaunch);
   merge(call);
 }
 

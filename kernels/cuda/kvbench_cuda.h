@@ -87,9 +87,11 @@ void write_kv_rows(void* k_pool, void* v_pool, const int64_t* rows, int64_t rows
 // Whether the kernel takes g query heads per unit and head dim d: g <= 8, d <= 256.
 bool decode_attention_supported(int64_t g, int64_t d);
 // How many splits of the row lists to run for `units` units whose longest list has `longest`
-// rows (an upper bound will do: each unit divides its own rows): enough blocks to fill the GPU,
-// none of fewer than 64 rows.
-int64_t decode_attention_splits(int64_t units, int64_t longest);
+// rows (an upper bound will do: each unit divides its own rows), for the kernel a call with
+// these pools, element type, g and d runs: as many blocks as stay resident on the GPU at once
+// (one wave), none of fewer than 64 rows.
+int64_t decode_attention_splits(kernels::KvElement type, const void* k_pool, const void* v_pool,
+                                int64_t units, int64_t g, int64_t d, int64_t longest);
 // Floats of workspace a call with these sizes needs.
 int64_t decode_attention_workspace_floats(int64_t units, int64_t g, int64_t d, int64_t splits);
 // out[u*g + i] = softmax(scale * q[u*g + i] . K_u) V_u over the rows unit u attends, read in

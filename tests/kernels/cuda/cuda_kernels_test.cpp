@@ -3,6 +3,8 @@
 #include <cuda_runtime.h>
 
 #include <numeric>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/cuda/kvbench_cuda.h"
@@ -74,24 +76,30 @@ TEST(CudaKernels, CosineAssignAndCentroidUpdate) {
   KVB_REQUIRE_GPU();
   KernelRng rng;
   SCOPED_TRACE(rng.trace());
-  const int64_t H = 4, n = 3000, C = 40, d = 64;
-  auto keys = rng.normal(size_t(H * n * d)), cent = rng.normal(size_t(H * C * d), 3.f);
-  std::vector<int32_t> ref_labels(size_t(H * n));
-  kernels::cosine_assign_reference(keys.data(), cent.data(), ref_labels.data(), H, n, C, d);
-  DeviceBuffer<float> dk(keys), dc(cent), dout(poisoned<float>(cent.size()));
-  DeviceBuffer<int32_t> dl(poisoned<int32_t>(ref_labels.size())), dcnt(poisoned<int32_t>(size_t(H * C)));
-  cosine_assign(dk.ptr, dc.ptr, dl.ptr, H, n, C, d);
-  auto labels = dl.get();
-  for (int64_t h = 0; h < H; ++h)
-    for (int64_t j = 0; j < n; ++j) {
-      const double got = kernels::cosine_reference(keys.data(), cent.data(), h, j, labels[h * n + j], n, C, d);
-      const double best = kernels::cosine_reference(keys.data(), cent.data(), h, j, ref_labels[h * n + j], n, C, d);
-      ASSERT_LE(best - got, 1e-5);
-    }
-  auto ref = poisoned<float>(cent.size());
-  kernels::centroid_update_reference(keys.data(), labels.data(), cent.data(), ref.data(), H, n, C, d);
-  centroid_update(dk.ptr, dl.ptr, dc.ptr, dout.ptr, H, n, C, d, dcnt.ptr);
-  EXPECT_LT(relative_error(dout.get(), ref), 1e-5);
+  // {C, d}: a partial tile of centroids (32 a tile); head dims not a multiple of the 32 key
+  // channels cosine_assign holds at once; C * (d + 1) floats over 48 KiB (centroid_update's
+  // global-memory path).
+  for (const auto& [C, d] : std::vector<std::pair<int64_t, int64_t>>{{40, 64}, {45, 72}, {33, 20}, {100, 128}}) {
+    SCOPED_TRACE("C " + std::to_string(C) + ", d " + std::to_string(d));
+    const int64_t H = 4, n = 3000;
+    auto keys = rng.normal(size_t(H * n * d)), cent = rng.normal(size_t(H * C * d), 3.f);
+    std::vector<int32_t> ref_labels(size_t(H * n));
+    kernels::cosine_assign_reference(keys.data(), cent.data(), ref_labels.data(), H, n, C, d);
+    DeviceBuffer<float> dk(keys), dc(cent), dout(poisoned<float>(cent.size()));
+    DeviceBuffer<int32_t> dl(poisoned<int32_t>(ref_labels.size())), dcnt(poisoned<int32_t>(size_t(H * C)));
+    cosine_assign(dk.ptr, dc.ptr, dl.ptr, H, n, C, d);
+    auto labels = dl.get();
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t j = 0; j < n; ++j) {
+        const double got = kernels::cosine_reference(keys.data(), cent.data(), h, j, labels[h * n + j], n, C, d);
+        const double best = kernels::cosine_reference(keys.data(), cent.data(), h, j, ref_labels[h * n + j], n, C, d);
+        ASSERT_LE(best - got, 1e-5);
+      }
+    auto ref = poisoned<float>(cent.size());
+    kernels::centroid_update_reference(keys.data(), labels.data(), cent.data(), ref.data(), H, n, C, d);
+    centroid_update(dk.ptr, dl.ptr, dc.ptr, dout.ptr, H, n, C, d, dcnt.ptr);
+    EXPECT_LT(relative_error(dout.get(), ref), 1e-5);
+  }
 }
 
 TEST(CudaKernels, SelectIndices) {
