@@ -4,6 +4,9 @@
 //   gpu_copy/<MiB>                  device-to-device copy: the ceiling (read + write counted)
 //   gpu_decode_all/<n>              kvbench's paged decode kernel over every row of n tokens
 //   gpu_decode_sparse/<n>/<B>       the same over B rows per KV head (random 16-row pages)
+//   gpu_decode_splits/<n>/<splits>  the kernel over every row with a given number of splits
+//                                   (the raw kernel, not the glue's choice; counter `chosen`:
+//                                   the count decode_attention_splits picks, one full wave)
 //   gpu_sdpa/<n>                    ATen's scaled_dot_product_attention on the same shapes: one
 //                                   decode query per head, 32 over 8 KV heads (enable_gqa, so
 //                                   K/V are read unrepeated; PyTorch >= 2.5)
@@ -20,6 +23,7 @@
 #include <functional>
 #include <vector>
 
+#include "kernels/cuda/kvbench_cuda.h"
 #include "kernels/cuda/torch_glue.h"
 
 namespace kvb {
@@ -106,6 +110,36 @@ void BM_gpu_decode_sparse(benchmark::State& state) {
   decode(state, state.range(0), state.range(1));
 }
 BENCHMARK(BM_gpu_decode_sparse)->Args({32768, 1024})->Args({131072, 1024})->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+
+// Whether the split count the glue picks is the fastest: the same dense call with other counts.
+void BM_gpu_decode_splits(benchmark::State& state) {
+  if (!at::cuda::is_available()) return state.SkipWithError("skipped: no GPU");
+  const int64_t n = state.range(0), splits = state.range(1), g = kHq / kHkv;
+  const Pool pool = make_pool(n);
+  const std::pair<at::Tensor, at::Tensor> selection = pages_of_heads(n, n / 16);
+  const at::Tensor& indptr = selection.first;  // [Hkv + 1]
+  const at::Tensor& rows = selection.second;   // [Hkv * n]
+  at::Tensor out = at::empty_like(pool.q);     // [Hq, d]
+  at::Tensor workspace =
+      at::empty({cuda::decode_attention_workspace_floats(kHkv, g, kD, splits)},
+                pool.q.options().dtype(at::kFloat));
+  const auto bf16 = kernels::KvElement::kBF16;
+  time_with_events(state, [&] {
+    cuda::sparse_decode_attention(pool.q.data_ptr(), bf16, pool.k.data_ptr(), pool.v.data_ptr(),
+                                  bf16, indptr.data_ptr<int64_t>(), rows.data_ptr<int64_t>(),
+                                  /*row_list_stride=*/0, out.data_ptr(), /*probs=*/nullptr, kHkv,
+                                  g, kD, float(1.0 / std::sqrt(double(kD))), splits,
+                                  workspace.data_ptr<float>(),
+                                  at::cuda::getCurrentCUDAStream().stream());
+  });
+  state.counters["chosen"] = double(cuda::decode_attention_splits(
+      bf16, pool.k.data_ptr(), pool.v.data_ptr(), kHkv, g, kD, n));
+  set_bytes(state, double(kHkv * n) * (2 * kD * 2 + 8) + 2.0 * kHq * kD * 2);
+}
+BENCHMARK(BM_gpu_decode_splits)
+    ->ArgsProduct({{32768}, {16, 33, 49, 66, 99, 132, 264}})
+    ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5)
