@@ -113,7 +113,12 @@ void add_model_commands(CLI::App& app, std::vector<Command>& out) {
     std::cerr << "prompt " << prompt.size() << " tokens: prefill " << t.prefill_s << " s ("
               << prompt.size() / std::max(t.prefill_s, 1e-9) << " tok/s); " << ids.size()
               << " new tokens: decode " << t.decode_steps / std::max(t.decode_s, 1e-9)
-              << " tok/s\n";
+              << " tok/s";
+    if (t.decode_steps > 0 && t.syncs_counted)  // on a GPU: is the host what the device waits on?
+      std::cerr << " (host " << 1e3 * t.decode_host_s / double(t.decode_steps)
+                << " ms/token until its wait, "
+                << double(t.decode_syncs) / double(t.decode_steps) << " device syncs/token)";
+    std::cerr << "\n";
     return 0;
   }});
 

@@ -9,6 +9,7 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <c10/util/Exception.h>
 #include <cuda_runtime_api.h>
 #endif
 
@@ -135,5 +136,67 @@ at::Tensor host_to_device(const std::vector<int64_t>& values, at::Device device)
   // The caching host allocator keeps the pinned buffer alive until the copy has run.
   return host.pin_memory().to(device, at::kLong, /*non_blocking=*/true);
 }
+
+#if KVBENCH_CUDA_KERNELS
+namespace {
+// Where c10 keeps this thread's warning handler: c10::Warning before LibTorch 2.0, then
+// c10::WarningUtils (c10::Warning became the warning's class).
+#if TORCH_VERSION_MAJOR >= 2
+namespace warnings = c10::WarningUtils;
+#else
+namespace warnings = c10::Warning;
+#endif
+}  // namespace
+
+// c10 warns "called a synchronizing CUDA operation" at each synchronisation in its sync debug
+// mode: counted here, every other warning handed to the handler this one replaced. The
+// handler's signature changed in LibTorch 2.0 (a Warning object).
+struct DeviceSyncCounter::Hook : c10::WarningHandler {
+  c10::WarningHandler* previous = warnings::get_warning_handler();
+  c10::cuda::SyncDebugMode previous_mode = c10::cuda::warning_state().get_sync_debug_mode();
+  int64_t syncs = 0;
+
+  static bool is_sync(const std::string& message) {
+    return message.find("synchronizing CUDA operation") != std::string::npos;
+  }
+#if TORCH_VERSION_MAJOR >= 2
+  void process(const c10::Warning& warning) override {
+    if (is_sync(warning.msg())) ++syncs;
+    else previous->process(warning);
+  }
+#else
+  void process(const c10::SourceLocation& where, const std::string& message,
+               bool verbatim) override {
+    if (is_sync(message)) ++syncs;
+    else previous->process(where, message, verbatim);
+  }
+#endif
+};
+#else
+struct DeviceSyncCounter::Hook {
+  int64_t syncs = 0;
+};
+#endif
+
+DeviceSyncCounter::DeviceSyncCounter(const at::Device& device) {
+#if KVBENCH_CUDA_KERNELS
+  if (!device.is_cuda()) return;
+  hook_ = std::make_unique<Hook>();
+  warnings::set_warning_handler(hook_.get());
+  c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_WARN);
+#else
+  (void)device;
+#endif
+}
+
+DeviceSyncCounter::~DeviceSyncCounter() {
+#if KVBENCH_CUDA_KERNELS
+  if (!hook_) return;
+  c10::cuda::warning_state().set_sync_debug_mode(hook_->previous_mode);
+  warnings::set_warning_handler(hook_->previous);
+#endif
+}
+
+int64_t DeviceSyncCounter::count() const { return hook_ ? hook_->syncs : 0; }
 
 }  // namespace kvb

@@ -3,6 +3,7 @@
 #pragma once
 #include <ATen/ATen.h>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,6 +38,26 @@ void reset_peak_device_memory(const at::Device& device);
 // behind the device's pending work: a copy from pageable memory would make the host wait for
 // the device to drain first (once per call, in the middle of a decode step).
 at::Tensor host_to_device(const std::vector<int64_t>& values, at::Device device);
+
+// Counts the device synchronisations LibTorch makes on this thread while it lives: each point
+// where the host waits for the GPU to read a device value or drain a stream (`item()`, a copy
+// to the host, `nonzero`, `equal`); a wait on an event or on the whole device is not seen. On a
+// GPU of a CUDA build it sets c10's sync debug mode to warn and counts those warnings instead
+// of printing them (other warnings pass on); elsewhere it counts nothing and counting() is
+// false. One at a time per process (the mode is global).
+class DeviceSyncCounter {
+ public:
+  explicit DeviceSyncCounter(const at::Device& device);
+  ~DeviceSyncCounter();
+  DeviceSyncCounter(const DeviceSyncCounter&) = delete;
+  DeviceSyncCounter& operator=(const DeviceSyncCounter&) = delete;
+  bool counting() const { return hook_ != nullptr; }
+  int64_t count() const;
+
+ private:
+  struct Hook;  // the warning handler, on a CUDA build
+  std::unique_ptr<Hook> hook_;
+};
 
 // One line for a run's provenance: "cpu", or "cuda:0 (<GPU name>, CUDA runtime R, driver D)"
 // where this build can ask the CUDA runtime (a CUDA LibTorch), else "cuda:0".

@@ -3,6 +3,7 @@
 #include <c10/core/InferenceMode.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -239,6 +240,7 @@ at::Tensor Session::decode(int token) {
     throw InputError("decode: token id " + std::to_string(token) + " outside the vocabulary");
   check_context(position_ + 1);
   const c10::InferenceMode inference;  // as in prefill
+  const DeviceSyncCounter syncs(model_.device());
   const PhaseClock::Mark start = clock_.mark();
   method_.on_decode_step(kv_);  // cross-layer decisions before the step's token is appended
   clock_.add_since(start, &timings_.select_s);
@@ -252,6 +254,10 @@ at::Tensor Session::decode(int token) {
   ++timings_.decode_steps;
   at::Tensor out = lm_head_logits(model_, stream.normed)[0];  // normed by the final norm
   clock_.add_since(start, &timings_.decode_s);
+  timings_.decode_host_s +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start.host).count();
+  timings_.decode_syncs += syncs.count();
+  timings_.syncs_counted = syncs.counting();
   clock_.settle();  // the caller's read of the token waits for the GPU here anyway
   return out;
 }

@@ -47,6 +47,13 @@ struct SessionTimings {
   double prefill_s = 0;  // whole prefill, method hooks included
   double prefill_method_s = 0;  // of which in Method::on_prefill (index build, eviction)
   double decode_s = 0;   // all decode steps
+  // The host's time in them until each step's wait for the device (on a GPU, where the host
+  // runs ahead of the device, less than decode_s unless the steps are bound by the host).
+  double decode_host_s = 0;
+  // The device synchronisations the decode steps made (DeviceSyncCounter); counted only on a
+  // GPU of a CUDA build (syncs_counted).
+  int64_t decode_syncs = 0;
+  bool syncs_counted = false;
   double select_s = 0;   // of which in Method::on_decode_step / select / on_append / on_attention
   std::vector<double> attention_s;  // [layers]: of which in decode attention over the selection
   int64_t decode_steps = 0;

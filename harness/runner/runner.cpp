@@ -39,7 +39,9 @@ struct CellTotals {
   std::vector<double> attended_sum;  // per layer * Hkv
   std::vector<int64_t> attended_min, attended_max;
   int64_t decode_steps = 0;
-  double prefill_s = 0, prefill_method_s = 0, decode_s = 0, select_s = 0;
+  double prefill_s = 0, prefill_method_s = 0, decode_s = 0, decode_host_s = 0, select_s = 0;
+  int64_t decode_syncs = 0;
+  bool syncs_counted = false;
   std::vector<double> attention_s;  // per layer
   double kv_bytes = 0, fragmentation = 0;
   int64_t prompt_tokens = 0;
@@ -74,6 +76,9 @@ struct CellTotals {
     prefill_s += t.prefill_s;
     prefill_method_s += t.prefill_method_s;
     decode_s += t.decode_s;
+    decode_host_s += t.decode_host_s;
+    decode_syncs += t.decode_syncs;
+    syncs_counted = syncs_counted || t.syncs_counted;
     select_s += t.select_s;
     attention_s.resize(t.attention_s.size(), 0.0);
     for (size_t l = 0; l < t.attention_s.size(); ++l) attention_s[l] += t.attention_s[l];
@@ -95,6 +100,9 @@ struct CellTotals {
     metric("prefill_method_share", prefill_s > 0 ? prefill_method_s / prefill_s : 0, "ratio");
     if (decode_steps == 0) return;
     metric("decode_ms_per_token", 1e3 * decode_s / decode_steps, "ms");
+    metric("decode_host_ms_per_token", 1e3 * decode_host_s / decode_steps, "ms");
+    if (syncs_counted)
+      metric("device_syncs_per_token", double(decode_syncs) / double(decode_steps), "syncs");
     metric("select_ms_per_token", 1e3 * select_s / decode_steps, "ms");
     double attention_total = 0;
     for (size_t l = 0; l < attention_s.size(); ++l) {

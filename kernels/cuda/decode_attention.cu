@@ -166,6 +166,18 @@ __device__ inline void unpack_vector(const uint4& raw, float (&out)[E]) {
   else unpack(raw, out, T());
 }
 
+// The pool rows of a warp-iteration's list entries base + r * kGroups + group (0 from `end` on:
+// not read) of a list starting at rows[first].
+template <int kGroups>
+__device__ inline void read_row_ids(const int64_t* __restrict__ rows, int64_t first, int64_t end,
+                                    int64_t base, int group, int64_t (&row)[kRowsInFlight]) {
+#pragma unroll
+  for (int r = 0; r < kRowsInFlight; ++r) {
+    const int64_t j = base + r * kGroups + group;
+    row[r] = j < end ? rows[first + j] : 0;
+  }
+}
+
 // LPR lanes a row (E = 16 / sizeof(T) elements each, so d = LPR * E), 32 / LPR rows a warp-load.
 template <typename T, int LPR, int G>
 __global__ void vector_split_kernel(const void* __restrict__ q, kernels::KvElement q_type,
@@ -186,19 +198,15 @@ __global__ void vector_split_kernel(const void* __restrict__ q, kernels::KvEleme
   float qr[G][E], acc[G][E], m[G], l[G];
   start_state<G, E>(q, q_type, g, d, c0, scale, qr, acc, m, l);
   constexpr int64_t kStride = int64_t(kWarps) * kTile;  // rows between a warp's iterations
-  // The pool rows of a warp-iteration's list entries (0 past the end). An iteration's are read
-  // one iteration ahead, while the one before computes: read when needed, their latency would
-  // come before every K/V load (a dependent read per iteration).
+  // The pool rows of an iteration's entries. Read one iteration ahead, while the one before
+  // computes, where that costs no resident block (G >= 4: Llama's shape takes 166 registers
+  // instead of 164, ptxas sm_90); read just before their K/V loads, each iteration's loads wait
+  // for a dependent read first. For G = 1 and 2 the extra registers cost a resident block.
+  constexpr bool kAhead = G >= 4;
   int64_t row[kRowsInFlight];
-  auto read_rows = [&](int64_t base) {
-#pragma unroll
-    for (int r = 0; r < kRowsInFlight; ++r) {
-      const int64_t j = base + r * kGroups + group;
-      row[r] = j < end ? rows[first + j] : 0;
-    }
-  };
-  read_rows(begin + int64_t(warp) * kTile);
+  if constexpr (kAhead) read_row_ids<kGroups>(rows, first, end, begin + int64_t(warp) * kTile, group, row);
   for (int64_t base = begin + int64_t(warp) * kTile; base < end; base += kStride) {
+    if constexpr (!kAhead) read_row_ids<kGroups>(rows, first, end, base, group, row);
     uint4 k_raw[kRowsInFlight], v_raw[kRowsInFlight];
     bool valid[kRowsInFlight];
 #pragma unroll
@@ -207,7 +215,8 @@ __global__ void vector_split_kernel(const void* __restrict__ q, kernels::KvEleme
       k_raw[r] = valid[r] ? *reinterpret_cast<const uint4*>(k_pool + row[r] * d + c0) : uint4{};
       v_raw[r] = valid[r] ? *reinterpret_cast<const uint4*>(v_pool + row[r] * d + c0) : uint4{};
     }
-    read_rows(base + kStride);  // in flight with this iteration's K/V
+    // The next iteration's, in flight with this one's K/V.
+    if constexpr (kAhead) read_row_ids<kGroups>(rows, first, end, base + kStride, group, row);
     float s[kRowsInFlight][G];
 #pragma unroll
     for (int r = 0; r < kRowsInFlight; ++r) {
@@ -392,12 +401,15 @@ void merge(const Call& c) {
 enum class Pass1 { kLaunch, kBlocksPerSm };
 
 // Blocks of `kernel` resident on one SM with `shared` bytes of dynamic shared memory each.
+// 1 if the query fails (its error cleared, so that the next launch's check does not report it).
 template <typename Kernel>
 int blocks_per_sm(Kernel kernel, size_t shared) {
   int blocks = 0;
   if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kWarps * 32, shared) !=
-      cudaSuccess)
+      cudaSuccess) {
+    cudaGetLastError();
     return 1;
+  }
   return std::max(blocks, 1);
 }
 
@@ -490,8 +502,10 @@ int pass1(const Call& c, kernels::KvElement type, Pass1 what) {
 int multiprocessors() {
   int device = 0, count = 0;
   if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
+      cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    cudaGetLastError();  // cleared: the next launch's check would report it
     return 1;
+  }
   return std::max(count, 1);
 }
 

@@ -89,7 +89,8 @@ bool decode_attention_supported(int64_t g, int64_t d);
 // How many splits of the row lists to run for `units` units whose longest list has `longest`
 // rows (an upper bound will do: each unit divides its own rows), for the kernel a call with
 // these pools, element type, g and d runs: as many blocks as stay resident on the GPU at once
-// (one wave), none of fewer than 64 rows.
+// (one wave), none of fewer than 64 rows. The GPU's SM count and each kernel's resident blocks
+// are asked once per process, on the device of the first call (GPUs of one model assumed).
 int64_t decode_attention_splits(kernels::KvElement type, const void* k_pool, const void* v_pool,
                                 int64_t units, int64_t g, int64_t d, int64_t longest);
 // Floats of workspace a call with these sizes needs.

@@ -1,4 +1,5 @@
 #include "engine/session.h"
+#include "engine/device.h"
 #include "methods/method.h"
 
 #include <gtest/gtest.h>
@@ -117,6 +118,29 @@ TEST(Session, RejectsTokensOutsideTheVocabulary) {
   Session s(*model, *method, SessionOptions{});
   EXPECT_THROW(s.prefill({1, 5000}), InputError);
   EXPECT_THROW(s.prefill({}), InputError);
+}
+
+// On the CPU no device is waited for: no synchronisation is counted, and the host's time in the
+// decode steps is the steps' own (read right after their clock).
+TEST(Session, DecodeOnTheCpuCountsNoDeviceSyncs) {
+  {
+    const DeviceSyncCounter syncs(at::kCPU);
+    EXPECT_FALSE(syncs.counting());
+    EXPECT_EQ(at::ones({4}).sum().item<float>(), 4.f);
+    EXPECT_EQ(syncs.count(), 0);
+  }
+  auto model = LlamaModel::from_reference("random-tiny");
+  auto method = full_method();
+  Session s(*model, *method, SessionOptions{});
+  s.prefill({3, 5, 7, 9});
+  for (int token : {11, 13, 15}) s.decode(token);
+  const SessionTimings& t = s.timings();
+  EXPECT_EQ(t.decode_steps, 3);
+  EXPECT_FALSE(t.syncs_counted);
+  EXPECT_EQ(t.decode_syncs, 0);
+  EXPECT_GT(t.decode_s, 0.0);
+  EXPECT_GE(t.decode_host_s, t.decode_s);
+  EXPECT_LT(t.decode_host_s, t.decode_s + 0.05);
 }
 
 // Steps tallied on the device (counts only it knows) and on the host (counts the selection
