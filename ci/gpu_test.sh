@@ -10,7 +10,8 @@
 #   5. build-gpu/kvbench run smoke --device cuda --fresh (exit status 0: every cell complete),
 #      where `kvbench run --help` lists --device;
 #   6. kvbench run eviction --device cuda --dtype bf16 (kvbench-tiny-v2's passkey task);
-#   7. kvbench generate --model random-llama3-8b --device cuda --dtype bf16 on a 32k-token prompt;
+#   7. kvbench generate --model random-llama3-8b --device cuda --dtype bf16 on a 32k-token prompt,
+#      then the same with --cuda-graphs (each prints its decode rate, host ms and syncs per token);
 #   8. kvbench_bench --benchmark_filter=gpu_ (device copy, the decode kernel dense and sparse at
 #      32k/128k, ATen SDPA on the same shapes; CUDA events), its medians printed before the table;
 #   9. kvbench train-tiny --recipe training/recipes/v2.json --device cuda --dtype bf16
@@ -142,6 +143,8 @@ timed_step "eviction --device cuda --dtype bf16" "./$build/kvbench" run eviction
   --dtype bf16 --db "$build/gpu-eviction.db" --fresh
 long_prompt=$(head -c 32000 /dev/zero | tr '\0' 'a')  # the byte tokenizer: 32k tokens
 timed_step "generate random-llama3-8b 32k bf16" "./$build/kvbench" generate \
+  --model random-llama3-8b --device cuda --dtype bf16 --max-new 16 --prompt "$long_prompt"
+timed_step "the same, --cuda-graphs" "./$build/kvbench" generate --cuda-graphs \
   --model random-llama3-8b --device cuda --dtype bf16 --max-new 16 --prompt "$long_prompt"
 
 # 8. The GPU kernel benchmarks (benchmarks/gpu_bench.cpp).

@@ -4,6 +4,8 @@
 
 #include <thread>
 
+#include "engine/common/error.h"
+#include "engine/decode_graphs.h"
 #include "engine/model/llama_model.h"
 
 namespace kvb {
@@ -46,6 +48,20 @@ void add_allow_unknown_config_keys_flag(CLI::App* cmd, bool& flag) {
   cmd->add_flag("--allow-unknown-config-keys", flag,
                 "Run a model whose config.json has keys kvbench does not know (normally refused, "
                 "exit 2); each is printed as a warning and stored in the run's provenance");
+}
+
+void add_cuda_graphs_flag(CLI::App* cmd, bool& flag) {
+  cmd->add_flag("--cuda-graphs", flag,
+                "On a GPU, replay each layer's dense part of a decode step (projections, MLP, "
+                "norms, RoPE) as a CUDA graph, for the methods that allow it (full, "
+                "streaming_llm); the attention and the method's hooks stay as they are");
+}
+
+void check_cuda_graphs_flag(bool flag) {
+  if (flag && !DecodeGraphs::available())
+    throw InputError("--cuda-graphs: this kvbench is built without its CUDA kernels (a CPU "
+                     "LibTorch, or KVBENCH_CUDA off), so it cannot capture CUDA graphs (README: "
+                     "On a GPU machine)");
 }
 
 void add_model_option(CLI::App* cmd, std::string& model) {

@@ -41,6 +41,10 @@ int configure_threads(int requested);
 
 // --allow-unknown-config-keys, shared by the commands that load models.
 void add_allow_unknown_config_keys_flag(CLI::App* cmd, bool& flag);
+// --cuda-graphs of the commands that decode (run, generate); refused (InputError, exit 2) when
+// given to a build that cannot capture CUDA graphs.
+void add_cuda_graphs_flag(CLI::App* cmd, bool& flag);
+void check_cuda_graphs_flag(bool flag);
 // The required --model of a one-off command (generate, forward, inspect), its help naming every
 // built-in model.
 void add_model_option(CLI::App* cmd, std::string& model);

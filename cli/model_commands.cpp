@@ -71,7 +71,7 @@ void add_model_commands(CLI::App& app, std::vector<Command>& out) {
     ComputeOptions compute;
     int max_new = 64, threads = 0;
     int64_t budget = 0;
-    bool all_positions = false, allow_unknown_config_keys = false;
+    bool all_positions = false, allow_unknown_config_keys = false, cuda_graphs = false;
   };
   auto o = std::make_shared<Options>();
 
@@ -91,7 +91,9 @@ void add_model_commands(CLI::App& app, std::vector<Command>& out) {
   add_compute_options(gen, o->compute);
   add_cache_dir_option(gen, o->cache_dir);
   add_allow_unknown_config_keys_flag(gen, o->allow_unknown_config_keys);
+  add_cuda_graphs_flag(gen, o->cuda_graphs);
   out.push_back({gen, [o] {
+    check_cuda_graphs_flag(o->cuda_graphs);
     const MethodChoice choice =
         resolve_method(o->method, json::object(), "--method", "--method " + o->method);
     const MethodInfo& info = *choice.info;
@@ -103,7 +105,8 @@ void add_model_commands(CLI::App& app, std::vector<Command>& out) {
     const std::string text = apply_chat_template(chat_template_for(o->chat_template, o->model), o->prompt);
     std::unique_ptr<Method> method = info.create(config);
     const ModelView view(*model, o->cache_dir);
-    Session session(*model, *method, SessionOptions{.budget = o->budget, .model_view = &view});
+    Session session(*model, *method, SessionOptions{.budget = o->budget, .model_view = &view,
+                                                    .cuda_graphs = o->cuda_graphs});
     const std::vector<int> prompt = model->tokenizer->encode(text, true);
     std::vector<int> stop = model->tokenizer->eos_ids();
     stop.insert(stop.end(), model->config.eos_token_ids.begin(), model->config.eos_token_ids.end());
@@ -118,6 +121,9 @@ void add_model_commands(CLI::App& app, std::vector<Command>& out) {
       std::cerr << " (host " << 1e3 * t.decode_host_s / double(t.decode_steps)
                 << " ms/token until its wait, "
                 << double(t.decode_syncs) / double(t.decode_steps) << " device syncs/token)";
+    if (o->cuda_graphs)
+      std::cerr << "; " << t.graph_steps << " steps through CUDA graphs, captured in "
+                << t.graph_capture_s << " s of the prefill";
     std::cerr << "\n";
     return 0;
   }});

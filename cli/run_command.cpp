@@ -22,7 +22,7 @@ namespace {
 struct RunArguments {
   std::string suite, db, shard;
   std::vector<std::string> overrides;
-  bool fresh = false, allow_unknown_config_keys = false;
+  bool fresh = false, allow_unknown_config_keys = false, cuda_graphs = false;
   int threads = 0;
   std::string device, dtype, cache_dir, devices;
   int workers = 1;
@@ -41,6 +41,7 @@ std::vector<std::string> worker_arguments(const RunArguments& o, const std::stri
   if (!o.cache_dir.empty()) args.insert(args.end(), {"--cache-dir", o.cache_dir});
   if (!o.shard.empty()) args.insert(args.end(), {"--shard", o.shard});
   if (o.allow_unknown_config_keys) args.push_back("--allow-unknown-config-keys");
+  if (o.cuda_graphs) args.push_back("--cuda-graphs");
   args.insert(args.end(), {"--threads", std::to_string(o.threads)});
   return args;
 }
@@ -142,7 +143,9 @@ void add_run_command(CLI::App& app, std::vector<Command>& out, const std::string
                   "(internal) run as a worker of this run of a --workers supervisor")
       ->group("");
   add_allow_unknown_config_keys_flag(cmd, o->allow_unknown_config_keys);
+  add_cuda_graphs_flag(cmd, o->cuda_graphs);
   out.push_back({cmd, [o, command_line] {
+    check_cuda_graphs_flag(o->cuda_graphs);
     std::vector<std::string> overrides = o->overrides;
     if (!o->device.empty()) parse_device(o->device, "--device");  // usable here?
     if (!o->device.empty()) overrides.push_back("device=" + o->device);
@@ -151,6 +154,7 @@ void add_run_command(CLI::App& app, std::vector<Command>& out, const std::string
     check_model_configs(suite, o->allow_unknown_config_keys);
     RunOptions options;
     options.allow_unknown_config_keys = o->allow_unknown_config_keys;
+    options.cuda_graphs = o->cuda_graphs;
     if (!o->shard.empty()) options.shard = parse_shard_spec(o->shard);
     // A GPU asked for where there is none: exit 2, nothing written (this shard's cells only).
     check_devices(suite, options.shard ? cells_of_shard(suite.cells(), *options.shard)

@@ -84,8 +84,8 @@ class Method {
   // caller of the decode hooks calls it before each step's first on_attention_input.
   virtual void on_decode_step(std::vector<LayerKV>& layers) {}
 
-  // Decode step: the attention input of `layer` (after its RMSNorm), x: [1, D], before its
-  // q/k/v projections. Called for every layer before that layer's on_append/select.
+  // Decode step: the attention input of `layer` (after its RMSNorm), x: [1, D]. Called for
+  // every layer before that layer's on_append/select (its q/k/v may be computed already).
   virtual void on_attention_input(int layer, const at::Tensor& x, int64_t position) {}
 
   // A decode token's k, v ([Hkv, d], post-RoPE) were just appended to `kv`.
@@ -105,6 +105,11 @@ class Method {
 
   // Whether on_attention needs the probabilities (the engine skips collecting them otherwise).
   virtual bool wants_attention() const { return false; }
+
+  // Whether the method may keep a decode step's q, k, v or layer input (or views of them) past
+  // the hook that receives them. Under CUDA graphs (SessionOptions::cuda_graphs) the next step
+  // rewrites those tensors in place, so graphs are used only for a method that says no.
+  virtual bool holds_step_tensors() const { return true; }
 
   // The method's own counters for the sequence so far (e.g. bytes a GPU deployment would
   // fetch, cache hits, index bytes), as name -> value; the runner stores their mean over a

@@ -3,7 +3,6 @@
 #include <c10/core/InferenceMode.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -178,6 +177,7 @@ at::Tensor Session::prefill(const std::vector<int>& ids, bool all_logits) {
   for (LayerKV& layer : kv_) layer.shrink_to_fit();  // evicted blocks leave the process
   clock_.add_since(hook_start, &timings_.prefill_method_s);
   position_ = int64_t(ids.size());
+  capture_decode_graphs();
   const at::Tensor& last = stream.normed;  // the last layer's output through the final norm
   at::Tensor out = all_logits ? lm_head_logits(model_, last)
                               : lm_head_logits(model_, last.narrow(0, last.size(0) - 1, 1))[0];
@@ -244,33 +244,61 @@ at::Tensor Session::decode(int token) {
   const PhaseClock::Mark start = clock_.mark();
   method_.on_decode_step(kv_);  // cross-layer decisions before the step's token is appended
   clock_.add_since(start, &timings_.select_s);
+  const bool graphed = graphs_on() && graphs_;  // captured at the end of prefill
   const at::Tensor x = model_.embed.narrow(0, token, 1);  // [1, D]
-  const RopeAngles rope =
-      rope_angles(model_, at::full({1}, position_, x.options().dtype(at::kLong)));
-  AddedAndNormed stream = first_stream(model_, x);
-  for (int l = 0; l < model_.config.num_hidden_layers; ++l) stream = decode_layer(l, stream, rope);
+  RopeAngles rope = rope_angles(model_, at::full({1}, position_, x.options().dtype(at::kLong)));
+  if (graphed)  // where every layer's graph reads them
+    rope = {rope.interleaved, graphs_->fixed("rope.cos", rope.cos),
+            graphs_->fixed("rope.sin", rope.sin)};
+  const AddedAndNormed first = first_stream(model_, x);
+  LayerInput in{first, layer_qkv(model_, model_.layers[0], first.normed, rope, inference_apply_rope)};
+  for (int l = 0; l < model_.config.num_hidden_layers; ++l) {
+    const at::Tensor attn = attend(l, in);
+    in = graphed ? dense_graphed(l, in.stream.sum, attn, rope)
+                 : dense_after_attention(l, in.stream.sum, attn, rope);
+  }
   ++position_;
   tally_.step();
   ++timings_.decode_steps;
-  at::Tensor out = lm_head_logits(model_, stream.normed)[0];  // normed by the final norm
+  if (graphed) ++timings_.graph_steps;
+  at::Tensor out = lm_head_logits(model_, in.stream.normed)[0];  // normed by the final norm
   clock_.add_since(start, &timings_.decode_s);
-  timings_.decode_host_s +=
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start.host).count();
+  timings_.decode_host_s += seconds_since(start.host);
   timings_.decode_syncs += syncs.count();
   timings_.syncs_counted = syncs.counting();
   clock_.settle();  // the caller's read of the token waits for the GPU here anyway
   return out;
 }
 
-AddedAndNormed Session::decode_layer(int layer, const AddedAndNormed& in, const RopeAngles& rope) {
+void Session::capture_decode_graphs() {
+  if (!graphs_on()) return;
+  if (!graphs_) graphs_ = std::make_unique<DecodeGraphs>();
   const ModelConfig& c = model_.config;
-  const LayerWeights& w = model_.layers[layer];
+  if (graphs_->captured() == size_t(c.num_hidden_layers)) return;  // by an earlier prefill
+  const double before = graphs_->capture_seconds();
+  const at::TensorOptions options = model_.embed.options();
+  const RopeAngles angles = rope_angles(model_, at::full({1}, position_, options.dtype(at::kLong)));
+  const RopeAngles rope{angles.interleaved, graphs_->fixed("rope.cos", angles.cos),
+                        graphs_->fixed("rope.sin", angles.sin)};
+  // Inputs of a decode step's shapes; their values do not matter (a piece only computes).
+  at::Tensor sum = at::zeros({1, c.hidden_size}, options);
+  const at::Tensor attn = at::zeros({1, int64_t(c.num_attention_heads) * c.head_dim}, options);
+  for (int l = 0; l < c.num_hidden_layers; ++l) sum = dense_graphed(l, sum, attn, rope).stream.sum;
+  timings_.graph_capture_s = graphs_->capture_seconds() - before;
+}
+
+bool Session::graphs_on() const {
+  return options_.cuda_graphs && DecodeGraphs::available() && model_.device().is_cuda() &&
+         !method_.holds_step_tensors();
+}
+
+at::Tensor Session::attend(int layer, const LayerInput& in) {
+  const ModelConfig& c = model_.config;
   const int64_t d = c.head_dim, Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
-  method_.on_attention_input(layer, in.normed, position_);
-  const LayerQKV qkv = layer_qkv(model_, w, in.normed, rope, inference_apply_rope);
-  at::Tensor q = qkv.q.reshape({Hq, d});
-  at::Tensor k = qkv.k.reshape({Hkv, d});
-  at::Tensor v = qkv.v.reshape({Hkv, d});
+  method_.on_attention_input(layer, in.stream.normed, position_);
+  at::Tensor q = in.qkv.q.reshape({Hq, d});
+  at::Tensor k = in.qkv.k.reshape({Hkv, d});
+  at::Tensor v = in.qkv.v.reshape({Hkv, d});
 
   LayerKV& kv = kv_[layer];
   kv.append(k, v, position_);
@@ -279,12 +307,35 @@ AddedAndNormed Session::decode_layer(int layer, const AddedAndNormed& in, const 
   method_.on_append(layer, k, v, kv);
   Selection selection = method_.select(layer, q, kv);
   clock_.add_since(select_start, &timings_.select_s);
+  return decode_attention(layer, q, selection).view({1, Hq * d});
+}
 
-  at::Tensor attn = decode_attention(layer, q, selection).view({1, Hq * d});
-  const AddedAndNormed mid =
-      add_and_normalize(model_, in.sum, attention_output(w, attn), w.mlp_norm);
-  return add_and_normalize(model_, mid.sum, swiglu_mlp(w, mid.normed),
-                           input_norm(model_, layer + 1));
+Session::LayerInput Session::dense_after_attention(int layer, const at::Tensor& sum,
+                                                   const at::Tensor& attn,
+                                                   const RopeAngles& rope) {
+  const LayerWeights& w = model_.layers[layer];
+  const AddedAndNormed mid = add_and_normalize(model_, sum, attention_output(w, attn), w.mlp_norm);
+  LayerInput next;
+  next.stream = add_and_normalize(model_, mid.sum, swiglu_mlp(w, mid.normed),
+                                  input_norm(model_, layer + 1));
+  if (layer + 1 < model_.config.num_hidden_layers)
+    next.qkv = layer_qkv(model_, model_.layers[size_t(layer + 1)], next.stream.normed, rope,
+                         inference_apply_rope);
+  return next;
+}
+
+Session::LayerInput Session::dense_graphed(int layer, const at::Tensor& sum,
+                                           const at::Tensor& attn, const RopeAngles& rope) {
+  const bool interleaved = rope.interleaved;
+  const std::vector<at::Tensor> out = graphs_->run(
+      size_t(layer), {sum, attn, rope.cos, rope.sin},
+      [this, layer, interleaved](const std::vector<at::Tensor>& in) {
+        const LayerInput next =
+            dense_after_attention(layer, in[0], in[1], RopeAngles{interleaved, in[2], in[3]});
+        return std::vector<at::Tensor>{next.stream.sum, next.stream.normed, next.qkv.q,
+                                       next.qkv.k, next.qkv.v};
+      });
+  return {{out[0], out[1]}, {out[2], out[3], out[4]}};
 }
 
 namespace {

@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "engine/decode_graphs.h"
 #include "engine/kernel_adapter.h"
 #include "engine/kv_store.h"
 #include "engine/model/llama_layers.h"
@@ -54,6 +55,8 @@ struct SessionTimings {
   // GPU of a CUDA build (syncs_counted).
   int64_t decode_syncs = 0;
   bool syncs_counted = false;
+  int64_t graph_steps = 0;  // decode steps whose dense pieces replayed CUDA graphs
+  double graph_capture_s = 0;  // of prefill_s: the host capturing them (at prefill's end)
   double select_s = 0;   // of which in Method::on_decode_step / select / on_append / on_attention
   std::vector<double> attention_s;  // [layers]: of which in decode attention over the selection
   int64_t decode_steps = 0;
@@ -95,6 +98,10 @@ struct SessionOptions {
   // What methods see of the model (MethodContext::model), made by whoever loaded it so that
   // its memo and cache directory span sessions; null: the session makes its own.
   const ModelView* model_view = nullptr;
+  // Decode steps replay each layer's dense piece as a CUDA graph (engine/decode_graphs.h)
+  // where they can: on a GPU of a CUDA build, with a method that keeps no step tensors
+  // (Method::holds_step_tensors). Elsewhere the steps run as without it.
+  bool cuda_graphs = false;
 };
 
 class Session {
@@ -134,7 +141,27 @@ class Session {
   // (the next layer's input norm, the final norm after the last layer). rope: the angles of
   // the step's positions, shared by every layer.
   AddedAndNormed prefill_layer(int layer, AddedAndNormed in, const RopeAngles& rope);
-  AddedAndNormed decode_layer(int layer, const AddedAndNormed& in, const RopeAngles& rope);
+  // What a decode layer starts from: the residual stream (and it normed) and the layer's
+  // queries, keys and values of the step's token ([Hq, 1, d], [Hkv, 1, d] x2).
+  struct LayerInput {
+    AddedAndNormed stream;
+    LayerQKV qkv;
+  };
+  // A decode layer up to its attention: the method's hooks, the token's K/V appended, the
+  // selection and the attention over it. Returns the attention output [1, Hq * d].
+  at::Tensor attend(int layer, const LayerInput& in);
+  // The rest of a decode layer: its output projection and MLP on the residual stream `sum`
+  // [1, D] and the attention output `attn`, then the next layer's q/k/v (none after the last
+  // layer, whose stream comes through the final norm). The same kernels at every step: under
+  // cuda_graphs a layer's piece replays a CUDA graph (dense_graphed).
+  LayerInput dense_after_attention(int layer, const at::Tensor& sum, const at::Tensor& attn,
+                                   const RopeAngles& rope);
+  LayerInput dense_graphed(int layer, const at::Tensor& sum, const at::Tensor& attn,
+                           const RopeAngles& rope);
+  bool graphs_on() const;
+  // Under cuda_graphs: every layer's dense piece captured at the end of prefill (timed in
+  // prefill_s and graph_capture_s), so that no decode step pays for it.
+  void capture_decode_graphs();
   at::Tensor decode_attention(int layer, const at::Tensor& q, const Selection& selection);
   // Compares KV head `head`'s attended entries (logical indices of kv_, host) and its output
   // out_head [g, d] with full attention over the shadow copy. q_group: [g, d].
@@ -154,6 +181,7 @@ class Session {
   mutable AttendedCounts attended_;  // tally_ as last read
   SessionTimings timings_;
   PhaseClock clock_;  // times the phases into timings_ (CUDA events on a GPU)
+  std::unique_ptr<DecodeGraphs> graphs_;  // under cuda_graphs, made by the first prefill
 };
 
 // Greedy argmax with ties to the lowest id. logits: [V] on any device (one value read back).

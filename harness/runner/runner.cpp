@@ -39,8 +39,9 @@ struct CellTotals {
   std::vector<double> attended_sum;  // per layer * Hkv
   std::vector<int64_t> attended_min, attended_max;
   int64_t decode_steps = 0;
-  double prefill_s = 0, prefill_method_s = 0, decode_s = 0, decode_host_s = 0, select_s = 0;
-  int64_t decode_syncs = 0;
+  double prefill_s = 0, prefill_method_s = 0, decode_s = 0, decode_host_s = 0, select_s = 0,
+         graph_capture_s = 0;
+  int64_t decode_syncs = 0, graph_steps = 0;
   bool syncs_counted = false;
   std::vector<double> attention_s;  // per layer
   double kv_bytes = 0, fragmentation = 0;
@@ -78,6 +79,8 @@ struct CellTotals {
     decode_s += t.decode_s;
     decode_host_s += t.decode_host_s;
     decode_syncs += t.decode_syncs;
+    graph_steps += t.graph_steps;
+    graph_capture_s += t.graph_capture_s;
     syncs_counted = syncs_counted || t.syncs_counted;
     select_s += t.select_s;
     attention_s.resize(t.attention_s.size(), 0.0);
@@ -103,6 +106,10 @@ struct CellTotals {
     metric("decode_host_ms_per_token", 1e3 * decode_host_s / decode_steps, "ms");
     if (syncs_counted)
       metric("device_syncs_per_token", double(decode_syncs) / double(decode_steps), "syncs");
+    if (graph_steps > 0) {
+      metric("cuda_graph_steps_share", double(graph_steps) / double(decode_steps), "ratio");
+      metric("cuda_graph_capture_s", graph_capture_s / samples, "s");
+    }
     metric("select_ms_per_token", 1e3 * select_s / decode_steps, "ms");
     double attention_total = 0;
     for (size_t l = 0; l < attention_s.size(); ++l) {
@@ -327,7 +334,8 @@ double mean_of(const std::vector<MetricRow>& rows, const std::string& name) {
 }  // namespace
 
 CellResult run_cell(const Cell& cell, const LlamaModel& model,
-                    const std::function<void(int, int)>& on_sample, const ModelView* view) {
+                    const std::function<void(int, int)>& on_sample, const ModelView* view,
+                    bool cuda_graphs) {
   const MethodInfo& method_info = method_registry().get(cell.method.name, "cell");
   std::unique_ptr<Dataset> dataset =
       dataset_registry().get(cell.dataset.name, "cell").create(cell.dataset.params);
@@ -349,6 +357,7 @@ CellResult run_cell(const Cell& cell, const LlamaModel& model,
     options.seed = cell.seed;
     options.track_fidelity = cell.recall;
     options.model_view = view;
+    options.cuda_graphs = cuda_graphs;
     Session session(model, *method, options);
     const std::vector<int> prompt = encode_prompt(model, sample);
     const int max_new = cell.max_new_tokens > 0 ? cell.max_new_tokens : sample.max_new_tokens;
@@ -576,7 +585,7 @@ RunSummary run_suite(const Suite& suite, const RunOptions& options, std::ostream
       const std::shared_ptr<LlamaModel> model = models[model_key];
       CellResult result = run_cell(
           cell, *model, [&](int done, int total) { progress.sample_done(index, done, total); },
-          view.get());
+          view.get(), options.cuda_graphs);
       store.complete_cell(cell_id, result.samples, result.metrics, seconds_since(start));
       progress.cell_finished(index, "complete", seconds_since(start));
       ++summary.ran;

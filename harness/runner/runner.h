@@ -33,6 +33,9 @@ struct RunOptions {
   // Where methods keep files derived from a model, e.g. InfiniGen's calibrations ("": none).
   // They do not change results, so they are not part of any cell's config.
   std::string cache_dir;
+  // Decode steps on a GPU replay CUDA graphs where the method allows (SessionOptions); a cell
+  // that did records the metric cuda_graph_steps_share. Timing only, not part of the config.
+  bool cuda_graphs = false;
 };
 
 struct RunSummary {
@@ -67,9 +70,10 @@ SplitPrompt split_prompt(const LlamaModel& model, const Sample& sample,
 
 // Runs one cell on `model`; `on_sample(done, total)` reports progress. Throws on failure.
 // `view`: what methods see of the model, kept across cells (null: one per sample).
+// `cuda_graphs`: SessionOptions::cuda_graphs of its sessions.
 CellResult run_cell(const Cell& cell, const LlamaModel& model,
                     const std::function<void(int, int)>& on_sample,
-                    const ModelView* view = nullptr);
+                    const ModelView* view = nullptr, bool cuda_graphs = false);
 
 RunSummary run_suite(const Suite& suite, const RunOptions& options, std::ostream& progress);
 

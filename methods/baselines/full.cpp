@@ -8,6 +8,7 @@ namespace {
 class Full : public Method {
  public:
   explicit Full(const EmptyConfig&) {}
+  bool holds_step_tensors() const override { return false; }  // it has no decode hooks
 };
 
 KVB_REGISTER_METHOD(make_method_info<Full, EmptyConfig>({

@@ -43,6 +43,8 @@ class StreamingLLM : public Method {
     keep_sinks_and_recent(kv, config_.sinks, context_.budget, Compaction::kShorterSide);
   }
 
+  bool holds_step_tensors() const override { return false; }  // it moves rows, keeps nothing
+
  private:
   StreamingLLMConfig config_;
 };

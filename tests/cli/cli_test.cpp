@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "datasets/dataset.h"
+#include "engine/decode_graphs.h"
 #include "engine/model/llama_model.h"
 #include "engine/model/model_config.h"
 #include "harness/suite/suite.h"
@@ -245,6 +246,25 @@ TEST(CliTrainTiny, BadArgumentsAreOneLineErrors) {
   EXPECT_TRUE(contains(r[1].err, "--wordlists")) << describe(r[1]);
   EXPECT_TRUE(contains(r[2].err, "--haystack")) << describe(r[2]);
   EXPECT_FALSE(std::filesystem::exists(dir.file("new")));
+}
+
+// --cuda-graphs where kvbench cannot capture CUDA graphs (no CUDA kernels built in): one
+// line, exit 2, nothing written, for both commands that take it.
+TEST(CliCudaGraphs, RefusedByABuildWithoutCuda) {
+  if (DecodeGraphs::available()) GTEST_SKIP() << "skipped: this build can capture CUDA graphs";
+  test::TempDir dir;
+  const std::string db = dir.file("g.db");
+  const std::vector<Output> r = kvbench_all(
+      {{"run", "smoke", "--db", db, "--cuda-graphs"},
+       {"generate", "--model", "random-tiny", "--prompt", "hi", "--cuda-graphs"}},
+      dir.path());
+  for (const Output& o : r) {
+    EXPECT_EQ(o.code, 2) << describe(o);
+    EXPECT_EQ(lines(o.err), 1u) << describe(o);
+    EXPECT_TRUE(contains(o.err, "--cuda-graphs: this kvbench is built without its CUDA kernels"))
+        << describe(o);
+  }
+  EXPECT_FALSE(std::filesystem::exists(db));
 }
 
 TEST(CliRun, UnknownSuiteIsOneLineError) {
