@@ -53,8 +53,8 @@ void add_allow_unknown_config_keys_flag(CLI::App* cmd, bool& flag) {
 void add_cuda_graphs_flag(CLI::App* cmd, bool& flag) {
   cmd->add_flag("--cuda-graphs", flag,
                 "On a GPU, replay each layer's dense part of a decode step (projections, MLP, "
-                "norms, RoPE) as a CUDA graph, for the methods that allow it (full, "
-                "streaming_llm); the attention and the method's hooks stay as they are");
+                "norms, RoPE) as a CUDA graph, for the methods that allow it (`kvbench list "
+                "methods`, graphs: yes); the attention and the method's hooks stay as they are");
 }
 
 void check_cuda_graphs_flag(bool flag) {

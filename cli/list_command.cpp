@@ -41,6 +41,12 @@ void list_methods() {
                 << " attend to everything (by design; reported in attended_mean.layerN)\n";
     std::cout << "    defaults: " << defaults_text(m->normalise_config, m->name) << "\n";
     std::cout << "    fidelity: " << m->fidelity << "\n";
+    const bool eager = m->create(m->normalise_config(json::object(), m->name))->holds_step_tensors();
+    std::cout << "    graphs:   "
+              << (eager ? "no: --cuda-graphs leaves its decode steps eager (it may keep a step's "
+                          "q, k, v or layer input)"
+                        : "yes: --cuda-graphs replays the dense part of its decode steps")
+              << "\n";
     print_fields("config", m->config_fields);
     for (const MethodPreset& p : m->presets)  // the fields it sets; the defaults fill the rest
       std::cout << "    preset:   " << m->name << ":" << p.name << "  " << p.config.dump()

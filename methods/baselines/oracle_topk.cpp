@@ -11,6 +11,7 @@ namespace {
 class OracleTopK : public Method {
  public:
   explicit OracleTopK(const EmptyConfig&) {}
+  bool holds_step_tensors() const override { return false; }  // q is used where it is given
 
   // Top-B per KV head on the device (top-k, then ascending order); a head at or under B attends
   // to everything it holds. Equally filled heads (the usual case: Oracle evicts nothing) are

@@ -29,6 +29,7 @@ class PrefillEviction : public Method {
                   LayerKV& kv) override;
   // Per KV head: everything resident; per query head: each query head's own entries.
   Selection select(int layer, const at::Tensor& q, const LayerKV& kv) override;
+  bool holds_step_tensors() const override { return false; }  // decode reads no step tensor
   // layout_kv_bytes: K and V bytes the method's cache layout holds after prefill, all layers:
   // per KV head, or per query head (each query head's copy) with per_query_head().
   std::map<std::string, double> counters() const override;

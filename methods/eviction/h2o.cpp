@@ -66,6 +66,7 @@ class H2O : public Method {
   }
 
   bool wants_attention() const override { return config_.mode == "decode"; }
+  bool holds_step_tensors() const override { return false; }  // scores of its own only
 
   void on_prefill(int layer, const at::Tensor& q, const at::Tensor& k, const at::Tensor&,
                   LayerKV& kv) override {

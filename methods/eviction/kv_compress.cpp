@@ -206,6 +206,7 @@ class KVCompress : public Method {
   }
 
   bool wants_attention() const override { return config_.continual; }
+  bool holds_step_tensors() const override { return false; }  // metrics of its own only
 
   // Continual compression, before each decode step as the fork's scheduler: when the cache
   // outgrew (B - 1) x layers x Hkv, whole blocks go, ranked across all layers and heads.

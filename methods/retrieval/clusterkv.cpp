@@ -230,13 +230,17 @@ class ClusterKV : public RetrievalMethod {
     account(layer, kv);
   }
 
+  bool holds_step_tensors() const override { return false; }  // pending keys are copies
+
   // k: [Hkv, d]. Every m decode tokens (the current one excepted) become C+ new clusters.
   void on_append(int layer, const at::Tensor& k, const at::Tensor&, LayerKV& kv) override {
     if (layer < dense_layers()) return;
     LayerIndex& ix = index_[layer];
     ++ix.steps;
     ++ix.entries;
-    ix.pending.push_back(k.to(at::kFloat));  // keys of entries clustered_end .. entries-1
+    // Keys of entries clustered_end .. entries-1, copied: k may be rewritten after this hook
+    // (a CUDA graph's next replay), and in fp32 to(kFloat) alone would alias it.
+    ix.pending.push_back(k.to(at::kFloat, /*non_blocking=*/false, /*copy=*/true));
     if (int64_t(ix.pending.size()) - 1 >= config_.decode_interval) {
       const int64_t m = config_.decode_interval;
       std::vector<at::Tensor> batch(ix.pending.begin(), ix.pending.begin() + m);

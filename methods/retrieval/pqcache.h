@@ -80,6 +80,8 @@ class PQCache : public RetrievalMethod {
   void on_prefill(int layer, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                   LayerKV& kv) override;
   void on_append(int layer, const at::Tensor& k, const at::Tensor& v, LayerKV& kv) override;
+  // Codes come from the pool's rows, rankings from q where it is given: nothing kept.
+  bool holds_step_tensors() const override { return false; }
 
   // The split of one step's attended entries: sinks + local + topk + 1 (current).
   int64_t sinks() const { return sinks_; }

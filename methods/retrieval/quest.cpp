@@ -182,6 +182,8 @@ class Quest : public RetrievalMethod {
     account(layer, kv);
   }
 
+  bool holds_step_tensors() const override { return false; }  // k is folded into the summaries
+
   // k: [Hkv, d]. Widens the last page's summary, or opens a new page.
   void on_append(int layer, const at::Tensor& k, const at::Tensor&, LayerKV& kv) override {
     if (layer < dense_layers()) return;
