@@ -88,6 +88,12 @@ std::pair<at::Tensor, at::Tensor> pages_of_heads(int64_t n, int64_t pages) {
   return {at::tensor(indptr).to(kGpu), at::tensor(rows).to(kGpu)};
 }
 
+// Bytes a decode call over `rows_per_head` rows of each KV head moves: their K and V rows
+// (bf16) and int64 row ids, q read and the result written (bf16).
+double decode_bytes(int64_t rows_per_head) {
+  return double(kHkv * rows_per_head) * (2 * kD * 2 + 8) + 2.0 * kHq * kD * 2;
+}
+
 void decode(benchmark::State& state, int64_t n, int64_t rows_per_head) {
   if (!at::cuda::is_available()) return state.SkipWithError("skipped: no GPU");
   const Pool pool = make_pool(n);
@@ -98,8 +104,7 @@ void decode(benchmark::State& state, int64_t n, int64_t rows_per_head) {
   time_with_events(state, [&] {
     cuda::sparse_decode_attention(pool.q, pool.k, pool.v, indptr, rows, scale, rows_per_head);
   });
-  const double attended = double(kHkv * rows_per_head);
-  set_bytes(state, attended * (2 * kD * 2 + 8) + 2.0 * kHq * kD * 2);
+  set_bytes(state, decode_bytes(rows_per_head));
 }
 
 void BM_gpu_decode_all(benchmark::State& state) { decode(state, state.range(0), state.range(0)); }
@@ -135,7 +140,7 @@ void BM_gpu_decode_splits(benchmark::State& state) {
   });
   state.counters["chosen"] = double(cuda::decode_attention_splits(
       bf16, pool.k.data_ptr(), pool.v.data_ptr(), kHkv, g, kD, n));
-  set_bytes(state, double(kHkv * n) * (2 * kD * 2 + 8) + 2.0 * kHq * kD * 2);
+  set_bytes(state, decode_bytes(n));
 }
 BENCHMARK(BM_gpu_decode_splits)
     ->ArgsProduct({{32768}, {16, 33, 49, 66, 99, 132, 264}})

@@ -12,6 +12,15 @@
 
 namespace kvb {
 
+namespace {
+
+// Whether `t` can take `value`'s elements in place: the same sizes and dtype.
+bool same_shape_and_dtype(const at::Tensor& t, const at::Tensor& value) {
+  return t.sizes().equals(value.sizes()) && t.scalar_type() == value.scalar_type();
+}
+
+}  // namespace
+
 #if KVBENCH_CUDA_KERNELS
 struct DecodeGraphs::Captured {
   at::cuda::CUDAGraph graph;
@@ -67,8 +76,7 @@ std::vector<at::Tensor> DecodeGraphs::run(size_t index, const std::vector<at::Te
     for (size_t i = 0; i < inputs.size(); ++i) {
       const at::Tensor& read = c.inputs[i];
       if (inputs[i].data_ptr() == read.data_ptr()) continue;
-      if (!inputs[i].sizes().equals(read.sizes()) || inputs[i].scalar_type() != read.scalar_type() ||
-          stays_put(read))
+      if (!same_shape_and_dtype(read, inputs[i]) || stays_put(read))
         throw std::logic_error("DecodeGraphs: input " + std::to_string(i) + " of piece " +
                                std::to_string(index) + " is not what it was captured with");
       c.inputs[i].copy_(inputs[i]);
@@ -127,7 +135,7 @@ const at::Tensor& DecodeGraphs::fixed(const std::string& name, const at::Tensor&
     return found->second;
   }
   at::Tensor& t = found->second;
-  if (!t.sizes().equals(value.sizes()) || t.scalar_type() != value.scalar_type())
+  if (!same_shape_and_dtype(t, value))
     throw std::logic_error("DecodeGraphs::fixed: \"" + name + "\" changed shape or dtype");
   if (t.data_ptr() != value.data_ptr()) t.copy_(value);
   return t;

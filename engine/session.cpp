@@ -246,10 +246,7 @@ at::Tensor Session::decode(int token) {
   clock_.add_since(start, &timings_.select_s);
   const bool graphed = graphs_on() && graphs_;  // captured at the end of prefill
   const at::Tensor x = model_.embed.narrow(0, token, 1);  // [1, D]
-  RopeAngles rope = rope_angles(model_, at::full({1}, position_, x.options().dtype(at::kLong)));
-  if (graphed)  // where every layer's graph reads them
-    rope = {rope.interleaved, graphs_->fixed("rope.cos", rope.cos),
-            graphs_->fixed("rope.sin", rope.sin)};
+  const RopeAngles rope = step_rope(graphed);
   const AddedAndNormed first = first_stream(model_, x);
   LayerInput in{first, layer_qkv(model_, model_.layers[0], first.normed, rope, inference_apply_rope)};
   for (int l = 0; l < model_.config.num_hidden_layers; ++l) {
@@ -277,14 +274,21 @@ void Session::capture_decode_graphs() {
   if (graphs_->captured() == size_t(c.num_hidden_layers)) return;  // by an earlier prefill
   const double before = graphs_->capture_seconds();
   const at::TensorOptions options = model_.embed.options();
-  const RopeAngles angles = rope_angles(model_, at::full({1}, position_, options.dtype(at::kLong)));
-  const RopeAngles rope{angles.interleaved, graphs_->fixed("rope.cos", angles.cos),
-                        graphs_->fixed("rope.sin", angles.sin)};
+  const RopeAngles rope = step_rope(/*graphed=*/true);
   // Inputs of a decode step's shapes; their values do not matter (a piece only computes).
   at::Tensor sum = at::zeros({1, c.hidden_size}, options);
   const at::Tensor attn = at::zeros({1, int64_t(c.num_attention_heads) * c.head_dim}, options);
   for (int l = 0; l < c.num_hidden_layers; ++l) sum = dense_graphed(l, sum, attn, rope).stream.sum;
   timings_.graph_capture_s = graphs_->capture_seconds() - before;
+}
+
+RopeAngles Session::step_rope(bool graphed) {
+  RopeAngles rope =
+      rope_angles(model_, at::full({1}, position_, model_.embed.options().dtype(at::kLong)));
+  if (graphed)  // where every layer's graph reads them
+    rope = {rope.interleaved, graphs_->fixed("rope.cos", rope.cos),
+            graphs_->fixed("rope.sin", rope.sin)};
+  return rope;
 }
 
 bool Session::graphs_on() const {

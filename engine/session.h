@@ -159,6 +159,9 @@ class Session {
   LayerInput dense_graphed(int layer, const at::Tensor& sum, const at::Tensor& attn,
                            const RopeAngles& rope);
   bool graphs_on() const;
+  // The RoPE angles of the decode position (position_), [1, r]; when `graphed`, held where
+  // every layer's graph reads them (DecodeGraphs::fixed).
+  RopeAngles step_rope(bool graphed);
   // Under cuda_graphs: every layer's dense piece captured at the end of prefill (timed in
   // prefill_s and graph_capture_s), so that no decode step pays for it.
   void capture_decode_graphs();

@@ -12,10 +12,6 @@
 namespace kvb {
 namespace {
 
-#define KVB_REQUIRE_GPU() \
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "skipped: no GPU (torch::cuda::is_available() is false)"; \
-  if (!DecodeGraphs::available()) GTEST_SKIP() << "skipped: this kvbench has no CUDA kernels (KVBENCH_CUDA off)"
-
 struct Steps {
   std::vector<at::Tensor> logits;  // prefill's, then each step's: [V] fp32 on the host
   int64_t graph_steps = 0;
@@ -40,6 +36,8 @@ Steps run_steps(const LlamaModel& model, const std::string& method_name, bool gr
 // its steps replay graphs exactly where it keeps no step tensors.
 TEST(Gpu, CudaGraphStepsGiveTheEagerStepsLogits) {
   KVB_REQUIRE_GPU();
+  if (!DecodeGraphs::available())
+    GTEST_SKIP() << "skipped: this kvbench has no CUDA kernels (KVBENCH_CUDA off)";
   for (at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
     auto model = LlamaModel::from_reference("random-tiny")->to(at::Device(at::kCUDA, 0), dtype);
     for (const MethodInfo* m : method_registry().all()) {

@@ -10,8 +10,6 @@
 namespace kvb {
 namespace {
 
-#define KVB_REQUIRE_GPU() \
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "skipped: no GPU (torch::cuda::is_available() is false)"
 
 TEST(Gpu, EveryMethodInFp32OnCudaMatchesTheCpu) {
   KVB_REQUIRE_GPU();

@@ -13,8 +13,6 @@
 namespace kvb {
 namespace {
 
-#define KVB_REQUIRE_GPU() \
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "skipped: no GPU (torch::cuda::is_available() is false)"
 
 TEST(Gpu, DeviceSyncCounterCountsReadsOfTheDeviceOnly) {
   KVB_REQUIRE_GPU();

@@ -3,6 +3,7 @@
 // (tests/methods/dtype_test.cpp) and the GPU parity tests (tests/gpu/, label gpu).
 #pragma once
 #include <gtest/gtest.h>
+#include <torch/cuda.h>
 
 #include <cmath>
 #include <iostream>
@@ -13,6 +14,10 @@
 #include "engine/session.h"
 #include "methods/method.h"
 #include "reports/inspect.h"
+
+// A GPU test's first line (tests/gpu/, label gpu): skips, saying so, where LibTorch sees no GPU.
+#define KVB_REQUIRE_GPU() \
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "skipped: no GPU (torch::cuda::is_available() is false)"
 
 namespace kvb::test {
 
