@@ -13,7 +13,8 @@
 #   7. kvbench generate --model random-llama3-8b --device cuda --dtype bf16 on a 32k-token prompt,
 #      then the same with --cuda-graphs (each prints its decode rate, host ms and syncs per token);
 #   8. kvbench_bench --benchmark_filter=gpu_ (device copy, the decode kernel dense and sparse at
-#      32k/128k, ATen SDPA on the same shapes; CUDA events), its medians printed before the table;
+#      32k/128k, ATen SDPA on the same shapes; CUDA events), its medians printed before the table,
+#      then issue 21's kernel targets from them (ci/gpu_targets.py: ratios met or missed);
 #   9. kvbench train-tiny --recipe training/recipes/v2.json --device cuda --dtype bf16
 #      --scale 0.02 (86 steps of every phase: the seconds per step of each phase;
 #      skipped, saying so, without the shared folder's word lists and essays).
@@ -23,8 +24,13 @@
 # Without a package manager: KVBENCH_DEPS_PREFIX=DIR (made by ci/pack_deps.sh on Debian 12);
 # KVBENCH_SETUP_PACKAGES then defaults to skip. Also read: Torch_DIR, NVCC,
 # KVBENCH_CUDA_ARCHITECTURES, JOBS (ci/setup.sh's header). Logs and databases go to build-gpu/.
-# Usage: bash ci/gpu_test.sh
+# Usage: bash ci/gpu_test.sh [--quick]
+#   --quick: steps 1, 3, 7 and 8 only (the CUDA build, the GPU tests, generate, the kernel
+#   benchmarks and targets): about 6-8 minutes on the H100 machine, for a session's short
+#   device time; the others are listed as SKIP.
 set -uo pipefail
+quick=0
+if [ "${1:-}" = "--quick" ]; then quick=1; fi
 cd "$(dirname "$0")/.." || exit 1
 root=$PWD
 build="build-gpu"
@@ -44,9 +50,9 @@ summary() {
   local i failed=0
   echo
   echo "gpu_test: summary ($build/)"
-  printf '  %-34s %-6s %s\n' "step" "result" "notes"
+  printf '  %-36s %-6s %s\n' "step" "result" "notes"
   for i in "${!steps[@]}"; do
-    printf '  %-34s %-6s %s\n' "${steps[$i]}" "${results[$i]}" "${notes[$i]}"
+    printf '  %-36s %-6s %s\n' "${steps[$i]}" "${results[$i]}" "${notes[$i]}"
     [ "${results[$i]}" != FAIL ] || failed=1
   done
   return "$failed"
@@ -78,13 +84,18 @@ record "setup --cuda" PASS "$((SECONDS - started)) s"
 cd "$build" || exit 1
 
 # 2. Every test but the GPU ones.
-started=$SECONDS
-rc=0
-ctest --output-on-failure -j"${JOBS:-$(nproc)}" -LE gpu --output-junit "$PWD/ctest-junit.xml" || rc=$?
-total=$(junit_count tests ctest-junit.xml) failures=$(junit_count failures ctest-junit.xml)
-skipped=$(junit_count skipped ctest-junit.xml)
-note="${total:-?} tests, ${failures:-?} failed, ${skipped:-?} skipped, $((SECONDS - started)) s"
-if ((rc == 0)); then record "ctest -LE gpu" PASS "$note"; else record "ctest -LE gpu" FAIL "$note"; fi
+if ((quick)); then
+  rm -f ctest-junit.xml  # an earlier full run's
+  record "ctest -LE gpu" SKIP "--quick"
+else
+  started=$SECONDS
+  rc=0
+  ctest --output-on-failure -j"${JOBS:-$(nproc)}" -LE gpu --output-junit "$PWD/ctest-junit.xml" || rc=$?
+  total=$(junit_count tests ctest-junit.xml) failures=$(junit_count failures ctest-junit.xml)
+  skipped=$(junit_count skipped ctest-junit.xml)
+  note="${total:-?} tests, ${failures:-?} failed, ${skipped:-?} skipped, $((SECONDS - started)) s"
+  if ((rc == 0)); then record "ctest -LE gpu" PASS "$note"; else record "ctest -LE gpu" FAIL "$note"; fi
+fi
 
 # 3. The GPU tests, which must run here.
 started=$SECONDS
@@ -107,31 +118,6 @@ else
 fi
 cd "$root" || exit 1
 
-# 4. The smoke suite on the CPU, against its committed baseline.
-started=$SECONDS
-if "./$build/kvbench" run smoke --db "$build/gpu-smoke.db" --fresh &&
-   "./$build/kvbench" check --db "$build/gpu-smoke.db" --baseline results/baselines/smoke.json; then
-  record "smoke (cpu) + check baseline" PASS "$((SECONDS - started)) s"
-else
-  record "smoke (cpu) + check baseline" FAIL "see above"
-fi
-
-# 5. The smoke suite on the GPU.
-if "./$build/kvbench" run --help 2>/dev/null | grep -q -- --device; then
-  started=$SECONDS
-  rc=0
-  "./$build/kvbench" run smoke --device cuda --db "$build/gpu-smoke-cuda.db" --fresh || rc=$?
-  if ((rc == 0)); then
-    record "smoke --device cuda" PASS "$((SECONDS - started)) s"
-  else
-    record "smoke --device cuda" FAIL "exit $rc"
-  fi
-else
-  record "smoke --device cuda" SKIP "this kvbench has no run --device"
-fi
-
-# 6. The eviction suite on the GPU in bf16 (kvbench-tiny-v2, in the repository: needs no shared folder).
-# 7. Llama-3-8B's shape (random weights, 32 layers) in bf16 on a 32k-token prompt.
 timed_step() {  # NAME COMMAND...: PASS with the seconds, or FAIL with the exit status
   local name=$1 rc=0 started=$SECONDS
   shift
@@ -139,22 +125,59 @@ timed_step() {  # NAME COMMAND...: PASS with the seconds, or FAIL with the exit 
   if ((rc == 0)); then record "$name" PASS "$((SECONDS - started)) s"
   else record "$name" FAIL "exit $rc"; fi
 }
-timed_step "eviction --device cuda --dtype bf16" "./$build/kvbench" run eviction --device cuda \
-  --dtype bf16 --db "$build/gpu-eviction.db" --fresh
+skipped_by_quick() {  # NAME: true (the step recorded as SKIP) under --quick
+  ((quick)) || return 1
+  record "$1" SKIP "--quick"
+}
+
+# 4. The smoke suite on the CPU, against its committed baseline.
+if ! skipped_by_quick "smoke (cpu) + check baseline"; then
+  started=$SECONDS
+  if "./$build/kvbench" run smoke --db "$build/gpu-smoke.db" --fresh &&
+     "./$build/kvbench" check --db "$build/gpu-smoke.db" --baseline results/baselines/smoke.json; then
+    record "smoke (cpu) + check baseline" PASS "$((SECONDS - started)) s"
+  else
+    record "smoke (cpu) + check baseline" FAIL "see above"
+  fi
+fi
+
+# 5. The smoke suite on the GPU.
+if skipped_by_quick "smoke --device cuda"; then
+  :
+elif "./$build/kvbench" run --help 2>/dev/null | grep -q -- --device; then
+  timed_step "smoke --device cuda" "./$build/kvbench" run smoke --device cuda \
+    --db "$build/gpu-smoke-cuda.db" --fresh
+else
+  record "smoke --device cuda" SKIP "this kvbench has no run --device"
+fi
+
+# 6. The eviction suite on the GPU in bf16 (kvbench-tiny-v2, in the repository: needs no shared folder).
+skipped_by_quick "eviction --device cuda --dtype bf16" ||
+  timed_step "eviction --device cuda --dtype bf16" "./$build/kvbench" run eviction --device cuda \
+    --dtype bf16 --db "$build/gpu-eviction.db" --fresh
+
+# 7. Llama-3-8B's shape (random weights, 32 layers) in bf16 on a 32k-token prompt.
 long_prompt=$(head -c 32000 /dev/zero | tr '\0' 'a')  # the byte tokenizer: 32k tokens
 timed_step "generate random-llama3-8b 32k bf16" "./$build/kvbench" generate \
   --model random-llama3-8b --device cuda --dtype bf16 --max-new 16 --prompt "$long_prompt"
 timed_step "the same, --cuda-graphs" "./$build/kvbench" generate --cuda-graphs \
   --model random-llama3-8b --device cuda --dtype bf16 --max-new 16 --prompt "$long_prompt"
 
-# 8. The GPU kernel benchmarks (benchmarks/gpu_bench.cpp).
+# 8. The GPU kernel benchmarks (benchmarks/gpu_bench.cpp), then issue 21's kernel targets.
+rm -f "$build/gpu-bench.json"
 timed_step "kvbench_bench gpu_" "./$build/kvbench_bench" --benchmark_filter=gpu_ \
   --benchmark_min_time=0.2 --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
   --benchmark_out="$build/gpu-bench.json" --benchmark_out_format=json
+targets=""
+if [ -s "$build/gpu-bench.json" ]; then
+  targets=$(python3 ci/gpu_targets.py "$build/gpu-bench.json" 2>&1) || true
+fi
 
 # 9. A shortened v2 training run on the GPU: its log's phase lines give seconds per step.
 shared="${KVBENCH_SHARED:-$root/../shared}"
-if [ -d "$shared/data/wordlists" ] && [ -f "$shared/data/haystack/PaulGrahamEssays.json" ]; then
+if skipped_by_quick "train-tiny v2 x0.02 cuda bf16"; then
+  :
+elif [ -d "$shared/data/wordlists" ] && [ -f "$shared/data/haystack/PaulGrahamEssays.json" ]; then
   rm -rf "$build/v2-probe"
   timed_step "train-tiny v2 x0.02 cuda bf16" "./$build/kvbench" train-tiny \
     --recipe training/recipes/v2.json --device cuda --dtype bf16 --scale 0.02 \
@@ -167,5 +190,10 @@ echo
 skips=()
 for junit in "$build/ctest-junit.xml" "$build/gpu-junit.xml"; do [ -f "$junit" ] && skips+=("$junit"); done
 ((${#skips[@]} == 0)) || bash ci/skipped_tests.sh "${skips[@]}"
+if [ -n "$targets" ]; then
+  echo
+  echo "gpu_test: issue 21's kernel targets (ci/gpu_targets.py $build/gpu-bench.json)"
+  echo "$targets"
+fi
 if summary; then exit 0; fi
 exit 1

@@ -56,7 +56,7 @@ struct SessionTimings {
   int64_t decode_syncs = 0;
   bool syncs_counted = false;
   int64_t graph_steps = 0;  // decode steps whose dense pieces replayed CUDA graphs
-  double graph_capture_s = 0;  // of prefill_s: the host capturing them (at prefill's end)
+  double graph_capture_s = 0;  // the host capturing them, after prefill_s ends (not in it)
   double select_s = 0;   // of which in Method::on_decode_step / select / on_append / on_attention
   std::vector<double> attention_s;  // [layers]: of which in decode attention over the selection
   int64_t decode_steps = 0;
@@ -162,8 +162,8 @@ class Session {
   // The RoPE angles of the decode position (position_), [1, r]; when `graphed`, held where
   // every layer's graph reads them (DecodeGraphs::fixed).
   RopeAngles step_rope(bool graphed);
-  // Under cuda_graphs: every layer's dense piece captured at the end of prefill (timed in
-  // prefill_s and graph_capture_s), so that no decode step pays for it.
+  // Under cuda_graphs: every layer's dense piece captured at the end of prefill, after its
+  // timing (timed in graph_capture_s alone), so that neither prefill_s nor a decode step pays.
   void capture_decode_graphs();
   at::Tensor decode_attention(int layer, const at::Tensor& q, const Selection& selection);
   // Compares KV head `head`'s attended entries (logical indices of kv_, host) and its output

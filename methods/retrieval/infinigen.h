@@ -109,7 +109,8 @@ class InfiniGen : public RetrievalMethod {
   void on_attention_input(int layer, const at::Tensor& x, int64_t position) override;
   void on_append(int layer, const at::Tensor& k, const at::Tensor& v, LayerKV& kv) override;
 
-  // Last step's speculation, for inspection: entries over the threshold averaged over heads.
+  // Last step's speculation, for inspection: entries over the threshold averaged over heads
+  // (not counted under fill_to_budget, which fetches B whatever the count: 0 there).
   int64_t last_count() const { return last_count_; }
   // The skewing matrices and partial channels in use (after begin, or on_prefill for "prompt").
   const InfiniGenCalibration& calibration() const {

@@ -1,0 +1,80 @@
+// ci/gpu_targets.py: issue 21's kernel targets from a kvbench_bench JSON file, ratios taken
+// from the medians of one run (the times below are made up, chosen to land on both sides of
+// each target).
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "tests/test_util.h"
+
+namespace kvb {
+namespace {
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// One aggregate entry as Google Benchmark 1.7 writes it (--benchmark_report_aggregates_only).
+std::string entry(const std::string& run, const std::string& aggregate, double us,
+                  const std::string& extra = "") {
+  return "{\"name\": \"" + run + "_" + aggregate + "\", \"run_name\": \"" + run +
+         "\", \"run_type\": \"aggregate\", \"aggregate_name\": \"" + aggregate +
+         "\", \"real_time\": " + std::to_string(us) + ", \"time_unit\": \"us\"" + extra + "}";
+}
+
+// Each run's median, plus a stddev entry that must not be read as a time or a choice.
+std::string run(const std::string& name, double median_us, const std::string& extra = "") {
+  const std::string stddev_extra = extra.empty() ? "" : ", \"chosen\": 0";
+  return entry(name + "/manual_time", "median", median_us, extra) + ",\n" +
+         entry(name + "/manual_time", "stddev", 1.0, stddev_extra);
+}
+
+std::string write_report(const test::TempDir& dir, const std::vector<std::string>& runs) {
+  std::string text = "{\"context\": {}, \"benchmarks\": [\n";
+  for (size_t i = 0; i < runs.size(); ++i) text += (i ? ",\n" : "") + runs[i];
+  text += "\n]}\n";
+  std::ofstream(dir.file("bench.json")) << text;
+  return dir.file("bench.json");
+}
+
+test::CliRun targets(const std::string& file) {
+  return test::run_shell("python3 " KVBENCH_SOURCE_DIR "/ci/gpu_targets.py " + file);
+}
+
+TEST(GpuTargets, RatiosOfTheMediansAgainstEachTarget) {
+  test::TempDir dir;
+  const test::CliRun r = targets(write_report(dir, {
+      run("BM_gpu_decode_all/32768", 60), run("BM_gpu_sdpa/32768", 50),
+      run("BM_gpu_decode_all/131072", 250), run("BM_gpu_sdpa/131072", 183),
+      run("BM_gpu_decode_sparse/32768/1024", 20), run("BM_gpu_decode_sparse/131072/1024", 20),
+      run("BM_gpu_decode_splits/32768/33", 70), run("BM_gpu_decode_splits/32768/49", 60, ", \"chosen\": 49"),
+      run("BM_gpu_decode_splits/32768/66", 58, ", \"chosen\": 49")}));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "| dense decode / SDPA, 32k | 1.20x (60.0 / 50.0 us) | <= 1.25x | met |"))
+      << r.output;
+  EXPECT_TRUE(contains(r.output, "| dense decode / SDPA, 128k | 1.37x (250.0 / 183.0 us) | <= 1.25x | MISSED |"))
+      << r.output;
+  EXPECT_TRUE(contains(r.output, "| dense / sparse B=1024, 32k | 3.00x (60.0 / 20.0 us) | >= 4x | MISSED |"))
+      << r.output;
+  EXPECT_TRUE(contains(r.output, "| dense / sparse B=1024, 128k | 12.50x (250.0 / 20.0 us) | >= 10x | met |"))
+      << r.output;
+  // 60 us against the fastest 58: within 5%.
+  EXPECT_TRUE(contains(r.output, "chosen 49, fastest 66 (33: 70.0, 49: 60.0, 66: 58.0 us) | within 5% | met |"))
+      << r.output;
+}
+
+TEST(GpuTargets, AbsentBenchmarksSaySoAndAnUnreadableFileExitsTwo) {
+  test::TempDir dir;
+  const test::CliRun r = targets(write_report(dir, {run("BM_gpu_decode_all/32768", 60)}));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "| dense decode / SDPA, 32k | absent | <= 1.25x | - |")) << r.output;
+  EXPECT_TRUE(contains(r.output, "| split count at 32k: the glue's vs the fastest tried | absent |"))
+      << r.output;
+
+  const test::CliRun missing = targets(dir.file("no-such.json"));
+  EXPECT_EQ(missing.code, 2) << missing.output;
+  EXPECT_TRUE(contains(missing.output, "gpu_targets: cannot read")) << missing.output;
+}
+
+}  // namespace
+}  // namespace kvb
