@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "engine/decode_graphs.h"
+#include "tests/engine/model/architecture_configs.h"
 #include "tests/methods/device_compare.h"
 
 namespace kvb {
@@ -32,6 +33,19 @@ Steps run_steps(const LlamaModel& model, const std::string& method_name, bool gr
   return out;
 }
 
+// The graphed steps' logits within 1e-3 of the eager ones (relative to each step's largest);
+// true when every step's are bitwise equal.
+bool expect_same_logits(const Steps& graphed, const Steps& eager) {
+  bool bitwise = true;
+  for (size_t i = 0; i < eager.logits.size(); ++i) {
+    bitwise = bitwise && graphed.logits[i].equal(eager.logits[i]);
+    const double scale = eager.logits[i].abs().max().item<double>();
+    EXPECT_LT((graphed.logits[i] - eager.logits[i]).abs().max().item<double>() / scale, 1e-3)
+        << "step " << i;
+  }
+  return bitwise;
+}
+
 // Every method: with --cuda-graphs, the same logits and attended counts as its eager steps;
 // its steps replay graphs exactly where it keeps no step tensors.
 TEST(Gpu, CudaGraphStepsGiveTheEagerStepsLogits) {
@@ -49,19 +63,31 @@ TEST(Gpu, CudaGraphStepsGiveTheEagerStepsLogits) {
       EXPECT_EQ(eager.graph_steps, 0);
       EXPECT_EQ(graphed.graph_steps, eager_only ? 0 : 12);
       EXPECT_EQ(graphed.attended.sum, eager.attended.sum);
-      bool bitwise = true;
-      for (size_t i = 0; i < eager.logits.size(); ++i) {
-        bitwise = bitwise && graphed.logits[i].equal(eager.logits[i]);
-        const double scale = eager.logits[i].abs().max().item<double>();
-        EXPECT_LT((graphed.logits[i] - eager.logits[i]).abs().max().item<double>() / scale, 1e-3)
-            << "step " << i;
-      }
+      const bool bitwise = expect_same_logits(graphed, eager);
       std::cout << "  " << m->name << (dtype == at::kFloat ? " f32" : " bf16") << ": "
                 << (eager_only ? "eager (keeps step tensors)"
                                : bitwise ? "graph steps bitwise equal to the eager steps"
                                          : "graph steps within 1e-3 of the eager steps")
                 << "\n";
     }
+  }
+}
+
+// What random-tiny's captures never contain: q/k/v/o biases and q/k norms (Qwen3), partial
+// interleaved RoPE and biases (GLM-4). Full's graphed steps against its eager steps.
+TEST(Gpu, CudaGraphStepsOfQwen3AndGlmGiveTheEagerStepsLogits) {
+  KVB_REQUIRE_GPU();
+  if (!DecodeGraphs::available())
+    GTEST_SKIP() << "skipped: this kvbench has no CUDA kernels (KVBENCH_CUDA off)";
+  const std::pair<const char*, ModelConfig> cases[] = {{"qwen3 with biases", test::qwen3_config(true)},
+                                                       {"glm4", test::glm_config()}};
+  for (const auto& [name, config] : cases) {
+    SCOPED_TRACE(name);
+    auto model = LlamaModel::random(config, 7)->to(at::Device(at::kCUDA, 0), at::kFloat);
+    const Steps eager = run_steps(*model, "full", false);
+    const Steps graphed = run_steps(*model, "full", true);
+    EXPECT_EQ(graphed.graph_steps, 12);
+    expect_same_logits(graphed, eager);
   }
 }
 

@@ -13,6 +13,7 @@
 
 #include "engine/model/llama_model.h"
 #include "engine/session.h"
+#include "tests/engine/model/architecture_configs.h"
 #include "methods/method.h"
 #include "tests/test_util.h"
 
@@ -153,25 +154,6 @@ at::Tensor engine_logits(const LlamaModel& model) {
   return session.prefill(prompt(), /*all_logits=*/true);
 }
 
-ModelConfig qwen3_config(bool bias) {
-  ModelConfig c = llama_config({.layers = 2, .hidden = 32, .ffn = 48, .heads = 4, .kv_heads = 2,
-                                .head_dim = 12, .vocab = 260, .rope_theta = 1e6});
-  c.model_type = "qwen3";  // head_dim 12 != 32 / 4: the explicit head_dim is what counts
-  c.attention_bias = c.output_bias = bias;
-  c.rms_norm_eps = 1e-6;
-  return c;
-}
-
-ModelConfig glm_config() {
-  ModelConfig c = llama_config({.layers = 2, .hidden = 32, .ffn = 40, .heads = 4, .kv_heads = 2,
-                                .head_dim = 16, .vocab = 260, .rope_theta = 500.0, .tied = false});
-  c.model_type = "glm";
-  c.attention_bias = true;
-  c.partial_rotary_factor = 0.5;
-  c.rms_norm_eps = 1.5625e-07;
-  return c;
-}
-
 struct Case {
   const char* name;
   ModelConfig config;
@@ -203,15 +185,15 @@ TEST_P(Architecture, SaveLoadRoundTripsBitForBit) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, Architecture,
-                         ::testing::Values(Case{"qwen3", qwen3_config(false)},
-                                           Case{"qwen3_biases", qwen3_config(true)},
-                                           Case{"glm4", glm_config()}),
+                         ::testing::Values(Case{"qwen3", test::qwen3_config(false)},
+                                           Case{"qwen3_biases", test::qwen3_config(true)},
+                                           Case{"glm4", test::glm_config()}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 // The derivation itself must notice what it is meant to check: a GLM model read as if its
 // RoPE were Llama's (whole head, rotate-half) gives other logits.
 TEST(ArchitectureReference, DistinguishesGlmRopeFromLlamaRope) {
-  auto model = LlamaModel::random(glm_config(), 7);
+  auto model = LlamaModel::random(test::glm_config(), 7);
   const Mat glm = reference_logits(*model, prompt());
   model->config.model_type = "llama";
   const Mat llama = reference_logits(*model, prompt());
