@@ -330,8 +330,10 @@ class ClusterKV : public RetrievalMethod {
                                  -1, ix.last_selected.options());
       ix.last_selected = at::cat({ix.last_selected, more}, 1);
     }
-    at::Tensor last = ix.last_selected.gather(1, selected);
-    at::Tensor hits = ((last >= 0) & (ix.steps - last <= config_.cache_steps)).sum();
+    // A hit: selected within the last R steps, last >= 0 and steps - last <= R, which for
+    // integers is one comparison (one launch on a GPU, not five).
+    const int64_t oldest_hit = std::max<int64_t>(0, ix.steps - config_.cache_steps);
+    at::Tensor hits = (ix.last_selected.gather(1, selected) >= oldest_hit).sum();
     ix.last_selected.scatter_(1, selected, ix.steps);
     count_cache(hits, selected.numel());
   }
