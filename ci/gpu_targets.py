@@ -27,6 +27,8 @@ def times_us(benchmarks):
         if b.get("error_occurred"):
             continue
         t = float(b["real_time"]) * UNIT_US[b.get("time_unit", "ns")]
+        if t <= 0:  # not a measurement (and no ratio can be taken of it)
+            continue
         name = b.get("run_name", b["name"])
         if b.get("run_type") == "aggregate":
             if b.get("aggregate_name") == "median":

@@ -123,7 +123,7 @@ void add_model_commands(CLI::App& app, std::vector<Command>& out) {
                 << double(t.decode_syncs) / double(t.decode_steps) << " device syncs/token)";
     if (o->cuda_graphs)
       std::cerr << "; " << t.graph_steps << " steps through CUDA graphs, captured in "
-                << t.graph_capture_s << " s of the prefill";
+                << t.graph_capture_s << " s after the prefill";
     std::cerr << "\n";
     return 0;
   }});

@@ -22,11 +22,18 @@ std::string entry(const std::string& run, const std::string& aggregate, double u
          "\", \"real_time\": " + std::to_string(us) + ", \"time_unit\": \"us\"" + extra + "}";
 }
 
-// Each run's median, plus a stddev entry that must not be read as a time or a choice.
+// Each run's median, after a stddev entry that must not be read as a time or a choice.
 std::string run(const std::string& name, double median_us, const std::string& extra = "") {
   const std::string stddev_extra = extra.empty() ? "" : ", \"chosen\": 0";
-  return entry(name + "/manual_time", "median", median_us, extra) + ",\n" +
-         entry(name + "/manual_time", "stddev", 1.0, stddev_extra);
+  return entry(name + "/manual_time", "stddev", 1.0, stddev_extra) + ",\n" +
+         entry(name + "/manual_time", "median", median_us, extra);
+}
+
+// A run without repetitions: no aggregates, the run itself.
+std::string single(const std::string& name, double us, bool error = false) {
+  return "{\"name\": \"" + name + "/manual_time\", \"run_name\": \"" + name +
+         "/manual_time\", \"run_type\": \"iteration\", \"real_time\": " + std::to_string(us) +
+         ", \"time_unit\": \"ms\"" + (error ? ", \"error_occurred\": true" : "") + "}";
 }
 
 std::string write_report(const test::TempDir& dir, const std::vector<std::string>& runs) {
@@ -61,6 +68,19 @@ TEST(GpuTargets, RatiosOfTheMediansAgainstEachTarget) {
   // 60 us against the fastest 58: within 5%.
   EXPECT_TRUE(contains(r.output, "chosen 49, fastest 66 (33: 70.0, 49: 60.0, 66: 58.0 us) | within 5% | met |"))
       << r.output;
+}
+
+TEST(GpuTargets, SingleRunsCountAndFailedOrZeroTimesDoNot) {
+  test::TempDir dir;
+  const test::CliRun r = targets(write_report(dir, {
+      single("BM_gpu_decode_all/32768", 0.06), single("BM_gpu_sdpa/32768", 0.05),
+      single("BM_gpu_decode_all/131072", 0.25), single("BM_gpu_sdpa/131072", 0.1, /*error=*/true),
+      single("BM_gpu_decode_sparse/32768/1024", 0)}));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "| dense decode / SDPA, 32k | 1.20x (60.0 / 50.0 us) | <= 1.25x | met |"))
+      << r.output;
+  EXPECT_TRUE(contains(r.output, "| dense decode / SDPA, 128k | absent |")) << r.output;
+  EXPECT_TRUE(contains(r.output, "| dense / sparse B=1024, 32k | absent |")) << r.output;
 }
 
 TEST(GpuTargets, AbsentBenchmarksSaySoAndAnUnreadableFileExitsTwo) {

@@ -5,6 +5,8 @@
 #include <torch/cuda.h>
 
 #include <iostream>
+#include <string>
+#include <utility>
 
 #include "engine/decode_graphs.h"
 #include "tests/engine/model/architecture_configs.h"
@@ -74,21 +76,23 @@ TEST(Gpu, CudaGraphStepsGiveTheEagerStepsLogits) {
 }
 
 // What random-tiny's captures never contain: q/k/v/o biases and q/k norms (Qwen3), partial
-// interleaved RoPE and biases (GLM-4). Full's graphed steps against its eager steps.
+// interleaved RoPE and biases (GLM-4). Full's graphed steps against its eager steps, in f32 and
+// bf16.
 TEST(Gpu, CudaGraphStepsOfQwen3AndGlmGiveTheEagerStepsLogits) {
   KVB_REQUIRE_GPU();
   if (!DecodeGraphs::available())
     GTEST_SKIP() << "skipped: this kvbench has no CUDA kernels (KVBENCH_CUDA off)";
   const std::pair<const char*, ModelConfig> cases[] = {{"qwen3 with biases", test::qwen3_config(true)},
                                                        {"glm4", test::glm_config()}};
-  for (const auto& [name, config] : cases) {
-    SCOPED_TRACE(name);
-    auto model = LlamaModel::random(config, 7)->to(at::Device(at::kCUDA, 0), at::kFloat);
-    const Steps eager = run_steps(*model, "full", false);
-    const Steps graphed = run_steps(*model, "full", true);
-    EXPECT_EQ(graphed.graph_steps, 12);
-    expect_same_logits(graphed, eager);
-  }
+  for (at::ScalarType dtype : {at::kFloat, at::kBFloat16})
+    for (const auto& [name, config] : cases) {
+      SCOPED_TRACE(std::string(name) + (dtype == at::kFloat ? " f32" : " bf16"));
+      auto model = LlamaModel::random(config, 7)->to(at::Device(at::kCUDA, 0), dtype);
+      const Steps eager = run_steps(*model, "full", false);
+      const Steps graphed = run_steps(*model, "full", true);
+      EXPECT_EQ(graphed.graph_steps, 12);
+      expect_same_logits(graphed, eager);
+    }
 }
 
 }  // namespace

@@ -13,8 +13,8 @@
 
 #include "engine/model/llama_model.h"
 #include "engine/session.h"
-#include "tests/engine/model/architecture_configs.h"
 #include "methods/method.h"
+#include "tests/engine/model/architecture_configs.h"
 #include "tests/test_util.h"
 
 namespace kvb {
