@@ -51,6 +51,18 @@ record() {
   say "$2: $1${3:+ ($3)}"
 }
 
+timed_step() {  # NAME COMMAND...: PASS with the seconds, or FAIL with the exit status
+  local name=$1 rc=0 started=$SECONDS
+  shift
+  "$@" || rc=$?
+  if ((rc == 0)); then record "$name" PASS "$((SECONDS - started)) s"
+  else record "$name" FAIL "exit $rc"; fi
+}
+skipped_by_quick() {  # NAME: true (the step recorded as SKIP) under --quick
+  ((quick)) || return 1
+  record "$1" SKIP "--quick"
+}
+
 summary() {
   local i failed=0
   echo
@@ -89,10 +101,8 @@ record "setup --cuda" PASS "$((SECONDS - started)) s"
 cd "$build" || exit 1
 
 # 2. Every test but the GPU ones.
-if ((quick)); then
-  rm -f ctest-junit.xml  # an earlier full run's
-  record "ctest -LE gpu" SKIP "--quick"
-else
+rm -f ctest-junit.xml  # an earlier run's (none under --quick)
+if ! skipped_by_quick "ctest -LE gpu"; then
   started=$SECONDS
   rc=0
   ctest --output-on-failure -j"${JOBS:-$(nproc)}" -LE gpu --output-junit "$PWD/ctest-junit.xml" || rc=$?
@@ -122,18 +132,6 @@ else
   record "ctest -L gpu (on the GPU)" FAIL "$note; ${joined%, }"
 fi
 cd "$root" || exit 1
-
-timed_step() {  # NAME COMMAND...: PASS with the seconds, or FAIL with the exit status
-  local name=$1 rc=0 started=$SECONDS
-  shift
-  "$@" || rc=$?
-  if ((rc == 0)); then record "$name" PASS "$((SECONDS - started)) s"
-  else record "$name" FAIL "exit $rc"; fi
-}
-skipped_by_quick() {  # NAME: true (the step recorded as SKIP) under --quick
-  ((quick)) || return 1
-  record "$1" SKIP "--quick"
-}
 
 # 4. The smoke suite on the CPU, against its committed baseline.
 if ! skipped_by_quick "smoke (cpu) + check baseline"; then

@@ -422,10 +422,11 @@ at::Tensor InfiniGen::select_rows(int layer, const at::Tensor& q, const LayerKV&
   const at::Tensor scores = infinigen_speculative_scores(q_spec, calibration().skew[layer],
                                                          p.channels, p.keys());  // [Hkv, n]
   const int64_t cap = config_.cap(context_.budget, kv.size(0));  // every head holds n entries
-  if (config_.fill_to_budget) return infinigen_fetch(scores, std::max<int64_t>(1, cap));
-  // The count sizes the fetch, so the host reads it: one device sync per sparse layer.
-  last_count_ = infinigen_threshold_count(scores, config_.alpha);  // same count for every head
-  const int64_t fetch = std::min(last_count_, cap);
+  // The count sizes the fetch, so the host reads it (one device sync per sparse layer); not
+  // under fill_to_budget, which fetches B whatever the count.
+  if (!config_.fill_to_budget)
+    last_count_ = infinigen_threshold_count(scores, config_.alpha);  // same count for every head
+  const int64_t fetch = config_.fill_to_budget ? cap : std::min(last_count_, cap);
   return infinigen_fetch(scores, std::max<int64_t>(1, fetch));  // NaN scores: 1
 }
 
