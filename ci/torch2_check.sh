@@ -28,6 +28,10 @@ cuda_include="${CUDA_INCLUDE:-/usr/local/cuda/include}"
 root="$work/libtorch-dev"
 
 if [ ! -f "$root/usr/include/torch/csrc/api/include/torch/version.h" ]; then
+  for tool in curl xz dpkg; do
+    command -v "$tool" >/dev/null ||
+      { echo "torch2_check: error: needs $tool to fetch the headers (apt-get install curl xz-utils)" >&2; exit 2; }
+  done
   echo "torch2_check: fetching Debian trixie's libtorch-dev from $mirror"
   curl -fsS -o "$work/Packages.xz" "$mirror/dists/trixie/main/binary-amd64/Packages.xz"
   deb_path=$(xz -dc "$work/Packages.xz" |
