@@ -8,6 +8,8 @@
 # lines of the log and exits 1. A first build takes about 10 minutes on 2 cores.
 # KVBENCH_SETUP_PACKAGES=skip leaves the Debian packages alone (tests; managed machines).
 # JOBS=N: parallel compile jobs (default: every core).
+# KVBENCH_BUILD_TARGETS="kvbench kvbench_bench ...": build only these targets (and what they need),
+# not every one (ci/gpu_test.sh --quick: no kvbench_tests, which is most of a build's files).
 #
 # bash ci/setup.sh --cuda: the GPU build, into build-gpu/ (log build-gpu/setup.log), beside
 # build/ (the CPU build, untouched). Configures with -DKVBENCH_CUDA=ON against an installed CUDA
@@ -103,7 +105,9 @@ files_to_compile() {
     # Ninja's dry run lists exactly the stale steps, but on build.ninja itself it stops at
     # CMake's always-dirty glob check (CONFIGURE_DEPENDS); a copy has no such edge.
     cp "$build_dir/build.ninja" "$build_dir/.setup-dry-run.ninja"
-    ninja -C "$build_dir" -f .setup-dry-run.ninja -n 2>/dev/null | grep -cE "$compile_line" || true
+    # shellcheck disable=SC2086  # the targets, one word each
+    ninja -C "$build_dir" -f .setup-dry-run.ninja -n ${KVBENCH_BUILD_TARGETS:-} 2>/dev/null |
+      grep -cE "$compile_line" || true
     rm -f "$build_dir/.setup-dry-run.ninja"
   elif dry_run=$(make -C "$build_dir" -n 2>/dev/null); then
     grep -cE "$compile_line" <<<"$dry_run" || true
@@ -164,7 +168,10 @@ build() {
     say "[3/3] building: $total $files to compile with $jobs jobs$hint"
   fi
   set +o pipefail
-  cmake --build "$build_dir" -j"$jobs" 2>&1 | show_progress "$total"
+  local targets=()
+  read -r -a targets <<<"${KVBENCH_BUILD_TARGETS:-}"
+  ((${#targets[@]} == 0)) || say "[3/3] only the targets ${targets[*]} (KVBENCH_BUILD_TARGETS)"
+  cmake --build "$build_dir" -j"$jobs" ${targets[@]+--target "${targets[@]}"} 2>&1 | show_progress "$total"
   rc=${PIPESTATUS[0]}
   set -o pipefail
   ((rc == 0)) || fail "building" "$rc"
@@ -242,4 +249,6 @@ install_packages
 say "[2/3] configuring $build_dir/ ($configure_what)"
 logged "configuring (cmake)" cmake -S . -B "$build_dir" "${configure_options[@]}"
 build
-say "done in $((SECONDS - started)) s: $build_dir/kvbench and $build_dir/kvbench_tests; full log: $log"
+built="$build_dir/kvbench and $build_dir/kvbench_tests"
+[ -z "${KVBENCH_BUILD_TARGETS:-}" ] || built="the targets $KVBENCH_BUILD_TARGETS in $build_dir/"
+say "done in $((SECONDS - started)) s: $built; full log: $log"
