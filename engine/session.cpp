@@ -1,6 +1,7 @@
 #include "engine/session.h"
 
 #include <c10/core/InferenceMode.h>
+#include <torch/version.h>
 
 #include <algorithm>
 #include <cmath>
@@ -131,6 +132,67 @@ at::Tensor chunked_mlp(const LayerWeights& w, const at::Tensor& x, int64_t rows)
   return out;
 }
 
+// Causal attention of a prompt from position 0, explicitly: in query chunks whose scores
+// [Hkv, g*chunk, keys] (fp32 at least) stay within `score_bytes`, masked, softmax, times V.
+// q: [Hq, L, d], k, v: [Hkv, L, d] (query head h reads KV head h / g) -> [Hq, L, d].
+at::Tensor chunked_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                    int64_t score_bytes) {
+  const int64_t Hq = q.size(0), L = q.size(1), d = q.size(2), Hkv = k.size(0), g = Hq / Hkv;
+  const at::TensorOptions longs = q.options().dtype(at::kLong);
+  const int64_t chunk =
+      std::max<int64_t>(1, std::min<int64_t>(L, score_bytes / (int64_t(sizeof(float)) * Hq * L)));
+  const double scale = 1.0 / std::sqrt(double(d));
+  at::Tensor out = at::empty({Hkv, g, L, d}, q.options());
+  at::Tensor q_grouped = q.view({Hkv, g, L, d});
+  for (int64_t c0 = 0; c0 < L; c0 += chunk) {
+    const int64_t n = std::min(chunk, L - c0), keys = c0 + n;
+    at::Tensor qc = q_grouped.narrow(2, c0, n).reshape({Hkv, g * n, d});
+    at::Tensor scores = at::bmm(qc, k.narrow(1, 0, keys).transpose(1, 2)).to(score_type(q))
+                            .mul_(scale).view({Hkv, g, n, keys});
+    // Query c0+i sees keys 0..c0+i.
+    at::Tensor mask = at::arange(keys, longs).unsqueeze(0) >
+                      (at::arange(n, longs) + c0).unsqueeze(1);  // [n, keys]
+    scores.masked_fill_(mask, -std::numeric_limits<float>::infinity());
+    at::Tensor probs = at::softmax(scores, -1).view({Hkv, g * n, keys}).to(v.scalar_type());
+    out.narrow(2, c0, n).copy_(at::bmm(probs, v.narrow(1, 0, keys)).view({Hkv, g, n, d}));
+  }
+  return out.view({Hq, L, d});
+}
+
+// Whether the prefill's attention can be ATen's fused scaled_dot_product_attention: on a GPU,
+// in bf16 or f16, for head sizes its flash kernel takes, with LibTorch 2.x. Its scores never
+// leave the chip, where the chunked attention writes and rereads [Hq, chunk, L] floats several
+// times: on an H200 the 8B shape's prefill took 184 s at 128k tokens that way. Elsewhere
+// (the CPU, f32, LibTorch 1.13) the chunked attention, the same on every version.
+bool fused_prefill_attention(const at::Tensor& q) {
+#if TORCH_VERSION_MAJOR >= 2
+  const int64_t d = q.size(-1);
+  return q.is_cuda() && (q.scalar_type() == at::kBFloat16 || q.scalar_type() == at::kHalf) &&
+         d % 8 == 0 && d <= 256;
+#else
+  (void)q;
+  return false;
+#endif
+}
+
+// The same attention through scaled_dot_product_attention (is_causal: query i sees keys 0..i,
+// the prompt starting at position 0; scale 1/sqrt(d), its default). K and V are repeated to
+// the Hq query heads, [Hq, L, d] each for the call, rather than passed with enable_gqa (2.5+),
+// which not every fused kernel takes: its fallback would hold [Hq, L, L] scores.
+at::Tensor fused_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+#if TORCH_VERSION_MAJOR >= 2
+  const int64_t g = q.size(0) / k.size(0);
+  const at::Tensor k_rep = g == 1 ? k : k.repeat_interleave(g, 0);
+  const at::Tensor v_rep = g == 1 ? v : v.repeat_interleave(g, 0);
+  return at::scaled_dot_product_attention(q.unsqueeze(0), k_rep.unsqueeze(0), v_rep.unsqueeze(0),
+                                          {}, 0.0, /*is_causal=*/true)[0];
+#else
+  (void)k;
+  (void)v;
+  throw std::logic_error("fused_causal_attention needs LibTorch 2.x");
+#endif
+}
+
 }  // namespace
 
 at::Tensor Session::prefill(const std::vector<int>& ids, bool all_logits) {
@@ -191,36 +253,18 @@ AddedAndNormed Session::prefill_layer(int layer, AddedAndNormed in, const RopeAn
   const LayerWeights& w = model_.layers[layer];
   const at::Tensor& x = in.sum;
   const int64_t L = x.size(0), d = c.head_dim, Hq = c.num_attention_heads;
-  const int64_t Hkv = c.num_key_value_heads, g = Hq / Hkv;
-  const at::TensorOptions longs = x.options().dtype(at::kLong);
   const LayerQKV qkv = layer_qkv(model_, w, in.normed, rope, inference_apply_rope);
   in.normed.reset();  // [L, D] freed before the attention and the MLP allocate theirs
   at::Tensor q = qkv.q.contiguous();  // [Hq, L, d]
   at::Tensor k = qkv.k.contiguous();  // [Hkv, L, d]
   at::Tensor v = qkv.v.contiguous();  // [Hkv, L, d]
 
-  // Causal attention in query chunks: scores [Hkv, g*chunk, keys] stay within the byte bound;
-  // softmax in fp32 whatever the model's dtype.
   const int64_t score_bytes = options_.prefill_score_bytes > 0 ? options_.prefill_score_bytes
                                                                 : attention_score_bytes(x.device());
-  const int64_t chunk =
-      std::max<int64_t>(1, std::min<int64_t>(L, score_bytes / (int64_t(sizeof(float)) * Hq * L)));
-  const double scale = 1.0 / std::sqrt(double(d));
-  at::Tensor out = at::empty({Hkv, g, L, d}, q.options());
-  at::Tensor q_grouped = q.view({Hkv, g, L, d});
-  for (int64_t c0 = 0; c0 < L; c0 += chunk) {
-    const int64_t n = std::min(chunk, L - c0), keys = c0 + n;
-    at::Tensor qc = q_grouped.narrow(2, c0, n).reshape({Hkv, g * n, d});
-    at::Tensor scores = at::bmm(qc, k.narrow(1, 0, keys).transpose(1, 2)).to(score_type(q))
-                            .mul_(scale).view({Hkv, g, n, keys});
-    // Query c0+i sees keys 0..c0+i.
-    at::Tensor mask = at::arange(keys, longs).unsqueeze(0) >
-                      (at::arange(n, longs) + c0).unsqueeze(1);  // [n, keys]
-    scores.masked_fill_(mask, -std::numeric_limits<float>::infinity());
-    at::Tensor probs = at::softmax(scores, -1).view({Hkv, g * n, keys}).to(v.scalar_type());
-    out.narrow(2, c0, n).copy_(at::bmm(probs, v.narrow(1, 0, keys)).view({Hkv, g, n, d}));
-  }
-  at::Tensor attn = out.view({Hq, L, d}).transpose(0, 1).reshape({L, Hq * d});
+  const at::Tensor out = options_.fused_prefill_attention && fused_prefill_attention(q)
+                             ? fused_causal_attention(q, k, v)
+                             : chunked_causal_attention(q, k, v, score_bytes);  // [Hq, L, d]
+  at::Tensor attn = out.transpose(0, 1).reshape({L, Hq * d});
 
   kv_[layer].append_many(k, v, 0);
   if (options_.track_fidelity) shadow_[layer].append_many(k, v, 0);

@@ -89,8 +89,12 @@ struct SessionOptions {
   // true top-B keys and the attention-output error at every decode step (costs a full
   // attention per step).
   bool track_fidelity = false;
-  // Bound on the prefill attention scores buffer: [Hq, chunk, L] floats. Never L x L.
-  // 0: attention_score_bytes of the device (llama_layers.h).
+  // The prefill's causal attention through ATen's fused scaled_dot_product_attention (flash
+  // attention) where it applies: on a GPU, bf16/f16, LibTorch 2.x. Elsewhere, or false, the
+  // explicit attention in query chunks below (the same on every LibTorch; tests compare them).
+  bool fused_prefill_attention = true;
+  // Bound on the explicit prefill attention's scores buffer: [Hq, chunk, L] floats. Never
+  // L x L. 0: attention_score_bytes of the device (llama_layers.h).
   int64_t prefill_score_bytes = 0;
   // Prefill MLPs run over this many positions at a time, so their [rows, F] activations stay
   // bounded however long the prompt (0: 4096).
