@@ -310,7 +310,10 @@ bool LayerKV::equally_filled() const {
 at::Tensor LayerKV::uniform_rows() const {
   if (!equally_filled())
     throw std::logic_error("LayerKV::uniform_rows: heads hold different sizes");
-  const int64_t n = heads_.empty() ? 0 : heads_[0].size;
+  return leading_rows(heads_.empty() ? 0 : heads_[0].size);
+}
+
+at::Tensor LayerKV::leading_rows(int64_t n) const {
   const LogicalTable rows = logical_table();
   return rows.table.narrow(1, rows.offset, n);
 }

@@ -85,6 +85,10 @@ class LayerKV {
   // contiguous with each other unless the entries fill their blocks exactly): a decode step of
   // Full asks for it on every layer, and the attention kernels read it in place.
   at::Tensor uniform_rows() const;
+  // The same for heads of any sizes: each head's first n entries' rows, [Hkv, n] (n at most the
+  // longest head's size), a view of the row table. Past a head's own size its columns are pool
+  // rows that are not its entries: valid to read, never to be attended.
+  at::Tensor leading_rows(int64_t n) const;
   // Gathered copies. Returns [n, d].
   at::Tensor keys(int head) const;
   at::Tensor values(int head) const;

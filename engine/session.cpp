@@ -388,27 +388,20 @@ Session::LayerInput Session::dense_graphed(int layer, const at::Tensor& sum,
 
 namespace {
 
-// Every resident entry of ragged heads as an explicit selection, built on the device from
-// the Hkv sizes.
-Selection select_everything(const LayerKV& kv) {
+// Every resident entry of heads of different sizes (after an eviction): head h's first size(h)
+// rows of the row table, [Hkv, longest] read through its row stride, counts from the host.
+AttendedRows every_entry_of_ragged_heads(const LayerKV& kv) {
   const int64_t Hkv = kv.num_heads();
-  const at::TensorOptions longs = kv.key_pool().options().dtype(at::kLong);
-  std::vector<int64_t> indptr(static_cast<size_t>(Hkv + 1), 0);
-  int64_t longest = 0;
+  std::vector<int64_t> indptr(static_cast<size_t>(Hkv + 1), 0), counts;
   for (int h = 0; h < Hkv; ++h) {
+    counts.push_back(kv.size(h));
     indptr[size_t(h + 1)] = indptr[size_t(h)] + kv.size(h);
-    longest = std::max(longest, kv.size(h));
   }
-  Selection s;
-  s.all = false;
-  s.indptr = host_to_device(indptr, longs.device());
-  const int64_t total = indptr.back();
-  at::Tensor head_of = at::arange(Hkv, longs).repeat_interleave(
-      s.indptr.narrow(0, 1, Hkv) - s.indptr.narrow(0, 0, Hkv), 0, total);
-  s.indices = at::arange(total, longs) - s.indptr.index_select(0, head_of);
-  s.max_count = longest;
-  for (int h = 0; h < Hkv; ++h) s.host_counts.push_back(kv.size(h));
-  return s;
+  const int64_t longest = *std::max_element(counts.begin(), counts.end());
+  return {.indptr = host_to_device(indptr, kv.key_pool().device()),
+          .rows = kv.leading_rows(longest),
+          .longest = longest,
+          .host_counts = counts};
 }
 
 // Each KV head's resident entries, 0 .. size - 1, on the host.
@@ -434,7 +427,8 @@ const at::Tensor& EqualCountsIndptr::get(int64_t units, int64_t k, const at::Ten
 
 AttendedRows attended_rows(const LayerKV& kv, const Selection& selection,
                            EqualCountsIndptr* indptr) {
-  if (selection.all && kv.equally_filled()) {
+  if (selection.all && !kv.equally_filled()) return every_entry_of_ragged_heads(kv);
+  if (selection.all) {
     // The rows straight from the row table, without building the entries' logical indices.
     const int64_t Hkv = kv.num_heads(), n = kv.size(0);
     const at::TensorOptions longs = kv.key_pool().options().dtype(at::kLong);
@@ -443,8 +437,7 @@ AttendedRows attended_rows(const LayerKV& kv, const Selection& selection,
             .longest = n,
             .host_counts = std::vector<int64_t>(size_t(Hkv), n)};
   }
-  const Selection explicit_selection = selection.all ? select_everything(kv) : Selection{};
-  const Selection& s = selection.all ? explicit_selection : selection;
+  const Selection& s = selection;
   const int64_t units = s.units(), units_per_head = units / kv.num_heads();
   const std::vector<int64_t>& c = s.host_counts;
   if (int64_t(c.size()) == units && std::equal(c.begin() + 1, c.end(), c.begin())) {
@@ -465,11 +458,14 @@ AttendedRows attended_rows(const LayerKV& kv, const Selection& selection,
 
 at::Tensor gathered_decode_attention(const at::Tensor& q, const LayerKV& kv,
                                      const AttendedRows& attended, std::vector<at::Tensor>* probs) {
-  const at::Tensor rows = attended.rows.reshape({-1});  // [nnz]
+  const at::Tensor rows = attended.rows.reshape({-1});  // [nnz], or the table's [units * n]
   const int64_t units = attended.units(), d = q.size(1), per_unit = q.size(0) / units;
   const at::TensorOptions longs = rows.options();
-  at::Tensor first = attended.indptr.narrow(0, 0, units);           // [units]
-  at::Tensor counts = attended.indptr.narrow(0, 1, units) - first;  // [units]
+  at::Tensor counts = attended.indptr.narrow(0, 1, units) - attended.indptr.narrow(0, 0, units);
+  // Where unit u's rows start: indptr[u] in a packed list, u * n in a [units, n] table.
+  at::Tensor first = attended.rows.dim() == 2
+                         ? at::arange(units, longs) * attended.rows.size(1)
+                         : attended.indptr.narrow(0, 0, units);  // [units]
   const int64_t longest = attended.longest >= 0 ? attended.longest : counts.max().item<int64_t>();
   at::Tensor out;  // [units, per_unit, d]
   at::Tensor p;    // [units, per_unit, longest] fp32

@@ -206,7 +206,8 @@ struct AttendedRows {
 };
 // The rows of `selection`'s entries, in its order (`all`: every resident entry, one unit per KV
 // head). Every entry of equally filled heads (Full's usual case) takes 1 device op and builds
-// no entry lists, its indptr from `indptr` when given.
+// no entry lists, its indptr from `indptr` when given; of heads of different sizes, a view of
+// the row table and one copy of the counts' indptr to the device.
 AttendedRows attended_rows(const LayerKV& kv, const Selection& selection,
                            EqualCountsIndptr* indptr = nullptr);
 

@@ -2,6 +2,8 @@
 // GPU takes): logits within a stated tolerance of fp32. And device names: what is refused here.
 #include <gtest/gtest.h>
 
+#include <numeric>
+
 #include <torch/cuda.h>
 
 #include "engine/common/error.h"
@@ -105,6 +107,47 @@ TEST(Dtype, TheGatheredPathEqualsTheKernelInFp32) {
   ASSERT_EQ(kernel_probs.size(), gathered_probs.size());
   for (size_t u = 0; u < kernel_probs.size(); ++u)
     EXPECT_LT((kernel_probs[u] - gathered_probs[u]).abs().max().item<double>(), 1e-6) << u;
+}
+
+// Heads of different sizes (after an eviction), every entry attended: the rows come as a
+// [Hkv, longest] view of the row table with the counts from the host, and the kernel and the
+// gathered path both give each head's attention over exactly its own entries.
+TEST(Dtype, EveryEntryOfRaggedHeadsIsReadThroughTheRowTable) {
+  at::manual_seed(3);
+  const int64_t Hkv = 3, g = 2, d = 16, n = 40;
+  LayerKV kv(int(Hkv), int(d), at::TensorOptions().dtype(at::kFloat));
+  kv.append_many(at::randn({Hkv, n, d}), at::randn({Hkv, n, d}), 0);
+  std::vector<int64_t> all(static_cast<size_t>(n)), odd;
+  std::iota(all.begin(), all.end(), int64_t(0));
+  for (int64_t i = 1; i < n; i += 2) odd.push_back(i);
+  const std::vector<int64_t> first_ten(all.begin(), all.begin() + 10);
+  kv.keep({odd, all, first_ten});  // 20, 40 (all kept) and 10 entries
+  ASSERT_FALSE(kv.equally_filled());
+  Selection everything;
+  everything.all = true;
+  const AttendedRows attended = attended_rows(kv, everything);
+  EXPECT_EQ(attended.rows.sizes(), (at::IntArrayRef{Hkv, n}));
+  EXPECT_EQ(attended.host_counts, (std::vector<int64_t>{20, 40, 10}));
+  EXPECT_EQ(attended.longest, n);
+  EXPECT_TRUE(attended.indptr.equal(at::tensor({int64_t(0), int64_t(20), int64_t(60), int64_t(70)})));
+  const at::Tensor q = at::randn({Hkv * g, d});
+  const double scale = 1.0 / std::sqrt(double(d));
+  std::vector<at::Tensor> kernel_probs, gathered_probs;
+  const at::Tensor kernel = sparse_decode_attention(q, kv.key_pool(), kv.value_pool(),
+                                                    attended.indptr, attended.rows, scale,
+                                                    &kernel_probs, attended.longest,
+                                                    attended.host_counts);
+  const at::Tensor gathered = gathered_decode_attention(q, kv, attended, &gathered_probs);
+  for (int64_t h = 0; h < Hkv; ++h) {
+    // By definition, over the head's own resident keys and values.
+    const at::Tensor p = at::softmax(at::matmul(q.narrow(0, h * g, g), kv.keys(int(h)).t()) * scale, -1);
+    const at::Tensor expected = at::matmul(p, kv.values(int(h)));  // [g, d]
+    EXPECT_LT((kernel.narrow(0, h * g, g) - expected).abs().max().item<double>(), 1e-5) << h;
+    EXPECT_LT((gathered.narrow(0, h * g, g) - expected).abs().max().item<double>(), 1e-5) << h;
+    ASSERT_EQ(kernel_probs[size_t(h)].sizes(), p.sizes());
+    EXPECT_LT((kernel_probs[size_t(h)] - p).abs().max().item<double>(), 1e-6) << h;
+    EXPECT_LT((gathered_probs[size_t(h)] - p).abs().max().item<double>(), 1e-6) << h;
+  }
 }
 
 TEST(Device, NamesAreCheckedAndCudaIsRefusedWhereThereIsNone) {
