@@ -278,6 +278,11 @@ AddedAndNormed Session::prefill_layer(int layer, AddedAndNormed in, const RopeAn
                            input_norm(model_, layer + 1));
 }
 
+void Session::add_phase(const PhaseClock::Mark& start, double* total, double* host_total) {
+  clock_.add_since(start, total);
+  *host_total += seconds_since(start.host);
+}
+
 at::Tensor Session::decode(int token) {
   if (kv_.empty()) throw std::logic_error("decode before prefill");
   if (token < 0 || token >= model_.config.vocab_size)
@@ -287,7 +292,7 @@ at::Tensor Session::decode(int token) {
   const DeviceSyncCounter syncs(model_.device());
   const PhaseClock::Mark start = clock_.mark();
   method_.on_decode_step(kv_);  // cross-layer decisions before the step's token is appended
-  clock_.add_since(start, &timings_.select_s);
+  add_phase(start, &timings_.select_s, &timings_.select_host_s);
   const bool graphed = graphs_on() && graphs_;  // captured at the end of prefill
   const at::Tensor x = model_.embed.narrow(0, token, 1);  // [1, D]
   const RopeAngles rope = step_rope(graphed);
@@ -354,7 +359,7 @@ at::Tensor Session::attend(int layer, const LayerInput& in) {
   const PhaseClock::Mark select_start = clock_.mark();
   method_.on_append(layer, k, v, kv);
   Selection selection = method_.select(layer, q, kv);
-  clock_.add_since(select_start, &timings_.select_s);
+  add_phase(select_start, &timings_.select_s, &timings_.select_host_s);
   return decode_attention(layer, q, selection).view({1, Hq * d});
 }
 
@@ -532,7 +537,7 @@ at::Tensor Session::decode_attention(int layer, const at::Tensor& q, const Selec
   } else {
     out = gathered_decode_attention(q, kv, attended, wanted);
   }
-  clock_.add_since(start, &timings_.attention_s[size_t(layer)]);
+  add_phase(start, &timings_.attention_s[size_t(layer)], &timings_.attention_host_s);
   if (options_.track_fidelity) {
     const std::vector<std::vector<int64_t>> lists = chosen.all ? resident_entries(kv) : chosen.lists();
     for (int64_t h = 0; h < Hkv; ++h) {
@@ -547,7 +552,7 @@ at::Tensor Session::decode_attention(int layer, const at::Tensor& q, const Selec
   if (wanted) {
     const PhaseClock::Mark hook_start = clock_.mark();
     method_.on_attention(layer, chosen, probs, kv);
-    clock_.add_since(hook_start, &timings_.select_s);
+    add_phase(hook_start, &timings_.select_s, &timings_.select_host_s);
   }
   return out;
 }

@@ -59,6 +59,9 @@ struct SessionTimings {
   double graph_capture_s = 0;  // the host capturing them, after prefill_s ends (not in it)
   double select_s = 0;   // of which in Method::on_decode_step / select / on_append / on_attention
   std::vector<double> attention_s;  // [layers]: of which in decode attention over the selection
+  // The host's time in those two phases (on a GPU: launching their work, and any wait for the
+  // device; where it matches the device's time, the phase is bound by the host).
+  double select_host_s = 0, attention_host_s = 0;
   int64_t decode_steps = 0;
 };
 
@@ -170,6 +173,9 @@ class Session {
   // timing (timed in graph_capture_s alone), so that neither prefill_s nor a decode step pays.
   void capture_decode_graphs();
   at::Tensor decode_attention(int layer, const at::Tensor& q, const Selection& selection);
+  // A decode phase since `start`: its time into *total (the clock's: the device's on a GPU),
+  // the host's into *host_total.
+  void add_phase(const PhaseClock::Mark& start, double* total, double* host_total);
   // Compares KV head `head`'s attended entries (logical indices of kv_, host) and its output
   // out_head [g, d] with full attention over the shadow copy. q_group: [g, d].
   void measure_fidelity(int layer, int head, const at::Tensor& q_group,

@@ -40,7 +40,7 @@ struct CellTotals {
   std::vector<int64_t> attended_min, attended_max;
   int64_t decode_steps = 0;
   double prefill_s = 0, prefill_method_s = 0, decode_s = 0, decode_host_s = 0, select_s = 0,
-         graph_capture_s = 0;
+         select_host_s = 0, attention_host_s = 0, graph_capture_s = 0;
   int64_t decode_syncs = 0, graph_steps = 0;
   bool syncs_counted = false;
   std::vector<double> attention_s;  // per layer
@@ -83,6 +83,8 @@ struct CellTotals {
     graph_capture_s += t.graph_capture_s;
     syncs_counted = syncs_counted || t.syncs_counted;
     select_s += t.select_s;
+    select_host_s += t.select_host_s;
+    attention_host_s += t.attention_host_s;
     attention_s.resize(t.attention_s.size(), 0.0);
     for (size_t l = 0; l < t.attention_s.size(); ++l) attention_s[l] += t.attention_s[l];
     kv_bytes += double(s.kv_allocated_bytes());
@@ -117,6 +119,8 @@ struct CellTotals {
       metric("attention_ms_per_token.layer" + std::to_string(l), 1e3 * attention_s[l] / decode_steps, "ms");
     }
     metric("attention_ms_per_token", 1e3 * attention_total / decode_steps, "ms");
+    metric("select_host_ms_per_token", 1e3 * select_host_s / decode_steps, "ms");
+    metric("attention_host_ms_per_token", 1e3 * attention_host_s / decode_steps, "ms");
     // Measured budget: attended entries per KV head per layer per decode step.
     double total = 0;
     int64_t lo = INT64_MAX, hi = 0;

@@ -141,6 +141,16 @@ TEST(Session, DecodeOnTheCpuCountsNoDeviceSyncs) {
   EXPECT_GT(t.decode_s, 0.0);
   EXPECT_GE(t.decode_host_s, t.decode_s);
   EXPECT_LT(t.decode_host_s, t.decode_s + 0.05);
+  // The host's share of the phases: within the steps' host time, each read beside its clock.
+  double attention = 0;
+  for (double layer : t.attention_s) attention += layer;
+  EXPECT_GT(t.attention_host_s, 0.0);
+  EXPECT_GT(t.select_host_s, 0.0);
+  EXPECT_LE(t.select_host_s + t.attention_host_s, t.decode_host_s);
+  EXPECT_GE(t.attention_host_s, attention);
+  EXPECT_LT(t.attention_host_s, attention + 0.05);
+  EXPECT_GE(t.select_host_s, t.select_s);
+  EXPECT_LT(t.select_host_s, t.select_s + 0.05);
 }
 
 // Steps tallied on the device (counts only it knows) and on the host (counts the selection
