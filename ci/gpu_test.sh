@@ -17,7 +17,9 @@
 #      then issue 21's kernel targets from them (ci/gpu_targets.py: ratios met or missed);
 #   9. kvbench train-tiny --recipe training/recipes/v2.json --device cuda --dtype bf16
 #      --scale 0.02 (86 steps of every phase: the seconds per step of each phase;
-#      skipped, saying so, without the shared folder's word lists and essays).
+#      skipped, saying so, without the shared folder's word lists and essays);
+#  10. kvbench run latency_gpu_32k: every method's decode step at 32k / B=1024 on the 8B shape
+#      (selection / attention / rest, the host's time in each, prefill), its table printed.
 # Then the skipped tests with their reasons and a table of the steps. Exit 0 when every step
 # passed, 1 otherwise, 2 when the set-up could not start (no CUDA LibTorch, no nvcc: its one line).
 #
@@ -25,10 +27,11 @@
 # KVBENCH_SETUP_PACKAGES then defaults to skip. Also read: Torch_DIR, NVCC,
 # KVBENCH_CUDA_ARCHITECTURES, JOBS (ci/setup.sh's header). Logs and databases go to build-gpu/.
 # Usage: bash ci/gpu_test.sh [--quick]
-#   --quick: steps 1, 3, 7 and 8 only (the CUDA build of the targets they use, the GPU tests,
-#   generate, the kernel benchmarks and targets), for a session's short device time (on an
-#   H200 its steps took 70 s to build and about 60 s after, run as separate commands; the
-#   script has not run whole); the others are listed as SKIP.
+#   --quick: steps 1, 3, 7, 8 and 10 only (the CUDA build of the targets they use, the GPU
+#   tests, generate, the kernel benchmarks and targets, the 32k latency cells), for a session's
+#   short device time (on an H200 steps 1-8 took 70 s to build and about 60 s after, run as
+#   separate commands, and step 10's cells about 3 minutes; the script has not run whole);
+#   the others are listed as SKIP.
 set -uo pipefail
 quick=0
 case "${1:-}" in
@@ -191,6 +194,9 @@ elif [ -d "$shared/data/wordlists" ] && [ -f "$shared/data/haystack/PaulGrahamEs
 else
   record "train-tiny v2 x0.02 cuda bf16" SKIP "no word lists and essays under $shared"
 fi
+
+# 10. Every method's decode step at 32k / B = 1024 on the 8B shape (the run prints its table).
+timed_step "latency_gpu_32k" "./$build/kvbench" run latency_gpu_32k --db "$build/gpu-latency.db" --fresh
 
 echo
 skips=()
