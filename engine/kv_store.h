@@ -87,7 +87,8 @@ class LayerKV {
   at::Tensor uniform_rows() const;
   // The same for heads of any sizes: each head's first n entries' rows, [Hkv, n] (n at most the
   // longest head's size), a view of the row table. Past a head's own size its columns are pool
-  // rows that are not its entries: valid to read, never to be attended.
+  // row ids that are not its entries: in range, but their contents arbitrary (never written,
+  // maybe), never to be read.
   at::Tensor leading_rows(int64_t n) const;
   // Gathered copies. Returns [n, d].
   at::Tensor keys(int head) const;

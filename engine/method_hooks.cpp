@@ -41,12 +41,27 @@ Selection Selection::from_rows(const at::Tensor& rows, bool per_query_head) {
   return s;
 }
 
+Selection Selection::from_row_prefixes(const at::Tensor& rows, const at::Tensor& counts,
+                                       bool per_query_head) {
+  const int64_t units = rows.size(0), k = rows.size(1);
+  Selection s;
+  s.all = false;
+  s.per_query_head = per_query_head;
+  s.indptr = at::constant_pad_nd(counts.to(at::kLong).reshape({units}).cumsum(0), {1, 0});
+  s.indices = rows.to(at::kLong).reshape({units * k});
+  s.row_width = k;
+  return s;
+}
+
 std::vector<std::vector<int64_t>> Selection::lists() const {
   at::Tensor ptr = indptr.to(at::kCPU).contiguous(), idx = indices.to(at::kCPU).contiguous();
   const int64_t* p = ptr.data_ptr<int64_t>();
   const int64_t* i = idx.data_ptr<int64_t>();
   std::vector<std::vector<int64_t>> out(static_cast<size_t>(units()));
-  for (int64_t u = 0; u < units(); ++u) out[size_t(u)].assign(i + p[u], i + p[u + 1]);
+  for (int64_t u = 0; u < units(); ++u) {
+    const int64_t* first = row_width > 0 ? i + u * row_width : i + p[u];
+    out[size_t(u)].assign(first, first + (p[u + 1] - p[u]));
+  }
   return out;
 }
 

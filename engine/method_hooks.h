@@ -41,6 +41,9 @@ struct Selection {
   bool per_query_head = false;
   at::Tensor indptr;   // [units + 1] int64: unit u attends indices[indptr[u] .. indptr[u + 1])
   at::Tensor indices;  // [nnz] int64: logical indices into the unit's KV head (unique per unit)
+  // > 0: indices is [units * row_width], unit u's list the first indptr[u + 1] - indptr[u]
+  // entries of its row of row_width (from_row_prefixes: counts known only on the device).
+  int64_t row_width = 0;
   // The longest unit's count when known on the host without reading the device (-1: not known).
   int64_t max_count = -1;
   // Each unit's count when known on the host (empty: only on the device). The session then
@@ -53,6 +56,10 @@ struct Selection {
                               bool per_query_head, at::Device device);
   // Every unit attends k entries: rows [units, k] int64 (any device), no host round trip.
   static Selection from_rows(const at::Tensor& rows, bool per_query_head);
+  // Unit u attends the first counts[u] entries of rows[u]: rows [units, k] int64, counts [units]
+  // int64 in 0..k, both on the device: the host never reads the counts.
+  static Selection from_row_prefixes(const at::Tensor& rows, const at::Tensor& counts,
+                                     bool per_query_head);
 
   int64_t units() const { return indptr.size(0) - 1; }
   // Host copies of the lists, one per unit (reads the device: for tests, recall, inspection).

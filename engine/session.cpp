@@ -160,15 +160,20 @@ at::Tensor chunked_causal_attention(const at::Tensor& q, const at::Tensor& k, co
 }
 
 // Whether the prefill's attention can be ATen's fused scaled_dot_product_attention: on a GPU,
-// in bf16 or f16, for head sizes its flash kernel takes, with LibTorch 2.x. Its scores never
-// leave the chip, where the chunked attention writes and rereads [Hq, chunk, L] floats several
-// times: on an H200 the 8B shape's prefill took 184 s at 128k tokens that way. Elsewhere
-// (the CPU, f32, LibTorch 1.13) the chunked attention, the same on every version.
+// in bf16 or f16, with LibTorch 2.x, where ATen would run a fused kernel for these shapes.
+// Its scores never leave the chip, where the chunked attention writes and rereads
+// [Hq, chunk, L] floats several times: on an H200 the 8B shape's prefill took 184 s at 128k
+// tokens that way. Elsewhere (the CPU, f32, LibTorch 1.13) the chunked attention, the same on
+// every version.
 bool fused_prefill_attention(const at::Tensor& q) {
 #if TORCH_VERSION_MAJOR >= 2
-  const int64_t d = q.size(-1);
-  return q.is_cuda() && (q.scalar_type() == at::kBFloat16 || q.scalar_type() == at::kHalf) &&
-         d % 8 == 0 && d <= 256;
+  if (!q.is_cuda() || (q.scalar_type() != at::kBFloat16 && q.scalar_type() != at::kHalf))
+    return false;
+  // ATen's choice for the call (K and V repeated to q's shape, so q stands for them): > 0 is a
+  // fused kernel (flash, memory-efficient, cuDNN); 0 is its math kernel, which would hold
+  // [Hq, L, L] scores (SDPBackend's numbering since LibTorch 2.0).
+  const at::Tensor q4 = q.unsqueeze(0);
+  return at::_fused_sdp_choice(q4, q4, q4, {}, 0.0, /*is_causal=*/true) > 0;
 #else
   (void)q;
   return false;
@@ -444,6 +449,13 @@ AttendedRows attended_rows(const LayerKV& kv, const Selection& selection,
   }
   const Selection& s = selection;
   const int64_t units = s.units(), units_per_head = units / kv.num_heads();
+  if (s.row_width > 0) {
+    // Each unit's first count entries of its row: the rows of every row, [units, k], read
+    // through the table's row stride; the counts stay on the device.
+    at::Tensor logical = s.indices.view({kv.num_heads(), units_per_head, s.row_width});
+    return {.indptr = s.indptr,
+            .rows = kv.physical_rows_per_head(logical).view({units, s.row_width})};
+  }
   const std::vector<int64_t>& c = s.host_counts;
   if (int64_t(c.size()) == units && std::equal(c.begin() + 1, c.end(), c.begin())) {
     // k entries in every unit (a fixed-k selection): the heads' rows in one gather.
@@ -471,7 +483,9 @@ at::Tensor gathered_decode_attention(const at::Tensor& q, const LayerKV& kv,
   at::Tensor first = attended.rows.dim() == 2
                          ? at::arange(units, longs) * attended.rows.size(1)
                          : attended.indptr.narrow(0, 0, units);  // [units]
-  const int64_t longest = attended.longest >= 0 ? attended.longest : counts.max().item<int64_t>();
+  const int64_t longest = attended.longest >= 0      ? attended.longest
+                          : attended.rows.dim() == 2 ? attended.rows.size(1)  // a bound
+                                                     : counts.max().item<int64_t>();
   at::Tensor out;  // [units, per_unit, d]
   at::Tensor p;    // [units, per_unit, longest] fp32
   if (longest == 0) {
@@ -480,7 +494,11 @@ at::Tensor gathered_decode_attention(const at::Tensor& q, const LayerKV& kv,
   } else {
     at::Tensor slot = at::arange(longest, longs).unsqueeze(0);             // [1, longest]
     at::Tensor valid = slot < counts.unsqueeze(1);                         // [units, longest]
-    at::Tensor at_slot = (first.unsqueeze(1) + slot).clamp_max(std::max<int64_t>(rows.size(0) - 1, 0));
+    // Padding slots read the unit's last entry again (masked below): a table's columns past a
+    // unit's count may be pool rows never written, whose NaN would survive 0 * value.
+    at::Tensor in_unit = at::minimum(slot, (counts - 1).clamp_min(0).unsqueeze(1));
+    at::Tensor at_slot =
+        (first.unsqueeze(1) + in_unit).clamp_max(std::max<int64_t>(rows.size(0) - 1, 0));
     at::Tensor padded = rows.index_select(0, at_slot.reshape({-1}));      // [units * longest]
     at::Tensor keys = kv.key_pool().index_select(0, padded).view({units, longest, d});
     at::Tensor values = kv.value_pool().index_select(0, padded).view({units, longest, d});

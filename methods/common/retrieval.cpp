@@ -24,7 +24,14 @@ Selection RetrievalMethod::select(int layer, const at::Tensor& q, const LayerKV&
   if (sparse_heads.empty()) return Selection::everything();
   const int64_t entry_bytes = 2 * int64_t(kv.head_dim()) * int64_t(kv.key_pool().element_size());
   if (int(sparse_heads.size()) == kv.num_heads()) {
-    at::Tensor rows = select_rows(layer, q, kv);  // no host round trip where the method has one
+    const DeviceRows chosen = select_rows(layer, q, kv);  // no host round trip where it has one
+    const at::Tensor& rows = chosen.rows;
+    if (rows.defined() && chosen.counts.defined()) {
+      if (per_query_head())
+        throw std::logic_error("retrieval: row prefixes per query head are not supported");
+      add_device_fetched_bytes(chosen.counts.sum(at::kDouble), double(entry_bytes));
+      return Selection::from_row_prefixes(rows, chosen.counts, false);
+    }
     if (rows.defined()) {
       if (!per_query_head()) {
         fetched_bytes_ += double(rows.numel() * entry_bytes);
@@ -32,8 +39,7 @@ Selection RetrievalMethod::select(int layer, const at::Tensor& q, const LayerKV&
         const int64_t Hkv = kv.num_heads();
         at::Tensor fetched = at::zeros({Hkv, kv.size(0)}, rows.options().dtype(at::kBool));
         fetched.scatter_(1, rows.reshape({Hkv, -1}), true);
-        const at::Tensor bytes = fetched.sum().to(at::kDouble) * double(entry_bytes);
-        device_fetched_bytes_ = device_fetched_bytes_.defined() ? device_fetched_bytes_ + bytes : bytes;
+        add_device_fetched_bytes(fetched.sum(at::kDouble), double(entry_bytes));
       }
       return Selection::from_rows(rows, per_query_head());
     }
@@ -64,6 +70,11 @@ Selection RetrievalMethod::select(int layer, const at::Tensor& q, const LayerKV&
 }
 
 void RetrievalMethod::set_index_bytes(int layer, int64_t bytes) { index_bytes_[layer] = bytes; }
+
+void RetrievalMethod::add_device_fetched_bytes(const at::Tensor& entries, double entry_bytes) {
+  if (!device_fetched_bytes_.defined()) device_fetched_bytes_ = at::zeros_like(entries);
+  device_fetched_bytes_.add_(entries, entry_bytes);
+}
 
 std::vector<std::vector<int64_t>> RetrievalMethod::select_sparse(int, const at::Tensor&,
                                                                  const LayerKV&,

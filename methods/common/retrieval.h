@@ -35,10 +35,15 @@ class RetrievalMethod : public Method {
                                                           const std::vector<int>& heads);
   virtual bool per_query_head() const { return false; }
   // The same selection built on the device, for a layer whose every KV head holds more than B
-  // entries: [Hkv, k] logical indices (with per_query_head(): [Hq, k], query head q's list of
-  // KV head q / g), ascending, every unit the same k; an undefined tensor where the method has
-  // no device path for its config (then select_sparse).
-  virtual at::Tensor select_rows(int layer, const at::Tensor& q, const LayerKV& kv) { return {}; }
+  // entries: rows [Hkv, k] logical indices (with per_query_head(): [Hq, k], query head q's list
+  // of KV head q / g), every unit the same k, ascending; undefined rows where the method has
+  // no device path for its config (then select_sparse). With counts ([units] int64 on the
+  // device, each in 1..k): unit u attends the first counts[u] entries of its row, ascending,
+  // for a count the host never reads.
+  struct DeviceRows {
+    at::Tensor rows, counts;
+  };
+  virtual DeviceRows select_rows(int layer, const at::Tensor& q, const LayerKV& kv) { return {}; }
 
   // Accounting, called by subclasses.
   void set_index_bytes(int layer, int64_t bytes);  // size of the method's index for `layer`
@@ -52,6 +57,8 @@ class RetrievalMethod : public Method {
   at::Tensor device_fetched_bytes_;   // the same, of per-query-head device selections
   int64_t steps_ = 0;                 // decode steps (counted at layer 0)
   int64_t cache_hits_ = 0, cache_lookups_ = 0;
+  // Adds entries * entry_bytes to the fetched bytes; entries: a double scalar on the device.
+  void add_device_fetched_bytes(const at::Tensor& entries, double entry_bytes);
   at::Tensor device_cache_hits_;  // summed on the device, read by counters()
 };
 

@@ -266,7 +266,7 @@ class ClusterKV : public RetrievalMethod {
 
  protected:
   // q: [Hq, d]. Per KV head, sinks + trimmed clusters + recent, on the device.
-  at::Tensor select_rows(int layer, const at::Tensor& q, const LayerKV& kv) override {
+  DeviceRows select_rows(int layer, const at::Tensor& q, const LayerKV& kv) override {
     LayerIndex& ix = index_[layer];
     const int64_t Hkv = kv.num_heads(), g = q.size(0) / Hkv, d = q.size(1);
     if (kv.size(0) != ix.entries)
@@ -289,7 +289,7 @@ class ClusterKV : public RetrievalMethod {
     }
     parts.push_back(at::arange(ix.sinks, longs).expand({Hkv, ix.sinks}));
     parts.push_back(at::arange(n - recent, n, longs).expand({Hkv, recent}));
-    return std::get<0>(at::cat(parts, 1).sort(1));
+    return {std::get<0>(at::cat(parts, 1).sort(1))};
   }
 
  private:

@@ -119,12 +119,12 @@ at::Tensor infinigen_speculative_scores(const at::Tensor& q, const at::Tensor& s
   return at::bmm(qs, partial_keys.transpose(1, 2)).mul_(scale).mean(1);  // [Hkv, n]
 }
 
-int64_t infinigen_threshold_count(const at::Tensor& scores, double alpha) {
+at::Tensor infinigen_threshold_count(const at::Tensor& scores, double alpha) {
   if (scores.dim() != 2 || scores.size(0) == 0)
     throw std::logic_error("infinigen_threshold_count: needs [heads, n] scores");
   const at::Tensor sd = scores.to(at::kDouble);  // each head against its own max, in double
   const at::Tensor within = sd >= sd.amax(1, /*keepdim=*/true) - alpha;
-  return int64_t(within.sum().item<double>() / double(scores.size(0)));
+  return within.sum().div(scores.size(0), "floor");  // non-negative: truncated
 }
 
 at::Tensor infinigen_fetch(const at::Tensor& scores, int64_t fetch) {
@@ -133,6 +133,17 @@ at::Tensor infinigen_fetch(const at::Tensor& scores, int64_t fetch) {
   at::Tensor others = std::get<1>(scores.narrow(1, 0, n - 1).topk(fetch - 1, 1));  // [H, fetch-1]
   at::Tensor current = at::full({H, 1}, n - 1, others.options());
   return std::get<0>(at::cat({others, current}, 1).sort(1));
+}
+
+at::Tensor infinigen_fetch_rows(const at::Tensor& scores, const at::Tensor& fetch, int64_t cap) {
+  const int64_t n = scores.size(1);
+  if (cap < 1 || cap > n) throw std::logic_error("infinigen_fetch_rows: needs 1 <= cap <= n");
+  // The others by descending score; past the first fetch - 1, the current entry's index, which
+  // sorts last: ascending, each head's first fetch entries are its top fetch - 1 and the current.
+  at::Tensor others = std::get<1>(scores.narrow(1, 0, n - 1).topk(cap - 1, 1));  // [H, cap-1]
+  others.masked_fill_(at::arange(1, cap, others.options()) >= fetch, n - 1);  // past fetch - 1
+  const at::Tensor with_current = at::constant_pad_nd(others, {0, 1}, double(n - 1));  // [H, cap]
+  return std::get<0>(with_current.sort(1));
 }
 
 std::string infinigen_default_calibration_file() {
@@ -363,7 +374,7 @@ void InfiniGen::begin(const MethodContext& context) {
   prompt_calibration_.channels.assign(context.num_layers, {});
   partial_.assign(context.num_layers, PartialKeys());
   attention_input_.assign(context.num_layers, at::Tensor());
-  last_count_ = 0;
+  last_count_ = at::Tensor();
   if (config_.calibration == "text") {
     if (!context.model) throw std::logic_error("infinigen: a calibration text needs the model");
     const std::string key = "infinigen|" + config_.text_file() + "|" +
@@ -411,7 +422,8 @@ void InfiniGen::set_partial_bytes(int layer, const LayerKV& kv) {
   set_index_bytes(layer, p.n * p.channels.total * int64_t(kv.key_pool().element_size()));
 }
 
-at::Tensor InfiniGen::select_rows(int layer, const at::Tensor& q, const LayerKV& kv) {
+RetrievalMethod::DeviceRows InfiniGen::select_rows(int layer, const at::Tensor& q,
+                                                   const LayerKV& kv) {
   if (!context_.model) throw std::logic_error("infinigen: speculation needs MethodContext.model");
   const at::Tensor& x = attention_input_[layer - 1];  // layer i's input speculates layer i+1
   const PartialKeys& p = partial_[layer];
@@ -422,12 +434,13 @@ at::Tensor InfiniGen::select_rows(int layer, const at::Tensor& q, const LayerKV&
   const at::Tensor scores = infinigen_speculative_scores(q_spec, calibration().skew[layer],
                                                          p.channels, p.keys());  // [Hkv, n]
   const int64_t cap = config_.cap(context_.budget, kv.size(0));  // every head holds n entries
-  // The count sizes the fetch, so the host reads it (one device sync per sparse layer); not
-  // under fill_to_budget, which fetches B whatever the count.
-  if (!config_.fill_to_budget)
-    last_count_ = infinigen_threshold_count(scores, config_.alpha);  // same count for every head
-  const int64_t fetch = config_.fill_to_budget ? cap : std::min(last_count_, cap);
-  return infinigen_fetch(scores, std::max<int64_t>(1, fetch));  // NaN scores: 1
+  if (config_.fill_to_budget) return {infinigen_fetch(scores, std::max<int64_t>(1, cap))};
+  // The count sizes the fetch on the device: every head attends the first min(count, cap) of
+  // its cap rows (at least the current entry: NaN scores count 0), the host never reading it.
+  last_count_ = infinigen_threshold_count(scores, config_.alpha);  // same count for every head
+  const at::Tensor fetch = last_count_.clamp(1, std::max<int64_t>(1, cap));
+  return {infinigen_fetch_rows(scores, fetch, std::max<int64_t>(1, cap)),
+          fetch.expand({scores.size(0)})};
 }
 
 KVB_REGISTER_METHOD(make_method_info<InfiniGen, InfiniGenConfig>({

@@ -52,14 +52,18 @@ at::Tensor infinigen_speculative_scores(const at::Tensor& q, const at::Tensor& s
 
 // InfiniGen's fetch count: per head, the keys whose speculative score is within alpha of that
 // head's max (score >= max - alpha, as the reference), averaged over the heads and truncated
-// (the reference fetches the same number for every head). scores: [H, n]. Reads the device
-// once.
-int64_t infinigen_threshold_count(const at::Tensor& scores, double alpha);
+// (the reference fetches the same number for every head). scores: [H, n]. Returns an int64
+// scalar on the scores' device: the host does not wait for it.
+at::Tensor infinigen_threshold_count(const at::Tensor& scores, double alpha);
 
 // The entries each head fetches: the current (last) one and the top fetch - 1 of the others by
 // speculative score. scores: [H, n]; 1 <= fetch <= n. Returns [H, fetch] ascending, on the
 // scores' device.
 at::Tensor infinigen_fetch(const at::Tensor& scores, int64_t fetch);
+// The same for a count on the device (an int64 scalar in 1..cap, cap <= n): [H, cap], whose
+// first `fetch` entries per head are infinigen_fetch(scores, fetch)'s (the rest repeat the
+// current entry), so a Selection of row prefixes attends them without the host reading fetch.
+at::Tensor infinigen_fetch_rows(const at::Tensor& scores, const at::Tensor& fetch, int64_t cap);
 
 // The calibration text shipped with kvbench (methods/retrieval/infinigen_calibration.txt): used
 // when `calibration_file` is empty.
@@ -110,15 +114,16 @@ class InfiniGen : public RetrievalMethod {
   void on_append(int layer, const at::Tensor& k, const at::Tensor& v, LayerKV& kv) override;
 
   // Last step's speculation, for inspection: entries over the threshold averaged over heads
-  // (not counted under fill_to_budget, which fetches B whatever the count: 0 there).
-  int64_t last_count() const { return last_count_; }
+  // (not counted under fill_to_budget, which fetches B whatever the count: 0 there). Reads the
+  // device.
+  int64_t last_count() const { return last_count_.defined() ? last_count_.item<int64_t>() : 0; }
   // The skewing matrices and partial channels in use (after begin, or on_prefill for "prompt").
   const InfiniGenCalibration& calibration() const {
     return file_calibration_ ? *file_calibration_ : prompt_calibration_;
   }
 
  protected:
-  at::Tensor select_rows(int layer, const at::Tensor& q, const LayerKV& kv) override;
+  DeviceRows select_rows(int layer, const at::Tensor& q, const LayerKV& kv) override;
 
  private:
   // One layer's partial skewed keys, rows [0, n) of a buffer grown by a quarter when full (a
@@ -137,7 +142,7 @@ class InfiniGen : public RetrievalMethod {
   std::vector<PartialKeys> partial_;                   // per layer (empty buffer: dense)
   std::vector<at::Tensor> attention_input_;            // per layer, this step's x: [1, D]
   int64_t position_ = 0;
-  int64_t last_count_ = 0;
+  at::Tensor last_count_;  // int64 scalar on the device (undefined: none counted)
 };
 
 }  // namespace kvb

@@ -249,7 +249,7 @@ at::Tensor PQCache::top_candidates(int layer, const at::Tensor& q, const Layout&
   return std::get<0>(at::sort(std::get<1>(at::topk(weights, k, 1, true, false)), 1));
 }
 
-at::Tensor PQCache::select_rows(int layer, const at::Tensor& q, const LayerKV& kv) {
+RetrievalMethod::DeviceRows PQCache::select_rows(int layer, const at::Tensor& q, const LayerKV& kv) {
   const Layout step = layout(kv);
   if (!ranks(layer, step)) return {};  // select_sparse
   const at::Tensor top = top_candidates(layer, q, step);  // [Hkv, k]
@@ -260,7 +260,7 @@ at::Tensor PQCache::select_rows(int layer, const at::Tensor& q, const LayerKV& k
   const at::Tensor sinks = at::arange(step.sinks, top.options()).expand({Hkv, step.sinks});
   const at::Tensor recent = at::arange(step.current - step.local, step.current + 1, top.options())
                                 .expand({Hkv, step.local + 1});
-  return at::cat({sinks, top + step.sinks, recent}, 1);  // ascending per head
+  return {at::cat({sinks, top + step.sinks, recent}, 1)};  // ascending per head
 }
 
 void PQCache::flush_cache(int layer) {

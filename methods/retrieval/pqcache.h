@@ -95,7 +95,7 @@ class PQCache : public RetrievalMethod {
 
  protected:
   // sinks + top-k + local window + current, the same count for every head, on the device.
-  at::Tensor select_rows(int layer, const at::Tensor& q, const LayerKV& kv) override;
+  DeviceRows select_rows(int layer, const at::Tensor& q, const LayerKV& kv) override;
   // The steps with nothing to rank (short prompts): sinks, recent candidates, window, current.
   std::vector<std::vector<int64_t>> select_sparse(int layer, const at::Tensor& q,
                                                   const LayerKV& kv,

@@ -218,7 +218,7 @@ class Quest : public RetrievalMethod {
   // sort ranks ties by the lower page, as quest_rank_pages), the same count for every unit. The
   // evaluation path is ragged (the current page may or may not be among the chosen):
   // select_sparse.
-  at::Tensor select_rows(int layer, const at::Tensor& q, const LayerKV& kv) override {
+  DeviceRows select_rows(int layer, const at::Tensor& q, const LayerKV& kv) override {
     if (config_.selection == "evaluation") return {};
     const PageIndex& ix = index_[layer];
     const int64_t Hkv = kv.num_heads(), g = q.size(0) / Hkv, d = q.size(1);
@@ -240,7 +240,7 @@ class Quest : public RetrievalMethod {
       parts.push_back((ranked.narrow(1, 0, whole).unsqueeze(2) * page + in_page).reshape({units, -1}));
     if (part > 0) parts.push_back(ranked.narrow(1, whole, 1) * page + in_page.narrow(0, 0, part));
     parts.push_back(at::arange(current * page, n, ranked.options()).expand({units, current_fill}));
-    return std::get<0>(at::cat(parts, 1).sort(1));
+    return {std::get<0>(at::cat(parts, 1).sort(1))};
   }
 
   // q: [Hq, d]. Every head of this family holds the same entries (nothing is evicted).

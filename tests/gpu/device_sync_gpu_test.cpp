@@ -28,9 +28,10 @@ TEST(Gpu, DeviceSyncCounterCountsReadsOfTheDeviceOnly) {
   EXPECT_EQ(syncs.count(), 2);
 }
 
-// Full's decode step waits for the device nowhere (its token's read is the caller's, after the
-// step). The other methods' counts are printed, per decode step, for the record.
-TEST(Gpu, FullDecodeStepsWaitForTheDeviceNowhere) {
+// No decode step waits for the device (its token's read is the caller's, after the step), but
+// H2O's, once per step: its victims, read when the next step begins. PQCache reads its fetched
+// blocks every 32 steps, past these 20. Each method's count is printed, per decode step.
+TEST(Gpu, DecodeStepsWaitForTheDeviceNowhereButH2osVictims) {
   KVB_REQUIRE_GPU();
   auto model = LlamaModel::from_reference("random-tiny")->to(at::Device(at::kCUDA, 0), at::kBFloat16);
   const std::vector<int> prompt = test::parity_prompt(200);
@@ -45,9 +46,10 @@ TEST(Gpu, FullDecodeStepsWaitForTheDeviceNowhere) {
     std::cout << "  " << m->name << ": " << double(timings.decode_syncs) / kSteps
               << " device syncs per decode step (" << model->config.num_hidden_layers
               << " layers)\n";
-    if (m->name == "full") {
-      EXPECT_EQ(timings.decode_syncs, 0);
-    }
+    if (m->name == "h2o")
+      EXPECT_LE(timings.decode_syncs, kSteps) << m->name;
+    else
+      EXPECT_EQ(timings.decode_syncs, 0) << m->name;
   }
 }
 

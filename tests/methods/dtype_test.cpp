@@ -150,6 +150,37 @@ TEST(Dtype, EveryEntryOfRaggedHeadsIsReadThroughTheRowTable) {
   }
 }
 
+// A selection of row prefixes (counts only on the device, as InfiniGen's): each unit attends
+// the first count entries of its row, through the kernel and the gathered path alike.
+TEST(Dtype, RowPrefixSelectionsAttendTheFirstCountEntriesOfEachRow) {
+  at::manual_seed(5);
+  const int64_t Hkv = 2, g = 3, d = 8, n = 30, k = 6;
+  LayerKV kv(int(Hkv), int(d), at::TensorOptions().dtype(at::kFloat));
+  kv.append_many(at::randn({Hkv, n, d}), at::randn({Hkv, n, d}), 0);
+  const at::Tensor rows =
+      at::tensor(std::vector<int64_t>{2, 5, 9, 17, 29, 29, 0, 1, 4, 8, 16, 29}).view({Hkv, k});
+  const at::Tensor counts = at::tensor(std::vector<int64_t>{4, 6});
+  const Selection s = Selection::from_row_prefixes(rows, counts, false);
+  EXPECT_EQ(s.lists(), (std::vector<std::vector<int64_t>>{{2, 5, 9, 17}, {0, 1, 4, 8, 16, 29}}));
+  const AttendedRows attended = attended_rows(kv, s);
+  EXPECT_EQ(attended.rows.sizes(), (at::IntArrayRef{Hkv, k}));
+  const at::Tensor q = at::randn({Hkv * g, d});
+  const double scale = 1.0 / std::sqrt(double(d));
+  const at::Tensor kernel = sparse_decode_attention(q, kv.key_pool(), kv.value_pool(),
+                                                    attended.indptr, attended.rows, scale, nullptr,
+                                                    attended.longest, attended.host_counts);
+  const at::Tensor gathered = gathered_decode_attention(q, kv, attended, nullptr);
+  const std::vector<std::vector<int64_t>> lists = s.lists();
+  for (int64_t h = 0; h < Hkv; ++h) {
+    const at::Tensor chosen = at::tensor(lists[size_t(h)]);
+    const at::Tensor p = at::softmax(
+        at::matmul(q.narrow(0, h * g, g), kv.keys(int(h)).index_select(0, chosen).t()) * scale, -1);
+    const at::Tensor expected = at::matmul(p, kv.values(int(h)).index_select(0, chosen));
+    EXPECT_LT((kernel.narrow(0, h * g, g) - expected).abs().max().item<double>(), 1e-5) << h;
+    EXPECT_LT((gathered.narrow(0, h * g, g) - expected).abs().max().item<double>(), 1e-5) << h;
+  }
+}
+
 TEST(Device, NamesAreCheckedAndCudaIsRefusedWhereThereIsNone) {
   EXPECT_EQ(parse_device("cpu", "--device"), at::Device(at::kCPU));
   for (const char* bad : {"gpu", "cuda:", "cuda:x", "cuda0", "CPU"}) {

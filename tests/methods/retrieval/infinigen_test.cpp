@@ -120,12 +120,12 @@ TEST(InfiniGen, ThresholdCountIsTheHeadMeanOfKeysWithinAlphaOfTheirOwnMax) {
   // 10 -> 3. Head 1: its own max 8: 3 and 8 -> 2. Mean 2.5, truncated -> 2.
   const at::Tensor scores = at::tensor({0.0f, 4.0f, 5.0f, 9.5f, 10.0f,  //
                                         1.0f, 2.0f, 3.0f, 8.0f, -20.0f}).view({2, 5});
-  EXPECT_EQ(infinigen_threshold_count(scores, 5.0), 2);
-  EXPECT_EQ(infinigen_threshold_count(scores.narrow(0, 0, 1), 5.0), 3);
-  EXPECT_EQ(infinigen_threshold_count(scores.narrow(0, 1, 1), 5.0), 2);
-  EXPECT_EQ(infinigen_threshold_count(scores, 0.0), 1);    // only each max
-  EXPECT_EQ(infinigen_threshold_count(scores, 100.0), 5);  // (5 + 5) / 2
-  EXPECT_EQ(infinigen_threshold_count(scores, 27.0), 4);   // (5 + 4) / 2, truncated
+  EXPECT_EQ(infinigen_threshold_count(scores, 5.0).item<int64_t>(), 2);
+  EXPECT_EQ(infinigen_threshold_count(scores.narrow(0, 0, 1), 5.0).item<int64_t>(), 3);
+  EXPECT_EQ(infinigen_threshold_count(scores.narrow(0, 1, 1), 5.0).item<int64_t>(), 2);
+  EXPECT_EQ(infinigen_threshold_count(scores, 0.0).item<int64_t>(), 1);    // only each max
+  EXPECT_EQ(infinigen_threshold_count(scores, 100.0).item<int64_t>(), 5);  // (5 + 5) / 2
+  EXPECT_EQ(infinigen_threshold_count(scores, 27.0).item<int64_t>(), 4);   // (5 + 4) / 2, truncated
   // With the shared count 2, head 0 fetches its current entry (4) and its best other one (3);
   // head 1 its current entry (4) and entry 3.
   EXPECT_TRUE(infinigen_fetch(scores, 2).equal(at::tensor({3, 4, 3, 4}, at::kLong).view({2, 2})));
@@ -141,6 +141,18 @@ TEST(InfiniGen, FetchTakesTheCurrentEntryAndTheTopOthersBySpeculativeScore) {
   EXPECT_TRUE(infinigen_fetch(scores, 3).equal(rows({1, 3, 4, 0, 2, 4}, 3)));
   EXPECT_TRUE(infinigen_fetch(scores, 1).equal(rows({4, 4}, 1)));
   EXPECT_TRUE(infinigen_fetch(scores, 5).equal(rows({0, 1, 2, 3, 4, 0, 1, 2, 3, 4}, 5)));
+}
+
+TEST(InfiniGen, FetchRowsBeginWithTheFetchOfTheirDeviceCount) {
+  at::manual_seed(11);
+  const at::Tensor scores = at::randn({3, 40});
+  const int64_t cap = 12;
+  for (int64_t fetch = 1; fetch <= cap; ++fetch) {
+    const at::Tensor rows = infinigen_fetch_rows(scores, at::scalar_tensor(fetch, at::kLong), cap);
+    ASSERT_EQ(rows.sizes(), (at::IntArrayRef{3, cap}));
+    EXPECT_TRUE(rows.narrow(1, 0, fetch).equal(infinigen_fetch(scores, fetch))) << fetch;
+    EXPECT_TRUE((rows.narrow(1, fetch, cap - fetch) == 39).all().item<bool>()) << fetch;
+  }
 }
 
 std::vector<int> prompt_of_length(int n) {
