@@ -2,6 +2,7 @@
 // GPU takes): logits within a stated tolerance of fp32. And device names: what is refused here.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <numeric>
 
 #include <torch/cuda.h>
@@ -123,6 +124,13 @@ TEST(Dtype, EveryEntryOfRaggedHeadsIsReadThroughTheRowTable) {
   const std::vector<int64_t> first_ten(all.begin(), all.begin() + 10);
   kv.keep({odd, all, first_ten});  // 20, 40 (all kept) and 10 entries
   ASSERT_FALSE(kv.equally_filled());
+  // Pool rows that hold no entry (freed or never written) read as NaN: the table's columns past
+  // a head's size may point there, and no output may see them.
+  at::Tensor unused = at::ones({kv.key_pool().size(0)}, at::kBool);
+  for (int h = 0; h < Hkv; ++h) unused.index_fill_(0, kv.all_physical_rows(h), false);
+  ASSERT_GT(unused.sum().item<int64_t>(), 0);
+  for (at::Tensor pool : {kv.key_pool(), kv.value_pool()})
+    pool.masked_fill_(unused.unsqueeze(1), std::numeric_limits<float>::quiet_NaN());
   Selection everything;
   everything.all = true;
   const AttendedRows attended = attended_rows(kv, everything);
