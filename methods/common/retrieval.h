@@ -38,7 +38,7 @@ class RetrievalMethod : public Method {
   // entries: rows [Hkv, k] logical indices (with per_query_head(): [Hq, k], query head q's list
   // of KV head q / g), every unit the same k, ascending; undefined rows where the method has
   // no device path for its config (then select_sparse). With counts ([units] int64 on the
-  // device, each in 1..k): unit u attends the first counts[u] entries of its row, ascending,
+  // device, each in 0..k): unit u attends the first counts[u] entries of its row, ascending,
   // for a count the host never reads.
   struct DeviceRows {
     at::Tensor rows, counts;
