@@ -1,6 +1,7 @@
 // GPU kernel benchmarks (issue 21), built into kvbench_bench on a CUDA build
 // (KVBENCH_CUDA_KERNELS); timed with CUDA events around each call, after one untimed call (a
-// first call loads kernels: SDPA's took about 0.7 s on an H200, a whole repetition of 0.2 s). Llama-3-8B attention shape: 32 query heads, 8 KV heads of 128, bf16 K/V.
+// first call loads kernels: SDPA's took about 0.7 s on an H200, a whole repetition of 0.2 s).
+// Llama-3-8B attention shape: 32 query heads, 8 KV heads of 128, bf16 K/V.
 //   gpu_copy/<MiB>                  device-to-device copy: the ceiling (read + write counted)
 //   gpu_decode_all/<n>              kvbench's paged decode kernel over every row of n tokens
 //   gpu_decode_sparse/<n>/<B>       the same over B rows per KV head (random 16-row pages)

@@ -450,8 +450,8 @@ AttendedRows attended_rows(const LayerKV& kv, const Selection& selection,
   const Selection& s = selection;
   const int64_t units = s.units(), units_per_head = units / kv.num_heads();
   if (s.row_width > 0) {
-    // Each unit's first count entries of its row: the rows of every row, [units, k], read
-    // through the table's row stride; the counts stay on the device.
+    // Each unit's first count entries of its row: the pool rows of the whole rows, [units, k],
+    // read by the kernels through the table's row stride; the counts stay on the device.
     at::Tensor logical = s.indices.view({kv.num_heads(), units_per_head, s.row_width});
     return {.indptr = s.indptr,
             .rows = kv.physical_rows_per_head(logical).view({units, s.row_width})};

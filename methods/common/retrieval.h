@@ -54,7 +54,7 @@ class RetrievalMethod : public Method {
   int dense_layers_;
   std::vector<int64_t> index_bytes_;  // per layer
   double fetched_bytes_ = 0;          // over all sparse-layer selections
-  at::Tensor device_fetched_bytes_;   // the same, of per-query-head device selections
+  at::Tensor device_fetched_bytes_;   // the same, of device selections whose counts the host lacks
   int64_t steps_ = 0;                 // decode steps (counted at layer 0)
   int64_t cache_hits_ = 0, cache_lookups_ = 0;
   // Adds entries * entry_bytes to the fetched bytes; entries: a double scalar on the device.

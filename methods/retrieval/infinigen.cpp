@@ -433,14 +433,14 @@ RetrievalMethod::DeviceRows InfiniGen::select_rows(int layer, const at::Tensor& 
   at::Tensor q_spec = context_.model->queries(layer, x, position_);  // RoPE(x_i Wq_{i+1}): [Hq, d]
   const at::Tensor scores = infinigen_speculative_scores(q_spec, calibration().skew[layer],
                                                          p.channels, p.keys());  // [Hkv, n]
-  const int64_t cap = config_.cap(context_.budget, kv.size(0));  // every head holds n entries
-  if (config_.fill_to_budget) return {infinigen_fetch(scores, std::max<int64_t>(1, cap))};
+  // Every head holds n entries; at least the current one is fetched.
+  const int64_t cap = std::max<int64_t>(1, config_.cap(context_.budget, kv.size(0)));
+  if (config_.fill_to_budget) return {infinigen_fetch(scores, cap)};
   // The count sizes the fetch on the device: every head attends the first min(count, cap) of
   // its cap rows (at least the current entry: NaN scores count 0), the host never reading it.
   last_count_ = infinigen_threshold_count(scores, config_.alpha);  // same count for every head
-  const at::Tensor fetch = last_count_.clamp(1, std::max<int64_t>(1, cap));
-  return {infinigen_fetch_rows(scores, fetch, std::max<int64_t>(1, cap)),
-          fetch.expand({scores.size(0)})};
+  const at::Tensor fetch = last_count_.clamp(1, cap);
+  return {infinigen_fetch_rows(scores, fetch, cap), fetch.expand({scores.size(0)})};
 }
 
 KVB_REGISTER_METHOD(make_method_info<InfiniGen, InfiniGenConfig>({
