@@ -87,7 +87,7 @@ else
   say "nvidia-smi lists no GPU: the GPU tests will fail"
 fi
 
-# 1. The CUDA build (under --quick only what steps 3, 7 and 8 run: not kvbench_tests).
+# 1. The CUDA build (under --quick only what steps 3, 7, 8 and 10 run: not kvbench_tests).
 started=$SECONDS
 if ((quick)) && [ -z "${KVBENCH_BUILD_TARGETS:-}" ]; then
   export KVBENCH_BUILD_TARGETS="kvbench kvbench_bench kvbench_device_tests kvbench_gpu_tests"
