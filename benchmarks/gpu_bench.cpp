@@ -11,6 +11,14 @@
 //   gpu_sdpa/<n>                    ATen's scaled_dot_product_attention on the same shapes: one
 //                                   decode query per head, 32 over 8 KV heads (enable_gqa, so
 //                                   K/V are read unrepeated; PyTorch >= 2.5)
+//   gpu_quest_scores/<n>            Quest's page scores over n / 16 pages, bf16 summaries (as
+//                                   Quest keeps them on a GPU), the group's scores summed
+//   gpu_pq_scores/<n>               PQCache's table scores over n tokens (m = 2, b = 6: its
+//                                   defaults), 4 query heads per KV head
+//   gpu_rank/<n>/<k>                the rankings of the selections: a stable descending sort of
+//                                   [8, n] scores (Quest's pages; ATen sorts rows of at most 4096
+//                                   in one kernel, longer ones by segmented radix sort) when k = 0,
+//                                   else top-k of [8, n] and a sort of the k indices (PQCache)
 // Counters: bytes moved per call and TBps (bytes / time, decimal).
 // Run: kvbench_bench --benchmark_filter='gpu_'
 #if KVBENCH_CUDA_KERNELS
@@ -149,6 +157,46 @@ BENCHMARK(BM_gpu_decode_splits)
     ->ArgsProduct({{32768}, {16, 33, 49, 66, 99, 132, 264}})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
+
+void BM_gpu_quest_scores(benchmark::State& state) {
+  if (!at::cuda::is_available()) return state.SkipWithError("skipped: no GPU");
+  const int64_t P = state.range(0) / 16, g = kHq / kHkv;
+  const auto bf16 = at::TensorOptions(kGpu).dtype(at::kBFloat16);
+  at::Tensor a = at::randn({kHkv, P, kD}, bf16), b = at::randn({kHkv, P, kD}, bf16);
+  at::Tensor kmin = at::minimum(a, b), kmax = at::maximum(a, b);  // [Hkv, P, d]
+  at::Tensor q = at::randn({kHkv, g, kD}, bf16);
+  time_with_events(state, [&] { cuda::quest_page_scores(q, kmin, kmax, /*sum_group=*/true); });
+  set_bytes(state, double(2 * kHkv * P * kD) * 2 + double(kHkv * P) * 4);
+}
+BENCHMARK(BM_gpu_quest_scores)->Arg(32768)->Arg(131072)->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+
+void BM_gpu_pq_scores(benchmark::State& state) {
+  if (!at::cuda::is_available()) return state.SkipWithError("skipped: no GPU");
+  const int64_t n = state.range(0), g = kHq / kHkv, m = 2, K = 64, s = kD / m;
+  const auto floats = at::TensorOptions(kGpu).dtype(at::kFloat);
+  at::Tensor centroids = at::randn({kHkv, m, K, s}, floats);
+  at::Tensor codes = at::randint(K, {kHkv, m, n}, floats.dtype(at::kByte));
+  at::Tensor q = at::randn({kHkv, g, kD}, floats);
+  time_with_events(state, [&] { cuda::pq_scores(q, centroids, codes); });
+  set_bytes(state, double(kHkv * m * n) + double(kHkv * g * n) * 4);
+}
+BENCHMARK(BM_gpu_pq_scores)->Arg(32768)->Arg(131072)->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+
+void BM_gpu_rank(benchmark::State& state) {
+  if (!at::cuda::is_available()) return state.SkipWithError("skipped: no GPU");
+  const int64_t n = state.range(0), k = state.range(1);
+  at::Tensor scores = at::randn({kHkv, n}, at::TensorOptions(kGpu).dtype(at::kFloat));
+  time_with_events(state, [&] {
+    if (k == 0) scores.sort(/*stable=*/true, 1, /*descending=*/true);
+    else std::get<0>(std::get<1>(scores.topk(k, 1, true, false)).sort(1));
+  });
+  set_bytes(state, double(kHkv * n) * 4);
+}
+BENCHMARK(BM_gpu_rank)
+    ->Args({2048, 0})->Args({8192, 0})->Args({32768, 496})->Args({131072, 496})
+    ->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5)
 void BM_gpu_sdpa(benchmark::State& state) {

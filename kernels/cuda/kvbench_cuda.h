@@ -43,14 +43,16 @@ void select_indices(const int32_t* ranked, const int32_t* sizes, const int32_t* 
                     const int32_t* members, int32_t* selected, int64_t H, int64_t C, int64_t n,
                     int64_t budget, void* stream = nullptr);
 
-// Quest page scoring (https://arxiv.org/abs/2406.10774): q [H, g, d], kmin/kmax [H, P, d]
-// (heads head_stride apart), scores [H, g, P] or [H, P] when sum_group.
-void quest_page_scores(const float* q, const float* kmin, const float* kmax, float* scores,
-                       int64_t H, int64_t g, int64_t P, int64_t d, int64_t head_stride,
-                       bool sum_group, void* stream = nullptr);
+// Quest page scoring (https://arxiv.org/abs/2406.10774): q [H, g, d] fp32, kmin/kmax
+// [H, P, d] of `summary_type` (heads head_stride elements apart), scores [H, g, P] or [H, P]
+// when sum_group, fp32. A warp per page, lanes over its channels.
+void quest_page_scores(const float* q, const void* kmin, const void* kmax,
+                       kernels::KvElement summary_type, float* scores, int64_t H, int64_t g,
+                       int64_t P, int64_t d, int64_t head_stride, bool sum_group,
+                       void* stream = nullptr);
 
 // PQCache scoring (https://arxiv.org/abs/2407.12820): q [H, g, m*s], centroids [H, m, K, s],
-// codes [H, m, n] uint8, scores [H, g, n]. One block per (head, token tile); the lookup table
+// codes [H, m, n] uint8, scores [H, g, n]. One block per (head, 2048 tokens); the lookup table
 // [g, m, K] is built in shared memory.
 void pq_scores(const float* q, const float* centroids, const uint8_t* codes, float* scores,
                int64_t H, int64_t g, int64_t m, int64_t K, int64_t s, int64_t n,

@@ -1,6 +1,7 @@
 // Quest page scoring and PQCache table scoring.
 #include <cuda_runtime.h>
 
+#include "kernels/cuda/element_cast.cuh"
 #include "kernels/cuda/kvbench_cuda.h"
 
 namespace kvb::cuda {
@@ -9,28 +10,59 @@ namespace {
 constexpr int kThreads = 256;
 cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
 
-// grid (ceil(P / kThreads), H); thread = page; the group's queries in shared memory.
-__global__ void quest_kernel(const float* q, const float* kmin, const float* kmax, float* scores,
-                             int g, int P, int d, int64_t head_stride, bool sum_group) {
+constexpr int kWarpsPerBlock = kThreads / 32;
+
+__device__ inline float warp_sum(float x) {
+  for (int offset = 16; offset > 0; offset /= 2) x += __shfl_xor_sync(0xffffffffu, x, offset);
+  return x;
+}
+
+// grid (ceil(P / kWarpsPerBlock), H); warp = page, lanes stride over its channels, so a warp's
+// loads are consecutive (a thread per page, as before, touched 32 lines 4 * d bytes apart per
+// load, and a 32k prompt gave it only 64 blocks). The group's queries in shared memory. A score sums
+// each lane's channels, then the lanes by a butterfly: not the CPU kernel's order 0..d-1.
+template <typename T>
+__global__ void quest_kernel(const float* q, const T* kmin, const T* kmax, float* scores, int g,
+                             int P, int d, int64_t head_stride, bool sum_group) {
   extern __shared__ float qs[];  // [g, d]
   const int h = blockIdx.y;
   for (int x = threadIdx.x; x < g * d; x += blockDim.x) qs[x] = q[int64_t(h) * g * d + x];
   __syncthreads();
-  const int p = blockIdx.x * blockDim.x + threadIdx.x;
-  if (p >= P) return;
-  const float* lo = kmin + h * head_stride + int64_t(p) * d;
-  const float* hi = kmax + h * head_stride + int64_t(p) * d;
+  const int lane = threadIdx.x % 32;
+  const int p = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
+  if (p >= P) return;  // the whole warp: p is the warp's
+  const T* lo = kmin + h * head_stride + int64_t(p) * d;
+  const T* hi = kmax + h * head_stride + int64_t(p) * d;
   float total = 0.f;
   for (int i = 0; i < g; ++i) {
     float s = 0.f;
-    for (int c = 0; c < d; ++c) s += fmaxf(qs[i * d + c] * hi[c], qs[i * d + c] * lo[c]);
+    for (int c = lane; c < d; c += 32) {
+      const float qc = qs[i * d + c];
+      s += fmaxf(qc * widen(hi[c]), qc * widen(lo[c]));
+    }
+    s = warp_sum(s);
     if (sum_group) total += s;
-    else scores[(int64_t(h) * g + i) * P + p] = s;
+    else if (lane == 0) scores[(int64_t(h) * g + i) * P + p] = s;
   }
-  if (sum_group) scores[int64_t(h) * P + p] = total;
+  if (sum_group && lane == 0) scores[int64_t(h) * P + p] = total;
 }
 
-// grid (ceil(n / kThreads), H): table [g, m, K] in shared memory, thread = token.
+template <typename T>
+void launch_quest(const float* q, const void* kmin, const void* kmax, float* scores, int64_t H,
+                  int64_t g, int64_t P, int64_t d, int64_t head_stride, bool sum_group,
+                  void* stream) {
+  const dim3 grid(unsigned((P + kWarpsPerBlock - 1) / kWarpsPerBlock), unsigned(H));
+  quest_kernel<T><<<grid, kThreads, size_t(g * d) * sizeof(float), as_stream(stream)>>>(
+      q, static_cast<const T*>(kmin), static_cast<const T*>(kmax), scores, int(g), int(P),
+      int(d), head_stride, sum_group);
+}
+
+// Tokens per thread of pq_kernel: the table is built once per block, so a block takes
+// kThreads * 8 tokens (as many blocks as tokens / 256 rebuilt it up to 128 times per head at 32k).
+constexpr int kPqTokensPerThread = 8;
+
+// grid (ceil(n / (kThreads * kPqTokensPerThread)), H): table [g, m, K] in shared memory, then
+// the block's threads stride over its tokens.
 __global__ void pq_kernel(const float* q, const float* centroids, const uint8_t* codes,
                           float* scores, int g, int m, int K, int s, int n) {
   extern __shared__ float table[];  // [g, m, K]
@@ -44,30 +76,39 @@ __global__ void pq_kernel(const float* q, const float* centroids, const uint8_t*
     table[e] = acc;
   }
   __syncthreads();
-  const int j = blockIdx.x * blockDim.x + threadIdx.x;
-  if (j >= n) return;
-  for (int gi = 0; gi < g; ++gi) {
-    float total = 0.f;
-    for (int i = 0; i < m; ++i) total += table[(gi * m + i) * K + codes[(int64_t(h) * m + i) * n + j]];
-    scores[(int64_t(h) * g + gi) * n + j] = total;
-  }
+  const int64_t first = int64_t(blockIdx.x) * blockDim.x * kPqTokensPerThread;
+  const int64_t end = min(int64_t(n), first + int64_t(blockDim.x) * kPqTokensPerThread);
+  for (int64_t j = first + threadIdx.x; j < end; j += blockDim.x)
+    for (int gi = 0; gi < g; ++gi) {
+      float total = 0.f;
+      for (int i = 0; i < m; ++i) total += table[(gi * m + i) * K + codes[(int64_t(h) * m + i) * n + j]];
+      scores[(int64_t(h) * g + gi) * n + j] = total;
+    }
 }
 
 }  // namespace
 
-void quest_page_scores(const float* q, const float* kmin, const float* kmax, float* scores,
-                       int64_t H, int64_t g, int64_t P, int64_t d, int64_t head_stride,
-                       bool sum_group, void* stream) {
+void quest_page_scores(const float* q, const void* kmin, const void* kmax,
+                       kernels::KvElement summary_type, float* scores, int64_t H, int64_t g,
+                       int64_t P, int64_t d, int64_t head_stride, bool sum_group, void* stream) {
   if (H == 0 || P == 0) return;
-  dim3 grid(unsigned((P + kThreads - 1) / kThreads), unsigned(H));
-  quest_kernel<<<grid, kThreads, size_t(g * d) * sizeof(float), as_stream(stream)>>>(
-      q, kmin, kmax, scores, int(g), int(P), int(d), head_stride, sum_group);
+  switch (summary_type) {
+    case kernels::KvElement::kF32:
+      return launch_quest<float>(q, kmin, kmax, scores, H, g, P, d, head_stride, sum_group, stream);
+    case kernels::KvElement::kBF16:
+      return launch_quest<__nv_bfloat16>(q, kmin, kmax, scores, H, g, P, d, head_stride,
+                                         sum_group, stream);
+    case kernels::KvElement::kF16:
+      return launch_quest<__half>(q, kmin, kmax, scores, H, g, P, d, head_stride, sum_group,
+                                  stream);
+  }
 }
 
 void pq_scores(const float* q, const float* centroids, const uint8_t* codes, float* scores,
                int64_t H, int64_t g, int64_t m, int64_t K, int64_t s, int64_t n, void* stream) {
   if (H == 0 || n == 0) return;
-  dim3 grid(unsigned((n + kThreads - 1) / kThreads), unsigned(H));
+  const int64_t per_block = int64_t(kThreads) * kPqTokensPerThread;
+  const dim3 grid(unsigned((n + per_block - 1) / per_block), unsigned(H));
   pq_kernel<<<grid, kThreads, size_t(g * m * K) * sizeof(float), as_stream(stream)>>>(
       q, centroids, codes, scores, int(g), int(m), int(K), int(s), int(n));
 }

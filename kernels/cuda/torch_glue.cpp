@@ -125,7 +125,7 @@ at::Tensor sparse_decode_attention(const at::Tensor& q, const at::Tensor& k_pool
 
 bool quest_page_scores_supported(const at::Tensor& kmin, const at::Tensor& kmax) {
   return kmin.defined() && kmax.defined() && kmin.is_cuda() && kmin.device() == kmax.device() &&
-         kmin.scalar_type() == at::kFloat && kmax.scalar_type() == at::kFloat &&
+         kv_element(kmin.scalar_type()) && kmin.scalar_type() == kmax.scalar_type() &&
          kmin.dim() == 3 && kmin.sizes() == kmax.sizes() && kmin.size(2) <= kSharedFloats;
 }
 
@@ -223,8 +223,8 @@ at::Tensor rope_rotate_half(const at::Tensor& x, const at::Tensor& cos, const at
 at::Tensor quest_page_scores(const at::Tensor& q, const at::Tensor& kmin, const at::Tensor& kmax,
                              bool sum_group) {
   require(quest_page_scores_supported(kmin, kmax),
-          "quest_page_scores: needs fp32 CUDA page summaries kmin, kmax [H, P, d] of one shape, "
-          "d <= 12288");
+          "quest_page_scores: needs CUDA page summaries kmin, kmax [H, P, d] of one shape and "
+          "dtype (f32, bf16, f16), d <= 12288");
   require_device("quest_page_scores", q, {&q, &kmin, &kmax}, 3);
   const int64_t H = kmin.size(0), P = kmin.size(1), d = kmin.size(2), g = q.size(1);
   require(q.size(0) == H && q.size(2) == d,
@@ -244,9 +244,9 @@ at::Tensor quest_page_scores(const at::Tensor& q, const at::Tensor& kmin, const 
     at::Tensor qs = step == g ? qc : qc.narrow(1, g0, n).contiguous();           // [H, n, d]
     // One launch: written in place. Several: each writes its own block, summed or placed.
     at::Tensor part = step == g ? out : at::empty({H, sum_group ? 1 : n, P}, qc.options());
-    quest_page_scores(qs.data_ptr<float>(), lo.data_ptr<float>(), hi.data_ptr<float>(),
-                      part.data_ptr<float>(), H, n, P, d, head_stride, sum_group,
-                      current_stream());
+    quest_page_scores(qs.data_ptr<float>(), lo.data_ptr(), hi.data_ptr(),
+                      *kv_element(lo.scalar_type()), part.data_ptr<float>(), H, n, P, d,
+                      head_stride, sum_group, current_stream());
     check_launch("quest_page_scores");
     if (step == g) break;
     if (sum_group) {

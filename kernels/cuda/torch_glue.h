@@ -80,14 +80,15 @@ at::Tensor rope_rotate_half(const at::Tensor& x, const at::Tensor& cos, const at
 // ---- Quest page scores (https://arxiv.org/abs/2406.10774) ------------------------------------
 // score[h, i, p] = sum_c max(q[h, i, c] * kmax[h, p, c], q[h, i, c] * kmin[h, p, c]).
 //   q:          [H, g, d]  any floating dtype (converted to fp32); g query heads per KV head
-//   kmin, kmax: [H, P, d]  fp32 page summaries. Used in place when pages are d floats apart
-//                          with unit channel stride and both share one head stride (e.g. a
+//   kmin, kmax: [H, P, d]  page summaries, fp32, bf16 or f16 (both one dtype; read widened
+//                          to fp32). Used in place when pages are d elements apart with
+//                          unit channel stride and both share one head stride (e.g. a
 //                          narrow(1, 0, P) of a contiguous [H, cap, d] buffer); else copied.
 //   returns:    [H, g, P] fp32, or [H, 1, P] summed over the group when sum_group
 //               (kvb::quest_page_scores_kernel's shapes).
-// Supported when kmin, kmax are fp32 CUDA tensors of one shape [H, P, d] with d <= 12288
-// (the group's queries sit in 48 KiB of shared memory; larger g*d is split over several
-// launches).
+// Supported when kmin, kmax are CUDA tensors of one shape [H, P, d] and one of those dtypes,
+// with d <= 12288 (the group's queries sit in 48 KiB of shared memory; larger g*d is split
+// over several launches).
 bool quest_page_scores_supported(const at::Tensor& kmin, const at::Tensor& kmax);
 at::Tensor quest_page_scores(const at::Tensor& q, const at::Tensor& kmin, const at::Tensor& kmax,
                              bool sum_group);

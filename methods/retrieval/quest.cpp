@@ -175,8 +175,9 @@ class Quest : public RetrievalMethod {
     ix.pages = kmin.size(1);
     ix.entries = k.size(1);
     const int64_t capacity = ix.pages + 64;
-    ix.kmin = at::empty({k.size(0), capacity, k.size(2)}, k.options().dtype(at::kFloat));
-    ix.kmax = at::empty({k.size(0), capacity, k.size(2)}, k.options().dtype(at::kFloat));
+    const at::TensorOptions summaries = k.options().dtype(summary_dtype(k));
+    ix.kmin = at::empty({k.size(0), capacity, k.size(2)}, summaries);
+    ix.kmax = at::empty({k.size(0), capacity, k.size(2)}, summaries);
     ix.kmin.narrow(1, 0, ix.pages).copy_(kmin);
     ix.kmax.narrow(1, 0, ix.pages).copy_(kmax);
     account(layer, kv);
@@ -188,7 +189,7 @@ class Quest : public RetrievalMethod {
   void on_append(int layer, const at::Tensor& k, const at::Tensor&, LayerKV& kv) override {
     if (layer < dense_layers()) return;
     PageIndex& ix = index_[layer];
-    at::Tensor kf = k.to(at::kFloat);  // [Hkv, d]
+    at::Tensor kf = k.to(ix.kmin.scalar_type());  // [Hkv, d]
     if (ix.entries % config_.page_size == 0) {
       if (ix.pages == ix.kmin.size(1)) {  // grow ×2
         at::Tensor kmin = at::empty({ix.kmin.size(0), 2 * ix.pages + 1, ix.kmin.size(2)}, ix.kmin.options());
@@ -272,8 +273,15 @@ class Quest : public RetrievalMethod {
   }
 
  private:
+  // The summaries' dtype: the keys' on a GPU, where the minimum and maximum of 16-bit keys are
+  // 16-bit values (nothing rounds) and the decode step reads half the bytes of fp32; fp32 on
+  // the CPU, whose kernel reads fp32.
+  static at::ScalarType summary_dtype(const at::Tensor& k) {
+    return k.is_cuda() ? k.scalar_type() : at::kFloat;
+  }
+
   struct PageIndex {
-    at::Tensor kmin, kmax;  // [Hkv, capacity, d] float32; pages 0..pages-1 in use
+    at::Tensor kmin, kmax;  // [Hkv, capacity, d] of summary_dtype; pages 0..pages-1 in use
     int64_t pages = 0;
     int64_t entries = 0;    // entries summarised (== every head's size)
   };

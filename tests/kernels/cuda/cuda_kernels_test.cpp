@@ -45,15 +45,26 @@ TEST(CudaKernels, QuestPageScores) {
   KVB_REQUIRE_GPU();
   KernelRng rng;
   SCOPED_TRACE(rng.trace());
-  const int64_t H = 8, g = 4, P = 500, d = 128;
-  auto q = rng.normal(size_t(H * g * d)), a = rng.normal(size_t(H * P * d)), b = rng.normal(size_t(H * P * d));
-  std::vector<float> lo(a.size()), hi(a.size());
-  for (size_t i = 0; i < a.size(); ++i) lo[i] = std::min(a[i], b[i]), hi[i] = std::max(a[i], b[i]);
-  auto ref = poisoned<float>(size_t(H * g * P));
-  kernels::quest_page_scores_reference(q.data(), lo.data(), hi.data(), ref.data(), H, g, P, d, P * d, false);
-  DeviceBuffer<float> dq(q), dlo(lo), dhi(hi), out(poisoned<float>(ref.size()));
-  quest_page_scores(dq.ptr, dlo.ptr, dhi.ptr, out.ptr, H, g, P, d, P * d, false);
-  EXPECT_LT(relative_error(out.get(), ref), 1e-5);
+  // {P, d}: pages not a multiple of a block's 8 warps; head dims of 4 lanes' channels, of part
+  // of a warp and of a warp plus a few. Heads `stride` floats apart (a narrowed buffer).
+  for (const auto& [P, d] : std::vector<std::pair<int64_t, int64_t>>{{500, 128}, {9, 20}, {1, 37}}) {
+    for (const bool sum_group : {false, true}) {
+      SCOPED_TRACE("P " + std::to_string(P) + ", d " + std::to_string(d) + ", summed " +
+                   std::to_string(sum_group));
+      const int64_t H = 8, g = 4, stride = (P + 3) * d;
+      auto q = rng.normal(size_t(H * g * d)), a = rng.normal(size_t(H * stride)),
+           b = rng.normal(size_t(H * stride));
+      std::vector<float> lo(a.size()), hi(a.size());
+      for (size_t i = 0; i < a.size(); ++i) lo[i] = std::min(a[i], b[i]), hi[i] = std::max(a[i], b[i]);
+      auto ref = poisoned<float>(size_t(H * (sum_group ? 1 : g) * P));
+      kernels::quest_page_scores_reference(q.data(), lo.data(), hi.data(), ref.data(), H, g, P, d,
+                                           stride, sum_group);
+      DeviceBuffer<float> dq(q), dlo(lo), dhi(hi), out(poisoned<float>(ref.size()));
+      quest_page_scores(dq.ptr, dlo.ptr, dhi.ptr, kernels::KvElement::kF32, out.ptr, H, g, P, d,
+                        stride, sum_group);
+      EXPECT_LT(relative_error(out.get(), ref), 1e-5);
+    }
+  }
 }
 
 TEST(CudaKernels, PqScores) {

@@ -297,6 +297,19 @@ TEST(TorchGlue, QuestPageScoresPerHeadAndSummedOverTheGroup) {
   at::Tensor q16 = q.to(at::kBFloat16);
   expect_close(quest_page_scores(q16.to(kGpu), lo_gpu, hi_gpu, false),
                quest_reference(q16, lo.narrow(1, 0, P), hi.narrow(1, 0, P)));
+  // Summaries in a 16-bit dtype (Quest keeps the keys' dtype on a GPU) are read widened: the
+  // scores of their fp32 values.
+  for (const at::ScalarType type : {at::kBFloat16, at::kHalf}) {
+    SCOPED_TRACE(std::string(c10::toString(type)));
+    at::Tensor lo16 = lo.to(type), hi16 = hi.to(type);
+    at::Tensor lo16_gpu = lo16.to(kGpu).narrow(1, 0, P), hi16_gpu = hi16.to(kGpu).narrow(1, 0, P);
+    ASSERT_TRUE(quest_page_scores_supported(lo16_gpu, hi16_gpu));
+    EXPECT_FALSE(quest_page_scores_supported(lo_gpu, hi16_gpu));  // dtypes differ
+    at::Tensor want16 = quest_reference(q, lo16.narrow(1, 0, P).to(at::kFloat),
+                                        hi16.narrow(1, 0, P).to(at::kFloat));
+    expect_close(quest_page_scores(q.to(kGpu), lo16_gpu, hi16_gpu, false), want16);
+    expect_close(quest_page_scores(q.to(kGpu), lo16_gpu, hi16_gpu, true), want16.sum(1, true));
+  }
 }
 
 TEST(TorchGlue, QuestPageScoresSplitsGroupsBeyondSharedMemory) {
