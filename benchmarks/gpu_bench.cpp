@@ -19,6 +19,12 @@
 //                                   [8, n] scores (Quest's pages; ATen sorts rows of at most 4096
 //                                   in one kernel, longer ones by segmented radix sort) when k = 0,
 //                                   else top-k of [8, n] and a sort of the k indices (PQCache)
+//   gpu_cosine_assign/<n>/<aten>    ClusterKV's assignment of n bf16 keys per KV head to n / 80
+//                                   centroids (the paper's C0): the kernel (0), or ATen's bmm
+//                                   and argmax (1)
+//   gpu_centroid_update/<n>         the mean update of the same clusters (the kernel)
+//   gpu_kmeans/<n>                  a whole prefill clustering of one layer (cosine_kmeans, at
+//                                   most 20 Lloyd steps, ClusterKV's default); counter steps
 // Counters: bytes moved per call and TBps (bytes / time, decimal).
 // Run: kvbench_bench --benchmark_filter='gpu_'
 #if KVBENCH_CUDA_KERNELS
@@ -32,8 +38,10 @@
 #include <functional>
 #include <vector>
 
+#include "engine/kernel_adapter.h"
 #include "kernels/cuda/kvbench_cuda.h"
 #include "kernels/cuda/torch_glue.h"
+#include "methods/retrieval/clusterkv.h"
 
 namespace kvb {
 namespace {
@@ -197,6 +205,51 @@ void BM_gpu_rank(benchmark::State& state) {
 BENCHMARK(BM_gpu_rank)
     ->Args({2048, 0})->Args({8192, 0})->Args({32768, 496})->Args({131072, 496})
     ->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+// ClusterKV's prefill clustering inputs: n keys per KV head (bf16, as the model's) and the
+// keys at C = n / 80 positions as centroids (fp32).
+struct Clustering {
+  at::Tensor keys, centroids;  // [Hkv, n, d], [Hkv, C, d]
+};
+Clustering make_clustering(int64_t n) {
+  at::manual_seed(11);
+  at::Tensor keys = at::randn({kHkv, n, kD}, at::TensorOptions(kGpu).dtype(at::kBFloat16));
+  return {keys, keys.narrow(1, 0, n / 80).to(at::kFloat)};
+}
+
+void BM_gpu_cosine_assign(benchmark::State& state) {
+  if (!at::cuda::is_available()) return state.SkipWithError("skipped: no GPU");
+  const Clustering c = make_clustering(state.range(0));
+  const KernelPath path = state.range(1) ? KernelPath::kAten : KernelPath::kAuto;
+  time_with_events(state, [&] { cosine_assign(c.keys, c.centroids, path); });
+  state.counters["GFLOPs"] = benchmark::Counter(
+      2e-9 * double(c.keys.numel()) * double(c.centroids.size(1)),
+      benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_gpu_cosine_assign)->ArgsProduct({{32768, 131072}, {0, 1}})->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+
+void BM_gpu_centroid_update(benchmark::State& state) {
+  if (!at::cuda::is_available()) return state.SkipWithError("skipped: no GPU");
+  const Clustering c = make_clustering(state.range(0));
+  const at::Tensor labels = cosine_assign(c.keys, c.centroids);  // [Hkv, n]
+  time_with_events(state, [&] { cluster_means(c.keys, labels, c.centroids); });
+  set_bytes(state, double(c.keys.numel()) * 2 + double(labels.numel()) * 8);
+}
+BENCHMARK(BM_gpu_centroid_update)->Arg(32768)->Arg(131072)->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+
+void BM_gpu_kmeans(benchmark::State& state) {
+  if (!at::cuda::is_available()) return state.SkipWithError("skipped: no GPU");
+  const Clustering c = make_clustering(state.range(0));
+  int steps = 0;
+  time_with_events(state, [&] {
+    steps = cosine_kmeans(c.keys, c.centroids.size(1), 1, 20).iterations;
+  });
+  state.counters["steps"] = steps;
+}
+BENCHMARK(BM_gpu_kmeans)->Arg(32768)->UseManualTime()->Unit(benchmark::kMillisecond)
+    ->Iterations(3);
 
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5)
 void BM_gpu_sdpa(benchmark::State& state) {

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <cfloat>
+#include <cstdint>
 #include <stdexcept>
 
 #include "kernels/cuda/kvbench_cuda.h"
@@ -21,9 +22,14 @@ cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
 // held in registers: the key is read once per tile, not once per centroid (a warp's 32 keys lie
 // d floats apart, so each of those reads was 32 separate cache lines, and at 32k keys they did
 // not stay in L1). Each score still sums its channels in order 0..d-1, as one dot product.
+// kVec4 (d a multiple of 4, keys 16-byte aligned): keys and centroids read 4 floats a load; a
+// scalar shared-memory load per multiply-add made the kernel wait on shared memory, not on its
+// arithmetic. The same products in the same order either way.
+template <bool kVec4>
 __global__ void cosine_assign_kernel(const float* keys, const float* centroids, int32_t* labels,
                                      int n, int C, int d) {
-  extern __shared__ float tile[];  // [kCentroidTile, d]
+  extern __shared__ float4 tile_vectors[];  // [kCentroidTile, d] floats, 16-byte aligned
+  float* tile = reinterpret_cast<float*>(tile_vectors);
   const int h = blockIdx.y;
   const int j = blockIdx.x * blockDim.x + threadIdx.x;
   const bool active = j < n;
@@ -50,14 +56,34 @@ __global__ void cosine_assign_kernel(const float* keys, const float* centroids, 
     for (int c = 0; c < kCentroidTile; ++c) s[c] = 0.f;
     for (int x0 = 0; x0 < d; x0 += kKeyChunk) {
       float kx[kKeyChunk];
+      if constexpr (kVec4) {
 #pragma unroll
-      for (int x = 0; x < kKeyChunk; ++x) kx[x] = x0 + x < d ? k[x0 + x] : 0.f;
+        for (int x = 0; x < kKeyChunk; x += 4) {
+          const float4 v = x0 + x < d ? *reinterpret_cast<const float4*>(k + x0 + x) : float4{};
+          kx[x] = v.x, kx[x + 1] = v.y, kx[x + 2] = v.z, kx[x + 3] = v.w;
+        }
+      } else {
+#pragma unroll
+        for (int x = 0; x < kKeyChunk; ++x) kx[x] = x0 + x < d ? k[x0 + x] : 0.f;
+      }
 #pragma unroll
       for (int c = 0; c < kCentroidTile; ++c) {
         if (c >= tc) break;
+        if constexpr (kVec4) {
 #pragma unroll
-        for (int x = 0; x < kKeyChunk; ++x)
-          if (x0 + x < d) s[c] += kx[x] * tile[c * d + x0 + x];
+          for (int x = 0; x < kKeyChunk; x += 4) {
+            if (x0 + x >= d) break;  // d % 4 == 0: whole vectors
+            const float4 t = *reinterpret_cast<const float4*>(tile + c * d + x0 + x);
+            s[c] += kx[x] * t.x;
+            s[c] += kx[x + 1] * t.y;
+            s[c] += kx[x + 2] * t.z;
+            s[c] += kx[x + 3] * t.w;
+          }
+        } else {
+#pragma unroll
+          for (int x = 0; x < kKeyChunk; ++x)
+            if (x0 + x < d) s[c] += kx[x] * tile[c * d + x0 + x];
+        }
       }
     }
 #pragma unroll
@@ -164,9 +190,14 @@ __global__ void select_indices_kernel(const int32_t* ranked, const int32_t* size
 void cosine_assign(const float* keys, const float* centroids, int32_t* labels, int64_t H,
                    int64_t n, int64_t C, int64_t d, void* stream) {
   if (H == 0 || n == 0) return;
-  dim3 grid(unsigned((n + kThreads - 1) / kThreads), unsigned(H));
-  cosine_assign_kernel<<<grid, kThreads, kCentroidTile * d * sizeof(float), as_stream(stream)>>>(
-      keys, centroids, labels, int(n), int(C), int(d));
+  const dim3 grid(unsigned((n + kThreads - 1) / kThreads), unsigned(H));
+  const size_t shared = kCentroidTile * d * sizeof(float);
+  if (d % 4 == 0 && reinterpret_cast<uintptr_t>(keys) % 16 == 0)
+    cosine_assign_kernel<true><<<grid, kThreads, shared, as_stream(stream)>>>(
+        keys, centroids, labels, int(n), int(C), int(d));
+  else
+    cosine_assign_kernel<false><<<grid, kThreads, shared, as_stream(stream)>>>(
+        keys, centroids, labels, int(n), int(C), int(d));
 }
 
 void centroid_update(const float* keys, const int32_t* labels, const float* old, float* out,
