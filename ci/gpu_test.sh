@@ -18,7 +18,11 @@
 #   9. kvbench train-tiny --recipe training/recipes/v2.json --device cuda --dtype bf16
 #      --scale 0.02 (86 steps of every phase: the seconds per step of each phase;
 #      skipped, saying so, without the shared folder's word lists and essays);
-#  10. kvbench run latency_gpu_32k: every method's decode step at 32k / B=1024 on the 8B shape
+#  10. kvbench generate --profile for Full, Quest, PQCache and ClusterKV (B = 1024) on the 32k
+#      prompt of step 7: the device time of each kernel and the host time of each operator per
+#      decode step and phase (engine/op_profile.h), printed, and build-gpu/profile-METHOD.tsv
+#      (with a Chrome trace, profile-METHOD.tsv.trace.json);
+#  11. kvbench run latency_gpu_32k: every method's decode step at 32k / B=1024 on the 8B shape
 #      (selection / attention / rest, the host's time in each, prefill), its table printed.
 # Then the skipped tests with their reasons and a table of the steps. Exit 0 when every step
 # passed, 1 otherwise, 2 when the set-up could not start (no CUDA LibTorch, no nvcc: its one line).
@@ -27,10 +31,11 @@
 # KVBENCH_SETUP_PACKAGES then defaults to skip. Also read: Torch_DIR, NVCC,
 # KVBENCH_CUDA_ARCHITECTURES, JOBS (ci/setup.sh's header). Logs and databases go to build-gpu/.
 # Usage: bash ci/gpu_test.sh [--quick]
-#   --quick: steps 1, 3, 7, 8 and 10 only (the CUDA build of the targets they use, the GPU
-#   tests, generate, the kernel benchmarks and targets, the 32k latency cells), for a session's
-#   short device time (on an H200 steps 1-8 took 70 s to build and about 60 s after, run as
-#   separate commands, and step 10's cells about 3 minutes; the script has not run whole);
+#   --quick: steps 1, 3, 7, 8, 10 and 11 only (the CUDA build of the targets they use, the GPU
+#   tests, generate, the kernel benchmarks and targets, the profiles, the 32k latency cells),
+#   for a session's short device time (on an H200 steps 1-8 took 70 s to build and about 60 s
+#   after, run as separate commands, and step 11's cells about 3 minutes; steps 10 and 11 have
+#   not run yet, nor the script whole);
 #   the others are listed as SKIP.
 set -uo pipefail
 quick=0
@@ -87,7 +92,7 @@ else
   say "nvidia-smi lists no GPU: the GPU tests will fail"
 fi
 
-# 1. The CUDA build (under --quick only what steps 3, 7, 8 and 10 run: not kvbench_tests).
+# 1. The CUDA build (under --quick only what steps 3, 7, 8, 10 and 11 run: not kvbench_tests).
 started=$SECONDS
 if ((quick)) && [ -z "${KVBENCH_BUILD_TARGETS:-}" ]; then
   export KVBENCH_BUILD_TARGETS="kvbench kvbench_bench kvbench_device_tests kvbench_gpu_tests"
@@ -195,7 +200,17 @@ else
   record "train-tiny v2 x0.02 cuda bf16" SKIP "no word lists and essays under $shared"
 fi
 
-# 10. Every method's decode step at 32k / B = 1024 on the 8B shape (the run prints its table).
+# 10. Where a decode step's time goes, kernel by kernel, for the methods whose selection issue
+# 21 times (and Full beside them): 8 warm-up steps, then 16 recorded.
+for method in full quest pqcache clusterkv; do
+  budget=()
+  [ "$method" = full ] || budget=(--budget 1024)
+  timed_step "profile $method 32k" "./$build/kvbench" generate --model random-llama3-8b \
+    --device cuda --dtype bf16 --max-new 24 --method "$method" "${budget[@]}" \
+    --prompt "$long_prompt" --profile "$build/profile-$method.tsv"
+done
+
+# 11. Every method's decode step at 32k / B = 1024 on the 8B shape (the run prints its table).
 timed_step "latency_gpu_32k" "./$build/kvbench" run latency_gpu_32k --db "$build/gpu-latency.db" --fresh
 
 echo

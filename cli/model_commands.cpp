@@ -1,5 +1,6 @@
 // kvbench generate / forward: run the engine on one prompt, for checks against other
 // implementations.
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -8,6 +9,7 @@
 #include "engine/common/error.h"
 #include "engine/common/json_fields.h"
 #include "engine/device.h"
+#include "engine/op_profile.h"
 #include "engine/session.h"
 #include "methods/method.h"
 
@@ -40,6 +42,50 @@ std::string chat_template_for(const std::string& requested, const std::string& m
   return probe ? detect_chat_template(read_json_file(path)) : "none";
 }
 
+// generate --profile: decode steps run before the profiler starts (first calls, allocations).
+constexpr int kProfileWarmupSteps = 8;
+
+// generate --profile FILE, before the run: enough steps, a file that can be written.
+void check_profile_option(const std::string& path, int max_new) {
+  if (path.empty()) return;
+  if (max_new <= kProfileWarmupSteps)
+    throw InputError("--profile: needs --max-new > " + std::to_string(kProfileWarmupSteps) +
+                     " (the first " + std::to_string(kProfileWarmupSteps) +
+                     " steps are not recorded)");
+  const std::string tmp = path + ".tmp";
+  if (!std::ofstream(tmp)) throw InputError("--profile " + path + ": cannot write");
+  std::remove(tmp.c_str());
+}
+
+// Greedy decoding of max_new tokens, each fed (no stop: every step is one measured), the steps
+// after kProfileWarmupSteps under the profiler; its tables to `path` (TSV) and stderr, its
+// Chrome trace to path + ".trace.json" where this LibTorch can write one.
+std::vector<int> generate_profiled(Session& session, const std::vector<int>& prompt, int max_new,
+                                   bool cuda, const std::string& path) {
+  at::Tensor logits = session.prefill(prompt);
+  std::vector<int> ids;
+  std::unique_ptr<OpProfile> profile;
+  for (int i = 0; i < max_new; ++i) {
+    if (i == kProfileWarmupSteps) profile = std::make_unique<OpProfile>(cuda);
+    ids.push_back(argmax_token(logits));
+    logits = session.decode(ids.back());
+  }
+  std::string trace_note;
+  const std::vector<ProfileRow> rows =
+      profile->finish(max_new - kProfileWarmupSteps, path + ".trace.json", &trace_note);
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream file(tmp);
+    if (!(file << profile_tsv(rows))) throw InputError(path + ": cannot write");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw InputError(path + ": cannot write");
+  std::cerr << "profile of decode steps " << kProfileWarmupSteps + 1 << ".." << max_new << " ("
+            << path << "):\n"
+            << profile_summary(rows, 25);
+  if (!trace_note.empty()) std::cerr << "no Chrome trace: " << trace_note << "\n";
+  return ids;
+}
+
 }  // namespace
 
 std::shared_ptr<LlamaModel> load_for_cli(const std::string& reference,
@@ -67,7 +113,7 @@ void add_compute_options(CLI::App* cmd, ComputeOptions& options) {
 void add_model_commands(CLI::App& app, std::vector<Command>& out) {
   struct Options {
     std::string model, prompt, tokens, out_path, method = "full", chat_template = "none",
-                cache_dir;
+                cache_dir, profile_path;
     ComputeOptions compute;
     int max_new = 64, threads = 0;
     int64_t budget = 0;
@@ -92,8 +138,15 @@ void add_model_commands(CLI::App& app, std::vector<Command>& out) {
   add_cache_dir_option(gen, o->cache_dir);
   add_allow_unknown_config_keys_flag(gen, o->allow_unknown_config_keys);
   add_cuda_graphs_flag(gen, o->cuda_graphs);
+  gen->add_option("--profile", o->profile_path,
+                  "Record the decode steps after the first 8 with the PyTorch profiler: each "
+                  "operator's host time and, on a GPU, each kernel's device time, per step and "
+                  "session phase, into this TSV file (and a Chrome trace, FILE.trace.json, where "
+                  "the LibTorch has Kineto); every token is fed, none stops the run; needs "
+                  "--max-new > 8");
   out.push_back({gen, [o] {
     check_cuda_graphs_flag(o->cuda_graphs);
+    check_profile_option(o->profile_path, o->max_new);
     const MethodChoice choice =
         resolve_method(o->method, json::object(), "--method", "--method " + o->method);
     const MethodInfo& info = *choice.info;
@@ -110,7 +163,11 @@ void add_model_commands(CLI::App& app, std::vector<Command>& out) {
     const std::vector<int> prompt = model->tokenizer->encode(text, true);
     std::vector<int> stop = model->tokenizer->eos_ids();
     stop.insert(stop.end(), model->config.eos_token_ids.begin(), model->config.eos_token_ids.end());
-    const std::vector<int> ids = session.generate(prompt, o->max_new, stop);
+    const std::vector<int> ids =
+        o->profile_path.empty()
+            ? session.generate(prompt, o->max_new, stop)
+            : generate_profiled(session, prompt, o->max_new, model->device().is_cuda(),
+                                o->profile_path);
     std::cout << model->tokenizer->decode(ids) << "\n";
     const SessionTimings& t = session.timings();
     std::cerr << "prompt " << prompt.size() << " tokens: prefill " << t.prefill_s << " s ("

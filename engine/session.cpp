@@ -1,5 +1,6 @@
 #include "engine/session.h"
 
+#include <ATen/record_function.h>
 #include <c10/core/InferenceMode.h>
 #include <torch/version.h>
 
@@ -295,8 +296,12 @@ at::Tensor Session::decode(int token) {
   check_context(position_ + 1);
   const c10::InferenceMode inference;  // as in prefill
   const DeviceSyncCounter syncs(model_.device());
+  RECORD_USER_SCOPE("kvbench::decode");  // the phases' scopes: engine/op_profile.h
   const PhaseClock::Mark start = clock_.mark();
-  method_.on_decode_step(kv_);  // cross-layer decisions before the step's token is appended
+  {
+    RECORD_USER_SCOPE("kvbench::select");
+    method_.on_decode_step(kv_);  // cross-layer decisions before the step's token is appended
+  }
   add_phase(start, &timings_.select_s, &timings_.select_host_s);
   const bool graphed = graphs_on() && graphs_;  // captured at the end of prefill
   const at::Tensor x = model_.embed.narrow(0, token, 1);  // [1, D]
@@ -362,8 +367,11 @@ at::Tensor Session::attend(int layer, const LayerInput& in) {
   kv.append(k, v, position_);
   if (options_.track_fidelity) shadow_[layer].append(k, v, position_);
   const PhaseClock::Mark select_start = clock_.mark();
-  method_.on_append(layer, k, v, kv);
-  Selection selection = method_.select(layer, q, kv);
+  Selection selection = [&] {
+    RECORD_USER_SCOPE("kvbench::select");
+    method_.on_append(layer, k, v, kv);
+    return method_.select(layer, q, kv);
+  }();
   add_phase(select_start, &timings_.select_s, &timings_.select_host_s);
   return decode_attention(layer, q, selection).view({1, Hq * d});
 }
@@ -521,6 +529,7 @@ at::Tensor gathered_decode_attention(const at::Tensor& q, const LayerKV& kv,
 }
 
 at::Tensor Session::decode_attention(int layer, const at::Tensor& q, const Selection& chosen) {
+  RECORD_USER_SCOPE("kvbench::attention");
   const PhaseClock::Mark start = clock_.mark();
   LayerKV& kv = kv_[layer];
   const int64_t Hkv = kv.num_heads(), d = kv.head_dim(), Hq = q.size(0), g = Hq / Hkv;
@@ -569,7 +578,10 @@ at::Tensor Session::decode_attention(int layer, const at::Tensor& q, const Selec
   }
   if (wanted) {
     const PhaseClock::Mark hook_start = clock_.mark();
-    method_.on_attention(layer, chosen, probs, kv);
+    {
+      RECORD_USER_SCOPE("kvbench::select");
+      method_.on_attention(layer, chosen, probs, kv);
+    }
     add_phase(hook_start, &timings_.select_s, &timings_.select_host_s);
   }
   return out;

@@ -13,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -265,6 +266,43 @@ TEST(CliCudaGraphs, RefusedByABuildWithoutCuda) {
         << describe(o);
   }
   EXPECT_FALSE(std::filesystem::exists(db));
+}
+
+// generate --profile: the decode steps after the warm-up recorded per phase into a TSV file;
+// too few steps, or a file that cannot be written, refused before the run.
+TEST(CliGenerate, ProfileWritesEachPhaseOrRefusesBeforeTheRun) {
+  test::TempDir dir;
+  const std::string tsv = dir.file("p.tsv");
+  const std::vector<std::string> base = {"generate", "--model", "kvbench-tiny", "--prompt",
+                                         "Once upon a time", "--method", "quest", "--budget",
+                                         "32"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  };
+  const std::vector<Output> r = kvbench_all(
+      {with({"--max-new", "8", "--profile", tsv}),
+       with({"--max-new", "12", "--profile", dir.file("none/p.tsv")}),
+       with({"--max-new", "12", "--profile", tsv})},
+      dir.path());
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(r[i].code, 2) << describe(r[i]);
+    EXPECT_EQ(lines(r[i].err), 1u) << describe(r[i]);
+  }
+  EXPECT_TRUE(contains(r[0].err, "--profile: needs --max-new > 8")) << describe(r[0]);
+  EXPECT_TRUE(contains(r[1].err, "cannot write")) << describe(r[1]);
+  EXPECT_EQ(r[2].code, 0) << describe(r[2]);
+  EXPECT_TRUE(contains(r[2].err, "profile of decode steps 9..12")) << describe(r[2]);
+  std::ifstream in(tsv);
+  std::string header, line;
+  std::getline(in, header);
+  EXPECT_EQ(header, "phase\tkind\tname\tcalls_per_step\tus_per_step");
+  std::set<std::string> phases;
+  while (std::getline(in, line)) phases.insert(line.substr(0, line.find('\t')));
+  for (const std::string phase : {"decode", "select", "attention"})
+    EXPECT_TRUE(phases.count(phase)) << phase << " missing from " << tsv;
+  EXPECT_FALSE(std::filesystem::exists(tsv + ".tmp"));
 }
 
 TEST(CliRun, UnknownSuiteIsOneLineError) {
