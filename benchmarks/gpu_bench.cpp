@@ -19,7 +19,7 @@
 //                                   [8, n] scores (Quest's pages; ATen sorts rows of at most 4096
 //                                   in one kernel, longer ones by segmented radix sort) when k = 0,
 //                                   else top-k of [8, n] and a sort of the k indices (PQCache)
-//   gpu_cosine_assign/<n>/<aten>    ClusterKV's assignment of n bf16 keys per KV head to n / 80
+//   gpu_cosine_assign/<n>/<aten>    ClusterKV's assignment of n fp32 keys per KV head to n / 80
 //                                   centroids (the paper's C0): the kernel (0), or ATen's bmm
 //                                   and argmax (1)
 //   gpu_centroid_update/<n>         the mean update of the same clusters (the kernel)
@@ -206,15 +206,16 @@ BENCHMARK(BM_gpu_rank)
     ->Args({2048, 0})->Args({8192, 0})->Args({32768, 496})->Args({131072, 496})
     ->UseManualTime()->Unit(benchmark::kMicrosecond);
 
-// ClusterKV's prefill clustering inputs: n keys per KV head (bf16, as the model's) and the
-// keys at C = n / 80 positions as centroids (fp32).
+// ClusterKV's prefill clustering inputs: n keys per KV head in fp32 (cosine_kmeans widens the
+// model's keys once, then every Lloyd step reads them so) and the first C = n / 80 of them as
+// centroids.
 struct Clustering {
   at::Tensor keys, centroids;  // [Hkv, n, d], [Hkv, C, d]
 };
 Clustering make_clustering(int64_t n) {
   at::manual_seed(11);
-  at::Tensor keys = at::randn({kHkv, n, kD}, at::TensorOptions(kGpu).dtype(at::kBFloat16));
-  return {keys, keys.narrow(1, 0, n / 80).to(at::kFloat)};
+  at::Tensor keys = at::randn({kHkv, n, kD}, at::TensorOptions(kGpu).dtype(at::kFloat));
+  return {keys, keys.narrow(1, 0, n / 80).clone()};
 }
 
 void BM_gpu_cosine_assign(benchmark::State& state) {
@@ -234,7 +235,7 @@ void BM_gpu_centroid_update(benchmark::State& state) {
   const Clustering c = make_clustering(state.range(0));
   const at::Tensor labels = cosine_assign(c.keys, c.centroids);  // [Hkv, n]
   time_with_events(state, [&] { cluster_means(c.keys, labels, c.centroids); });
-  set_bytes(state, double(c.keys.numel()) * 2 + double(labels.numel()) * 8);
+  set_bytes(state, double(c.keys.numel()) * 4 + double(labels.numel()) * 8);
 }
 BENCHMARK(BM_gpu_centroid_update)->Arg(32768)->Arg(131072)->UseManualTime()
     ->Unit(benchmark::kMicrosecond);

@@ -77,8 +77,12 @@ std::vector<HostEvent> nest_host_events(const std::vector<profiler::KinetoEvent>
     for (size_t i = 0; i < list.size(); ++i) {
       while (!open.empty() && list[open.back()].end <= list[i].start) open.pop_back();
       if (!open.empty()) {
+        const HostEvent& parent = list[open.back()];
+        // No event outlives the one it started in: a CUDA call's clock (CUPTI's) and the
+        // operators' may disagree by a few microseconds.
+        list[i].end = std::min(list[i].end, parent.end);
         list[open.back()].children += list[i].end - list[i].start;
-        list[i].phase = list[open.back()].phase;
+        list[i].phase = parent.phase;
       }
       const std::string& name = events[list[i].index].name();
       if (is_scope(name)) list[i].phase = name.substr(kScopePrefix.size());
@@ -111,8 +115,8 @@ std::vector<ProfileRow> OpProfile::finish(int64_t steps, const std::string& trac
 
   // (phase, kind, name) -> calls, ns
   std::map<std::tuple<std::string, std::string, std::string>, std::pair<int64_t, int64_t>> sums;
-  // The phase of each host event by its correlation id: CUDA calls' (Kineto's ids) apart from
-  // operators' (RecordFunction's), whose ids may coincide.
+  // The phase of each host event by its correlation id: CUDA calls' (CUPTI's ids) apart from
+  // operators' (the profiler's own), whose ids may coincide.
   std::unordered_map<uint64_t, std::string> phase_of_call, phase_of_op;
   for (const HostEvent& h : nest_host_events(events)) {
     const profiler::KinetoEvent& e = events[h.index];
@@ -120,17 +124,24 @@ std::vector<ProfileRow> OpProfile::finish(int64_t steps, const std::string& trac
     (call ? phase_of_call : phase_of_op)[e.correlationId()] = h.phase;
     auto& sum = sums[{h.phase, call ? "cuda call" : "op", scope ? "(kvbench code)" : e.name()}];
     sum.first += scope ? 0 : 1;
-    sum.second += (h.end - h.start) - h.children;
+    sum.second += std::max<int64_t>(0, (h.end - h.start) - h.children);
   }
-  // A kernel links to the CUDA call that launched it (or, where none was recorded, its operator).
-  auto launcher_phase = [&](uint64_t id) -> std::string {
-    if (auto it = phase_of_call.find(id); it != phase_of_call.end()) return it->second;
-    if (auto it = phase_of_op.find(id); it != phase_of_op.end()) return it->second;
+  // A kernel shares its correlation id (CUPTI's) with the CUDA call that launched it, whose
+  // phase the nesting gave; Kineto links it (linkedCorrelationId) to the innermost ATen operator
+  // around that call, the fallback. Kernels launched outside any operator (kvbench's own, from
+  // the CUDA glue) have only the call.
+  auto launcher_phase = [&](const profiler::KinetoEvent& kernel) -> std::string {
+    if (auto it = phase_of_call.find(kernel.correlationId()); it != phase_of_call.end())
+      return it->second;
+    if (const uint64_t op = kernel.linkedCorrelationId(); op != 0)
+      if (auto it = phase_of_op.find(op); it != phase_of_op.end()) return it->second;
     return "none";
   };
   for (const profiler::KinetoEvent& e : events) {
-    if (e.deviceType() == c10::DeviceType::CPU) continue;
-    auto& sum = sums[{launcher_phase(e.linkedCorrelationId()), "kernel", e.name()}];
+    // The scopes come back as device spans too (Kineto's GPU user annotations) around their
+    // kernels: not kernels of their own.
+    if (e.deviceType() == c10::DeviceType::CPU || is_scope(e.name())) continue;
+    auto& sum = sums[{launcher_phase(e), "kernel", e.name()}];
     sum.first += 1;
     sum.second += start_and_duration_ns(e).second;
   }

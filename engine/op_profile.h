@@ -5,8 +5,9 @@
 // nothing while no profiler records.
 //   - an operator's host time is its self time (without the operators it calls), in the phase
 //     of its innermost enclosing scope; a scope's own code is the row "(kvbench code)";
-//   - a kernel's device time, and a CUDA call's host time (kind "cuda call": already inside
-//     its operator's), go to the phase of the operator or scope that made them.
+//   - a kernel's device time goes to the phase of the CUDA call that launched it (by their shared
+//     correlation id); a CUDA call's host time (kind "cuda call") to its enclosing scope's, as
+//     an operator's; copies and fills on the device count as kernels.
 // The CPU profiler is in every LibTorch kvbench builds against; device kernels and the Chrome
 // trace need one built with Kineto (pip's CUDA LibTorch is; Debian's 1.13 is not).
 #pragma once

@@ -2,6 +2,7 @@
 // -DKVBENCH_CUDA=ON; every test reports "skipped: no GPU" where no device exists.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <numeric>
 #include <string>
 #include <utility>
@@ -111,6 +112,25 @@ TEST(CudaKernels, CosineAssignAndCentroidUpdate) {
     centroid_update(dk.ptr, dl.ptr, dc.ptr, dout.ptr, H, n, C, d, dcnt.ptr);
     EXPECT_LT(relative_error(dout.get(), ref), 1e-5);
   }
+}
+
+// cosine_assign's 4-float loads (d % 4 == 0, keys 16-byte aligned) and its scalar loads (the
+// same keys one float further into a buffer) give the same labels: the same products, summed
+// in the same order.
+TEST(CudaKernels, CosineAssignGivesTheSameLabelsWithVectorAndScalarLoads) {
+  KVB_REQUIRE_GPU();
+  KernelRng rng;
+  SCOPED_TRACE(rng.trace());
+  const int64_t H = 2, n = 1000, C = 40, d = 64;
+  auto keys = rng.normal(size_t(H * n * d)), cent = rng.normal(size_t(H * C * d), 3.f);
+  std::vector<float> shifted(keys.size() + 1, 0.f);
+  std::copy(keys.begin(), keys.end(), shifted.begin() + 1);
+  DeviceBuffer<float> dk(keys), dshifted(shifted), dc(cent);
+  DeviceBuffer<int32_t> vector_loads(poisoned<int32_t>(size_t(H * n))),
+      scalar_loads(poisoned<int32_t>(size_t(H * n)));
+  cosine_assign(dk.ptr, dc.ptr, vector_loads.ptr, H, n, C, d);
+  cosine_assign(dshifted.ptr + 1, dc.ptr, scalar_loads.ptr, H, n, C, d);
+  EXPECT_EQ(vector_loads.get(), scalar_loads.get());
 }
 
 TEST(CudaKernels, SelectIndices) {
