@@ -7,6 +7,10 @@ from the same run, as the targets ask):
   the same at 128k:                                                         >= 10x faster
   the split count the glue chooses (gpu_decode_splits' `chosen`) vs the fastest one tried.
 
+Then, for the selection-share and clustering targets (measured on whole steps by the
+latency_gpu suite), each selection piece's time per layer and for the 30 sparse layers of a
+step, and ClusterKV's assignment kernel against ATen's bmm + argmax.
+
 Usage: python3 ci/gpu_targets.py BENCH.json   (kvbench_bench --benchmark_filter=gpu_
        --benchmark_out=BENCH.json --benchmark_out_format=json; ci/gpu_test.sh writes
        build-gpu/gpu-bench.json). Prints a Markdown table; exit 0 whatever the targets say,
@@ -76,6 +80,45 @@ def splits_row(benchmarks, times):
     return f"| {what} | chosen {chosen}, fastest {best} ({listed} us) | {wanted} | {verdict} |"
 
 
+# One layer's call of each selection piece (benchmarks/gpu_bench.cpp) and 30 of them: a decode
+# step of the 8B shape makes one per sparse layer (32 layers, the first 2 dense).
+PIECES = [
+    ("Quest page scores, 32k", "BM_gpu_quest_scores/32768"),
+    ("Quest page scores, 128k", "BM_gpu_quest_scores/131072"),
+    ("Quest ranking: stable sort of 2048 pages (32k)", "BM_gpu_rank/2048/0"),
+    ("Quest ranking: stable sort of 8192 pages (128k)", "BM_gpu_rank/8192/0"),
+    ("PQ scores, 32k", "BM_gpu_pq_scores/32768"),
+    ("PQ scores, 128k", "BM_gpu_pq_scores/131072"),
+    ("PQCache ranking: top-496 and sort, 32k", "BM_gpu_rank/32768/496"),
+    ("PQCache ranking: top-496 and sort, 128k", "BM_gpu_rank/131072/496"),
+]
+
+
+def pieces_table(benchmarks, times):
+    lines = ["| selection piece (one layer) | per call | x 30 layers |", "|---|---|---|"]
+    for what, name in PIECES:
+        t = find(times, name)
+        lines.append(f"| {what} | absent | - |" if t is None
+                     else f"| {what} | {t:.1f} us | {30 * t / 1000:.2f} ms |")
+    for n, label in ((32768, "32k"), (131072, "128k")):
+        kernel = find(times, f"BM_gpu_cosine_assign/{n}/0")
+        aten = find(times, f"BM_gpu_cosine_assign/{n}/1")
+        what = f"ClusterKV assignment, {label}: the kernel / ATen's bmm + argmax"
+        lines.append(f"| {what} | absent | - |" if kernel is None or aten is None
+                     else f"| {what} | {kernel / aten:.2f}x ({kernel:.1f} / {aten:.1f} us) | - |")
+    kmeans = find(times, "BM_gpu_kmeans/32768")
+    what = "ClusterKV prefill clustering of one layer, 32k"
+    if kmeans is None:
+        lines.append(f"| {what} | absent | - |")
+    else:
+        steps = next((b["steps"] for b in benchmarks
+                      if b.get("name", "").startswith("BM_gpu_kmeans/32768") and "steps" in b
+                      and b.get("aggregate_name", "median") == "median"), None)
+        detail = "" if steps is None else f" ({steps:g} Lloyd steps)"
+        lines.append(f"| {what} | {kmeans / 1000:.1f} ms{detail} | {30 * kmeans / 1e6:.2f} s |")
+    return "\n".join(lines)
+
+
 def main(argv):
     if len(argv) != 2:
         print("usage: python3 ci/gpu_targets.py BENCH.json", file=sys.stderr)
@@ -97,6 +140,8 @@ def main(argv):
         print(ratio_row(f"dense / sparse B=1024, {label}", find(times, f"BM_gpu_decode_all/{n}"),
                         find(times, f"BM_gpu_decode_sparse/{n}/1024"), limit, at_most=False))
     print(splits_row(benchmarks, times))
+    print()
+    print(pieces_table(benchmarks, times))
     return 0
 
 

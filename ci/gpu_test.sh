@@ -14,7 +14,8 @@
 #      then the same with --cuda-graphs (each prints its decode rate, host ms and syncs per token);
 #   8. kvbench_bench --benchmark_filter=gpu_ (device copy, the decode kernel dense and sparse at
 #      32k/128k, ATen SDPA on the same shapes; CUDA events), its medians printed before the table,
-#      then issue 21's kernel targets from them (ci/gpu_targets.py: ratios met or missed);
+#      then issue 21's kernel targets from them (ci/gpu_targets.py: ratios met or missed) and
+#      the selection pieces' times per layer;
 #   9. kvbench train-tiny --recipe training/recipes/v2.json --device cuda --dtype bf16
 #      --scale 0.02 (86 steps of every phase: the seconds per step of each phase;
 #      skipped, saying so, without the shared folder's word lists and essays);
