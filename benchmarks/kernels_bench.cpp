@@ -347,7 +347,7 @@ void BM_pq_scores(benchmark::State& state) {
   for (auto& c : codes) c = uint8_t(gen() & 255);
   std::vector<float> out(size_t(kHkv * g * n));
   for (auto _ : state) {
-    pq_scores(q.data(), cent.data(), codes.data(), out.data(), kHkv, g, m, K, s, n);
+    pq_scores(q.data(), cent.data(), codes.data(), out.data(), kHkv, g, m, K, s, n, n);
     benchmark::DoNotOptimize(out.data());
   }
   set_bytes(state, double(codes.size()) + 4.0 * double(out.size() + cent.size()));

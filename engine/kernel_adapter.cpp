@@ -275,11 +275,14 @@ at::Tensor pq_scores_cpu(const at::Tensor& q, const at::Tensor& centroids,
                 s = centroids.size(3), g = q.size(1), n = codes.size(2);
   at::Tensor qc = q.to(at::kFloat).contiguous();
   at::Tensor cc = centroids.contiguous();
-  at::Tensor codes8 = codes.to(at::kByte).contiguous();
+  // uint8 rows one stride apart (PQCache's leading columns of its index) are read in place.
+  const bool in_place = codes.scalar_type() == at::kByte && codes.stride(2) == 1 &&
+                        codes.stride(1) >= n && codes.stride(0) == m * codes.stride(1);
+  at::Tensor codes8 = in_place ? codes : codes.to(at::kByte).contiguous();
   at::Tensor out = at::empty({H, g, n}, at::kFloat);
   if (H > 0 && g > 0 && n > 0)
     kernels::pq_scores(qc.data_ptr<float>(), cc.data_ptr<float>(), codes8.data_ptr<uint8_t>(),
-                       out.data_ptr<float>(), H, g, m, K, s, n);
+                       out.data_ptr<float>(), H, g, m, K, s, n, codes8.stride(1));
   return out;
 }
 

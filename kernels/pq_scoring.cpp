@@ -6,7 +6,8 @@
 namespace kvb::kernels {
 
 void pq_scores(const float* q, const float* centroids, const uint8_t* codes, float* scores,
-               int64_t H, int64_t g, int64_t m, int64_t K, int64_t s, int64_t n) {
+               int64_t H, int64_t g, int64_t m, int64_t K, int64_t s, int64_t n,
+               int64_t codes_row) {
   // Tables [H, g, m, K]: small (K <= 256), built first.
   std::vector<float> table(size_t(H * g * m * K));
 #pragma omp parallel for schedule(static) if (H * g * m * K * s >= (1 << 16))
@@ -32,7 +33,7 @@ void pq_scores(const float* q, const float* centroids, const uint8_t* codes, flo
       std::fill(out + j0, out + j1, 0.f);
       for (int64_t i = 0; i < m; ++i) {
         const float* t = table.data() + ((h * g + gi) * m + i) * K;
-        const uint8_t* cd = codes + (h * m + i) * n;
+        const uint8_t* cd = codes + (h * m + i) * codes_row;
         for (int64_t j = j0; j < j1; ++j) out[j] += t[cd[j]];
       }
     }

@@ -8,9 +8,12 @@ namespace kvb::kernels {
 
 //   q:         [H, g, m * s]     (g query heads per KV head; sub-space i is q[.., i*s:(i+1)*s])
 //   centroids: [H, m, K, s]
-//   codes:     [H, m, n]         code of token j in sub-space i at codes[h, i, j]
+//   codes:     [H, m, n]         code of token j in sub-space i at codes[(h * m + i) * row + j]:
+//                                rows `codes_row` >= n apart (n when packed; more for the
+//                                leading n columns of a wider index, read in place)
 //   scores:    [H, g, n]
 void pq_scores(const float* q, const float* centroids, const uint8_t* codes, float* scores,
-               int64_t H, int64_t g, int64_t m, int64_t K, int64_t s, int64_t n);
+               int64_t H, int64_t g, int64_t m, int64_t K, int64_t s, int64_t n,
+               int64_t codes_row);
 
 }  // namespace kvb::kernels

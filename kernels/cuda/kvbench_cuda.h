@@ -52,11 +52,11 @@ void quest_page_scores(const float* q, const void* kmin, const void* kmax,
                        void* stream = nullptr);
 
 // PQCache scoring (https://arxiv.org/abs/2407.12820): q [H, g, m*s], centroids [H, m, K, s],
-// codes [H, m, n] uint8, scores [H, g, n]. One block per (head, 2048 tokens); the lookup table
-// [g, m, K] is built in shared memory.
+// codes [H, m, n] uint8 with rows codes_row >= n apart, scores [H, g, n]. One block per (head,
+// 2048 tokens); the lookup table [g, m, K] is built in shared memory.
 void pq_scores(const float* q, const float* centroids, const uint8_t* codes, float* scores,
                int64_t H, int64_t g, int64_t m, int64_t K, int64_t s, int64_t n,
-               void* stream = nullptr);
+               int64_t codes_row, void* stream = nullptr);
 
 // Llama's RMSNorm of each row as the CPU kernel computes it (kernels/rms_norm.h), but for the
 // squares' sum, in fp32 here: r = 1 / sqrt(sum / dim + eps), out = round(round(x * r) * w) in

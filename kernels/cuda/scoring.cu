@@ -64,7 +64,7 @@ constexpr int kPqTokensPerThread = 8;
 // grid (ceil(n / (kThreads * kPqTokensPerThread)), H): table [g, m, K] in shared memory, then
 // the block's threads stride over its tokens.
 __global__ void pq_kernel(const float* q, const float* centroids, const uint8_t* codes,
-                          float* scores, int g, int m, int K, int s, int n) {
+                          float* scores, int g, int m, int K, int s, int n, int64_t codes_row) {
   extern __shared__ float table[];  // [g, m, K]
   const int h = blockIdx.y;
   for (int e = threadIdx.x; e < g * m * K; e += blockDim.x) {
@@ -81,7 +81,8 @@ __global__ void pq_kernel(const float* q, const float* centroids, const uint8_t*
   for (int64_t j = first + threadIdx.x; j < end; j += blockDim.x)
     for (int gi = 0; gi < g; ++gi) {
       float total = 0.f;
-      for (int i = 0; i < m; ++i) total += table[(gi * m + i) * K + codes[(int64_t(h) * m + i) * n + j]];
+      for (int i = 0; i < m; ++i)
+        total += table[(gi * m + i) * K + codes[(int64_t(h) * m + i) * codes_row + j]];
       scores[(int64_t(h) * g + gi) * n + j] = total;
     }
 }
@@ -105,12 +106,13 @@ void quest_page_scores(const float* q, const void* kmin, const void* kmax,
 }
 
 void pq_scores(const float* q, const float* centroids, const uint8_t* codes, float* scores,
-               int64_t H, int64_t g, int64_t m, int64_t K, int64_t s, int64_t n, void* stream) {
+               int64_t H, int64_t g, int64_t m, int64_t K, int64_t s, int64_t n,
+               int64_t codes_row, void* stream) {
   if (H == 0 || n == 0) return;
   const int64_t per_block = int64_t(kThreads) * kPqTokensPerThread;
   const dim3 grid(unsigned((n + per_block - 1) / per_block), unsigned(H));
   pq_kernel<<<grid, kThreads, size_t(g * m * K) * sizeof(float), as_stream(stream)>>>(
-      q, centroids, codes, scores, int(g), int(m), int(K), int(s), int(n));
+      q, centroids, codes, scores, int(g), int(m), int(K), int(s), int(n), codes_row);
 }
 
 }  // namespace kvb::cuda

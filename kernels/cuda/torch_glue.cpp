@@ -280,7 +280,10 @@ at::Tensor pq_scores(const at::Tensor& q, const at::Tensor& centroids, const at:
   const c10::cuda::CUDAGuard guard(q.device());
   at::Tensor qc = q.to(at::kFloat).contiguous();                                  // [H, g, m*s]
   at::Tensor cc = centroids.contiguous();                                         // [H, m, K, s]
-  at::Tensor codes8 = codes.to(at::kByte).contiguous();                           // [H, m, n]
+  // [H, m, n]: uint8 rows one stride apart (the leading columns of a wider index) in place.
+  const bool rows_in_place = codes.scalar_type() == at::kByte && codes.stride(2) == 1 &&
+                             codes.stride(1) >= n && codes.stride(0) == m * codes.stride(1);
+  at::Tensor codes8 = rows_in_place ? codes : codes.to(at::kByte).contiguous();
   at::Tensor out = at::empty({H, g, n}, qc.options());
   if (H == 0 || g == 0 || n == 0) return out;
   // Query heads per launch: their lookup tables [g', m, K] sit in shared memory.
@@ -290,7 +293,7 @@ at::Tensor pq_scores(const at::Tensor& q, const at::Tensor& centroids, const at:
     at::Tensor qs = step == g ? qc : qc.narrow(1, g0, len).contiguous();          // [H, len, m*s]
     at::Tensor part = step == g ? out : at::empty({H, len, n}, qc.options());
     pq_scores(qs.data_ptr<float>(), cc.data_ptr<float>(), codes8.data_ptr<uint8_t>(),
-              part.data_ptr<float>(), H, len, m, K, s, n, current_stream());
+              part.data_ptr<float>(), H, len, m, K, s, n, codes8.stride(1), current_stream());
     check_launch("pq_scores");
     if (step == g) break;
     out.narrow(1, g0, len).copy_(part);

@@ -97,7 +97,8 @@ at::Tensor quest_page_scores(const at::Tensor& q, const at::Tensor& kmin, const 
 // score[h, i, j] = sum_{u < m} q[h, i, u*s : (u+1)*s] . centroids[h, u, codes[h, u, j], :].
 //   q:         [H, g, m*s]  any floating dtype (converted to fp32)
 //   centroids: [H, m, K, s] fp32, K <= 256
-//   codes:     [H, m, n]    any integer dtype (converted to uint8), values < K
+//   codes:     [H, m, n]    any integer dtype (converted to uint8), values < K; uint8 rows with
+//                           one stride between them (a narrow of a wider index) read in place
 //   returns:   [H, g, n]    fp32 (kvb::pq_scores_kernel's shapes)
 // Supported when centroids are fp32 CUDA [H, m, K, s] with K <= 256 and m*K <= 12288 (one
 // query head's lookup table [m, K] in 48 KiB of shared memory; more query heads than fit are

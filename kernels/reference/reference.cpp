@@ -148,13 +148,13 @@ void centroid_update_reference(const float* keys, const int32_t* labels, const f
 
 void pq_scores_reference(const float* q, const float* centroids, const uint8_t* codes,
                          float* scores, int64_t H, int64_t g, int64_t m, int64_t K, int64_t s,
-                         int64_t n) {
+                         int64_t n, int64_t codes_row) {
   for (int64_t h = 0; h < H; ++h)
     for (int64_t gi = 0; gi < g; ++gi)
       for (int64_t j = 0; j < n; ++j) {
         double total = 0;
         for (int64_t i = 0; i < m; ++i) {
-          const int64_t code = codes[(h * m + i) * n + j];
+          const int64_t code = codes[(h * m + i) * codes_row + j];
           for (int64_t x = 0; x < s; ++x)
             total += double(q[(h * g + gi) * m * s + i * s + x]) *
                      centroids[((h * m + i) * K + code) * s + x];

@@ -29,6 +29,6 @@ void rms_norm_reference(const float* x, const float* weight, float* out, int64_t
                         int64_t dim, float eps);
 void pq_scores_reference(const float* q, const float* centroids, const uint8_t* codes,
                          float* scores, int64_t H, int64_t g, int64_t m, int64_t K, int64_t s,
-                         int64_t n);
+                         int64_t n, int64_t codes_row);
 
 }  // namespace kvb::kernels

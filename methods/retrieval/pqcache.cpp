@@ -36,6 +36,14 @@ at::Tensor squared_distances(const at::Tensor& x, const at::Tensor& c) {
 
 }  // namespace
 
+namespace {
+
+// Centroid ids as the scoring kernels read them: uint8 where K <= 256 (every default: no
+// conversion at each step), else int64.
+at::Tensor as_codes(const at::Tensor& ids, int64_t K) { return K <= 256 ? ids.to(at::kByte) : ids; }
+
+}  // namespace
+
 PQIndex pq_build(const at::Tensor& keys, int m, int bits, int max_iter, double tol, uint64_t seed) {
   const int64_t Hkv = keys.size(0), N = keys.size(1), d = keys.size(2), s = d / m;
   const int64_t G = Hkv * m;
@@ -75,7 +83,7 @@ PQIndex pq_build(const at::Tensor& keys, int m, int bits, int max_iter, double t
   PQIndex index;
   index.centroids = c.view({Hkv, m, K, s});
   // Final assignment to the final centroids: [G, N] -> [Hkv, m, N].
-  index.codes = squared_distances(x, c).argmin(-1).view({Hkv, m, N});
+  index.codes = as_codes(squared_distances(x, c).argmin(-1), K).view({Hkv, m, N});
   return index;
 }
 
@@ -86,12 +94,13 @@ at::Tensor pq_encode(const at::Tensor& centroids, const at::Tensor& keys) {
   // x: [Hkv, m, n, 1, s] against c: [Hkv, m, 1, K, s]; direct differences (exact nearest).
   at::Tensor x = keys.to(at::kFloat).reshape({Hkv, n, m, s}).permute({0, 2, 1, 3}).unsqueeze(3);
   at::Tensor dist = (x - centroids.unsqueeze(2)).pow(2).sum(-1);  // [Hkv, m, n, K]
-  return dist.argmin(-1);  // [Hkv, m, n]
+  return as_codes(dist.argmin(-1), centroids.size(2));  // [Hkv, m, n]
 }
 
 at::Tensor pq_reconstruct(const at::Tensor& centroids, const at::Tensor& codes) {
   const int64_t m = centroids.size(0), s = centroids.size(2), n = codes.size(1);
-  at::Tensor parts = centroids.gather(1, codes.unsqueeze(-1).expand({m, n, s}));  // [m, n, s]
+  at::Tensor parts =
+      centroids.gather(1, codes.to(at::kLong).unsqueeze(-1).expand({m, n, s}));  // [m, n, s]
   return parts.permute({1, 0, 2}).reshape({n, m * s});                            // [n, d]
 }
 
@@ -187,6 +196,7 @@ void PQCache::begin(const MethodContext& context) {
   index_.assign(context.num_layers, PQIndex{});
   cache_.assign(context.num_layers, LfuBlockCache(config_.cache_tokens / config_.cache_block));
   pending_blocks_.assign(context.num_layers, {});
+  sink_rows_ = at::Tensor();  // sinks_ may differ from the last sequence's
 }
 
 void PQCache::on_prefill(int layer, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
@@ -254,19 +264,22 @@ RetrievalMethod::DeviceRows PQCache::select_rows(int layer, const at::Tensor& q,
   if (!ranks(layer, step)) return {};  // select_sparse
   const at::Tensor top = top_candidates(layer, q, step);  // [Hkv, k]
   std::vector<at::Tensor>& pending = pending_blocks_[layer];
-  pending.push_back(at::floor_divide(top, config_.cache_block).to(at::kInt));
+  pending.push_back(top);  // its blocks are taken at the flush: no operator per step for them
   if (pending.size() >= kCacheFlushSteps) flush_cache(layer);
   const int64_t Hkv = top.size(0);
-  const at::Tensor sinks = at::arange(step.sinks, top.options()).expand({Hkv, step.sinks});
+  if (!sink_rows_.defined() || sink_rows_.device() != top.device())  // the same every step
+    sink_rows_ = at::arange(sinks_, top.options()).expand({Hkv, sinks_});
   const at::Tensor recent = at::arange(step.current - step.local, step.current + 1, top.options())
                                 .expand({Hkv, step.local + 1});
-  return {at::cat({sinks, top + step.sinks, recent}, 1)};  // ascending per head
+  return {at::cat({sink_rows_, top + step.sinks, recent}, 1)};  // ascending per head
 }
 
 void PQCache::flush_cache(int layer) {
   std::vector<at::Tensor>& pending = pending_blocks_[layer];
   if (pending.empty()) return;
-  const at::Tensor blocks = at::stack(pending).to(at::kCPU).contiguous();  // [steps, Hkv, k]
+  const at::Tensor blocks = at::floor_divide(at::stack(pending), config_.cache_block)
+                               .to(at::kCPU, at::kInt)
+                               .contiguous();  // [steps, Hkv, k]
   pending.clear();
   const int64_t per_step = blocks[0].numel();
   const int32_t* b = blocks.data_ptr<int32_t>();

@@ -19,7 +19,7 @@ namespace kvb {
 // A product quantizer of Hkv heads' keys.
 struct PQIndex {
   at::Tensor centroids;  // [Hkv, m, K, d/m] float
-  at::Tensor codes;      // [Hkv, m, N] int64, centroid ids
+  at::Tensor codes;      // [Hkv, m, N] centroid ids: uint8 where K <= 256, else int64
 };
 
 // K-means per (head, sub-space), batched: init from K distinct random keys (std::mt19937_64
@@ -114,12 +114,13 @@ class PQCache : public RetrievalMethod {
   at::Tensor top_candidates(int layer, const at::Tensor& q, const Layout& step) const;
   void update_index_bytes(int layer, const LayerKV& kv);
   // The LFU cache is simulated on the host from each step's fetched blocks; select_rows keeps
-  // them on the device ([Hkv, k] block ids per step, in step order) and they are read every
-  // kCacheFlushSteps steps and by counters(), so a decode step needs no host read. The cache
-  // sees the same blocks in the same order either way.
+  // each step's top-k candidates on the device ([Hkv, k], in step order), turned into block
+  // ids and read every kCacheFlushSteps steps and by counters(), so a decode step needs no
+  // host read. The cache sees the same blocks in the same order either way.
   static constexpr size_t kCacheFlushSteps = 32;
   void flush_cache(int layer);
   std::vector<std::vector<at::Tensor>> pending_blocks_;  // per layer
+  at::Tensor sink_rows_;  // [Hkv, sinks] 0 .. sinks - 1 on the device, made once
 
   PQCacheConfig config_;
   int64_t sinks_ = 0, local_ = 0, topk_ = 0;

@@ -235,11 +235,15 @@ class Quest : public RetrievalMethod {
     scores = scores.reshape({-1, ix.pages});  // [units, P]: Hkv, or Hq per query head
     const int64_t units = scores.size(0);
     at::Tensor ranked = std::get<1>(scores.narrow(1, 0, current).sort(/*stable=*/true, 1, true));
-    const at::Tensor in_page = at::arange(page, ranked.options());  // [page]
+    if (!in_page_.defined() || in_page_.device() != ranked.device())  // the same every step
+      in_page_ = at::arange(page, ranked.options());                   // [page]
+    // A page's entries: in_page + page x its index, one operator.
     std::vector<at::Tensor> parts;  // [units, *] logical indices
     if (whole > 0)
-      parts.push_back((ranked.narrow(1, 0, whole).unsqueeze(2) * page + in_page).reshape({units, -1}));
-    if (part > 0) parts.push_back(ranked.narrow(1, whole, 1) * page + in_page.narrow(0, 0, part));
+      parts.push_back(at::add(in_page_, ranked.narrow(1, 0, whole).unsqueeze(2), page)
+                          .reshape({units, -1}));
+    if (part > 0)
+      parts.push_back(at::add(in_page_.narrow(0, 0, part), ranked.narrow(1, whole, 1), page));
     parts.push_back(at::arange(current * page, n, ranked.options()).expand({units, current_fill}));
     return {std::get<0>(at::cat(parts, 1).sort(1))};
   }
@@ -295,6 +299,7 @@ class Quest : public RetrievalMethod {
 
   QuestConfig config_;
   std::vector<PageIndex> index_;  // per layer
+  at::Tensor in_page_;            // [page_size] 0 .. page_size - 1 on the device, made once
 };
 
 KVB_REGISTER_METHOD(make_method_info<Quest, QuestConfig>({

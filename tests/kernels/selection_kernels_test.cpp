@@ -85,18 +85,22 @@ TEST(CentroidUpdate, MeansOfRawKeysAndEmptyClustersKept) {
   EXPECT_LT(relative_error(inplace, ref), 1e-5);
 }
 
+// Packed codes, and the leading n columns of wider rows (PQCache's index read in place).
 TEST(PqScores, MatchReference) {
   KernelRng rng;
   SCOPED_TRACE(rng.trace());
   const int64_t H = 8, g = 4, m = 16, K = 256, s = 8, n = 3000;
-  auto q = rng.normal(size_t(H * g * m * s));
-  auto cent = rng.normal(size_t(H * m * K * s));
-  std::vector<uint8_t> codes(size_t(H * m * n));
-  for (auto& c : codes) c = uint8_t(rng.uniform(0, K - 1));
-  auto out = poisoned<float>(size_t(H * g * n)), ref = poisoned<float>(size_t(H * g * n));
-  pq_scores(q.data(), cent.data(), codes.data(), out.data(), H, g, m, K, s, n);
-  pq_scores_reference(q.data(), cent.data(), codes.data(), ref.data(), H, g, m, K, s, n);
-  EXPECT_LT(relative_error(out, ref), 1e-5);
+  for (const int64_t row : {n, n + 77}) {
+    SCOPED_TRACE("codes rows " + std::to_string(row) + " apart");
+    auto q = rng.normal(size_t(H * g * m * s));
+    auto cent = rng.normal(size_t(H * m * K * s));
+    std::vector<uint8_t> codes(size_t(H * m * row));
+    for (auto& c : codes) c = uint8_t(rng.uniform(0, K - 1));
+    auto out = poisoned<float>(size_t(H * g * n)), ref = poisoned<float>(size_t(H * g * n));
+    pq_scores(q.data(), cent.data(), codes.data(), out.data(), H, g, m, K, s, n, row);
+    pq_scores_reference(q.data(), cent.data(), codes.data(), ref.data(), H, g, m, K, s, n, row);
+    EXPECT_LT(relative_error(out, ref), 1e-5);
+  }
 }
 
 }  // namespace

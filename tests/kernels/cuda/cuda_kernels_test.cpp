@@ -72,15 +72,16 @@ TEST(CudaKernels, PqScores) {
   KVB_REQUIRE_GPU();
   KernelRng rng;
   SCOPED_TRACE(rng.trace());
-  const int64_t H = 4, g = 4, m = 8, K = 64, s = 16, n = 2000;
+  // n over a block's 2048 tokens; code rows wider than n (an index's leading columns).
+  const int64_t H = 4, g = 4, m = 8, K = 64, s = 16, n = 5000, row = n + 33;
   auto q = rng.normal(size_t(H * g * m * s)), cent = rng.normal(size_t(H * m * K * s));
-  std::vector<uint8_t> codes(size_t(H * m * n));
+  std::vector<uint8_t> codes(size_t(H * m * row));
   for (auto& c : codes) c = uint8_t(rng.uniform(0, K - 1));
   auto ref = poisoned<float>(size_t(H * g * n));
-  kernels::pq_scores_reference(q.data(), cent.data(), codes.data(), ref.data(), H, g, m, K, s, n);
+  kernels::pq_scores_reference(q.data(), cent.data(), codes.data(), ref.data(), H, g, m, K, s, n, row);
   DeviceBuffer<float> dq(q), dc(cent), out(poisoned<float>(ref.size()));
   DeviceBuffer<uint8_t> dcodes(codes);
-  pq_scores(dq.ptr, dc.ptr, dcodes.ptr, out.ptr, H, g, m, K, s, n);
+  pq_scores(dq.ptr, dc.ptr, dcodes.ptr, out.ptr, H, g, m, K, s, n, row);
   EXPECT_LT(relative_error(out.get(), ref), 1e-5);
 }
 

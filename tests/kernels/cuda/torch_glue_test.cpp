@@ -345,6 +345,10 @@ TEST(TorchGlue, PqScoresMatchTheTableLookup) {
     ASSERT_TRUE(pq_scores_supported(centroids.to(kGpu)));
     expect_close(pq_scores(q.to(kGpu), centroids.to(kGpu), codes.to(kGpu)),
                  pq_reference(q, centroids, codes));
+    // uint8 codes: the leading n columns of a wider index, read in place.
+    at::Tensor wide = at::randint(0, K, {H, m, n + 50}, at::kLong).to(at::kByte);
+    expect_close(pq_scores(q.to(kGpu), centroids.to(kGpu), wide.to(kGpu).narrow(2, 0, n)),
+                 pq_reference(q, centroids, wide.narrow(2, 0, n)));
   }
 }
 

@@ -56,6 +56,12 @@ TEST(PQCache, ScoreEqualsQueryDotReconstructedKey) {
     }
   }
   }
+  // Codes as the kernels read them (K = 16); the index's leading columns read in place score
+  // as the whole index does.
+  EXPECT_EQ(index.codes.scalar_type(), at::kByte);
+  const at::Tensor all = pq_scores(q.unsqueeze(0), index.centroids, index.codes)[0];
+  EXPECT_TRUE(at::equal(pq_scores(q.unsqueeze(0), index.centroids, index.codes.narrow(2, 0, 150))[0],
+                        all.narrow(1, 0, 150)));
 }
 
 TEST(PQCache, TokensLeavingTheWindowGetTheirNearestCentroids) {
