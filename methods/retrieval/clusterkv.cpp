@@ -220,8 +220,8 @@ class ClusterKV : public RetrievalMethod {
     ix.sinks = std::min(config_.sinks, L);
     ix.entries = ix.clustered_end = L;
     ix.centroids = at::empty({H, 0, d}, k.options().dtype(at::kFloat));
-    ix.sizes = ix.starts = at::empty({H, 0}, k.options().dtype(at::kLong));
-    ix.members = at::empty({H, 0}, k.options().dtype(at::kLong));
+    ix.sizes = ix.starts = at::empty({H, 0}, k.options().dtype(index_dtype(k)));
+    ix.members = at::empty({H, 0}, k.options().dtype(index_dtype(k)));
     ix.last_selected = at::full({H, L}, -1, k.options().dtype(at::kLong));
     const int64_t n = L - ix.sinks;
     if (n > 0) {
@@ -278,7 +278,7 @@ class ClusterKV : public RetrievalMethod {
     const bool on_top = config_.recent == "on_top";
     const int64_t recent = on_top ? unclustered : std::min(unclustered, room);
     const int64_t take = on_top ? room : room - recent;  // clustered entries to select
-    const at::TensorOptions longs = ix.members.options();
+    const at::TensorOptions longs = ix.members.options().dtype(at::kLong);
     std::vector<at::Tensor> parts;  // [Hkv, *] logical indices
     if (take > 0) {
       at::Tensor q_group = q.to(at::kFloat).reshape({Hkv, g, d}).sum(1).unsqueeze(-1);  // [Hkv, d, 1]
@@ -293,6 +293,12 @@ class ClusterKV : public RetrievalMethod {
   }
 
  private:
+  // The index's integers: int32 on a GPU, as the selection kernel reads them (the glue casts
+  // anything else at every step); int64 on the CPU, as ATen's gathers return them.
+  static at::ScalarType index_dtype(const at::Tensor& k) {
+    return k.is_cuda() ? at::kInt : at::kLong;
+  }
+
   struct LayerIndex {
     int64_t sinks = 0;
     int64_t entries = 0;        // entries seen (== every head's size)
@@ -300,8 +306,9 @@ class ClusterKV : public RetrievalMethod {
     int64_t steps = 0;          // decode steps seen by this layer
     int64_t batches = 0;        // clusterings done (seeds)
     at::Tensor centroids;       // [Hkv, C, d] float32
-    at::Tensor sizes, starts;   // [Hkv, C] int64
-    at::Tensor members;         // [Hkv, N] int64 entry indices sorted by label, cluster by cluster
+    at::Tensor sizes, starts;   // [Hkv, C] of index_dtype
+    at::Tensor members;         // [Hkv, N] of index_dtype: entry indices sorted by label,
+                                // cluster by cluster
     std::vector<at::Tensor> pending;  // [Hkv, d] keys of the recent (unclustered) entries
     at::Tensor last_selected;   // [Hkv, >= entries] int64: the step each entry was last selected, or -1
   };
@@ -313,10 +320,11 @@ class ClusterKV : public RetrievalMethod {
                                    config_.max_iterations);
     ClusterMetadata m = cluster_metadata(r.labels, clusters, offset);
     const int64_t before = ix.members.size(1);
+    const at::ScalarType type = ix.members.scalar_type();
     ix.centroids = at::cat({ix.centroids, r.centroids}, 1);
-    ix.sizes = at::cat({ix.sizes, m.sizes}, 1);
-    ix.starts = at::cat({ix.starts, m.starts + before}, 1);
-    ix.members = at::cat({ix.members, m.sorted_indices}, 1);
+    ix.sizes = at::cat({ix.sizes, m.sizes.to(type)}, 1);
+    ix.starts = at::cat({ix.starts, (m.starts + before).to(type)}, 1);
+    ix.members = at::cat({ix.members, m.sorted_indices.to(type)}, 1);
   }
 
   // The cache of the last R steps: hits among this step's selected (clustered) entries
