@@ -45,8 +45,8 @@ bool is_scope(const std::string& name) { return name.rfind(kScopePrefix, 0) == 0
 // A CUDA runtime or driver call (cudaLaunchKernel, cuLaunchKernel, cudaStreamSynchronize): a
 // host event of Kineto's own, nested in the operator that made it, and what a kernel links to.
 bool is_cuda_call(const std::string& name) {
-  return name.rfind("cuda", 0) == 0 ||
-         (name.size() > 2 && name.compare(0, 2, "cu") == 0 && std::isupper(static_cast<unsigned char>(name[2])));
+  return name.rfind("cuda", 0) == 0 || (name.size() > 2 && name.compare(0, 2, "cu") == 0 &&
+                                         std::isupper(static_cast<unsigned char>(name[2])));
 }
 
 // A host event and what nests in it.

@@ -19,8 +19,8 @@ __device__ inline float warp_sum(float x) {
 
 // grid (ceil(P / kWarpsPerBlock), H); warp = page, lanes stride over its channels, so a warp's
 // loads are consecutive (a thread per page, as before, touched 32 lines 4 * d bytes apart per
-// load, and a 32k prompt gave it only 64 blocks). The group's queries in shared memory. A score sums
-// each lane's channels, then the lanes by a butterfly: not the CPU kernel's order 0..d-1.
+// load, and a 32k prompt gave it only 64 blocks). The group's queries in shared memory. A
+// score sums each lane's channels, then the lanes by a butterfly: not the CPU kernel's order.
 template <typename T>
 __global__ void quest_kernel(const float* q, const T* kmin, const T* kmax, float* scores, int g,
                              int P, int d, int64_t head_stride, bool sum_group) {

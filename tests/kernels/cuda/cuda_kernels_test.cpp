@@ -48,7 +48,8 @@ TEST(CudaKernels, QuestPageScores) {
   SCOPED_TRACE(rng.trace());
   // {P, d}: pages not a multiple of a block's 8 warps; head dims of 4 lanes' channels, of part
   // of a warp and of a warp plus a few. Heads `stride` floats apart (a narrowed buffer).
-  for (const auto& [P, d] : std::vector<std::pair<int64_t, int64_t>>{{500, 128}, {9, 20}, {1, 37}}) {
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {{500, 128}, {9, 20}, {1, 37}};
+  for (const auto& [P, d] : shapes) {
     for (const bool sum_group : {false, true}) {
       SCOPED_TRACE("P " + std::to_string(P) + ", d " + std::to_string(d) + ", summed " +
                    std::to_string(sum_group));
@@ -56,7 +57,8 @@ TEST(CudaKernels, QuestPageScores) {
       auto q = rng.normal(size_t(H * g * d)), a = rng.normal(size_t(H * stride)),
            b = rng.normal(size_t(H * stride));
       std::vector<float> lo(a.size()), hi(a.size());
-      for (size_t i = 0; i < a.size(); ++i) lo[i] = std::min(a[i], b[i]), hi[i] = std::max(a[i], b[i]);
+      for (size_t i = 0; i < a.size(); ++i)
+        lo[i] = std::min(a[i], b[i]), hi[i] = std::max(a[i], b[i]);
       auto ref = poisoned<float>(size_t(H * (sum_group ? 1 : g) * P));
       kernels::quest_page_scores_reference(q.data(), lo.data(), hi.data(), ref.data(), H, g, P, d,
                                            stride, sum_group);
@@ -78,7 +80,8 @@ TEST(CudaKernels, PqScores) {
   std::vector<uint8_t> codes(size_t(H * m * row));
   for (auto& c : codes) c = uint8_t(rng.uniform(0, K - 1));
   auto ref = poisoned<float>(size_t(H * g * n));
-  kernels::pq_scores_reference(q.data(), cent.data(), codes.data(), ref.data(), H, g, m, K, s, n, row);
+  kernels::pq_scores_reference(q.data(), cent.data(), codes.data(), ref.data(), H, g, m, K, s, n,
+                               row);
   DeviceBuffer<float> dq(q), dc(cent), out(poisoned<float>(ref.size()));
   DeviceBuffer<uint8_t> dcodes(codes);
   pq_scores(dq.ptr, dc.ptr, dcodes.ptr, out.ptr, H, g, m, K, s, n, row);
@@ -92,7 +95,9 @@ TEST(CudaKernels, CosineAssignAndCentroidUpdate) {
   // {C, d}: a partial tile of centroids (32 a tile); head dims not a multiple of the 32 key
   // channels cosine_assign holds at once; one not a multiple of 4 (cosine_assign's scalar
   // loads); C * (d + 1) floats over 48 KiB (centroid_update's global-memory path).
-  for (const auto& [C, d] : std::vector<std::pair<int64_t, int64_t>>{{40, 64}, {45, 72}, {33, 20}, {35, 30}, {100, 128}}) {
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {
+      {40, 64}, {45, 72}, {33, 20}, {35, 30}, {100, 128}};
+  for (const auto& [C, d] : shapes) {
     SCOPED_TRACE("C " + std::to_string(C) + ", d " + std::to_string(d));
     const int64_t H = 4, n = 3000;
     auto keys = rng.normal(size_t(H * n * d)), cent = rng.normal(size_t(H * C * d), 3.f);
