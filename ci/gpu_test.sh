@@ -202,12 +202,12 @@ else
 fi
 
 # 10. Where a decode step's time goes, kernel by kernel, for the methods whose selection issue
-# 21 times (and Full beside them): 8 warm-up steps, then 16 recorded.
+# 21 times (and Full beside them): 8 warm-up steps, then 8 recorded.
 for method in full quest pqcache clusterkv; do
   budget=()
   [ "$method" = full ] || budget=(--budget 1024)
   timed_step "profile $method 32k" "./$build/kvbench" generate --model random-llama3-8b \
-    --device cuda --dtype bf16 --max-new 24 --method "$method" "${budget[@]}" \
+    --device cuda --dtype bf16 --max-new 16 --method "$method" "${budget[@]}" \
     --prompt "$long_prompt" --profile "$build/profile-$method.tsv"
 done
 
