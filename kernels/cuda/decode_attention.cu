@@ -25,6 +25,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/cuda/element_cast.cuh"
 #include "kernels/cuda/kvbench_cuda.h"
 
 namespace kvb::cuda {
@@ -37,23 +38,6 @@ constexpr int kRowsPerSplit = 64;       // the least rows worth a block of its o
 constexpr int kRowsInFlight = 4;        // rows each lane group of vector_split_kernel loads at once
 
 cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
-
-__device__ inline float to_float(float x) { return x; }
-__device__ inline float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-__device__ inline float to_float(__half x) { return __half2float(x); }
-
-// Element i of a q or out array of `type` (the model's dtype: no cast before or after a call).
-__device__ inline float load_element(const void* p, kernels::KvElement type, int64_t i) {
-  if (type == kernels::KvElement::kBF16) return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
-  if (type == kernels::KvElement::kF16) return __half2float(static_cast<const __half*>(p)[i]);
-  return static_cast<const float*>(p)[i];
-}
-// Rounded to nearest even, as LibTorch's casts from fp32 round.
-__device__ inline void store_element(void* p, kernels::KvElement type, int64_t i, float x) {
-  if (type == kernels::KvElement::kBF16) static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(x);
-  else if (type == kernels::KvElement::kF16) static_cast<__half*>(p)[i] = __float2half_rn(x);
-  else static_cast<float*>(p)[i] = x;
-}
 
 __device__ inline float warp_sum(float x) {
   for (int offset = 16; offset > 0; offset >>= 1) x += __shfl_xor_sync(0xffffffffu, x, offset);
@@ -302,8 +286,8 @@ __global__ void scalar_split_kernel(const void* __restrict__ q, kernels::KvEleme
 #pragma unroll
     for (int c = 0; c < CPL; ++c) {
       const int ch = lane * CPL + c;
-      kr[c] = ch < d ? to_float(k_pool[row * d + ch]) : 0.f;
-      vr[c] = ch < d ? to_float(v_pool[row * d + ch]) : 0.f;
+      kr[c] = ch < d ? widen(k_pool[row * d + ch]) : 0.f;
+      vr[c] = ch < d ? widen(v_pool[row * d + ch]) : 0.f;
     }
 #pragma unroll
     for (int i = 0; i < G; ++i) {

@@ -43,20 +43,21 @@ void select_indices(const int32_t* ranked, const int32_t* sizes, const int32_t* 
                     const int32_t* members, int32_t* selected, int64_t H, int64_t C, int64_t n,
                     int64_t budget, void* stream = nullptr);
 
-// Quest page scoring (https://arxiv.org/abs/2406.10774): q [H, g, d] fp32, kmin/kmax
-// [H, P, d] of `summary_type` (heads head_stride elements apart), scores [H, g, P] or [H, P]
-// when sum_group, fp32. A warp per page, lanes over its channels.
-void quest_page_scores(const float* q, const void* kmin, const void* kmax,
-                       kernels::KvElement summary_type, float* scores, int64_t H, int64_t g,
-                       int64_t P, int64_t d, int64_t head_stride, bool sum_group,
-                       void* stream = nullptr);
+// Quest page scoring (https://arxiv.org/abs/2406.10774): q [H, g, d] of `q_type` (widened to
+// fp32), kmin/kmax [H, P, d] of `summary_type` (heads head_stride elements apart), scores
+// [H, g, P] or [H, P] when sum_group, fp32. A warp per page, lanes over its channels.
+void quest_page_scores(const void* q, kernels::KvElement q_type, const void* kmin,
+                       const void* kmax, kernels::KvElement summary_type, float* scores,
+                       int64_t H, int64_t g, int64_t P, int64_t d, int64_t head_stride,
+                       bool sum_group, void* stream = nullptr);
 
-// PQCache scoring (https://arxiv.org/abs/2407.12820): q [H, g, m*s], centroids [H, m, K, s],
-// codes [H, m, n] uint8 with rows codes_row >= n apart, scores [H, g, n]. One block per (head,
-// 2048 tokens); the lookup table [g, m, K] is built in shared memory.
-void pq_scores(const float* q, const float* centroids, const uint8_t* codes, float* scores,
-               int64_t H, int64_t g, int64_t m, int64_t K, int64_t s, int64_t n,
-               int64_t codes_row, void* stream = nullptr);
+// PQCache scoring (https://arxiv.org/abs/2407.12820): q [H, g, m*s] of `q_type` (widened),
+// centroids [H, m, K, s] fp32, codes [H, m, n] uint8 with rows codes_row >= n apart, scores
+// [H, g, n]. One block per (head, 2048 tokens); the lookup table [g, m, K] is built in shared
+// memory.
+void pq_scores(const void* q, kernels::KvElement q_type, const float* centroids,
+               const uint8_t* codes, float* scores, int64_t H, int64_t g, int64_t m, int64_t K,
+               int64_t s, int64_t n, int64_t codes_row, void* stream = nullptr);
 
 // Llama's RMSNorm of each row as the CPU kernel computes it (kernels/rms_norm.h), but for the
 // squares' sum, in fp32 here: r = 1 / sqrt(sum / dim + eps), out = round(round(x * r) * w) in

@@ -22,11 +22,13 @@ __device__ inline float warp_sum(float x) {
 // load, and a 32k prompt gave it only 64 blocks). The group's queries in shared memory. A
 // score sums each lane's channels, then the lanes by a butterfly: not the CPU kernel's order.
 template <typename T>
-__global__ void quest_kernel(const float* q, const T* kmin, const T* kmax, float* scores, int g,
-                             int P, int d, int64_t head_stride, bool sum_group) {
-  extern __shared__ float qs[];  // [g, d]
+__global__ void quest_kernel(const void* q, kernels::KvElement q_type, const T* kmin, const T* kmax,
+                             float* scores, int g, int P, int d, int64_t head_stride,
+                             bool sum_group) {
+  extern __shared__ float qs[];  // [g, d] widened
   const int h = blockIdx.y;
-  for (int x = threadIdx.x; x < g * d; x += blockDim.x) qs[x] = q[int64_t(h) * g * d + x];
+  for (int x = threadIdx.x; x < g * d; x += blockDim.x)
+    qs[x] = load_element(q, q_type, int64_t(h) * g * d + x);
   __syncthreads();
   const int lane = threadIdx.x % 32;
   const int p = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
@@ -48,13 +50,13 @@ __global__ void quest_kernel(const float* q, const T* kmin, const T* kmax, float
 }
 
 template <typename T>
-void launch_quest(const float* q, const void* kmin, const void* kmax, float* scores, int64_t H,
-                  int64_t g, int64_t P, int64_t d, int64_t head_stride, bool sum_group,
-                  void* stream) {
+void launch_quest(const void* q, kernels::KvElement q_type, const void* kmin, const void* kmax,
+                  float* scores, int64_t H, int64_t g, int64_t P, int64_t d, int64_t head_stride,
+                  bool sum_group, void* stream) {
   const dim3 grid(unsigned((P + kWarpsPerBlock - 1) / kWarpsPerBlock), unsigned(H));
   quest_kernel<T><<<grid, kThreads, size_t(g * d) * sizeof(float), as_stream(stream)>>>(
-      q, static_cast<const T*>(kmin), static_cast<const T*>(kmax), scores, int(g), int(P),
-      int(d), head_stride, sum_group);
+      q, q_type, static_cast<const T*>(kmin), static_cast<const T*>(kmax), scores, int(g),
+      int(P), int(d), head_stride, sum_group);
 }
 
 // Tokens per thread of pq_kernel: the table is built once per block, so a block takes
@@ -63,16 +65,17 @@ constexpr int kPqTokensPerThread = 8;
 
 // grid (ceil(n / (kThreads * kPqTokensPerThread)), H): table [g, m, K] in shared memory, then
 // the block's threads stride over its tokens.
-__global__ void pq_kernel(const float* q, const float* centroids, const uint8_t* codes,
-                          float* scores, int g, int m, int K, int s, int n, int64_t codes_row) {
+__global__ void pq_kernel(const void* q, kernels::KvElement q_type, const float* centroids,
+                          const uint8_t* codes, float* scores, int g, int m, int K, int s, int n,
+                          int64_t codes_row) {
   extern __shared__ float table[];  // [g, m, K]
   const int h = blockIdx.y;
   for (int e = threadIdx.x; e < g * m * K; e += blockDim.x) {
     const int gi = e / (m * K), i = (e / K) % m, c = e % K;
-    const float* qs = q + (int64_t(h) * g + gi) * m * s + i * s;
+    const int64_t qs = (int64_t(h) * g + gi) * m * s + i * s;  // q's sub-vector i, widened
     const float* cs = centroids + ((int64_t(h) * m + i) * K + c) * s;
     float acc = 0.f;
-    for (int x = 0; x < s; ++x) acc += qs[x] * cs[x];
+    for (int x = 0; x < s; ++x) acc += load_element(q, q_type, qs + x) * cs[x];
     table[e] = acc;
   }
   __syncthreads();
@@ -89,30 +92,32 @@ __global__ void pq_kernel(const float* q, const float* centroids, const uint8_t*
 
 }  // namespace
 
-void quest_page_scores(const float* q, const void* kmin, const void* kmax,
-                       kernels::KvElement summary_type, float* scores, int64_t H, int64_t g,
-                       int64_t P, int64_t d, int64_t head_stride, bool sum_group, void* stream) {
+void quest_page_scores(const void* q, kernels::KvElement q_type, const void* kmin,
+                       const void* kmax, kernels::KvElement summary_type, float* scores,
+                       int64_t H, int64_t g, int64_t P, int64_t d, int64_t head_stride,
+                       bool sum_group, void* stream) {
   if (H == 0 || P == 0) return;
   switch (summary_type) {
     case kernels::KvElement::kF32:
-      return launch_quest<float>(q, kmin, kmax, scores, H, g, P, d, head_stride, sum_group, stream);
+      return launch_quest<float>(q, q_type, kmin, kmax, scores, H, g, P, d, head_stride,
+                                 sum_group, stream);
     case kernels::KvElement::kBF16:
-      return launch_quest<__nv_bfloat16>(q, kmin, kmax, scores, H, g, P, d, head_stride,
+      return launch_quest<__nv_bfloat16>(q, q_type, kmin, kmax, scores, H, g, P, d, head_stride,
                                          sum_group, stream);
     case kernels::KvElement::kF16:
-      return launch_quest<__half>(q, kmin, kmax, scores, H, g, P, d, head_stride, sum_group,
-                                  stream);
+      return launch_quest<__half>(q, q_type, kmin, kmax, scores, H, g, P, d, head_stride,
+                                  sum_group, stream);
   }
 }
 
-void pq_scores(const float* q, const float* centroids, const uint8_t* codes, float* scores,
-               int64_t H, int64_t g, int64_t m, int64_t K, int64_t s, int64_t n,
-               int64_t codes_row, void* stream) {
+void pq_scores(const void* q, kernels::KvElement q_type, const float* centroids,
+               const uint8_t* codes, float* scores, int64_t H, int64_t g, int64_t m, int64_t K,
+               int64_t s, int64_t n, int64_t codes_row, void* stream) {
   if (H == 0 || n == 0) return;
   const int64_t per_block = int64_t(kThreads) * kPqTokensPerThread;
   const dim3 grid(unsigned((n + per_block - 1) / per_block), unsigned(H));
   pq_kernel<<<grid, kThreads, size_t(g * m * K) * sizeof(float), as_stream(stream)>>>(
-      q, centroids, codes, scores, int(g), int(m), int(K), int(s), int(n), codes_row);
+      q, q_type, centroids, codes, scores, int(g), int(m), int(K), int(s), int(n), codes_row);
 }
 
 }  // namespace kvb::cuda

@@ -233,18 +233,19 @@ at::Tensor quest_page_scores(const at::Tensor& q, const at::Tensor& kmin, const 
   at::Tensor lo = kmin, hi = kmax;
   if (!quest_layout_ok(lo, hi)) lo = kmin.contiguous(), hi = kmax.contiguous();
   const int64_t head_stride = H > 1 ? lo.stride(0) : P * d;
-  at::Tensor qc = q.to(at::kFloat).contiguous();                                  // [H, g, d]
-  at::Tensor out = at::empty({H, sum_group ? 1 : g, P}, qc.options());
+  // [H, g, d] read in its dtype where the kernel takes it (the model's: no cast per step)
+  at::Tensor qc = (kv_element(q.scalar_type()) ? q : q.to(at::kFloat)).contiguous();
+  at::Tensor out = at::empty({H, sum_group ? 1 : g, P}, q.options().dtype(at::kFloat));
   if (H == 0 || P == 0) return out;
   if (g == 0) return out.zero_();
-  // Query heads per launch: the group's queries [g', d] sit in shared memory.
+  // Query heads per launch: the group's queries [g', d] sit in shared memory (widened).
   const int64_t step = std::min<int64_t>(g, kSharedFloats / d);
   for (int64_t g0 = 0; g0 < g; g0 += step) {
     const int64_t n = std::min(step, g - g0);
     at::Tensor qs = step == g ? qc : qc.narrow(1, g0, n).contiguous();           // [H, n, d]
     // One launch: written in place. Several: each writes its own block, summed or placed.
-    at::Tensor part = step == g ? out : at::empty({H, sum_group ? 1 : n, P}, qc.options());
-    quest_page_scores(qs.data_ptr<float>(), lo.data_ptr(), hi.data_ptr(),
+    at::Tensor part = step == g ? out : at::empty({H, sum_group ? 1 : n, P}, out.options());
+    quest_page_scores(qs.data_ptr(), *kv_element(qs.scalar_type()), lo.data_ptr(), hi.data_ptr(),
                       *kv_element(lo.scalar_type()), part.data_ptr<float>(), H, n, P, d,
                       head_stride, sum_group, current_stream());
     check_launch("quest_page_scores");
@@ -278,22 +279,24 @@ at::Tensor pq_scores(const at::Tensor& q, const at::Tensor& centroids, const at:
           "pq_scores: codes must be integers");
   const int64_t g = q.size(1), n = codes.size(2);
   const c10::cuda::CUDAGuard guard(q.device());
-  at::Tensor qc = q.to(at::kFloat).contiguous();                                  // [H, g, m*s]
+  // [H, g, m*s] read in its dtype where the kernel takes it (the model's: no cast per step)
+  at::Tensor qc = (kv_element(q.scalar_type()) ? q : q.to(at::kFloat)).contiguous();
   at::Tensor cc = centroids.contiguous();                                         // [H, m, K, s]
   // [H, m, n]: uint8 rows one stride apart (the leading columns of a wider index) in place.
   const bool rows_in_place = codes.scalar_type() == at::kByte && codes.stride(2) == 1 &&
                              codes.stride(1) >= n && codes.stride(0) == m * codes.stride(1);
   at::Tensor codes8 = rows_in_place ? codes : codes.to(at::kByte).contiguous();
-  at::Tensor out = at::empty({H, g, n}, qc.options());
+  at::Tensor out = at::empty({H, g, n}, q.options().dtype(at::kFloat));
   if (H == 0 || g == 0 || n == 0) return out;
   // Query heads per launch: their lookup tables [g', m, K] sit in shared memory.
   const int64_t step = std::min<int64_t>(g, kSharedFloats / std::max<int64_t>(1, m * K));
   for (int64_t g0 = 0; g0 < g; g0 += step) {
     const int64_t len = std::min(step, g - g0);
     at::Tensor qs = step == g ? qc : qc.narrow(1, g0, len).contiguous();          // [H, len, m*s]
-    at::Tensor part = step == g ? out : at::empty({H, len, n}, qc.options());
-    pq_scores(qs.data_ptr<float>(), cc.data_ptr<float>(), codes8.data_ptr<uint8_t>(),
-              part.data_ptr<float>(), H, len, m, K, s, n, codes8.stride(1), current_stream());
+    at::Tensor part = step == g ? out : at::empty({H, len, n}, out.options());
+    pq_scores(qs.data_ptr(), *kv_element(qs.scalar_type()), cc.data_ptr<float>(),
+              codes8.data_ptr<uint8_t>(), part.data_ptr<float>(), H, len, m, K, s, n,
+              codes8.stride(1), current_stream());
     check_launch("pq_scores");
     if (step == g) break;
     out.narrow(1, g0, len).copy_(part);

@@ -79,7 +79,8 @@ at::Tensor rope_rotate_half(const at::Tensor& x, const at::Tensor& cos, const at
 
 // ---- Quest page scores (https://arxiv.org/abs/2406.10774) ------------------------------------
 // score[h, i, p] = sum_c max(q[h, i, c] * kmax[h, p, c], q[h, i, c] * kmin[h, p, c]).
-//   q:          [H, g, d]  any floating dtype (converted to fp32); g query heads per KV head
+//   q:          [H, g, d]  any floating dtype: f32, bf16 and f16 read as they are, others
+//                          converted to fp32; g query heads per KV head
 //   kmin, kmax: [H, P, d]  page summaries, fp32, bf16 or f16 (both one dtype; read widened
 //                          to fp32). Used in place when pages are d elements apart with
 //                          unit channel stride and both share one head stride (e.g. a
@@ -95,7 +96,8 @@ at::Tensor quest_page_scores(const at::Tensor& q, const at::Tensor& kmin, const 
 
 // ---- PQCache scores (https://arxiv.org/abs/2407.12820) ---------------------------------------
 // score[h, i, j] = sum_{u < m} q[h, i, u*s : (u+1)*s] . centroids[h, u, codes[h, u, j], :].
-//   q:         [H, g, m*s]  any floating dtype (converted to fp32)
+//   q:         [H, g, m*s]  any floating dtype (f32, bf16, f16 read as they are, others
+//                           converted to fp32)
 //   centroids: [H, m, K, s] fp32, K <= 256
 //   codes:     [H, m, n]    any integer dtype (converted to uint8), values < K; uint8 rows with
 //                           one stride between them (a narrow of a wider index) read in place

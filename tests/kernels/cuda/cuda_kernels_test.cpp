@@ -63,8 +63,8 @@ TEST(CudaKernels, QuestPageScores) {
       kernels::quest_page_scores_reference(q.data(), lo.data(), hi.data(), ref.data(), H, g, P, d,
                                            stride, sum_group);
       DeviceBuffer<float> dq(q), dlo(lo), dhi(hi), out(poisoned<float>(ref.size()));
-      quest_page_scores(dq.ptr, dlo.ptr, dhi.ptr, kernels::KvElement::kF32, out.ptr, H, g, P, d,
-                        stride, sum_group);
+      quest_page_scores(dq.ptr, kernels::KvElement::kF32, dlo.ptr, dhi.ptr,
+                        kernels::KvElement::kF32, out.ptr, H, g, P, d, stride, sum_group);
       EXPECT_LT(relative_error(out.get(), ref), 1e-5);
     }
   }
@@ -84,7 +84,7 @@ TEST(CudaKernels, PqScores) {
                                row);
   DeviceBuffer<float> dq(q), dc(cent), out(poisoned<float>(ref.size()));
   DeviceBuffer<uint8_t> dcodes(codes);
-  pq_scores(dq.ptr, dc.ptr, dcodes.ptr, out.ptr, H, g, m, K, s, n, row);
+  pq_scores(dq.ptr, kernels::KvElement::kF32, dc.ptr, dcodes.ptr, out.ptr, H, g, m, K, s, n, row);
   EXPECT_LT(relative_error(out.get(), ref), 1e-5);
 }
 

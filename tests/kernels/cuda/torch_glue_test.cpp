@@ -321,6 +321,10 @@ TEST(TorchGlue, QuestPageScoresSplitsGroupsBeyondSharedMemory) {
   at::Tensor want = quest_reference(q, lo, hi);
   expect_close(quest_page_scores(q.to(kGpu), lo.to(kGpu), hi.to(kGpu), false), want);
   expect_close(quest_page_scores(q.to(kGpu), lo.to(kGpu), hi.to(kGpu), true), want.sum(1, true));
+  // bf16 queries over several launches: read as they are, widened; fp32 parts and result.
+  const at::Tensor q16 = q.to(at::kBFloat16);
+  expect_close(quest_page_scores(q16.to(kGpu), lo.to(kGpu), hi.to(kGpu), true),
+               quest_reference(q16, lo, hi).sum(1, true));
 }
 
 // q [H, g, m*s], centroids [H, m, K, s], codes [H, m, n] -> [H, g, n].
@@ -349,6 +353,11 @@ TEST(TorchGlue, PqScoresMatchTheTableLookup) {
     at::Tensor wide = at::randint(0, K, {H, m, n + 50}, at::kLong).to(at::kByte);
     expect_close(pq_scores(q.to(kGpu), centroids.to(kGpu), wide.to(kGpu).narrow(2, 0, n)),
                  pq_reference(q, centroids, wide.narrow(2, 0, n)));
+    // bf16 queries are read as they are, widened (the split launches' parts stay fp32).
+    const at::Tensor q16 = q.to(at::kBFloat16);
+    const at::Tensor got16 = pq_scores(q16.to(kGpu), centroids.to(kGpu), codes.to(kGpu));
+    EXPECT_EQ(got16.scalar_type(), at::kFloat);
+    expect_close(got16, pq_reference(q16.to(at::kFloat), centroids, codes));
   }
 }
 
