@@ -276,8 +276,9 @@ at::Tensor pq_scores_cpu(const at::Tensor& q, const at::Tensor& centroids,
   at::Tensor qc = q.to(at::kFloat).contiguous();
   at::Tensor cc = centroids.contiguous();
   // uint8 rows one stride apart (PQCache's leading columns of its index) are read in place.
-  const bool in_place = codes.scalar_type() == at::kByte && codes.stride(2) == 1 &&
-                        codes.stride(1) >= n && codes.stride(0) == m * codes.stride(1);
+  const bool in_place = codes.scalar_type() == at::kByte &&
+                        kernels::pq_codes_rows_in_place(m, n, codes.stride(0), codes.stride(1),
+                                                        codes.stride(2));
   at::Tensor codes8 = in_place ? codes : codes.to(at::kByte).contiguous();
   at::Tensor out = at::empty({H, g, n}, at::kFloat);
   if (H > 0 && g > 0 && n > 0)

@@ -16,4 +16,12 @@ void pq_scores(const float* q, const float* centroids, const uint8_t* codes, flo
                int64_t H, int64_t g, int64_t m, int64_t K, int64_t s, int64_t n,
                int64_t codes_row);
 
+// Whether codes [H, m, n] with these element strides are laid out as pq_scores (and the CUDA
+// kernel of the same name) read them, codes_row = stride1: unit column stride, rows evenly
+// stride1 >= n apart (e.g. the leading n columns of a wider [H, m, N] index).
+inline bool pq_codes_rows_in_place(int64_t m, int64_t n, int64_t stride0, int64_t stride1,
+                                   int64_t stride2) {
+  return stride2 == 1 && stride1 >= n && stride0 == m * stride1;
+}
+
 }  // namespace kvb::kernels

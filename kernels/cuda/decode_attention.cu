@@ -27,6 +27,7 @@
 
 #include "kernels/cuda/element_cast.cuh"
 #include "kernels/cuda/kvbench_cuda.h"
+#include "kernels/cuda/warp_sum.cuh"
 
 namespace kvb::cuda {
 namespace {
@@ -38,11 +39,6 @@ constexpr int kRowsPerSplit = 64;       // the least rows worth a block of its o
 constexpr int kRowsInFlight = 4;        // rows each lane group of vector_split_kernel loads at once
 
 cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
-
-__device__ inline float warp_sum(float x) {
-  for (int offset = 16; offset > 0; offset >>= 1) x += __shfl_xor_sync(0xffffffffu, x, offset);
-  return x;
-}
 
 // exp(a - b) for a running max a that may still be -inf (no row seen): 0, never NaN.
 __device__ inline float rescale(float a, float b) { return a == -INFINITY ? 0.f : __expf(a - b); }

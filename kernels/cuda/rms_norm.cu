@@ -10,6 +10,7 @@
 
 #include "kernels/cuda/element_cast.cuh"
 #include "kernels/cuda/kvbench_cuda.h"
+#include "kernels/cuda/warp_sum.cuh"
 
 namespace kvb::cuda {
 namespace {
@@ -39,7 +40,7 @@ __global__ void rms_norm_kernel(const T* x, const T* residual, const T* __restri
     sum += v * v;
   }
   if (residual) row = added + first;
-  for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  sum = warp_sum(sum);
   if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = sum;
   __syncthreads();
   if (threadIdx.x == 0) {

@@ -3,6 +3,7 @@
 
 #include "kernels/cuda/element_cast.cuh"
 #include "kernels/cuda/kvbench_cuda.h"
+#include "kernels/cuda/warp_sum.cuh"
 
 namespace kvb::cuda {
 namespace {
@@ -11,11 +12,6 @@ constexpr int kThreads = 256;
 cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
 
 constexpr int kWarpsPerBlock = kThreads / 32;
-
-__device__ inline float warp_sum(float x) {
-  for (int offset = 16; offset > 0; offset /= 2) x += __shfl_xor_sync(0xffffffffu, x, offset);
-  return x;
-}
 
 // grid (ceil(P / kWarpsPerBlock), H); warp = page, lanes stride over its channels, so a warp's
 // loads are consecutive (a thread per page, as before, touched 32 lines 4 * d bytes apart per

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "kernels/cuda/kvbench_cuda.h"
+#include "kernels/pq_scoring.h"
 
 namespace kvb::cuda {
 namespace {
@@ -283,9 +284,10 @@ at::Tensor pq_scores(const at::Tensor& q, const at::Tensor& centroids, const at:
   at::Tensor qc = (kv_element(q.scalar_type()) ? q : q.to(at::kFloat)).contiguous();
   at::Tensor cc = centroids.contiguous();                                         // [H, m, K, s]
   // [H, m, n]: uint8 rows one stride apart (the leading columns of a wider index) in place.
-  const bool rows_in_place = codes.scalar_type() == at::kByte && codes.stride(2) == 1 &&
-                             codes.stride(1) >= n && codes.stride(0) == m * codes.stride(1);
-  at::Tensor codes8 = rows_in_place ? codes : codes.to(at::kByte).contiguous();
+  const bool in_place = codes.scalar_type() == at::kByte &&
+                        kernels::pq_codes_rows_in_place(m, n, codes.stride(0), codes.stride(1),
+                                                        codes.stride(2));
+  at::Tensor codes8 = in_place ? codes : codes.to(at::kByte).contiguous();
   at::Tensor out = at::empty({H, g, n}, q.options().dtype(at::kFloat));
   if (H == 0 || g == 0 || n == 0) return out;
   // Query heads per launch: their lookup tables [g', m, K] sit in shared memory.

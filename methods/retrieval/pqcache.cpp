@@ -34,10 +34,6 @@ at::Tensor squared_distances(const at::Tensor& x, const at::Tensor& c) {
   return (x2 - 2.0 * at::bmm(x, c.transpose(1, 2)) + c2);             // [G, N, K]
 }
 
-}  // namespace
-
-namespace {
-
 // Centroid ids as the scoring kernels read them: uint8 where K <= 256 (every default: no
 // conversion at each step), else int64.
 at::Tensor as_codes(const at::Tensor& ids, int64_t K) { return K <= 256 ? ids.to(at::kByte) : ids; }
