@@ -15,13 +15,15 @@
 //                                   Quest keeps them on a GPU), the group's scores summed
 //   gpu_pq_scores/<n>               PQCache's table scores over n tokens (m = 2, b = 6: its
 //                                   defaults), 4 query heads per KV head
-//   gpu_rank/<n>/<k>                the rankings of the selections: a stable descending sort of
-//                                   [8, n] scores (Quest's pages; ATen sorts rows of at most 4096
-//                                   in one kernel, longer ones by segmented radix sort) when k = 0,
-//                                   else top-k of [8, n] and a sort of the k indices (PQCache)
-//   gpu_cosine_assign/<n>/<aten>    ClusterKV's assignment of n fp32 keys per KV head to n / 80
-//                                   centroids (the paper's C0): the kernel (0), or ATen's bmm
-//                                   and argmax (1)
+//   gpu_quest_select/<pages>/<aten> Quest's selection from the page scores of 8 KV heads: the
+//                                   entries of the best 63 pages and the current one (B = 1024):
+//                                   the kernel (0, top_page_entries), or ATen's stable sort,
+//                                   assembly and sort of the entries (1)
+//   gpu_topk/<n>/<aten>             PQCache's ranking, the top 496 of [8, n] scores in index
+//                                   order: the kernel (0, top_k_ascending), or ATen's topk and
+//                                   a sort (1)
+//   gpu_cosine_assign/<n>           ClusterKV's assignment of n fp32 keys per KV head to n / 80
+//                                   centroids (the paper's C0): ATen's bmm and argmax
 //   gpu_centroid_update/<n>         the mean update of the same clusters (the kernel)
 //   gpu_kmeans/<n>                  a whole prefill clustering of one layer (cosine_kmeans, at
 //                                   most 20 Lloyd steps, ClusterKV's default); counter steps
@@ -192,19 +194,31 @@ void BM_gpu_pq_scores(benchmark::State& state) {
 BENCHMARK(BM_gpu_pq_scores)->Arg(32768)->Arg(131072)->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 
-void BM_gpu_rank(benchmark::State& state) {
+void BM_gpu_quest_select(benchmark::State& state) {
   if (!at::cuda::is_available()) return state.SkipWithError("skipped: no GPU");
-  const int64_t n = state.range(0), k = state.range(1);
-  at::Tensor scores = at::randn({kHkv, n}, at::TensorOptions(kGpu).dtype(at::kFloat));
+  const int64_t pages = state.range(0);
+  const KernelPath path = state.range(1) ? KernelPath::kAten : KernelPath::kAuto;
+  // [Hkv, pages + 1]: the current page's score last, as Quest's scores
+  at::Tensor scores = at::randn({kHkv, pages + 1}, at::TensorOptions(kGpu).dtype(at::kFloat));
   time_with_events(state, [&] {
-    if (k == 0) scores.sort(/*stable=*/true, 1, /*descending=*/true);
-    else std::get<0>(std::get<1>(scores.topk(k, 1, true, false)).sort(1));
+    top_page_entries(scores, pages, /*whole=*/63, /*part=*/0, /*page_size=*/16, pages * 16 + 1,
+                     path);
   });
+  set_bytes(state, double(kHkv * pages) * 4);
+}
+BENCHMARK(BM_gpu_quest_select)->ArgsProduct({{2048, 8192}, {0, 1}})->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+
+void BM_gpu_topk(benchmark::State& state) {
+  if (!at::cuda::is_available()) return state.SkipWithError("skipped: no GPU");
+  const int64_t n = state.range(0);
+  const KernelPath path = state.range(1) ? KernelPath::kAten : KernelPath::kAuto;
+  at::Tensor scores = at::randn({kHkv, n}, at::TensorOptions(kGpu).dtype(at::kFloat));
+  time_with_events(state, [&] { top_k_ascending(scores, 496, path); });
   set_bytes(state, double(kHkv * n) * 4);
 }
-BENCHMARK(BM_gpu_rank)
-    ->Args({2048, 0})->Args({8192, 0})->Args({32768, 496})->Args({131072, 496})
-    ->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_gpu_topk)->ArgsProduct({{32768, 131072}, {0, 1}})->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
 
 // ClusterKV's prefill clustering inputs: n keys per KV head in fp32 (cosine_kmeans widens the
 // model's keys once, then every Lloyd step reads them so) and the first C = n / 80 of them as
@@ -221,13 +235,12 @@ Clustering make_clustering(int64_t n) {
 void BM_gpu_cosine_assign(benchmark::State& state) {
   if (!at::cuda::is_available()) return state.SkipWithError("skipped: no GPU");
   const Clustering c = make_clustering(state.range(0));
-  const KernelPath path = state.range(1) ? KernelPath::kAten : KernelPath::kAuto;
-  time_with_events(state, [&] { cosine_assign(c.keys, c.centroids, path); });
+  time_with_events(state, [&] { cosine_assign(c.keys, c.centroids); });
   state.counters["GFLOPs"] = benchmark::Counter(
       2e-9 * double(c.keys.numel()) * double(c.centroids.size(1)),
       benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_gpu_cosine_assign)->ArgsProduct({{32768, 131072}, {0, 1}})->UseManualTime()
+BENCHMARK(BM_gpu_cosine_assign)->Arg(32768)->Arg(131072)->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 
 void BM_gpu_centroid_update(benchmark::State& state) {

@@ -82,14 +82,30 @@ at::Tensor inference_apply_rope(const at::Tensor& x, const RopeAngles& angles);
 at::Tensor quest_page_scores(const at::Tensor& q, const at::Tensor& kmin, const at::Tensor& kmax,
                              bool sum_group, KernelPath path = KernelPath::kAuto);
 
+// Quest's entries of a decode step (quest.cpp select_rows), per unit (a row of scores): the
+// pages 0..pages-1 ranked as a stable descending sort of their scores ranks them (ties to the
+// lower page, as quest_rank_pages); the first `whole` give all their page_size entries, the
+// next one its first `part` (< page_size), and the current page its entries
+// pages * page_size .. n - 1 (n > pages * page_size). scores: [units, P] fp32, P >= pages.
+// Returns [units, whole * page_size + part + n - pages * page_size] int64 logical entries,
+// ascending. One kernel on a GPU (CUDA build: kernels/cuda/top_pages.cu), else ATen's sorts.
+at::Tensor top_page_entries(const at::Tensor& scores, int64_t pages, int64_t whole, int64_t part,
+                            int64_t page_size, int64_t n, KernelPath path = KernelPath::kAuto);
+
+// PQCache's ranking: the indices of the k largest of each row's scores, ascending.
+// scores: [rows, n] fp32, 1 <= k <= n. Returns [rows, k] int64. On a GPU (CUDA build) one
+// kernel, top_page_entries' with pages of one entry: ties to the lower index. Else ATen's
+// topk and a sort of its indices (ties: whichever topk keeps).
+at::Tensor top_k_ascending(const at::Tensor& scores, int64_t k, KernelPath path = KernelPath::kAuto);
+
 // PQ table scores, approximate q.k from product-quantisation codes:
 //   q: [H, g, m*s] any floating dtype; centroids: [H, m, K, s]; codes: [H, m, n] any integer
 //   dtype (K <= 256 for the kernels, whose codes are uint8). Returns [H, g, n] fp32.
 at::Tensor pq_scores(const at::Tensor& q, const at::Tensor& centroids, const at::Tensor& codes,
                      KernelPath path = KernelPath::kAuto);
 
-// ClusterKV's K-means steps (the CPU kernels for fp32 CPU inputs, the CUDA kernels for CUDA
-// inputs on a CUDA build, else ATen).
+// ClusterKV's K-means steps (the CPU kernels for fp32 CPU inputs; on a CUDA build, the centroid
+// update's CUDA kernel for CUDA inputs; else ATen).
 // Labels of each key: the centroid of largest cosine similarity (keys and centroids
 // L2-normalised). keys: [H, n, d], centroids: [H, C, d]. Returns [H, n] int64.
 at::Tensor cosine_assign(const at::Tensor& keys, const at::Tensor& centroids,

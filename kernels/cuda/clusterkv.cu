@@ -1,5 +1,6 @@
-// ClusterKV kernels: cosine assignment, centroid update (one block per head, shared-memory
-// accumulation, strided threads), selection indexing.
+// ClusterKV kernels: centroid update (one block per head, shared-memory accumulation, strided
+// threads), selection indexing. The cosine assignment is ATen's bmm + argmax on a GPU
+// (engine/kernel_adapter.cpp says why).
 #include <cuda_runtime.h>
 
 #include <cfloat>
@@ -12,89 +13,8 @@ namespace kvb::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kCentroidTile = 32;  // centroids per shared-memory tile (with d <= 256)
-constexpr int kKeyChunk = 32;      // a key's channels cosine_assign holds in registers at once
 
 cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
-
-// grid (ceil(n / kThreads), H); thread = key. Centroid tiles normalised into shared memory.
-// A thread scores its key against a tile's centroids kKeyChunk channels at a time, the chunk
-// held in registers: the key is read once per tile, not once per centroid (a warp's 32 keys lie
-// d floats apart, so each of those reads was 32 separate cache lines, and at 32k keys they did
-// not stay in L1). Each score still sums its channels in order 0..d-1, as one dot product.
-// kVec4 (d a multiple of 4, keys 16-byte aligned): keys and centroids read 4 floats a load; a
-// scalar shared-memory load per multiply-add made the kernel wait on shared memory, not on its
-// arithmetic. The same products in the same order either way.
-template <bool kVec4>
-__global__ void cosine_assign_kernel(const float* keys, const float* centroids, int32_t* labels,
-                                     int n, int C, int d) {
-  extern __shared__ float4 tile_vectors[];  // [kCentroidTile, d] floats, 16-byte aligned
-  float* tile = reinterpret_cast<float*>(tile_vectors);
-  const int h = blockIdx.y;
-  const int j = blockIdx.x * blockDim.x + threadIdx.x;
-  const bool active = j < n;
-  const float* k = keys + (int64_t(h) * n + (active ? j : 0)) * d;
-  float best = -FLT_MAX;
-  int arg = 0;
-  for (int c0 = 0; c0 < C; c0 += kCentroidTile) {
-    const int tc = min(kCentroidTile, C - c0);
-    __syncthreads();
-    for (int x = threadIdx.x; x < tc * d; x += blockDim.x)
-      tile[x] = centroids[(int64_t(h) * C + c0) * d + x];
-    __syncthreads();
-    // Normalise each centroid of the tile (one warp-free pass per centroid by thread c).
-    if (threadIdx.x < tc) {
-      float norm = 0.f;
-      for (int x = 0; x < d; ++x) norm += tile[threadIdx.x * d + x] * tile[threadIdx.x * d + x];
-      const float inv = 1.f / fmaxf(sqrtf(norm), 1e-12f);
-      for (int x = 0; x < d; ++x) tile[threadIdx.x * d + x] *= inv;
-    }
-    __syncthreads();
-    if (!active) continue;
-    float s[kCentroidTile];  // the key's score against each centroid of the tile
-#pragma unroll
-    for (int c = 0; c < kCentroidTile; ++c) s[c] = 0.f;
-    for (int x0 = 0; x0 < d; x0 += kKeyChunk) {
-      float kx[kKeyChunk];
-      if constexpr (kVec4) {
-#pragma unroll
-        for (int x = 0; x < kKeyChunk; x += 4) {
-          const float4 v = x0 + x < d ? *reinterpret_cast<const float4*>(k + x0 + x) : float4{};
-          kx[x] = v.x, kx[x + 1] = v.y, kx[x + 2] = v.z, kx[x + 3] = v.w;
-        }
-      } else {
-#pragma unroll
-        for (int x = 0; x < kKeyChunk; ++x) kx[x] = x0 + x < d ? k[x0 + x] : 0.f;
-      }
-#pragma unroll
-      for (int c = 0; c < kCentroidTile; ++c) {
-        if (c >= tc) break;
-        if constexpr (kVec4) {
-#pragma unroll
-          for (int x = 0; x < kKeyChunk; x += 4) {
-            if (x0 + x >= d) break;  // d % 4 == 0: whole vectors
-            const float4 t = *reinterpret_cast<const float4*>(tile + c * d + x0 + x);
-            s[c] += kx[x] * t.x;
-            s[c] += kx[x + 1] * t.y;
-            s[c] += kx[x + 2] * t.z;
-            s[c] += kx[x + 3] * t.w;
-          }
-        } else {
-#pragma unroll
-          for (int x = 0; x < kKeyChunk; ++x)
-            if (x0 + x < d) s[c] += kx[x] * tile[c * d + x0 + x];
-        }
-      }
-    }
-#pragma unroll
-    for (int c = 0; c < kCentroidTile; ++c)
-      if (c < tc && s[c] > best) {
-        best = s[c];
-        arg = c0 + c;
-      }
-  }
-  if (active) labels[int64_t(h) * n + j] = arg;
-}
 
 // One block per head; sums [C, d] and counts [C] in shared memory.
 __global__ void centroid_update_shared(const float* keys, const int32_t* labels, const float* old,
@@ -186,19 +106,6 @@ __global__ void select_indices_kernel(const int32_t* ranked, const int32_t* size
 }
 
 }  // namespace
-
-void cosine_assign(const float* keys, const float* centroids, int32_t* labels, int64_t H,
-                   int64_t n, int64_t C, int64_t d, void* stream) {
-  if (H == 0 || n == 0) return;
-  const dim3 grid(unsigned((n + kThreads - 1) / kThreads), unsigned(H));
-  const size_t shared = kCentroidTile * d * sizeof(float);
-  if (d % 4 == 0 && reinterpret_cast<uintptr_t>(keys) % 16 == 0)
-    cosine_assign_kernel<true><<<grid, kThreads, shared, as_stream(stream)>>>(
-        keys, centroids, labels, int(n), int(C), int(d));
-  else
-    cosine_assign_kernel<false><<<grid, kThreads, shared, as_stream(stream)>>>(
-        keys, centroids, labels, int(n), int(C), int(d));
-}
 
 void centroid_update(const float* keys, const int32_t* labels, const float* old, float* out,
                      int64_t H, int64_t n, int64_t C, int64_t d, int32_t* counts, void* stream) {

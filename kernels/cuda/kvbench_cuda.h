@@ -21,11 +21,6 @@ int device_count();
 void check_launch(const char* what);
 
 // ClusterKV (https://arxiv.org/abs/2412.03213, Section 4 "GPU kernels").
-// Assignment: labels[h, j] = argmax_c cos(keys[h, j], centroids[h, c]).  keys [H, n, d],
-// centroids [H, C, d], labels [H, n]. One thread per key, centroids of the head in shared memory
-// in tiles.
-void cosine_assign(const float* keys, const float* centroids, int32_t* labels, int64_t H,
-                   int64_t n, int64_t C, int64_t d, void* stream = nullptr);
 // Centroid update: one thread block per head; threads stride over the head's keys and add
 // them into shared-memory sums [C, d] and counts [C] (atomics in shared memory), then write
 // means (old centroid when a cluster is empty). Shared memory: C * (d + 1) * 4 bytes, so
@@ -50,6 +45,18 @@ void quest_page_scores(const void* q, kernels::KvElement q_type, const void* kmi
                        const void* kmax, kernels::KvElement summary_type, float* scores,
                        int64_t H, int64_t g, int64_t P, int64_t d, int64_t head_stride,
                        bool sum_group, void* stream = nullptr);
+
+// The entries of each row's best pages (kernels/cuda/top_pages.cu; Quest's selection, and with
+// page_size 1 PQCache's top-k): for each of `rows` rows of page scores (fp32, rows `stride`
+// floats apart), the pages 0..pages-1 in the order of a stable descending sort of their
+// scores (ties to the lower page); the first `whole` of them give all their page_size
+// entries, the next one its first `part` (0 <= part < page_size), then the trailing entries
+// pages * page_size .. n - 1 (Quest's current page). out [rows, whole * page_size + part + n -
+// pages * page_size] int64: each row's entries, ascending. A block per row. Needs
+// whole + (part > 0) <= pages and pages * page_size <= n <= (pages + 1) * page_size.
+void top_pages(const float* scores, int64_t stride, int64_t* out, int64_t rows, int64_t pages,
+               int64_t whole, int64_t part, int64_t page_size, int64_t n,
+               void* stream = nullptr);
 
 // PQCache scoring (https://arxiv.org/abs/2407.12820): q [H, g, m*s] of `q_type` (widened),
 // centroids [H, m, K, s] fp32, codes [H, m, n] uint8 with rows codes_row >= n apart, scores

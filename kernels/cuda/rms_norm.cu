@@ -15,15 +15,21 @@
 namespace kvb::cuda {
 namespace {
 
-constexpr int kThreads = 256;
+// 1024: a decode row of 4096 elements is 4 loads a thread, not 16. The row's loads are
+// latency-bound, not bandwidth-bound (one block per row): with 256 threads the H100 spent
+// 12.7 us a call (`kvbench generate --profile`, 2026-11-26), 65 calls a step of the 8B shape.
+constexpr int kThreads = 1024;
 
 // grid (rows), kThreads threads: the row's sum of squares in fp32 (threads, then warps, then
 // the block), then out = round(round(x * r) * w). With `residual`, the row normalised is
 // added = round(x + residual), written out by the first pass (each thread reads back only the
-// elements it wrote).
+// elements it wrote). No pointer aliases another (the glue allocates `added` and `out`), so
+// the loads of a thread's iterations need not wait for its stores.
 template <typename T>
-__global__ void rms_norm_kernel(const T* x, const T* residual, const T* __restrict__ weight,
-                                T* added, T* __restrict__ out, int dim, float eps) {
+__global__ void __launch_bounds__(kThreads)
+    rms_norm_kernel(const T* __restrict__ x, const T* __restrict__ residual,
+                    const T* __restrict__ weight, T* __restrict__ added, T* __restrict__ out,
+                    int dim, float eps) {
   __shared__ float warp_sums[kThreads / 32];
   __shared__ float scale;
   const int64_t first = int64_t(blockIdx.x) * dim;

@@ -25,7 +25,6 @@ namespace {
 
 // The kernels' dynamic shared memory: 48 KiB, the default limit without opting in.
 constexpr int64_t kSharedFloats = 48 * 1024 / 4;
-constexpr int64_t kMaxCentroidDim = kSharedFloats / 32;  // cosine_assign: a tile of 32 centroids
 constexpr int64_t kMaxClusters = 2048;                   // select_indices: the block-wide scan
 
 void require(bool ok, const std::string& what) {
@@ -128,6 +127,30 @@ bool quest_page_scores_supported(const at::Tensor& kmin, const at::Tensor& kmax)
   return kmin.defined() && kmax.defined() && kmin.is_cuda() && kmin.device() == kmax.device() &&
          kv_element(kmin.scalar_type()) && kmin.scalar_type() == kmax.scalar_type() &&
          kmin.dim() == 3 && kmin.sizes() == kmax.sizes() && kmin.size(2) <= kSharedFloats;
+}
+
+bool top_pages_supported(const at::Tensor& scores) {
+  return scores.defined() && scores.is_cuda() && scores.scalar_type() == at::kFloat &&
+         scores.dim() == 2 && (scores.size(1) <= 1 || scores.stride(1) == 1);
+}
+
+at::Tensor top_pages(const at::Tensor& scores, int64_t pages, int64_t whole, int64_t part,
+                     int64_t page_size, int64_t n) {
+  require(top_pages_supported(scores),
+          "top_pages: needs CUDA fp32 page scores [rows, P] with unit channel stride");
+  require(page_size >= 1 && pages >= 0 && pages <= scores.size(1) && whole >= 0 && part >= 0 &&
+              part < page_size && whole + (part > 0 ? 1 : 0) <= pages &&
+              n >= pages * page_size && n <= (pages + 1) * page_size,
+          "top_pages: needs whole + (part > 0) <= pages <= P, 0 <= part < page_size and "
+          "pages * page_size <= n <= (pages + 1) * page_size");
+  const c10::cuda::CUDAGuard guard(scores.device());
+  const int64_t rows = scores.size(0);
+  at::Tensor out = at::empty({rows, whole * page_size + part + n - pages * page_size},
+                             scores.options().dtype(at::kLong));  // [rows, width]
+  top_pages(scores.data_ptr<float>(), rows > 1 ? scores.stride(0) : 0, out.data_ptr<int64_t>(),
+            rows, pages, whole, part, page_size, n, current_stream());
+  check_launch("top_pages");
+  return out;
 }
 
 bool rms_norm_supported(const at::Tensor& x, const at::Tensor& weight) {
@@ -304,30 +327,6 @@ at::Tensor pq_scores(const at::Tensor& q, const at::Tensor& centroids, const at:
     out.narrow(1, g0, len).copy_(part);
   }
   return out;
-}
-
-bool cosine_assign_supported(const at::Tensor& keys, const at::Tensor& centroids) {
-  return keys.defined() && centroids.defined() && keys.is_cuda() &&
-         keys.device() == centroids.device() && keys.dim() == 3 && centroids.dim() == 3 &&
-         at::isFloatingType(keys.scalar_type()) && at::isFloatingType(centroids.scalar_type()) &&
-         keys.size(2) == centroids.size(2) && keys.size(2) <= kMaxCentroidDim &&
-         keys.size(0) == centroids.size(0) && centroids.size(1) >= 1;
-}
-
-at::Tensor cosine_assign(const at::Tensor& keys, const at::Tensor& centroids) {
-  require(cosine_assign_supported(keys, centroids),
-          "cosine_assign: needs floating CUDA keys [H, n, d] and centroids [H, C, d] on one "
-          "device, C >= 1, d <= 384");
-  require_device("cosine_assign", keys, {&keys, &centroids}, 3);
-  const int64_t H = keys.size(0), n = keys.size(1), d = keys.size(2), C = centroids.size(1);
-  const c10::cuda::CUDAGuard guard(keys.device());
-  at::Tensor k = keys.to(at::kFloat).contiguous();                                 // [H, n, d]
-  at::Tensor c = centroids.to(at::kFloat).contiguous();                            // [H, C, d]
-  at::Tensor labels = at::empty({H, n}, k.options().dtype(at::kInt));              // [H, n]
-  cosine_assign(k.data_ptr<float>(), c.data_ptr<float>(), labels.data_ptr<int32_t>(), H, n, C, d,
-                current_stream());
-  check_launch("cosine_assign");
-  return labels;
 }
 
 at::Tensor centroid_update(const at::Tensor& keys, const at::Tensor& labels, const at::Tensor& old,

@@ -94,6 +94,16 @@ bool quest_page_scores_supported(const at::Tensor& kmin, const at::Tensor& kmax)
 at::Tensor quest_page_scores(const at::Tensor& q, const at::Tensor& kmin, const at::Tensor& kmax,
                              bool sum_group);
 
+// ---- The entries of the best pages (Quest's selection, PQCache's top-k) --------------------------
+// Per row, the entries of its best-ranked pages, ascending (engine/kernel_adapter.h
+// top_page_entries has the semantics; kvbench_cuda.h top_pages the kernel).
+//   scores:  [rows, P] fp32 page scores, unit channel stride, P >= pages
+//   returns: [rows, whole * page_size + part + n - pages * page_size] int64, ascending
+// Supported when scores are such a CUDA tensor.
+bool top_pages_supported(const at::Tensor& scores);
+at::Tensor top_pages(const at::Tensor& scores, int64_t pages, int64_t whole, int64_t part,
+                     int64_t page_size, int64_t n);
+
 // ---- PQCache scores (https://arxiv.org/abs/2407.12820) ---------------------------------------
 // score[h, i, j] = sum_{u < m} q[h, i, u*s : (u+1)*s] . centroids[h, u, codes[h, u, j], :].
 //   q:         [H, g, m*s]  any floating dtype (f32, bf16, f16 read as they are, others
@@ -109,16 +119,6 @@ bool pq_scores_supported(const at::Tensor& centroids);
 at::Tensor pq_scores(const at::Tensor& q, const at::Tensor& centroids, const at::Tensor& codes);
 
 // ---- ClusterKV (https://arxiv.org/abs/2412.03213) --------------------------------------------
-// Cosine assignment: labels[h, j] = argmax_c cos(keys[h, j], centroids[h, c]), exact ties to the
-// lowest c (the CPU path, methods/retrieval/clusterkv.cpp cosine_assign, returns int64 labels of
-// the same values up to rounding near ties).
-//   keys:      [H, n, d] any floating dtype (converted to fp32)
-//   centroids: [H, C, d] any floating dtype (converted to fp32), C >= 1
-//   returns:   labels [H, n] int32
-// Supported when both are CUDA tensors with d <= 384 (a tile of 32 centroids in shared memory).
-bool cosine_assign_supported(const at::Tensor& keys, const at::Tensor& centroids);
-at::Tensor cosine_assign(const at::Tensor& keys, const at::Tensor& centroids);
-
 // Centroid update: out[h, c] = mean of keys[h, j] over labels[h, j] == c; old[h, c] where the
 // cluster is empty (clusterkv.cpp cluster_means).
 //   keys:   [H, n, d] any floating dtype (converted to fp32)

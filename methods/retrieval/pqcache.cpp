@@ -247,12 +247,12 @@ at::Tensor PQCache::top_candidates(int layer, const at::Tensor& q, const Layout&
   const PQIndex& index = index_[layer];
   const int64_t Hkv = index.centroids.size(0), g = context_.group_size(), d = context_.head_dim;
   // All KV heads in one scoring call: [Hkv, g, candidates], softmax over the candidates,
-  // summed over the group, top-k per head.
+  // summed over the group, top-k per head (one kernel on a GPU).
   at::Tensor scores = pq_scores(q.reshape({Hkv, g, d}), index.centroids,
                                 index.codes.narrow(2, 0, step.candidates));
   at::Tensor weights = at::softmax(scores * (1.0 / std::sqrt(double(d))), -1).sum(1);
   const int64_t k = std::min(topk_, step.candidates);
-  return std::get<0>(at::sort(std::get<1>(at::topk(weights, k, 1, true, false)), 1));
+  return top_k_ascending(weights, k);
 }
 
 RetrievalMethod::DeviceRows PQCache::select_rows(int layer, const at::Tensor& q, const LayerKV& kv) {

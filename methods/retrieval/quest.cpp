@@ -215,10 +215,10 @@ class Quest : public RetrievalMethod {
   bool per_query_head() const override { return config_.per_query_head(); }
 
   // q: [Hq, d]. The kernel and fill selections on the device, per KV head (the group's page
-  // scores summed) or per query head: the pages quest_select_pages takes (a stable descending
-  // sort ranks ties by the lower page, as quest_rank_pages), the same count for every unit. The
-  // evaluation path is ragged (the current page may or may not be among the chosen):
-  // select_sparse.
+  // scores summed) or per query head: the pages quest_select_pages takes (ties ranked by the
+  // lower page, as quest_rank_pages), the same count for every unit; one kernel on a GPU
+  // (top_page_entries). The evaluation path is ragged (the current page may or may not be
+  // among the chosen): select_sparse.
   DeviceRows select_rows(int layer, const at::Tensor& q, const LayerKV& kv) override {
     if (config_.selection == "evaluation") return {};
     const PageIndex& ix = index_[layer];
@@ -233,19 +233,7 @@ class Quest : public RetrievalMethod {
                                           ix.kmax.narrow(1, 0, ix.pages),
                                           /*sum_group=*/!config_.per_query_head());
     scores = scores.reshape({-1, ix.pages});  // [units, P]: Hkv, or Hq per query head
-    const int64_t units = scores.size(0);
-    at::Tensor ranked = std::get<1>(scores.narrow(1, 0, current).sort(/*stable=*/true, 1, true));
-    if (!in_page_.defined() || in_page_.device() != ranked.device())  // the same every step
-      in_page_ = at::arange(page, ranked.options());                   // [page]
-    // A page's entries: in_page + page x its index, one operator.
-    std::vector<at::Tensor> parts;  // [units, *] logical indices
-    if (whole > 0)
-      parts.push_back(at::add(in_page_, ranked.narrow(1, 0, whole).unsqueeze(2), page)
-                          .reshape({units, -1}));
-    if (part > 0)
-      parts.push_back(at::add(in_page_.narrow(0, 0, part), ranked.narrow(1, whole, 1), page));
-    parts.push_back(at::arange(current * page, n, ranked.options()).expand({units, current_fill}));
-    return {std::get<0>(at::cat(parts, 1).sort(1))};
+    return {top_page_entries(scores, current, whole, part, page, n)};
   }
 
   // q: [Hq, d]. Every head of this family holds the same entries (nothing is evicted).
@@ -299,7 +287,6 @@ class Quest : public RetrievalMethod {
 
   QuestConfig config_;
   std::vector<PageIndex> index_;  // per layer
-  at::Tensor in_page_;            // [page_size] 0 .. page_size - 1 on the device, made once
 };
 
 KVB_REGISTER_METHOD(make_method_info<Quest, QuestConfig>({

@@ -71,20 +71,21 @@ TEST(GpuTargets, RatiosOfTheMediansAgainstEachTarget) {
 }
 
 // The selection pieces: one layer's call and 30 of them (the 8B shape's sparse layers), the
-// assignment kernel against ATen's, one layer's clustering with its Lloyd steps.
+// assignment of one Lloyd step, one layer's clustering with its Lloyd steps.
 TEST(GpuTargets, SelectionPiecesPerLayerAndPerStep) {
   test::TempDir dir;
   const test::CliRun r = targets(write_report(dir, {
-      run("BM_gpu_quest_scores/131072", 20), run("BM_gpu_rank/8192/0", 50),
-      run("BM_gpu_cosine_assign/32768/0", 300), run("BM_gpu_cosine_assign/32768/1", 200),
+      run("BM_gpu_quest_scores/131072", 20), run("BM_gpu_quest_select/8192/0", 50),
+      run("BM_gpu_cosine_assign/32768", 200),
       run("BM_gpu_kmeans/32768/iterations:3", 40000, ", \"steps\": 17")}));
   ASSERT_EQ(r.code, 0) << r.output;
   for (const std::string line :
        {"| Quest page scores, 128k | 20.0 us | 0.60 ms |",
-        "| Quest ranking: stable sort of 8192 pages (128k) | 50.0 us | 1.50 ms |",
+        "| Quest selection (kernel), 8192 pages (128k) | 50.0 us | 1.50 ms |",
+        "| Quest selection (ATen's sorts), 8192 pages (128k) | absent | - |",
         "| PQ scores, 32k | absent | - |",
-        "| ClusterKV assignment, 32k: the kernel / ATen's bmm + argmax | 1.50x (300.0 / 200.0 us) | - |",
-        "| ClusterKV assignment, 128k: the kernel / ATen's bmm + argmax | absent | - |",
+        "| ClusterKV assignment (one Lloyd step), 32k | 200.0 us | - |",
+        "| ClusterKV assignment (one Lloyd step), 128k | absent | - |",
         "| ClusterKV prefill clustering of one layer, 32k | 40.0 ms (17 Lloyd steps) | 1.20 s |"})
     EXPECT_TRUE(contains(r.output, line)) << line << " missing from:\n" << r.output;
 }

@@ -4,7 +4,12 @@
 
 #include <torch/cuda.h>
 
+#include <algorithm>
+
 #include "engine/kernel_adapter.h"
+#if KVBENCH_CUDA_KERNELS
+#include "kernels/cuda/torch_glue.h"
+#endif
 #include "tests/methods/device_compare.h"
 
 namespace kvb {
@@ -53,6 +58,82 @@ TEST(Gpu, ClusterMembersInRankOrderOnTheKernelMatchAten) {
       EXPECT_TRUE(kernel.cpu().equal(aten)) << "C " << C << ", take " << take;
     }
   }
+}
+
+// Quest's selection kernel (top_pages) gives ATen's entries (a stable sort's ranking, Quest's tests compare
+// that with the host's): page counts within one chunk of the block, across chunks and beyond
+// ATen's 4096-row sort; scores with many ties (small integers, +0 and -0 among them) and
+// without; whole pages only (the reference kernel's budget), a trimmed last page (fill), no
+// page but the current one; current pages partly and wholly filled; rows of zeros alone.
+TEST(Gpu, QuestTopPagesOnTheKernelMatchAten) {
+  KVB_REQUIRE_GPU();
+  const at::Device gpu(at::kCUDA, 0);
+#if KVBENCH_CUDA_KERNELS
+  ASSERT_TRUE(cuda::top_pages_supported(at::zeros({8, 4}, at::TensorOptions(gpu))));
+#endif
+  at::manual_seed(6);
+  const int64_t page = 16;
+  for (const int64_t units : {int64_t(1), int64_t(8), int64_t(32)})
+    for (const int64_t pages : {int64_t(3), int64_t(63), int64_t(1024), int64_t(1500), int64_t(8192)})
+      for (const int ties : {0, 1, 2}) {  // none, small integers, zeros of both signs alone
+        const at::Tensor raw = at::randn({units, pages + 1});  // [units, P]: the current page last
+        const at::Tensor scores = ties == 0   ? raw
+                                  : ties == 1 ? (raw * 2).round() * at::sign(at::randn({units, 1}))
+                                              : at::zeros_like(raw) * at::sign(raw);
+        const int64_t most = std::min<int64_t>(pages - 1, 63);
+        const std::vector<std::pair<int64_t, int64_t>> takes = {  // {whole, part}
+            {most, 0}, {most, 7}, {0, 0}, {0, 15}, {1, 0}, {pages, 0}, {pages / 2, 3}};
+        for (const auto& [whole, part] : takes) {
+          if (whole + (part > 0 ? 1 : 0) > pages) continue;
+          for (const int64_t fill : {int64_t(1), int64_t(9), page}) {
+            const int64_t n = pages * page + fill;
+            const at::Tensor kernel = top_page_entries(scores.to(gpu), pages, whole, part, page, n);
+            const at::Tensor aten =
+                top_page_entries(scores, pages, whole, part, page, n, KernelPath::kAten);
+            ASSERT_EQ(kernel.scalar_type(), at::kLong);
+            EXPECT_TRUE(kernel.cpu().equal(aten))
+                << units << " units, " << pages << " pages, ties " << ties << ", whole " << whole
+                << ", part " << part << ", fill " << fill;
+          }
+        }
+      }
+}
+
+// PQCache's top-k on the kernel: on distinct scores ATen's indices; on tied ones (small
+// integers) a top-k still (every score kept >= every score left) whose ties went to the lower
+// indices (ATen's may keep others). Sizes within one chunk of the block's output pass (8192),
+// across chunks, 128k; k from 1 to every score.
+TEST(Gpu, PqcacheTopKOnTheKernelIsAtensAndTiesGoLow) {
+  KVB_REQUIRE_GPU();
+  const at::Device gpu(at::kCUDA, 0);
+#if KVBENCH_CUDA_KERNELS
+  ASSERT_TRUE(cuda::top_pages_supported(at::zeros({8, 4}, at::TensorOptions(gpu))));
+#endif
+  at::manual_seed(7);
+  for (const int64_t n : {int64_t(500), int64_t(8192), int64_t(20000), int64_t(131072)})
+    for (const int64_t k : {int64_t(1), int64_t(496), n}) {
+      SCOPED_TRACE("n " + std::to_string(n) + ", k " + std::to_string(k));
+      const at::Tensor distinct = at::randn({8, n});
+      EXPECT_TRUE(top_k_ascending(distinct.to(gpu), k).cpu().equal(
+          top_k_ascending(distinct, k, KernelPath::kAten)));
+      const at::Tensor tied = (at::randn({8, n}) * 3).round();  // [8, n]
+      const at::Tensor got = top_k_ascending(tied.to(gpu), k).cpu();  // [8, k]
+      ASSERT_EQ(got.sizes(), (std::vector<int64_t>{8, k}));
+      for (int64_t h = 0; h < 8; ++h) {
+        const at::Tensor kept = at::zeros({n}, at::kBool).index_fill_(0, got[h], true);
+        EXPECT_EQ(kept.sum().item<int64_t>(), k);  // distinct indices
+        EXPECT_TRUE(got[h].equal(std::get<0>(got[h].sort())));  // ascending
+        if (k == n) continue;
+        const at::Tensor low = tied[h].index({kept}).min(), high = tied[h].index({~kept}).max();
+        ASSERT_GE(low.item<float>(), high.item<float>()) << "head " << h;
+        // Scores equal to the lowest kept one: the kept ones all lie before those left out.
+        const at::Tensor at_low = tied[h] == low;
+        const at::Tensor kept_ties = (at_low & kept).nonzero(), left_ties = (at_low & ~kept).nonzero();
+        if (left_ties.numel() > 0) {
+          EXPECT_LT(kept_ties.max().item<int64_t>(), left_ties.min().item<int64_t>()) << "head " << h;
+        }
+      }
+    }
 }
 
 TEST(Gpu, EveryMethodInBf16OnCudaStaysNearFp32OnTheCpu) {
