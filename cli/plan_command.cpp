@@ -1,5 +1,6 @@
 // kvbench plan SUITE --shards N: the suite's cells with their stable ids, estimated costs and
 // shards, as `kvbench run SUITE --shard i/N` will split them.
+#include <algorithm>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -45,13 +46,22 @@ void add_plan_command(CLI::App& app, std::vector<Command>& out) {
     std::cout << "suite " << suite.name << ": " << plan.cells.size() << " cells, " << plan.shards
               << " shard" << (plan.shards == 1 ? "" : "s")
               << " (cost = context tokens x samples)\n\n";
+    // Text columns as wide as their longest entry and two spaces (random-llama3-8b ran into
+    // the seed at a fixed 14).
+    size_t method_w = 8, dataset_w = 9, model_w = 7;
+    for (const PlannedCell& p : plan.cells) {
+      method_w = std::max(method_w, p.cell.method.label.size() + 2);
+      dataset_w = std::max(dataset_w, p.cell.dataset.name.size() + 2);
+      model_w = std::max(model_w, p.cell.model.size() + 2);
+    }
+    const auto w = [](size_t width) { return std::setw(int(width)); };
     std::cout << std::left << std::setw(14) << "id" << std::setw(7) << "shard" << std::setw(12)
-              << "cost" << std::setw(22) << "method" << std::setw(8) << "budget" << std::setw(14)
-              << "dataset" << std::setw(14) << "model" << "seed\n";
+              << "cost" << w(method_w) << "method" << std::setw(8) << "budget" << w(dataset_w)
+              << "dataset" << w(model_w) << "model" << "seed\n";
     for (const PlannedCell& p : plan.cells)
       std::cout << std::setw(14) << p.id << std::setw(7) << p.shard << std::setw(12) << p.cost
-                << std::setw(22) << p.cell.method.label << std::setw(8) << p.cell.budget_text()
-                << std::setw(14) << p.cell.dataset.name << std::setw(14) << p.cell.model
+                << w(method_w) << p.cell.method.label << std::setw(8) << p.cell.budget_text()
+                << w(dataset_w) << p.cell.dataset.name << w(model_w) << p.cell.model
                 << p.cell.seed << "\n";
     std::cout << "\n";
     for (int s = 0; s < plan.shards; ++s)

@@ -305,6 +305,25 @@ TEST(CliGenerate, ProfileWritesEachPhaseOrRefusesBeforeTheRun) {
   EXPECT_FALSE(std::filesystem::exists(tsv + ".tmp"));
 }
 
+// The plan's columns are as wide as their entries: the longest model name stays apart from the
+// seed after it, and every row's seed starts where the header's does.
+TEST(CliPlan, ColumnsHoldTheirLongestEntry) {
+  test::TempDir dir;
+  const Output r = kvbench({"plan", "latency_gpu_32k", "--set", "method=full,streaming_llm"}, dir.path());
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_TRUE(contains(r.out, "random-llama3-8b  0\n")) << r.out;
+  std::istringstream in(r.out);
+  std::string line;
+  size_t seed_column = std::string::npos, rows = 0;
+  while (std::getline(in, line)) {
+    if (line.rfind("id ", 0) == 0) seed_column = line.find("seed");
+    if (seed_column == std::string::npos || line.find("random-llama3-8b") == std::string::npos) continue;
+    EXPECT_EQ(line.size(), seed_column + 1) << line;  // the seed, one digit, under "seed"
+    ++rows;
+  }
+  EXPECT_EQ(rows, 2u) << r.out;
+}
+
 TEST(CliRun, UnknownSuiteIsOneLineError) {
   test::TempDir dir;
   const Output r = kvbench({"run", "nosuchsuite"}, dir.path());
