@@ -9,7 +9,8 @@ from the same run, as the targets ask):
 
 Then, for the selection-share and clustering targets (measured on whole steps by the
 latency_gpu suite), each selection piece's time per layer and for the 30 sparse layers of a
-step, and ClusterKV's assignment kernel against ATen's bmm + argmax.
+step (Quest's and PQCache's selection kernel beside the ATen operators it replaced), ClusterKV's
+assignment (ATen's) per Lloyd step and one layer's clustering.
 
 Usage: python3 ci/gpu_targets.py BENCH.json   (kvbench_bench --benchmark_filter=gpu_
        --benchmark_out=BENCH.json --benchmark_out_format=json; ci/gpu_test.sh writes

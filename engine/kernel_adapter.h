@@ -86,14 +86,15 @@ at::Tensor quest_page_scores(const at::Tensor& q, const at::Tensor& kmin, const 
 // pages 0..pages-1 ranked as a stable descending sort of their scores ranks them (ties to the
 // lower page, as quest_rank_pages); the first `whole` give all their page_size entries, the
 // next one its first `part` (< page_size), and the current page its entries
-// pages * page_size .. n - 1 (n > pages * page_size). scores: [units, P] fp32, P >= pages.
+// pages * page_size .. n - 1 (pages * page_size <= n <= (pages + 1) * page_size; none when
+// n is the first). scores: [units, P] fp32, P >= pages, whole + (part > 0) <= pages.
 // Returns [units, whole * page_size + part + n - pages * page_size] int64 logical entries,
 // ascending. One kernel on a GPU (CUDA build: kernels/cuda/top_pages.cu), else ATen's sorts.
 at::Tensor top_page_entries(const at::Tensor& scores, int64_t pages, int64_t whole, int64_t part,
                             int64_t page_size, int64_t n, KernelPath path = KernelPath::kAuto);
 
 // PQCache's ranking: the indices of the k largest of each row's scores, ascending.
-// scores: [rows, n] fp32, 1 <= k <= n. Returns [rows, k] int64. On a GPU (CUDA build) one
+// scores: [rows, n] fp32, 0 <= k <= n. Returns [rows, k] int64. On a GPU (CUDA build) one
 // kernel, top_page_entries' with pages of one entry: ties to the lower index. Else ATen's
 // topk and a sort of its indices (ties: whichever topk keeps).
 at::Tensor top_k_ascending(const at::Tensor& scores, int64_t k, KernelPath path = KernelPath::kAuto);

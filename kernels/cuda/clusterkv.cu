@@ -3,7 +3,6 @@
 // (engine/kernel_adapter.cpp says why).
 #include <cuda_runtime.h>
 
-#include <cfloat>
 #include <cstdint>
 #include <stdexcept>
 

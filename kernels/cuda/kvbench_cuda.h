@@ -1,8 +1,9 @@
-// CUDA kernels: decode attention and the retrieval family's scoring, raw device pointers (built
-// with nvcc only when
+// CUDA kernels: decode attention, the retrieval family's scoring and selection, the dense
+// step's norms, RoPE and K/V writes, raw device pointers (built with nvcc only when
 // -DKVBENCH_CUDA=ON, into the static library kvbench_cuda). Each has the same semantics as the
-// CPU kernel of the same name and is tested against kernels/reference/reference.h
-// (tests/kernels/cuda/, label "gpu", skipped where no GPU exists).
+// CPU kernel of the same name and is tested against kernels/reference/reference.h or ATen
+// (tests/kernels/cuda/, label "gpu", skipped where no GPU exists); top_pages, which has no CPU
+// kernel, against the kernel adapter's ATen path (tests/gpu/device_parity_test.cpp).
 // All pointers are device pointers; calls are asynchronous on `stream` (0: default stream).
 #pragma once
 #include <cstdint>
@@ -69,7 +70,8 @@ void pq_scores(const void* q, kernels::KvElement q_type, const float* centroids,
 // Llama's RMSNorm of each row as the CPU kernel computes it (kernels/rms_norm.h), but for the
 // squares' sum, in fp32 here: r = 1 / sqrt(sum / dim + eps), out = round(round(x * r) * w) in
 // `type`.
-// x, out: [rows, dim] (out may be x), weight: [dim], all of `type`. One block per row.
+// x, out: [rows, dim] (out distinct from x and weight), weight: [dim], all of `type`. One block
+// per row.
 void rms_norm(const void* x, const void* weight, void* out, kernels::KvElement type,
               int64_t rows, int64_t dim, float eps, void* stream = nullptr);
 // The residual add before it in the same launch: sum = round(x + residual) in `type` (ATen's

@@ -23,13 +23,14 @@ constexpr int kThreads = 1024;
 // grid (rows), kThreads threads: the row's sum of squares in fp32 (threads, then warps, then
 // the block), then out = round(round(x * r) * w). With `residual`, the row normalised is
 // added = round(x + residual), written out by the first pass (each thread reads back only the
-// elements it wrote). No pointer aliases another (the glue allocates `added` and `out`), so
-// the loads of a thread's iterations need not wait for its stores.
+// elements it wrote). The inputs x, residual and weight are no output's memory (the glue
+// allocates `added` and `out`): __restrict__ on them lets a thread's loads run ahead of its
+// stores. The second pass reads `added` back with __ldcg (through L2): nvcc reads what it
+// can prove read-only through the non-coherent cache, undefined for memory the kernel writes.
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     rms_norm_kernel(const T* __restrict__ x, const T* __restrict__ residual,
-                    const T* __restrict__ weight, T* __restrict__ added, T* __restrict__ out,
-                    int dim, float eps) {
+                    const T* __restrict__ weight, T* added, T* out, int dim, float eps) {
   __shared__ float warp_sums[kThreads / 32];
   __shared__ float scale;
   const int64_t first = int64_t(blockIdx.x) * dim;
@@ -45,7 +46,6 @@ __global__ void __launch_bounds__(kThreads)
     }
     sum += v * v;
   }
-  if (residual) row = added + first;
   sum = warp_sum(sum);
   if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = sum;
   __syncthreads();
@@ -56,8 +56,10 @@ __global__ void __launch_bounds__(kThreads)
   }
   __syncthreads();
   const float r = scale;
-  for (int i = threadIdx.x; i < dim; i += kThreads)
-    row_out[i] = narrow_to<T>(widen(narrow_to<T>(widen(row[i]) * r)) * widen(weight[i]));
+  for (int i = threadIdx.x; i < dim; i += kThreads) {
+    const T v = residual ? __ldcg(added + first + i) : row[i];
+    row_out[i] = narrow_to<T>(widen(narrow_to<T>(widen(v) * r)) * widen(weight[i]));
+  }
 }
 
 template <typename T>

@@ -3,7 +3,7 @@
 // the reference it must equal). Quest's selection: it replaces a stable sort of every page's
 // score, the entries' assembly and a second sort of them, about ten launches a layer, and at
 // 128k (8192 pages, beyond ATen's one-kernel sort of 4096) a segmented radix sort of 115 us
-// (H100, `gpu_rank`, 2026-11-26). With pages of one entry it is a top-k in index order
+// (H100, 2026-11-26; `gpu_quest_select/8192/1` times all those operators). With pages of one entry it is a top-k in index order
 // (PQCache's), where ATen's top-k of 32k scores launched 13 kernels and a sort followed.
 //
 // A block per row. The pages a stable descending sort would rank first are found without
@@ -182,7 +182,9 @@ void top_pages(const float* scores, int64_t stride, int64_t* out, int64_t rows, 
   // The block's loops step pages by kThreads * kItems in int.
   if (rows > 0x7fffffff || pages > 0x7fffffff - kThreads * kItems ||
       (whole + 1) * page_size > 0x7fffffff)
-    throw std::invalid_argument("kvb::cuda::top_pages: more than 2^31 - 2^13 rows or entries");
+    throw std::invalid_argument(
+        "kvb::cuda::top_pages: rows over 2^31 - 1, pages over 2^31 - 2^13 or a row of more "
+        "than 2^31 - 1 entries");
   top_pages_kernel<<<unsigned(rows), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
       scores, stride, out, int(pages), int(whole), int(part), int(page_size), n);
 }

@@ -26,6 +26,30 @@ TEST(KernelAdapter, CosineAssignOnTheCpuKernelMatchesAten) {
   EXPECT_TRUE(kernel.equal(aten));
 }
 
+// top_page_entries by hand: page scores 3, 1, 2, 2 rank pages 0, 2, 3, 1 (the tie to the lower
+// page); two whole pages, the next one's first 5 entries, then the current page's 3.
+TEST(KernelAdapter, TopPageEntriesTakesRankedPagesThenTheTrimmedOneThenTheCurrentOne) {
+  const at::Tensor scores = at::tensor({3.f, 1.f, 2.f, 2.f, 9.f}).view({1, 5});  // [1, P]
+  std::vector<int64_t> want;
+  for (int64_t i = 0; i < 16; ++i) want.push_back(i);       // page 0
+  for (int64_t i = 32; i < 48; ++i) want.push_back(i);      // page 2
+  for (int64_t i = 48; i < 53; ++i) want.push_back(i);      // page 3, 5 entries
+  for (int64_t i = 64; i < 67; ++i) want.push_back(i);      // the current page
+  const at::Tensor got = top_page_entries(scores, 4, 2, 5, 16, 67);
+  ASSERT_EQ(got.sizes(), (std::vector<int64_t>{1, int64_t(want.size())}));
+  EXPECT_EQ(std::vector<int64_t>(got.data_ptr<int64_t>(), got.data_ptr<int64_t>() + got.numel()),
+            want);
+  // No page but the current one; a trimmed page alone; no current entries (PQCache's use).
+  EXPECT_TRUE(top_page_entries(scores, 0, 0, 0, 16, 3).equal(at::arange(3).view({1, 3})));
+  EXPECT_TRUE(top_page_entries(scores, 4, 0, 2, 16, 65).equal(at::tensor({0L, 1L, 64L}).view({1, 3})));
+  EXPECT_TRUE(top_k_ascending(scores, 2).equal(at::tensor({0L, 4L}).view({1, 2})));  // no tie
+  // Out of contract: a current page past one page, a trimmed page as long as a page, k > n.
+  EXPECT_THROW(top_page_entries(scores, 4, 2, 0, 16, 81), std::logic_error);
+  EXPECT_THROW(top_page_entries(scores, 4, 2, 16, 16, 67), std::logic_error);
+  EXPECT_THROW(top_page_entries(scores, 4, 4, 1, 16, 67), std::logic_error);
+  EXPECT_THROW(top_k_ascending(scores, 6), std::logic_error);
+}
+
 TEST(KernelAdapter, ClusterMeansOnTheCpuKernelMatchesAtenAndKeepsEmptyClusters) {
   at::manual_seed(4);
   const at::Tensor keys = at::randn({2, 50, 8}), old = at::randn({2, 5, 8});

@@ -423,6 +423,13 @@ TEST(TorchGlue, RefusesWhatItDoesNotTake) {
                std::invalid_argument);  // d differs
   EXPECT_FALSE(pq_scores_supported(randn({2, 2, 300, 8}).to(kGpu)));  // K > 256
   EXPECT_FALSE(select_indices_supported(at::zeros({2, 3000}, at::kInt).to(kGpu)));
+  const at::Tensor scores = randn({2, 9}).to(kGpu);  // [rows, P]
+  EXPECT_FALSE(top_pages_supported(scores.to(at::kBFloat16)));
+  EXPECT_FALSE(top_pages_supported(randn({9, 2}).to(kGpu).t()));  // channels not adjacent
+  EXPECT_THROW(top_pages(scores, 8, 2, 16, 16, 130), std::invalid_argument);  // part = page
+  EXPECT_THROW(top_pages(scores, 8, 8, 1, 16, 130), std::invalid_argument);   // 9 pages of 8
+  EXPECT_THROW(top_pages(scores, 8, 2, 0, 16, 145), std::invalid_argument);   // n past a page
+  EXPECT_THROW(top_pages(scores, 10, 2, 0, 16, 161), std::invalid_argument);  // pages > P
 }
 
 }  // namespace
