@@ -13,6 +13,7 @@
 #include "kernels/quest_scoring.h"
 #include "kernels/rms_norm.h"
 #include "kernels/rope.h"
+#include "kernels/top_pages.h"
 
 #if KVBENCH_CUDA_KERNELS
 #include "kernels/cuda/torch_glue.h"
@@ -379,12 +380,10 @@ at::Tensor quest_page_scores(const at::Tensor& q, const at::Tensor& kmin, const 
 at::Tensor top_page_entries(const at::Tensor& scores, int64_t pages, int64_t whole, int64_t part,
                             int64_t page_size, int64_t n, KernelPath path) {
   // Both paths' contract, checked once (the ATen path would return other widths quietly).
-  if (scores.dim() != 2 || page_size < 1 || pages < 0 || pages > scores.size(1) || whole < 0 ||
-      part < 0 || part >= page_size || whole + (part > 0 ? 1 : 0) > pages ||
-      n < pages * page_size || n > (pages + 1) * page_size)
-    throw std::logic_error("top_page_entries: needs scores [rows, P], whole + (part > 0) <= "
-                           "pages <= P, 0 <= part < page_size and pages * page_size <= n <= "
-                           "(pages + 1) * page_size");
+  if (scores.dim() != 2 ||
+      !kernels::top_pages_arguments_ok(scores.size(1), pages, whole, part, page_size, n))
+    throw std::logic_error(std::string("top_page_entries: needs scores [rows, P], ") +
+                           kernels::kTopPagesContract);
 #if KVBENCH_CUDA_KERNELS
   if (path == KernelPath::kAuto && cuda::top_pages_supported(scores))
     return cuda::top_pages(scores, pages, whole, part, page_size, n);

@@ -3,8 +3,9 @@
 // the reference it must equal). Quest's selection: it replaces a stable sort of every page's
 // score, the entries' assembly and a second sort of them, about ten launches a layer, and at
 // 128k (8192 pages, beyond ATen's one-kernel sort of 4096) a segmented radix sort of 115 us
-// (H100, 2026-11-26; `gpu_quest_select/8192/1` times all those operators). With pages of one entry it is a top-k in index order
-// (PQCache's), where ATen's top-k of 32k scores launched 13 kernels and a sort followed.
+// (H100, 2026-11-26; `gpu_quest_select/8192/1` times all those operators). With pages of one
+// entry it is a top-k in index order (PQCache's), where ATen's top-k of 32k scores launched 13
+// kernels and a sort followed.
 //
 // A block per row. The pages a stable descending sort would rank first are found without
 // sorting: a radix select over the scores' order-preserving 32-bit keys gives the key T of the

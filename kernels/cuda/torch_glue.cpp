@@ -19,6 +19,7 @@
 
 #include "kernels/cuda/kvbench_cuda.h"
 #include "kernels/pq_scoring.h"
+#include "kernels/top_pages.h"
 
 namespace kvb::cuda {
 namespace {
@@ -138,11 +139,8 @@ at::Tensor top_pages(const at::Tensor& scores, int64_t pages, int64_t whole, int
                      int64_t page_size, int64_t n) {
   require(top_pages_supported(scores),
           "top_pages: needs CUDA fp32 page scores [rows, P] with unit channel stride");
-  require(page_size >= 1 && pages >= 0 && pages <= scores.size(1) && whole >= 0 && part >= 0 &&
-              part < page_size && whole + (part > 0 ? 1 : 0) <= pages &&
-              n >= pages * page_size && n <= (pages + 1) * page_size,
-          "top_pages: needs whole + (part > 0) <= pages <= P, 0 <= part < page_size and "
-          "pages * page_size <= n <= (pages + 1) * page_size");
+  require(kernels::top_pages_arguments_ok(scores.size(1), pages, whole, part, page_size, n),
+          std::string("top_pages: needs ") + kernels::kTopPagesContract);
   const c10::cuda::CUDAGuard guard(scores.device());
   const int64_t rows = scores.size(0);
   at::Tensor out = at::empty({rows, whole * page_size + part + n - pages * page_size},

@@ -60,17 +60,27 @@ TEST(Gpu, ClusterMembersInRankOrderOnTheKernelMatchAten) {
   }
 }
 
-// Quest's selection kernel (top_pages) gives ATen's entries (a stable sort's ranking, Quest's tests compare
-// that with the host's): page counts within one chunk of the block, across chunks and beyond
-// ATen's 4096-row sort; scores with many ties (small integers, +0 and -0 among them) and
-// without; whole pages only (the reference kernel's budget), a trimmed last page (fill), no
-// page but the current one; current pages partly and wholly filled; rows of zeros alone.
+// Whether the adapter's GPU path is the top_pages kernel, as it must be on a CUDA build (ATen
+// on the GPU there would make the comparisons below vacuous).
+bool adapter_takes_the_top_pages_kernel(const at::Device& gpu) {
+#if KVBENCH_CUDA_KERNELS
+  return cuda::top_pages_supported(at::zeros({8, 4}, at::TensorOptions(gpu)));
+#else
+  (void)gpu;
+  return true;  // a build without the kernels: ATen's on both sides, as designed
+#endif
+}
+
+// Quest's selection kernel (top_pages) gives ATen's entries (a stable sort's ranking, Quest's
+// tests compare that with the host's): page counts within one chunk of the block, across
+// chunks and beyond ATen's 4096-row sort; scores with many ties (small integers, +0 and -0
+// among them) and without; whole pages only (the reference kernel's budget), a trimmed last
+// page (fill), no page but the current one; current pages partly and wholly filled; rows of
+// zeros alone.
 TEST(Gpu, QuestTopPagesOnTheKernelMatchAten) {
   KVB_REQUIRE_GPU();
   const at::Device gpu(at::kCUDA, 0);
-#if KVBENCH_CUDA_KERNELS
-  ASSERT_TRUE(cuda::top_pages_supported(at::zeros({8, 4}, at::TensorOptions(gpu))));
-#endif
+  ASSERT_TRUE(adapter_takes_the_top_pages_kernel(gpu));
   at::manual_seed(6);
   const int64_t page = 16;
   for (const int64_t units : {int64_t(1), int64_t(8), int64_t(32)})
@@ -106,9 +116,7 @@ TEST(Gpu, QuestTopPagesOnTheKernelMatchAten) {
 TEST(Gpu, PqcacheTopKOnTheKernelIsAtensAndTiesGoLow) {
   KVB_REQUIRE_GPU();
   const at::Device gpu(at::kCUDA, 0);
-#if KVBENCH_CUDA_KERNELS
-  ASSERT_TRUE(cuda::top_pages_supported(at::zeros({8, 4}, at::TensorOptions(gpu))));
-#endif
+  ASSERT_TRUE(adapter_takes_the_top_pages_kernel(gpu));
   at::manual_seed(7);
   for (const int64_t n : {int64_t(500), int64_t(8192), int64_t(20000), int64_t(131072)})
     for (const int64_t k : {int64_t(1), int64_t(496), n}) {
