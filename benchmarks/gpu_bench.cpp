@@ -19,9 +19,10 @@
 //                                   entries of the best 63 pages and the current one (B = 1024):
 //                                   the kernel (0, top_page_entries), or ATen's stable sort,
 //                                   assembly and sort of the entries (1)
-//   gpu_topk/<n>/<aten>             PQCache's ranking, the top 496 of [8, n] scores in index
-//                                   order: the kernel (0, top_k_ascending), or ATen's topk and
-//                                   a sort (1)
+//   gpu_topk/<n>/<aten>             PQCache's rows at B = 1024 from [8, n] scores: 32 sinks,
+//                                   the top 496 in index order, a window of 496: the kernel
+//                                   (0, top_k_ascending), or ATen's topk, a sort and the
+//                                   ranges' concatenation (1)
 //   gpu_cosine_assign/<n>           ClusterKV's assignment of n fp32 keys per KV head to n / 80
 //                                   centroids (the paper's C0): ATen's bmm and argmax
 //   gpu_centroid_update/<n>         the mean update of the same clusters (the kernel)
@@ -214,7 +215,8 @@ void BM_gpu_topk(benchmark::State& state) {
   const int64_t n = state.range(0);
   const KernelPath path = state.range(1) ? KernelPath::kAten : KernelPath::kAuto;
   at::Tensor scores = at::randn({kHkv, n}, at::TensorOptions(kGpu).dtype(at::kFloat));
-  time_with_events(state, [&] { top_k_ascending(scores, 496, path); });
+  // PQCache's rows at B = 1024: 32 sinks, the top 496, a window of 495 and the current entry.
+  time_with_events(state, [&] { top_k_ascending(scores, 496, 32, 496, path); });
   set_bytes(state, double(kHkv * n) * 4);
 }
 BENCHMARK(BM_gpu_topk)->ArgsProduct({{32768, 131072}, {0, 1}})->UseManualTime()

@@ -92,10 +92,10 @@ PIECES = [
     ("Quest selection (ATen's sorts), 8192 pages (128k)", "BM_gpu_quest_select/8192/1"),
     ("PQ scores, 32k", "BM_gpu_pq_scores/32768"),
     ("PQ scores, 128k", "BM_gpu_pq_scores/131072"),
-    ("PQCache top-496 in index order (kernel), 32k", "BM_gpu_topk/32768/0"),
-    ("PQCache top-496 in index order (ATen's topk + sort), 32k", "BM_gpu_topk/32768/1"),
-    ("PQCache top-496 in index order (kernel), 128k", "BM_gpu_topk/131072/0"),
-    ("PQCache top-496 in index order (ATen's topk + sort), 128k", "BM_gpu_topk/131072/1"),
+    ("PQCache rows: sinks, top-496 in index order, window (kernel), 32k", "BM_gpu_topk/32768/0"),
+    ("PQCache rows (ATen's topk + sort + cat), 32k", "BM_gpu_topk/32768/1"),
+    ("PQCache rows: sinks, top-496 in index order, window (kernel), 128k", "BM_gpu_topk/131072/0"),
+    ("PQCache rows (ATen's topk + sort + cat), 128k", "BM_gpu_topk/131072/1"),
 ]
 
 

@@ -381,7 +381,7 @@ at::Tensor top_page_entries(const at::Tensor& scores, int64_t pages, int64_t who
                             int64_t page_size, int64_t n, KernelPath path) {
   // Both paths' contract, checked once (the ATen path would return other widths quietly).
   if (scores.dim() != 2 ||
-      !kernels::top_pages_arguments_ok(scores.size(1), pages, whole, part, page_size, n))
+      !kernels::top_pages_arguments_ok(scores.size(1), pages, whole, part, page_size, n, 0))
     throw std::logic_error(std::string("top_page_entries: needs scores [rows, P], ") +
                            kernels::kTopPagesContract);
 #if KVBENCH_CUDA_KERNELS
@@ -405,15 +405,23 @@ at::Tensor top_page_entries(const at::Tensor& scores, int64_t pages, int64_t who
   return std::get<0>(at::cat(parts, 1).sort(1));
 }
 
-at::Tensor top_k_ascending(const at::Tensor& scores, int64_t k, KernelPath path) {
-  if (scores.dim() != 2 || k < 0 || k > scores.size(1))
-    throw std::logic_error("top_k_ascending: needs scores [rows, n] and 0 <= k <= n");
+at::Tensor top_k_ascending(const at::Tensor& scores, int64_t k, int64_t lead, int64_t trailing,
+                           KernelPath path) {
+  if (scores.dim() != 2 || k < 0 || k > scores.size(1) || lead < 0 || trailing < 0)
+    throw std::logic_error("top_k_ascending: needs scores [rows, n], 0 <= k <= n, lead >= 0 "
+                           "and trailing >= 0");
+  const int64_t rows = scores.size(0), n = scores.size(1);
 #if KVBENCH_CUDA_KERNELS
   if (path == KernelPath::kAuto && cuda::top_pages_supported(scores))
-    return cuda::top_pages(scores, scores.size(1), k, 0, 1, scores.size(1));
+    return cuda::top_pages(scores, n, k, 0, 1, n + trailing, lead);
 #endif
   (void)path;
-  return std::get<0>(at::sort(std::get<1>(at::topk(scores, k, 1, true, false)), 1));
+  const at::Tensor top = std::get<0>(at::sort(std::get<1>(at::topk(scores, k, 1, true, false)), 1));
+  if (lead == 0 && trailing == 0) return top;
+  const at::TensorOptions longs = top.options();
+  return at::cat({at::arange(lead, longs).expand({rows, lead}), top + lead,
+                  at::arange(lead + n, lead + n + trailing, longs).expand({rows, trailing})},
+                 1);
 }
 
 at::Tensor pq_scores(const at::Tensor& q, const at::Tensor& centroids, const at::Tensor& codes,
@@ -441,17 +449,11 @@ at::Tensor cosine_assign(const at::Tensor& keys, const at::Tensor& centroids, Ke
 
 at::Tensor cluster_members_in_rank_order(const at::Tensor& ranked, const at::Tensor& sizes,
                                          const at::Tensor& starts, const at::Tensor& members,
-                                         int64_t take, KernelPath path) {
+                                         int64_t take) {
   const int64_t H = ranked.size(0);
   if (take < 0 || take > members.size(1))
     throw std::logic_error("cluster_members_in_rank_order: take " + std::to_string(take) +
                            " outside 0 .. " + std::to_string(members.size(1)));
-#if KVBENCH_CUDA_KERNELS
-  if (path == KernelPath::kAuto && take > 0 && cuda::select_indices_supported(ranked) &&
-      members.is_cuda())
-    return cuda::select_indices(ranked, sizes, starts, members, take).to(at::kLong);
-#endif
-  (void)path;
   const at::Tensor ranked_sizes = sizes.gather(1, ranked);   // [H, C]
   const at::Tensor ranked_starts = starts.gather(1, ranked);
   const at::Tensor ends = ranked_sizes.cumsum(1);  // members taken after each ranked cluster
@@ -460,6 +462,39 @@ at::Tensor cluster_members_in_rank_order(const at::Tensor& ranked, const at::Ten
   const at::Tensor rank = at::searchsorted(ends, slot, /*out_int32=*/false, /*right=*/true);
   const at::Tensor within = slot - (ends - ranked_sizes).gather(1, rank);
   return members.gather(1, ranked_starts.gather(1, rank) + within).to(at::kLong);  // [H, take]
+}
+
+at::Tensor cluster_rows(const at::Tensor& scores, const at::Tensor& sizes, const at::Tensor& starts,
+                        const at::Tensor& members, int64_t take, int64_t sinks,
+                        int64_t recent_begin, int64_t n, const ClusterCacheStep* cache,
+                        KernelPath path) {
+  if (take < 0 || take > members.size(1) || sinks < 0 || sinks > recent_begin || recent_begin > n)
+    throw std::logic_error("cluster_rows: needs 0 <= take <= " + std::to_string(members.size(1)) +
+                           " members and 0 <= sinks <= recent_begin <= n");
+#if KVBENCH_CUDA_KERNELS
+  if (path == KernelPath::kAuto && cuda::cluster_rows_supported(scores, sizes, starts, members, n))
+    return cache ? cuda::cluster_rows(scores, sizes, starts, members, take, sinks, recent_begin, n,
+                                      cache->last_selected, cache->step, cache->oldest_hit,
+                                      cache->hits)
+                 : cuda::cluster_rows(scores, sizes, starts, members, take, sinks, recent_begin, n,
+                                      at::Tensor(), 0, 0, at::Tensor());
+#endif
+  (void)path;
+  const int64_t H = members.size(0);
+  const at::TensorOptions longs = members.options().dtype(at::kLong);
+  std::vector<at::Tensor> parts;  // [H, *] logical entries
+  if (take > 0) {
+    const at::Tensor ranked = std::get<1>(scores.sort(/*stable=*/true, 1, /*descending=*/true));
+    const at::Tensor clustered = cluster_members_in_rank_order(ranked, sizes, starts, members, take);
+    if (cache) {  // a hit: last selected at oldest_hit or after (-1: never)
+      cache->hits.add_((cache->last_selected.gather(1, clustered) >= cache->oldest_hit).sum());
+      cache->last_selected.scatter_(1, clustered, cache->step);
+    }
+    parts.push_back(clustered);
+  }
+  parts.push_back(at::arange(sinks, longs).expand({H, sinks}));
+  parts.push_back(at::arange(recent_begin, n, longs).expand({H, n - recent_begin}));
+  return std::get<0>(at::cat(parts, 1).sort(1));
 }
 
 at::Tensor cluster_means(const at::Tensor& keys, const at::Tensor& labels, const at::Tensor& old,

@@ -86,18 +86,22 @@ at::Tensor quest_page_scores(const at::Tensor& q, const at::Tensor& kmin, const 
 // pages 0..pages-1 ranked as a stable descending sort of their scores ranks them (ties to the
 // lower page, as quest_rank_pages); the first `whole` give all their page_size entries, the
 // next one its first `part` (< page_size), and the current page its entries
-// pages * page_size .. n - 1 (pages * page_size <= n <= (pages + 1) * page_size; none when
-// n is the first). scores: [units, P] fp32, P >= pages, whole + (part > 0) <= pages.
+// pages * page_size .. n - 1 (pages * page_size <= n; none when n is the first).
+// scores: [units, P] fp32, P >= pages, whole + (part > 0) <= pages.
 // Returns [units, whole * page_size + part + n - pages * page_size] int64 logical entries,
 // ascending. One kernel on a GPU (CUDA build: kernels/cuda/top_pages.cu), else ATen's sorts.
 at::Tensor top_page_entries(const at::Tensor& scores, int64_t pages, int64_t whole, int64_t part,
                             int64_t page_size, int64_t n, KernelPath path = KernelPath::kAuto);
 
-// PQCache's ranking: the indices of the k largest of each row's scores, ascending.
-// scores: [rows, n] fp32, 0 <= k <= n. Returns [rows, k] int64. On a GPU (CUDA build) one
-// kernel, top_page_entries' with pages of one entry: ties to the lower index. Else ATen's
-// topk and a sort of its indices (ties: whichever topk keeps).
-at::Tensor top_k_ascending(const at::Tensor& scores, int64_t k, KernelPath path = KernelPath::kAuto);
+// PQCache's selection: per row, the leading entries 0 .. lead - 1 (its sinks), then lead + the
+// indices of the k largest of the row's scores, ascending (its candidates' top-k), then the
+// trailing entries lead + n .. lead + n + trailing - 1 (its window and current entry).
+// scores: [rows, n] fp32, 0 <= k <= n. Returns [rows, lead + k + trailing] int64, ascending.
+// On a GPU (CUDA build) one kernel, top_page_entries' with pages of one entry: ties to the
+// lower index. Else ATen's topk and a sort of its indices (ties: whichever topk keeps), with
+// the two ranges concatenated.
+at::Tensor top_k_ascending(const at::Tensor& scores, int64_t k, int64_t lead, int64_t trailing,
+                           KernelPath path = KernelPath::kAuto);
 
 // PQ table scores, approximate q.k from product-quantisation codes:
 //   q: [H, g, m*s] any floating dtype; centroids: [H, m, K, s]; codes: [H, m, n] any integer
@@ -118,10 +122,34 @@ at::Tensor cluster_means(const at::Tensor& keys, const at::Tensor& labels, const
 // ClusterKV's selection for every head at once: the first `take` members of the clusters in
 // rank order, the last one cut short. ranked: [H, C] cluster ids, best first; sizes, starts:
 // [H, C] by cluster id (starts: a cluster's first place in members); members: [H, N] entry ids
-// grouped by cluster; 0 <= take <= N. Returns [H, take] int64. On a CUDA build, CUDA inputs
-// with C <= 2048 take one kernel (kernels/cuda/clusterkv.cu select_indices), else ATen.
+// grouped by cluster; 0 <= take <= N. Returns [H, take] int64, in rank order. ATen's (any
+// device); cluster_rows below is a decode step's selection in one kernel on a GPU.
 at::Tensor cluster_members_in_rank_order(const at::Tensor& ranked, const at::Tensor& sizes,
                                          const at::Tensor& starts, const at::Tensor& members,
-                                         int64_t take, KernelPath path = KernelPath::kAuto);
+                                         int64_t take);
+
+// ClusterKV's cache of the last R steps (clusterkv.cpp), kept during a selection: the step each
+// entry was last selected, and the counter its hits go to.
+struct ClusterCacheStep {
+  at::Tensor last_selected;  // [H, >= n] int64 on the device: an entry's last step, or -1
+  int64_t step = 0;          // this step, written for every selected member
+  int64_t oldest_hit = 0;    // a member last selected at this step or after is a hit
+  at::Tensor hits;           // int64 scalar on the device: the step's hits are added to it
+};
+
+// ClusterKV's rows of a decode step for every KV head at once, ascending: the sinks
+// 0 .. sinks - 1; the first `take` members of the clusters in the order of a stable descending
+// sort of their scores (cluster_members_in_rank_order's, the last one cut short); the recent
+// entries recent_begin .. n - 1. scores: [H, C] fp32 (read only when take > 0); sizes,
+// starts, members as cluster_members_in_rank_order takes them, every member in
+// sinks .. recent_begin - 1; 0 <= take <= N. With `cache`, each selected member's hit is
+// counted and its step written (ClusterCacheStep). Returns [H, sinks + take + n - recent_begin]
+// int64. On a GPU (CUDA build) one kernel (kernels/cuda/cluster_rows.cu) where the index is
+// int32 (ClusterKV's on a GPU) and a block's shared memory holds C counts and n entries' bits;
+// else ATen's sort, gathers, scatter, and the rows' concatenation and sort.
+at::Tensor cluster_rows(const at::Tensor& scores, const at::Tensor& sizes, const at::Tensor& starts,
+                        const at::Tensor& members, int64_t take, int64_t sinks,
+                        int64_t recent_begin, int64_t n, const ClusterCacheStep* cache,
+                        KernelPath path = KernelPath::kAuto);
 
 }  // namespace kvb

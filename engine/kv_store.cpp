@@ -1,5 +1,7 @@
 #include "engine/kv_store.h"
 
+#include <ATen/TensorIndexing.h>
+
 #include <algorithm>
 #include <stdexcept>
 
@@ -327,6 +329,15 @@ at::Tensor LayerKV::gather_keys(int head, const at::Tensor& logical) const {
 }
 at::Tensor LayerKV::gather_values(int head, const at::Tensor& logical) const {
   return v_pool_.index_select(0, physical_rows(head, logical));
+}
+
+at::Tensor LayerKV::keys_in_range(int64_t begin, int64_t end) const {
+  if (!equally_filled() || begin < 0 || begin > end || (num_heads() > 0 && end > size(0)))
+    throw std::logic_error("LayerKV::keys_in_range: needs equally filled heads and 0 <= begin "
+                           "<= end <= their size");
+  // [Hkv, n] rows, a view of the table: one indexing operator, no copy of them first.
+  const at::Tensor rows = leading_rows(end).narrow(1, begin, end - begin);
+  return k_pool_.index({rows});  // [Hkv, n, d]
 }
 
 int64_t LayerKV::entries() const {

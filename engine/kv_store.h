@@ -95,6 +95,10 @@ class LayerKV {
   at::Tensor values(int head) const;
   at::Tensor gather_keys(int head, const at::Tensor& logical) const;
   at::Tensor gather_values(int head, const at::Tensor& logical) const;
+  // Every head's keys of the logical entries [begin, end), [Hkv, end - begin, d], in one gather
+  // (the heads equally_filled(), end <= their size): where a loop over the heads made two
+  // operators a head.
+  at::Tensor keys_in_range(int64_t begin, int64_t end) const;
   // The pools themselves, [capacity_blocks * 16, d], for kernels that index rows directly.
   const at::Tensor& key_pool() const { return k_pool_; }
   const at::Tensor& value_pool() const { return v_pool_; }

@@ -1,10 +1,9 @@
-// ClusterKV kernels: centroid update (one block per head, shared-memory accumulation, strided
-// threads), selection indexing. The cosine assignment is ATen's bmm + argmax on a GPU
-// (engine/kernel_adapter.cpp says why).
+// ClusterKV's centroid update (one block per head, shared-memory accumulation, strided
+// threads). The decode step's rows are cluster_rows.cu's; the cosine assignment is ATen's bmm
+// + argmax on a GPU (engine/kernel_adapter.cpp says why).
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <stdexcept>
 
 #include "kernels/cuda/kvbench_cuda.h"
 
@@ -68,42 +67,6 @@ __global__ void centroid_finish_global(const float* old, float* out, const int32
   }
 }
 
-// One block per head; threads stride over output slots. Ranked sizes are scanned in shared
-// memory (inclusive prefix over rank order), then each slot binary-searches its cluster.
-__global__ void select_indices_kernel(const int32_t* ranked, const int32_t* sizes,
-                                      const int32_t* offsets, const int32_t* members,
-                                      int32_t* selected, int C, int n, int budget) {
-  extern __shared__ int prefix[];  // [C]: sizes of ranked clusters, inclusive prefix
-  const int h = blockIdx.x;
-  for (int r = threadIdx.x; r < C; r += blockDim.x)
-    prefix[r] = sizes[int64_t(h) * C + ranked[int64_t(h) * C + r]];
-  __syncthreads();
-  // Hillis-Steele scan, strided (C may exceed blockDim).
-  for (int step = 1; step < C; step <<= 1) {
-    int vals[8];  // up to 8 elements per thread per step for C <= 8 * blockDim
-    int cnt = 0;
-    for (int r = threadIdx.x; r < C && cnt < 8; r += blockDim.x, ++cnt)
-      vals[cnt] = r >= step ? prefix[r - step] : 0;
-    __syncthreads();
-    cnt = 0;
-    for (int r = threadIdx.x; r < C && cnt < 8; r += blockDim.x, ++cnt) prefix[r] += vals[cnt];
-    __syncthreads();
-  }
-  for (int slot = threadIdx.x; slot < budget; slot += blockDim.x) {
-    int lo = 0, hi = C - 1;  // first rank whose inclusive prefix exceeds slot
-    while (lo < hi) {
-      const int mid = (lo + hi) / 2;
-      if (prefix[mid] > slot) hi = mid;
-      else lo = mid + 1;
-    }
-    const int before = lo > 0 ? prefix[lo - 1] : 0;
-    const int cluster = ranked[int64_t(h) * C + lo];
-    selected[int64_t(h) * budget + slot] =
-        slot < prefix[C - 1] ? members[int64_t(h) * n + offsets[int64_t(h) * C + cluster] + slot - before]
-                             : -1;
-  }
-}
-
 }  // namespace
 
 void centroid_update(const float* keys, const int32_t* labels, const float* old, float* out,
@@ -121,16 +84,6 @@ void centroid_update(const float* keys, const int32_t* labels, const float* old,
   centroid_accumulate_global<<<dim3(64, unsigned(H)), kThreads, 0, as_stream(stream)>>>(
       keys, labels, out, counts, int(n), int(C), int(d));
   centroid_finish_global<<<256, kThreads, 0, as_stream(stream)>>>(old, out, counts, H * C * d, int(d));
-}
-
-void select_indices(const int32_t* ranked, const int32_t* sizes, const int32_t* offsets,
-                    const int32_t* members, int32_t* selected, int64_t H, int64_t C, int64_t n,
-                    int64_t budget, void* stream) {
-  if (H == 0 || C == 0 || budget == 0) return;
-  if (C > 8 * kThreads)  // the block scan holds 8 ranks per thread
-    throw std::invalid_argument("kvb::cuda::select_indices: more than 2048 clusters per head");
-  select_indices_kernel<<<unsigned(H), kThreads, size_t(C) * sizeof(int), as_stream(stream)>>>(
-      ranked, sizes, offsets, members, selected, int(C), int(n), int(budget));
 }
 
 }  // namespace kvb::cuda

@@ -29,15 +29,23 @@ void check_launch(const char* what);
 void centroid_update(const float* keys, const int32_t* labels, const float* old, float* out,
                      int64_t H, int64_t n, int64_t C, int64_t d, int32_t* counts,
                      void* stream = nullptr);
-// Selection indexing: given the clusters of each head in rank order (ranked [H, C]), the
-// cluster sizes [H, C], their exclusive prefix sums offsets [H, C] and the keys sorted by
-// cluster members [H, n], writes the first `budget` keys of the ranked clusters to
-// selected [H, budget] (the last cluster truncated). One block per head; threads stride over
-// the output slots; a block-wide scan of the ranked sizes finds each slot's cluster. C <= 2048
-// (ClusterKV's L/80 clusters: up to 160k tokens); slots past the last member get -1.
-void select_indices(const int32_t* ranked, const int32_t* sizes, const int32_t* offsets,
-                    const int32_t* members, int32_t* selected, int64_t H, int64_t C, int64_t n,
-                    int64_t budget, void* stream = nullptr);
+// A decode step's rows (kernels/cuda/cluster_rows.cu), per head h of H, ascending into out
+// [H, sinks + taken + n - recent_begin] int64: the entries 0 .. sinks - 1; the first `taken`
+// members of the clusters in the order of a stable descending sort of scores [H, C] fp32 (the
+// last one cut to its first members), cluster c holding sizes[h, c] members from
+// members[h, starts[h, c]] on (sizes, starts [H, C], members [H, N] int32, rows contiguous;
+// the sizes sum to N); the entries recent_begin .. n - 1. Every member lies in
+// sinks .. recent_begin - 1, each once. With last_selected ([H, W] int64, W >= n): for each
+// taken member e, last_selected[h, e] >= oldest_hit counts a hit (summed into *hits), and
+// last_selected[h, e] becomes `step`. A block per head; needs cluster_rows_fit(C, n).
+void cluster_rows(const float* scores, const int32_t* sizes, const int32_t* starts,
+                  const int32_t* members, int64_t H, int64_t C, int64_t N, int64_t taken,
+                  int64_t sinks, int64_t recent_begin, int64_t n, int64_t* last_selected,
+                  int64_t W, int64_t step, int64_t oldest_hit, int64_t* hits, int64_t* out,
+                  void* stream = nullptr);
+// Whether a block's shared memory holds C clusters' counts and a bitmap of n entries (4 bytes
+// each per cluster and per 32 entries: about 1.8 million entries on an H100).
+bool cluster_rows_fit(int64_t clusters, int64_t n);
 
 // Quest page scoring (https://arxiv.org/abs/2406.10774): q [H, g, d] of `q_type` (widened to
 // fp32), kmin/kmax [H, P, d] of `summary_type` (heads head_stride elements apart), scores
@@ -52,17 +60,19 @@ void quest_page_scores(const void* q, kernels::KvElement q_type, const void* kmi
 // floats apart), the pages 0..pages-1 in the order of a stable descending sort of their
 // scores (ties to the lower page); the first `whole` of them give all their page_size
 // entries, the next one its first `part` (0 <= part < page_size), then the trailing entries
-// pages * page_size .. n - 1 (Quest's current page). out [rows, whole * page_size + part + n -
-// pages * page_size] int64: each row's entries, ascending. A block per row. Needs
-// whole + (part > 0) <= pages and pages * page_size <= n <= (pages + 1) * page_size.
+// pages * page_size .. n - 1 (Quest's current page, PQCache's window); every entry shifted by
+// `lead`, after the leading entries 0 .. lead - 1 (PQCache's sinks). out [rows, lead +
+// whole * page_size + part + n - pages * page_size] int64: each row's entries, ascending. A
+// block per row. Needs whole + (part > 0) <= pages and pages * page_size <= n.
 void top_pages(const float* scores, int64_t stride, int64_t* out, int64_t rows, int64_t pages,
-               int64_t whole, int64_t part, int64_t page_size, int64_t n,
+               int64_t whole, int64_t part, int64_t page_size, int64_t n, int64_t lead,
                void* stream = nullptr);
 
 // PQCache scoring (https://arxiv.org/abs/2407.12820): q [H, g, m*s] of `q_type` (widened),
 // centroids [H, m, K, s] fp32, codes [H, m, n] uint8 with rows codes_row >= n apart, scores
 // [H, g, n]. One block per (head, 2048 tokens); the lookup table [g, m, K] is built in shared
-// memory.
+// memory, from q and the head's centroids copied there first where they fit the default 48 KiB
+// (PQCache's defaults on Llama's d = 128: 37 KiB).
 void pq_scores(const void* q, kernels::KvElement q_type, const float* centroids,
                const uint8_t* codes, float* scores, int64_t H, int64_t g, int64_t m, int64_t K,
                int64_t s, int64_t n, int64_t codes_row, void* stream = nullptr);

@@ -59,19 +59,48 @@ void launch_quest(const void* q, kernels::KvElement q_type, const void* kmin, co
 // kThreads * 8 tokens (as many blocks as tokens / 256 rebuilt it up to 128 times per head at 32k).
 constexpr int kPqTokensPerThread = 8;
 
+// Shared memory of pq_kernel<true>: the table [g, m, K], q [g, m * s] widened and the head's
+// centroids [m, K, s + 1] (a row padded by one float, so the threads of a warp, one centroid
+// each, read 32 different banks).
+size_t pq_staged_floats(int64_t g, int64_t m, int64_t K, int64_t s) {
+  return size_t(g * m * K + g * m * s + m * K * (s + 1));
+}
+
 // grid (ceil(n / (kThreads * kPqTokensPerThread)), H): table [g, m, K] in shared memory, then
-// the block's threads stride over its tokens.
+// the block's threads stride over its tokens. kStaged: q and the head's centroids are first
+// copied into shared memory by all threads at once. Without it (centroids beyond 48 KiB) each
+// thread reads its entry's centroid from global memory, s floats apart from its neighbours',
+// one load after another: about 30 us a block on the H100 (the kernel took 38 us at 32k, one
+// wave of blocks, 2026-11-26). Either way an entry sums its channels in order, so both give
+// the same bits.
+template <bool kStaged>
 __global__ void pq_kernel(const void* q, kernels::KvElement q_type, const float* centroids,
                           const uint8_t* codes, float* scores, int g, int m, int K, int s, int n,
                           int64_t codes_row) {
-  extern __shared__ float table[];  // [g, m, K]
+  extern __shared__ float table[];  // [g, m, K], then (kStaged) q [g, m*s], centroids [m, K, s+1]
   const int h = blockIdx.y;
+  float* const q_shared = table + g * m * K;
+  float* const c_shared = q_shared + g * m * s;
+  const float* head_centroids = centroids + int64_t(h) * m * K * s;
+  if (kStaged) {
+    for (int x = threadIdx.x; x < g * m * s; x += blockDim.x)
+      q_shared[x] = load_element(q, q_type, int64_t(h) * g * m * s + x);
+    for (int x = threadIdx.x; x < m * K * s; x += blockDim.x)
+      c_shared[(x / s) * (s + 1) + x % s] = head_centroids[x];
+    __syncthreads();
+  }
   for (int e = threadIdx.x; e < g * m * K; e += blockDim.x) {
     const int gi = e / (m * K), i = (e / K) % m, c = e % K;
-    const int64_t qs = (int64_t(h) * g + gi) * m * s + i * s;  // q's sub-vector i, widened
-    const float* cs = centroids + ((int64_t(h) * m + i) * K + c) * s;
     float acc = 0.f;
-    for (int x = 0; x < s; ++x) acc += load_element(q, q_type, qs + x) * cs[x];
+    if (kStaged) {
+      const float* qv = q_shared + (gi * m + i) * s;
+      const float* cs = c_shared + (i * K + c) * (s + 1);
+      for (int x = 0; x < s; ++x) acc += qv[x] * cs[x];
+    } else {
+      const int64_t qs = (int64_t(h) * g + gi) * m * s + i * s;  // q's sub-vector i, widened
+      const float* cs = head_centroids + (int64_t(i) * K + c) * s;
+      for (int x = 0; x < s; ++x) acc += load_element(q, q_type, qs + x) * cs[x];
+    }
     table[e] = acc;
   }
   __syncthreads();
@@ -112,8 +141,13 @@ void pq_scores(const void* q, kernels::KvElement q_type, const float* centroids,
   if (H == 0 || n == 0) return;
   const int64_t per_block = int64_t(kThreads) * kPqTokensPerThread;
   const dim3 grid(unsigned((n + per_block - 1) / per_block), unsigned(H));
-  pq_kernel<<<grid, kThreads, size_t(g * m * K) * sizeof(float), as_stream(stream)>>>(
-      q, q_type, centroids, codes, scores, int(g), int(m), int(K), int(s), int(n), codes_row);
+  const size_t staged = pq_staged_floats(g, m, K, s) * sizeof(float);
+  if (staged <= 48 * 1024)  // the default limit: Llama's d = 128 at m = 2, K = 64 takes 37 KiB
+    pq_kernel<true><<<grid, kThreads, staged, as_stream(stream)>>>(
+        q, q_type, centroids, codes, scores, int(g), int(m), int(K), int(s), int(n), codes_row);
+  else
+    pq_kernel<false><<<grid, kThreads, size_t(g * m * K) * sizeof(float), as_stream(stream)>>>(
+        q, q_type, centroids, codes, scores, int(g), int(m), int(K), int(s), int(n), codes_row);
 }
 
 }  // namespace kvb::cuda

@@ -26,7 +26,6 @@ namespace {
 
 // The kernels' dynamic shared memory: 48 KiB, the default limit without opting in.
 constexpr int64_t kSharedFloats = 48 * 1024 / 4;
-constexpr int64_t kMaxClusters = 2048;                   // select_indices: the block-wide scan
 
 void require(bool ok, const std::string& what) {
   if (!ok) throw std::invalid_argument("kvb::cuda::" + what);
@@ -136,17 +135,17 @@ bool top_pages_supported(const at::Tensor& scores) {
 }
 
 at::Tensor top_pages(const at::Tensor& scores, int64_t pages, int64_t whole, int64_t part,
-                     int64_t page_size, int64_t n) {
+                     int64_t page_size, int64_t n, int64_t lead) {
   require(top_pages_supported(scores),
           "top_pages: needs CUDA fp32 page scores [rows, P] with unit channel stride");
-  require(kernels::top_pages_arguments_ok(scores.size(1), pages, whole, part, page_size, n),
+  require(kernels::top_pages_arguments_ok(scores.size(1), pages, whole, part, page_size, n, lead),
           std::string("top_pages: needs ") + kernels::kTopPagesContract);
   const c10::cuda::CUDAGuard guard(scores.device());
   const int64_t rows = scores.size(0);
-  at::Tensor out = at::empty({rows, whole * page_size + part + n - pages * page_size},
+  at::Tensor out = at::empty({rows, lead + whole * page_size + part + n - pages * page_size},
                              scores.options().dtype(at::kLong));  // [rows, width]
   top_pages(scores.data_ptr<float>(), rows > 1 ? scores.stride(0) : 0, out.data_ptr<int64_t>(),
-            rows, pages, whole, part, page_size, n, current_stream());
+            rows, pages, whole, part, page_size, n, lead, current_stream());
   check_launch("top_pages");
   return out;
 }
@@ -351,34 +350,52 @@ at::Tensor centroid_update(const at::Tensor& keys, const at::Tensor& labels, con
   return out;
 }
 
-bool select_indices_supported(const at::Tensor& ranked) {
-  return ranked.defined() && ranked.is_cuda() && ranked.dim() == 2 &&
-         ranked.size(1) <= kMaxClusters;
+bool cluster_rows_supported(const at::Tensor& scores, const at::Tensor& sizes,
+                            const at::Tensor& starts, const at::Tensor& members, int64_t n) {
+  auto on_gpu = [&](const at::Tensor& t, at::ScalarType type) {
+    return t.defined() && t.is_cuda() && t.device() == scores.device() && t.dim() == 2 &&
+           t.scalar_type() == type && t.is_contiguous() && t.size(0) == scores.size(0);
+  };
+  if (!(scores.defined() && on_gpu(scores, at::kFloat) && on_gpu(sizes, at::kInt) &&
+        on_gpu(starts, at::kInt) && on_gpu(members, at::kInt) &&
+        sizes.size(1) == scores.size(1) && starts.size(1) == scores.size(1) &&
+        scores.size(0) <= 65535))
+    return false;
+  const c10::cuda::CUDAGuard guard(scores.device());  // the limit of the scores' device
+  return cluster_rows_fit(scores.size(1), n);
 }
 
-at::Tensor select_indices(const at::Tensor& ranked, const at::Tensor& sizes,
-                          const at::Tensor& offsets, const at::Tensor& members, int64_t budget) {
-  require(select_indices_supported(ranked),
-          "select_indices: needs CUDA ranked cluster ids [H, C] with C <= 2048");
-  require_device("select_indices", ranked, {&ranked, &sizes, &offsets, &members}, 2);
-  for (const at::Tensor* t : {&ranked, &sizes, &offsets, &members})
-    require(at::isIntegralType(t->scalar_type(), /*includeBool=*/false),
-            "select_indices: ranked, sizes, offsets and members must be integers");
-  const int64_t H = ranked.size(0), C = ranked.size(1), n = members.size(1);
-  require(sizes.sizes() == ranked.sizes() && offsets.sizes() == ranked.sizes() &&
-              members.size(0) == H,
-          "select_indices: ranked, sizes, offsets [H, C] and members [H, n] do not match");
-  require(budget >= 0 && budget < INT_MAX, "select_indices: budget out of range");
-  const c10::cuda::CUDAGuard guard(ranked.device());
-  auto ints = [](const at::Tensor& t) { return t.to(at::kInt).contiguous(); };
-  at::Tensor r = ints(ranked), sz = ints(sizes), off = ints(offsets), mem = ints(members);
-  at::Tensor selected = at::empty({H, budget}, r.options());                      // [H, budget]
-  if (C == 0) return selected.fill_(-1);
-  select_indices(r.data_ptr<int32_t>(), sz.data_ptr<int32_t>(), off.data_ptr<int32_t>(),
-                 mem.data_ptr<int32_t>(), selected.data_ptr<int32_t>(), H, C, n, budget,
-                 current_stream());
-  check_launch("select_indices");
-  return selected;
+at::Tensor cluster_rows(const at::Tensor& scores, const at::Tensor& sizes, const at::Tensor& starts,
+                        const at::Tensor& members, int64_t taken, int64_t sinks,
+                        int64_t recent_begin, int64_t n, const at::Tensor& last_selected,
+                        int64_t step, int64_t oldest_hit, const at::Tensor& hits) {
+  require(cluster_rows_supported(scores, sizes, starts, members, n),
+          "cluster_rows: needs fp32 scores [H, C], int32 sizes and starts [H, C] and members "
+          "[H, N], contiguous, on one CUDA device, C clusters and n entries within shared memory");
+  const int64_t H = scores.size(0);
+  require(taken >= 0 && taken <= members.size(1) && sinks >= 0 && sinks <= recent_begin &&
+              recent_begin <= n,
+          "cluster_rows: needs 0 <= taken <= N and 0 <= sinks <= recent_begin <= n");
+  const bool cache = last_selected.defined();
+  if (cache)
+    require(last_selected.device() == scores.device() && last_selected.scalar_type() == at::kLong &&
+                last_selected.dim() == 2 && last_selected.size(0) == H &&
+                last_selected.size(1) >= n && last_selected.is_contiguous() && hits.defined() &&
+                hits.device() == scores.device() && hits.scalar_type() == at::kLong &&
+                hits.numel() == 1,
+            "cluster_rows: last_selected must be [H, >= n] int64, contiguous, and hits an int64 "
+            "scalar, on the scores' device");
+  const c10::cuda::CUDAGuard guard(scores.device());
+  at::Tensor out = at::empty({H, sinks + taken + n - recent_begin},
+                             scores.options().dtype(at::kLong));  // [H, width]
+  cluster_rows(scores.data_ptr<float>(), sizes.data_ptr<int32_t>(), starts.data_ptr<int32_t>(),
+               members.data_ptr<int32_t>(), H, scores.size(1), members.size(1), taken, sinks,
+               recent_begin, n, cache ? last_selected.data_ptr<int64_t>() : nullptr,
+               cache ? last_selected.size(1) : 0, step, oldest_hit,
+               cache ? hits.data_ptr<int64_t>() : nullptr, out.data_ptr<int64_t>(),
+               current_stream());
+  check_launch("cluster_rows");
+  return out;
 }
 
 }  // namespace kvb::cuda

@@ -98,11 +98,11 @@ at::Tensor quest_page_scores(const at::Tensor& q, const at::Tensor& kmin, const 
 // Per row, the entries of its best-ranked pages, ascending (engine/kernel_adapter.h
 // top_page_entries has the semantics; kvbench_cuda.h top_pages the kernel).
 //   scores:  [rows, P] fp32 page scores, unit channel stride, P >= pages
-//   returns: [rows, whole * page_size + part + n - pages * page_size] int64, ascending
+//   returns: [rows, lead + whole * page_size + part + n - pages * page_size] int64, ascending
 // Supported when scores are such a CUDA tensor.
 bool top_pages_supported(const at::Tensor& scores);
 at::Tensor top_pages(const at::Tensor& scores, int64_t pages, int64_t whole, int64_t part,
-                     int64_t page_size, int64_t n);
+                     int64_t page_size, int64_t n, int64_t lead = 0);
 
 // ---- PQCache scores (https://arxiv.org/abs/2407.12820) ---------------------------------------
 // score[h, i, j] = sum_{u < m} q[h, i, u*s : (u+1)*s] . centroids[h, u, codes[h, u, j], :].
@@ -128,19 +128,21 @@ at::Tensor pq_scores(const at::Tensor& q, const at::Tensor& centroids, const at:
 at::Tensor centroid_update(const at::Tensor& keys, const at::Tensor& labels, const at::Tensor& old,
                            at::Tensor* counts = nullptr);
 
-// Selection indexing: the first `budget` keys of the clusters taken in rank order, the last
-// cluster truncated (clusterkv.cpp gather_clusters / clusterkv_select, on the device).
-//   ranked:  [H, C] cluster ids, best first (e.g. a descending argsort of cluster scores)
-//   sizes:   [H, C] cluster sizes, by cluster id            (ClusterMetadata::sizes)
-//   offsets: [H, C] exclusive prefix sums of sizes, by id   (ClusterMetadata::starts)
-//   members: [H, n] key ids grouped by cluster, each cluster's members at offsets[h, c] ..
-//            offsets[h, c] + sizes[h, c]                    (ClusterMetadata::sorted_indices)
-//   all any integer dtype (converted to int32; ids must fit)
-//   returns  [H, budget] int32: slot t holds a member of the ranked clusters, in rank order;
-//            -1 in slots past the last member when the clusters hold fewer than `budget` keys.
-// Supported when ranked is a CUDA tensor [H, C] with C <= 2048 (the block-wide scan).
-bool select_indices_supported(const at::Tensor& ranked);
-at::Tensor select_indices(const at::Tensor& ranked, const at::Tensor& sizes,
-                          const at::Tensor& offsets, const at::Tensor& members, int64_t budget);
+// ClusterKV's rows of a decode step (engine/kernel_adapter.h cluster_rows has the semantics;
+// kvbench_cuda.h cluster_rows the kernel).
+//   scores:  [H, C] fp32 cluster scores
+//   sizes, starts: [H, C] int32 by cluster id (ClusterMetadata::sizes, ::starts)
+//   members: [H, N] int32 entry ids grouped by cluster (ClusterMetadata::sorted_indices)
+//   last_selected: [H, >= n] int64 (the cache's step table) and hits (an int64 scalar the
+//            step's hits are added to), or both undefined (no cache accounting)
+//   returns  [H, sinks + taken + n - recent_begin] int64, ascending
+// Supported when every input is such a contiguous tensor on one CUDA device and a block's
+// shared memory holds C counts and a bitmap of n entries.
+bool cluster_rows_supported(const at::Tensor& scores, const at::Tensor& sizes,
+                            const at::Tensor& starts, const at::Tensor& members, int64_t n);
+at::Tensor cluster_rows(const at::Tensor& scores, const at::Tensor& sizes, const at::Tensor& starts,
+                        const at::Tensor& members, int64_t taken, int64_t sinks,
+                        int64_t recent_begin, int64_t n, const at::Tensor& last_selected,
+                        int64_t step, int64_t oldest_hit, const at::Tensor& hits);
 
 }  // namespace kvb::cuda

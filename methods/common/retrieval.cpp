@@ -82,9 +82,10 @@ std::vector<std::vector<int64_t>> RetrievalMethod::select_sparse(int, const at::
   throw std::logic_error("retrieval method without a host selection asked for one");
 }
 
-void RetrievalMethod::count_cache(const at::Tensor& hits, int64_t lookups) {
-  device_cache_hits_ = device_cache_hits_.defined() ? device_cache_hits_ + hits : hits.clone();
-  cache_lookups_ += lookups;
+at::Tensor RetrievalMethod::device_cache_hits(const at::Device& device) {
+  if (!device_cache_hits_.defined())
+    device_cache_hits_ = at::zeros({}, at::TensorOptions(device).dtype(at::kLong));
+  return device_cache_hits_;
 }
 
 void RetrievalMethod::count_cache(int64_t hits, int64_t lookups) {

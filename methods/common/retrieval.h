@@ -48,7 +48,11 @@ class RetrievalMethod : public Method {
   // Accounting, called by subclasses.
   void set_index_bytes(int layer, int64_t bytes);  // size of the method's index for `layer`
   void count_cache(int64_t hits, int64_t lookups);  // the method's own cache (entries or blocks)
-  void count_cache(const at::Tensor& hits, int64_t lookups);  // hits: a device scalar
+  // Hits counted on the device: an int64 scalar on `device` (zero at first use) that a
+  // selection adds its hits to, so the host never reads them during a step; its lookups are
+  // counted on the host.
+  at::Tensor device_cache_hits(const at::Device& device);
+  void count_cache_lookups(int64_t lookups) { cache_lookups_ += lookups; }
 
  private:
   int dense_layers_;

@@ -230,22 +230,21 @@ class ClusterKV : public RetrievalMethod {
     account(layer, kv);
   }
 
-  bool holds_step_tensors() const override { return false; }  // pending keys are copies
+  // Decode keys are read from the pool when they are clustered: nothing kept from a step.
+  bool holds_step_tensors() const override { return false; }
 
-  // k: [Hkv, d]. Every m decode tokens (the current one excepted) become C+ new clusters.
-  void on_append(int layer, const at::Tensor& k, const at::Tensor&, LayerKV& kv) override {
+  // Every m decode tokens (the current one excepted) become C+ new clusters, their keys read
+  // from the pool then (the pool holds them as the model made them): no operator at the
+  // other steps.
+  void on_append(int layer, const at::Tensor&, const at::Tensor&, LayerKV& kv) override {
     if (layer < dense_layers()) return;
     LayerIndex& ix = index_[layer];
     ++ix.steps;
     ++ix.entries;
-    // Keys of entries clustered_end .. entries-1, copied: k may be rewritten after this hook
-    // (a CUDA graph's next replay), and in fp32 to(kFloat) alone would alias it.
-    ix.pending.push_back(k.to(at::kFloat, /*non_blocking=*/false, /*copy=*/true));
-    if (int64_t(ix.pending.size()) - 1 >= config_.decode_interval) {
-      const int64_t m = config_.decode_interval;
-      std::vector<at::Tensor> batch(ix.pending.begin(), ix.pending.begin() + m);
-      ix.pending.erase(ix.pending.begin(), ix.pending.begin() + m);
-      add_clusters(layer, at::stack(batch, 1), config_.decode_clusters, ix.clustered_end);  // [Hkv, m, d]
+    const int64_t m = config_.decode_interval;
+    if (ix.entries - 1 - ix.clustered_end >= m) {  // entries clustered_end .. entries-1 unclustered
+      add_clusters(layer, kv.keys_in_range(ix.clustered_end, ix.clustered_end + m),  // [Hkv, m, d]
+                   config_.decode_clusters, ix.clustered_end);
       ix.clustered_end += m;
       account(layer, kv);
     }
@@ -278,18 +277,20 @@ class ClusterKV : public RetrievalMethod {
     const bool on_top = config_.recent == "on_top";
     const int64_t recent = on_top ? unclustered : std::min(unclustered, room);
     const int64_t take = on_top ? room : room - recent;  // clustered entries to select
-    const at::TensorOptions longs = ix.members.options().dtype(at::kLong);
-    std::vector<at::Tensor> parts;  // [Hkv, *] logical indices
-    if (take > 0) {
+    const int64_t taken = std::clamp<int64_t>(take, 0, ix.members.size(1));
+    at::Tensor scores;  // [Hkv, C], read only where clusters are taken
+    if (taken > 0) {
       at::Tensor q_group = q.to(at::kFloat).reshape({Hkv, g, d}).sum(1).unsqueeze(-1);  // [Hkv, d, 1]
-      at::Tensor scores = at::bmm(ix.centroids, q_group).squeeze(-1);                   // [Hkv, C]
-      at::Tensor clustered = clusterkv_select(scores, ix.sizes, ix.starts, ix.members, take);
-      count_hits(ix, clustered);
-      parts.push_back(clustered);
+      scores = at::bmm(ix.centroids, q_group).squeeze(-1);
+    } else {
+      scores = at::empty({Hkv, ix.centroids.size(1)}, ix.centroids.options());
     }
-    parts.push_back(at::arange(ix.sinks, longs).expand({Hkv, ix.sinks}));
-    parts.push_back(at::arange(n - recent, n, longs).expand({Hkv, recent}));
-    return {std::get<0>(at::cat(parts, 1).sort(1))};
+    // Sinks, the clusters' members and the recent entries, ascending (one kernel on a GPU).
+    ClusterCacheStep cache;
+    const bool counted = config_.cache_steps > 0 && taken > 0;
+    if (counted) cache = cache_step(ix, taken * Hkv);
+    return {cluster_rows(scores, ix.sizes, ix.starts, ix.members, taken, ix.sinks, n - recent, n,
+                         counted ? &cache : nullptr)};
   }
 
  private:
@@ -309,7 +310,6 @@ class ClusterKV : public RetrievalMethod {
     at::Tensor sizes, starts;   // [Hkv, C] of index_dtype
     at::Tensor members;         // [Hkv, N] of index_dtype: entry indices sorted by label,
                                 // cluster by cluster
-    std::vector<at::Tensor> pending;  // [Hkv, d] keys of the recent (unclustered) entries
     at::Tensor last_selected;   // [Hkv, >= entries] int64: the step each entry was last selected, or -1
   };
 
@@ -327,10 +327,9 @@ class ClusterKV : public RetrievalMethod {
     ix.members = at::cat({ix.members, m.sorted_indices.to(type)}, 1);
   }
 
-  // The cache of the last R steps: hits among this step's selected (clustered) entries
-  // [Hkv, k], counted on the device.
-  void count_hits(LayerIndex& ix, const at::Tensor& selected) {
-    if (config_.cache_steps <= 0) return;
+  // The cache of the last R steps at this step, whose `lookups` selected (clustered) entries
+  // the selection counts on the device.
+  ClusterCacheStep cache_step(LayerIndex& ix, int64_t lookups) {
     if (ix.last_selected.size(1) < ix.entries) {  // decode entries since the last growth
       // A quarter more at once, not a column per step (a copy of the whole table each time).
       const int64_t columns = std::max(ix.entries, ix.last_selected.size(1) * 5 / 4);
@@ -338,12 +337,11 @@ class ClusterKV : public RetrievalMethod {
                                  -1, ix.last_selected.options());
       ix.last_selected = at::cat({ix.last_selected, more}, 1);
     }
+    count_cache_lookups(lookups);
     // A hit: selected within the last R steps, last >= 0 and steps - last <= R, which for
-    // integers is one comparison (one operator where there were four: 3 launches fewer).
-    const int64_t oldest_hit = std::max<int64_t>(0, ix.steps - config_.cache_steps);
-    at::Tensor hits = (ix.last_selected.gather(1, selected) >= oldest_hit).sum();
-    ix.last_selected.scatter_(1, selected, ix.steps);
-    count_cache(hits, selected.numel());
+    // integers is one comparison: last >= max(0, steps - R).
+    return {ix.last_selected, ix.steps, std::max<int64_t>(0, ix.steps - config_.cache_steps),
+            device_cache_hits(ix.last_selected.device())};
   }
 
   // Index bytes: centroids in the keys' dtype; sizes, prefix sums, sorted indices as int32.

@@ -192,7 +192,6 @@ void PQCache::begin(const MethodContext& context) {
   index_.assign(context.num_layers, PQIndex{});
   cache_.assign(context.num_layers, LfuBlockCache(config_.cache_tokens / config_.cache_block));
   pending_blocks_.assign(context.num_layers, {});
-  sink_rows_ = at::Tensor();  // sinks_ may differ from the last sequence's
 }
 
 void PQCache::on_prefill(int layer, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
@@ -212,10 +211,8 @@ void PQCache::on_append(int layer, const at::Tensor& k, const at::Tensor& v, Lay
   const int64_t n = kv.size(0);  // retrieval keeps every entry: all heads hold n
   const int64_t need = n - 1 - local_ - sinks_, have = index.codes.size(2);
   if (need <= have) return;
-  std::vector<at::Tensor> leaving;  // per head [need - have, d]
-  at::Tensor logical = at::arange(sinks_ + have, sinks_ + need, k.options().dtype(at::kLong));
-  for (int h = 0; h < kv.num_heads(); ++h) leaving.push_back(kv.gather_keys(h, logical));
-  at::Tensor codes = pq_encode(index.centroids, at::stack(leaving));  // [Hkv, m, need - have]
+  const at::Tensor leaving = kv.keys_in_range(sinks_ + have, sinks_ + need);  // [Hkv, n, d]
+  at::Tensor codes = pq_encode(index.centroids, leaving);  // [Hkv, m, need - have]
   index.codes = at::cat({index.codes, codes}, 2);
   update_index_bytes(layer, kv);
 }
@@ -243,37 +240,36 @@ bool PQCache::ranks(int layer, const Layout& step) const {
          step.sinks == sinks_;
 }
 
-at::Tensor PQCache::top_candidates(int layer, const at::Tensor& q, const Layout& step) const {
+at::Tensor PQCache::selected_rows(int layer, const at::Tensor& q, const Layout& step) const {
   const PQIndex& index = index_[layer];
   const int64_t Hkv = index.centroids.size(0), g = context_.group_size(), d = context_.head_dim;
   // All KV heads in one scoring call: [Hkv, g, candidates], softmax over the candidates,
-  // summed over the group, top-k per head (one kernel on a GPU).
+  // summed over the group, top-k per head with the sinks before and the window after them
+  // (one kernel on a GPU). The candidates sinks .. current - local - 1 lie between the two.
   at::Tensor scores = pq_scores(q.reshape({Hkv, g, d}), index.centroids,
                                 index.codes.narrow(2, 0, step.candidates));
   at::Tensor weights = at::softmax(scores * (1.0 / std::sqrt(double(d))), -1).sum(1);
   const int64_t k = std::min(topk_, step.candidates);
-  return top_k_ascending(weights, k);
+  return top_k_ascending(weights, k, step.sinks, step.local + 1);
 }
 
 RetrievalMethod::DeviceRows PQCache::select_rows(int layer, const at::Tensor& q, const LayerKV& kv) {
   const Layout step = layout(kv);
   if (!ranks(layer, step)) return {};  // select_sparse
-  const at::Tensor top = top_candidates(layer, q, step);  // [Hkv, k]
+  const at::Tensor rows = selected_rows(layer, q, step);  // [Hkv, sinks + k + local + 1]
   std::vector<at::Tensor>& pending = pending_blocks_[layer];
-  pending.push_back(top);  // its blocks are taken at the flush: no operator per step for them
+  // The top-k's logical entries, a view: their blocks are taken at the flush, so no operator
+  // runs per step for them.
+  pending.push_back(rows.narrow(1, step.sinks, std::min(topk_, step.candidates)));
   if (pending.size() >= kCacheFlushSteps) flush_cache(layer);
-  const int64_t Hkv = top.size(0);
-  if (!sink_rows_.defined() || sink_rows_.device() != top.device())  // the same every step
-    sink_rows_ = at::arange(sinks_, top.options()).expand({Hkv, sinks_});
-  const at::Tensor recent = at::arange(step.current - step.local, step.current + 1, top.options())
-                                .expand({Hkv, step.local + 1});
-  return {at::cat({sink_rows_, top + step.sinks, recent}, 1)};  // ascending per head
+  return {rows};
 }
 
 void PQCache::flush_cache(int layer) {
   std::vector<at::Tensor>& pending = pending_blocks_[layer];
   if (pending.empty()) return;
-  const at::Tensor blocks = at::floor_divide(at::stack(pending), config_.cache_block)
+  // Logical entries -> candidate offsets -> blocks.
+  const at::Tensor blocks = at::floor_divide(at::stack(pending) - sinks_, config_.cache_block)
                                .to(at::kCPU, at::kInt)
                                .contiguous();  // [steps, Hkv, k]
   pending.clear();

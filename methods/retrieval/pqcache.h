@@ -110,17 +110,17 @@ class PQCache : public RetrievalMethod {
   // Whether the step's candidates are ranked by PQ score: the layer has an index, and there
   // are candidates and a top-k to pick (else select_sparse's recency fallback).
   bool ranks(int layer, const Layout& step) const;
-  // [Hkv, k] candidate offsets by PQ score, ascending, on the device (where ranks()).
-  at::Tensor top_candidates(int layer, const at::Tensor& q, const Layout& step) const;
+  // [Hkv, sinks + k + local + 1] logical entries, ascending, on the device (where ranks()):
+  // the sinks, the top-k candidates by PQ score, the window and the current entry.
+  at::Tensor selected_rows(int layer, const at::Tensor& q, const Layout& step) const;
   void update_index_bytes(int layer, const LayerKV& kv);
   // The LFU cache is simulated on the host from each step's fetched blocks; select_rows keeps
-  // each step's top-k candidates on the device ([Hkv, k], in step order), turned into block
+  // each step's top-k entries on the device ([Hkv, k], in step order), turned into block
   // ids and read every kCacheFlushSteps steps and by counters(), so a decode step needs no
   // host read. The cache sees the same blocks in the same order either way.
   static constexpr size_t kCacheFlushSteps = 32;
   void flush_cache(int layer);
   std::vector<std::vector<at::Tensor>> pending_blocks_;  // per layer
-  at::Tensor sink_rows_;  // [Hkv, sinks] 0 .. sinks - 1 on the device, made once
 
   PQCacheConfig config_;
   int64_t sinks_ = 0, local_ = 0, topk_ = 0;

@@ -42,12 +42,22 @@ TEST(KernelAdapter, TopPageEntriesTakesRankedPagesThenTheTrimmedOneThenTheCurren
   // No page but the current one; a trimmed page alone; no current entries (PQCache's use).
   EXPECT_TRUE(top_page_entries(scores, 0, 0, 0, 16, 3).equal(at::arange(3).view({1, 3})));
   EXPECT_TRUE(top_page_entries(scores, 4, 0, 2, 16, 65).equal(at::tensor({0L, 1L, 64L}).view({1, 3})));
-  EXPECT_TRUE(top_k_ascending(scores, 2).equal(at::tensor({0L, 4L}).view({1, 2})));  // no tie
-  // Out of contract: a current page past one page, a trimmed page as long as a page, k > n.
-  EXPECT_THROW(top_page_entries(scores, 4, 2, 0, 16, 81), std::logic_error);
+  // Trailing entries past one page (PQCache's window): pages 0 and 2, then 64 .. 80.
+  const at::Tensor long_tail = top_page_entries(scores, 4, 2, 0, 16, 81);
+  ASSERT_EQ(long_tail.size(1), 16 + 16 + 17);
+  EXPECT_TRUE(long_tail[0].narrow(0, 32, 17).equal(at::arange(64, 81)));
+  EXPECT_TRUE(top_k_ascending(scores, 2, 0, 0).equal(at::tensor({0L, 4L}).view({1, 2})));  // no tie
+  // PQCache's rows: sinks 0..2, then 3 + the top-2 of 5 candidates, then 3 + 5 .. 3 + 5 + 1.
+  EXPECT_TRUE(top_k_ascending(scores, 2, 3, 2).equal(
+      at::tensor({0L, 1L, 2L, 3L, 7L, 8L, 9L}).view({1, 7})));
+  // Out of contract: current entries before the last page's end, a trimmed page as long as a
+  // page, more pages than there are, k > n, a negative lead or trailing count.
+  EXPECT_THROW(top_page_entries(scores, 4, 2, 0, 16, 63), std::logic_error);
   EXPECT_THROW(top_page_entries(scores, 4, 2, 16, 16, 67), std::logic_error);
   EXPECT_THROW(top_page_entries(scores, 4, 4, 1, 16, 67), std::logic_error);
-  EXPECT_THROW(top_k_ascending(scores, 6), std::logic_error);
+  EXPECT_THROW(top_k_ascending(scores, 6, 0, 0), std::logic_error);
+  EXPECT_THROW(top_k_ascending(scores, 2, -1, 0), std::logic_error);
+  EXPECT_THROW(top_k_ascending(scores, 2, 0, -1), std::logic_error);
 }
 
 TEST(KernelAdapter, ClusterMeansOnTheCpuKernelMatchesAtenAndKeepsEmptyClusters) {

@@ -157,6 +157,14 @@ TEST(LayerKV, HeadsWithDifferentFrontsFindTheirEntries) {
     EXPECT_TRUE(kv.gather_keys(h, some).equal(kv.keys(h).index_select(0, some)));
   }
   EXPECT_TRUE(kv.uniform_rows().equal(at::stack({kv.all_physical_rows(0), kv.all_physical_rows(1)})));
+  // Both heads' keys of entries 15..39 at once (head 0's front advanced, head 1's did not).
+  const at::Tensor range = kv.keys_in_range(15, 40);  // [2, 25, 4]
+  ASSERT_EQ(range.sizes(), (at::IntArrayRef{2, 25, 4}));
+  for (int h = 0; h < 2; ++h) EXPECT_TRUE(range[h].equal(kv.keys(h).narrow(0, 15, 25))) << h;
+  EXPECT_EQ(kv.keys_in_range(72, 72).size(1), 0);
+  EXPECT_THROW(kv.keys_in_range(70, 73), std::logic_error);
+  kv.keep(1, std::vector<int64_t>{0, 1, 2});
+  EXPECT_THROW(kv.keys_in_range(0, 2), std::logic_error);  // heads of different sizes
 }
 
 // The default compaction keeps the front, so a few entries dropped at the front free a block

@@ -5,6 +5,8 @@
 #include <torch/cuda.h>
 
 #include <algorithm>
+#include <limits>
+#include <string>
 
 #include "engine/kernel_adapter.h"
 #if KVBENCH_CUDA_KERNELS
@@ -32,32 +34,52 @@ TEST(Gpu, EveryMethodSelectsTheSamePositionsOnCudaInFp32) {
         << m->name << ": selections differ (a tie broken differently would be named here)";
 }
 
-// ClusterKV's selection through the CUDA kernel equals ATen's, on random clusterings of every
-// head (empty clusters included), for budgets inside the first cluster, across several, and
-// all members.
-TEST(Gpu, ClusterMembersInRankOrderOnTheKernelMatchAten) {
+// ClusterKV's rows on the kernel (cluster_rows.cu) equal ATen's, the cache's step table and
+// hit count included: random clusterings of every head (every odd cluster empty), scores with
+// and without ties (small integers) and with a NaN (ranked first, as ATen's sort ranks it);
+// takes of none, inside the first cluster, across several and every member.
+TEST(Gpu, ClusterRowsOnTheKernelMatchAten) {
   KVB_REQUIRE_GPU();
   const at::Device gpu(at::kCUDA, 0);
   at::manual_seed(5);
-  const int64_t H = 8, N = 6000;
-  // 300 clusters; the most the kernel's scan holds (8 per thread); one more (ATen).
-  for (const int64_t C : {int64_t(300), int64_t(2048), int64_t(2049)}) {
-    // Even clusters only: every odd one is empty.
-    const at::Tensor labels = at::randint(C / 2, {H, N}, at::kLong) * 2;
-    const at::Tensor order = std::get<1>(labels.sort(/*stable=*/true, 1));  // grouped by cluster
-    const at::Tensor sizes =
-        at::zeros({H, C}, at::kLong).scatter_add_(1, labels, at::ones({H, N}, at::kLong));
-    const at::Tensor starts = sizes.cumsum(1) - sizes;
-    const at::Tensor ranked = std::get<1>(at::randn({H, C}).sort(/*stable=*/true, 1));
-    for (const int64_t take : {int64_t(1), int64_t(3), int64_t(1024), N}) {
-      const at::Tensor kernel = cluster_members_in_rank_order(ranked.to(gpu), sizes.to(gpu),
-                                                              starts.to(gpu), order.to(gpu), take);
-      const at::Tensor aten = cluster_members_in_rank_order(ranked, sizes, starts, order, take,
-                                                            KernelPath::kAten);
-      EXPECT_EQ(kernel.scalar_type(), at::kLong);
-      EXPECT_TRUE(kernel.cpu().equal(aten)) << "C " << C << ", take " << take;
+  const int64_t H = 8, N = 6000, sinks = 16, recent = 40, n = sinks + N + recent, step = 9;
+  for (const int64_t C : {int64_t(300), int64_t(2048), int64_t(9000)})
+    for (const int ties : {0, 1, 2}) {  // none, small integers, a NaN
+      const at::Tensor labels = at::randint(C / 2, {H, N}, at::kLong) * 2;
+      const at::Tensor members =
+          (std::get<1>(labels.sort(/*stable=*/true, 1)) + sinks).to(at::kInt);  // [H, N]
+      const at::Tensor sizes = at::zeros({H, C}, at::kLong)
+                                   .scatter_add_(1, labels, at::ones({H, N}, at::kLong))
+                                   .to(at::kInt);
+      const at::Tensor starts = (sizes.cumsum(1) - sizes).to(at::kInt);
+      at::Tensor scores = at::randn({H, C});
+      if (ties == 1) scores = (scores * 2).round();
+      if (ties == 2) scores[3][C / 3].fill_(std::numeric_limits<float>::quiet_NaN());
+#if KVBENCH_CUDA_KERNELS
+      ASSERT_TRUE(cuda::cluster_rows_supported(scores.to(gpu), sizes.to(gpu), starts.to(gpu),
+                                               members.to(gpu), n));
+#endif
+      for (const int64_t take : {int64_t(0), int64_t(1), int64_t(3), int64_t(1024), N}) {
+        SCOPED_TRACE("C " + std::to_string(C) + ", ties " + std::to_string(ties) + ", take " +
+                     std::to_string(take));
+        const at::Tensor last = at::randint(-1, step, {H, n + 3}, at::kLong);
+        ClusterCacheStep on_gpu{last.to(gpu), step, step - 2, at::full({}, 4, at::kLong).to(gpu)};
+        ClusterCacheStep on_cpu{last.clone(), step, step - 2, at::full({}, 4, at::kLong)};
+        const at::Tensor kernel = cluster_rows(scores.to(gpu), sizes.to(gpu), starts.to(gpu),
+                                               members.to(gpu), take, sinks, n - recent, n, &on_gpu);
+        const at::Tensor aten = cluster_rows(scores, sizes, starts, members, take, sinks,
+                                             n - recent, n, &on_cpu, KernelPath::kAten);
+        ASSERT_EQ(kernel.scalar_type(), at::kLong);
+        EXPECT_TRUE(kernel.cpu().equal(aten));
+        EXPECT_TRUE(on_gpu.last_selected.cpu().equal(on_cpu.last_selected));
+        EXPECT_EQ(on_gpu.hits.item<int64_t>(), on_cpu.hits.item<int64_t>());
+        // Without the cache: the same rows.
+        EXPECT_TRUE(cluster_rows(scores.to(gpu), sizes.to(gpu), starts.to(gpu), members.to(gpu),
+                                 take, sinks, n - recent, n, nullptr)
+                        .cpu()
+                        .equal(aten));
+      }
     }
-  }
 }
 
 // Whether the adapter's GPU path is the top_pages kernel, as it must be on a CUDA build (ATen
@@ -122,10 +144,13 @@ TEST(Gpu, PqcacheTopKOnTheKernelIsAtensAndTiesGoLow) {
     for (const int64_t k : {int64_t(1), int64_t(496), n}) {
       SCOPED_TRACE("n " + std::to_string(n) + ", k " + std::to_string(k));
       const at::Tensor distinct = at::randn({8, n});
-      EXPECT_TRUE(top_k_ascending(distinct.to(gpu), k).cpu().equal(
-          top_k_ascending(distinct, k, KernelPath::kAten)));
+      EXPECT_TRUE(top_k_ascending(distinct.to(gpu), k, 0, 0).cpu().equal(
+          top_k_ascending(distinct, k, 0, 0, KernelPath::kAten)));
+      // With PQCache's sinks before and its window after the candidates.
+      EXPECT_TRUE(top_k_ascending(distinct.to(gpu), k, 32, 496).cpu().equal(
+          top_k_ascending(distinct, k, 32, 496, KernelPath::kAten)));
       const at::Tensor tied = (at::randn({8, n}) * 3).round();  // [8, n]
-      const at::Tensor got = top_k_ascending(tied.to(gpu), k).cpu();  // [8, k]
+      const at::Tensor got = top_k_ascending(tied.to(gpu), k, 0, 0).cpu();  // [8, k]
       ASSERT_EQ(got.sizes(), (std::vector<int64_t>{8, k}));
       for (int64_t h = 0; h < 8; ++h) {
         const at::Tensor kept = at::zeros({n}, at::kBool).index_fill_(0, got[h], true);

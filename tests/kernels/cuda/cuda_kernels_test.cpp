@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <string>
 #include <utility>
@@ -75,17 +76,24 @@ TEST(CudaKernels, PqScores) {
   KernelRng rng;
   SCOPED_TRACE(rng.trace());
   // n over a block's 2048 tokens; code rows wider than n (an index's leading columns).
-  const int64_t H = 4, g = 4, m = 8, K = 64, s = 16, n = 5000, row = n + 33;
-  auto q = rng.normal(size_t(H * g * m * s)), cent = rng.normal(size_t(H * m * K * s));
-  std::vector<uint8_t> codes(size_t(H * m * row));
-  for (auto& c : codes) c = uint8_t(rng.uniform(0, K - 1));
-  auto ref = poisoned<float>(size_t(H * g * n));
-  kernels::pq_scores_reference(q.data(), cent.data(), codes.data(), ref.data(), H, g, m, K, s, n,
-                               row);
-  DeviceBuffer<float> dq(q), dc(cent), out(poisoned<float>(ref.size()));
-  DeviceBuffer<uint8_t> dcodes(codes);
-  pq_scores(dq.ptr, kernels::KvElement::kF32, dc.ptr, dcodes.ptr, out.ptr, H, g, m, K, s, n, row);
-  EXPECT_LT(relative_error(out.get(), ref), 1e-5);
+  // {m, K, s}: centroids staged in shared memory (PQCache's default on Llama, d = 128: m = 2,
+  // K = 64, s = 64; and a small one); beyond 48 KiB, read from global memory (K = 256).
+  const std::vector<std::vector<int64_t>> shapes = {{8, 64, 16}, {2, 64, 64}, {2, 256, 64}};
+  for (const std::vector<int64_t>& shape : shapes) {
+    const int64_t m = shape[0], K = shape[1], s = shape[2];
+    SCOPED_TRACE("m " + std::to_string(m) + ", K " + std::to_string(K) + ", s " + std::to_string(s));
+    const int64_t H = 4, g = 4, n = 5000, row = n + 33;
+    auto q = rng.normal(size_t(H * g * m * s)), cent = rng.normal(size_t(H * m * K * s));
+    std::vector<uint8_t> codes(size_t(H * m * row));
+    for (auto& c : codes) c = uint8_t(rng.uniform(0, K - 1));
+    auto ref = poisoned<float>(size_t(H * g * n));
+    kernels::pq_scores_reference(q.data(), cent.data(), codes.data(), ref.data(), H, g, m, K, s,
+                                 n, row);
+    DeviceBuffer<float> dq(q), dc(cent), out(poisoned<float>(ref.size()));
+    DeviceBuffer<uint8_t> dcodes(codes);
+    pq_scores(dq.ptr, kernels::KvElement::kF32, dc.ptr, dcodes.ptr, out.ptr, H, g, m, K, s, n, row);
+    EXPECT_LT(relative_error(out.get(), ref), 1e-5);
+  }
 }
 
 TEST(CudaKernels, CentroidUpdate) {
@@ -111,36 +119,72 @@ TEST(CudaKernels, CentroidUpdate) {
   }
 }
 
-TEST(CudaKernels, SelectIndices) {
+// ClusterKV's rows against a host walk of the stable descending ranking: clusters of random
+// sizes (one empty), scores with ties (small integers) and without, take counts from none to
+// every member; cluster counts within one chunk of the block's walk (8192) and beyond, with
+// entries beyond one chunk of its output pass (262 144). The cache's step table and hit count
+// too.
+TEST(CudaKernels, ClusterRows) {
   KVB_REQUIRE_GPU();
   KernelRng rng;
   SCOPED_TRACE(rng.trace());
-  const int64_t H = 2, n = 1000, C = 30, budget = 300;
-  std::vector<int32_t> sizes(size_t(H * C)), offsets(size_t(H * C)), members(size_t(H * n)), ranked(size_t(H * C));
-  for (int64_t h = 0; h < H; ++h) {
-    std::vector<int32_t> labels(static_cast<size_t>(n));
-    for (auto& l : labels) l = int32_t(rng.uniform(0, C - 1));
-    for (int32_t l : labels) ++sizes[h * C + l];
-    for (int64_t c = 1; c < C; ++c) offsets[h * C + c] = offsets[h * C + c - 1] + sizes[h * C + c - 1];
-    std::vector<int32_t> fill(offsets.begin() + h * C, offsets.begin() + (h + 1) * C);
-    for (int64_t j = 0; j < n; ++j) members[h * n + fill[labels[j]]++] = int32_t(j);
-    std::iota(ranked.begin() + h * C, ranked.begin() + (h + 1) * C, 0);
-    std::shuffle(ranked.begin() + h * C, ranked.begin() + (h + 1) * C, rng.gen);
-  }
-  std::vector<int32_t> ref;
-  for (int64_t h = 0; h < H; ++h) {
-    std::vector<int32_t> row;
-    for (int64_t r = 0; r < C && int64_t(row.size()) < budget; ++r) {
-      const int32_t c = ranked[h * C + r];
-      for (int32_t i = 0; i < sizes[h * C + c] && int64_t(row.size()) < budget; ++i)
-        row.push_back(members[h * n + offsets[h * C + c] + i]);
-    }
-    ref.insert(ref.end(), row.begin(), row.end());
-  }
-  DeviceBuffer<int32_t> dr(ranked), ds(sizes), doff(offsets), dm(members),
-      out(poisoned<int32_t>(size_t(H * budget)));
-  select_indices(dr.ptr, ds.ptr, doff.ptr, dm.ptr, out.ptr, H, C, n, budget);
-  EXPECT_EQ(out.get(), ref);
+  const int64_t H = 3, sinks = 16, step = 40, oldest_hit = 39;
+  for (const auto& shape : std::vector<std::pair<int64_t, int64_t>>{{30, 1000}, {9000, 300000}})
+    for (const bool ties : {false, true})
+      for (const int64_t taken : {int64_t(0), int64_t(1), int64_t(37), int64_t(1000), shape.second}) {
+        const int64_t C = shape.first, N = shape.second;  // clusters, members
+        SCOPED_TRACE("C " + std::to_string(C) + ", N " + std::to_string(N) + ", ties " +
+                     std::to_string(ties) + ", taken " + std::to_string(taken));
+        const int64_t recent = 7, n = sinks + N + recent, W = n + 5;
+        std::vector<float> scores = rng.normal(size_t(H * C), 2.f);
+        if (ties)
+          for (float& x : scores) x = std::round(x);
+        std::vector<int32_t> sizes(size_t(H * C)), starts(size_t(H * C)), members(size_t(H * N));
+        std::vector<int64_t> last(size_t(H * W));
+        for (int64_t h = 0; h < H; ++h) {
+          std::vector<int32_t> labels(size_t(N), 0);
+          for (auto& l : labels) l = int32_t(rng.uniform(0, C - 2));  // cluster C - 1 empty
+          for (int32_t l : labels) ++sizes[h * C + l];
+          for (int64_t c = 1; c < C; ++c)
+            starts[h * C + c] = starts[h * C + c - 1] + sizes[h * C + c - 1];
+          std::vector<int32_t> fill(starts.begin() + h * C, starts.begin() + (h + 1) * C);
+          for (int64_t j = 0; j < N; ++j) members[h * N + fill[labels[j]]++] = int32_t(sinks + j);
+          for (int64_t e = 0; e < W; ++e) last[h * W + e] = rng.uniform(-1, step - 1);
+        }
+        // The host's walk: clusters by descending score, ties by id; members in cluster order.
+        std::vector<int64_t> want_rows, want_last = last;
+        int64_t want_hits = 0;
+        for (int64_t h = 0; h < H; ++h) {
+          std::vector<int64_t> order(static_cast<size_t>(C));
+          std::iota(order.begin(), order.end(), 0);
+          std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+            return scores[h * C + a] > scores[h * C + b];
+          });
+          std::vector<int64_t> row;
+          for (int64_t e = 0; e < sinks; ++e) row.push_back(e);
+          int64_t left = taken;
+          for (int64_t c : order)
+            for (int64_t i = 0; i < sizes[h * C + c] && left > 0; ++i, --left) {
+              const int64_t e = members[h * N + starts[h * C + c] + i];
+              row.push_back(e);
+              want_hits += last[h * W + e] >= oldest_hit ? 1 : 0;
+              want_last[h * W + e] = step;
+            }
+          for (int64_t e = n - recent; e < n; ++e) row.push_back(e);
+          std::sort(row.begin(), row.end());
+          want_rows.insert(want_rows.end(), row.begin(), row.end());
+        }
+        DeviceBuffer<float> d_scores(scores);
+        DeviceBuffer<int32_t> d_sizes(sizes), d_starts(starts), d_members(members);
+        DeviceBuffer<int64_t> d_last(last), d_hits(std::vector<int64_t>{5}),
+            out(poisoned<int64_t>(want_rows.size()));
+        ASSERT_TRUE(cluster_rows_fit(C, n));
+        cluster_rows(d_scores.ptr, d_sizes.ptr, d_starts.ptr, d_members.ptr, H, C, N, taken, sinks,
+                     n - recent, n, d_last.ptr, W, step, oldest_hit, d_hits.ptr, out.ptr);
+        EXPECT_EQ(out.get(), want_rows);
+        EXPECT_EQ(d_last.get(), want_last);
+        EXPECT_EQ(d_hits.get()[0], 5 + want_hits);  // added to what the counter held
+      }
 }
 
 }  // namespace

@@ -386,34 +386,6 @@ TEST(TorchGlue, CentroidUpdateMatchesAten) {
                at::where((bcounts > 0).unsqueeze(-1), bsums / bcounts.clamp_min(1).unsqueeze(-1), big));
 }
 
-TEST(TorchGlue, SelectIndicesTakesRankedClustersInOrder) {
-  KVB_REQUIRE_GPU();
-  at::manual_seed(5);
-  const int64_t H = 2, n = 500, C = 20;
-  at::Tensor labels = at::randint(0, C, {H, n}, at::kLong);                       // [H, n]
-  at::Tensor sizes = at::zeros({H, C}, at::kLong).scatter_add_(1, labels, at::ones({H, n}, at::kLong));
-  at::Tensor offsets = sizes.cumsum(1) - sizes;
-  at::Tensor members = std::get<1>(labels.sort(/*stable=*/true, 1, false));       // [H, n]
-  at::Tensor ranked = at::stack({at::randperm(C, at::kLong), at::randperm(C, at::kLong)});
-  for (int64_t budget : {int64_t(0), int64_t(37), n, n + 5}) {
-    SCOPED_TRACE("budget " + std::to_string(budget));
-    at::Tensor got = select_indices(ranked.to(kGpu), sizes.to(kGpu), offsets.to(kGpu),
-                                    members.to(kGpu), budget);
-    ASSERT_EQ(got.scalar_type(), at::kInt);
-    at::Tensor want = at::full({H, budget}, -1, at::kInt);
-    auto w = want.accessor<int32_t, 2>();
-    auto rk = ranked.accessor<int64_t, 2>(), sz = sizes.accessor<int64_t, 2>(),
-         off = offsets.accessor<int64_t, 2>(), mem = members.accessor<int64_t, 2>();
-    for (int64_t h = 0; h < H; ++h) {
-      int64_t slot = 0;
-      for (int64_t r = 0; r < C && slot < budget; ++r)
-        for (int64_t i = 0; i < sz[h][rk[h][r]] && slot < budget; ++i)
-          w[h][slot++] = int32_t(mem[h][off[h][rk[h][r]] + i]);
-    }
-    EXPECT_TRUE(at::equal(got.to(at::kCPU), want));
-  }
-}
-
 TEST(TorchGlue, RefusesWhatItDoesNotTake) {
   KVB_REQUIRE_GPU();
   at::Tensor lo = randn({2, 8, 16}), q = randn({2, 4, 16});
@@ -422,13 +394,25 @@ TEST(TorchGlue, RefusesWhatItDoesNotTake) {
   EXPECT_THROW(quest_page_scores(randn({2, 4, 8}).to(kGpu), lo.to(kGpu), lo.to(kGpu), true),
                std::invalid_argument);  // d differs
   EXPECT_FALSE(pq_scores_supported(randn({2, 2, 300, 8}).to(kGpu)));  // K > 256
-  EXPECT_FALSE(select_indices_supported(at::zeros({2, 3000}, at::kInt).to(kGpu)));
+  const at::Tensor ints = at::zeros({2, 3}, at::kInt).to(kGpu), cluster_scores = randn({2, 3}).to(kGpu);
+  EXPECT_TRUE(cluster_rows_supported(cluster_scores, ints, ints, ints, 100));
+  EXPECT_FALSE(cluster_rows_supported(cluster_scores, ints.to(at::kLong), ints, ints, 100));
+  EXPECT_FALSE(cluster_rows_supported(cluster_scores, ints, ints, ints, int64_t(1) << 40));  // bitmap
+  EXPECT_THROW(cluster_rows(cluster_scores, ints, ints, ints, 4, 0, 50, 100, {}, 0, 0, {}),
+               std::invalid_argument);  // taken > N
+  EXPECT_THROW(cluster_rows(cluster_scores, ints, ints, ints, 1, 60, 50, 100, {}, 0, 0, {}),
+               std::invalid_argument);  // sinks past the recent entries
+  EXPECT_THROW(cluster_rows(cluster_scores, ints, ints, ints, 1, 0, 50, 100,
+                            at::zeros({2, 99}, at::kLong).to(kGpu), 0, 0,
+                            at::zeros({}, at::kLong).to(kGpu)),
+               std::invalid_argument);  // a step table narrower than the entries
   const at::Tensor scores = randn({2, 9}).to(kGpu);  // [rows, P]
   EXPECT_FALSE(top_pages_supported(scores.to(at::kBFloat16)));
   EXPECT_FALSE(top_pages_supported(randn({9, 2}).to(kGpu).t()));  // channels not adjacent
   EXPECT_THROW(top_pages(scores, 8, 2, 16, 16, 130), std::invalid_argument);  // part = page
   EXPECT_THROW(top_pages(scores, 8, 8, 1, 16, 130), std::invalid_argument);   // 9 pages of 8
-  EXPECT_THROW(top_pages(scores, 8, 2, 0, 16, 145), std::invalid_argument);   // n past a page
+  EXPECT_THROW(top_pages(scores, 8, 2, 0, 16, 127), std::invalid_argument);   // n in a page
+  EXPECT_THROW(top_pages(scores, 8, 2, 0, 16, 145, -1), std::invalid_argument);  // lead < 0
   EXPECT_THROW(top_pages(scores, 10, 2, 0, 16, 161), std::invalid_argument);  // pages > P
 }
 

@@ -1,0 +1,134 @@
+// A block's radix select over float scores (kernels/cuda/top_pages.cu: Quest's pages and
+// PQCache's top-k; kernels/cuda/cluster_rows.cu: ClusterKV's clusters, weighted by their
+// sizes): which items a stable descending sort would rank first, without sorting.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace kvb::cuda::radix {
+
+constexpr int kDigits = 256;  // 8 bits a radix pass, 4 passes
+constexpr int kItems = 8;     // scores a thread reads per iteration of each pass
+
+// A float's key: larger float, larger unsigned key; -0 and +0 one key (they compare equal,
+// so a stable sort keeps them in index order); every NaN the largest key (ATen's sort ranks
+// NaN above everything, NaNs equal).
+__device__ inline uint32_t order_key(float f) {
+  if (f != f) return 0xffffffffu;
+  const uint32_t u = __float_as_uint(f == 0.f ? 0.f : f);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+// Exclusive prefix sum of one value per thread over the block (every thread must call it; at
+// most 1024 threads, so the warp totals fit one warp); `total` gets the block's sum.
+// warp_totals: shared scratch of 32 ints.
+__device__ inline int block_exclusive_sum(int value, int* warp_totals, int& total) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  int inclusive = value;
+  for (int offset = 1; offset < 32; offset *= 2) {
+    const int below = __shfl_up_sync(0xffffffffu, inclusive, offset);
+    if (lane >= offset) inclusive += below;
+  }
+  if (lane == 31) warp_totals[warp] = inclusive;
+  __syncthreads();
+  if (warp == 0) {
+    int sum = lane < warps ? warp_totals[lane] : 0;
+    for (int offset = 1; offset < 32; offset *= 2) {
+      const int below = __shfl_up_sync(0xffffffffu, sum, offset);
+      if (lane >= offset) sum += below;
+    }
+    warp_totals[lane] = sum;  // inclusive over warps
+  }
+  __syncthreads();
+  const int before = (warp > 0 ? warp_totals[warp - 1] : 0) + inclusive - value;
+  total = warp_totals[warps - 1];
+  __syncthreads();  // warp_totals is reused by the next call
+  return before;
+}
+
+// Items 0..count-1 of `row`, item i weighing weights[i] (kWeighted; else 1 each). Finds the key
+// T at which the items' weights, summed in the order of a stable descending sort of their
+// scores, reach `taken`: the items above T weigh less than `taken`, those at or above T at
+// least that. ties_taken: how much of `taken` is left for the items at T (taken in index
+// order, as a stable sort ranks ties). Radix select, most significant digit first: prefix
+// holds T's digits found so far, remaining the weight still to be taken among the items
+// sharing them. Needs 1 <= taken <= the items' total weight (weights >= 0), a block of a
+// multiple of 32 threads, at least kDigits.
+template <bool kWeighted>
+__device__ void select_threshold(const float* row, const int32_t* weights, int count, int taken,
+                                 uint32_t& threshold, int& ties_taken) {
+  __shared__ int histogram[kDigits];
+  __shared__ int warp_totals[32];
+  __shared__ uint32_t chosen_prefix;
+  __shared__ int chosen_remaining;
+  uint32_t prefix = 0, mask = 0;
+  int remaining = taken;
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    for (int i = threadIdx.x; i < kDigits; i += blockDim.x) histogram[i] = 0;
+    __syncthreads();
+    // kItems scores a thread an iteration, all loaded before any is counted: one load a
+    // thread an iteration left each pass waiting on a memory latency per 1024 scores (the
+    // 128k top-k took 237 us on the H100 so). Every lane of a warp runs each iteration (the
+    // bound is the block's), so the lanes of one digit can add together: the leading digits
+    // of real scores fall in a few bins, and one shared-memory atomic per item would queue.
+    for (int first = 0; first < count; first += int(blockDim.x) * kItems) {
+      float values[kItems];
+      int w[kItems];
+#pragma unroll
+      for (int i = 0; i < kItems; ++i) {  // item first + i * blockDim + t: coalesced loads
+        const int p = first + i * int(blockDim.x) + int(threadIdx.x);
+        values[i] = p < count ? row[p] : 0.f;
+        w[i] = kWeighted ? (p < count ? weights[p] : 0) : 1;
+      }
+#pragma unroll
+      for (int i = 0; i < kItems; ++i) {
+        const int p = first + i * int(blockDim.x) + int(threadIdx.x);
+        const uint32_t key = order_key(values[i]);
+        const int digit = p < count && (key & mask) == prefix ? int((key >> shift) & 0xffu) : -1;
+        if (kWeighted) {  // lanes of one digit weigh differently: an atomic each
+          if (digit >= 0 && w[i] != 0) atomicAdd(&histogram[digit], w[i]);
+        } else {
+          const unsigned same = __match_any_sync(0xffffffffu, digit);
+          if (digit >= 0 && threadIdx.x % 32 == __ffs(same) - 1)
+            atomicAdd(&histogram[digit], __popc(same));
+        }
+      }
+    }
+    __syncthreads();
+    // Thread t counts digit 255 - t: the weight at or above a digit is a prefix sum.
+    const int weight = threadIdx.x < kDigits ? histogram[kDigits - 1 - threadIdx.x] : 0;
+    int total;
+    const int above = block_exclusive_sum(weight, warp_totals, total);
+    if (threadIdx.x < kDigits && above < remaining && remaining <= above + weight) {
+      chosen_prefix = prefix | (uint32_t(kDigits - 1 - threadIdx.x) << shift);
+      chosen_remaining = remaining - above;
+    }
+    __syncthreads();
+    prefix = chosen_prefix;
+    remaining = chosen_remaining;
+    mask |= 0xffu << shift;
+    __syncthreads();  // chosen_* and histogram are written again by the next pass
+  }
+  threshold = prefix;
+  ties_taken = remaining;
+}
+
+// The walk after select_threshold, in chunks of blockDim * kItems items, kItems consecutive
+// ones a thread from `mine`: their keys, and the weight of the chunk's items at `threshold`
+// before this thread's (an exclusive sum over the block; every thread must call it).
+// chunk_weight gets the chunk's whole weight at the threshold.
+template <bool kWeighted>
+__device__ int keys_and_ties_before(const float* row, const int32_t* weights, int count, int mine,
+                                    uint32_t threshold, uint32_t (&keys)[kItems],
+                                    int* warp_totals, int& chunk_weight) {
+  int weight = 0;
+#pragma unroll
+  for (int i = 0; i < kItems; ++i) {
+    keys[i] = mine + i < count ? order_key(row[mine + i]) : 0u;
+    if (mine + i < count && keys[i] == threshold) weight += kWeighted ? weights[mine + i] : 1;
+  }
+  return block_exclusive_sum(weight, warp_totals, chunk_weight);
+}
+
+}  // namespace kvb::cuda::radix
