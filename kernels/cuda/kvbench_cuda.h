@@ -2,8 +2,9 @@
 // step's norms, RoPE and K/V writes, raw device pointers (built with nvcc only when
 // -DKVBENCH_CUDA=ON, into the static library kvbench_cuda). Each has the same semantics as the
 // CPU kernel of the same name and is tested against kernels/reference/reference.h or ATen
-// (tests/kernels/cuda/, label "gpu", skipped where no GPU exists); top_pages, which has no CPU
-// kernel, against the kernel adapter's ATen path (tests/gpu/device_parity_test.cpp).
+// (tests/kernels/cuda/, label "gpu", skipped where no GPU exists); top_pages and cluster_rows,
+// which have no CPU kernel, against the kernel adapter's ATen paths
+// (tests/gpu/device_parity_test.cpp).
 // All pointers are device pointers; calls are asynchronous on `stream` (0: default stream).
 #pragma once
 #include <cstdint>
