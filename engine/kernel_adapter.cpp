@@ -472,12 +472,12 @@ at::Tensor cluster_rows(const at::Tensor& scores, const at::Tensor& sizes, const
     throw std::logic_error("cluster_rows: needs 0 <= take <= " + std::to_string(members.size(1)) +
                            " members and 0 <= sinks <= recent_begin <= n");
 #if KVBENCH_CUDA_KERNELS
-  if (path == KernelPath::kAuto && cuda::cluster_rows_supported(scores, sizes, starts, members, n))
-    return cache ? cuda::cluster_rows(scores, sizes, starts, members, take, sinks, recent_begin, n,
-                                      cache->last_selected, cache->step, cache->oldest_hit,
-                                      cache->hits)
-                 : cuda::cluster_rows(scores, sizes, starts, members, take, sinks, recent_begin, n,
-                                      at::Tensor(), 0, 0, at::Tensor());
+  if (path == KernelPath::kAuto && cuda::cluster_rows_supported(scores, sizes, starts, members, n)) {
+    const ClusterCacheStep none;  // undefined tensors: no cache accounting
+    const ClusterCacheStep& c = cache ? *cache : none;
+    return cuda::cluster_rows(scores, sizes, starts, members, take, sinks, recent_begin, n,
+                              c.last_selected, c.step, c.oldest_hit, c.hits);
+  }
 #endif
   (void)path;
   const int64_t H = members.size(0);

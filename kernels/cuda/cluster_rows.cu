@@ -16,6 +16,7 @@
 // 3. The sinks' and the recent entries' bits, then the set bits in order: the row, ascending.
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -151,16 +152,26 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// The current device's opt-in limit of dynamic shared memory per block, for this kernel.
+// The current device's opt-in limit of dynamic shared memory per block, for this kernel, asked
+// of the driver once per device: a decode step checks it at every layer (the adapter's
+// predicate, the glue's and the launch's).
 int64_t dynamic_shared_limit() {
+  constexpr int kDevices = 64;
+  static std::atomic<int64_t> known[kDevices] = {};  // 0: not asked yet
   int device = 0, optin = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
-          cudaSuccess) {
+  if (cudaGetDevice(&device) != cudaSuccess) {
     cudaGetLastError();
-    optin = 48 * 1024;
+    return 48 * 1024 - kStaticShared;
   }
-  return int64_t(optin) - kStaticShared;
+  if (device < kDevices && known[device].load() > 0) return known[device].load();
+  if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
+      cudaSuccess) {
+    cudaGetLastError();
+    return 48 * 1024 - kStaticShared;
+  }
+  const int64_t limit = int64_t(optin) - kStaticShared;
+  if (device < kDevices) known[device].store(limit);
+  return limit;
 }
 
 }  // namespace
