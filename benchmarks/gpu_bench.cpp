@@ -23,6 +23,9 @@
 //                                   the top 496 in index order, a window of 496: the kernel
 //                                   (0, top_k_ascending), or ATen's topk, a sort and the
 //                                   ranges' concatenation (1)
+//   gpu_topk_chunk/<n>/<chunk>      the same top-k on the kernel in one launch (chunk 0) or in
+//                                   two, the first over chunks of `chunk` scores (the glue's
+//                                   choice: kvbench_cuda.h top_pages_auto_chunk)
 //   gpu_cosine_assign/<n>           ClusterKV's assignment of n fp32 keys per KV head to n / 80
 //                                   centroids (the paper's C0): ATen's bmm and argmax
 //   gpu_centroid_update/<n>         the mean update of the same clusters (the kernel)
@@ -221,6 +224,17 @@ void BM_gpu_topk(benchmark::State& state) {
 }
 BENCHMARK(BM_gpu_topk)->ArgsProduct({{32768, 131072}, {0, 1}})->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
+
+void BM_gpu_topk_chunk(benchmark::State& state) {
+  if (!at::cuda::is_available()) return state.SkipWithError("skipped: no GPU");
+  const int64_t n = state.range(0), chunk = state.range(1);
+  at::Tensor scores = at::randn({kHkv, n}, at::TensorOptions(kGpu).dtype(at::kFloat));
+  time_with_events(state, [&] { cuda::top_pages(scores, n, 496, 0, 1, n + 496, 32, chunk); });
+  set_bytes(state, double(kHkv * n) * 4);
+  state.counters["chosen"] = double(cuda::top_pages_auto_chunk(n, 496));
+}
+BENCHMARK(BM_gpu_topk_chunk)->ArgsProduct({{32768, 131072}, {0, 2048, 4096, 8192}})
+    ->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 // ClusterKV's prefill clustering inputs: n keys per KV head in fp32 (cosine_kmeans widens the
 // model's keys once, then every Lloyd step reads them so) and the first C = n / 80 of them as

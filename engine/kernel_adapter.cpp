@@ -405,6 +405,29 @@ at::Tensor top_page_entries(const at::Tensor& scores, int64_t pages, int64_t who
   return std::get<0>(at::cat(parts, 1).sort(1));
 }
 
+namespace {
+
+// Each row's k largest scores' indices, ascending, ties at the k-th score to the lower indices
+// and NaN above every number (the rule of the top_pages kernel, and of top_k_indices): ATen's
+// topk gives the k-th score, not which of its ties (CPU and CUDA differ). PQCache's scores tie
+// often: tokens with the same codes in every sub-space score alike.
+// scores: [rows, n], 0 <= k <= n. Returns [rows, k] int64.
+at::Tensor top_k_in_index_order(const at::Tensor& scores, int64_t k) {
+  const int64_t rows = scores.size(0), n = scores.size(1);
+  const at::TensorOptions longs = scores.options().dtype(at::kLong);
+  if (k == 0 || k == n) return at::arange(k, longs).expand({rows, k}).contiguous();
+  // [rows, 1]: the k-th score; [rows, n]: above it, at it (NaN above numbers, NaN ties NaN)
+  const at::Tensor kth = std::get<0>(at::topk(scores, k, 1, true, true)).narrow(1, k - 1, 1);
+  const at::Tensor nan = scores.isnan(), kth_nan = kth.isnan();
+  const at::Tensor above = (scores > kth) | (nan & ~kth_nan);
+  const at::Tensor ties = (scores == kth) | (nan & kth_nan);
+  const at::Tensor room = k - above.sum(1, /*keepdim=*/true);  // [rows, 1]: ties to take
+  const at::Tensor taken = above | (ties & (ties.cumsum(1) <= room));
+  return taken.nonzero().select(1, 1).reshape({rows, k}).contiguous();  // ascending in each row
+}
+
+}  // namespace
+
 at::Tensor top_k_ascending(const at::Tensor& scores, int64_t k, int64_t lead, int64_t trailing,
                            KernelPath path) {
   if (scores.dim() != 2 || k < 0 || k > scores.size(1) || lead < 0 || trailing < 0)
@@ -416,7 +439,7 @@ at::Tensor top_k_ascending(const at::Tensor& scores, int64_t k, int64_t lead, in
     return cuda::top_pages(scores, n, k, 0, 1, n + trailing, lead);
 #endif
   (void)path;
-  const at::Tensor top = std::get<0>(at::sort(std::get<1>(at::topk(scores, k, 1, true, false)), 1));
+  const at::Tensor top = top_k_in_index_order(scores, k);  // [rows, k]
   if (lead == 0 && trailing == 0) return top;
   const at::TensorOptions longs = top.options();
   return at::cat({at::arange(lead, longs).expand({rows, lead}), top + lead,

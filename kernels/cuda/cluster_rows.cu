@@ -109,6 +109,7 @@ __global__ void __launch_bounds__(kThreads)
       const int first = head_starts[group + source];
       for (int i = lane; i < members_taken; i += 32) {
         const int32_t e = head_members[first + i];
+        if (e < 0 || e >= n) continue;  // outside the contract: never past the bitmap
         atomicOr(&bitmap[e / 32], 1u << (e % 32));
         if (head_last) {  // a hit: selected within the last R steps
           my_hits += head_last[e] >= oldest_hit ? 1 : 0;

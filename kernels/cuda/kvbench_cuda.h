@@ -63,11 +63,33 @@ void quest_page_scores(const void* q, kernels::KvElement q_type, const void* kmi
 // entries, the next one its first `part` (0 <= part < page_size), then the trailing entries
 // pages * page_size .. n - 1 (Quest's current page, PQCache's window); every entry shifted by
 // `lead`, after the leading entries 0 .. lead - 1 (PQCache's sinks). out [rows, lead +
-// whole * page_size + part + n - pages * page_size] int64: each row's entries, ascending. A
-// block per row. Needs whole + (part > 0) <= pages and pages * page_size <= n.
+// whole * page_size + part + n - pages * page_size] int64: each row's entries, ascending.
+// Needs whole + (part > 0) <= pages and pages * page_size <= n.
+// chunk 0: a block per row. chunk >= 1: two launches; first a block per `chunk` pages of a
+// row keeps that chunk's best whole + (part > 0) pages (the row's best are among them), into
+// candidate_scores / candidate_pages [rows, top_pages_candidates(...)]; then a block per row
+// ranks the candidates. The same entries either way; a single block per row walks a long row
+// alone on an otherwise idle GPU (8 blocks for PQCache's 8 KV heads).
 void top_pages(const float* scores, int64_t stride, int64_t* out, int64_t rows, int64_t pages,
                int64_t whole, int64_t part, int64_t page_size, int64_t n, int64_t lead,
-               void* stream = nullptr);
+               int64_t chunk = 0, float* candidate_scores = nullptr,
+               int32_t* candidate_pages = nullptr, void* stream = nullptr);
+
+// How many candidates a row keeps in chunks of `chunk` pages when `taken` pages are taken:
+// min(taken, chunk) from every chunk but the last, which keeps min(taken, its pages).
+inline int64_t top_pages_candidates(int64_t pages, int64_t taken, int64_t chunk) {
+  const int64_t last = pages - (pages - 1) / chunk * chunk;  // pages in the last chunk
+  return (pages - 1) / chunk * (taken < chunk ? taken : chunk) + (taken < last ? taken : last);
+}
+
+// The chunk the LibTorch glue uses: chunks of 4096 pages (one pass of the first launch's
+// 512-thread blocks) where they keep at most a quarter of the pages and the row holds at least
+// 4 of them; else 0, one block per row. A guess from the 128k top-k's 237 us in one block per
+// row on the H100 (2026-11-26), not measured yet: `gpu_topk_chunk` times both.
+inline int64_t top_pages_auto_chunk(int64_t pages, int64_t taken) {
+  constexpr int64_t kChunk = 4096;
+  return taken >= 1 && 4 * taken <= kChunk && pages >= 4 * kChunk ? kChunk : 0;
+}
 
 // PQCache scoring (https://arxiv.org/abs/2407.12820): q [H, g, m*s] of `q_type` (widened),
 // centroids [H, m, K, s] fp32, codes [H, m, n] uint8 with rows codes_row >= n apart, scores

@@ -66,6 +66,10 @@ __device__ void select_threshold(const float* row, const int32_t* weights, int c
   int remaining = taken;
   for (int shift = 24; shift >= 0; shift -= 8) {
     for (int i = threadIdx.x; i < kDigits; i += blockDim.x) histogram[i] = 0;
+    if (threadIdx.x == 0) {  // kept where no digit qualifies (weights summing below `taken`)
+      chosen_prefix = prefix;
+      chosen_remaining = remaining;
+    }
     __syncthreads();
     // kItems scores a thread an iteration, all loaded before any is counted: one load a
     // thread an iteration left each pass waiting on a memory latency per 1024 scores (the

@@ -14,8 +14,14 @@
 // entries in page order, each at the prefix sum of the widths before it, so the output is
 // ascending without a sort. PQCache's sinks before its candidates and its window after them
 // come from the same launch (`lead`, the trailing entries).
+//
+// Long rows in two launches (`chunk`): a block per row alone ranks 131 072 PQ scores five times
+// over on 8 of the GPU's SMs. First a block per chunk of a row keeps the chunk's best pages
+// (a row's best `taken` pages are each among the best `taken` of their chunk), in page order;
+// then the block per row ranks those candidates, mapping each back to its page.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <stdexcept>
 
@@ -25,42 +31,47 @@
 namespace kvb::cuda {
 namespace {
 
-constexpr int kThreads = 1024;  // 32 warps: the scans' warp totals fit one warp
+constexpr int kThreads = 1024;      // 32 warps: the scans' warp totals fit one warp
+constexpr int kChunkThreads = 512;  // the first launch's blocks: 4096 scores, one pass each
 using radix::block_exclusive_sum;
 using radix::kItems;
 
-// grid (rows), kThreads threads. row: its scores of pages 0..pages-1; out: its lead +
-// whole * page_size + part + (n - pages * page_size) entries.
+// grid (rows), kThreads threads. row: the scores of the items 0..items-1 it ranks; item i is
+// page page_of[i] (candidates), or page i (page_of null). out: its lead + whole * page_size +
+// part + (n - trailing_first) entries.
 __global__ void __launch_bounds__(kThreads)
-    top_pages_kernel(const float* __restrict__ scores, int64_t stride, int64_t* __restrict__ out,
-                     int pages, int whole, int part, int page_size, int64_t n, int64_t lead) {
+    top_pages_kernel(const float* __restrict__ scores, int64_t stride,
+                     const int32_t* __restrict__ page_of, int64_t* __restrict__ out, int items,
+                     int whole, int part, int page_size, int64_t trailing_first, int64_t n,
+                     int64_t lead) {
   __shared__ int warp_totals[32];
   const float* row = scores + int64_t(blockIdx.x) * stride;
+  const int32_t* pages_of_row = page_of ? page_of + int64_t(blockIdx.x) * stride : nullptr;
   const int room = whole * page_size + part;
-  int64_t* const leading = out + int64_t(blockIdx.x) * (lead + room + (n - int64_t(pages) * page_size));
+  int64_t* const leading = out + int64_t(blockIdx.x) * (lead + room + (n - trailing_first));
   for (int64_t j = threadIdx.x; j < lead; j += blockDim.x) leading[j] = j;
   int64_t* const o = leading + lead;  // the pages' entries and the trailing ones, shifted by lead
-  const int taken = whole + (part > 0 ? 1 : 0);  // pages ranked 0..taken-1 contribute
+  const int taken = whole + (part > 0 ? 1 : 0);  // items ranked 0..taken-1 contribute
   if (taken > 0) {
     uint32_t threshold;
     int ties_taken;
-    radix::select_threshold<false>(row, nullptr, pages, taken, threshold, ties_taken);
-    // Pages in order, kItems consecutive ones a thread: a page above T is taken whole; of the
-    // pages at T the first ties_taken, the last of them (ranked taken - 1) trimmed to `part`.
+    radix::select_threshold<false>(row, nullptr, items, taken, threshold, ties_taken);
+    // Items in order, kItems consecutive ones a thread: an item above T is taken whole; of the
+    // items at T the first ties_taken, the last of them (ranked taken - 1) trimmed to `part`.
     const int chunk = int(blockDim.x) * kItems;
     int ties_before_chunk = 0, entries_before_chunk = 0;
-    for (int first = 0; first < pages; first += chunk) {
-      const int mine = first + int(threadIdx.x) * kItems;  // this thread's first page
+    for (int first = 0; first < items; first += chunk) {
+      const int mine = first + int(threadIdx.x) * kItems;  // this thread's first item
       uint32_t keys[kItems];
       int ties_in_chunk;
       int tie_rank = ties_before_chunk + radix::keys_and_ties_before<false>(
-                                             row, nullptr, pages, mine, threshold, keys,
+                                             row, nullptr, items, mine, threshold, keys,
                                              warp_totals, ties_in_chunk);
       int widths[kItems], width_sum = 0;
 #pragma unroll
       for (int i = 0; i < kItems; ++i) {
         widths[i] = 0;
-        if (mine + i >= pages) continue;
+        if (mine + i >= items) continue;
         if (keys[i] > threshold) widths[i] = page_size;
         if (keys[i] == threshold) {
           if (tie_rank < ties_taken)
@@ -72,24 +83,76 @@ __global__ void __launch_bounds__(kThreads)
       int entries_in_chunk;
       int at = entries_before_chunk + block_exclusive_sum(width_sum, warp_totals, entries_in_chunk);
 #pragma unroll
-      for (int i = 0; i < kItems; ++i)
-        for (int j = 0; j < widths[i]; ++j) o[at++] = lead + int64_t(mine + i) * page_size + j;
+      for (int i = 0; i < kItems; ++i) {
+        if (widths[i] == 0) continue;
+        const int64_t page = pages_of_row ? pages_of_row[mine + i] : mine + i;
+        for (int j = 0; j < widths[i]; ++j) o[at++] = lead + page * page_size + j;
+      }
       ties_before_chunk += ties_in_chunk;
       entries_before_chunk += entries_in_chunk;
     }
   }
   // The trailing entries (Quest's current page, PQCache's window), after the others: every page
   // lies before them.
-  const int64_t trailing_first = int64_t(pages) * page_size;
   for (int64_t j = threadIdx.x; j < n - trailing_first; j += blockDim.x)
     o[room + j] = lead + trailing_first + j;
+}
+
+// grid (chunks, rows), kChunkThreads threads: chunk c of a row, pages c * chunk .. on, keeps
+// its best min(taken, its pages) pages, in page order, at candidates c * min(taken, chunk) ..
+// of the row (rows `candidates` apart): their scores, bit for bit, and their page numbers.
+__global__ void __launch_bounds__(kChunkThreads)
+    chunk_candidates_kernel(const float* __restrict__ scores, int64_t stride, int pages,
+                            int chunk, int taken, float* __restrict__ candidate_scores,
+                            int32_t* __restrict__ candidate_pages, int64_t candidates) {
+  __shared__ int warp_totals[32];
+  const int first_page = int(blockIdx.x) * chunk;
+  const int count = min(chunk, pages - first_page);
+  const int keep = min(taken, count);
+  const float* row = scores + int64_t(blockIdx.y) * stride + first_page;
+  const int64_t at_row =
+      int64_t(blockIdx.y) * candidates + int64_t(blockIdx.x) * min(taken, chunk);
+  uint32_t threshold;
+  int ties_taken;
+  radix::select_threshold<false>(row, nullptr, count, keep, threshold, ties_taken);
+  const int step = int(blockDim.x) * kItems;
+  int ties_before = 0, kept_before = 0;
+  for (int first = 0; first < count; first += step) {
+    const int mine = first + int(threadIdx.x) * kItems;
+    uint32_t keys[kItems];
+    int ties_in_step;
+    int tie_rank = ties_before + radix::keys_and_ties_before<false>(
+                                     row, nullptr, count, mine, threshold, keys, warp_totals,
+                                     ties_in_step);
+    bool kept[kItems];
+    int kept_here = 0;
+#pragma unroll
+    for (int i = 0; i < kItems; ++i) {
+      kept[i] = false;
+      if (mine + i >= count) continue;
+      if (keys[i] > threshold) kept[i] = true;
+      if (keys[i] == threshold) kept[i] = tie_rank++ < ties_taken;
+      kept_here += kept[i] ? 1 : 0;
+    }
+    int kept_in_step;
+    int at = kept_before + block_exclusive_sum(kept_here, warp_totals, kept_in_step);
+#pragma unroll
+    for (int i = 0; i < kItems; ++i) {
+      if (!kept[i]) continue;
+      candidate_scores[at_row + at] = row[mine + i];
+      candidate_pages[at_row + at] = first_page + mine + i;
+      ++at;
+    }
+    ties_before += ties_in_step;
+    kept_before += kept_in_step;
+  }
 }
 
 }  // namespace
 
 void top_pages(const float* scores, int64_t stride, int64_t* out, int64_t rows, int64_t pages,
                int64_t whole, int64_t part, int64_t page_size, int64_t n, int64_t lead,
-               void* stream) {
+               int64_t chunk, float* candidate_scores, int32_t* candidate_pages, void* stream) {
   if (rows == 0) return;
   // The block's loops step pages by kThreads * kItems in int.
   if (rows > 0x7fffffff || pages > 0x7fffffff - kThreads * kItems ||
@@ -97,8 +160,25 @@ void top_pages(const float* scores, int64_t stride, int64_t* out, int64_t rows, 
     throw std::invalid_argument(
         "kvb::cuda::top_pages: rows over 2^31 - 1, pages over 2^31 - 2^13 or a row of more "
         "than 2^31 - 1 entries");
-  top_pages_kernel<<<unsigned(rows), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-      scores, stride, out, int(pages), int(whole), int(part), int(page_size), n, lead);
+  const int64_t taken = whole + (part > 0 ? 1 : 0);
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  if (chunk <= 0 || taken == 0) {
+    top_pages_kernel<<<unsigned(rows), kThreads, 0, s>>>(
+        scores, stride, nullptr, out, int(pages), int(whole), int(part), int(page_size),
+        pages * page_size, n, lead);
+    return;
+  }
+  if (!candidate_scores || !candidate_pages || rows > 65535)
+    throw std::invalid_argument(
+        "kvb::cuda::top_pages: chunks need the candidates' buffers and at most 65535 rows");
+  const int64_t candidates = top_pages_candidates(pages, taken, chunk);
+  const int64_t chunks = (pages + chunk - 1) / chunk;
+  chunk_candidates_kernel<<<dim3(unsigned(chunks), unsigned(rows)), kChunkThreads, 0, s>>>(
+      scores, stride, int(pages), int(std::min<int64_t>(chunk, pages)), int(taken),
+      candidate_scores, candidate_pages, candidates);
+  top_pages_kernel<<<unsigned(rows), kThreads, 0, s>>>(
+      candidate_scores, candidates, candidate_pages, out, int(candidates), int(whole),
+      int(part), int(page_size), pages * page_size, n, lead);
 }
 
 }  // namespace kvb::cuda

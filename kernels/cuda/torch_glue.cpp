@@ -135,17 +135,28 @@ bool top_pages_supported(const at::Tensor& scores) {
 }
 
 at::Tensor top_pages(const at::Tensor& scores, int64_t pages, int64_t whole, int64_t part,
-                     int64_t page_size, int64_t n, int64_t lead) {
+                     int64_t page_size, int64_t n, int64_t lead, int64_t chunk) {
   require(top_pages_supported(scores),
           "top_pages: needs CUDA fp32 page scores [rows, P] with unit channel stride");
   require(kernels::top_pages_arguments_ok(scores.size(1), pages, whole, part, page_size, n, lead),
           std::string("top_pages: needs ") + kernels::kTopPagesContract);
+  require(chunk >= kAutoChunk, "top_pages: chunk must be kAutoChunk, 0 or a page count");
   const c10::cuda::CUDAGuard guard(scores.device());
-  const int64_t rows = scores.size(0);
+  const int64_t rows = scores.size(0), taken = whole + (part > 0 ? 1 : 0);
+  if (chunk == kAutoChunk) chunk = top_pages_auto_chunk(pages, taken);
+  if (taken == 0 || rows > 65535) chunk = 0;  // nothing to rank, or beyond a grid's rows
   at::Tensor out = at::empty({rows, lead + whole * page_size + part + n - pages * page_size},
                              scores.options().dtype(at::kLong));  // [rows, width]
+  at::Tensor candidate_scores, candidate_pages;  // [rows, candidates]: the chunks' best pages
+  if (chunk > 0) {
+    const int64_t candidates = top_pages_candidates(pages, taken, chunk);
+    candidate_scores = at::empty({rows, candidates}, scores.options());
+    candidate_pages = at::empty({rows, candidates}, scores.options().dtype(at::kInt));
+  }
   top_pages(scores.data_ptr<float>(), rows > 1 ? scores.stride(0) : 0, out.data_ptr<int64_t>(),
-            rows, pages, whole, part, page_size, n, lead, current_stream());
+            rows, pages, whole, part, page_size, n, lead, chunk,
+            chunk > 0 ? candidate_scores.data_ptr<float>() : nullptr,
+            chunk > 0 ? candidate_pages.data_ptr<int32_t>() : nullptr, current_stream());
   check_launch("top_pages");
   return out;
 }

@@ -327,7 +327,9 @@ KVB_REGISTER_METHOD(make_method_info<PQCache, PQCacheConfig>({
         "harness choices: budget mode (ratio 0, default) attends exactly B = sinks + local + top-k "
         "+ 1 with sinks reduced to (B-1)/2 when B < 65; Lloyd K-means runs synchronously to tol "
         "1e-4 or max_iter=100 (the reference bounds iterations by overlap time); 2^b centroids "
-        "become min(2^b, keys) on short prompts",
+        "become min(2^b, keys) on short prompts; ties at the top-k's last score go to the lower "
+        "token index on every device (the reference's torch.topk leaves them to the "
+        "implementation, and tokens with equal codes tie)",
 }));
 
 }  // namespace kvb

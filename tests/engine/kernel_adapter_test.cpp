@@ -6,6 +6,7 @@
 #include <ATen/record_function.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 #include <memory>
 #include <string>
@@ -47,6 +48,15 @@ TEST(KernelAdapter, TopPageEntriesTakesRankedPagesThenTheTrimmedOneThenTheCurren
   ASSERT_EQ(long_tail.size(1), 16 + 16 + 17);
   EXPECT_TRUE(long_tail[0].narrow(0, 32, 17).equal(at::arange(64, 81)));
   EXPECT_TRUE(top_k_ascending(scores, 2, 0, 0).equal(at::tensor({0L, 4L}).view({1, 2})));  // no tie
+  // Ties at the k-th score to the lower indices, NaN above every number, -0 equal to +0, row
+  // by row (hand-computed).
+  const at::Tensor tied = at::tensor({1.f, 3.f, 2.f, 3.f, 2.f, 2.f, NAN, 0.f, -0.f, 5.f,
+                                      -1.f, 0.f, 4.f, -0.f, 4.f}).view({3, 5});
+  EXPECT_TRUE(top_k_ascending(tied, 3, 0, 0).equal(
+      at::tensor({1L, 2L, 3L, 0L, 1L, 4L, 1L, 2L, 4L}).view({3, 3})));
+  EXPECT_TRUE(top_k_ascending(tied, 2, 0, 0).equal(
+      at::tensor({1L, 3L, 1L, 4L, 2L, 4L}).view({3, 2})));
+  EXPECT_TRUE(top_k_ascending(tied, 0, 1, 1).equal(at::tensor({0L, 6L}).expand({3, 2})));
   // PQCache's rows: sinks 0..2, then 3 + the top-2 of 5 candidates, then 3 + 5 .. 3 + 5 + 1.
   EXPECT_TRUE(top_k_ascending(scores, 2, 3, 2).equal(
       at::tensor({0L, 1L, 2L, 3L, 7L, 8L, 9L}).view({1, 7})));

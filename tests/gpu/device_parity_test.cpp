@@ -5,6 +5,7 @@
 #include <torch/cuda.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <string>
 
@@ -95,7 +96,7 @@ bool adapter_takes_the_top_pages_kernel(const at::Device& gpu) {
 
 // Quest's selection kernel (top_pages) gives ATen's entries (a stable sort's ranking, Quest's
 // tests compare that with the host's): page counts within one chunk of the block, across
-// chunks and beyond ATen's 4096-row sort; scores with many ties (small integers, +0 and -0
+// chunks, beyond ATen's 4096-row sort and long enough for the kernel's two launches; scores with many ties (small integers, +0 and -0
 // among them) and without; whole pages only (the reference kernel's budget), a trimmed last
 // page (fill), no page but the current one; current pages partly and wholly filled; rows of
 // zeros alone.
@@ -106,7 +107,8 @@ TEST(Gpu, QuestTopPagesOnTheKernelMatchAten) {
   at::manual_seed(6);
   const int64_t page = 16;
   for (const int64_t units : {int64_t(1), int64_t(8), int64_t(32)})
-    for (const int64_t pages : {int64_t(3), int64_t(63), int64_t(1024), int64_t(1500), int64_t(8192)})
+    for (const int64_t pages : {int64_t(3), int64_t(63), int64_t(1024), int64_t(1500), int64_t(8192),
+                                int64_t(20000)})
       for (const int ties : {0, 1, 2}) {  // none, small integers, zeros of both signs alone
         const at::Tensor raw = at::randn({units, pages + 1});  // [units, P]: the current page last
         const at::Tensor scores = ties == 0   ? raw
@@ -131,10 +133,11 @@ TEST(Gpu, QuestTopPagesOnTheKernelMatchAten) {
       }
 }
 
-// PQCache's top-k on the kernel: on distinct scores ATen's indices; on tied ones (small
-// integers) a top-k still (every score kept >= every score left) whose ties went to the lower
-// indices (ATen's may keep others). Sizes within one chunk of the block's output pass (8192),
-// across chunks, 128k; k from 1 to every score.
+// PQCache's top-k on the kernel gives the ATen path's indices: distinct scores, tied ones
+// (small integers: ties at the k-th score to the lower indices on both), NaNs among them.
+// Sizes within one chunk of the block's output pass (8192), across chunks, 20k and 128k (two
+// launches for k = 1 and 496); k from 1 to every score; with PQCache's sinks before and its
+// window after the candidates.
 TEST(Gpu, PqcacheTopKOnTheKernelIsAtensAndTiesGoLow) {
   KVB_REQUIRE_GPU();
   const at::Device gpu(at::kCUDA, 0);
@@ -144,27 +147,13 @@ TEST(Gpu, PqcacheTopKOnTheKernelIsAtensAndTiesGoLow) {
     for (const int64_t k : {int64_t(1), int64_t(496), n}) {
       SCOPED_TRACE("n " + std::to_string(n) + ", k " + std::to_string(k));
       const at::Tensor distinct = at::randn({8, n});
-      EXPECT_TRUE(top_k_ascending(distinct.to(gpu), k, 0, 0).cpu().equal(
-          top_k_ascending(distinct, k, 0, 0, KernelPath::kAten)));
-      // With PQCache's sinks before and its window after the candidates.
-      EXPECT_TRUE(top_k_ascending(distinct.to(gpu), k, 32, 496).cpu().equal(
-          top_k_ascending(distinct, k, 32, 496, KernelPath::kAten)));
       const at::Tensor tied = (at::randn({8, n}) * 3).round();  // [8, n]
-      const at::Tensor got = top_k_ascending(tied.to(gpu), k, 0, 0).cpu();  // [8, k]
-      ASSERT_EQ(got.sizes(), (std::vector<int64_t>{8, k}));
-      for (int64_t h = 0; h < 8; ++h) {
-        const at::Tensor kept = at::zeros({n}, at::kBool).index_fill_(0, got[h], true);
-        EXPECT_EQ(kept.sum().item<int64_t>(), k);  // distinct indices
-        EXPECT_TRUE(got[h].equal(std::get<0>(got[h].sort())));  // ascending
-        if (k == n) continue;
-        const at::Tensor low = tied[h].index({kept}).min(), high = tied[h].index({~kept}).max();
-        ASSERT_GE(low.item<float>(), high.item<float>()) << "head " << h;
-        // Scores equal to the lowest kept one: the kept ones all lie before those left out.
-        const at::Tensor at_low = tied[h] == low;
-        const at::Tensor kept_ties = (at_low & kept).nonzero(), left_ties = (at_low & ~kept).nonzero();
-        if (left_ties.numel() > 0) {
-          EXPECT_LT(kept_ties.max().item<int64_t>(), left_ties.min().item<int64_t>()) << "head " << h;
-        }
+      const at::Tensor with_nan = tied.masked_fill(at::rand({8, n}) < 0.001, NAN);
+      for (const at::Tensor& scores : {distinct, tied, with_nan}) {
+        EXPECT_TRUE(top_k_ascending(scores.to(gpu), k, 0, 0).cpu().equal(
+            top_k_ascending(scores, k, 0, 0, KernelPath::kAten)));
+        EXPECT_TRUE(top_k_ascending(scores.to(gpu), k, 32, 496).cpu().equal(
+            top_k_ascending(scores, k, 32, 496, KernelPath::kAten)));
       }
     }
 }

@@ -386,6 +386,41 @@ TEST(TorchGlue, CentroidUpdateMatchesAten) {
                at::where((bcounts > 0).unsqueeze(-1), bsums / bcounts.clamp_min(1).unsqueeze(-1), big));
 }
 
+// top_pages in two launches (chunks of pages, each keeping its best, then a block per row over
+// those) gives the entries of one block per row (which Gpu.QuestTopPagesOnTheKernelMatchAten
+// and Gpu.PqcacheTopKOnTheKernelIsAtensAndTiesGoLow hold to ATen's): chunks of one page, of
+// fewer pages than are taken, a last chunk shorter than the others, one chunk for the whole
+// row; scores with ties across chunks (small integers, zeros of both signs), NaNs (ranked
+// first, as ATen's sort ranks them); pages of one entry (PQCache) and of 16 (Quest).
+TEST(TorchGlue, TopPagesInChunksGiveTheEntriesOfOneBlockPerRow) {
+  KVB_REQUIRE_GPU();
+  at::manual_seed(12);
+  for (const int64_t pages : {int64_t(1), int64_t(5), int64_t(300), int64_t(4097), int64_t(20000)})
+    for (const int ties : {0, 1, 2, 3}) {  // none, small integers, zeros, some NaNs
+      const at::Tensor raw = randn({3, pages + 2});  // [rows, P]
+      at::Tensor scores = ties == 1   ? (raw * 2).round()
+                          : ties == 2 ? at::zeros_like(raw) * at::sign(raw)
+                                      : raw.clone();
+      if (ties == 3) scores.masked_fill_(randn({3, pages + 2}) > 1.5, NAN);
+      const at::Tensor on_gpu = scores.to(kGpu);
+      for (const int64_t page_size : {int64_t(1), int64_t(16)})
+        for (const auto& [whole, part] : std::vector<std::pair<int64_t, int64_t>>{
+                 {1, 0}, {0, page_size - 1}, {std::min<int64_t>(pages, 40), 0},
+                 {std::min<int64_t>(pages - 1, 63), page_size > 1 ? 7 : 0}, {pages, 0}}) {
+          if (whole + (part > 0 ? 1 : 0) > pages || whole + part == 0) continue;
+          const int64_t n = pages * page_size + 5, lead = page_size == 1 ? 32 : 0;
+          const at::Tensor one_block = top_pages(on_gpu, pages, whole, part, page_size, n, lead, 0);
+          for (const int64_t chunk : {int64_t(1), int64_t(7), int64_t(256), int64_t(4096),
+                                      pages, kAutoChunk}) {
+            EXPECT_TRUE(top_pages(on_gpu, pages, whole, part, page_size, n, lead, chunk)
+                            .equal(one_block))
+                << pages << " pages of " << page_size << ", ties " << ties << ", whole " << whole
+                << ", part " << part << ", chunk " << chunk;
+          }
+        }
+    }
+}
+
 TEST(TorchGlue, RefusesWhatItDoesNotTake) {
   KVB_REQUIRE_GPU();
   at::Tensor lo = randn({2, 8, 16}), q = randn({2, 4, 16});
@@ -414,6 +449,7 @@ TEST(TorchGlue, RefusesWhatItDoesNotTake) {
   EXPECT_THROW(top_pages(scores, 8, 2, 0, 16, 127), std::invalid_argument);   // n in a page
   EXPECT_THROW(top_pages(scores, 8, 2, 0, 16, 145, -1), std::invalid_argument);  // lead < 0
   EXPECT_THROW(top_pages(scores, 10, 2, 0, 16, 161), std::invalid_argument);  // pages > P
+  EXPECT_THROW(top_pages(scores, 8, 2, 0, 16, 129, 0, -2), std::invalid_argument);  // chunk
 }
 
 }  // namespace
