@@ -28,8 +28,9 @@
 #  12. kvbench run latency_gpu_128k_targets: Full, Quest, ClusterKV and PQCache at 128k / B=1024
 #      (issue 21's selection and clustering targets are stated there), then
 #  13. the same with --cuda-graphs.
-# Then the skipped tests with their reasons and a table of the steps. Exit 0 when every step
-# passed, 1 otherwise, 2 when the set-up could not start (no CUDA LibTorch, no nvcc: its one line).
+# Then the skipped tests with their reasons, the kernel targets (step 8) and the step targets
+# of the latency databases there are (ci/latency_targets.py), and a table of the steps. Exit 0
+# when every step passed, 1 otherwise, 2 when the set-up could not start (no CUDA LibTorch, no nvcc: its one line).
 #
 # Without a package manager: KVBENCH_DEPS_PREFIX=DIR (made by ci/pack_deps.sh on Debian 12);
 # KVBENCH_SETUP_PACKAGES then defaults to skip. Also read: Torch_DIR, NVCC,
@@ -254,6 +255,15 @@ if [ -n "$targets" ]; then
   echo
   echo "gpu_test: issue 21's kernel targets (ci/gpu_targets.py $build/gpu-bench.json)"
   echo "$targets"
+fi
+latency_dbs=()  # this run's and, on a warm machine, an earlier --only call's
+for db in gpu-latency gpu-latency-128k gpu-latency-128k-graphs; do
+  [ -f "$build/$db.db" ] && latency_dbs+=("$build/$db.db")
+done
+if ((${#latency_dbs[@]})); then
+  echo
+  echo "gpu_test: issue 21's step targets (ci/latency_targets.py ${latency_dbs[*]})"
+  python3 ci/latency_targets.py "${latency_dbs[@]}" || true
 fi
 if summary; then exit 0; fi
 exit 1

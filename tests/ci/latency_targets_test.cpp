@@ -1,0 +1,96 @@
+// ci/latency_targets.py: issue 21's decode-step and prefill targets from kvbench result
+// databases (the metrics below are made up, chosen to land on both sides of each target).
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/store/result_store.h"
+#include "tests/test_util.h"
+
+namespace kvb {
+namespace {
+
+// The script's output holds `part`, printed whole where it does not.
+void expect_output(const test::CliRun& r, const std::string& part) {
+  EXPECT_NE(r.output.find(part), std::string::npos) << "no \"" << part << "\" in:\n" << r.output;
+}
+
+struct LatencyCell {
+  std::string method;
+  std::optional<int64_t> budget;
+  double prompt_tokens, decode_ms, select_ms, prefill_share;
+  bool graphs = false;
+};
+
+// A database of complete cells with the metrics the runner writes for a latency cell.
+std::string write_db(const test::TempDir& dir, const std::string& name,
+                     const std::vector<LatencyCell>& cells) {
+  ResultStore store(dir.file(name));
+  const int64_t run = store.begin_run(RunInfo{"latency_gpu", "{}", "kvbench run latency_gpu",
+                                              "abc", "Release", "2.11", "cuda", "h", 16});
+  for (size_t i = 0; i < cells.size(); ++i) {
+    const LatencyCell& c = cells[i];
+    const int64_t id = store.claim_cell(run, "{\"cell\":" + std::to_string(i) + "}",
+                                        "random-llama3-8b", "passkey", c.method, c.budget, 0)
+                           .cell_id;
+    std::vector<MetricRow> metrics = {
+        {std::nullopt, "prompt_tokens", c.prompt_tokens, "tokens"},
+        {std::nullopt, "decode_ms_per_token", c.decode_ms, "ms"},
+        {std::nullopt, "decode_host_ms_per_token", c.decode_ms - 1, "ms"},
+        {std::nullopt, "select_ms_per_token", c.select_ms, "ms"},
+        {std::nullopt, "prefill_s", 40.0, "s"},
+        {std::nullopt, "prefill_method_share", c.prefill_share, "ratio"}};
+    if (c.graphs) metrics.push_back({std::nullopt, "cuda_graph_steps_share", 0.97, "ratio"});
+    store.complete_cell(id, {}, metrics, 1.0);
+  }
+  return dir.file(name);
+}
+
+test::CliRun targets(const std::string& args) {
+  return test::run_shell("python3 " KVBENCH_SOURCE_DIR "/ci/latency_targets.py " + args);
+}
+
+TEST(LatencyTargets, SharesAgainstEachTargetAcrossDatabases) {
+  test::TempDir dir;
+  const std::string long_cells = write_db(dir, "128k.db", {
+      {"quest", 1024, 131072, 20.0, 1.5, 0.001},
+      {"quest", 1024, 131072, 12.0, 1.5, 0.001, true},
+      {"clusterkv", 1024, 131072, 18.0, 7.2, 0.35},
+      {"pqcache", 256, 131072, 30.0, 15.0, 0.2}});  // another budget: not the target's cell
+  const std::string short_cells = write_db(dir, "32k.db", {
+      {"full", std::nullopt, 32768, 11.1, 0.08, 0.0},
+      {"clusterkv", 1024, 32768, 24.4, 12.9, 0.08}});
+  const test::CliRun r = targets(long_cells + " " + short_cells);
+  ASSERT_EQ(r.code, 0) << r.output;
+  expect_output(r, "| quest | 1024 | 131072 | yes | 12.00 | 1.50 | 12.5% | 11.00 | 40.0 | 0.1% |");
+  expect_output(r, "- quest, 128k, B = 1024: selection's share of the decode step "
+                   "7.5%, met (<= 10%)");
+  expect_output(r, "- quest, 128k, B = 1024, graphs: selection's share of the "
+                   "decode step 12.5%, missed by 2.5 points (<= 10%)");
+  expect_output(r, "- clusterkv, 128k, B = 1024: selection's share of the decode "
+                   "step 40.0%, missed by 30.0 points (<= 10%)");
+  expect_output(r, "- pqcache, 128k, B = 1024: selection share: no cell");
+  expect_output(r, "- clusterkv at 131072 tokens: clustering's share of prefill "
+                   "35.0%, missed by 25.0 points (<= 10%)");
+  expect_output(r, "- clusterkv at 32768 tokens: clustering's share of prefill "
+                   "8.0%, met (<= 10%)");
+  expect_output(r, "- full at 32k (random-llama3-8b): 11.10 ms/token, met");
+}
+
+TEST(LatencyTargets, NoCellsSaySoAndAnUnreadableDatabaseExitsTwo) {
+  test::TempDir dir;
+  const test::CliRun r = targets(write_db(dir, "empty.db", {}));
+  ASSERT_EQ(r.code, 0) << r.output;
+  expect_output(r, "- clusterkv clustering: no cell");
+  expect_output(r, "- full at 32k: no cell");
+
+  const test::CliRun missing = targets(dir.file("no-such.db"));
+  EXPECT_EQ(missing.code, 2) << missing.output;
+  expect_output(missing, "latency_targets: cannot read");
+  EXPECT_EQ(targets("").code, 2);
+}
+
+}  // namespace
+}  // namespace kvb
