@@ -29,12 +29,23 @@ at::Tensor equal_counts_indptr(int64_t units, int64_t k, const at::TensorOptions
   return k > 0 ? at::arange(0, (units + 1) * k, k, longs) : at::zeros({units + 1}, longs);
 }
 
-Selection Selection::from_rows(const at::Tensor& rows, bool per_query_head) {
+const at::Tensor& EqualCountsIndptr::get(int64_t units, int64_t k, const at::TensorOptions& longs) {
+  if (units != units_ || k != k_ || indptr_.device() != longs.device()) {
+    indptr_ = equal_counts_indptr(units, k, longs);
+    units_ = units;
+    k_ = k;
+  }
+  return indptr_;
+}
+
+Selection Selection::from_rows(const at::Tensor& rows, bool per_query_head,
+                               EqualCountsIndptr* indptr) {
   const int64_t units = rows.size(0), k = rows.size(1);
+  const at::TensorOptions longs = rows.options().dtype(at::kLong);
   Selection s;
   s.all = false;
   s.per_query_head = per_query_head;
-  s.indptr = equal_counts_indptr(units, k, rows.options().dtype(at::kLong));
+  s.indptr = indptr ? indptr->get(units, k, longs) : equal_counts_indptr(units, k, longs);
   s.indices = rows.to(at::kLong).reshape({units * k});
   s.max_count = k;
   s.host_counts.assign(size_t(units), k);

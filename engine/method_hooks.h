@@ -30,6 +30,21 @@ struct MethodContext {
   int group_size() const { return num_heads / num_kv_heads; }  // g = Hq / Hkv
 };
 
+// 0, k, 2k, ..., units * k: the indptr of `units` lists of k entries each, in one device op.
+at::Tensor equal_counts_indptr(int64_t units, int64_t k, const at::TensorOptions& longs);
+
+// The indptr of `units` equal counts k, [units + 1] = 0, k, 2k, ..., kept for the next call
+// that asks for the same: a decode step's layers ask for the same one (a device launch each on
+// a GPU; the next step's count gives new offsets). Read-only: shared.
+class EqualCountsIndptr {
+ public:
+  const at::Tensor& get(int64_t units, int64_t k, const at::TensorOptions& longs);
+
+ private:
+  int64_t units_ = -1, k_ = -1;
+  at::Tensor indptr_;
+};
+
 // Which resident entries each attention unit of a layer attends to at one decode step, in the
 // ragged form GPU attention kernels take (flashinfer's indptr/indices), on the layer's device.
 // A unit is a KV head, whose g query heads share its entries; or, with per_query_head, a query
@@ -54,8 +69,10 @@ struct Selection {
   // One list per unit, from the host; the tensors are placed on `device`.
   static Selection from_lists(const std::vector<std::vector<int64_t>>& lists,
                               bool per_query_head, at::Device device);
-  // Every unit attends k entries: rows [units, k] int64 (any device), no host round trip.
-  static Selection from_rows(const at::Tensor& rows, bool per_query_head);
+  // Every unit attends k entries: rows [units, k] int64 (any device), no host round trip; the
+  // indptr from `indptr` when given (shared by the calls of a decode step's layers).
+  static Selection from_rows(const at::Tensor& rows, bool per_query_head,
+                             EqualCountsIndptr* indptr = nullptr);
   // Unit u attends the first counts[u] entries of rows[u]: rows [units, k] int64, counts [units]
   // int64 in 0..k, both on the device: the host never reads the counts.
   static Selection from_row_prefixes(const at::Tensor& rows, const at::Tensor& counts,
@@ -65,9 +82,6 @@ struct Selection {
   // Host copies of the lists, one per unit (reads the device: for tests, recall, inspection).
   std::vector<std::vector<int64_t>> lists() const;
 };
-
-// 0, k, 2k, ..., units * k: the indptr of `units` lists of k entries each, in one device op.
-at::Tensor equal_counts_indptr(int64_t units, int64_t k, const at::TensorOptions& longs);
 
 class Method {
  public:

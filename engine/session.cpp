@@ -434,15 +434,6 @@ std::vector<std::vector<int64_t>> resident_entries(const LayerKV& kv) {
 
 }  // namespace
 
-const at::Tensor& EqualCountsIndptr::get(int64_t units, int64_t k, const at::TensorOptions& longs) {
-  if (units != units_ || k != k_ || indptr_.device() != longs.device()) {
-    indptr_ = equal_counts_indptr(units, k, longs);
-    units_ = units;
-    k_ = k;
-  }
-  return indptr_;
-}
-
 AttendedRows attended_rows(const LayerKV& kv, const Selection& selection,
                            EqualCountsIndptr* indptr) {
   if (selection.all && !kv.equally_filled()) return every_entry_of_ragged_heads(kv);

@@ -73,18 +73,6 @@ struct FidelityCounts {
   void reset(int layers);
 };
 
-// The indptr of `units` equal counts k, [units + 1] = 0, k, 2k, ..., kept for the next layers
-// that ask for the same: every layer of a decode step that attends its equally filled heads
-// whole asks for the same one (a device launch each on a GPU). Read-only: shared.
-class EqualCountsIndptr {
- public:
-  const at::Tensor& get(int64_t units, int64_t k, const at::TensorOptions& longs);
-
- private:
-  int64_t units_ = -1, k_ = -1;
-  at::Tensor indptr_;
-};
-
 struct SessionOptions {
   int64_t budget = 0;  // B given to the method (0: the method does not use one)
   uint64_t seed = 0;

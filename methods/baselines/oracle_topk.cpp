@@ -26,7 +26,7 @@ class OracleTopK : public Method {
     if (uniform) {  // every head at once: [Hkv, B]
       at::Tensor weights = group_attention_weights(q, kv);  // [Hkv, n]
       const at::Tensor top = std::get<1>(at::topk(weights, context_.budget, /*dim=*/1));
-      return Selection::from_rows(std::get<0>(at::sort(top, /*dim=*/1)), false);
+      return Selection::from_rows(std::get<0>(at::sort(top, /*dim=*/1)), false, &indptr_);
     }
     std::vector<at::Tensor> rows;  // per KV head, [min(B, n_h)] ascending logical indices
     for (int h = 0; h < kv.num_heads(); ++h) {
@@ -41,6 +41,9 @@ class OracleTopK : public Method {
     }
     return Selection::from_lists(lists, false, kv.key_pool().device());
   }
+
+ private:
+  EqualCountsIndptr indptr_;  // [Hkv + 1] offsets of B each: every layer and step the same
 };
 
 KVB_REGISTER_METHOD(make_method_info<OracleTopK, EmptyConfig>({

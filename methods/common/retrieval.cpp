@@ -41,7 +41,7 @@ Selection RetrievalMethod::select(int layer, const at::Tensor& q, const LayerKV&
         fetched.scatter_(1, rows.reshape({Hkv, -1}), true);
         add_device_fetched_bytes(fetched.sum(at::kDouble), double(entry_bytes));
       }
-      return Selection::from_rows(rows, per_query_head());
+      return Selection::from_rows(rows, per_query_head(), &rows_indptr_);
     }
   }
   const int g = per_query_head() ? context_.group_size() : 1;  // lists per KV head

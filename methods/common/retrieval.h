@@ -64,6 +64,7 @@ class RetrievalMethod : public Method {
   // Adds entries * entry_bytes to the fetched bytes; entries: a double scalar on the device.
   void add_device_fetched_bytes(const at::Tensor& entries, double entry_bytes);
   at::Tensor device_cache_hits_;  // summed on the device, read by counters()
+  EqualCountsIndptr rows_indptr_;  // the indptr of select_rows' rows, shared by a step's layers
 };
 
 }  // namespace kvb

@@ -85,6 +85,12 @@ TEST(EqualCountsIndptr, ReusedForTheSameShapeRebuiltForAnother) {
   EXPECT_TRUE(shared.get(3, 10, longs).is_same(first));
   EXPECT_TRUE(shared.get(3, 11, longs).equal(at::tensor(std::vector<int64_t>{0, 11, 22, 33})));
   EXPECT_TRUE(shared.get(2, 0, longs).equal(at::zeros({3}, longs)));
+  // A retrieval method's rows of one decode step: every layer's selection shares one indptr.
+  const at::Tensor rows = at::arange(12).view({3, 4});  // [units, k]
+  const Selection a = Selection::from_rows(rows, false, &shared);
+  EXPECT_TRUE(a.indptr.equal(at::tensor(std::vector<int64_t>{0, 4, 8, 12})));
+  EXPECT_TRUE(Selection::from_rows(rows + 1, false, &shared).indptr.is_same(a.indptr));
+  EXPECT_TRUE(Selection::from_rows(rows, false).indptr.equal(a.indptr));  // built anew, no cache
 }
 
 TEST(Session, RandomModelPrefillAndDecodeAgree) {
