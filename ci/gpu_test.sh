@@ -38,14 +38,15 @@
 # Usage: bash ci/gpu_test.sh [--quick] [--only N,M,...]
 #   --only: those steps only (and step 1, the build, which a warm machine's build-gpu/ makes
 #   quick), so that a short device lease can split the run over calls of at most 10 minutes,
-#   e.g. --only 3,7,8 then --only 10,11,12,13. A step not listed is reported as SKIP.
+#   e.g. --only 3,8, then --only 12, then --only 11 (README: On a GPU machine, the times). A
+#   step not listed is reported as SKIP.
 #   --quick: steps 1, 3, 7, 8, 10, 11, 12 and 13 only (the CUDA build of the targets they use,
 #   the GPU tests, generate, the kernel benchmarks and targets, the profiles, the latency cells),
 #   for a session's short device time (on an H200 steps 1-8 took 70 s to build and about 60 s
 #   after, run as separate commands; on an H100, 2026-11-26, the build 95 s, step 3's tests
 #   3 s and 11 s, step 8 48 s, step 10's profiles 6-11 s each, step 11's 12 cells 130 s, each
-#   run on its own; the script has not run whole; steps 12-13 have never run: a 128k prefill
-#   took 184 s on the H200 before it became flash attention, not timed since);
+#   run on its own; the script has not run whole; step 12's cells, from a suite file written
+#   for the call, had prefills of 46-79 s each on the H100);
 #   the others are listed as SKIP.
 set -uo pipefail
 quick=0 only=""
