@@ -21,8 +21,9 @@
 //                                   assembly and sort of the entries (1)
 //   gpu_topk/<n>/<aten>             PQCache's rows at B = 1024 from [8, n] scores: 32 sinks,
 //                                   the top 496 in index order, a window of 496: the kernel
-//                                   (0, top_k_ascending), or ATen's topk, a sort and the
-//                                   ranges' concatenation (1)
+//                                   (0, top_k_ascending: one launch or two, as the glue
+//                                   chooses), or ATen's topk, a sort and the ranges'
+//                                   concatenation (1)
 //   gpu_topk_chunk/<n>/<chunk>      the same top-k on the kernel in one launch (chunk 0) or in
 //                                   two, the first over chunks of `chunk` scores (the glue's
 //                                   choice: kvbench_cuda.h top_pages_auto_chunk)

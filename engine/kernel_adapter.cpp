@@ -448,17 +448,18 @@ at::Tensor top_k_ascending(const at::Tensor& scores, int64_t k, int64_t lead, in
 }
 
 at::Tensor pq_scores(const at::Tensor& q, const at::Tensor& centroids, const at::Tensor& codes,
-                     KernelPath path) {
+                     double scale, KernelPath path) {
   check_pq_shapes(q, centroids, codes);
-  const bool small_codebook = centroids.size(2) <= 256;  // codes fit uint8
-  if (path == KernelPath::kAuto && small_codebook && fp32_on(centroids, false) &&
-      q.device().is_cpu())
-    return pq_scores_cpu(q, centroids, codes);
 #if KVBENCH_CUDA_KERNELS
   if (path == KernelPath::kAuto && q.is_cuda() && cuda::pq_scores_supported(centroids))
-    return cuda::pq_scores(q, centroids, codes);
+    return cuda::pq_scores(q, centroids, codes, scale);
 #endif
-  return pq_scores_aten(q, centroids, codes);
+  const bool small_codebook = centroids.size(2) <= 256;  // codes fit uint8
+  const at::Tensor scores = path == KernelPath::kAuto && small_codebook &&
+                                    fp32_on(centroids, false) && q.device().is_cpu()
+                                ? pq_scores_cpu(q, centroids, codes)
+                                : pq_scores_aten(q, centroids, codes);  // [H, g, n]
+  return scale == 1.0 ? scores : scores * scale;
 }
 
 // On a GPU, ATen's: cuBLAS's fp32 bmm + argmax took 1.45 ms at 32k keys and 18.5 ms at 128k

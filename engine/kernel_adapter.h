@@ -103,11 +103,12 @@ at::Tensor top_page_entries(const at::Tensor& scores, int64_t pages, int64_t who
 at::Tensor top_k_ascending(const at::Tensor& scores, int64_t k, int64_t lead, int64_t trailing,
                            KernelPath path = KernelPath::kAuto);
 
-// PQ table scores, approximate q.k from product-quantisation codes:
+// PQ table scores, approximate q.k from product-quantisation codes, each times `scale`:
 //   q: [H, g, m*s] any floating dtype; centroids: [H, m, K, s]; codes: [H, m, n] any integer
-//   dtype (K <= 256 for the kernels, whose codes are uint8). Returns [H, g, n] fp32.
+//   dtype (K <= 256 for the kernels, whose codes are uint8). Returns [H, g, n] fp32. The scale
+//   is the CUDA kernel's last multiplication (no launch of its own), ATen's after the others.
 at::Tensor pq_scores(const at::Tensor& q, const at::Tensor& centroids, const at::Tensor& codes,
-                     KernelPath path = KernelPath::kAuto);
+                     double scale = 1.0, KernelPath path = KernelPath::kAuto);
 
 // ClusterKV's K-means steps (the CPU kernels for fp32 CPU inputs; on a CUDA build, the centroid
 // update's CUDA kernel for CUDA inputs; else ATen).

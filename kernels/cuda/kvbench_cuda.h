@@ -93,12 +93,14 @@ inline int64_t top_pages_auto_chunk(int64_t pages, int64_t taken) {
 
 // PQCache scoring (https://arxiv.org/abs/2407.12820): q [H, g, m*s] of `q_type` (widened),
 // centroids [H, m, K, s] fp32, codes [H, m, n] uint8 with rows codes_row >= n apart, scores
-// [H, g, n]. One block per (head, 2048 tokens); the lookup table [g, m, K] is built in shared
-// memory, from q and the head's centroids copied there first where they fit the default 48 KiB
+// [H, g, n], each times `scale` (one rounding, as a multiplication after the kernel would).
+// One block per (head, 2048 tokens); the lookup table [g, m, K] is built in shared memory,
+// from q and the head's centroids copied there first where they fit the default 48 KiB
 // (PQCache's defaults on Llama's d = 128: 37 KiB).
 void pq_scores(const void* q, kernels::KvElement q_type, const float* centroids,
                const uint8_t* codes, float* scores, int64_t H, int64_t g, int64_t m, int64_t K,
-               int64_t s, int64_t n, int64_t codes_row, void* stream = nullptr);
+               int64_t s, int64_t n, int64_t codes_row, float scale = 1.f,
+               void* stream = nullptr);
 
 // Llama's RMSNorm of each row as the CPU kernel computes it (kernels/rms_norm.h), but for the
 // squares' sum, in fp32 here: r = 1 / sqrt(sum / dim + eps), out = round(round(x * r) * w) in

@@ -76,7 +76,7 @@ size_t pq_staged_floats(int64_t g, int64_t m, int64_t K, int64_t s) {
 template <bool kStaged>
 __global__ void pq_kernel(const void* q, kernels::KvElement q_type, const float* centroids,
                           const uint8_t* codes, float* scores, int g, int m, int K, int s, int n,
-                          int64_t codes_row) {
+                          int64_t codes_row, float scale) {
   extern __shared__ float table[];  // [g, m, K], then (kStaged) q [g, m*s], centroids [m, K, s+1]
   const int h = blockIdx.y;
   float* const q_shared = table + g * m * K;
@@ -111,7 +111,7 @@ __global__ void pq_kernel(const void* q, kernels::KvElement q_type, const float*
       float total = 0.f;
       for (int i = 0; i < m; ++i)
         total += table[(gi * m + i) * K + codes[(int64_t(h) * m + i) * codes_row + j]];
-      scores[(int64_t(h) * g + gi) * n + j] = total;
+      scores[(int64_t(h) * g + gi) * n + j] = total * scale;  // ATen's scores * scale
     }
 }
 
@@ -137,17 +137,19 @@ void quest_page_scores(const void* q, kernels::KvElement q_type, const void* kmi
 
 void pq_scores(const void* q, kernels::KvElement q_type, const float* centroids,
                const uint8_t* codes, float* scores, int64_t H, int64_t g, int64_t m, int64_t K,
-               int64_t s, int64_t n, int64_t codes_row, void* stream) {
+               int64_t s, int64_t n, int64_t codes_row, float scale, void* stream) {
   if (H == 0 || n == 0) return;
   const int64_t per_block = int64_t(kThreads) * kPqTokensPerThread;
   const dim3 grid(unsigned((n + per_block - 1) / per_block), unsigned(H));
   const size_t staged = pq_staged_floats(g, m, K, s) * sizeof(float);
   if (staged <= 48 * 1024)  // the default limit: Llama's d = 128 at m = 2, K = 64 takes 37 KiB
     pq_kernel<true><<<grid, kThreads, staged, as_stream(stream)>>>(
-        q, q_type, centroids, codes, scores, int(g), int(m), int(K), int(s), int(n), codes_row);
+        q, q_type, centroids, codes, scores, int(g), int(m), int(K), int(s), int(n), codes_row,
+        scale);
   else
     pq_kernel<false><<<grid, kThreads, size_t(g * m * K) * sizeof(float), as_stream(stream)>>>(
-        q, q_type, centroids, codes, scores, int(g), int(m), int(K), int(s), int(n), codes_row);
+        q, q_type, centroids, codes, scores, int(g), int(m), int(K), int(s), int(n), codes_row,
+        scale);
 }
 
 }  // namespace kvb::cuda

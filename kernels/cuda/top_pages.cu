@@ -172,7 +172,7 @@ void top_pages(const float* scores, int64_t stride, int64_t* out, int64_t rows, 
     throw std::invalid_argument(
         "kvb::cuda::top_pages: chunks need the candidates' buffers and at most 65535 rows");
   const int64_t candidates = top_pages_candidates(pages, taken, chunk);
-  const int64_t chunks = (pages + chunk - 1) / chunk;
+  const int64_t chunks = (pages - 1) / chunk + 1;  // pages >= taken >= 1; no overflow at any chunk
   chunk_candidates_kernel<<<dim3(unsigned(chunks), unsigned(rows)), kChunkThreads, 0, s>>>(
       scores, stride, int(pages), int(std::min<int64_t>(chunk, pages)), int(taken),
       candidate_scores, candidate_pages, candidates);

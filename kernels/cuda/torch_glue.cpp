@@ -298,7 +298,8 @@ bool pq_scores_supported(const at::Tensor& centroids) {
          centroids.size(1) * centroids.size(2) <= kSharedFloats;
 }
 
-at::Tensor pq_scores(const at::Tensor& q, const at::Tensor& centroids, const at::Tensor& codes) {
+at::Tensor pq_scores(const at::Tensor& q, const at::Tensor& centroids, const at::Tensor& codes,
+                     double scale) {
   require(pq_scores_supported(centroids),
           "pq_scores: needs fp32 CUDA centroids [H, m, K, s] with K <= 256 and m*K <= 12288");
   require_device("pq_scores", centroids, {&centroids}, 4);
@@ -329,7 +330,7 @@ at::Tensor pq_scores(const at::Tensor& q, const at::Tensor& centroids, const at:
     at::Tensor part = step == g ? out : at::empty({H, len, n}, out.options());
     pq_scores(qs.data_ptr(), *kv_element(qs.scalar_type()), cc.data_ptr<float>(),
               codes8.data_ptr<uint8_t>(), part.data_ptr<float>(), H, len, m, K, s, n,
-              codes8.stride(1), current_stream());
+              codes8.stride(1), float(scale), current_stream());
     check_launch("pq_scores");
     if (step == g) break;
     out.narrow(1, g0, len).copy_(part);

@@ -114,12 +114,15 @@ at::Tensor top_pages(const at::Tensor& scores, int64_t pages, int64_t whole, int
 //   centroids: [H, m, K, s] fp32, K <= 256
 //   codes:     [H, m, n]    any integer dtype (converted to uint8), values < K; uint8 rows with
 //                           one stride between them (a narrow of a wider index) read in place
+//   scale:     every score's factor (PQCache's 1 / sqrt(d) before its softmax): the bits of
+//              ATen's scores * scale
 //   returns:   [H, g, n]    fp32 (kvb::pq_scores_kernel's shapes)
 // Supported when centroids are fp32 CUDA [H, m, K, s] with K <= 256 and m*K <= 12288 (one
 // query head's lookup table [m, K] in 48 KiB of shared memory; more query heads than fit are
 // split over several launches).
 bool pq_scores_supported(const at::Tensor& centroids);
-at::Tensor pq_scores(const at::Tensor& q, const at::Tensor& centroids, const at::Tensor& codes);
+at::Tensor pq_scores(const at::Tensor& q, const at::Tensor& centroids, const at::Tensor& codes,
+                     double scale = 1.0);
 
 // ---- ClusterKV (https://arxiv.org/abs/2412.03213) --------------------------------------------
 // Centroid update: out[h, c] = mean of keys[h, j] over labels[h, j] == c; old[h, c] where the

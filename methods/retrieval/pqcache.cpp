@@ -247,8 +247,9 @@ at::Tensor PQCache::selected_rows(int layer, const at::Tensor& q, const Layout& 
   // summed over the group, top-k per head with the sinks before and the window after them
   // (one kernel on a GPU). The candidates sinks .. current - local - 1 lie between the two.
   at::Tensor scores = pq_scores(q.reshape({Hkv, g, d}), index.centroids,
-                                index.codes.narrow(2, 0, step.candidates));
-  at::Tensor weights = at::softmax(scores * (1.0 / std::sqrt(double(d))), -1).sum(1);
+                                index.codes.narrow(2, 0, step.candidates),
+                                1.0 / std::sqrt(double(d)));  // [Hkv, g, candidates]
+  at::Tensor weights = at::softmax(scores, -1).sum(1);
   const int64_t k = std::min(topk_, step.candidates);
   return top_k_ascending(weights, k, step.sinks, step.local + 1);
 }

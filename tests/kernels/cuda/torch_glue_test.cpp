@@ -347,8 +347,12 @@ TEST(TorchGlue, PqScoresMatchTheTableLookup) {
     at::Tensor q = randn({H, g, m * s}), centroids = randn({H, m, K, s});
     at::Tensor codes = at::randint(0, K, {H, m, n}, at::kLong);  // any integer dtype
     ASSERT_TRUE(pq_scores_supported(centroids.to(kGpu)));
-    expect_close(pq_scores(q.to(kGpu), centroids.to(kGpu), codes.to(kGpu)),
-                 pq_reference(q, centroids, codes));
+    const at::Tensor got = pq_scores(q.to(kGpu), centroids.to(kGpu), codes.to(kGpu));
+    expect_close(got, pq_reference(q, centroids, codes));
+    // PQCache's 1 / sqrt(d) applied in the kernel: the bits of ATen's product after it.
+    const double scale = 1.0 / std::sqrt(128.0);
+    EXPECT_TRUE(pq_scores(q.to(kGpu), centroids.to(kGpu), codes.to(kGpu), scale)
+                    .equal(got * scale));
     // uint8 codes: the leading n columns of a wider index, read in place.
     at::Tensor wide = at::randint(0, K, {H, m, n + 50}, at::kLong).to(at::kByte);
     expect_close(pq_scores(q.to(kGpu), centroids.to(kGpu), wide.to(kGpu).narrow(2, 0, n)),

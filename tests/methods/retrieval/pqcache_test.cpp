@@ -45,7 +45,10 @@ TEST(PQCache, ScoreEqualsQueryDotReconstructedKey) {
   PQIndex index = pq_build(keys, 2, 4, 100, 1e-4, 0);
   at::Tensor q = at::randn({3, 16});  // a group of 3 query heads
   for (KernelPath path : {KernelPath::kAuto, KernelPath::kAten}) {  // the kernel and ATen paths
-  at::Tensor scores = pq_scores(q.unsqueeze(0), index.centroids, index.codes, path)[0];  // [3, 200]
+  at::Tensor scores = pq_scores(q.unsqueeze(0), index.centroids, index.codes, 1.0, path)[0];  // [3, 200]
+  // A scale multiplies each score once, as ATen's product would.
+  EXPECT_TRUE(at::equal(pq_scores(q.unsqueeze(0), index.centroids, index.codes, 0.125, path)[0],
+                        scores * 0.125));
   // Expected, independently: concatenate each token's centroids by hand and take q . k~.
   for (int64_t j = 0; j < 200; ++j) {
     at::Tensor k_hat = at::cat({index.centroids[0][0][index.codes[0][0][j].item<int64_t>()],
