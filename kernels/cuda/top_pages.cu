@@ -36,6 +36,29 @@ constexpr int kChunkThreads = 512;  // the first launch's blocks: 4096 scores, o
 using radix::block_exclusive_sum;
 using radix::kItems;
 
+// How much of each of a thread's kItems items, from `mine` on, is taken (0 past `count`): an
+// item above T all its page_size entries; of the items at T, in order, the first ties_taken
+// (tie_rank: the block's items at T before this thread's, advanced past its own), the last of
+// them (ranked taken - 1) cut to its first `part` entries when part > 0. Returns the sum.
+__device__ int taken_widths(const uint32_t (&keys)[kItems], int mine, int count,
+                            uint32_t threshold, int ties_taken, int page_size, int part,
+                            int& tie_rank, int (&widths)[kItems]) {
+  int sum = 0;
+#pragma unroll
+  for (int i = 0; i < kItems; ++i) {
+    widths[i] = 0;
+    if (mine + i >= count) continue;
+    if (keys[i] > threshold) widths[i] = page_size;
+    if (keys[i] == threshold) {
+      if (tie_rank < ties_taken)
+        widths[i] = part > 0 && tie_rank == ties_taken - 1 ? part : page_size;
+      ++tie_rank;
+    }
+    sum += widths[i];
+  }
+  return sum;
+}
+
 // grid (rows), kThreads threads. row: the scores of the items 0..items-1 it ranks; item i is
 // page page_of[i] (candidates), or page i (page_of null). out: its lead + whole * page_size +
 // part + (n - trailing_first) entries.
@@ -56,8 +79,7 @@ __global__ void __launch_bounds__(kThreads)
     uint32_t threshold;
     int ties_taken;
     radix::select_threshold<false>(row, nullptr, items, taken, threshold, ties_taken);
-    // Items in order, kItems consecutive ones a thread: an item above T is taken whole; of the
-    // items at T the first ties_taken, the last of them (ranked taken - 1) trimmed to `part`.
+    // Items in order, kItems consecutive ones a thread (taken_widths has the rule).
     const int chunk = int(blockDim.x) * kItems;
     int ties_before_chunk = 0, entries_before_chunk = 0;
     for (int first = 0; first < items; first += chunk) {
@@ -67,19 +89,9 @@ __global__ void __launch_bounds__(kThreads)
       int tie_rank = ties_before_chunk + radix::keys_and_ties_before<false>(
                                              row, nullptr, items, mine, threshold, keys,
                                              warp_totals, ties_in_chunk);
-      int widths[kItems], width_sum = 0;
-#pragma unroll
-      for (int i = 0; i < kItems; ++i) {
-        widths[i] = 0;
-        if (mine + i >= items) continue;
-        if (keys[i] > threshold) widths[i] = page_size;
-        if (keys[i] == threshold) {
-          if (tie_rank < ties_taken)
-            widths[i] = part > 0 && tie_rank == ties_taken - 1 ? part : page_size;
-          ++tie_rank;
-        }
-        width_sum += widths[i];
-      }
+      int widths[kItems];
+      const int width_sum = taken_widths(keys, mine, items, threshold, ties_taken, page_size,
+                                         part, tie_rank, widths);
       int entries_in_chunk;
       int at = entries_before_chunk + block_exclusive_sum(width_sum, warp_totals, entries_in_chunk);
 #pragma unroll
@@ -124,16 +136,9 @@ __global__ void __launch_bounds__(kChunkThreads)
     int tie_rank = ties_before + radix::keys_and_ties_before<false>(
                                      row, nullptr, count, mine, threshold, keys, warp_totals,
                                      ties_in_step);
-    bool kept[kItems];
-    int kept_here = 0;
-#pragma unroll
-    for (int i = 0; i < kItems; ++i) {
-      kept[i] = false;
-      if (mine + i >= count) continue;
-      if (keys[i] > threshold) kept[i] = true;
-      if (keys[i] == threshold) kept[i] = tie_rank++ < ties_taken;
-      kept_here += kept[i] ? 1 : 0;
-    }
+    int kept[kItems];  // 1 or 0: pages of one entry, none cut
+    const int kept_here = taken_widths(keys, mine, count, threshold, ties_taken, 1, 0, tie_rank,
+                                       kept);
     int kept_in_step;
     int at = kept_before + block_exclusive_sum(kept_here, warp_totals, kept_in_step);
 #pragma unroll
