@@ -22,7 +22,7 @@ LONG_PROMPT = 100_000  # the 128k cells (131 072 tokens); 32k cells hold about 3
 
 
 def cells_of(path):
-    """Complete cells of one database: dicts of method, budget, graphs, metrics."""
+    """Complete cells of one database: dicts of method, budget, model, metrics, graphs."""
     try:
         db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         rows = db.execute(

@@ -1,8 +1,9 @@
 #include "methods/common/selection.h"
 
-#include <algorithm>
 #include <cmath>
 #include <stdexcept>
+
+#include "engine/kernel_adapter.h"
 
 namespace kvb {
 
@@ -40,16 +41,12 @@ std::vector<int64_t> top_k_indices(const at::Tensor& scores, int64_t k) {
   // Ties at the k-th score go to the earliest positions, on every device: at::topk leaves
   // their order to the implementation (CPU and CUDA differ), and max pooling (SnapKV,
   // PyramidKV) makes plateaus of equal scores, so the choice among them is common.
-  at::Tensor s = scores.to(at::kFloat);                                               // [n]
-  const float kth = std::get<0>(at::topk(s, k, 0, true, false)).min().item<float>();
-  at::Tensor above = at::nonzero(s > kth).flatten();                                 // ascending
-  at::Tensor ties = at::nonzero(s == kth).flatten();
-  if (above.numel() + ties.numel() < k)
+  // top_k_ascending keeps that rule (and ranks NaN first, which is refused here).
+  const at::Tensor s = scores.to(at::kFloat).reshape({1, n});  // [1, n]
+  if (s.isnan().any().item<bool>())
     throw std::invalid_argument("top_k_indices: the scores hold NaN");
-  ties = ties.narrow(0, 0, k - above.numel());
-  at::Tensor idx = at::cat({above, ties}).to(at::kCPU).contiguous();                  // [k]
+  const at::Tensor idx = top_k_ascending(s, k, 0, 0).to(at::kCPU).contiguous();  // [1, k]
   out.assign(idx.data_ptr<int64_t>(), idx.data_ptr<int64_t>() + k);
-  std::sort(out.begin(), out.end());
   return out;
 }
 
