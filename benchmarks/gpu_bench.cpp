@@ -29,9 +29,14 @@
 //                                   choice: kvbench_cuda.h top_pages_auto_chunk)
 //   gpu_cosine_assign/<n>           ClusterKV's assignment of n fp32 keys per KV head to n / 80
 //                                   centroids (the paper's C0): ATen's bmm and argmax
+//   gpu_cosine_assign_bf16/<n>      the same assignment of the keys in bf16, products in bf16
+//                                   (ClusterKV's kmeans_dtype: keys)
 //   gpu_centroid_update/<n>         the mean update of the same clusters (the kernel)
 //   gpu_kmeans/<n>                  a whole prefill clustering of one layer (cosine_kmeans, at
 //                                   most 20 Lloyd steps, ClusterKV's default); counter steps
+//   gpu_kmeans_keys_dtype/<n>       the same from bf16 keys, products in bf16
+//   gpu_pq_encode/<aten>            PQCache's codes of one decode step's key per KV head (m = 2,
+//                                   b = 6) from a bf16 pool at 32k: the kernel (0) or ATen (1)
 // Counters: bytes moved per call and TBps (bytes / time, decimal).
 // Run: kvbench_bench --benchmark_filter='gpu_'
 #if KVBENCH_CUDA_KERNELS
@@ -260,6 +265,18 @@ void BM_gpu_cosine_assign(benchmark::State& state) {
 BENCHMARK(BM_gpu_cosine_assign)->Arg(32768)->Arg(131072)->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 
+void BM_gpu_cosine_assign_bf16(benchmark::State& state) {
+  if (!at::cuda::is_available()) return state.SkipWithError("skipped: no GPU");
+  const Clustering c = make_clustering(state.range(0));
+  const at::Tensor keys = c.keys.to(at::kBFloat16);
+  time_with_events(state, [&] { cosine_assign(keys, c.centroids); });
+  state.counters["GFLOPs"] = benchmark::Counter(
+      2e-9 * double(keys.numel()) * double(c.centroids.size(1)),
+      benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_gpu_cosine_assign_bf16)->Arg(32768)->Arg(131072)->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+
 void BM_gpu_centroid_update(benchmark::State& state) {
   if (!at::cuda::is_available()) return state.SkipWithError("skipped: no GPU");
   const Clustering c = make_clustering(state.range(0));
@@ -281,6 +298,34 @@ void BM_gpu_kmeans(benchmark::State& state) {
 }
 BENCHMARK(BM_gpu_kmeans)->Arg(32768)->UseManualTime()->Unit(benchmark::kMillisecond)
     ->Iterations(3);
+
+void BM_gpu_kmeans_keys_dtype(benchmark::State& state) {
+  if (!at::cuda::is_available()) return state.SkipWithError("skipped: no GPU");
+  const Clustering c = make_clustering(state.range(0));
+  const at::Tensor keys = c.keys.to(at::kBFloat16);
+  int steps = 0;
+  time_with_events(state, [&] {
+    steps = cosine_kmeans(keys, c.centroids.size(1), 1, 20, /*products_in_keys_dtype=*/true)
+                .iterations;
+  });
+  state.counters["steps"] = steps;
+}
+BENCHMARK(BM_gpu_kmeans_keys_dtype)->Arg(32768)->UseManualTime()->Unit(benchmark::kMillisecond)
+    ->Iterations(3);
+
+void BM_gpu_pq_encode(benchmark::State& state) {
+  if (!at::cuda::is_available()) return state.SkipWithError("skipped: no GPU");
+  const auto path = state.range(0) ? KernelPath::kAten : KernelPath::kAuto;
+  at::manual_seed(13);
+  const int64_t m = 2, K = 64, n = 32768;
+  const at::Tensor pool = at::randn({kHkv * n, kD}, at::TensorOptions(kGpu).dtype(at::kBFloat16));
+  const at::Tensor centroids = at::randn({kHkv, m, K, kD / m}, at::TensorOptions(kGpu));
+  const at::Tensor rows = at::arange(kHkv, at::TensorOptions(kGpu).dtype(at::kLong))
+                              .mul(n).add(n - 1).view({kHkv, 1});  // [Hkv, 1]: each head's last key
+  at::Tensor codes = at::zeros({kHkv, m, n}, at::TensorOptions(kGpu).dtype(at::kByte));
+  time_with_events(state, [&] { pq_encode_rows(centroids, pool, rows, codes, n - 1, path); });
+}
+BENCHMARK(BM_gpu_pq_encode)->Arg(0)->Arg(1)->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5)
 void BM_gpu_sdpa(benchmark::State& state) {

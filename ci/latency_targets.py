@@ -89,9 +89,11 @@ def targets(cells):
                              f"selection's share of the decode step {verdict(s, 0.10)}")
         if not found:
             lines.append(f"- {method}, 128k, B = 1024: selection share: no cell")
-    clustering = [c for c in cells if c["method"] == "clusterkv" and "prefill_method_share" in c["metrics"]]
+    # ClusterKV's cells, labelled variants too (clusterkv_keys_dtype: kmeans_dtype "keys")
+    clustering = [c for c in cells if c["method"].startswith("clusterkv")
+                  and "prefill_method_share" in c["metrics"]]
     for c in clustering:
-        lines.append(f"- clusterkv at {int(c['metrics'].get('prompt_tokens', 0))} tokens: "
+        lines.append(f"- {c['method']} at {int(c['metrics'].get('prompt_tokens', 0))} tokens: "
                      f"clustering's share of prefill {verdict(c['metrics']['prefill_method_share'], 0.10)}")
     if not clustering:
         lines.append("- clusterkv clustering: no cell")

@@ -314,18 +314,21 @@ void check_pq_shapes(const at::Tensor& q, const at::Tensor& centroids, const at:
                            "centroids [H, m, K, s]");
 }
 
-// Chunks of keys keep the similarity block [H, chunk, C] under ~64 MB.
+// The argmax of k.c_hat is that of cos(k, c) (|k| > 0 scales a key's candidates alike), so only
+// the centroids are normalised (in fp32, then cast), as in the CPU kernel. The products run in
+// the keys' dtype: fp32 keys give fp32 products, bf16 keys tensor-core ones on a GPU.
+// Chunks of keys keep the similarity block [H, chunk, C] under 16 Mi elements.
 at::Tensor cosine_assign_aten(const at::Tensor& keys, const at::Tensor& centroids) {
   const int64_t H = keys.size(0), n = keys.size(1), C = centroids.size(1);
-  at::Tensor kn = keys.to(at::kFloat);
-  kn = kn / kn.norm(2, -1, /*keepdim=*/true).clamp_min(1e-12);             // [H, n, d]
   at::Tensor cn = centroids.to(at::kFloat);
-  cn = (cn / cn.norm(2, -1, /*keepdim=*/true).clamp_min(1e-12)).transpose(1, 2);  // [H, d, C]
-    const int64_t chunk = std::max<int64_t>(1, (int64_t(16) << 20) / std::max<int64_t>(1, H * C));
+  cn = (cn / cn.norm(2, -1, /*keepdim=*/true).clamp_min(1e-12))
+           .to(keys.scalar_type())
+           .transpose(1, 2);  // [H, d, C]
+  const int64_t chunk = std::max<int64_t>(1, (int64_t(16) << 20) / std::max<int64_t>(1, H * C));
   at::Tensor labels = at::empty({H, n}, keys.options().dtype(at::kLong));
   for (int64_t s = 0; s < n; s += chunk) {
     const int64_t len = std::min(chunk, n - s);
-    labels.narrow(1, s, len).copy_(at::bmm(kn.narrow(1, s, len), cn).argmax(-1));  // [H, len]
+    labels.narrow(1, s, len).copy_(at::bmm(keys.narrow(1, s, len), cn).argmax(-1));  // [H, len]
   }
   return labels;
 }
@@ -460,6 +463,29 @@ at::Tensor pq_scores(const at::Tensor& q, const at::Tensor& centroids, const at:
                                 ? pq_scores_cpu(q, centroids, codes)
                                 : pq_scores_aten(q, centroids, codes);  // [H, g, n]
   return scale == 1.0 ? scores : scores * scale;
+}
+
+void pq_encode_rows(const at::Tensor& centroids, const at::Tensor& k_pool, const at::Tensor& rows,
+                    at::Tensor& codes, int64_t column, KernelPath path) {
+  if (centroids.dim() != 4 || k_pool.dim() != 2 || rows.dim() != 2 || codes.dim() != 3)
+    throw std::logic_error("pq_encode_rows: needs centroids [H, m, K, s], a pool [rows, m*s], "
+                           "rows [H, n] and codes [H, m, *]");
+  const int64_t H = centroids.size(0), m = centroids.size(1), s = centroids.size(3);
+  const int64_t n = rows.size(1);
+  if (column < 0 || column + n > codes.size(2) || rows.size(0) != H || codes.size(0) != H ||
+      codes.size(1) != m || k_pool.size(1) != m * s)
+    throw std::logic_error("pq_encode_rows: rows [H, n], codes [H, m, >= column + n] and the "
+                           "pool [rows, m*s] do not match the centroids [H, m, K, s]");
+#if KVBENCH_CUDA_KERNELS
+  if (path == KernelPath::kAuto && cuda::pq_encode_supported(centroids, k_pool, rows, codes))
+    return cuda::pq_encode(centroids, k_pool, rows, codes, column);
+#endif
+  (void)path;
+  // x: [H, m, n, 1, s] against c: [H, m, 1, K, s]; direct differences (exact nearest).
+  const at::Tensor x =
+      k_pool.index({rows}).to(at::kFloat).reshape({H, n, m, s}).permute({0, 2, 1, 3}).unsqueeze(3);
+  const at::Tensor dist = (x - centroids.unsqueeze(2)).pow(2).sum(-1);  // [H, m, n, K]
+  codes.narrow(2, column, n).copy_(dist.argmin(-1));
 }
 
 // On a GPU, ATen's: cuBLAS's fp32 bmm + argmax took 1.45 ms at 32k keys and 18.5 ms at 128k

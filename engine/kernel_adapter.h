@@ -110,10 +110,21 @@ at::Tensor top_k_ascending(const at::Tensor& scores, int64_t k, int64_t lead, in
 at::Tensor pq_scores(const at::Tensor& q, const at::Tensor& centroids, const at::Tensor& codes,
                      double scale = 1.0, KernelPath path = KernelPath::kAuto);
 
+// PQCache's codes of keys in a KV pool, written in place: codes[h, u, column + j] = the id of
+// the centroid of centroids[h, u] nearest (squared distance, fp32) the u-th sub-vector of the
+// key at pool row rows[h, j]; ties to the lower id. centroids: [H, m, K, s] fp32; k_pool:
+// [pool rows, m * s] any floating dtype; rows: [H, n] int64; codes: [H, m, >= column + n] of
+// any integer dtype (uint8 for the kernel). One kernel on a GPU (keys read in place), else
+// ATen's direct differences.
+void pq_encode_rows(const at::Tensor& centroids, const at::Tensor& k_pool, const at::Tensor& rows,
+                    at::Tensor& codes, int64_t column, KernelPath path = KernelPath::kAuto);
+
 // ClusterKV's K-means steps (the CPU kernels for fp32 CPU inputs; on a CUDA build, the centroid
 // update's CUDA kernel for CUDA inputs; else ATen).
-// Labels of each key: the centroid of largest cosine similarity (keys and centroids
-// L2-normalised). keys: [H, n, d], centroids: [H, C, d]. Returns [H, n] int64.
+// Labels of each key: the centroid of largest cosine similarity (ties: the lowest id), found as
+// the largest k.c_hat (centroids L2-normalised; the keys need not be). The products run in the
+// keys' dtype (any floating dtype; the CPU kernel for fp32 CPU keys). keys: [H, n, d],
+// centroids: [H, C, d] any floating dtype. Returns [H, n] int64.
 at::Tensor cosine_assign(const at::Tensor& keys, const at::Tensor& centroids,
                          KernelPath path = KernelPath::kAuto);
 // New centroids: the mean of the RAW member keys; a cluster without members keeps `old`.

@@ -102,6 +102,17 @@ void pq_scores(const void* q, kernels::KvElement q_type, const float* centroids,
                int64_t s, int64_t n, int64_t codes_row, float scale = 1.f,
                void* stream = nullptr);
 
+// PQCache's codes of keys read in place from a pool (https://arxiv.org/abs/2407.12820, tokens
+// leaving the local window): codes[h * codes_head + u * codes_row + column + j] = the id of the
+// centroid [H, m, K, s] (fp32) nearest, by squared distance in fp32, to sub-vector u of the key
+// at pool row rows[h * rows_stride + j] (pool [rows, m * s] of `type`); ties to the lower id,
+// NaN first, as ATen's argmin. K <= 256 (uint8 codes). A block per (token, sub-space, head), a
+// thread per centroid: one launch for a decode step's new keys.
+void pq_encode(const void* k_pool, kernels::KvElement type, const int64_t* rows,
+               int64_t rows_stride, const float* centroids, uint8_t* codes, int64_t codes_head,
+               int64_t codes_row, int64_t column, int64_t H, int64_t n, int64_t m, int64_t K,
+               int64_t s, void* stream = nullptr);
+
 // Llama's RMSNorm of each row as the CPU kernel computes it (kernels/rms_norm.h), but for the
 // squares' sum, in fp32 here: r = 1 / sqrt(sum / dim + eps), out = round(round(x * r) * w) in
 // `type`.

@@ -1,5 +1,8 @@
-// Quest page scoring and PQCache table scoring.
+// Quest page scoring, PQCache table scoring and PQCache's codes of new keys.
 #include <cuda_runtime.h>
+
+#include <climits>
+#include <stdexcept>
 
 #include "kernels/cuda/element_cast.cuh"
 #include "kernels/cuda/kvbench_cuda.h"
@@ -115,6 +118,54 @@ __global__ void pq_kernel(const void* q, kernels::KvElement q_type, const float*
     }
 }
 
+
+// PQ encoding: whether distance a (centroid ia) ranks before b (centroid ib) as ATen's argmin
+// ranks them: NaN first, then the smaller, ties to the lower id.
+__device__ inline bool nearer(float a, int ia, float b, int ib) {
+  if (isnan(a) != isnan(b)) return isnan(a);
+  return a < b || (!(b < a) && ia < ib);
+}
+
+// grid (n, m, H), a thread per centroid (K <= blockDim.x <= 256): the sub-vector u of the key at
+// pool row rows[h, j], widened into shared memory, against centroid c's s channels by squared
+// difference; the block's nearest centroid is the code.
+__global__ void pq_encode_kernel(const void* k_pool, kernels::KvElement type, const int64_t* rows,
+                                 int64_t rows_stride, const float* centroids, uint8_t* codes,
+                                 int64_t codes_head, int64_t codes_row, int64_t column, int m,
+                                 int K, int s) {
+  extern __shared__ float x[];  // [s] the key's sub-vector u, widened
+  __shared__ float warp_dist[kWarpsPerBlock];
+  __shared__ int warp_id[kWarpsPerBlock];
+  const int j = blockIdx.x, u = blockIdx.y, h = blockIdx.z, c = threadIdx.x;
+  const int64_t row = rows[h * rows_stride + j];
+  for (int i = threadIdx.x; i < s; i += blockDim.x)
+    x[i] = load_element(k_pool, type, row * int64_t(m) * s + int64_t(u) * s + i);
+  __syncthreads();
+  float dist = INFINITY;
+  int id = INT_MAX;  // a thread past K never ranks before a centroid
+  if (c < K) {
+    const float* mu = centroids + ((int64_t(h) * m + u) * K + c) * s;  // [s]
+    dist = 0.f;
+    for (int i = 0; i < s; ++i) {
+      const float e = x[i] - mu[i];
+      dist += e * e;
+    }
+    id = c;
+  }
+  for (int offset = 16; offset > 0; offset /= 2) {  // the warp's nearest
+    const float od = __shfl_down_sync(0xffffffffu, dist, offset);
+    const int oi = __shfl_down_sync(0xffffffffu, id, offset);
+    if (nearer(od, oi, dist, id)) dist = od, id = oi;
+  }
+  if (c % 32 == 0) warp_dist[c / 32] = dist, warp_id[c / 32] = id;
+  __syncthreads();
+  if (c == 0) {
+    for (int w = 1; w < int(blockDim.x) / 32; ++w)
+      if (nearer(warp_dist[w], warp_id[w], dist, id)) dist = warp_dist[w], id = warp_id[w];
+    codes[h * codes_head + u * codes_row + column + j] = uint8_t(id);
+  }
+}
+
 }  // namespace
 
 void quest_page_scores(const void* q, kernels::KvElement q_type, const void* kmin,
@@ -150,6 +201,20 @@ void pq_scores(const void* q, kernels::KvElement q_type, const float* centroids,
     pq_kernel<false><<<grid, kThreads, size_t(g * m * K) * sizeof(float), as_stream(stream)>>>(
         q, q_type, centroids, codes, scores, int(g), int(m), int(K), int(s), int(n), codes_row,
         scale);
+}
+
+void pq_encode(const void* k_pool, kernels::KvElement type, const int64_t* rows,
+               int64_t rows_stride, const float* centroids, uint8_t* codes, int64_t codes_head,
+               int64_t codes_row, int64_t column, int64_t H, int64_t n, int64_t m, int64_t K,
+               int64_t s, void* stream) {
+  if (K < 1 || K > kThreads)  // a thread per centroid; the block reduction holds kWarpsPerBlock
+    throw std::invalid_argument("kvb::cuda::pq_encode: needs 1 <= K <= 256 centroids");
+  if (H == 0 || n == 0 || m == 0) return;
+  const int threads = int((K + 31) / 32 * 32);
+  pq_encode_kernel<<<dim3(unsigned(n), unsigned(m), unsigned(H)), threads,
+                     size_t(s) * sizeof(float), as_stream(stream)>>>(
+      k_pool, type, rows, rows_stride, centroids, codes, codes_head, codes_row, column, int(m),
+      int(K), int(s));
 }
 
 }  // namespace kvb::cuda

@@ -338,6 +338,42 @@ at::Tensor pq_scores(const at::Tensor& q, const at::Tensor& centroids, const at:
   return out;
 }
 
+bool pq_encode_supported(const at::Tensor& centroids, const at::Tensor& k_pool,
+                         const at::Tensor& rows, const at::Tensor& codes) {
+  const auto on = [&](const at::Tensor& t, int64_t dims) {
+    return t.defined() && t.is_cuda() && t.device() == centroids.device() && t.dim() == dims;
+  };
+  return on(centroids, 4) && on(k_pool, 2) && on(rows, 2) && on(codes, 3) &&
+         centroids.scalar_type() == at::kFloat && centroids.is_contiguous() &&
+         centroids.size(2) >= 1 && centroids.size(2) <= 256 && kv_element(k_pool.scalar_type()) &&
+         k_pool.is_contiguous() &&
+         k_pool.size(1) == centroids.size(1) * centroids.size(3) &&
+         rows.scalar_type() == at::kLong && (rows.size(1) <= 1 || rows.stride(1) == 1) &&
+         codes.scalar_type() == at::kByte && (codes.size(2) <= 1 || codes.stride(2) == 1) &&
+         rows.size(0) == centroids.size(0) && codes.size(0) == centroids.size(0) &&
+         codes.size(1) == centroids.size(1) && centroids.size(0) <= 65535 &&
+         centroids.size(1) <= 65535;
+}
+
+void pq_encode(const at::Tensor& centroids, const at::Tensor& k_pool, const at::Tensor& rows,
+               at::Tensor& codes, int64_t column) {
+  require(pq_encode_supported(centroids, k_pool, rows, codes),
+          "pq_encode: needs fp32 centroids [H, m, K <= 256, s], a contiguous pool [rows, m*s], "
+          "int64 rows [H, n] and uint8 codes [H, m, *] on one CUDA device");
+  const int64_t H = centroids.size(0), m = centroids.size(1), K = centroids.size(2),
+                s = centroids.size(3), n = rows.size(1);
+  require(column >= 0 && column + n <= codes.size(2),
+          "pq_encode: columns " + std::to_string(column) + " .. " + std::to_string(column + n) +
+              " outside the codes' " + std::to_string(codes.size(2)));
+  require(n < INT_MAX, "pq_encode: more than INT_MAX keys");
+  // The pool rows are not range-checked (a device read): they come from a LayerKV's row table.
+  const c10::cuda::CUDAGuard guard(centroids.device());
+  pq_encode(k_pool.data_ptr(), *kv_element(k_pool.scalar_type()), rows.data_ptr<int64_t>(),
+            rows.stride(0), centroids.data_ptr<float>(), codes.data_ptr<uint8_t>(),
+            codes.stride(0), codes.stride(1), column, H, n, m, K, s, current_stream());
+  check_launch("pq_encode");
+}
+
 at::Tensor centroid_update(const at::Tensor& keys, const at::Tensor& labels, const at::Tensor& old,
                            at::Tensor* counts) {
   require_device("centroid_update", keys, {&keys, &old}, 3);

@@ -124,6 +124,18 @@ bool pq_scores_supported(const at::Tensor& centroids);
 at::Tensor pq_scores(const at::Tensor& q, const at::Tensor& centroids, const at::Tensor& codes,
                      double scale = 1.0);
 
+// PQCache's codes of keys in a pool, written in place (engine/kernel_adapter.h pq_encode_rows
+// has the semantics; kvbench_cuda.h pq_encode the kernel): one launch.
+//   centroids: [H, m, K, s] fp32 contiguous, K <= 256
+//   k_pool:    [pool rows, m*s] contiguous, f32, bf16 or f16
+//   rows:      [H, n] int64 pool rows, unit stride along n (a block table's columns, in place)
+//   codes:     [H, m, >= column + n] uint8, unit stride along the last dimension
+// Supported when all are such CUDA tensors on one device.
+bool pq_encode_supported(const at::Tensor& centroids, const at::Tensor& k_pool,
+                         const at::Tensor& rows, const at::Tensor& codes);
+void pq_encode(const at::Tensor& centroids, const at::Tensor& k_pool, const at::Tensor& rows,
+               at::Tensor& codes, int64_t column);
+
 // ---- ClusterKV (https://arxiv.org/abs/2412.03213) --------------------------------------------
 // Centroid update: out[h, c] = mean of keys[h, j] over labels[h, j] == c; old[h, c] where the
 // cluster is empty (clusterkv.cpp cluster_means).

@@ -30,6 +30,11 @@
 // - The cache of the last R steps is counted, not simulated as memory: a lookup is a clustered
 //   entry selected at this step (sinks and recent tokens stay on the device), a hit is one that
 //   was selected in one of the last R steps.
+// - `kmeans_dtype`: "float32" (default) runs the assignments' products in fp32, as the accuracy
+//   code's K-means (RAFT's fit on fp32 keys, accuracy/cluster_attention.py); "keys" runs them in
+//   the model's dtype, as the efficiency code (clusterkv_utils.build_cluster: matmul of the fp16
+//   keys in its benchmarks), where bf16 products take tensor cores on a GPU. The means stay fp32
+//   (the efficiency code keeps them in the keys' dtype); fp32 keys give the same labels both ways.
 #include "methods/retrieval/clusterkv.h"
 
 #include <algorithm>
@@ -44,12 +49,13 @@
 namespace kvb {
 
 KMeansResult cosine_kmeans(const at::Tensor& keys, int64_t clusters, uint64_t seed,
-                           int max_iterations) {
+                           int max_iterations, bool products_in_keys_dtype) {
   const int64_t H = keys.size(0), n = keys.size(1), d = keys.size(2);
   if (clusters < 1 || clusters > n)
     throw std::logic_error("cosine_kmeans: need 1 <= clusters <= keys, got " +
                            std::to_string(clusters) + " for " + std::to_string(n));
-  at::Tensor kf = keys.to(at::kFloat).contiguous();
+  at::Tensor kf = keys.to(at::kFloat).contiguous();  // [H, n, d] what the means add up
+  const at::Tensor assigned = products_in_keys_dtype ? keys.contiguous() : kf;  // what the products read
   // Initial centroids: keys at `clusters` distinct random positions per head (partial shuffle).
   std::mt19937_64 rng(seed);
   at::Tensor init = at::empty({H, clusters}, at::kLong);  // [H, C] key positions
@@ -66,11 +72,11 @@ KMeansResult cosine_kmeans(const at::Tensor& keys, int64_t clusters, uint64_t se
   KMeansResult r;
   init = init.to(kf.device());
   r.centroids = kf.gather(1, init.unsqueeze(-1).expand({H, clusters, d})).clone();  // [H, C, d]
-  r.labels = cosine_assign(kf, r.centroids);                                         // [H, n]
+  r.labels = cosine_assign(assigned, r.centroids);                                   // [H, n]
   while (r.iterations < max_iterations) {
     r.centroids = cluster_means(kf, r.labels, r.centroids);
     ++r.iterations;
-    at::Tensor labels = cosine_assign(kf, r.centroids);
+    at::Tensor labels = cosine_assign(assigned, r.centroids);
     const bool same = labels.equal(r.labels);
     r.labels = labels;
     if (same) {
@@ -135,6 +141,7 @@ struct ClusterKVConfig {
   int64_t decode_interval = 320;    // m
   int64_t decode_clusters = 4;      // C+ (the paper; the code's default is 8)
   int max_iterations = 20;
+  std::string kmeans_dtype = "float32";  // the assignments' products: float32 or the keys' dtype
   int64_t cache_steps = 1;          // R
 
   static const ConfigFields<ClusterKVConfig>& fields() {
@@ -163,6 +170,10 @@ struct ClusterKVConfig {
                    check::at_least(1))
             .field("max_iterations", &C::max_iterations, "K-means iterations at most",
                    check::at_least(1))
+            .field("kmeans_dtype", &C::kmeans_dtype,
+                   "the K-means assignments' products: float32 (the accuracy code clusters in "
+                   "fp32) or keys, the model's dtype (the efficiency code; tensor cores in bf16)",
+                   check::one_of({"float32", "keys"}))
             .field("cache_steps", &C::cache_steps,
                    "R: a selected clustered entry is a cache hit when it was selected in the "
                    "last R steps (0: no cache)",
@@ -317,7 +328,7 @@ class ClusterKV : public RetrievalMethod {
   void add_clusters(int layer, const at::Tensor& keys, int64_t clusters, int64_t offset) {
     LayerIndex& ix = index_[layer];
     KMeansResult r = cosine_kmeans(keys, clusters, clusterkv_seed(context_.seed, layer, ix.batches++),
-                                   config_.max_iterations);
+                                   config_.max_iterations, config_.kmeans_dtype == "keys");
     ClusterMetadata m = cluster_metadata(r.labels, clusters, offset);
     const int64_t before = ix.members.size(1);
     const at::ScalarType type = ix.members.scalar_type();
@@ -370,7 +381,8 @@ KVB_REGISTER_METHOD(make_method_info<ClusterKV, ClusterKVConfig>({
                 "(recent: in_budget keeps exactly B, the clusters vanish after B - sinks decode "
                 "steps), m=320 decode tokens -> C+=4 clusters (code: 8), layers 0-1 dense, R=1 "
                 "cache counted; batched over KV heads; GQA: group's queries summed per KV head "
-                "(reference: per query head)",
+                "(reference: per query head); K-means products in fp32 as the accuracy code "
+                "(kmeans_dtype: keys, the efficiency code's products in the model's dtype)",
     .presets = {{"sjtu-zhao-lab",
                  "sjtu-zhao-lab/ClusterKV, the code behind the paper's numbers: accuracy/patch.py "
                  "(--nlist 400, --sink 16, --fit_iter 20), accuracy/cluster_attention.py (decode "

@@ -22,8 +22,11 @@ struct KMeansResult {
 // Batched over heads: initial centroids are the keys at C distinct random positions per head
 // (std::mt19937_64 seeded with `seed`), then Lloyd steps (cosine assignment, mean update) until
 // no head's assignment changes or `max_iterations` updates. keys: [H, n, d]; 1 <= C <= n.
+// The assignments' products run in fp32 (the keys widened once), or with
+// `products_in_keys_dtype` in the keys' own dtype (bf16 keys: tensor cores on a GPU); the means
+// are fp32 either way.
 KMeansResult cosine_kmeans(const at::Tensor& keys, int64_t clusters, uint64_t seed,
-                           int max_iterations);
+                           int max_iterations, bool products_in_keys_dtype = false);
 
 // The seed of the `batch`-th clustering (0 = the prompt's, then one per m decode tokens) of
 // `layer` in a sequence run with `seed`.

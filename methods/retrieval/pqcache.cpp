@@ -83,16 +83,6 @@ PQIndex pq_build(const at::Tensor& keys, int m, int bits, int max_iter, double t
   return index;
 }
 
-// Direct differences: [Hkv, m, n, K, s] floats, meant for the few tokens leaving the window.
-at::Tensor pq_encode(const at::Tensor& centroids, const at::Tensor& keys) {
-  const int64_t Hkv = centroids.size(0), m = centroids.size(1), s = centroids.size(3);
-  const int64_t n = keys.size(1);
-  // x: [Hkv, m, n, 1, s] against c: [Hkv, m, 1, K, s]; direct differences (exact nearest).
-  at::Tensor x = keys.to(at::kFloat).reshape({Hkv, n, m, s}).permute({0, 2, 1, 3}).unsqueeze(3);
-  at::Tensor dist = (x - centroids.unsqueeze(2)).pow(2).sum(-1);  // [Hkv, m, n, K]
-  return as_codes(dist.argmin(-1), centroids.size(2));  // [Hkv, m, n]
-}
-
 at::Tensor pq_reconstruct(const at::Tensor& centroids, const at::Tensor& codes) {
   const int64_t m = centroids.size(0), s = centroids.size(2), n = codes.size(1);
   at::Tensor parts =
@@ -211,10 +201,26 @@ void PQCache::on_append(int layer, const at::Tensor& k, const at::Tensor& v, Lay
   const int64_t n = kv.size(0);  // retrieval keeps every entry: all heads hold n
   const int64_t need = n - 1 - local_ - sinks_, have = index.codes.size(2);
   if (need <= have) return;
-  const at::Tensor leaving = kv.keys_in_range(sinks_ + have, sinks_ + need);  // [Hkv, n, d]
-  at::Tensor codes = pq_encode(index.centroids, leaving);  // [Hkv, m, need - have]
-  index.codes = at::cat({index.codes, codes}, 2);
+  if (!kv.equally_filled()) throw std::logic_error("pqcache: heads of different sizes");
+  reserve_codes(index, need);
+  // The leaving keys' pool rows [Hkv, need - have], a view of the row table, read in place.
+  const at::Tensor rows = kv.leading_rows(sinks_ + need).narrow(1, sinks_ + have, need - have);
+  pq_encode_rows(index.centroids, kv.key_pool(), rows, index.storage, have);
+  index.codes = index.storage.narrow(2, 0, need);
   update_index_bytes(layer, kv);
+}
+
+void PQCache::reserve_codes(PQIndex& index, int64_t columns) {
+  if (index.storage.defined() && index.storage.size(2) >= columns) return;
+  // A quarter more at once: a step's new codes are written in place, where a concatenation
+  // copied every code at every step (2 MiB a layer at 128k).
+  const int64_t have = index.codes.size(2);
+  const int64_t capacity = std::max(columns, have + have / 4 + 64);
+  at::Tensor wider = at::empty({index.codes.size(0), index.codes.size(1), capacity},
+                               index.codes.options());  // [Hkv, m, capacity]
+  wider.narrow(2, 0, have).copy_(index.codes);
+  index.storage = wider;
+  index.codes = wider.narrow(2, 0, have);
 }
 
 void PQCache::update_index_bytes(int layer, const LayerKV& kv) {

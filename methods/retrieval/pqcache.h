@@ -20,6 +20,8 @@ namespace kvb {
 struct PQIndex {
   at::Tensor centroids;  // [Hkv, m, K, d/m] float
   at::Tensor codes;      // [Hkv, m, N] centroid ids: uint8 where K <= 256, else int64
+  at::Tensor storage;    // [Hkv, m, capacity >= N]: codes is its leading columns once decode
+                         // tokens are coded (undefined before), the rest room for more
 };
 
 // K-means per (head, sub-space), batched: init from K distinct random keys (std::mt19937_64
@@ -27,8 +29,6 @@ struct PQIndex {
 // mean per-feature variance (scikit-learn's criterion, tol = 1e-4) or `max_iter`; an empty
 // cluster keeps its centroid. K = min(2^bits, N). keys: [Hkv, N, d].
 PQIndex pq_build(const at::Tensor& keys, int m, int bits, int max_iter, double tol, uint64_t seed);
-// Nearest centroid per sub-space. centroids: [Hkv, m, K, s], keys: [Hkv, n, d] -> [Hkv, m, n].
-at::Tensor pq_encode(const at::Tensor& centroids, const at::Tensor& keys);
 // Approximate keys from codes. centroids: [m, K, s], codes: [m, n] -> [n, d] (one head).
 at::Tensor pq_reconstruct(const at::Tensor& centroids, const at::Tensor& codes);
 // Approximate q.k via the lookup table: pq_scores in engine/kernel_adapter.h.
@@ -114,6 +114,8 @@ class PQCache : public RetrievalMethod {
   // the sinks, the top-k candidates by PQ score, the window and the current entry.
   at::Tensor selected_rows(int layer, const at::Tensor& q, const Layout& step) const;
   void update_index_bytes(int layer, const LayerKV& kv);
+  // Room in index.storage for `columns` codes per (head, sub-space); codes stay its view.
+  static void reserve_codes(PQIndex& index, int64_t columns);
   // The LFU cache is simulated on the host from each step's fetched blocks; select_rows keeps
   // each step's top-k entries on the device ([Hkv, k], in step order), turned into block
   // ids and read every kCacheFlushSteps steps and by counters(), so a decode step needs no

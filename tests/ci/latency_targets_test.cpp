@@ -61,7 +61,8 @@ TEST(LatencyTargets, SharesAgainstEachTargetAcrossDatabases) {
       {"pqcache", 256, 131072, 30.0, 15.0, 0.2}});  // another budget: not the target's cell
   const std::string short_cells = write_db(dir, "32k.db", {
       {"full", std::nullopt, 32768, 11.1, 0.08, 0.0},
-      {"clusterkv", 1024, 32768, 24.4, 12.9, 0.08}});
+      {"clusterkv", 1024, 32768, 24.4, 12.9, 0.08},
+      {"clusterkv_keys_dtype", 1024, 32768, 20.0, 10.0, 0.05}});  // a labelled variant
   const test::CliRun r = targets(long_cells + " " + short_cells);
   ASSERT_EQ(r.code, 0) << r.output;
   expect_output(r, "| quest | 1024 | 131072 | yes | 12.00 | 1.50 | 12.5% | 11.00 | 40.0 | 0.1% |");
@@ -76,6 +77,8 @@ TEST(LatencyTargets, SharesAgainstEachTargetAcrossDatabases) {
                    "35.0%, missed by 25.0 points (<= 10%)");
   expect_output(r, "- clusterkv at 32768 tokens: clustering's share of prefill "
                    "8.0%, met (<= 10%)");
+  expect_output(r, "- clusterkv_keys_dtype at 32768 tokens: clustering's share of prefill "
+                   "5.0%, met (<= 10%)");
   expect_output(r, "- full at 32k (random-llama3-8b): 11.10 ms/token, met");
 }
 

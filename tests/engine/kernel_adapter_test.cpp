@@ -27,6 +27,33 @@ TEST(KernelAdapter, CosineAssignOnTheCpuKernelMatchesAten) {
   EXPECT_TRUE(kernel.equal(aten));
 }
 
+// PQCache's codes of pool rows, against a brute-force nearest centroid: rows a strided view (a
+// block table's columns), written at a column offset, other columns untouched; uint8 and int64.
+TEST(KernelAdapter, PqEncodeRowsWritesEachKeysNearestCentroids) {
+  at::manual_seed(5);
+  const int64_t H = 2, m = 2, K = 5, s = 3, n = 4, column = 3;
+  const at::Tensor centroids = at::randn({H, m, K, s});
+  const at::Tensor pool = at::randn({40, m * s});
+  const at::Tensor table = at::randperm(40).view({H, 20});  // [H, 20] pool rows
+  const at::Tensor rows = table.narrow(1, 5, n);             // [H, n], row stride 20
+  for (const at::ScalarType type : {at::kByte, at::kLong}) {
+    at::Tensor codes = at::full({H, m, column + n + 2}, 7, at::TensorOptions().dtype(type));
+    pq_encode_rows(centroids, pool, rows, codes, column);
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t u = 0; u < m; ++u) {
+        for (int64_t j = 0; j < n; ++j) {
+          const at::Tensor x = pool[rows[h][j].item<int64_t>()].narrow(0, u * s, s);
+          const at::Tensor dist = (centroids[h][u] - x).pow(2).sum(-1);  // [K]
+          EXPECT_EQ(codes[h][u][column + j].item<int64_t>(), dist.argmin().item<int64_t>());
+        }
+        for (const int64_t other : {int64_t(0), int64_t(1), int64_t(2), column + n, column + n + 1})
+          EXPECT_EQ(codes[h][u][other].item<int64_t>(), 7);
+      }
+  }
+  at::Tensor small = at::zeros({H, m, 2}, at::kByte);
+  EXPECT_THROW(pq_encode_rows(centroids, pool, rows, small, 0), std::logic_error);
+}
+
 // top_page_entries by hand: page scores 3, 1, 2, 2 rank pages 0, 2, 3, 1 (the tie to the lower
 // page); two whole pages, the next one's first 5 entries, then the current page's 3.
 TEST(KernelAdapter, TopPageEntriesTakesRankedPagesThenTheTrimmedOneThenTheCurrentOne) {

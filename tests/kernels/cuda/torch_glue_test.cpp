@@ -365,6 +365,39 @@ TEST(TorchGlue, PqScoresMatchTheTableLookup) {
   }
 }
 
+// PQCache's codes of keys leaving the window: each the nearest centroid of its sub-vector, by
+// a brute force in double here (a pick within fp32 rounding of the nearest is allowed, and
+// nearly all picks must be it), the keys read in place through a strided view of a row table,
+// in every pool dtype, K a multiple of a warp and not; the other columns untouched.
+TEST(TorchGlue, PqEncodeWritesEachKeysNearestCentroid) {
+  KVB_REQUIRE_GPU();
+  at::manual_seed(8);
+  const int64_t H = 8, m = 2, s = 64, n = 37, column = 5, width = column + n + 3;
+  for (const int64_t K : {int64_t(64), int64_t(200)})
+    for (const at::ScalarType type : {at::kFloat, at::kBFloat16, at::kHalf}) {
+      SCOPED_TRACE("K " + std::to_string(K) + ", " + std::string(c10::toString(type)));
+      const at::Tensor centroids = randn({H, m, K, s});
+      const at::Tensor pool = randn({4096, m * s}).to(type);
+      const at::Tensor table = at::randperm(4096).view({H, 512});  // [H, 512] pool rows
+      const at::Tensor rows = table.to(kGpu).narrow(1, 100, n);     // row stride 512
+      at::Tensor codes = at::full({H, m, width}, 255, at::kByte).to(kGpu);
+      ASSERT_TRUE(pq_encode_supported(centroids.to(kGpu), pool.to(kGpu), rows, codes));
+      pq_encode(centroids.to(kGpu), pool.to(kGpu), rows, codes, column);
+      const at::Tensor got = codes.to(at::kCPU, at::kLong);  // [H, m, width]
+      const at::Tensor x = pool.to(at::kDouble)
+                               .index_select(0, table.narrow(1, 100, n).reshape({-1}))
+                               .view({H, n, m, 1, s})
+                               .permute({0, 2, 1, 3, 4});                     // [H, m, n, 1, s]
+      const at::Tensor dist = (x - centroids.to(at::kDouble).unsqueeze(2)).pow(2).sum(-1);  // [H, m, n, K]
+      const at::Tensor best = std::get<0>(dist.min(-1));                              // [H, m, n]
+      const at::Tensor picked = dist.gather(3, got.narrow(2, column, n).unsqueeze(-1)).squeeze(-1);
+      EXPECT_LE(((picked - best) / (best + 1)).max().item<double>(), 1e-5);
+      EXPECT_GE(got.narrow(2, column, n).eq(std::get<1>(dist.min(-1))).to(at::kDouble).mean().item<double>(), 0.99);
+      EXPECT_TRUE(got.narrow(2, 0, column).eq(255).all().item<bool>());
+      EXPECT_TRUE(got.narrow(2, column + n, 3).eq(255).all().item<bool>());
+    }
+}
+
 TEST(TorchGlue, CentroidUpdateMatchesAten) {
   KVB_REQUIRE_GPU();
   at::manual_seed(4);

@@ -47,6 +47,53 @@ TEST(ClusterKV, KMeansConvergesToAFixedPointOfLloyd) {
   }
 }
 
+// kmeans_dtype: keys. The products run in the keys' dtype: centroids [1, 0.01] and [1, 0] score
+// key [1, 0] as 0.99995 and 1 in fp32, both 1 in bf16 (whose spacing below 1 is 2^-8), where
+// the tie goes to the lower id.
+TEST(ClusterKV, AssignmentProductsRunInTheKeysDtype) {
+  const at::Tensor centroids = at::tensor({1.0f, 0.01f, 1.0f, 0.0f}).reshape({1, 2, 2});
+  const at::Tensor key = at::tensor({1.0f, 0.0f}).reshape({1, 1, 2});
+  for (const KernelPath path : {KernelPath::kAuto, KernelPath::kAten}) {
+    EXPECT_EQ(cosine_assign(key, centroids, path).item<int64_t>(), 1);
+    EXPECT_EQ(cosine_assign(key.to(at::kBFloat16), centroids, path).item<int64_t>(), 0);
+  }
+}
+
+// fp32 keys give the same clustering both ways. bf16 keys: a fixed point of Lloyd's steps with
+// bf16 products, whose every label is a centroid of largest fp32 cosine up to bf16 rounding
+// (about 3 x 2^-8 of a product of norm 1) and whose centroids are the fp32 means of the members.
+// (Not fp32's partition: near ties, such as a group split between two centroids, fall either
+// way, and Lloyd's steps then part.)
+TEST(ClusterKV, KMeansInTheKeysDtype) {
+  for (uint64_t seed : {0, 1, 2}) {
+    at::manual_seed(seed);
+    const int64_t H = 3, n = 120, d = 16, C = 4;
+    const at::Tensor keys = grouped_keys(H, 30, 4, d);
+    const KMeansResult f = cosine_kmeans(keys, C, seed, 50);
+    const KMeansResult same = cosine_kmeans(keys, C, seed, 50, /*products_in_keys_dtype=*/true);
+    EXPECT_TRUE(same.labels.equal(f.labels)) << seed;
+    EXPECT_TRUE(same.centroids.equal(f.centroids)) << seed;
+
+    const at::Tensor kb = keys.to(at::kBFloat16);
+    const KMeansResult b = cosine_kmeans(kb, C, seed, 50, true);
+    ASSERT_TRUE(b.converged) << seed;
+    ASSERT_EQ(b.centroids.scalar_type(), at::kFloat);
+    const at::Tensor widened = kb.to(at::kFloat);
+    for (int64_t h = 0; h < H; ++h) {
+      for (int64_t i = 0; i < n; ++i) {
+        const at::Tensor cos = at::cosine_similarity(widened[h][i].unsqueeze(0), b.centroids[h], 1);
+        EXPECT_GE(cos[b.labels[h][i].item<int64_t>()].item<float>(), cos.max().item<float>() - 0.02f)
+            << seed << " " << h << " " << i;
+      }
+      for (int64_t c = 0; c < C; ++c) {
+        const at::Tensor members = widened[h].index({b.labels[h] == c});
+        if (members.size(0) == 0) continue;
+        EXPECT_TRUE(at::allclose(members.mean(0), b.centroids[h][c], 1e-5, 1e-5)) << seed;
+      }
+    }
+  }
+}
+
 TEST(ClusterKV, EmptyClusterKeepsItsCentroid) {
   at::Tensor keys = at::tensor({1.0f, 0.0f, 3.0f, 0.0f, 0.0f, 2.0f}).reshape({1, 3, 2});
   at::Tensor labels = at::tensor({0, 0, 2}, at::kLong).reshape({1, 3});
@@ -292,6 +339,8 @@ TEST(ClusterKV, BadConfigsFailAtValidationNamingTheField) {
   EXPECT_NE(e.find("max_iterations"), std::string::npos) << e;
   e = test::suite_error({{"name", "clusterkv"}, {"config", {{"cache_steps", -1}}}}, {64});
   EXPECT_NE(e.find("cache_steps"), std::string::npos) << e;
+  e = test::suite_error({{"name", "clusterkv"}, {"config", {{"kmeans_dtype", "bf16"}}}}, {64});
+  EXPECT_NE(e.find("kmeans_dtype"), std::string::npos) << e;
   e = test::suite_error({{"name", "clusterkv"}, {"config", {{"decode_intervall", 4}}}}, {64});
   EXPECT_NE(e.find("decode_intervall"), std::string::npos) << e;
   e = test::suite_error("clusterkv", {16});

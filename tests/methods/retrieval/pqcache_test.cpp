@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
 
 #include "engine/kernel_adapter.h"
 #include "engine/session.h"
@@ -67,12 +68,15 @@ TEST(PQCache, ScoreEqualsQueryDotReconstructedKey) {
                         all.narrow(1, 0, 150)));
 }
 
+// Tokens leaving the window get their nearest centroids' codes. The codes live in the leading
+// columns of a wider buffer that grows as they do: after 150 decode steps (two growths past the
+// prompt's 60 codes) the prompt's codes are unchanged and the codes are still a view of it.
 TEST(PQCache, TokensLeavingTheWindowGetTheirNearestCentroids) {
   at::manual_seed(4);
   auto method = test::make_method("pqcache", {{"sinks", 4}, {"bits", 3}});
   auto* pq = dynamic_cast<PQCache*>(method.get());
   ASSERT_NE(pq, nullptr);
-  const int64_t L = 64, B = 20, d = 8;
+  const int64_t L = 64, B = 20, d = 8, steps = 150;
   method->begin(test::context(1, 2, 1, d, B, L));
   // B = 20 = 4 sinks + 7 local + 8 top-k + 1 current.
   EXPECT_EQ(pq->sinks(), 4);
@@ -83,7 +87,9 @@ TEST(PQCache, TokensLeavingTheWindowGetTheirNearestCentroids) {
   kv.append_many(k, v, 0);
   method->on_prefill(0, q, k, v, kv);
   ASSERT_EQ(pq->index(0).codes.size(2), L - 4);  // every prompt key after the sinks
-  for (int step = 0; step < 12; ++step) {
+  const at::Tensor prompt_codes = pq->index(0).codes.clone();  // [1, 2, 60]
+  std::set<int64_t> capacities;
+  for (int64_t step = 0; step < steps; ++step) {
     at::Tensor kt = at::randn({1, d}) * 2.0, vt = at::randn({1, d});
     kv.append(kt, vt, L + step);
     method->on_append(0, kt, vt, kv);
@@ -93,13 +99,18 @@ TEST(PQCache, TokensLeavingTheWindowGetTheirNearestCentroids) {
     const int64_t n = kv.size(0);
     // Prompt keys were all coded at prefill; decode keys once outside the local window.
     EXPECT_EQ(pq->index(0).codes.size(2), std::max<int64_t>(L - 4, n - 1 - 7 - 4));
+    if (pq->index(0).storage.defined()) capacities.insert(pq->index(0).storage.size(2));
   }
+  const PQIndex& index = pq->index(0);
+  const int64_t N = index.codes.size(2);
+  ASSERT_EQ(N, L - 4 + steps - 8);  // all but the last 8 decode tokens left the window
+  EXPECT_EQ(capacities, (std::set<int64_t>{139, 237}));  // 60 + 15 + 64, then 139 + 34 + 64
+  EXPECT_EQ(index.codes.data_ptr(), index.storage.data_ptr());
+  EXPECT_TRUE(index.codes.narrow(2, 0, L - 4).equal(prompt_codes));
   // Decode tokens that left the window: codes = argmin over centroids of the squared distance,
   // per sub-space, computed here by brute force.
-  const PQIndex& index = pq->index(0);
-  ASSERT_EQ(index.codes.size(2), L - 4 + 4);  // 4 decode tokens left the window
   at::Tensor keys = kv.keys(0);  // [n, d]
-  for (int64_t j = L; j < 4 + index.codes.size(2); ++j)
+  for (int64_t j = L; j < 4 + N; ++j)
     for (int64_t i = 0; i < 2; ++i) {
       at::Tensor sub = keys[j].narrow(0, i * 4, 4);
       int64_t best = 0;
