@@ -13,6 +13,7 @@
 #include "kernels/quest_scoring.h"
 #include "kernels/rms_norm.h"
 #include "kernels/rope.h"
+#include "kernels/top_k.h"
 #include "kernels/top_pages.h"
 
 #if KVBENCH_CUDA_KERNELS
@@ -441,7 +442,12 @@ at::Tensor top_k_ascending(const at::Tensor& scores, int64_t k, int64_t lead, in
   if (path == KernelPath::kAuto && cuda::top_pages_supported(scores))
     return cuda::top_pages(scores, n, k, 0, 1, n + trailing, lead);
 #endif
-  (void)path;
+  if (path == KernelPath::kAuto && fp32_on(scores, false) && scores.stride(1) == 1) {
+    at::Tensor out = at::empty({rows, lead + k + trailing}, scores.options().dtype(at::kLong));
+    kernels::top_k_ascending(scores.data_ptr<float>(), rows, n, scores.stride(0), k, lead,
+                             trailing, out.data_ptr<int64_t>());
+    return out;
+  }
   const at::Tensor top = top_k_in_index_order(scores, k);  // [rows, k]
   if (lead == 0 && trailing == 0) return top;
   const at::TensorOptions longs = top.options();

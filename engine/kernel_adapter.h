@@ -98,8 +98,9 @@ at::Tensor top_page_entries(const at::Tensor& scores, int64_t pages, int64_t who
 // trailing entries lead + n .. lead + n + trailing - 1 (its window and current entry).
 // scores: [rows, n] fp32, 0 <= k <= n. Returns [rows, lead + k + trailing] int64, ascending.
 // Ties at the k-th score go to the lower indices, NaN ranks above every number, on every
-// device. On a GPU (CUDA build) one kernel, top_page_entries' with pages of one entry; else
-// ATen's operators (topk for the k-th score, the ties counted in index order).
+// device. On a GPU (CUDA build) one kernel, top_page_entries' with pages of one entry; on the
+// CPU for fp32 scores with unit column stride kernels/top_k.h; else ATen's operators (topk for
+// the k-th score, the ties counted in index order).
 at::Tensor top_k_ascending(const at::Tensor& scores, int64_t k, int64_t lead, int64_t trailing,
                            KernelPath path = KernelPath::kAuto);
 

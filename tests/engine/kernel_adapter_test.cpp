@@ -74,19 +74,21 @@ TEST(KernelAdapter, TopPageEntriesTakesRankedPagesThenTheTrimmedOneThenTheCurren
   const at::Tensor long_tail = top_page_entries(scores, 4, 2, 0, 16, 81);
   ASSERT_EQ(long_tail.size(1), 16 + 16 + 17);
   EXPECT_TRUE(long_tail[0].narrow(0, 32, 17).equal(at::arange(64, 81)));
-  EXPECT_TRUE(top_k_ascending(scores, 2, 0, 0).equal(at::tensor({0L, 4L}).view({1, 2})));  // no tie
   // Ties at the k-th score to the lower indices, NaN above every number, -0 equal to +0, row
-  // by row (hand-computed).
+  // by row (hand-computed), on the CPU kernel and on ATen's operators.
   const at::Tensor tied = at::tensor({1.f, 3.f, 2.f, 3.f, 2.f, 2.f, NAN, 0.f, -0.f, 5.f,
                                       -1.f, 0.f, 4.f, -0.f, 4.f}).view({3, 5});
-  EXPECT_TRUE(top_k_ascending(tied, 3, 0, 0).equal(
-      at::tensor({1L, 2L, 3L, 0L, 1L, 4L, 1L, 2L, 4L}).view({3, 3})));
-  EXPECT_TRUE(top_k_ascending(tied, 2, 0, 0).equal(
-      at::tensor({1L, 3L, 1L, 4L, 2L, 4L}).view({3, 2})));
-  EXPECT_TRUE(top_k_ascending(tied, 0, 1, 1).equal(at::tensor({0L, 6L}).expand({3, 2})));
-  // PQCache's rows: sinks 0..2, then 3 + the top-2 of 5 candidates, then 3 + 5 .. 3 + 5 + 1.
-  EXPECT_TRUE(top_k_ascending(scores, 2, 3, 2).equal(
-      at::tensor({0L, 1L, 2L, 3L, 7L, 8L, 9L}).view({1, 7})));
+  for (const KernelPath path : {KernelPath::kAuto, KernelPath::kAten}) {
+    EXPECT_TRUE(top_k_ascending(scores, 2, 0, 0, path).equal(at::tensor({0L, 4L}).view({1, 2})));
+    EXPECT_TRUE(top_k_ascending(tied, 3, 0, 0, path).equal(
+        at::tensor({1L, 2L, 3L, 0L, 1L, 4L, 1L, 2L, 4L}).view({3, 3})));
+    EXPECT_TRUE(top_k_ascending(tied, 2, 0, 0, path).equal(
+        at::tensor({1L, 3L, 1L, 4L, 2L, 4L}).view({3, 2})));
+    EXPECT_TRUE(top_k_ascending(tied, 0, 1, 1, path).equal(at::tensor({0L, 6L}).expand({3, 2})));
+    // PQCache's rows: sinks 0..2, then 3 + the top-2 of 5 candidates, then 3 + 5 .. 3 + 5 + 1.
+    EXPECT_TRUE(top_k_ascending(scores, 2, 3, 2, path).equal(
+        at::tensor({0L, 1L, 2L, 3L, 7L, 8L, 9L}).view({1, 7})));
+  }
   // Out of contract: current entries before the last page's end, a trimmed page as long as a
   // page, more pages than there are, k > n, a negative lead or trailing count.
   EXPECT_THROW(top_page_entries(scores, 4, 2, 0, 16, 63), std::logic_error);
@@ -95,6 +97,20 @@ TEST(KernelAdapter, TopPageEntriesTakesRankedPagesThenTheTrimmedOneThenTheCurren
   EXPECT_THROW(top_k_ascending(scores, 6, 0, 0), std::logic_error);
   EXPECT_THROW(top_k_ascending(scores, 2, -1, 0), std::logic_error);
   EXPECT_THROW(top_k_ascending(scores, 2, 0, -1), std::logic_error);
+}
+
+// The CPU top-k kernel against ATen's operators on rows with many ties (small integers), NaNs
+// and zeros of both signs, every k from none to all, rows read in place from a wider tensor.
+TEST(KernelAdapter, TopKAscendingOnTheCpuKernelIsAtens) {
+  at::manual_seed(9);
+  const int64_t rows = 5, n = 300;
+  at::Tensor scores = (at::randn({rows, n + 7}) * 2).round();  // [rows, n + 7]
+  scores.masked_fill_(at::rand({rows, n + 7}) > 0.9, NAN);
+  scores.masked_fill_(at::rand({rows, n + 7}) > 0.9, -0.f);
+  const at::Tensor view = scores.narrow(1, 3, n);  // rows n + 7 apart
+  for (const int64_t k : {int64_t(0), int64_t(1), int64_t(17), int64_t(150), n - 1, n})
+    EXPECT_TRUE(top_k_ascending(view, k, 2, 3).equal(
+        top_k_ascending(view, k, 2, 3, KernelPath::kAten))) << k;
 }
 
 TEST(KernelAdapter, ClusterMeansOnTheCpuKernelMatchesAtenAndKeepsEmptyClusters) {
