@@ -118,7 +118,6 @@ __global__ void pq_kernel(const void* q, kernels::KvElement q_type, const float*
     }
 }
 
-
 // PQ encoding: whether distance a (centroid ia) ranks before b (centroid ib) as ATen's argmin
 // ranks them: NaN first, then the smaller, ties to the lower id.
 __device__ inline bool nearer(float a, int ia, float b, int ib) {

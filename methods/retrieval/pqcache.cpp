@@ -38,6 +38,20 @@ at::Tensor squared_distances(const at::Tensor& x, const at::Tensor& c) {
 // conversion at each step), else int64.
 at::Tensor as_codes(const at::Tensor& ids, int64_t K) { return K <= 256 ? ids.to(at::kByte) : ids; }
 
+// Room in index.storage for `columns` codes per (head, sub-space); index.codes stays its view.
+void reserve_codes(PQIndex& index, int64_t columns) {
+  if (index.storage.defined() && index.storage.size(2) >= columns) return;
+  // A quarter more at once: a step's new codes are written in place, where a concatenation
+  // copied every code at every step (2 MiB a layer at 128k).
+  const int64_t have = index.codes.size(2);
+  const int64_t capacity = std::max(columns, have + have / 4 + 64);
+  at::Tensor wider = at::empty({index.codes.size(0), index.codes.size(1), capacity},
+                               index.codes.options());  // [Hkv, m, capacity]
+  wider.narrow(2, 0, have).copy_(index.codes);
+  index.storage = wider;
+  index.codes = wider.narrow(2, 0, have);
+}
+
 }  // namespace
 
 PQIndex pq_build(const at::Tensor& keys, int m, int bits, int max_iter, double tol, uint64_t seed) {
@@ -208,19 +222,6 @@ void PQCache::on_append(int layer, const at::Tensor& k, const at::Tensor& v, Lay
   pq_encode_rows(index.centroids, kv.key_pool(), rows, index.storage, have);
   index.codes = index.storage.narrow(2, 0, need);
   update_index_bytes(layer, kv);
-}
-
-void PQCache::reserve_codes(PQIndex& index, int64_t columns) {
-  if (index.storage.defined() && index.storage.size(2) >= columns) return;
-  // A quarter more at once: a step's new codes are written in place, where a concatenation
-  // copied every code at every step (2 MiB a layer at 128k).
-  const int64_t have = index.codes.size(2);
-  const int64_t capacity = std::max(columns, have + have / 4 + 64);
-  at::Tensor wider = at::empty({index.codes.size(0), index.codes.size(1), capacity},
-                               index.codes.options());  // [Hkv, m, capacity]
-  wider.narrow(2, 0, have).copy_(index.codes);
-  index.storage = wider;
-  index.codes = wider.narrow(2, 0, have);
 }
 
 void PQCache::update_index_bytes(int layer, const LayerKV& kv) {

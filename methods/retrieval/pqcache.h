@@ -114,8 +114,6 @@ class PQCache : public RetrievalMethod {
   // the sinks, the top-k candidates by PQ score, the window and the current entry.
   at::Tensor selected_rows(int layer, const at::Tensor& q, const Layout& step) const;
   void update_index_bytes(int layer, const LayerKV& kv);
-  // Room in index.storage for `columns` codes per (head, sub-space); codes stay its view.
-  static void reserve_codes(PQIndex& index, int64_t columns);
   // The LFU cache is simulated on the host from each step's fetched blocks; select_rows keeps
   // each step's top-k entries on the device ([Hkv, k], in step order), turned into block
   // ids and read every kCacheFlushSteps steps and by counters(), so a decode step needs no
