@@ -14,6 +14,7 @@
 // that the arithmetic is a small share of the step: the host's cost of a decode step (ATen's
 // per-call overhead, kvbench's own bookkeeping), which is what a GPU waits on when its decode
 // step is launch-bound.
+// pqcache_select/<n>/<composition>: PQCache's selection of one layer (bench_pqcache_select).
 // kv_evict/<pattern>/1024: one decode step's KV bookkeeping alone, on one layer of 8 KV heads of
 // 128 (fp32), B = 1024: append a token, then evict one entry per head, as StreamingLLM does
 // (`sinks`: B entries between steps, the oldest after 4 sinks goes) or as H2O does
@@ -51,6 +52,7 @@
 #include "engine/common/heap.h"
 #include "engine/common/shared_folder.h"
 #include "engine/common/thread_pools.h"
+#include "engine/kernel_adapter.h"
 #include "engine/model/llama_model.h"
 #include "engine/session.h"
 #include "methods/common/eviction.h"
@@ -273,6 +275,27 @@ void bench_kv_evict(benchmark::State& state, bool scattered) {
   state.counters["rows_moved/step"] = double(kv.rows_moved()) / double(state.iterations());
 }
 
+// pqcache_select/<n>/<composition>: one layer's PQCache selection at n candidates, Llama-3-8B's
+// 8 KV heads of 128 and 4 query heads each, PQCache's m = 2, b = 6 and top-496 between 32 sinks
+// and a 497-entry window: 0 = pq_top_k (per code combination, the method's), 1 = the
+// composition it replaced (the PQ scores, ATen's softmax and group sum, top_k_ascending).
+void bench_pqcache_select(benchmark::State& state) {
+  const int64_t n = state.range(0), H = 8, g = 4, d = 128, k = 496;
+  at::manual_seed(0);
+  const at::Tensor centroids = at::randn({H, 2, 64, d / 2});  // [H, m, K, s]
+  const at::Tensor codes = at::randint(0, 64, {H, 2, n}, at::kByte);
+  const at::Tensor q = at::randn({H, g, d});
+  const double scale = 1.0 / std::sqrt(double(d));
+  for (auto _ : state) {
+    if (state.range(1) == 0) {
+      benchmark::DoNotOptimize(pq_top_k(q, centroids, codes, scale, k, 32, 497));
+    } else {
+      const at::Tensor weights = at::softmax(pq_scores(q, centroids, codes, scale), -1).sum(1);
+      benchmark::DoNotOptimize(top_k_ascending(weights, k, 32, 497));
+    }
+  }
+}
+
 // Wall-clock time: the work runs on at::get_num_threads() threads, not only the calling one.
 void register_model(const std::string& name, const ModelSource& source,
                     const std::vector<int64_t>& contexts) {
@@ -298,6 +321,12 @@ void register_methods() {
                                  bench_method_decode, info->name, narrow_32_layers, 1024, 256)
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
+  for (const int64_t n : {32768, 131072})
+    for (const int64_t composition : {0, 1})
+      benchmark::RegisterBenchmark("pqcache_select", bench_pqcache_select)
+          ->Args({n, composition})
+          ->UseRealTime()
+          ->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("kv_evict/sinks/1024", bench_kv_evict, false)
       ->UseRealTime()
       ->Unit(benchmark::kMicrosecond);

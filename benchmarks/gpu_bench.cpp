@@ -15,6 +15,11 @@
 //                                   Quest keeps them on a GPU), the group's scores summed
 //   gpu_pq_scores/<n>               PQCache's table scores over n tokens (m = 2, b = 6: its
 //                                   defaults), 4 query heads per KV head
+//   gpu_pq_select/<n>/<composition> PQCache's whole selection of one layer (8 KV heads, bf16 q,
+//                                   top 496 between 32 sinks and a 497-entry window): the
+//                                   kernel by code combination (0, pq_top_k: one launch), or the
+//                                   composition it replaced (1: the scores kernel, ATen's
+//                                   softmax and sum, top_k_ascending)
 //   gpu_quest_select/<pages>/<aten> Quest's selection from the page scores of 8 KV heads: the
 //                                   entries of the best 63 pages and the current one (B = 1024):
 //                                   the kernel (0, top_page_entries), or ATen's stable sort,
@@ -191,17 +196,46 @@ void BM_gpu_quest_scores(benchmark::State& state) {
 BENCHMARK(BM_gpu_quest_scores)->Arg(32768)->Arg(131072)->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 
+// PQCache's index of n tokens at its defaults (m = 2, b = 6) on the 8 KV heads, and a decode
+// query of 4 heads per KV head in `q_dtype`.
+struct PqInputs {
+  at::Tensor centroids;  // [Hkv, m, K, s] fp32
+  at::Tensor codes;      // [Hkv, m, n] uint8
+  at::Tensor q;          // [Hkv, g, d]
+};
+PqInputs pq_inputs(int64_t n, at::ScalarType q_dtype) {
+  constexpr int64_t m = 2, K = 64;
+  const auto floats = at::TensorOptions(kGpu).dtype(at::kFloat);
+  return {at::randn({kHkv, m, K, kD / m}, floats),
+          at::randint(K, {kHkv, m, n}, floats.dtype(at::kByte)),
+          at::randn({kHkv, kHq / kHkv, kD}, floats.dtype(q_dtype))};
+}
+
 void BM_gpu_pq_scores(benchmark::State& state) {
   if (!at::cuda::is_available()) return state.SkipWithError("skipped: no GPU");
-  const int64_t n = state.range(0), g = kHq / kHkv, m = 2, K = 64, s = kD / m;
-  const auto floats = at::TensorOptions(kGpu).dtype(at::kFloat);
-  at::Tensor centroids = at::randn({kHkv, m, K, s}, floats);
-  at::Tensor codes = at::randint(K, {kHkv, m, n}, floats.dtype(at::kByte));
-  at::Tensor q = at::randn({kHkv, g, kD}, floats);
-  time_with_events(state, [&] { cuda::pq_scores(q, centroids, codes); });
-  set_bytes(state, double(kHkv * m * n) + double(kHkv * g * n) * 4);
+  const int64_t n = state.range(0);
+  const PqInputs in = pq_inputs(n, at::kFloat);
+  time_with_events(state, [&] { cuda::pq_scores(in.q, in.centroids, in.codes); });
+  set_bytes(state, double(in.codes.numel()) + double(kHq * n) * 4);
 }
 BENCHMARK(BM_gpu_pq_scores)->Arg(32768)->Arg(131072)->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+
+void BM_gpu_pq_select(benchmark::State& state) {
+  if (!at::cuda::is_available()) return state.SkipWithError("skipped: no GPU");
+  const PqInputs in = pq_inputs(state.range(0), at::kBFloat16);
+  const double scale = 1.0 / std::sqrt(double(kD));
+  if (state.range(1) == 0) {
+    time_with_events(state, [&] { pq_top_k(in.q, in.centroids, in.codes, scale, 496, 32, 497); });
+  } else {
+    time_with_events(state, [&] {
+      const at::Tensor weights = at::softmax(pq_scores(in.q, in.centroids, in.codes, scale), -1);
+      top_k_ascending(weights.sum(1), 496, 32, 497);
+    });
+  }
+  set_bytes(state, double(2 * in.codes.numel()));  // the codes, read twice by the kernel
+}
+BENCHMARK(BM_gpu_pq_select)->ArgsProduct({{32768, 131072}, {0, 1}})->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 
 void BM_gpu_quest_select(benchmark::State& state) {

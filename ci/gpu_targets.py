@@ -9,7 +9,7 @@ from the same run, as the targets ask):
 
 Then, for the selection-share and clustering targets (measured on whole steps by the
 latency_gpu suite), each selection piece's time per layer and for the 30 sparse layers of a
-step (Quest's and PQCache's selection kernel beside the ATen operators it replaced), ClusterKV's
+step (Quest's and PQCache's selection kernels beside the ATen operators they replaced), ClusterKV's
 assignment (ATen's) per Lloyd step and one layer's clustering.
 
 Usage: python3 ci/gpu_targets.py BENCH.json   (kvbench_bench --benchmark_filter=gpu_
@@ -96,6 +96,10 @@ PIECES = [
     ("PQCache rows (ATen's topk + sort + cat), 32k", "BM_gpu_topk/32768/1"),
     ("PQCache rows: sinks, top-496 in index order, window (kernel), 128k", "BM_gpu_topk/131072/0"),
     ("PQCache rows (ATen's topk + sort + cat), 128k", "BM_gpu_topk/131072/1"),
+    ("PQCache selection by code combination (kernel), 32k", "BM_gpu_pq_select/32768/0"),
+    ("PQCache selection, scores + softmax + sum + top-k, 32k", "BM_gpu_pq_select/32768/1"),
+    ("PQCache selection by code combination (kernel), 128k", "BM_gpu_pq_select/131072/0"),
+    ("PQCache selection, scores + softmax + sum + top-k, 128k", "BM_gpu_pq_select/131072/1"),
 ]
 
 

@@ -271,17 +271,23 @@ at::Tensor quest_page_scores_aten(const at::Tensor& q, const at::Tensor& kmin,
   return sum_group ? scores.sum(1, /*keepdim=*/true) : scores;
 }
 
+// PQ codes [H, m, n] as the CPU kernels read them: uint8 rows one stride apart (PQCache's
+// leading columns of its index) in place, anything else converted.
+at::Tensor codes_as_bytes(const at::Tensor& codes) {
+  const bool in_place =
+      codes.scalar_type() == at::kByte &&
+      kernels::pq_codes_rows_in_place(codes.size(1), codes.size(2), codes.stride(0),
+                                      codes.stride(1), codes.stride(2));
+  return in_place ? codes : codes.to(at::kByte).contiguous();
+}
+
 at::Tensor pq_scores_cpu(const at::Tensor& q, const at::Tensor& centroids,
                          const at::Tensor& codes) {
   const int64_t H = centroids.size(0), m = centroids.size(1), K = centroids.size(2),
                 s = centroids.size(3), g = q.size(1), n = codes.size(2);
   at::Tensor qc = q.to(at::kFloat).contiguous();
   at::Tensor cc = centroids.contiguous();
-  // uint8 rows one stride apart (PQCache's leading columns of its index) are read in place.
-  const bool in_place = codes.scalar_type() == at::kByte &&
-                        kernels::pq_codes_rows_in_place(m, n, codes.stride(0), codes.stride(1),
-                                                        codes.stride(2));
-  at::Tensor codes8 = in_place ? codes : codes.to(at::kByte).contiguous();
+  at::Tensor codes8 = codes_as_bytes(codes);
   at::Tensor out = at::empty({H, g, n}, at::kFloat);
   if (H > 0 && g > 0 && n > 0)
     kernels::pq_scores(qc.data_ptr<float>(), cc.data_ptr<float>(), codes8.data_ptr<uint8_t>(),
@@ -469,6 +475,33 @@ at::Tensor pq_scores(const at::Tensor& q, const at::Tensor& centroids, const at:
                                 ? pq_scores_cpu(q, centroids, codes)
                                 : pq_scores_aten(q, centroids, codes);  // [H, g, n]
   return scale == 1.0 ? scores : scores * scale;
+}
+
+at::Tensor pq_top_k(const at::Tensor& q, const at::Tensor& centroids, const at::Tensor& codes,
+                    double scale, int64_t k, int64_t lead, int64_t trailing, KernelPath path) {
+  check_pq_shapes(q, centroids, codes);
+  if (k < 0 || k > codes.size(2) || lead < 0 || trailing < 0)
+    throw std::logic_error("pq_top_k: needs 0 <= k <= n, lead >= 0 and trailing >= 0");
+#if KVBENCH_CUDA_KERNELS
+  if (path == KernelPath::kAuto && q.is_cuda() && cuda::pq_top_k_supported(q, centroids))
+    return cuda::pq_top_k(q, centroids, codes, scale, k, lead, trailing);
+#endif
+  const int64_t H = centroids.size(0), m = centroids.size(1), K = centroids.size(2),
+                s = centroids.size(3), g = q.size(1), n = codes.size(2);
+  if (path == KernelPath::kAuto && fp32_on(centroids, false) && q.device().is_cpu() &&
+      codes.device().is_cpu() && K <= 256 &&
+      kernels::pq_combinations(m, K) <= kernels::kPqMaxCombinations) {
+    const at::Tensor qc = q.to(at::kFloat).contiguous(), cc = centroids.contiguous();
+    const at::Tensor codes8 = codes_as_bytes(codes);
+    at::Tensor out = at::empty({H, lead + k + trailing}, codes.options().dtype(at::kLong));
+    if (H > 0)
+      kernels::pq_top_k(qc.data_ptr<float>(), cc.data_ptr<float>(), codes8.data_ptr<uint8_t>(), H,
+                        g, m, K, s, n, codes8.stride(1), float(scale), k, lead, trailing,
+                        out.data_ptr<int64_t>());
+    return out;
+  }
+  const at::Tensor weights = at::softmax(pq_scores(q, centroids, codes, scale, path), -1).sum(1);
+  return top_k_ascending(weights, k, lead, trailing, path);  // weights: [H, n]
 }
 
 void pq_encode_rows(const at::Tensor& centroids, const at::Tensor& k_pool, const at::Tensor& rows,

@@ -111,6 +111,21 @@ at::Tensor top_k_ascending(const at::Tensor& scores, int64_t k, int64_t lead, in
 at::Tensor pq_scores(const at::Tensor& q, const at::Tensor& centroids, const at::Tensor& codes,
                      double scale = 1.0, KernelPath path = KernelPath::kAuto);
 
+// PQCache's selection of a decode step for every KV head: what
+//   top_k_ascending(at::softmax(pq_scores(q, centroids, codes, scale), -1).sum(1), k, lead,
+//                   trailing)
+// returns (the softmax over the n tokens per query head, summed over the group), computed per
+// code combination where there are at most kernels::kPqMaxCombinations of them (K^m; PQCache's
+// m = 2, b = 6 give 4096): the CPU kernel (kernels/pq_scoring.h pq_top_k, fp32 CPU centroids)
+// or, on a GPU (CUDA build), one kernel. Their weights equal the composition's up to rounding,
+// so the selections can differ only where two combinations' weights are within a rounding of
+// each other at the k-th. Otherwise, and with kAten, the composition itself (kAten: ATen's
+// operators throughout). q, centroids, codes as pq_scores takes them, 0 <= k <= n.
+// Returns [H, lead + k + trailing] int64, ascending.
+at::Tensor pq_top_k(const at::Tensor& q, const at::Tensor& centroids, const at::Tensor& codes,
+                    double scale, int64_t k, int64_t lead, int64_t trailing,
+                    KernelPath path = KernelPath::kAuto);
+
 // PQCache's codes of keys in a KV pool, written in place: codes[h, u, column + j] = the id of
 // the centroid of centroids[h, u] nearest (squared distance, fp32) the u-th sub-vector of the
 // key at pool row rows[h, j]; ties to the lower id. centroids: [H, m, K, s] fp32; k_pool:

@@ -2,8 +2,19 @@
 // CPU; the GPU's kernels/cuda/top_pages.cu keeps the same rule).
 #pragma once
 #include <cstdint>
+#include <cstring>
 
 namespace kvb::kernels {
+
+// A score's key in that order: a larger score, a larger key; -0 and +0 one key; every NaN the
+// largest key (NaNs tie). kernels/cuda/radix_select.cuh order_key is the GPU's.
+inline uint32_t rank_key(float f) {
+  if (f != f) return 0xffffffffu;
+  if (f == 0.f) f = 0.f;
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
 
 // Per row of scores [rows, n] (fp32, rows `stride` floats apart): out [rows, lead + k +
 // trailing] int64 holds 0 .. lead - 1, then lead + the indices of the row's k largest scores

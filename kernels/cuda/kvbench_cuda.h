@@ -7,6 +7,7 @@
 // (tests/gpu/device_parity_test.cpp).
 // All pointers are device pointers; calls are asynchronous on `stream` (0: default stream).
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/kv_element.h"
@@ -101,6 +102,22 @@ void pq_scores(const void* q, kernels::KvElement q_type, const float* centroids,
                const uint8_t* codes, float* scores, int64_t H, int64_t g, int64_t m, int64_t K,
                int64_t s, int64_t n, int64_t codes_row, float scale = 1.f,
                void* stream = nullptr);
+
+// PQCache's selection of a decode step (kernels/pq_scoring.h pq_top_k has the semantics; its CPU
+// kernel computes the same weights in another summation order): per KV head h, out[h] [lead +
+// k + trailing] int64 = 0 .. lead - 1, lead + the k tokens of largest weight (the softmax of
+// scale * q . centroid over the n tokens per query head, summed over the g query heads) in
+// index order, lead + n .. lead + n + trailing - 1. q [H, g, m*s] of `q_type`, centroids [H, m,
+// K, s] fp32, codes [H, m, n] uint8 rows codes_row apart. A block per KV head counts the tokens
+// of each code combination and ranks the combinations: one launch. Needs K <= 256, K^m <=
+// kernels::kPqMaxCombinations, pq_top_k_shared_bytes(g, m, K) <= kPqTopKSharedBytes,
+// 0 <= k <= n < 2^31 - 2^13.
+constexpr size_t kPqTopKSharedBytes = 46 * 1024;  // of 48 KiB: the rest for the radix select's
+size_t pq_top_k_shared_bytes(int64_t g, int64_t m, int64_t K);
+void pq_top_k(const void* q, kernels::KvElement q_type, const float* centroids,
+              const uint8_t* codes, int64_t H, int64_t g, int64_t m, int64_t K, int64_t s,
+              int64_t n, int64_t codes_row, float scale, int64_t k, int64_t lead,
+              int64_t trailing, int64_t* out, void* stream = nullptr);
 
 // PQCache's codes of keys read in place from a pool (https://arxiv.org/abs/2407.12820, tokens
 // leaving the local window): codes[h * codes_head + u * codes_row + column + j] = the id of the

@@ -119,20 +119,82 @@ __device__ void select_threshold(const float* row, const int32_t* weights, int c
 }
 
 // The walk after select_threshold, in chunks of blockDim * kItems items, kItems consecutive
-// ones a thread from `mine`: their keys, and the weight of the chunk's items at `threshold`
-// before this thread's (an exclusive sum over the block; every thread must call it).
-// chunk_weight gets the chunk's whole weight at the threshold.
+// ones a thread from `mine`: their keys (key_of(i): item i's), and the weight of the chunk's
+// items at `threshold` before this thread's (an exclusive sum over the block; every thread must
+// call it). chunk_weight gets the chunk's whole weight at the threshold.
+template <bool kWeighted, typename KeyOf>
+__device__ int keys_of_and_ties_before(KeyOf key_of, const int32_t* weights, int count, int mine,
+                                       uint32_t threshold, uint32_t (&keys)[kItems],
+                                       int* warp_totals, int& chunk_weight) {
+  int weight = 0;
+#pragma unroll
+  for (int i = 0; i < kItems; ++i) {
+    keys[i] = mine + i < count ? key_of(mine + i) : 0u;
+    if (mine + i < count && keys[i] == threshold) weight += kWeighted ? weights[mine + i] : 1;
+  }
+  return block_exclusive_sum(weight, warp_totals, chunk_weight);
+}
+
+// The same for scores read from `row`.
 template <bool kWeighted>
 __device__ int keys_and_ties_before(const float* row, const int32_t* weights, int count, int mine,
                                     uint32_t threshold, uint32_t (&keys)[kItems],
                                     int* warp_totals, int& chunk_weight) {
-  int weight = 0;
+  return keys_of_and_ties_before<kWeighted>([row](int i) { return order_key(row[i]); }, weights,
+                                            count, mine, threshold, keys, warp_totals,
+                                            chunk_weight);
+}
+
+// How much of each of a thread's kItems items, from `mine` on, is taken (0 past `count`): an
+// item above T all its page_size entries; of the items at T, in order, the first ties_taken
+// (tie_rank: the block's items at T before this thread's, advanced past its own), the last of
+// them (ranked taken - 1) cut to its first `part` entries when part > 0. Returns the sum.
+__device__ inline int taken_widths(const uint32_t (&keys)[kItems], int mine, int count,
+                                   uint32_t threshold, int ties_taken, int page_size, int part,
+                                   int& tie_rank, int (&widths)[kItems]) {
+  int sum = 0;
 #pragma unroll
   for (int i = 0; i < kItems; ++i) {
-    keys[i] = mine + i < count ? order_key(row[mine + i]) : 0u;
-    if (mine + i < count && keys[i] == threshold) weight += kWeighted ? weights[mine + i] : 1;
+    widths[i] = 0;
+    if (mine + i >= count) continue;
+    if (keys[i] > threshold) widths[i] = page_size;
+    if (keys[i] == threshold) {
+      if (tie_rank < ties_taken)
+        widths[i] = part > 0 && tie_rank == ties_taken - 1 ? part : page_size;
+      ++tie_rank;
+    }
+    sum += widths[i];
   }
-  return block_exclusive_sum(weight, warp_totals, chunk_weight);
+  return sum;
+}
+
+// After select_threshold (unweighted): each of the items 0..count-1 taken, those above
+// `threshold` and the first ties_taken at it in order, passed to keep(i, at) with `at` its
+// place among the taken (0, 1, ... in item order). key_of(i): item i's key. Items in chunks of
+// blockDim * kItems, kItems consecutive ones a thread; every thread must call it.
+// warp_totals: shared scratch of 32 ints.
+template <typename KeyOf, typename Keep>
+__device__ void for_each_taken(KeyOf key_of, int count, uint32_t threshold, int ties_taken,
+                               int* warp_totals, Keep keep) {
+  int ties_before = 0, kept_before = 0;
+  for (int first = 0; first < count; first += int(blockDim.x) * kItems) {
+    const int mine = first + int(threadIdx.x) * kItems;
+    uint32_t keys[kItems];
+    int ties_in_chunk;
+    int tie_rank = ties_before + keys_of_and_ties_before<false>(key_of, nullptr, count, mine,
+                                                                threshold, keys, warp_totals,
+                                                                ties_in_chunk);
+    int kept[kItems];  // 1 or 0: items of one entry, none cut
+    const int kept_here =
+        taken_widths(keys, mine, count, threshold, ties_taken, 1, 0, tie_rank, kept);
+    int kept_in_chunk;
+    int at = kept_before + block_exclusive_sum(kept_here, warp_totals, kept_in_chunk);
+#pragma unroll
+    for (int i = 0; i < kItems; ++i)
+      if (kept[i]) keep(mine + i, at++);
+    ties_before += ties_in_chunk;
+    kept_before += kept_in_chunk;
+  }
 }
 
 }  // namespace kvb::cuda::radix

@@ -35,29 +35,7 @@ constexpr int kThreads = 1024;      // 32 warps: the scans' warp totals fit one 
 constexpr int kChunkThreads = 512;  // the first launch's blocks: 4096 scores, one pass each
 using radix::block_exclusive_sum;
 using radix::kItems;
-
-// How much of each of a thread's kItems items, from `mine` on, is taken (0 past `count`): an
-// item above T all its page_size entries; of the items at T, in order, the first ties_taken
-// (tie_rank: the block's items at T before this thread's, advanced past its own), the last of
-// them (ranked taken - 1) cut to its first `part` entries when part > 0. Returns the sum.
-__device__ int taken_widths(const uint32_t (&keys)[kItems], int mine, int count,
-                            uint32_t threshold, int ties_taken, int page_size, int part,
-                            int& tie_rank, int (&widths)[kItems]) {
-  int sum = 0;
-#pragma unroll
-  for (int i = 0; i < kItems; ++i) {
-    widths[i] = 0;
-    if (mine + i >= count) continue;
-    if (keys[i] > threshold) widths[i] = page_size;
-    if (keys[i] == threshold) {
-      if (tie_rank < ties_taken)
-        widths[i] = part > 0 && tie_rank == ties_taken - 1 ? part : page_size;
-      ++tie_rank;
-    }
-    sum += widths[i];
-  }
-  return sum;
-}
+using radix::taken_widths;
 
 // grid (rows), kThreads threads. row: the scores of the items 0..items-1 it ranks; item i is
 // page page_of[i] (candidates), or page i (page_of null). out: its lead + whole * page_size +
@@ -127,30 +105,11 @@ __global__ void __launch_bounds__(kChunkThreads)
   uint32_t threshold;
   int ties_taken;
   radix::select_threshold<false>(row, nullptr, count, keep, threshold, ties_taken);
-  const int step = int(blockDim.x) * kItems;
-  int ties_before = 0, kept_before = 0;
-  for (int first = 0; first < count; first += step) {
-    const int mine = first + int(threadIdx.x) * kItems;
-    uint32_t keys[kItems];
-    int ties_in_step;
-    int tie_rank = ties_before + radix::keys_and_ties_before<false>(
-                                     row, nullptr, count, mine, threshold, keys, warp_totals,
-                                     ties_in_step);
-    int kept[kItems];  // 1 or 0: pages of one entry, none cut
-    const int kept_here = taken_widths(keys, mine, count, threshold, ties_taken, 1, 0, tie_rank,
-                                       kept);
-    int kept_in_step;
-    int at = kept_before + block_exclusive_sum(kept_here, warp_totals, kept_in_step);
-#pragma unroll
-    for (int i = 0; i < kItems; ++i) {
-      if (!kept[i]) continue;
-      candidate_scores[at_row + at] = row[mine + i];
-      candidate_pages[at_row + at] = first_page + mine + i;
-      ++at;
-    }
-    ties_before += ties_in_step;
-    kept_before += kept_in_step;
-  }
+  radix::for_each_taken([row](int i) { return radix::order_key(row[i]); }, count, threshold,
+                        ties_taken, warp_totals, [&](int i, int at) {
+                          candidate_scores[at_row + at] = row[i];
+                          candidate_pages[at_row + at] = first_page + i;
+                        });
 }
 
 }  // namespace

@@ -47,6 +47,15 @@ void require_device(const char* fn, const at::Tensor& like,
   require(like.size(0) <= 65535, std::string(fn) + ": more than 65535 heads");
 }
 
+// PQ codes [H, m, n] as the kernels read them: uint8 rows one stride apart (the leading columns
+// of a wider index) in place, anything else converted.
+at::Tensor pq_codes_as_read(const at::Tensor& codes, int64_t m, int64_t n) {
+  const bool in_place = codes.scalar_type() == at::kByte &&
+                        kernels::pq_codes_rows_in_place(m, n, codes.stride(0), codes.stride(1),
+                                                        codes.stride(2));
+  return in_place ? codes : codes.to(at::kByte).contiguous();
+}
+
 void* current_stream() { return at::cuda::getCurrentCUDAStream().stream(); }
 
 // kmin/kmax usable in place: pages d floats apart, unit channel stride, one head stride.
@@ -315,11 +324,7 @@ at::Tensor pq_scores(const at::Tensor& q, const at::Tensor& centroids, const at:
   // [H, g, m*s] read in its dtype where the kernel takes it (the model's: no cast per step)
   at::Tensor qc = (kv_element(q.scalar_type()) ? q : q.to(at::kFloat)).contiguous();
   at::Tensor cc = centroids.contiguous();                                         // [H, m, K, s]
-  // [H, m, n]: uint8 rows one stride apart (the leading columns of a wider index) in place.
-  const bool in_place = codes.scalar_type() == at::kByte &&
-                        kernels::pq_codes_rows_in_place(m, n, codes.stride(0), codes.stride(1),
-                                                        codes.stride(2));
-  at::Tensor codes8 = in_place ? codes : codes.to(at::kByte).contiguous();
+  at::Tensor codes8 = pq_codes_as_read(codes, m, n);  // [H, m, n]
   at::Tensor out = at::empty({H, g, n}, q.options().dtype(at::kFloat));
   if (H == 0 || g == 0 || n == 0) return out;
   // Query heads per launch: their lookup tables [g', m, K] sit in shared memory.
@@ -335,6 +340,41 @@ at::Tensor pq_scores(const at::Tensor& q, const at::Tensor& centroids, const at:
     if (step == g) break;
     out.narrow(1, g0, len).copy_(part);
   }
+  return out;
+}
+
+bool pq_top_k_supported(const at::Tensor& q, const at::Tensor& centroids) {
+  return pq_scores_supported(centroids) && q.defined() && q.dim() == 3 &&
+         kernels::pq_combinations(centroids.size(1), centroids.size(2)) <=
+             kernels::kPqMaxCombinations &&
+         pq_top_k_shared_bytes(q.size(1), centroids.size(1), centroids.size(2)) <=
+             kPqTopKSharedBytes;
+}
+
+at::Tensor pq_top_k(const at::Tensor& q, const at::Tensor& centroids, const at::Tensor& codes,
+                    double scale, int64_t k, int64_t lead, int64_t trailing) {
+  require(pq_top_k_supported(q, centroids),
+          "pq_top_k: needs fp32 CUDA centroids [H, m, K, s] with K <= 256 and K^m <= 4096, "
+          "and q [H, g, m*s] whose tables fit 46 KiB");
+  require_device("pq_top_k", centroids, {&centroids}, 4);
+  require_device("pq_top_k", centroids, {&q, &codes}, 3);
+  const int64_t H = centroids.size(0), m = centroids.size(1), K = centroids.size(2),
+                s = centroids.size(3), g = q.size(1), n = codes.size(2);
+  require(q.size(0) == H && q.size(2) == m * s && codes.size(0) == H && codes.size(1) == m,
+          "pq_top_k: q [H, g, m*s] / codes [H, m, n] do not match the centroids [H, m, K, s]");
+  require(at::isIntegralType(codes.scalar_type(), /*includeBool=*/false),
+          "pq_top_k: codes must be integers");
+  require(k >= 0 && k <= n && lead >= 0 && trailing >= 0,
+          "pq_top_k: needs 0 <= k <= n, lead >= 0 and trailing >= 0");
+  const c10::cuda::CUDAGuard guard(q.device());
+  at::Tensor qc = (kv_element(q.scalar_type()) ? q : q.to(at::kFloat)).contiguous();  // [H, g, m*s]
+  at::Tensor cc = centroids.contiguous();                                             // [H, m, K, s]
+  at::Tensor codes8 = pq_codes_as_read(codes, m, n);                                  // [H, m, n]
+  at::Tensor out = at::empty({H, lead + k + trailing}, q.options().dtype(at::kLong));
+  pq_top_k(qc.data_ptr(), *kv_element(qc.scalar_type()), cc.data_ptr<float>(),
+           codes8.data_ptr<uint8_t>(), H, g, m, K, s, n, codes8.stride(1), float(scale), k, lead,
+           trailing, out.data_ptr<int64_t>(), current_stream());
+  check_launch("pq_top_k");
   return out;
 }
 

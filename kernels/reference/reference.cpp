@@ -163,4 +163,32 @@ void pq_scores_reference(const float* q, const float* centroids, const uint8_t* 
       }
 }
 
+void pq_top_k_reference(const float* q, const float* centroids, const uint8_t* codes, int64_t H,
+                        int64_t g, int64_t m, int64_t K, int64_t s, int64_t n, int64_t codes_row,
+                        float scale, int64_t k, int64_t lead, int64_t trailing, int64_t* out,
+                        double* weights) {
+  std::vector<float> scores(size_t(H * g * n));
+  pq_scores_reference(q, centroids, codes, scores.data(), H, g, m, K, s, n, codes_row);
+  for (int64_t h = 0; h < H; ++h) {
+    std::vector<double> w(size_t(n), 0.0);
+    for (int64_t gi = 0; gi < g; ++gi) {
+      const float* x = scores.data() + (h * g + gi) * n;
+      double top = -INFINITY, sum = 0;
+      for (int64_t j = 0; j < n; ++j) top = std::max(top, double(scale) * x[j]);
+      for (int64_t j = 0; j < n; ++j) sum += std::exp(double(scale) * x[j] - top);
+      for (int64_t j = 0; j < n; ++j) w[size_t(j)] += std::exp(double(scale) * x[j] - top) / sum;
+    }
+    std::vector<int64_t> order(static_cast<size_t>(n));
+    std::iota(order.begin(), order.end(), int64_t(0));
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t a, int64_t b) { return w[size_t(a)] > w[size_t(b)]; });
+    std::sort(order.begin(), order.begin() + k);
+    int64_t* o = out + h * (lead + k + trailing);
+    for (int64_t j = 0; j < lead; ++j) o[j] = j;
+    for (int64_t i = 0; i < k; ++i) o[lead + i] = lead + order[size_t(i)];
+    for (int64_t j = 0; j < trailing; ++j) o[lead + k + j] = lead + n + j;
+    if (weights) std::copy(w.begin(), w.end(), weights + h * n);
+  }
+}
+
 }  // namespace kvb::kernels

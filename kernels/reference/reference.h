@@ -31,4 +31,13 @@ void pq_scores_reference(const float* q, const float* centroids, const uint8_t* 
                          float* scores, int64_t H, int64_t g, int64_t m, int64_t K, int64_t s,
                          int64_t n, int64_t codes_row);
 
+// PQCache's selection (pq_scoring.h pq_top_k) per token, in double: scores as
+// pq_scores_reference, a two-pass softmax over the n tokens per query head, summed over the
+// group; the k largest by a stable descending sort (ties to the lower index). weights (when
+// non-null) receives the [H, n] weights ranked.
+void pq_top_k_reference(const float* q, const float* centroids, const uint8_t* codes, int64_t H,
+                        int64_t g, int64_t m, int64_t K, int64_t s, int64_t n, int64_t codes_row,
+                        float scale, int64_t k, int64_t lead, int64_t trailing, int64_t* out,
+                        double* weights = nullptr);
+
 }  // namespace kvb::kernels

@@ -250,15 +250,14 @@ bool PQCache::ranks(int layer, const Layout& step) const {
 at::Tensor PQCache::selected_rows(int layer, const at::Tensor& q, const Layout& step) const {
   const PQIndex& index = index_[layer];
   const int64_t Hkv = index.centroids.size(0), g = context_.group_size(), d = context_.head_dim;
-  // All KV heads in one scoring call: [Hkv, g, candidates], softmax over the candidates,
-  // summed over the group, top-k per head with the sinks before and the window after them
-  // (one kernel on a GPU). The candidates sinks .. current - local - 1 lie between the two.
-  at::Tensor scores = pq_scores(q.reshape({Hkv, g, d}), index.centroids,
-                                index.codes.narrow(2, 0, step.candidates),
-                                1.0 / std::sqrt(double(d)));  // [Hkv, g, candidates]
-  at::Tensor weights = at::softmax(scores, -1).sum(1);
+  // All KV heads at once: the PQ scores [Hkv, g, candidates], softmax over the candidates,
+  // summed over the group, top-k per head with the sinks before and the window after them (per
+  // code combination: one kernel on a GPU, pq_top_k). The candidates sinks .. current - local
+  // - 1 lie between the two.
   const int64_t k = std::min(topk_, step.candidates);
-  return top_k_ascending(weights, k, step.sinks, step.local + 1);
+  return pq_top_k(q.reshape({Hkv, g, d}), index.centroids,
+                  index.codes.narrow(2, 0, step.candidates), 1.0 / std::sqrt(double(d)), k,
+                  step.sinks, step.local + 1);
 }
 
 RetrievalMethod::DeviceRows PQCache::select_rows(int layer, const at::Tensor& q, const LayerKV& kv) {
@@ -337,7 +336,8 @@ KVB_REGISTER_METHOD(make_method_info<PQCache, PQCacheConfig>({
         "1e-4 or max_iter=100 (the reference bounds iterations by overlap time); 2^b centroids "
         "become min(2^b, keys) on short prompts; ties at the top-k's last score go to the lower "
         "token index on every device (the reference's torch.topk leaves them to the "
-        "implementation, and tokens with equal codes tie)",
+        "implementation, and tokens with equal codes tie); the softmax's weights are computed once per "
+        "code combination (K^m <= 4096), equal to the per-token computation's up to rounding",
 }));
 
 }  // namespace kvb

@@ -76,7 +76,7 @@ TEST(GpuTargets, SelectionPiecesPerLayerAndPerStep) {
   test::TempDir dir;
   const test::CliRun r = targets(write_report(dir, {
       run("BM_gpu_quest_scores/131072", 20), run("BM_gpu_quest_select/8192/0", 50),
-      run("BM_gpu_cosine_assign/32768", 200),
+      run("BM_gpu_cosine_assign/32768", 200), run("BM_gpu_pq_select/131072/0", 40),
       run("BM_gpu_kmeans/32768/iterations:3", 40000, ", \"steps\": 17")}));
   ASSERT_EQ(r.code, 0) << r.output;
   for (const std::string line :
@@ -84,6 +84,8 @@ TEST(GpuTargets, SelectionPiecesPerLayerAndPerStep) {
         "| Quest selection (kernel), 8192 pages (128k) | 50.0 us | 1.50 ms |",
         "| Quest selection (ATen's sorts), 8192 pages (128k) | absent | - |",
         "| PQ scores, 32k | absent | - |",
+        "| PQCache selection by code combination (kernel), 128k | 40.0 us | 1.20 ms |",
+        "| PQCache selection, scores + softmax + sum + top-k, 128k | absent | - |",
         "| ClusterKV assignment (one Lloyd step), 32k | 200.0 us | - |",
         "| ClusterKV assignment (one Lloyd step), 128k | absent | - |",
         "| ClusterKV prefill clustering of one layer, 32k | 40.0 ms (17 Lloyd steps) | 1.20 s |"})

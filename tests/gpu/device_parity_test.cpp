@@ -14,6 +14,7 @@
 #include "kernels/cuda/torch_glue.h"
 #endif
 #include "tests/methods/device_compare.h"
+#include "tests/methods/retrieval/pq_selection_check.h"
 
 namespace kvb {
 namespace {
@@ -156,6 +157,44 @@ TEST(Gpu, PqcacheTopKOnTheKernelIsAtensAndTiesGoLow) {
             top_k_ascending(scores, k, 32, 496, KernelPath::kAten)));
       }
     }
+}
+
+// PQCache's selection on the kernel (one launch a layer: kvbench_cuda.h pq_top_k) picks what
+// ATen's composition picks on the CPU up to near ties, and of tokens with equal codes the
+// earlier ones (pq_selection_check.h): PQCache's m = 2, b = 6 (4096 combinations) on 8 KV heads
+// of 128 with g = 4, and m = 1 (256) and m = 3, b = 4 (4096 of 3 sub-spaces); codes over the
+// whole codebook and over 3 values (the k-th among many ties); n within one chunk of the output
+// pass, across chunks and 131 072; k from 1 to every token; q in fp32 and bf16; the codes a
+// narrow view of wider rows, as PQCache reads them.
+TEST(Gpu, PqcacheSelectionByCombinationOnTheKernelIsTheCompositions) {
+  KVB_REQUIRE_GPU();
+  const at::Device gpu(at::kCUDA, 0);
+#if KVBENCH_CUDA_KERNELS
+  ASSERT_TRUE(cuda::pq_top_k_supported(at::zeros({8, 4, 128}, at::TensorOptions(gpu)),
+                                       at::zeros({8, 2, 64, 64}, at::TensorOptions(gpu))));
+#endif
+  at::manual_seed(8);
+  struct Case { int64_t m, K, n; };
+  for (const Case c : {Case{2, 64, 500}, Case{2, 64, 8192}, Case{2, 64, 20000},
+                       Case{2, 64, 131072}, Case{1, 256, 20000}, Case{3, 16, 20000}})
+    for (const int64_t alphabet : {c.K, int64_t(3)})
+      for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+        const int64_t H = 8, g = 4, d = 128, s = d / c.m, n = c.n;
+        const at::Tensor centroids = at::randn({H, c.m, c.K, s});
+        const at::Tensor wide = at::randint(0, alphabet, {H, c.m, n + 64}, at::kByte);
+        const at::Tensor codes = wide.narrow(2, 0, n);  // [H, m, n], rows n + 64 apart
+        const at::Tensor q = at::randn({H, g, c.m * s}).to(dtype);
+        const double scale = 1.0 / std::sqrt(double(d));
+        for (const int64_t k : {int64_t(1), int64_t(496), n}) {
+          SCOPED_TRACE("m " + std::to_string(c.m) + ", n " + std::to_string(n) + ", codes < " +
+                       std::to_string(alphabet) + ", " + std::string(c10::toString(dtype)) +
+                       ", k " + std::to_string(k));
+          const at::Tensor got = pq_top_k(q.to(gpu), centroids.to(gpu),
+                                          wide.to(gpu).narrow(2, 0, n), scale, k, 32, 497);
+          ASSERT_TRUE(got.is_cuda());
+          EXPECT_EQ(test::pq_selection_difference(got, q, centroids, codes, scale, k, 32, 497), "");
+        }
+      }
 }
 
 TEST(Gpu, EveryMethodInBf16OnCudaStaysNearFp32OnTheCpu) {

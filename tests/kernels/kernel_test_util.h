@@ -3,7 +3,10 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
+#include <iterator>
 #include <cstdint>
 #include <limits>
 #include <random>
@@ -60,6 +63,42 @@ inline double relative_error(const std::vector<float>& a, const std::vector<floa
     den += double(b[i]) * double(b[i]);
   }
   return std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
+}
+
+// Where `got` differs from `want` beyond near ties, both [rows, lead + k + trailing] as
+// top_k_ascending lays them out: "" when each row has want's leading and trailing entries and
+// an ascending top-k part that differs from want's only in entries whose weight (weights
+// [rows, n], of entry lead + j at j) is within `tol`, relative, of the row's k-th largest
+// weight (where a ranking in another summation order may swap them); else the first difference.
+inline std::string top_k_difference(const std::vector<int64_t>& got,
+                                    const std::vector<int64_t>& want,
+                                    const std::vector<double>& weights, int64_t rows, int64_t n,
+                                    int64_t lead, int64_t k, int64_t trailing, double tol) {
+  const int64_t width = lead + k + trailing;
+  if (got.size() != size_t(rows * width) || want.size() != got.size()) return "sizes differ";
+  for (int64_t r = 0; r < rows; ++r) {
+    const std::string row = "row " + std::to_string(r) + ": ";
+    const int64_t* g = got.data() + r * width;
+    const int64_t* w = want.data() + r * width;
+    for (int64_t j = 0; j < width; ++j)
+      if ((j < lead || j >= lead + k) && g[j] != w[j]) return row + "lead or trailing entry differs";
+    for (int64_t j = lead + 1; j < lead + k; ++j)
+      if (g[j] <= g[j - 1]) return row + "top-k not ascending";
+    if (k == 0) continue;
+    std::vector<double> sorted(weights.begin() + r * n, weights.begin() + (r + 1) * n);
+    std::nth_element(sorted.begin(), sorted.begin() + (k - 1), sorted.end(), std::greater<>());
+    const double kth = sorted[size_t(k - 1)];
+    std::vector<int64_t> a(g + lead, g + lead + k), b(w + lead, w + lead + k), only;
+    std::set_symmetric_difference(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(only));
+    for (int64_t e : only) {
+      if (e < lead || e >= lead + n) return row + "entry " + std::to_string(e) + " out of range";
+      const double x = weights[size_t(r * n + e - lead)];
+      if (std::abs(x - kth) > tol * std::abs(kth))
+        return row + "entry " + std::to_string(e) + " (weight " + std::to_string(x) +
+               ") taken by one and not the other, k-th weight " + std::to_string(kth);
+    }
+  }
+  return "";
 }
 
 }  // namespace kvb::test

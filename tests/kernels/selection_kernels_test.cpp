@@ -1,6 +1,7 @@
 // Quest page scoring, ClusterKV assignment / centroid update, PQ scoring, top-k vs reference.
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "kernels/kmeans_assign.h"
 #include "kernels/pq_scoring.h"
@@ -15,6 +16,7 @@ using test::for_each_simd_level;
 using test::KernelRng;
 using test::poisoned;
 using test::relative_error;
+using test::top_k_difference;
 
 TEST(QuestPageScores, MatchReferencePerQueryHeadAndSummed) {
   KernelRng rng;
@@ -101,6 +103,66 @@ TEST(PqScores, MatchReference) {
     pq_scores_reference(q.data(), cent.data(), codes.data(), ref.data(), H, g, m, K, s, n, row);
     EXPECT_LT(relative_error(out, ref), 1e-5);
   }
+}
+
+// PQCache's selection by code combination against a per-token ranking in double: the same
+// tokens up to near ties (weights within 1e-5 of the k-th, which another summation order may
+// swap), and of tokens with equal codes (equal weights on every path) the lower indices first.
+// Codes over the whole codebook and over 3 codes only (a few combinations of many tokens, so
+// the k-th falls among ties); 1 to 4 sub-spaces; codes rows wider than n (the index's leading
+// columns); k from 0 to every token.
+TEST(PqTopK, MatchesAPerTokenRankingInDoubleAndTiesGoLow) {
+  KernelRng rng;
+  SCOPED_TRACE(rng.trace());
+  const int64_t H = 3, g = 4, lead = 5, trailing = 7;
+  const float scale = 0.25f;
+  struct Shape { int64_t m, K, s; };
+  for (const Shape shape : {Shape{2, 64, 8}, Shape{1, 256, 16}, Shape{3, 16, 4}, Shape{4, 8, 4}})
+    for (const int64_t n : {int64_t(1), int64_t(700), int64_t(5000)})
+      for (const int64_t alphabet : {shape.K, int64_t(3)})
+        for (const int64_t k : {int64_t(0), int64_t(1), std::min<int64_t>(100, n), n}) {
+          const auto [m, K, s] = shape;
+          SCOPED_TRACE("m " + std::to_string(m) + ", K " + std::to_string(K) + ", n " +
+                       std::to_string(n) + ", codes < " + std::to_string(alphabet) + ", k " +
+                       std::to_string(k));
+          const int64_t row = n + 33;
+          auto q = rng.normal(size_t(H * g * m * s));
+          auto cent = rng.normal(size_t(H * m * K * s));
+          std::vector<uint8_t> codes(size_t(H * m * row));
+          for (auto& c : codes) c = uint8_t(rng.uniform(0, alphabet - 1));
+          const size_t width = size_t(lead + k + trailing);
+          auto out = poisoned<int64_t>(H * width), ref = poisoned<int64_t>(H * width);
+          std::vector<double> weights(size_t(H * n));
+          pq_top_k(q.data(), cent.data(), codes.data(), H, g, m, K, s, n, row, scale, k, lead,
+                   trailing, out.data());
+          pq_top_k_reference(q.data(), cent.data(), codes.data(), H, g, m, K, s, n, row, scale, k,
+                             lead, trailing, ref.data(), weights.data());
+          EXPECT_EQ(top_k_difference(out, ref, weights, H, n, lead, k, trailing, 1e-5), "");
+          for (int64_t h = 0; h < H; ++h) {  // equal codes: a taken token's earlier twins taken
+            std::vector<bool> taken(size_t(n), false);
+            for (size_t i = 0; i < size_t(k); ++i) taken[size_t(out[h * width + lead + i] - lead)] = true;
+            std::map<std::vector<uint8_t>, bool> skipped;  // codes -> an untaken token seen
+            for (int64_t j = 0; j < n; ++j) {
+              std::vector<uint8_t> key;
+              for (int64_t u = 0; u < m; ++u) key.push_back(codes[size_t((h * m + u) * row + j)]);
+              if (taken[size_t(j)]) ASSERT_FALSE(skipped[key]) << "head " << h << ", token " << j;
+              else skipped[key] = true;
+            }
+          }
+        }
+}
+
+// A NaN in q makes every weight NaN (as ATen's softmax spreads it): all tie, the first k go.
+TEST(PqTopK, NanWeightsAllTieToTheFirstTokens) {
+  const int64_t H = 1, g = 2, m = 2, K = 4, s = 2, n = 50, k = 10;
+  std::vector<float> q(size_t(H * g * m * s), 0.5f), cent(size_t(H * m * K * s), 1.f);
+  q[1] = NAN;
+  std::vector<uint8_t> codes(size_t(H * m * n));
+  for (size_t i = 0; i < codes.size(); ++i) codes[i] = uint8_t(i * 7 % K);
+  std::vector<int64_t> out(size_t(k + 1));
+  pq_top_k(q.data(), cent.data(), codes.data(), H, g, m, K, s, n, n, 1.f, k, 0, 1, out.data());
+  for (int64_t i = 0; i < k; ++i) EXPECT_EQ(out[size_t(i)], i);
+  EXPECT_EQ(out[size_t(k)], n);
 }
 
 }  // namespace

@@ -3,11 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "engine/kernel_adapter.h"
 #include "engine/session.h"
 #include "tests/methods/method_test_util.h"
+#include "tests/methods/retrieval/pq_selection_check.h"
 
 namespace kvb {
 namespace {
@@ -142,6 +144,38 @@ TEST(PQCache, SelectionIsSinksLocalTopKAndCurrent) {
   std::sort(got.begin(), got.end());
   // 62 keys <= 64 centroids: exact codes; top-3 by q.k are 29, 30, 31.
   EXPECT_EQ(got, (std::vector<int64_t>{0, 1, 29, 30, 31, 61, 62, 63, 64}));
+}
+
+// The selection by code combination (pq_top_k's kernel, PQCache's default m = 2, b = 6: 4096
+// combinations) picks what ATen's composition softmax(pq_scores).sum -> top-k picks, up to near
+// ties, and of tokens with equal codes the earlier ones; so does the composition of the CPU
+// kernels where the combinations are too many for it (b = 7). Codes from the K-means of random
+// keys and codes over 3 values only (a few combinations of many tokens: the k-th among ties);
+// q in fp32 and bf16; the codes a narrow view of a wider index, as PQCache reads them.
+TEST(PQCache, TopKByCombinationIsTheCompositionsUpToNearTies) {
+  at::manual_seed(9);
+  const int64_t H = 4, g = 4, d = 32, n = 3000, lead = 8, trailing = 20;
+  const double scale = 1.0 / std::sqrt(double(d));
+  for (const int bits : {6, 7}) {
+    const PQIndex index = pq_build(at::randn({H, n + 100, d}), 2, bits, 20, 1e-4, 3);
+    const at::Tensor few = at::randint(0, 3, index.codes.sizes(), at::kByte);
+    for (const at::Tensor& wide : {index.codes, few}) {
+      const at::Tensor codes = wide.narrow(2, 0, n);  // [H, 2, n], rows n + 100 apart
+      for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+        const at::Tensor q = at::randn({H, g, d}).to(dtype) * 2;
+        for (const int64_t k : {int64_t(0), int64_t(1), int64_t(496), n}) {
+          SCOPED_TRACE("b " + std::to_string(bits) + ", " + std::string(c10::toString(dtype)) +
+                       ", codes < " + std::to_string(wide.max().item<int64_t>() + 1) + ", k " +
+                       std::to_string(k));
+          const at::Tensor got = pq_top_k(q, index.centroids, codes, scale, k, lead, trailing);
+          ASSERT_EQ(got.sizes(), (std::vector<int64_t>{H, lead + k + trailing}));
+          EXPECT_EQ(test::pq_selection_difference(got, q, index.centroids, codes, scale, k, lead,
+                                                  trailing),
+                    "");
+        }
+      }
+    }
+  }
 }
 
 TEST(PQCache, LfuBlockCacheCountsHitsOnAHandCase) {
