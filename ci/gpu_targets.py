@@ -8,8 +8,8 @@ from the same run, as the targets ask):
   the split count the glue chooses (gpu_decode_splits' `chosen`) vs the fastest one tried.
 
 Then, for the selection-share and clustering targets (measured on whole steps by the
-latency_gpu suite), each selection piece's time per layer and for the 30 sparse layers of a
-step (Quest's and PQCache's selection kernels beside the ATen operators they replaced), ClusterKV's
+latency_gpu suite), each selection piece's time per layer and for the sparse layers of a
+step (Quest's and ClusterKV's 30, PQCache's 32) (Quest's and PQCache's selection kernels beside the ATen operators they replaced), ClusterKV's
 assignment (ATen's) per Lloyd step and one layer's clustering.
 
 Usage: python3 ci/gpu_targets.py BENCH.json   (kvbench_bench --benchmark_filter=gpu_
@@ -81,34 +81,35 @@ def splits_row(benchmarks, times):
     return f"| {what} | chosen {chosen}, fastest {best} ({listed} us) | {wanted} | {verdict} |"
 
 
-# One layer's call of each selection piece (benchmarks/gpu_bench.cpp) and 30 of them: a decode
-# step of the 8B shape makes one per sparse layer (32 layers, the first 2 dense).
+# One layer's call of each selection piece (benchmarks/gpu_bench.cpp) and a decode step's worth:
+# the 8B shape makes one per sparse layer, 30 for Quest and ClusterKV (the first 2 layers dense),
+# 32 for PQCache (PQ on every layer).
 PIECES = [
-    ("Quest page scores, 32k", "BM_gpu_quest_scores/32768"),
-    ("Quest page scores, 128k", "BM_gpu_quest_scores/131072"),
-    ("Quest selection (kernel), 2048 pages (32k)", "BM_gpu_quest_select/2048/0"),
-    ("Quest selection (ATen's sorts), 2048 pages (32k)", "BM_gpu_quest_select/2048/1"),
-    ("Quest selection (kernel), 8192 pages (128k)", "BM_gpu_quest_select/8192/0"),
-    ("Quest selection (ATen's sorts), 8192 pages (128k)", "BM_gpu_quest_select/8192/1"),
-    ("PQ scores, 32k", "BM_gpu_pq_scores/32768"),
-    ("PQ scores, 128k", "BM_gpu_pq_scores/131072"),
-    ("PQCache rows: sinks, top-496 in index order, window (kernel), 32k", "BM_gpu_topk/32768/0"),
-    ("PQCache rows (ATen's topk + sort + cat), 32k", "BM_gpu_topk/32768/1"),
-    ("PQCache rows: sinks, top-496 in index order, window (kernel), 128k", "BM_gpu_topk/131072/0"),
-    ("PQCache rows (ATen's topk + sort + cat), 128k", "BM_gpu_topk/131072/1"),
-    ("PQCache selection by code combination (kernel), 32k", "BM_gpu_pq_select/32768/0"),
-    ("PQCache selection, scores + softmax + sum + top-k, 32k", "BM_gpu_pq_select/32768/1"),
-    ("PQCache selection by code combination (kernel), 128k", "BM_gpu_pq_select/131072/0"),
-    ("PQCache selection, scores + softmax + sum + top-k, 128k", "BM_gpu_pq_select/131072/1"),
+    ("Quest page scores, 32k", "BM_gpu_quest_scores/32768", 30),
+    ("Quest page scores, 128k", "BM_gpu_quest_scores/131072", 30),
+    ("Quest selection (kernel), 2048 pages (32k)", "BM_gpu_quest_select/2048/0", 30),
+    ("Quest selection (ATen's sorts), 2048 pages (32k)", "BM_gpu_quest_select/2048/1", 30),
+    ("Quest selection (kernel), 8192 pages (128k)", "BM_gpu_quest_select/8192/0", 30),
+    ("Quest selection (ATen's sorts), 8192 pages (128k)", "BM_gpu_quest_select/8192/1", 30),
+    ("PQ scores, 32k", "BM_gpu_pq_scores/32768", 32),
+    ("PQ scores, 128k", "BM_gpu_pq_scores/131072", 32),
+    ("PQCache rows: sinks, top-496 in index order, window (kernel), 32k", "BM_gpu_topk/32768/0", 32),
+    ("PQCache rows (ATen's topk + sort + cat), 32k", "BM_gpu_topk/32768/1", 32),
+    ("PQCache rows: sinks, top-496 in index order, window (kernel), 128k", "BM_gpu_topk/131072/0", 32),
+    ("PQCache rows (ATen's topk + sort + cat), 128k", "BM_gpu_topk/131072/1", 32),
+    ("PQCache selection by code combination (kernel), 32k", "BM_gpu_pq_select/32768/0", 32),
+    ("PQCache selection, scores + softmax + sum + top-k, 32k", "BM_gpu_pq_select/32768/1", 32),
+    ("PQCache selection by code combination (kernel), 128k", "BM_gpu_pq_select/131072/0", 32),
+    ("PQCache selection, scores + softmax + sum + top-k, 128k", "BM_gpu_pq_select/131072/1", 32),
 ]
 
 
 def pieces_table(benchmarks, times):
-    lines = ["| selection piece (one layer) | per call | x 30 layers |", "|---|---|---|"]
-    for what, name in PIECES:
+    lines = ["| selection piece (one layer) | per call | x sparse layers |", "|---|---|---|"]
+    for what, name, layers in PIECES:
         t = find(times, name)
         lines.append(f"| {what} | absent | - |" if t is None
-                     else f"| {what} | {t:.1f} us | {30 * t / 1000:.2f} ms |")
+                     else f"| {what} | {t:.1f} us | {layers * t / 1000:.2f} ms ({layers}) |")
     for n, label in ((32768, "32k"), (131072, "128k")):  # once per Lloyd step, not per token
         t = find(times, f"BM_gpu_cosine_assign/{n}")
         what = f"ClusterKV assignment (one Lloyd step), {label}"
@@ -122,7 +123,7 @@ def pieces_table(benchmarks, times):
                       if b.get("name", "").startswith("BM_gpu_kmeans/32768") and "steps" in b
                       and b.get("aggregate_name", "median") == "median"), None)
         detail = "" if steps is None else f" ({steps:g} Lloyd steps)"
-        lines.append(f"| {what} | {kmeans / 1000:.1f} ms{detail} | {30 * kmeans / 1e6:.2f} s |")
+        lines.append(f"| {what} | {kmeans / 1000:.1f} ms{detail} | {30 * kmeans / 1e6:.2f} s (30) |")
     return "\n".join(lines)
 
 

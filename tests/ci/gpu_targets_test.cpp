@@ -70,8 +70,9 @@ TEST(GpuTargets, RatiosOfTheMediansAgainstEachTarget) {
       << r.output;
 }
 
-// The selection pieces: one layer's call and 30 of them (the 8B shape's sparse layers), the
-// assignment of one Lloyd step, one layer's clustering with its Lloyd steps.
+// The selection pieces: one layer's call and one per sparse layer of the 8B shape (30 for Quest
+// and ClusterKV, 32 for PQCache), the assignment of one Lloyd step, one layer's clustering with
+// its Lloyd steps.
 TEST(GpuTargets, SelectionPiecesPerLayerAndPerStep) {
   test::TempDir dir;
   const test::CliRun r = targets(write_report(dir, {
@@ -80,15 +81,15 @@ TEST(GpuTargets, SelectionPiecesPerLayerAndPerStep) {
       run("BM_gpu_kmeans/32768/iterations:3", 40000, ", \"steps\": 17")}));
   ASSERT_EQ(r.code, 0) << r.output;
   for (const std::string line :
-       {"| Quest page scores, 128k | 20.0 us | 0.60 ms |",
-        "| Quest selection (kernel), 8192 pages (128k) | 50.0 us | 1.50 ms |",
+       {"| Quest page scores, 128k | 20.0 us | 0.60 ms (30) |",
+        "| Quest selection (kernel), 8192 pages (128k) | 50.0 us | 1.50 ms (30) |",
         "| Quest selection (ATen's sorts), 8192 pages (128k) | absent | - |",
         "| PQ scores, 32k | absent | - |",
-        "| PQCache selection by code combination (kernel), 128k | 40.0 us | 1.20 ms |",
+        "| PQCache selection by code combination (kernel), 128k | 40.0 us | 1.28 ms (32) |",
         "| PQCache selection, scores + softmax + sum + top-k, 128k | absent | - |",
         "| ClusterKV assignment (one Lloyd step), 32k | 200.0 us | - |",
         "| ClusterKV assignment (one Lloyd step), 128k | absent | - |",
-        "| ClusterKV prefill clustering of one layer, 32k | 40.0 ms (17 Lloyd steps) | 1.20 s |"})
+        "| ClusterKV prefill clustering of one layer, 32k | 40.0 ms (17 Lloyd steps) | 1.20 s (30) |"})
     EXPECT_TRUE(contains(r.output, line)) << line << " missing from:\n" << r.output;
 }
 
