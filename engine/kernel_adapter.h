@@ -120,7 +120,8 @@ at::Tensor pq_scores(const at::Tensor& q, const at::Tensor& centroids, const at:
 // or, on a GPU (CUDA build), one kernel. Their weights equal the composition's up to rounding,
 // so the selections can differ only where two combinations' weights are within a rounding of
 // each other at the k-th. Otherwise, and with kAten, the composition itself (kAten: ATen's
-// operators throughout). q, centroids, codes as pq_scores takes them, 0 <= k <= n.
+// operators throughout). q, centroids, codes as pq_scores takes them (codes < K: the kernels
+// do not check), 0 <= k <= n.
 // Returns [H, lead + k + trailing] int64, ascending.
 at::Tensor pq_top_k(const at::Tensor& q, const at::Tensor& centroids, const at::Tensor& codes,
                     double scale, int64_t k, int64_t lead, int64_t trailing,

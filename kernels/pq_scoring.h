@@ -27,7 +27,8 @@ void pq_scores(const float* q, const float* centroids, const uint8_t* codes, flo
 // token, so a step reads each code twice (the counts, then the selection) and writes no score.
 // The weights equal those of softmax(pq_scores) up to rounding (another summation order), so
 // the two can rank differently only where two combinations' weights are within a rounding.
-// Needs K^m <= kPqMaxCombinations and 0 <= k <= n.
+// Needs K^m <= kPqMaxCombinations, 0 <= k <= n and codes < K (not checked: they index the
+// counts, as they index the tables in pq_scores).
 constexpr int64_t kPqMaxCombinations = 4096;
 void pq_top_k(const float* q, const float* centroids, const uint8_t* codes, int64_t H, int64_t g,
               int64_t m, int64_t K, int64_t s, int64_t n, int64_t codes_row, float scale,

@@ -108,10 +108,10 @@ void pq_scores(const void* q, kernels::KvElement q_type, const float* centroids,
 // k + trailing] int64 = 0 .. lead - 1, lead + the k tokens of largest weight (the softmax of
 // scale * q . centroid over the n tokens per query head, summed over the g query heads) in
 // index order, lead + n .. lead + n + trailing - 1. q [H, g, m*s] of `q_type`, centroids [H, m,
-// K, s] fp32, codes [H, m, n] uint8 rows codes_row apart. A block per KV head counts the tokens
-// of each code combination and ranks the combinations: one launch. Needs K <= 256, K^m <=
-// kernels::kPqMaxCombinations, pq_top_k_shared_bytes(g, m, K) <= kPqTopKSharedBytes,
-// 0 <= k <= n < 2^31 - 2^13.
+// K, s] fp32, codes [H, m, n] uint8 rows codes_row apart, values < K (not checked). A block per
+// KV head counts the tokens of each code combination and ranks the combinations: one launch.
+// Needs 1 <= K <= 256, K^m <= kernels::kPqMaxCombinations, pq_top_k_shared_bytes(g, m, K) <=
+// kPqTopKSharedBytes, 0 <= k <= n < 2^31 - 2^13.
 constexpr size_t kPqTopKSharedBytes = 46 * 1024;  // of 48 KiB: the rest for the radix select's
 size_t pq_top_k_shared_bytes(int64_t g, int64_t m, int64_t K);
 void pq_top_k(const void* q, kernels::KvElement q_type, const float* centroids,

@@ -168,9 +168,10 @@ __device__ inline int taken_widths(const uint32_t (&keys)[kItems], int mine, int
   return sum;
 }
 
-// After select_threshold (unweighted): each of the items 0..count-1 taken, those above
-// `threshold` and the first ties_taken at it in order, passed to keep(i, at) with `at` its
-// place among the taken (0, 1, ... in item order). key_of(i): item i's key. Items in chunks of
+// After select_threshold: each of the items 0..count-1 (each of weight 1: PQCache's tokens
+// after a select over their combinations weighted by token counts, or the unweighted items
+// themselves) taken, those above `threshold` and the first ties_taken at it in order, passed to
+// keep(i, at) with `at` its place among the taken (0, 1, ... in item order). key_of(i): item i's key. Items in chunks of
 // blockDim * kItems, kItems consecutive ones a thread; every thread must call it.
 // warp_totals: shared scratch of 32 ints.
 template <typename KeyOf, typename Keep>

@@ -344,7 +344,8 @@ at::Tensor pq_scores(const at::Tensor& q, const at::Tensor& centroids, const at:
 }
 
 bool pq_top_k_supported(const at::Tensor& q, const at::Tensor& centroids) {
-  return pq_scores_supported(centroids) && q.defined() && q.dim() == 3 &&
+  return pq_scores_supported(centroids) && centroids.size(2) >= 1 && q.defined() &&
+         q.dim() == 3 &&
          kernels::pq_combinations(centroids.size(1), centroids.size(2)) <=
              kernels::kPqMaxCombinations &&
          pq_top_k_shared_bytes(q.size(1), centroids.size(1), centroids.size(2)) <=

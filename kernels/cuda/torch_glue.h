@@ -126,7 +126,7 @@ at::Tensor pq_scores(const at::Tensor& q, const at::Tensor& centroids, const at:
 
 // PQCache's selection of a decode step in one launch (engine/kernel_adapter.h pq_top_k has the
 // semantics, kvbench_cuda.h pq_top_k the kernel).
-//   q, centroids, codes: as pq_scores takes them; 0 <= k <= n
+//   q, centroids, codes: as pq_scores takes them (codes < K, not checked); 0 <= k <= n
 //   returns: [H, lead + k + trailing] int64, ascending
 // Supported when centroids are fp32 CUDA [H, m, K, s] with K <= 256, K^m <= 4096 and the
 // tables of q's g query heads fit the kernel's shared memory (pq_top_k_shared_bytes).
