@@ -20,6 +20,9 @@
 //                                   kernel by code combination (0, pq_top_k: one launch), or the
 //                                   composition it replaced (1: the scores kernel, ATen's
 //                                   softmax and sum, top_k_ascending)
+//   gpu_pq_select_slices/<n>/<s>    the same kernel in one launch (s = 1) or two over s slices
+//                                   of each row (counter `chosen`: the glue's count,
+//                                   kvbench_cuda.h pq_top_k_auto_slices)
 //   gpu_quest_select/<pages>/<aten> Quest's selection from the page scores of 8 KV heads: the
 //                                   entries of the best 63 pages and the current one (B = 1024):
 //                                   the kernel (0, top_page_entries), or ATen's stable sort,
@@ -237,6 +240,20 @@ void BM_gpu_pq_select(benchmark::State& state) {
 }
 BENCHMARK(BM_gpu_pq_select)->ArgsProduct({{32768, 131072}, {0, 1}})->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
+
+void BM_gpu_pq_select_slices(benchmark::State& state) {
+  if (!at::cuda::is_available()) return state.SkipWithError("skipped: no GPU");
+  const int64_t n = state.range(0), slices = state.range(1);
+  const PqInputs in = pq_inputs(n, at::kBFloat16);
+  const double scale = 1.0 / std::sqrt(double(kD));
+  time_with_events(state, [&] {
+    cuda::pq_top_k(in.q, in.centroids, in.codes, scale, 496, 32, 497, slices);
+  });
+  set_bytes(state, double(2 * in.codes.numel()));
+  state.counters["chosen"] = double(cuda::pq_top_k_auto_slices(n));
+}
+BENCHMARK(BM_gpu_pq_select_slices)->ArgsProduct({{32768, 131072}, {1, 4, 8, 16, 32}})
+    ->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 void BM_gpu_quest_select(benchmark::State& state) {
   if (!at::cuda::is_available()) return state.SkipWithError("skipped: no GPU");

@@ -108,16 +108,30 @@ void pq_scores(const void* q, kernels::KvElement q_type, const float* centroids,
 // k + trailing] int64 = 0 .. lead - 1, lead + the k tokens of largest weight (the softmax of
 // scale * q . centroid over the n tokens per query head, summed over the g query heads) in
 // index order, lead + n .. lead + n + trailing - 1. q [H, g, m*s] of `q_type`, centroids [H, m,
-// K, s] fp32, codes [H, m, n] uint8 rows codes_row apart, values < K (not checked). A block per
-// KV head counts the tokens of each code combination and ranks the combinations: one launch.
+// K, s] fp32, codes [H, m, n] uint8 rows codes_row apart, values < K (not checked).
+// slices 1: a block per KV head counts the tokens of each code combination, ranks the
+// combinations and writes the row, one launch. slices > 1: two launches, the first a block per
+// (slice, head) counting a slice's tokens into partial [H, slices, K^m] int32, the second a
+// block per (slice, head) ranking the combinations from the summed counts and writing that
+// slice's tokens at the offsets the earlier slices' counts give (the same entries either way;
+// one block per head walks a long row alone on 8 of the GPU's SMs).
 // Needs 1 <= K <= 256, K^m <= kernels::kPqMaxCombinations, pq_top_k_shared_bytes(g, m, K) <=
-// kPqTopKSharedBytes, 0 <= k <= n < 2^31 - 2^13.
+// kPqTopKSharedBytes, 0 <= k <= n < 2^31 - 2^13, H <= 65535, 1 <= slices <= kPqTopKMaxSlices.
 constexpr size_t kPqTopKSharedBytes = 46 * 1024;  // of 48 KiB: the rest for the radix select's
+constexpr int64_t kPqTopKMaxSlices = 64;
 size_t pq_top_k_shared_bytes(int64_t g, int64_t m, int64_t K);
 void pq_top_k(const void* q, kernels::KvElement q_type, const float* centroids,
               const uint8_t* codes, int64_t H, int64_t g, int64_t m, int64_t K, int64_t s,
               int64_t n, int64_t codes_row, float scale, int64_t k, int64_t lead,
-              int64_t trailing, int64_t* out, void* stream = nullptr);
+              int64_t trailing, int64_t* out, int64_t slices = 1, int32_t* partial = nullptr,
+              void* stream = nullptr);
+
+// The slices the LibTorch glue uses: one below 64k tokens, else slices of 8192 tokens (one
+// iteration of a block's passes), at most 16 (8 KV heads x 16 = 128 blocks of 1024 threads,
+// about one per SM of an H100). A guess, not measured yet: `gpu_pq_select_slices` times them.
+inline int64_t pq_top_k_auto_slices(int64_t n) {
+  return n < 65536 ? 1 : (n / 8192 < 16 ? n / 8192 : 16);
+}
 
 // PQCache's codes of keys read in place from a pool (https://arxiv.org/abs/2407.12820, tokens
 // leaving the local window): codes[h * codes_head + u * codes_row + column + j] = the id of the

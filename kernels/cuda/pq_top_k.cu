@@ -68,25 +68,10 @@ __device__ float block_reduce(float x, float* scratch, Op op) {
   return all;
 }
 
-// grid (H), kThreads threads; dynamic shared memory: count [P] int, weight [P] float, table
-// [g, m, K] float. out: the head's lead + k + trailing entries.
-__global__ void __launch_bounds__(kThreads)
-    pq_top_k_kernel(const void* __restrict__ q, kernels::KvElement q_type,
-                    const float* __restrict__ centroids, const uint8_t* __restrict__ codes,
-                    int64_t codes_row, int g, int m, int K, int s, int n, int P, float scale,
-                    int k, int64_t lead, int64_t trailing, int64_t* __restrict__ out) {
-  extern __shared__ int shared[];
-  int* const count = shared;                                   // [P] tokens per combination
-  float* const weight = reinterpret_cast<float*>(shared + P);  // [P]
-  float* const table = weight + P;                             // [g, m, K]
-  __shared__ int warp_totals[32];
-  __shared__ float scratch[32];
-  const int h = blockIdx.x;
-  int64_t* const o = out + int64_t(h) * (lead + k + trailing);
-  for (int64_t j = threadIdx.x; j < lead; j += blockDim.x) o[j] = j;
-  for (int64_t j = threadIdx.x; j < trailing; j += blockDim.x) o[lead + k + j] = lead + n + j;
-  if (k == 0) return;  // the whole block
-  for (int p = threadIdx.x; p < P; p += blockDim.x) count[p] = 0;
+// The lookup table [g, m, K] of head h into shared memory (every thread takes entries):
+// q's sub-vector u of query head gi . centroid c of sub-space u, its channels in order.
+__device__ void build_table(const void* q, kernels::KvElement q_type, const float* centroids,
+                            int h, int g, int m, int K, int s, float* table) {
   for (int e = threadIdx.x; e < g * m * K; e += blockDim.x) {
     const int gi = e / (m * K), u = (e / K) % m, c = e % K;
     const int64_t qs = (int64_t(h) * g + gi) * m * s + int64_t(u) * s;  // q's sub-vector u
@@ -95,23 +80,30 @@ __global__ void __launch_bounds__(kThreads)
     for (int x = 0; x < s; ++x) acc += load_element(q, q_type, qs + x) * cs[x];
     table[e] = acc;
   }
-  __syncthreads();
-  const uint8_t* const head_codes = codes + int64_t(h) * m * codes_row;
-  // The counts: kItems tokens a thread an iteration, their codes all loaded before any count.
-  for (int first = 0; first < n; first += int(blockDim.x) * kItems) {
+}
+
+// Adds tokens begin..end-1 of a head's codes to count [P] (shared memory, every thread): kItems
+// tokens a thread an iteration, their codes all loaded before any is counted.
+__device__ void count_tokens(const uint8_t* head_codes, int64_t codes_row, int m, int K,
+                             int begin, int end, int* count) {
+  for (int first = begin; first < end; first += int(blockDim.x) * kItems) {
     int c[kItems];
 #pragma unroll
     for (int i = 0; i < kItems; ++i) {
       const int j = first + i * int(blockDim.x) + int(threadIdx.x);
-      c[i] = j < n ? combination(head_codes, codes_row, m, K, j) : -1;
+      c[i] = j < end ? combination(head_codes, codes_row, m, K, j) : -1;
     }
 #pragma unroll
     for (int i = 0; i < kItems; ++i)
       if (c[i] >= 0) atomicAdd(&count[c[i]], 1);
   }
-  __syncthreads();
-  // The weights: per query head, the softmax's max and sum over the tokens, a combination's
-  // tokens sharing one term. Thread t holds combinations t, t + kThreads, ... in registers.
+}
+
+// weight[p] for every combination (shared memory, every thread; kThreads threads): per query
+// head, the softmax's max and sum over the tokens, a combination's count tokens sharing one
+// term. Thread t holds combinations t, t + kThreads, ... in registers. scratch: 32 floats.
+__device__ void combination_weights(const int* count, const float* table, int g, int m, int K,
+                                    int P, float scale, float* weight, float* scratch) {
   int tokens[kCombinationsPerThread];
   float w[kCombinationsPerThread];
 #pragma unroll
@@ -125,7 +117,8 @@ __global__ void __launch_bounds__(kThreads)
     float top = -INFINITY;
 #pragma unroll
     for (int i = 0; i < kCombinationsPerThread; ++i) {
-      x[i] = tokens[i] > 0 ? combination_score(table, gi, m, K, int(threadIdx.x) + i * kThreads, scale) : 0.f;
+      const int p = int(threadIdx.x) + i * kThreads;
+      x[i] = tokens[i] > 0 ? combination_score(table, gi, m, K, p, scale) : 0.f;
       if (tokens[i] > 0) top = max_keeping_nan(top, x[i]);
     }
     top = block_reduce(top, scratch, [](float a, float b) { return max_keeping_nan(a, b); });
@@ -143,14 +136,95 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int i = 0; i < kCombinationsPerThread; ++i)
     if (int(threadIdx.x) + i * kThreads < P) weight[int(threadIdx.x) + i * kThreads] = w[i];
+}
+
+// Tokens of slice s (of `slices` equal ones) of n: begin..end-1.
+__device__ inline void slice_bounds(int n, int s, int slices, int& begin, int& end) {
+  const int share = (n + slices - 1) / slices;
+  begin = min(n, s * share);
+  end = min(n, begin + share);
+}
+
+// The first of two launches for long rows: grid (slices, H), kThreads threads, dynamic shared
+// count [P]. partial[(h * slices + s) * P + p]: slice s's tokens of combination p.
+__global__ void __launch_bounds__(kThreads)
+    pq_slice_counts_kernel(const uint8_t* __restrict__ codes, int64_t codes_row, int m, int K,
+                           int n, int P, int32_t* __restrict__ partial) {
+  extern __shared__ int count[];
+  const int h = blockIdx.y, s = blockIdx.x, slices = gridDim.x;
+  for (int p = threadIdx.x; p < P; p += blockDim.x) count[p] = 0;
+  __syncthreads();
+  int begin, end;
+  slice_bounds(n, s, slices, begin, end);
+  count_tokens(codes + int64_t(h) * m * codes_row, codes_row, m, K, begin, end, count);
+  __syncthreads();
+  int32_t* const mine = partial + (int64_t(h) * slices + s) * P;
+  for (int p = threadIdx.x; p < P; p += blockDim.x) mine[p] = count[p];
+}
+
+// grid (slices, H), kThreads threads; dynamic shared memory: count [P] int, weight [P] float,
+// table [g, m, K] float. Block (s, h) writes head h's selected tokens of slice s; slice 0 also
+// the leading and trailing entries. One slice (partial null): the block counts the tokens
+// itself, one launch in all; several: the counts are the slices' partial ones summed, every
+// block of a head ranks the same combinations (the same bits: the same operations in the same
+// order), and a slice's place in the output follows from the earlier slices' partial counts.
+// out: each head's lead + k + trailing entries.
+__global__ void __launch_bounds__(kThreads)
+    pq_select_kernel(const void* __restrict__ q, kernels::KvElement q_type,
+                     const float* __restrict__ centroids, const uint8_t* __restrict__ codes,
+                     int64_t codes_row, int g, int m, int K, int s, int n, int P, float scale,
+                     int k, int64_t lead, int64_t trailing, const int32_t* __restrict__ partial,
+                     int64_t* __restrict__ out) {
+  extern __shared__ int shared[];
+  int* const count = shared;                                   // [P] tokens per combination
+  float* const weight = reinterpret_cast<float*>(shared + P);  // [P]
+  float* const table = weight + P;                             // [g, m, K]
+  __shared__ int warp_totals[32];
+  __shared__ float scratch[32];
+  const int h = blockIdx.y, slice = blockIdx.x, slices = gridDim.x;
+  int64_t* const o = out + int64_t(h) * (lead + k + trailing);
+  if (slice == 0) {
+    for (int64_t j = threadIdx.x; j < lead; j += blockDim.x) o[j] = j;
+    for (int64_t j = threadIdx.x; j < trailing; j += blockDim.x) o[lead + k + j] = lead + n + j;
+  }
+  if (k == 0) return;  // the whole block
+  const int32_t* const head_partial = partial ? partial + int64_t(h) * slices * P : nullptr;
+  for (int p = threadIdx.x; p < P; p += blockDim.x) {
+    int total = 0;
+    for (int t = 0; head_partial && t < slices; ++t) total += head_partial[int64_t(t) * P + p];
+    count[p] = total;
+  }
+  build_table(q, q_type, centroids, h, g, m, K, s, table);
+  __syncthreads();
+  const uint8_t* const head_codes = codes + int64_t(h) * m * codes_row;
+  if (!partial) {
+    count_tokens(head_codes, codes_row, m, K, 0, n, count);
+    __syncthreads();
+  }
+  combination_weights(count, table, g, m, K, P, scale, weight, scratch);
   __syncthreads();
   uint32_t threshold;
   int ties_taken;
   radix::select_threshold<true>(weight, count, P, k, threshold, ties_taken);
-  // The tokens in order: those above the threshold and the first ties_taken at it.
+  // The earlier slices' tokens above the threshold and at it.
+  int above = 0, at_threshold = 0;
+  for (int p = threadIdx.x; head_partial && p < P; p += blockDim.x) {
+    const uint32_t key = radix::order_key(weight[p]);
+    if (key < threshold) continue;
+    int before = 0;
+    for (int t = 0; t < slice; ++t) before += head_partial[int64_t(t) * P + p];
+    (key > threshold ? above : at_threshold) += before;
+  }
+  int above_before, ties_before;
+  block_exclusive_sum(above, warp_totals, above_before);
+  block_exclusive_sum(at_threshold, warp_totals, ties_before);
+  int begin, end;
+  slice_bounds(n, slice, slices, begin, end);
+  // The slice's tokens in order: those above the threshold and the first ties_taken at it.
   radix::for_each_taken(
       [&](int j) { return radix::order_key(weight[combination(head_codes, codes_row, m, K, j)]); },
-      n, threshold, ties_taken, warp_totals, [&](int j, int at) { o[lead + at] = lead + j; });
+      begin, end, threshold, ties_taken, ties_before, above_before + min(ties_before, ties_taken),
+      warp_totals, [&](int j, int at) { o[lead + at] = lead + j; });
 }
 
 }  // namespace
@@ -162,19 +236,25 @@ size_t pq_top_k_shared_bytes(int64_t g, int64_t m, int64_t K) {
 void pq_top_k(const void* q, kernels::KvElement q_type, const float* centroids,
               const uint8_t* codes, int64_t H, int64_t g, int64_t m, int64_t K, int64_t s,
               int64_t n, int64_t codes_row, float scale, int64_t k, int64_t lead,
-              int64_t trailing, int64_t* out, void* stream) {
+              int64_t trailing, int64_t* out, int64_t slices, int32_t* partial, void* stream) {
   const int64_t P = kernels::pq_combinations(m, K);
   if (K < 1 || K > 256 || P > kernels::kPqMaxCombinations ||
       pq_top_k_shared_bytes(g, m, K) > kPqTopKSharedBytes ||
-      n > 0x7fffffff - kThreads * kItems || k < 0 || k > n || H > 0x7fffffff)
+      n > 0x7fffffff - kThreads * kItems || k < 0 || k > n || H > 65535 || slices < 1 ||
+      slices > kPqTopKMaxSlices || (slices > 1 && !partial))
     throw std::invalid_argument(
-        "kvb::cuda::pq_top_k: needs K <= 256, K^m <= 4096 code combinations, their tables in "
-        "46 KiB of shared memory, 0 <= k <= n and n below 2^31 - 2^13");
+        "kvb::cuda::pq_top_k: needs 1 <= K <= 256, K^m <= 4096 code combinations, their tables "
+        "in 46 KiB of shared memory, 0 <= k <= n below 2^31 - 2^13, H <= 65535 and 1 to 64 "
+        "slices (several: the partial counts' buffer)");
   if (H == 0) return;
-  pq_top_k_kernel<<<unsigned(H), kThreads, pq_top_k_shared_bytes(g, m, K),
-                    static_cast<cudaStream_t>(stream)>>>(
+  const cudaStream_t st = static_cast<cudaStream_t>(stream);
+  const dim3 grid(static_cast<unsigned>(slices), static_cast<unsigned>(H));
+  if (slices > 1 && k > 0)
+    pq_slice_counts_kernel<<<grid, kThreads, size_t(P) * sizeof(int), st>>>(
+        codes, codes_row, int(m), int(K), int(n), int(P), partial);
+  pq_select_kernel<<<grid, kThreads, pq_top_k_shared_bytes(g, m, K), st>>>(
       q, q_type, centroids, codes, codes_row, int(g), int(m), int(K), int(s), int(n), int(P),
-      scale, int(k), lead, trailing, out);
+      scale, int(k), lead, trailing, slices > 1 ? partial : nullptr, out);
 }
 
 }  // namespace kvb::cuda

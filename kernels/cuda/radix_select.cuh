@@ -168,26 +168,27 @@ __device__ inline int taken_widths(const uint32_t (&keys)[kItems], int mine, int
   return sum;
 }
 
-// After select_threshold: each of the items 0..count-1 (each of weight 1: PQCache's tokens
+// After select_threshold: each of the items begin..end-1 (each of weight 1: PQCache's tokens
 // after a select over their combinations weighted by token counts, or the unweighted items
 // themselves) taken, those above `threshold` and the first ties_taken at it in order, passed to
-// keep(i, at) with `at` its place among the taken (0, 1, ... in item order). key_of(i): item i's key. Items in chunks of
-// blockDim * kItems, kItems consecutive ones a thread; every thread must call it.
-// warp_totals: shared scratch of 32 ints.
+// keep(i, at) with `at` its place among the taken (in item order). ties_before / kept_before:
+// the items at the threshold, and those taken, before `begin` (a slice's offsets; 0 for a
+// whole row). key_of(i): item i's key. Items in chunks of blockDim * kItems, kItems consecutive
+// ones a thread; every thread must call it. warp_totals: shared scratch of 32 ints.
 template <typename KeyOf, typename Keep>
-__device__ void for_each_taken(KeyOf key_of, int count, uint32_t threshold, int ties_taken,
+__device__ void for_each_taken(KeyOf key_of, int begin, int end, uint32_t threshold,
+                               int ties_taken, int ties_before, int kept_before,
                                int* warp_totals, Keep keep) {
-  int ties_before = 0, kept_before = 0;
-  for (int first = 0; first < count; first += int(blockDim.x) * kItems) {
+  for (int first = begin; first < end; first += int(blockDim.x) * kItems) {
     const int mine = first + int(threadIdx.x) * kItems;
     uint32_t keys[kItems];
     int ties_in_chunk;
-    int tie_rank = ties_before + keys_of_and_ties_before<false>(key_of, nullptr, count, mine,
+    int tie_rank = ties_before + keys_of_and_ties_before<false>(key_of, nullptr, end, mine,
                                                                 threshold, keys, warp_totals,
                                                                 ties_in_chunk);
     int kept[kItems];  // 1 or 0: items of one entry, none cut
     const int kept_here =
-        taken_widths(keys, mine, count, threshold, ties_taken, 1, 0, tie_rank, kept);
+        taken_widths(keys, mine, end, threshold, ties_taken, 1, 0, tie_rank, kept);
     int kept_in_chunk;
     int at = kept_before + block_exclusive_sum(kept_here, warp_totals, kept_in_chunk);
 #pragma unroll

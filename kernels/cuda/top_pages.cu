@@ -105,8 +105,8 @@ __global__ void __launch_bounds__(kChunkThreads)
   uint32_t threshold;
   int ties_taken;
   radix::select_threshold<false>(row, nullptr, count, keep, threshold, ties_taken);
-  radix::for_each_taken([row](int i) { return radix::order_key(row[i]); }, count, threshold,
-                        ties_taken, warp_totals, [&](int i, int at) {
+  radix::for_each_taken([row](int i) { return radix::order_key(row[i]); }, 0, count, threshold,
+                        ties_taken, 0, 0, warp_totals, [&](int i, int at) {
                           candidate_scores[at_row + at] = row[i];
                           candidate_pages[at_row + at] = first_page + i;
                         });

@@ -353,7 +353,7 @@ bool pq_top_k_supported(const at::Tensor& q, const at::Tensor& centroids) {
 }
 
 at::Tensor pq_top_k(const at::Tensor& q, const at::Tensor& centroids, const at::Tensor& codes,
-                    double scale, int64_t k, int64_t lead, int64_t trailing) {
+                    double scale, int64_t k, int64_t lead, int64_t trailing, int64_t slices) {
   require(pq_top_k_supported(q, centroids),
           "pq_top_k: needs fp32 CUDA centroids [H, m, K, s] with K <= 256 and K^m <= 4096, "
           "and q [H, g, m*s] whose tables fit 46 KiB");
@@ -367,14 +367,21 @@ at::Tensor pq_top_k(const at::Tensor& q, const at::Tensor& centroids, const at::
           "pq_top_k: codes must be integers");
   require(k >= 0 && k <= n && lead >= 0 && trailing >= 0,
           "pq_top_k: needs 0 <= k <= n, lead >= 0 and trailing >= 0");
+  require(slices == kAutoSlices || (slices >= 1 && slices <= kPqTopKMaxSlices),
+          "pq_top_k: slices must be kAutoSlices or 1 to 64");
+  if (slices == kAutoSlices) slices = pq_top_k_auto_slices(n);
   const c10::cuda::CUDAGuard guard(q.device());
   at::Tensor qc = (kv_element(q.scalar_type()) ? q : q.to(at::kFloat)).contiguous();  // [H, g, m*s]
   at::Tensor cc = centroids.contiguous();                                             // [H, m, K, s]
   at::Tensor codes8 = pq_codes_as_read(codes, m, n);                                  // [H, m, n]
   at::Tensor out = at::empty({H, lead + k + trailing}, q.options().dtype(at::kLong));
+  at::Tensor partial;  // [H, slices, K^m]: each slice's tokens per combination
+  if (slices > 1)
+    partial = at::empty({H, slices, kernels::pq_combinations(m, K)}, q.options().dtype(at::kInt));
   pq_top_k(qc.data_ptr(), *kv_element(qc.scalar_type()), cc.data_ptr<float>(),
            codes8.data_ptr<uint8_t>(), H, g, m, K, s, n, codes8.stride(1), float(scale), k, lead,
-           trailing, out.data_ptr<int64_t>(), current_stream());
+           trailing, out.data_ptr<int64_t>(), slices,
+           slices > 1 ? partial.data_ptr<int32_t>() : nullptr, current_stream());
   check_launch("pq_top_k");
   return out;
 }

@@ -128,11 +128,15 @@ at::Tensor pq_scores(const at::Tensor& q, const at::Tensor& centroids, const at:
 // semantics, kvbench_cuda.h pq_top_k the kernel).
 //   q, centroids, codes: as pq_scores takes them (codes < K, not checked); 0 <= k <= n
 //   returns: [H, lead + k + trailing] int64, ascending
-// Supported when centroids are fp32 CUDA [H, m, K, s] with K <= 256, K^m <= 4096 and the
+//   slices:  kAutoSlices (kvbench_cuda.h pq_top_k_auto_slices) or 1 to 64 (the same entries
+//            every way)
+// Supported when centroids are fp32 CUDA [H, m, K, s] with 1 <= K <= 256, K^m <= 4096 and the
 // tables of q's g query heads fit the kernel's shared memory (pq_top_k_shared_bytes).
+constexpr int64_t kAutoSlices = -1;
 bool pq_top_k_supported(const at::Tensor& q, const at::Tensor& centroids);
 at::Tensor pq_top_k(const at::Tensor& q, const at::Tensor& centroids, const at::Tensor& codes,
-                    double scale, int64_t k, int64_t lead, int64_t trailing);
+                    double scale, int64_t k, int64_t lead, int64_t trailing,
+                    int64_t slices = kAutoSlices);
 
 // PQCache's codes of keys in a pool, written in place (engine/kernel_adapter.h pq_encode_rows
 // has the semantics; kvbench_cuda.h pq_encode the kernel): one launch.

@@ -165,7 +165,8 @@ TEST(Gpu, PqcacheTopKOnTheKernelIsAtensAndTiesGoLow) {
 // of 128 with g = 4, and m = 1 (256) and m = 3, b = 4 (4096 of 3 sub-spaces); codes over the
 // whole codebook and over 3 values (the k-th among many ties); n within one chunk of the output
 // pass, across chunks and 131 072; k from 1 to every token; q in fp32 and bf16; the codes a
-// narrow view of wider rows, as PQCache reads them.
+// narrow view of wider rows, as PQCache reads them; the row in one launch or in two over 3 to 64
+// slices, the same entries.
 TEST(Gpu, PqcacheSelectionByCombinationOnTheKernelIsTheCompositions) {
   KVB_REQUIRE_GPU();
   const at::Device gpu(at::kCUDA, 0);
@@ -193,6 +194,15 @@ TEST(Gpu, PqcacheSelectionByCombinationOnTheKernelIsTheCompositions) {
                                           wide.to(gpu).narrow(2, 0, n), scale, k, 32, 497);
           ASSERT_TRUE(got.is_cuda());
           EXPECT_EQ(test::pq_selection_difference(got, q, centroids, codes, scale, k, 32, 497), "");
+#if KVBENCH_CUDA_KERNELS
+          // One launch or two over slices of the row (more slices than a block's chunk, and
+          // than tokens at n = 500): every block ranks from the same counts, the same bits.
+          for (const int64_t slices : {int64_t(1), int64_t(3), int64_t(16), int64_t(64)})
+            EXPECT_TRUE(cuda::pq_top_k(q.to(gpu), centroids.to(gpu), wide.to(gpu).narrow(2, 0, n),
+                                       scale, k, 32, 497, slices)
+                            .equal(got))
+                << slices << " slices";
+#endif
         }
       }
 }
