@@ -59,7 +59,8 @@ void top_k_by_combination(const float* table, const uint8_t* codes, int64_t g, i
   std::vector<int32_t> combination(size_t(n), 0);
   for (int64_t u = 0; u < m; ++u) {
     const uint8_t* row = codes + u * codes_row;
-    for (int64_t j = 0; j < n; ++j) combination[size_t(j)] = combination[size_t(j)] * int32_t(K) + row[j];
+    for (int64_t j = 0; j < n; ++j)
+      combination[size_t(j)] = combination[size_t(j)] * int32_t(K) + row[j];
   }
   const int64_t P = pq_combinations(m, K);
   std::vector<int64_t> count(size_t(P), 0);

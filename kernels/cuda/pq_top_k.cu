@@ -1,5 +1,5 @@
-// PQCache's selection of a decode step in one launch (kvbench_cuda.h pq_top_k has the contract;
-// kernels/pq_scoring.cpp pq_top_k is the CPU kernel of the same method, and the adapter's
+// PQCache's selection of a decode step in one launch or two (kvbench_cuda.h pq_top_k has the
+// contract; kernels/pq_scoring.cpp pq_top_k is the CPU kernel of the same method, and the adapter's
 // composition softmax(pq_scores).sum -> top_k_ascending the reference it must equal up to
 // rounding). It replaces four launches a layer (the scores, ATen's softmax and sum, the top-k)
 // and their [H, g, n] and [H, n] fp32 intermediates: at 128k the top-k alone took 237 us a
@@ -12,7 +12,9 @@
 // kernels/cuda/radix_select.cuh finds the k-th largest weight over the combinations, each
 // weighing its token count; a second pass over the codes writes the tokens above it and the
 // first of those at it, in index order, at the prefix sums of what the threads before them
-// keep.
+// keep. Long rows in two launches over slices of the row: a block per (slice, head) counts its
+// slice, then a block per (slice, head) ranks from the summed counts and writes its slice's
+// tokens, the earlier slices' counts giving its place in the row.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -188,11 +190,20 @@ __global__ void __launch_bounds__(kThreads)
     for (int64_t j = threadIdx.x; j < trailing; j += blockDim.x) o[lead + k + j] = lead + n + j;
   }
   if (k == 0) return;  // the whole block
+  // Each combination's tokens in all slices (count) and in the slices before this one (before:
+  // thread t holds combinations t, t + kThreads, ..., as combination_weights does).
   const int32_t* const head_partial = partial ? partial + int64_t(h) * slices * P : nullptr;
-  for (int p = threadIdx.x; p < P; p += blockDim.x) {
+  int before[kCombinationsPerThread];
+#pragma unroll
+  for (int i = 0; i < kCombinationsPerThread; ++i) {
+    const int p = int(threadIdx.x) + i * kThreads;
     int total = 0;
-    for (int t = 0; head_partial && t < slices; ++t) total += head_partial[int64_t(t) * P + p];
-    count[p] = total;
+    before[i] = 0;
+    for (int t = 0; head_partial && p < P && t < slices; ++t) {
+      if (t == slice) before[i] = total;
+      total += head_partial[int64_t(t) * P + p];
+    }
+    if (p < P) count[p] = total;
   }
   build_table(q, q_type, centroids, h, g, m, K, s, table);
   __syncthreads();
@@ -206,14 +217,15 @@ __global__ void __launch_bounds__(kThreads)
   uint32_t threshold;
   int ties_taken;
   radix::select_threshold<true>(weight, count, P, k, threshold, ties_taken);
-  // The earlier slices' tokens above the threshold and at it.
+  // The earlier slices' tokens above the threshold and at it (block totals: the scans' third
+  // argument).
   int above = 0, at_threshold = 0;
-  for (int p = threadIdx.x; head_partial && p < P; p += blockDim.x) {
-    const uint32_t key = radix::order_key(weight[p]);
-    if (key < threshold) continue;
-    int before = 0;
-    for (int t = 0; t < slice; ++t) before += head_partial[int64_t(t) * P + p];
-    (key > threshold ? above : at_threshold) += before;
+#pragma unroll
+  for (int i = 0; i < kCombinationsPerThread; ++i) {
+    const int p = int(threadIdx.x) + i * kThreads;
+    const uint32_t key = p < P ? radix::order_key(weight[p]) : 0u;
+    if (p < P && key > threshold) above += before[i];
+    if (p < P && key == threshold) at_threshold += before[i];
   }
   int above_before, ties_before;
   block_exclusive_sum(above, warp_totals, above_before);

@@ -371,9 +371,10 @@ at::Tensor pq_top_k(const at::Tensor& q, const at::Tensor& centroids, const at::
           "pq_top_k: slices must be kAutoSlices or 1 to 64");
   if (slices == kAutoSlices) slices = pq_top_k_auto_slices(n);
   const c10::cuda::CUDAGuard guard(q.device());
-  at::Tensor qc = (kv_element(q.scalar_type()) ? q : q.to(at::kFloat)).contiguous();  // [H, g, m*s]
-  at::Tensor cc = centroids.contiguous();                                             // [H, m, K, s]
-  at::Tensor codes8 = pq_codes_as_read(codes, m, n);                                  // [H, m, n]
+  // q [H, g, m*s] in its dtype where the kernel reads it; centroids [H, m, K, s]; codes [H, m, n]
+  at::Tensor qc = (kv_element(q.scalar_type()) ? q : q.to(at::kFloat)).contiguous();
+  at::Tensor cc = centroids.contiguous();
+  at::Tensor codes8 = pq_codes_as_read(codes, m, n);
   at::Tensor out = at::empty({H, lead + k + trailing}, q.options().dtype(at::kLong));
   at::Tensor partial;  // [H, slices, K^m]: each slice's tokens per combination
   if (slices > 1)

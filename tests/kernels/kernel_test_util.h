@@ -81,7 +81,8 @@ inline std::string top_k_difference(const std::vector<int64_t>& got,
     const int64_t* g = got.data() + r * width;
     const int64_t* w = want.data() + r * width;
     for (int64_t j = 0; j < width; ++j)
-      if ((j < lead || j >= lead + k) && g[j] != w[j]) return row + "lead or trailing entry differs";
+      if ((j < lead || j >= lead + k) && g[j] != w[j])
+        return row + "lead or trailing entry differs";
     for (int64_t j = lead + 1; j < lead + k; ++j)
       if (g[j] <= g[j - 1]) return row + "top-k not ascending";
     if (k == 0) continue;

@@ -140,7 +140,8 @@ TEST(PqTopK, MatchesAPerTokenRankingInDoubleAndTiesGoLow) {
           EXPECT_EQ(top_k_difference(out, ref, weights, H, n, lead, k, trailing, 1e-5), "");
           for (int64_t h = 0; h < H; ++h) {  // equal codes: a taken token's earlier twins taken
             std::vector<bool> taken(size_t(n), false);
-            for (size_t i = 0; i < size_t(k); ++i) taken[size_t(out[h * width + lead + i] - lead)] = true;
+            for (size_t i = 0; i < size_t(k); ++i)
+              taken[size_t(out[h * width + lead + i] - lead)] = true;
             std::map<std::vector<uint8_t>, bool> skipped;  // codes -> an untaken token seen
             for (int64_t j = 0; j < n; ++j) {
               std::vector<uint8_t> key;

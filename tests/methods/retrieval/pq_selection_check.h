@@ -46,7 +46,8 @@ inline std::string pq_selection_difference(const at::Tensor& got, const at::Tens
   const int64_t width = lead + k + trailing;
   for (int64_t h = 0; h < H; ++h) {
     std::vector<bool> is_taken(size_t(n), false);
-    for (int64_t i = 0; i < k; ++i) is_taken[size_t(taken[size_t(h * width + lead + i)] - lead)] = true;
+    for (int64_t i = 0; i < k; ++i)
+      is_taken[size_t(taken[size_t(h * width + lead + i)] - lead)] = true;
     std::unordered_set<int64_t> passed_over;  // combinations of which a token was not taken
     for (int64_t j = 0; j < n; ++j) {
       int64_t key = 0;
