@@ -1,20 +1,17 @@
 #include "kernels/top_k.h"
 
 #include <algorithm>
-#include <cmath>
 #include <numeric>
 #include <vector>
 
 namespace kvb::kernels {
 namespace {
 
-// Whether score a (index i) ranks before score b (index j): NaN first, then the larger, ties
-// to the lower index. A strict total order on (score, index).
+// Whether score a (index i) ranks before score b (index j): the larger rank_key (NaN first,
+// -0 ties +0), ties to the lower index. A strict total order on (score, index).
 inline bool ranks_before(float a, int64_t i, float b, int64_t j) {
-  const bool a_nan = std::isnan(a), b_nan = std::isnan(b);
-  if (a_nan != b_nan) return a_nan;
-  if (!a_nan && a != b) return a > b;
-  return i < j;
+  const uint32_t ka = rank_key(a), kb = rank_key(b);
+  return ka != kb ? ka > kb : i < j;
 }
 
 }  // namespace
