@@ -48,11 +48,13 @@ void require_device(const char* fn, const at::Tensor& like,
 }
 
 // PQ codes [H, m, n] as the kernels read them: uint8 rows one stride apart (the leading columns
-// of a wider index) in place, anything else converted.
-at::Tensor pq_codes_as_read(const at::Tensor& codes, int64_t m, int64_t n) {
-  const bool in_place = codes.scalar_type() == at::kByte &&
-                        kernels::pq_codes_rows_in_place(m, n, codes.stride(0), codes.stride(1),
-                                                        codes.stride(2));
+// of a wider index) in place, anything else converted. (The CPU adapter's codes_as_bytes is
+// its twin: this file is built only on a CUDA build, the adapter's on every build.)
+at::Tensor pq_codes_as_read(const at::Tensor& codes) {
+  const bool in_place =
+      codes.scalar_type() == at::kByte &&
+      kernels::pq_codes_rows_in_place(codes.size(1), codes.size(2), codes.stride(0),
+                                      codes.stride(1), codes.stride(2));
   return in_place ? codes : codes.to(at::kByte).contiguous();
 }
 
@@ -324,7 +326,7 @@ at::Tensor pq_scores(const at::Tensor& q, const at::Tensor& centroids, const at:
   // [H, g, m*s] read in its dtype where the kernel takes it (the model's: no cast per step)
   at::Tensor qc = (kv_element(q.scalar_type()) ? q : q.to(at::kFloat)).contiguous();
   at::Tensor cc = centroids.contiguous();                                         // [H, m, K, s]
-  at::Tensor codes8 = pq_codes_as_read(codes, m, n);  // [H, m, n]
+  at::Tensor codes8 = pq_codes_as_read(codes);  // [H, m, n]
   at::Tensor out = at::empty({H, g, n}, q.options().dtype(at::kFloat));
   if (H == 0 || g == 0 || n == 0) return out;
   // Query heads per launch: their lookup tables [g', m, K] sit in shared memory.
@@ -374,7 +376,7 @@ at::Tensor pq_top_k(const at::Tensor& q, const at::Tensor& centroids, const at::
   // q [H, g, m*s] in its dtype where the kernel reads it; centroids [H, m, K, s]; codes [H, m, n]
   at::Tensor qc = (kv_element(q.scalar_type()) ? q : q.to(at::kFloat)).contiguous();
   at::Tensor cc = centroids.contiguous();
-  at::Tensor codes8 = pq_codes_as_read(codes, m, n);
+  at::Tensor codes8 = pq_codes_as_read(codes);
   at::Tensor out = at::empty({H, lead + k + trailing}, q.options().dtype(at::kLong));
   at::Tensor partial;  // [H, slices, K^m]: each slice's tokens per combination
   if (slices > 1)
