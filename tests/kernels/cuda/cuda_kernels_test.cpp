@@ -1,5 +1,6 @@
-// CUDA kernels vs the CPU reference implementations (label "gpu"). Built only with
-// -DKVBENCH_CUDA=ON; every test reports "skipped: no GPU" where no device exists.
+// CUDA kernels vs the CPU reference implementations: on a GPU (kvbench_gpu_tests, label "gpu",
+// built with -DKVBENCH_CUDA=ON; "skipped: no GPU" where no device exists) and on the CPU
+// through the CUDA emulation (kvbench_cuda_emulation_tests, tests/cuda_emulation/README.md).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 
 #include "kernels/cuda/kvbench_cuda.h"
 #include "kernels/reference/reference.h"
+#include "tests/kernels/cuda/device_buffer.h"
 #include "tests/kernels/kernel_test_util.h"
 
 namespace kvb::cuda {
@@ -19,29 +21,6 @@ namespace {
 using test::KernelRng;
 using test::poisoned;
 using test::relative_error;
-
-#define KVB_REQUIRE_GPU() \
-  if (::kvb::cuda::device_count() == 0) GTEST_SKIP() << "skipped: no GPU"
-
-template <class T>
-struct DeviceBuffer {
-  T* ptr = nullptr;
-  size_t n = 0;
-  explicit DeviceBuffer(const std::vector<T>& host) : n(host.size()) {
-    cudaMalloc(&ptr, n * sizeof(T));
-    cudaMemcpy(ptr, host.data(), n * sizeof(T), cudaMemcpyHostToDevice);
-  }
-  ~DeviceBuffer() { cudaFree(ptr); }
-  std::vector<T> get() const {
-    std::vector<T> host(n);
-    // A failed launch (e.g. no kernel image for this GPU's architecture) named, not a mismatch.
-    EXPECT_NO_THROW(check_launch("the kernel under test"));
-    const cudaError_t sync = cudaDeviceSynchronize();
-    EXPECT_EQ(sync, cudaSuccess) << cudaGetErrorString(sync);
-    cudaMemcpy(host.data(), ptr, n * sizeof(T), cudaMemcpyDeviceToHost);
-    return host;
-  }
-};
 
 TEST(CudaKernels, QuestPageScores) {
   KVB_REQUIRE_GPU();

@@ -1,0 +1,415 @@
+// The CPU side of tests/cuda_emulation/include/cuda_runtime.h: fibers (ucontext) for a block's
+// threads, the barriers and warp exchanges between them, and the runtime calls on host memory.
+#include <cuda_runtime.h>
+#if !defined(__x86_64__)
+#include <ucontext.h>
+#endif
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+#if defined(__x86_64__)
+// The switch between fibers: the callee-saved registers and the SSE/x87 control words pushed on
+// the current stack, its pointer stored at *from, then `to`'s popped. ucontext's swapcontext
+// would make a system call (the signal mask) at every switch, and a block switches at every
+// barrier and warp operation of each of its threads: ten times slower here.
+extern "C" void kvb_emu_switch(void** from, void* to);
+asm(R"(
+.text
+.globl kvb_emu_switch
+.hidden kvb_emu_switch
+.type kvb_emu_switch,@function
+kvb_emu_switch:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  subq $8, %rsp
+  stmxcsr (%rsp)
+  fnstcw 4(%rsp)
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  ldmxcsr (%rsp)
+  fldcw 4(%rsp)
+  addq $8, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+.size kvb_emu_switch, .-kvb_emu_switch
+)");
+#endif
+
+namespace kvb_emu {
+namespace {
+
+enum class State { kReady, kAtBarrier, kAtWarpOp, kDone };
+
+// A thread's saved context: its stack pointer (x86-64) or a ucontext (elsewhere).
+struct Context {
+#if defined(__x86_64__)
+  void* sp = nullptr;
+#else
+  ucontext_t uc;
+#endif
+};
+
+struct Fiber {
+  Context context;
+  State state = State::kReady;
+  uint3 index{0, 0, 0};
+  unsigned warp_ops = 0;  // warp operations passed: which exchange slot a lane uses
+};
+
+// One warp's exchange: two slots (by the parity of the operation's count), so a lane already
+// at the next operation does not overwrite bits a slower lane has yet to read.
+struct WarpSlots {
+  uint64_t bits[2][32];
+  unsigned op[2][32];  // the operation count the lane's bits belong to
+  bool written[2][32];
+};
+
+constexpr size_t kStackBytes = 256 * 1024;
+constexpr size_t kCanaryBytes = 64;
+constexpr unsigned char kCanary = 0xA5;
+
+struct Block {
+  const LaunchConfig* config = nullptr;
+  const char* name = "";
+  BlockBody body = nullptr;
+  void* closure = nullptr;
+  uint3 index{0, 0, 0};
+  std::vector<Fiber> fibers;
+  std::vector<WarpSlots> warps;
+  Context scheduler;
+  int current = -1;
+  unsigned char* shared = nullptr;
+};
+
+thread_local Block* g_block = nullptr;
+thread_local cudaError_t g_last_error = cudaSuccess;
+// The fibers' stacks, reused by every launch of the thread.
+struct Stacks {
+  std::vector<void*> stacks;
+  ~Stacks() {
+    for (void* s : stacks) std::free(s);
+  }
+};
+thread_local Stacks g_stacks;
+std::map<const void*, int> g_max_dynamic_shared;
+
+[[noreturn]] void fail(const std::string& what) {
+  std::fprintf(stderr, "CUDA emulation: kernel %s, block (%u, %u, %u): %s\n",
+               g_block ? g_block->name : "?", g_block ? g_block->index.x : 0,
+               g_block ? g_block->index.y : 0, g_block ? g_block->index.z : 0, what.c_str());
+  std::abort();
+}
+
+Fiber& me() { return g_block->fibers[size_t(g_block->current)]; }
+int linear(const uint3& i) {
+  const dim3 b = g_block->config->block;
+  return int(i.x + b.x * (i.y + b.y * i.z));
+}
+
+void switch_to(Context& from, Context& to) {
+#if defined(__x86_64__)
+  kvb_emu_switch(&from.sp, to.sp);
+#else
+  swapcontext(&from.uc, &to.uc);
+#endif
+}
+
+void yield() { switch_to(me().context, g_block->scheduler); }
+
+[[noreturn]] void fiber_main() {
+  g_block->body(g_block->closure);
+  me().state = State::kDone;
+  yield();  // never resumed
+  std::abort();
+}
+
+// A fiber that starts in fiber_main on `stack`.
+void start_fiber(Context& c, void* stack) {
+#if defined(__x86_64__)
+  // What kvb_emu_switch pops: the control words (MXCSR's and x87's defaults), six registers,
+  // then fiber_main as the return address, with the stack as a call would leave it (rsp + 8
+  // 16-byte aligned at fiber_main's entry).
+  auto top = (reinterpret_cast<uintptr_t>(stack) + kStackBytes) & ~uintptr_t(15);
+  auto* sp = reinterpret_cast<uint64_t*>(top - 72);
+  sp[0] = 0x1F80u | (uint64_t(0x037Fu) << 32);
+  for (int i = 1; i <= 6; ++i) sp[i] = 0;
+  sp[7] = reinterpret_cast<uint64_t>(&fiber_main);
+  c.sp = sp;
+#else
+  getcontext(&c.uc);
+  c.uc.uc_stack.ss_sp = stack;
+  c.uc.uc_stack.ss_size = kStackBytes;
+  c.uc.uc_link = nullptr;
+  makecontext(&c.uc, fiber_main, 0);
+#endif
+}
+
+// Opens the barriers every running thread of a block (warp) has reached; false when none can
+// open although threads are waiting (a deadlock, or a warp operation some lanes skipped).
+bool open_barriers(Block& b) {
+  bool opened = false;
+  const int threads = int(b.fibers.size());
+  for (int w = 0; w * 32 < threads; ++w) {
+    bool all_at_op = true, any = false;
+    unsigned op = 0;
+    for (int t = w * 32; t < std::min(threads, w * 32 + 32); ++t) {
+      const Fiber& f = b.fibers[size_t(t)];
+      if (f.state == State::kDone) continue;
+      if (f.state != State::kAtWarpOp) {
+        all_at_op = false;
+        break;
+      }
+      if (any && f.warp_ops != op) fail("the lanes of warp " + std::to_string(w) +
+                                        " are at different warp operations (a divergent call)");
+      op = f.warp_ops;
+      any = true;
+    }
+    if (!all_at_op || !any) continue;
+    for (int t = w * 32; t < std::min(threads, w * 32 + 32); ++t)
+      if (b.fibers[size_t(t)].state == State::kAtWarpOp) b.fibers[size_t(t)].state = State::kReady;
+    opened = true;
+  }
+  if (opened) return true;
+  bool all_at_barrier = true, any = false;
+  for (const Fiber& f : b.fibers) {
+    if (f.state == State::kDone) continue;
+    any = true;
+    all_at_barrier = all_at_barrier && f.state == State::kAtBarrier;
+  }
+  if (!any || !all_at_barrier) return false;
+  for (Fiber& f : b.fibers)
+    if (f.state == State::kAtBarrier) f.state = State::kReady;
+  return true;
+}
+
+std::string deadlock_report(const Block& b) {
+  int at_barrier = 0, at_op = 0, done = 0;
+  for (const Fiber& f : b.fibers) {
+    at_barrier += f.state == State::kAtBarrier;
+    at_op += f.state == State::kAtWarpOp;
+    done += f.state == State::kDone;
+  }
+  return "deadlock: " + std::to_string(at_barrier) + " threads at __syncthreads, " +
+         std::to_string(at_op) + " at a warp operation, " + std::to_string(done) + " returned";
+}
+
+// The order a block's threads run in between barriers: thread 0 first, or with
+// KVBENCH_CUDA_EMULATION_ORDER=reverse the last first. A missing __syncthreads between a write
+// and another thread's read shows in one of the two orders (CTest runs both).
+bool reverse_order() {
+  static const bool reverse = [] {
+    const char* order = std::getenv("KVBENCH_CUDA_EMULATION_ORDER");
+    const std::string o = order ? order : "forward";
+    if (o != "forward" && o != "reverse") {
+      std::fprintf(stderr, "KVBENCH_CUDA_EMULATION_ORDER: expected forward or reverse, got %s\n",
+                   o.c_str());
+      std::exit(2);
+    }
+    return o == "reverse";
+  }();
+  return reverse;
+}
+
+void run_block(Block& b) {
+  const dim3 bd = b.config->block;
+  const size_t threads = size_t(bd.x) * bd.y * bd.z;
+  while (g_stacks.stacks.size() < threads) g_stacks.stacks.push_back(std::malloc(kStackBytes));
+  b.fibers.assign(threads, Fiber());
+  b.warps.assign((threads + 31) / 32, WarpSlots());
+  for (size_t t = 0; t < threads; ++t) {
+    Fiber& f = b.fibers[t];
+    f.index = {unsigned(t % bd.x), unsigned(t / bd.x % bd.y), unsigned(t / (size_t(bd.x) * bd.y))};
+    start_fiber(f.context, g_stacks.stacks[t]);
+  }
+  const bool reverse = reverse_order();
+  for (;;) {
+    bool ran = false;
+    for (size_t i = 0; i < threads; ++i) {
+      const size_t t = reverse ? threads - 1 - i : i;
+      if (b.fibers[t].state != State::kReady) continue;
+      b.current = int(t);
+      switch_to(b.scheduler, b.fibers[t].context);
+      ran = true;
+    }
+    b.current = -1;
+    if (ran) continue;
+    bool finished = true;
+    for (const Fiber& f : b.fibers) finished = finished && f.state == State::kDone;
+    if (finished) return;
+    if (!open_barriers(b)) fail(deadlock_report(b));
+  }
+}
+
+}  // namespace
+
+uint3 thread_index() { return me().index; }
+uint3 block_index() { return g_block->index; }
+dim3 block_dim() { return g_block->config->block; }
+dim3 grid_dim() { return g_block->config->grid; }
+int lane() { return linear(me().index) % 32; }
+void* dynamic_shared_bytes() { return g_block->shared; }
+
+void sync_threads() {
+  me().state = State::kAtBarrier;
+  yield();
+}
+
+uint64_t warp_exchange(uint64_t bits, int source, uint64_t* all, unsigned* taking_part) {
+  Fiber& f = me();
+  const int id = linear(f.index), my_lane = id % 32;
+  WarpSlots& w = g_block->warps[size_t(id / 32)];
+  const unsigned slot = f.warp_ops & 1u, op = f.warp_ops;
+  w.bits[slot][my_lane] = bits;
+  w.op[slot][my_lane] = op;
+  w.written[slot][my_lane] = true;
+  f.state = State::kAtWarpOp;
+  yield();
+  auto took_part = [&](int l) { return w.written[slot][l] && w.op[slot][l] == op; };
+  if (!took_part(source))
+    fail("lane " + std::to_string(my_lane) + " of warp " + std::to_string(id / 32) +
+         " reads lane " + std::to_string(source) + ", which did not take part (it returned, "
+         "or lies past the block's last thread)");
+  const uint64_t out = w.bits[slot][source];
+  if (all) {
+    *taking_part = 0;
+    for (int l = 0; l < 32; ++l) {
+      all[l] = took_part(l) ? w.bits[slot][l] : 0;
+      *taking_part |= unsigned(took_part(l)) << l;
+    }
+  }
+  ++f.warp_ops;
+  return out;
+}
+
+void set_max_dynamic_shared(const void* kernel, int bytes) { g_max_dynamic_shared[kernel] = bytes; }
+int max_dynamic_shared(const void* kernel) {
+  const auto it = g_max_dynamic_shared.find(kernel);
+  return it == g_max_dynamic_shared.end() ? 48 * 1024 : it->second;
+}
+int resident_blocks(int threads) { return std::max(1, std::min(32, 2048 / std::max(1, threads))); }
+
+bool run_grid(const LaunchConfig& c, const void* kernel, const char* name, BlockBody body,
+              void* closure) {
+  const uint64_t threads = uint64_t(c.block.x) * c.block.y * c.block.z;
+  const bool valid = threads >= 1 && threads <= 1024 && c.block.z <= 64 && c.grid.x >= 1 &&
+                     c.grid.y >= 1 && c.grid.z >= 1 && c.grid.x <= 0x7fffffffu &&
+                     c.grid.y <= 65535 && c.grid.z <= 65535;
+  if (!valid) {
+    g_last_error = cudaErrorInvalidConfiguration;
+    return false;
+  }
+  if (c.shared > size_t(max_dynamic_shared(kernel))) {
+    g_last_error = cudaErrorInvalidValue;
+    return false;
+  }
+  if (g_block) fail("a launch from inside a kernel (not emulated)");
+  std::vector<unsigned char> shared(c.shared + kCanaryBytes);
+  Block b;
+  b.config = &c;
+  b.name = name;
+  b.body = body;
+  b.closure = closure;
+  b.shared = shared.data();
+  g_block = &b;
+  for (unsigned z = 0; z < c.grid.z; ++z)
+    for (unsigned y = 0; y < c.grid.y; ++y)
+      for (unsigned x = 0; x < c.grid.x; ++x) {
+        b.index = {x, y, z};
+        // Shared memory starts as garbage on a GPU: 0xFF bytes here (NaN floats, -1 ints).
+        std::memset(shared.data(), 0xFF, c.shared);
+        std::memset(shared.data() + c.shared, kCanary, kCanaryBytes);
+        run_block(b);
+        for (size_t i = 0; i < kCanaryBytes; ++i)
+          if (shared[c.shared + i] != kCanary)
+            fail("wrote past its " + std::to_string(c.shared) + " bytes of dynamic shared memory");
+      }
+  g_block = nullptr;
+  return true;
+}
+
+}  // namespace kvb_emu
+
+using kvb_emu::g_last_error;
+
+cudaError_t cudaGetLastError() {
+  const cudaError_t e = g_last_error;
+  g_last_error = cudaSuccess;
+  return e;
+}
+cudaError_t cudaPeekAtLastError() { return g_last_error; }
+const char* cudaGetErrorName(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+    case cudaErrorInsufficientDriver: return "cudaErrorInsufficientDriver";
+    case cudaErrorNoDevice: return "cudaErrorNoDevice";
+  }
+  return "cudaErrorUnknown";
+}
+const char* cudaGetErrorString(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument (emulated)";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument (emulated)";
+    default: return "emulated error";
+  }
+}
+cudaError_t cudaGetDeviceCount(int* count) {
+  *count = 1;
+  return cudaSuccess;
+}
+cudaError_t cudaGetDevice(int* device) {
+  *device = 0;
+  return cudaSuccess;
+}
+// The emulated GPU: an H100's SM count and shared memory, so grids are sized as there.
+cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int) {
+  switch (attr) {
+    case cudaDevAttrMultiProcessorCount: *value = 132; return cudaSuccess;
+    case cudaDevAttrMaxSharedMemoryPerBlock: *value = 48 * 1024; return cudaSuccess;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = 227 * 1024; return cudaSuccess;
+  }
+  return cudaErrorInvalidValue;
+}
+cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+// Fresh allocations hold 0xFF bytes (NaN floats), as a GPU's hold garbage; 256-byte aligned, as
+// cudaMalloc's, and no larger than asked (an AddressSanitizer build reports a read past them).
+cudaError_t cudaMalloc(void** p, size_t bytes) {
+  if (posix_memalign(p, 256, std::max<size_t>(bytes, 1)) != 0) return cudaErrorInvalidValue;
+  std::memset(*p, 0xFF, bytes);
+  return cudaSuccess;
+}
+cudaError_t cudaFree(void* p) {
+  std::free(p);
+  return cudaSuccess;
+}
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind) {
+  std::memmove(dst, src, bytes);
+  return cudaSuccess;
+}
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
+                            cudaStream_t) {
+  return cudaMemcpy(dst, src, bytes, kind);
+}
+cudaError_t cudaMemset(void* p, int value, size_t bytes) {
+  std::memset(p, value, bytes);
+  return cudaSuccess;
+}
+cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t) {
+  return cudaMemset(p, value, bytes);
+}
