@@ -14,8 +14,14 @@ ModelView::ModelView(const LlamaModel& model, std::string cache_dir)
 
 at::Tensor ModelView::queries(int layer, const at::Tensor& x, int64_t position) const {
   const ModelConfig& c = model_.config;
-  const RopeAngles rope =
-      rope_angles(model_, at::full({1}, position, x.options().dtype(at::kLong)));
+  if (position != rope_position_ || rope_cos_.device() != x.device()) {
+    const RopeAngles r = rope_angles(model_, at::full({1}, position, x.options().dtype(at::kLong)));
+    rope_position_ = position;
+    rope_interleaved_ = r.interleaved;
+    rope_cos_ = r.cos;
+    rope_sin_ = r.sin;
+  }
+  const RopeAngles rope{rope_interleaved_, rope_cos_, rope_sin_};
   return layer_queries(model_, model_.layers.at(size_t(layer)), x, rope)
       .reshape({c.num_attention_heads, c.head_dim})
       .to(at::kFloat);

@@ -23,7 +23,9 @@ class ModelView {
   ModelView(const LlamaModel& model, std::string cache_dir);
 
   // RoPE(x Wq + bq) of `layer` (with its per-head norm where the architecture has one) at
-  // `position`. x: [1, D], a layer's attention input after its RMSNorm -> [Hq, d] fp32.
+  // `position`. x: [1, D], a layer's attention input after its RMSNorm -> [Hq, d] fp32. The
+  // rotation's angles are computed once per position and device (a decode step asks for every
+  // sparse layer's queries at one position).
   at::Tensor queries(int layer, const at::Tensor& x, int64_t position) const;
 
   // `text` as token ids, BOS first.
@@ -54,6 +56,10 @@ class ModelView {
   std::string cache_dir_;
   mutable std::string weights_id_;  // computed on first use (hashes every weight)
   mutable std::map<std::string, std::shared_ptr<const void>> memo_;
+  // The angles of the last position queries() rotated by (rope_angles' cos and sin: [1, r]).
+  mutable int64_t rope_position_ = -1;
+  mutable bool rope_interleaved_ = false;
+  mutable at::Tensor rope_cos_, rope_sin_;
 };
 
 }  // namespace kvb
