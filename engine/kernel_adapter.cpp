@@ -462,6 +462,25 @@ at::Tensor top_k_ascending(const at::Tensor& scores, int64_t k, int64_t lead, in
                  1);
 }
 
+at::Tensor top_k_ascending_then_last(const at::Tensor& scores, const at::Tensor& limit,
+                                     int64_t k, KernelPath path) {
+  if (scores.dim() != 2 || k < 0 || k > scores.size(1) || limit.numel() != 1)
+    throw std::logic_error("top_k_ascending_then_last: needs scores [rows, n], 0 <= k <= n and "
+                           "one limit");
+  const int64_t n = scores.size(1);
+#if KVBENCH_CUDA_KERNELS
+  if (path == KernelPath::kAuto && cuda::top_pages_supported(scores) &&
+      limit.scalar_type() == at::kLong && limit.device() == scores.device())
+    return cuda::top_pages(scores, n, k, 0, 1, n + 1, 0, cuda::kAutoChunk, limit.reshape({}));
+#endif
+  (void)path;
+  // The best k by descending score; past the first limit - 1, n, which sorts last: ascending,
+  // each row begins with its best limit - 1 and n.
+  at::Tensor best = std::get<1>(scores.topk(k, 1));  // [rows, k]
+  best.masked_fill_(at::arange(1, k + 1, best.options()) >= limit, n);
+  return std::get<0>(at::constant_pad_nd(best, {0, 1}, double(n)).sort(1));  // [rows, k + 1]
+}
+
 at::Tensor pq_scores(const at::Tensor& q, const at::Tensor& centroids, const at::Tensor& codes,
                      double scale, KernelPath path) {
   check_pq_shapes(q, centroids, codes);

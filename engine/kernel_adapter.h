@@ -104,6 +104,16 @@ at::Tensor top_page_entries(const at::Tensor& scores, int64_t pages, int64_t who
 at::Tensor top_k_ascending(const at::Tensor& scores, int64_t k, int64_t lead, int64_t trailing,
                            KernelPath path = KernelPath::kAuto);
 
+// InfiniGen's fetch, its size counted on the device: per row, the indices of the best
+// min(k, limit - 1) of the row's n scores, ascending, then n, then n repeated:
+// [rows, k + 1] int64. limit: an int64 scalar on the scores' device, never read by the host.
+// scores: [rows, n] fp32, 0 <= k <= n. Where scores tie at the last place taken (NaNs too),
+// the GPU kernel takes the lower indices and ATen's topk (the CPU path) whichever it meets:
+// either is a top set. On a GPU (CUDA build) one launch (top_page_entries' kernel with the
+// limit read on the device) for ATen's six (topk, a rank mask, a pad, a sort).
+at::Tensor top_k_ascending_then_last(const at::Tensor& scores, const at::Tensor& limit,
+                                     int64_t k, KernelPath path = KernelPath::kAuto);
+
 // PQ table scores, approximate q.k from product-quantisation codes, each times `scale`:
 //   q: [H, g, m*s] any floating dtype; centroids: [H, m, K, s]; codes: [H, m, n] any integer
 //   dtype (K <= 256 for the kernels, whose codes are uint8). Returns [H, g, n] fp32. The scale

@@ -71,10 +71,14 @@ void quest_page_scores(const void* q, kernels::KvElement q_type, const void* kmi
 // candidate_scores / candidate_pages [rows, top_pages_candidates(...)]; then a block per row
 // ranks the candidates. The same entries either way; a single block per row walks a long row
 // alone on an otherwise idle GPU (8 blocks for PQCache's 8 KV heads).
+// limit (a device int64, read there; needs page_size 1, part 0 and trailing entries): a row
+// takes only its best min(whole, *limit - trailing) pages, then the trailing entries, then
+// repeats the last one up to the width (InfiniGen's fetch, counted on the device).
 void top_pages(const float* scores, int64_t stride, int64_t* out, int64_t rows, int64_t pages,
                int64_t whole, int64_t part, int64_t page_size, int64_t n, int64_t lead,
                int64_t chunk = 0, float* candidate_scores = nullptr,
-               int32_t* candidate_pages = nullptr, void* stream = nullptr);
+               int32_t* candidate_pages = nullptr, void* stream = nullptr,
+               const int64_t* limit = nullptr);
 
 // How many candidates a row keeps in chunks of `chunk` pages when `taken` pages are taken:
 // min(taken, chunk) from every chunk but the last, which keeps min(taken, its pages).

@@ -39,19 +39,22 @@ using radix::taken_widths;
 
 // grid (rows), kThreads threads. row: the scores of the items 0..items-1 it ranks; item i is
 // page page_of[i] (candidates), or page i (page_of null). out: its lead + whole * page_size +
-// part + (n - trailing_first) entries.
+// part + (n - trailing_first) entries. With `limit` (page_size 1, part 0): the row takes
+// min(whole, *limit - trailing) pages, and repeats its last entry up to the width.
 __global__ void __launch_bounds__(kThreads)
     top_pages_kernel(const float* __restrict__ scores, int64_t stride,
                      const int32_t* __restrict__ page_of, int64_t* __restrict__ out, int items,
                      int whole, int part, int page_size, int64_t trailing_first, int64_t n,
-                     int64_t lead) {
+                     int64_t lead, const int64_t* __restrict__ limit) {
   __shared__ int warp_totals[32];
   const float* row = scores + int64_t(blockIdx.x) * stride;
   const int32_t* pages_of_row = page_of ? page_of + int64_t(blockIdx.x) * stride : nullptr;
-  const int room = whole * page_size + part;
-  int64_t* const leading = out + int64_t(blockIdx.x) * (lead + room + (n - trailing_first));
+  const int width = whole * page_size + part + int(n - trailing_first);  // after the lead
+  int64_t* const leading = out + int64_t(blockIdx.x) * (lead + width);
   for (int64_t j = threadIdx.x; j < lead; j += blockDim.x) leading[j] = j;
   int64_t* const o = leading + lead;  // the pages' entries and the trailing ones, shifted by lead
+  if (limit) whole = int(max(int64_t(0), min(int64_t(whole), *limit - (n - trailing_first))));
+  const int room = whole * page_size + part;
   const int taken = whole + (part > 0 ? 1 : 0);  // items ranked 0..taken-1 contribute
   if (taken > 0) {
     uint32_t threshold;
@@ -86,6 +89,8 @@ __global__ void __launch_bounds__(kThreads)
   // lies before them.
   for (int64_t j = threadIdx.x; j < n - trailing_first; j += blockDim.x)
     o[room + j] = lead + trailing_first + j;
+  for (int64_t j = room + (n - trailing_first) + threadIdx.x; j < width; j += blockDim.x)
+    o[j] = lead + n - 1;  // under a limit: the last trailing entry, repeated
 }
 
 // grid (chunks, rows), kChunkThreads threads: chunk c of a row, pages c * chunk .. on, keeps
@@ -116,20 +121,24 @@ __global__ void __launch_bounds__(kChunkThreads)
 
 void top_pages(const float* scores, int64_t stride, int64_t* out, int64_t rows, int64_t pages,
                int64_t whole, int64_t part, int64_t page_size, int64_t n, int64_t lead,
-               int64_t chunk, float* candidate_scores, int32_t* candidate_pages, void* stream) {
+               int64_t chunk, float* candidate_scores, int32_t* candidate_pages, void* stream,
+               const int64_t* limit) {
   if (rows == 0) return;
   // The block's loops step pages by kThreads * kItems in int.
   if (rows > 0x7fffffff || pages > 0x7fffffff - kThreads * kItems ||
-      (whole + 1) * page_size > 0x7fffffff)
+      (whole + 1) * page_size + (n - pages * page_size) > 0x7fffffff)
     throw std::invalid_argument(
         "kvb::cuda::top_pages: rows over 2^31 - 1, pages over 2^31 - 2^13 or a row of more "
         "than 2^31 - 1 entries");
+  if (limit && (page_size != 1 || part != 0 || n == pages))
+    throw std::invalid_argument(
+        "kvb::cuda::top_pages: a limit needs pages of one entry, no part and trailing entries");
   const int64_t taken = whole + (part > 0 ? 1 : 0);
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
   if (chunk <= 0 || taken == 0) {
     top_pages_kernel<<<unsigned(rows), kThreads, 0, s>>>(
         scores, stride, nullptr, out, int(pages), int(whole), int(part), int(page_size),
-        pages * page_size, n, lead);
+        pages * page_size, n, lead, limit);
     return;
   }
   if (!candidate_scores || !candidate_pages || rows > 65535)
@@ -142,7 +151,7 @@ void top_pages(const float* scores, int64_t stride, int64_t* out, int64_t rows, 
       candidate_scores, candidate_pages, candidates);
   top_pages_kernel<<<unsigned(rows), kThreads, 0, s>>>(
       candidate_scores, candidates, candidate_pages, out, int(candidates), int(whole),
-      int(part), int(page_size), pages * page_size, n, lead);
+      int(part), int(page_size), pages * page_size, n, lead, limit);
 }
 
 }  // namespace kvb::cuda

@@ -146,12 +146,18 @@ bool top_pages_supported(const at::Tensor& scores) {
 }
 
 at::Tensor top_pages(const at::Tensor& scores, int64_t pages, int64_t whole, int64_t part,
-                     int64_t page_size, int64_t n, int64_t lead, int64_t chunk) {
+                     int64_t page_size, int64_t n, int64_t lead, int64_t chunk,
+                     const at::Tensor& limit) {
   require(top_pages_supported(scores),
           "top_pages: needs CUDA fp32 page scores [rows, P] with unit channel stride");
   require(kernels::top_pages_arguments_ok(scores.size(1), pages, whole, part, page_size, n, lead),
           std::string("top_pages: needs ") + kernels::kTopPagesContract);
   require(chunk >= kAutoChunk, "top_pages: chunk must be kAutoChunk, 0 or a page count");
+  require(!limit.defined() ||
+              (limit.numel() == 1 && limit.scalar_type() == at::kLong &&
+               limit.device() == scores.device() && page_size == 1 && part == 0 && n > pages),
+          "top_pages: a limit is one int64 on the scores' device, with pages of one entry, no "
+          "part and trailing entries");
   const c10::cuda::CUDAGuard guard(scores.device());
   const int64_t rows = scores.size(0), taken = whole + (part > 0 ? 1 : 0);
   if (chunk == kAutoChunk) chunk = top_pages_auto_chunk(pages, taken);
@@ -167,7 +173,8 @@ at::Tensor top_pages(const at::Tensor& scores, int64_t pages, int64_t whole, int
   top_pages(scores.data_ptr<float>(), rows > 1 ? scores.stride(0) : 0, out.data_ptr<int64_t>(),
             rows, pages, whole, part, page_size, n, lead, chunk,
             chunk > 0 ? candidate_scores.data_ptr<float>() : nullptr,
-            chunk > 0 ? candidate_pages.data_ptr<int32_t>() : nullptr, current_stream());
+            chunk > 0 ? candidate_pages.data_ptr<int32_t>() : nullptr, current_stream(),
+            limit.defined() ? limit.data_ptr<int64_t>() : nullptr);
   check_launch("top_pages");
   return out;
 }

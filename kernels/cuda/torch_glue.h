@@ -101,11 +101,15 @@ at::Tensor quest_page_scores(const at::Tensor& q, const at::Tensor& kmin, const 
 //   returns: [rows, lead + whole * page_size + part + n - pages * page_size] int64, ascending
 //   chunk:   kAutoChunk (kvbench_cuda.h top_pages_auto_chunk), 0 (a block per row) or the
 //            pages per block of the first of two launches (the same entries every way)
+//   limit:   undefined, or an int64 scalar on the scores' device (page_size 1, part 0, some
+//            trailing entries): each row takes its best min(whole, limit - trailing) pages,
+//            then the trailing entries, then repeats the last one up to the width
 // Supported when scores are such a CUDA tensor.
 constexpr int64_t kAutoChunk = -1;
 bool top_pages_supported(const at::Tensor& scores);
 at::Tensor top_pages(const at::Tensor& scores, int64_t pages, int64_t whole, int64_t part,
-                     int64_t page_size, int64_t n, int64_t lead = 0, int64_t chunk = kAutoChunk);
+                     int64_t page_size, int64_t n, int64_t lead = 0, int64_t chunk = kAutoChunk,
+                     const at::Tensor& limit = {});
 
 // ---- PQCache scores (https://arxiv.org/abs/2407.12820) ---------------------------------------
 // score[h, i, j] = sum_{u < m} q[h, i, u*s : (u+1)*s] . centroids[h, u, codes[h, u, j], :].

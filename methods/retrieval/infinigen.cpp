@@ -39,6 +39,7 @@
 #include <sstream>
 
 #include "engine/common/json_fields.h"
+#include "engine/kernel_adapter.h"
 #include "engine/model_view.h"
 
 namespace kvb {
@@ -138,12 +139,9 @@ at::Tensor infinigen_fetch(const at::Tensor& scores, int64_t fetch) {
 at::Tensor infinigen_fetch_rows(const at::Tensor& scores, const at::Tensor& fetch, int64_t cap) {
   const int64_t n = scores.size(1);
   if (cap < 1 || cap > n) throw std::logic_error("infinigen_fetch_rows: needs 1 <= cap <= n");
-  // The others by descending score; past the first fetch - 1, the current entry's index, which
-  // sorts last: ascending, each head's first fetch entries are its top fetch - 1 and the current.
-  at::Tensor others = std::get<1>(scores.narrow(1, 0, n - 1).topk(cap - 1, 1));  // [H, cap-1]
-  others.masked_fill_(at::arange(1, cap, others.options()) >= fetch, n - 1);  // past fetch - 1
-  const at::Tensor with_current = at::constant_pad_nd(others, {0, 1}, double(n - 1));  // [H, cap]
-  return std::get<0>(with_current.sort(1));
+  // The others' best fetch - 1 ascending, then the current entry n - 1, repeated up to cap:
+  // each head's first fetch entries are its top fetch - 1 and the current one.
+  return top_k_ascending_then_last(scores.narrow(1, 0, n - 1), fetch, cap - 1);  // [H, cap]
 }
 
 std::string infinigen_default_calibration_file() {

@@ -64,7 +64,8 @@ at::Tensor infinigen_fetch(const at::Tensor& scores, int64_t fetch);
 // first `fetch` entries per head are infinigen_fetch(scores, fetch)'s (the rest repeat the
 // current entry), so a Selection of row prefixes attends them without the host reading fetch.
 // Where scores tie across the fetch - 1'th place (NaNs tie too), topk over cap - 1 may take
-// another of the tied entries than topk over fetch - 1: either is a top set.
+// another of the tied entries than topk over fetch - 1, and on a GPU the kernel takes the
+// lower indices: either is a top set (engine/kernel_adapter.h top_k_ascending_then_last).
 at::Tensor infinigen_fetch_rows(const at::Tensor& scores, const at::Tensor& fetch, int64_t cap);
 
 // The calibration text shipped with kvbench (methods/retrieval/infinigen_calibration.txt): used

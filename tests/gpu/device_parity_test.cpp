@@ -159,6 +159,27 @@ TEST(Gpu, PqcacheTopKOnTheKernelIsAtensAndTiesGoLow) {
     }
 }
 
+// InfiniGen's fetch with its count on the device (one launch a layer: the top pages kernel
+// reading the limit there) gives ATen's composition's entries on the same device for distinct
+// scores: counts from 1 to past the cap, rows within one block's pass and beyond (chunks).
+TEST(Gpu, InfinigenFetchRowsOnTheKernelMatchAten) {
+  KVB_REQUIRE_GPU();
+  const at::Device gpu(at::kCUDA, 0);
+  ASSERT_TRUE(adapter_takes_the_top_pages_kernel(gpu));
+  at::manual_seed(11);
+  for (const int64_t n : {int64_t(700), int64_t(40000)}) {
+    const at::Tensor scores = at::randn({8, n}, at::TensorOptions().device(gpu));
+    for (const int64_t limit : {int64_t(1), int64_t(2), int64_t(300), int64_t(1023),
+                                int64_t(1024), int64_t(5000)}) {
+      SCOPED_TRACE("n " + std::to_string(n) + ", limit " + std::to_string(limit));
+      const at::Tensor fetch = at::full({}, limit, scores.options().dtype(at::kLong));
+      const at::Tensor kernel = top_k_ascending_then_last(scores, fetch, 1023);
+      const at::Tensor aten = top_k_ascending_then_last(scores, fetch, 1023, KernelPath::kAten);
+      EXPECT_TRUE(kernel.cpu().equal(aten.cpu()));
+    }
+  }
+}
+
 // PQCache's selection on the kernel (one launch a layer: kvbench_cuda.h pq_top_k) picks what
 // ATen's composition picks on the CPU up to near ties, and of tokens with equal codes the
 // earlier ones (pq_selection_check.h): PQCache's m = 2, b = 6 (4096 combinations) on 8 KV heads

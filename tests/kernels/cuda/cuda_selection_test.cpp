@@ -250,6 +250,49 @@ TEST(CudaKernels, TopPagesOneBlockAndInChunksMatchAStableSort) {
       }
 }
 
+// Pages of one entry under a limit read on the device (InfiniGen's fetch): each row takes its
+// best min(whole, limit - trailing) items, then the trailing entries, then repeats the last
+// one up to the width; one block per row and in chunks; limits from below the trailing entries
+// to past the width.
+TEST(CudaKernels, TopPagesUnderADeviceLimit) {
+  KVB_REQUIRE_GPU();
+  KernelRng rng;
+  SCOPED_TRACE(rng.trace());
+  const int64_t rows = 3;
+  for (const int64_t pages : {500, 5000})
+    for (const int64_t trailing : {1, 3}) {
+      const int64_t n = pages + trailing, stride = pages + 2;
+      std::vector<float> scores = rng.normal(size_t(rows * stride));
+      for (size_t i = 0; i < scores.size(); i += 7) scores[i] = 0.5f;  // some ties
+      DeviceBuffer<float> dscores(scores);
+      for (const int64_t whole : {int64_t(0), pages / 4})
+        for (const int64_t limit : {int64_t(1), trailing + 3, whole + trailing, int64_t(1) << 40}) {
+          const int64_t width = whole + trailing;
+          const int64_t took = std::max<int64_t>(0, std::min(whole, limit - trailing));
+          std::vector<int64_t> want;
+          const std::vector<int64_t> some =
+              top_pages_on_host(scores, stride, rows, pages, took, 0, 1, n, 0);  // [rows, took + trailing]
+          for (int64_t r = 0; r < rows; ++r) {
+            const auto first = some.begin() + r * (took + trailing);
+            want.insert(want.end(), first, first + took + trailing);
+            want.insert(want.end(), size_t(width - took - trailing), n - 1);
+          }
+          for (const int64_t chunk : {0, 64}) {
+            SCOPED_TRACE(shape_trace({{"pages", pages}, {"trailing", trailing}, {"whole", whole},
+                                      {"limit", limit}, {"chunk", chunk}}));
+            const int64_t candidates =
+                whole > 0 && chunk > 0 ? top_pages_candidates(pages, whole, chunk) : 1;
+            DeviceBuffer<int64_t> out(poisoned<int64_t>(want.size())), dlimit({limit});
+            DeviceBuffer<float> cand_scores(poisoned<float>(size_t(rows * candidates)));
+            DeviceBuffer<int32_t> cand_pages(poisoned<int32_t>(size_t(rows * candidates)));
+            top_pages(dscores.ptr, stride, out.ptr, rows, pages, whole, 0, 1, n, 0, chunk,
+                      cand_scores.ptr, cand_pages.ptr, nullptr, dlimit.ptr);
+            EXPECT_EQ(out.get(), want);
+          }
+        }
+    }
+}
+
 // ---- decode attention ------------------------------------------------------------------------
 
 template <class T>
