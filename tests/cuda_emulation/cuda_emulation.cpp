@@ -74,8 +74,7 @@ struct Fiber {
 // at the next operation does not overwrite bits a slower lane has yet to read.
 struct WarpSlots {
   uint64_t bits[2][32];
-  unsigned op[2][32];  // the operation count the lane's bits belong to
-  bool written[2][32];
+  unsigned op[2][32];  // 1 + the operation count the lane's bits belong to (0: none yet)
 };
 
 constexpr size_t kStackBytes = 256 * 1024;
@@ -274,11 +273,10 @@ uint64_t warp_exchange(uint64_t bits, int source, uint64_t* all, unsigned* takin
   WarpSlots& w = g_block->warps[size_t(id / 32)];
   const unsigned slot = f.warp_ops & 1u, op = f.warp_ops;
   w.bits[slot][my_lane] = bits;
-  w.op[slot][my_lane] = op;
-  w.written[slot][my_lane] = true;
+  w.op[slot][my_lane] = op + 1;
   f.state = State::kAtWarpOp;
   yield();
-  auto took_part = [&](int l) { return w.written[slot][l] && w.op[slot][l] == op; };
+  auto took_part = [&](int l) { return w.op[slot][l] == op + 1; };
   if (!took_part(source))
     fail("lane " + std::to_string(my_lane) + " of warp " + std::to_string(id / 32) +
          " reads lane " + std::to_string(source) + ", which did not take part (it returned, "
@@ -350,7 +348,6 @@ cudaError_t cudaGetLastError() {
   g_last_error = cudaSuccess;
   return e;
 }
-cudaError_t cudaPeekAtLastError() { return g_last_error; }
 const char* cudaGetErrorName(cudaError_t e) {
   switch (e) {
     case cudaSuccess: return "cudaSuccess";
@@ -381,7 +378,6 @@ cudaError_t cudaGetDevice(int* device) {
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int) {
   switch (attr) {
     case cudaDevAttrMultiProcessorCount: *value = 132; return cudaSuccess;
-    case cudaDevAttrMaxSharedMemoryPerBlock: *value = 48 * 1024; return cudaSuccess;
     case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = 227 * 1024; return cudaSuccess;
   }
   return cudaErrorInvalidValue;
@@ -402,14 +398,7 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind)
   std::memmove(dst, src, bytes);
   return cudaSuccess;
 }
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
-                            cudaStream_t) {
-  return cudaMemcpy(dst, src, bytes, kind);
-}
-cudaError_t cudaMemset(void* p, int value, size_t bytes) {
+cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t) {
   std::memset(p, value, bytes);
   return cudaSuccess;
-}
-cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t) {
-  return cudaMemset(p, value, bytes);
 }

@@ -11,6 +11,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "kernels/simd.h"
@@ -97,6 +98,37 @@ inline std::string top_k_difference(const std::vector<int64_t>& got,
       if (std::abs(x - kth) > tol * std::abs(kth))
         return row + "entry " + std::to_string(e) + " (weight " + std::to_string(x) +
                ") taken by one and not the other, k-th weight " + std::to_string(kth);
+    }
+  }
+  return "";
+}
+
+// "" when, in every row [lead + k + trailing] of `taken`, each token lies in range and, of the
+// tokens of one row with equal codes (whose weights are equal on every path), the earlier ones
+// are taken first; else the first offence. codes: [rows, m, codes_row] (a row's first n
+// columns are its tokens').
+inline std::string equal_codes_taken_earliest(const std::vector<int64_t>& taken,
+                                              const std::vector<int64_t>& codes, int64_t rows,
+                                              int64_t m, int64_t n, int64_t codes_row,
+                                              int64_t lead, int64_t k, int64_t trailing) {
+  const int64_t base = codes.empty() ? 1 : *std::max_element(codes.begin(), codes.end()) + 1;
+  if (m * std::log2(double(base)) > 62) return "codes too many to combine into one key";
+  const int64_t width = lead + k + trailing;
+  for (int64_t h = 0; h < rows; ++h) {
+    std::vector<bool> is_taken(size_t(n), false);
+    for (int64_t i = 0; i < k; ++i) {
+      const int64_t token = taken[size_t(h * width + lead + i)] - lead;
+      if (token < 0 || token >= n) return "head " + std::to_string(h) + ": token out of range";
+      is_taken[size_t(token)] = true;
+    }
+    std::unordered_set<int64_t> passed_over;  // combinations of which a token was not taken
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t key = 0;
+      for (int64_t u = 0; u < m; ++u) key = key * base + codes[size_t((h * m + u) * codes_row + j)];
+      if (!is_taken[size_t(j)]) passed_over.insert(key);
+      else if (passed_over.count(key))
+        return "head " + std::to_string(h) + ": token " + std::to_string(j) +
+               " taken after an earlier one with its codes was not";
     }
   }
   return "";

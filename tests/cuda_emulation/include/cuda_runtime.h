@@ -40,17 +40,9 @@ struct uint3 {
 struct float2 {
   float x, y;
 };
-struct alignas(16) float4 {
-  float x, y, z, w;
-};
 struct alignas(16) uint4 {
   unsigned x, y, z, w;
 };
-struct alignas(8) int2 {
-  int x, y;
-};
-inline float2 make_float2(float x, float y) { return {x, y}; }
-inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 constexpr int warpSize = 32;
 
 namespace kvb_emu {
@@ -91,7 +83,6 @@ T from_bits(uint64_t bits) {
 #define gridDim (::kvb_emu::grid_dim())
 
 inline void __syncthreads() { kvb_emu::sync_threads(); }
-inline void __syncwarp(unsigned = 0xffffffffu) { kvb_emu::warp_exchange(0, kvb_emu::lane()); }
 // Only full masks are emulated (all the kernels use): every lane of the warp must take part.
 template <class T>
 T __shfl_sync(unsigned, T v, int src, int = 32) {
@@ -144,12 +135,6 @@ T atomicOr(T* p, U v) {
   *p = T(old | v);
   return old;
 }
-template <class T, class U>
-T atomicMax(T* p, U v) {
-  const T old = *p;
-  *p = old < T(v) ? T(v) : old;
-  return old;
-}
 
 // CUDA's global min / max for mixed integer and floating types.
 template <class A, class B>
@@ -162,30 +147,18 @@ constexpr std::common_type_t<A, B> max(A a, B b) {
 }
 
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
-inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
 inline int __ffs(int x) { return __builtin_ffs(x); }
-inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz(unsigned(x)); }
 inline unsigned __float_as_uint(float x) { return kvb_emu::from_bits<unsigned>(kvb_emu::to_bits(x)); }
 inline float __uint_as_float(unsigned x) { return kvb_emu::from_bits<float>(kvb_emu::to_bits(x)); }
-inline int __float_as_int(float x) { return kvb_emu::from_bits<int>(kvb_emu::to_bits(x)); }
-inline float __int_as_float(int x) { return kvb_emu::from_bits<float>(kvb_emu::to_bits(x)); }
 // The emulation is built with -ffp-contract=off: products and sums are rounded apart, as these
 // intrinsics promise (nvcc otherwise fuses a * b + c; results differ from a GPU's in the last
 // bits, which the tests' tolerances allow).
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __expf(float x) { return std::exp(x); }
-inline float __logf(float x) { return std::log(x); }
-inline float __fdividef(float a, float b) { return a / b; }
-using std::isinf;
 using std::isnan;
-inline float rsqrtf(float x) { return 1.f / std::sqrt(x); }
 template <class T>
 T __ldcg(const T* p) {
-  return *p;
-}
-template <class T>
-T __ldg(const T* p) {
   return *p;
 }
 
@@ -243,7 +216,6 @@ enum cudaMemcpyKind {
   cudaMemcpyDefault = 4,
 };
 enum cudaDeviceAttr {
-  cudaDevAttrMaxSharedMemoryPerBlock = 8,
   cudaDevAttrMultiProcessorCount = 16,
   cudaDevAttrMaxSharedMemoryPerBlockOptin = 97,
 };
@@ -252,7 +224,6 @@ enum cudaFuncAttribute {
 };
 
 cudaError_t cudaGetLastError();
-cudaError_t cudaPeekAtLastError();
 const char* cudaGetErrorName(cudaError_t e);
 const char* cudaGetErrorString(cudaError_t e);
 cudaError_t cudaGetDeviceCount(int* count);
@@ -266,9 +237,6 @@ cudaError_t cudaMalloc(T** p, size_t bytes) {
 }
 cudaError_t cudaFree(void* p);
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind);
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
-                            cudaStream_t stream = nullptr);
-cudaError_t cudaMemset(void* p, int value, size_t bytes);
 cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t stream = nullptr);
 
 namespace kvb_emu {

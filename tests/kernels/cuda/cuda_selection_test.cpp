@@ -9,7 +9,6 @@
 #include <cstring>
 #include <numeric>
 #include <string>
-#include <unordered_set>
 #include <vector>
 
 #include "kernels/cuda/kvbench_cuda.h"
@@ -36,38 +35,6 @@ std::string shape_trace(const std::vector<std::pair<const char*, int64_t>>& fiel
 
 // ---- PQCache ---------------------------------------------------------------------------------
 
-// "" when, in every row [lead + k + trailing] of `out`, the tokens taken of each code
-// combination are that combination's earliest (ties between equal weights go to the lower
-// index); else the first offence.
-std::string equal_codes_taken_earliest(const std::vector<int64_t>& out,
-                                       const std::vector<uint8_t>& codes, int64_t H, int64_t m,
-                                       int64_t n, int64_t codes_row, int64_t lead, int64_t k,
-                                       int64_t trailing) {
-  const int64_t width = lead + k + trailing;
-  for (int64_t h = 0; h < H; ++h) {
-    std::vector<char> taken(size_t(n), 0);
-    for (int64_t j = 0; j < k; ++j) {
-      const int64_t token = out[size_t(h * width + lead + j)] - lead;
-      if (token < 0 || token >= n) return "row " + std::to_string(h) + ": token out of range";
-      taken[size_t(token)] = 1;
-    }
-    auto combination = [&](int64_t token) {
-      int64_t c = 0;
-      for (int64_t u = 0; u < m; ++u) c = c * 256 + codes[size_t((h * m + u) * codes_row + token)];
-      return c;
-    };
-    std::unordered_set<int64_t> skipped;  // combinations with a token left so far
-    for (int64_t token = 0; token < n; ++token) {
-      const int64_t c = combination(token);
-      if (!taken[size_t(token)]) skipped.insert(c);
-      else if (skipped.count(c))
-        return "row " + std::to_string(h) + ": token " + std::to_string(token) +
-               " taken after an earlier token of the same codes was left";
-    }
-  }
-  return "";
-}
-
 // PQCache's selection by code combination against the per-token ranking in double
 // (kernels/reference), up to near ties; equal codes taken earliest first; the sliced launches
 // (2 to 16 slices) give the one-block launch's entries exactly. m = 2, K = 64: PQCache's
@@ -86,6 +53,7 @@ TEST(CudaKernels, PqTopKMatchesThePerTokenRanking) {
     auto q = rng.normal(size_t(H * g * c.m * c.s)), cent = rng.normal(size_t(H * c.m * c.K * c.s));
     std::vector<uint8_t> codes(size_t(H * c.m * row));
     for (auto& x : codes) x = uint8_t(rng.uniform(0, c.values - 1));
+    const std::vector<int64_t> codes_long(codes.begin(), codes.end());
     const float scale = 1.f / std::sqrt(float(c.m * c.s));
     DeviceBuffer<float> dq(q), dc(cent);
     DeviceBuffer<uint8_t> dcodes(codes);
@@ -106,7 +74,8 @@ TEST(CudaKernels, PqTopKMatchesThePerTokenRanking) {
         const std::vector<int64_t> got = out.get();
         if (slices == 1) {
           EXPECT_EQ(test::top_k_difference(got, want, weights, H, c.n, lead, k, trailing, 1e-5), "");
-          EXPECT_EQ(equal_codes_taken_earliest(got, codes, H, c.m, c.n, row, lead, k, trailing), "");
+          EXPECT_EQ(test::equal_codes_taken_earliest(got, codes_long, H, c.m, c.n, row, lead, k,
+                                                     trailing), "");
           one_block = got;
         } else {
           EXPECT_EQ(got, one_block);
@@ -328,6 +297,18 @@ std::vector<T> rounded(KernelRng& rng, size_t n, std::vector<float>& exact) {
   return out;
 }
 
+template <class T>
+std::vector<float> widened(const std::vector<T>& v) {
+  std::vector<float> out;
+  for (const T& x : v) out.push_back(to_float(x));
+  return out;
+}
+// x rounded to T and back.
+template <class T>
+float rounded_to(float x) {
+  return to_float(from_float<T>(x));
+}
+
 // The paged sparse decode attention against the reference over the same (rounded) values:
 // ragged units (none, one, a few, thousands of rows), rows listed packed or as rows of a wider
 // table (row_list_stride), one split and the count the kernel asks for, the probabilities;
@@ -376,8 +357,7 @@ void check_decode_attention(KvElement type) {
           sparse_decode_attention(dq.ptr, type, dk.ptr, dv.ptr, type, dindptr.ptr,
                                   in_table ? dtable.ptr : drows.ptr, in_table ? table_width : 0,
                                   out.ptr, probs.ptr, units, g, d, scale, splits, work.ptr);
-          std::vector<float> got;
-          for (const T& x : out.get()) got.push_back(to_float(x));
+          const std::vector<float> got = widened(out.get());
           EXPECT_LT(relative_error(got, want), tol);
           for (int64_t i = 0; i < g * d; ++i) EXPECT_EQ(got[size_t(i)], 0.f) << "empty unit";
           EXPECT_LT(relative_error(probs.get(), want_probs), 1e-5);
@@ -403,126 +383,106 @@ TEST(CudaKernels, DecodeAttentionRaggedUnitsInEveryDtype) {
 
 // ---- the dense step's norms, RoPE and K/V writes ---------------------------------------------
 
-// RMSNorm with and without the residual add, fp32 and bf16 rows (a decode row of 4096 and an odd
-// width): the sum bit for bit (one rounding of x + residual); out within a unit in the last
-// place of round(round(x * r) * w) with r from a double sum of squares (the kernel's sum is
-// fp32).
-TEST(CudaKernels, RmsNormAndItsResidualAdd) {
-  KVB_REQUIRE_GPU();
+// RMSNorm with and without the residual add, rows of T (a decode row of 4096 and an odd width):
+// the sum bit for bit (one rounding of x + residual); out within `ulp` (relative) of
+// round(round(x * r) * w) with r from a double sum of squares (the kernel's sum is fp32).
+template <class T>
+void check_rms_norm(KvElement type, float ulp) {
   KernelRng rng;
   SCOPED_TRACE(rng.trace());
   const float eps = 1e-5f;
   for (const int64_t dim : {4096, 77}) {
     const int64_t rows = 3;
-    std::vector<float> x = rng.normal(size_t(rows * dim)), res = rng.normal(size_t(rows * dim)),
-                       w = rng.normal(size_t(dim));
-    for (const bool with_residual : {false, true})
-      for (const KvElement type : {KvElement::kF32, KvElement::kBF16}) {
-        SCOPED_TRACE(shape_trace({{"dim", dim}, {"residual", with_residual},
-                                  {"bf16", type == KvElement::kBF16}}));
-        const bool b16 = type == KvElement::kBF16;
-        auto round_to = [&](float v) { return b16 ? kernels::bf16_to_float(kernels::float_to_bf16(v)) : v; };
-        std::vector<float> xr(x.size()), rr(res.size()), wr(w.size());
-        for (size_t i = 0; i < x.size(); ++i) xr[i] = round_to(x[i]), rr[i] = round_to(res[i]);
-        for (size_t i = 0; i < w.size(); ++i) wr[i] = round_to(w[i]);
-        std::vector<float> sum(x.size()), want(x.size());
-        for (size_t i = 0; i < x.size(); ++i) sum[i] = with_residual ? round_to(xr[i] + rr[i]) : xr[i];
-        for (int64_t r = 0; r < rows; ++r) {
-          double squares = 0;
-          for (int64_t i = 0; i < dim; ++i) squares += double(sum[size_t(r * dim + i)]) * sum[size_t(r * dim + i)];
-          const float inv = float(1.0 / std::sqrt(squares / double(dim) + eps));
-          for (int64_t i = 0; i < dim; ++i)
-            want[size_t(r * dim + i)] = round_to(round_to(sum[size_t(r * dim + i)] * inv) * wr[size_t(i)]);
-        }
-        auto to_device = [&](const std::vector<float>& v) {
-          std::vector<uint8_t> bytes(v.size() * (b16 ? 2 : 4));
-          for (size_t i = 0; i < v.size(); ++i) {
-            if (b16) {
-              const bf16 h = kernels::float_to_bf16(v[i]);
-              std::memcpy(&bytes[i * 2], &h, 2);
-            } else {
-              std::memcpy(&bytes[i * 4], &v[i], 4);
-            }
-          }
-          return bytes;
-        };
-        auto from_device = [&](const std::vector<uint8_t>& bytes) {
-          std::vector<float> v(bytes.size() / (b16 ? 2 : 4));
-          for (size_t i = 0; i < v.size(); ++i) {
-            if (b16) {
-              bf16 h;
-              std::memcpy(&h, &bytes[i * 2], 2);
-              v[i] = kernels::bf16_to_float(h);
-            } else {
-              std::memcpy(&v[i], &bytes[i * 4], 4);
-            }
-          }
-          return v;
-        };
-        DeviceBuffer<uint8_t> dx(to_device(xr)), dres(to_device(rr)), dw(to_device(wr)),
-            dsum(std::vector<uint8_t>(x.size() * (b16 ? 2 : 4), 0xFF)),
-            dout(std::vector<uint8_t>(x.size() * (b16 ? 2 : 4), 0xFF));
-        if (with_residual)
-          add_rms_norm(dx.ptr, dres.ptr, dw.ptr, dsum.ptr, dout.ptr, type, rows, dim, eps);
-        else
-          rms_norm(dx.ptr, dw.ptr, dout.ptr, type, rows, dim, eps);
-        const std::vector<float> got = from_device(dout.get());
-        if (with_residual) EXPECT_EQ(from_device(dsum.get()), sum);
-        const float ulp = b16 ? 1.f / 128 : 1.f / (1 << 21);  // 2 (bf16) or 4 (fp32) units in the last place
-        for (size_t i = 0; i < got.size(); ++i)
-          ASSERT_LE(std::abs(got[i] - want[i]), ulp * std::abs(want[i]) + 1e-30f) << "element " << i;
+    std::vector<float> x, res, w;
+    const std::vector<T> x_t = rounded<T>(rng, size_t(rows * dim), x),
+                         res_t = rounded<T>(rng, size_t(rows * dim), res),
+                         w_t = rounded<T>(rng, size_t(dim), w);
+    for (const bool with_residual : {false, true}) {
+      SCOPED_TRACE(shape_trace({{"dim", dim}, {"residual", with_residual}}));
+      std::vector<float> sum(x.size()), want(x.size());
+      for (size_t i = 0; i < x.size(); ++i)
+        sum[i] = with_residual ? rounded_to<T>(x[i] + res[i]) : x[i];
+      for (int64_t r = 0; r < rows; ++r) {
+        double squares = 0;
+        for (int64_t i = 0; i < dim; ++i)
+          squares += double(sum[size_t(r * dim + i)]) * sum[size_t(r * dim + i)];
+        const float inv = float(1.0 / std::sqrt(squares / double(dim) + eps));
+        for (int64_t i = 0; i < dim; ++i)
+          want[size_t(r * dim + i)] =
+              rounded_to<T>(rounded_to<T>(sum[size_t(r * dim + i)] * inv) * w[size_t(i)]);
       }
+      DeviceBuffer<T> dx(x_t), dres(res_t), dw(w_t),
+          dsum(std::vector<T>(x.size(), from_float<T>(NAN))),
+          dout(std::vector<T>(x.size(), from_float<T>(NAN)));
+      if (with_residual)
+        add_rms_norm(dx.ptr, dres.ptr, dw.ptr, dsum.ptr, dout.ptr, type, rows, dim, eps);
+      else
+        rms_norm(dx.ptr, dw.ptr, dout.ptr, type, rows, dim, eps);
+      const std::vector<float> got = widened(dout.get());
+      if (with_residual) EXPECT_EQ(widened(dsum.get()), sum);
+      for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_LE(std::abs(got[i] - want[i]), ulp * std::abs(want[i]) + 1e-30f) << "element " << i;
+    }
+  }
+}
+
+TEST(CudaKernels, RmsNormAndItsResidualAdd) {
+  KVB_REQUIRE_GPU();
+  {
+    SCOPED_TRACE("f32");
+    check_rms_norm<float>(KvElement::kF32, 1.f / (1 << 21));  // 4 units in the last place
+  }
+  {
+    SCOPED_TRACE("bf16");
+    check_rms_norm<bf16>(KvElement::kBF16, 1.f / 128);  // 2 units in the last place
   }
 }
 
 // RoPE with rotate-half pairs, bit for bit: out = round(round(x * cos) + round(swap(x) * sin))
-// over the first r channels (swap: the halves exchanged), the rest copied; fp32 and bf16.
-TEST(CudaKernels, RopeRotateHalfBitForBit) {
-  KVB_REQUIRE_GPU();
+// over the first r channels (swap: the halves exchanged), the rest copied; rows of T.
+template <class T>
+void check_rope(KvElement type) {
   KernelRng rng;
   SCOPED_TRACE(rng.trace());
   const int64_t n = 3, L = 5;
   for (const int64_t d : {128, 40})
     for (const int64_t r : {d, d / 2}) {
-      auto x = rng.normal(size_t(n * L * d)), cos = rng.normal(size_t(L * r)),
-           sin = rng.normal(size_t(L * r));
-      std::vector<bf16> x16(x.size()), cos16(cos.size()), sin16(sin.size());
-      auto to16 = [](std::vector<float>& v, std::vector<bf16>& h) {
-        for (size_t i = 0; i < v.size(); ++i)
-          h[i] = kernels::float_to_bf16(v[i]), v[i] = kernels::bf16_to_float(h[i]);
-      };
-      for (const bool b16 : {false, true}) {
-        SCOPED_TRACE(shape_trace({{"d", d}, {"r", r}, {"bf16", b16}}));
-        if (b16) to16(x, x16), to16(cos, cos16), to16(sin, sin16);
-        auto round_to = [&](float v) { return b16 ? kernels::bf16_to_float(kernels::float_to_bf16(v)) : v; };
-        std::vector<float> want(x.size());
-        for (int64_t h = 0; h < n; ++h)
-          for (int64_t p = 0; p < L; ++p)
-            for (int64_t i = 0; i < d; ++i) {
-              const float* row = x.data() + (h * L + p) * d;
-              float& o = want[size_t((h * L + p) * d + i)];
-              if (i >= r) {
-                o = row[i];
-                continue;
-              }
-              const float swapped = i < r / 2 ? row[i + r / 2] : row[i - r / 2];
-              o = round_to(round_to(row[i] * cos[size_t(p * r + i)]) +
-                           round_to(swapped * sin[size_t(p * r + i)]));
+      SCOPED_TRACE(shape_trace({{"d", d}, {"r", r}}));
+      std::vector<float> x, cos, sin;
+      const std::vector<T> x_t = rounded<T>(rng, size_t(n * L * d), x),
+                           cos_t = rounded<T>(rng, size_t(L * r), cos),
+                           sin_t = rounded<T>(rng, size_t(L * r), sin);
+      std::vector<float> want(x.size());
+      for (int64_t h = 0; h < n; ++h)
+        for (int64_t p = 0; p < L; ++p)
+          for (int64_t i = 0; i < d; ++i) {
+            const float* row = x.data() + (h * L + p) * d;
+            float& o = want[size_t((h * L + p) * d + i)];
+            if (i >= r) {
+              o = row[i];
+              continue;
             }
-        std::vector<float> got(x.size());
-        if (b16) {
-          DeviceBuffer<bf16> dx(x16), dc(cos16), ds(sin16), out(std::vector<bf16>(x.size()));
-          rope_rotate_half(dx.ptr, dc.ptr, ds.ptr, out.ptr, KvElement::kBF16, n, L, d, r);
-          const std::vector<bf16> o = out.get();
-          for (size_t i = 0; i < o.size(); ++i) got[i] = kernels::bf16_to_float(o[i]);
-        } else {
-          DeviceBuffer<float> dx(x), dc(cos), ds(sin), out(poisoned<float>(x.size()));
-          rope_rotate_half(dx.ptr, dc.ptr, ds.ptr, out.ptr, KvElement::kF32, n, L, d, r);
-          got = out.get();
-        }
-        EXPECT_EQ(got, want);
-      }
+            const float swapped = i < r / 2 ? row[i + r / 2] : row[i - r / 2];
+            o = rounded_to<T>(rounded_to<T>(row[i] * cos[size_t(p * r + i)]) +
+                              rounded_to<T>(swapped * sin[size_t(p * r + i)]));
+          }
+      DeviceBuffer<T> dx(x_t), dc(cos_t), ds(sin_t),
+          out(std::vector<T>(x.size(), from_float<T>(NAN)));
+      rope_rotate_half(dx.ptr, dc.ptr, ds.ptr, out.ptr, type, n, L, d, r);
+      EXPECT_EQ(widened(out.get()), want);
     }
+}
+
+TEST(CudaKernels, RopeRotateHalfBitForBit) {
+  KVB_REQUIRE_GPU();
+  {
+    SCOPED_TRACE("f32");
+    check_rope<float>(KvElement::kF32);
+  }
+  {
+    SCOPED_TRACE("bf16");
+    check_rope<bf16>(KvElement::kBF16);
+  }
 }
 
 // A step's K and V rows into their pools at distinct rows (read through a strided row list);

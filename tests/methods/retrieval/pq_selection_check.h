@@ -4,10 +4,7 @@
 #pragma once
 #include <ATen/ATen.h>
 
-#include <algorithm>
-#include <cmath>
 #include <string>
-#include <unordered_set>
 #include <vector>
 
 #include "engine/kernel_adapter.h"
@@ -40,25 +37,7 @@ inline std::string pq_selection_difference(const at::Tensor& got, const at::Tens
       taken, as_longs(pq_top_k(qc, cc, codes_cpu, scale, k, lead, trailing, KernelPath::kAten)),
       w, H, n, lead, k, trailing, 1e-5);
   if (!near_ties.empty()) return near_ties;
-  const std::vector<int64_t> code = as_longs(codes_cpu);  // [H, m, n]
-  const int64_t base = code.empty() ? 1 : *std::max_element(code.begin(), code.end()) + 1;
-  if (m * std::log2(double(base)) > 62) return "codes too many to combine into one key";
-  const int64_t width = lead + k + trailing;
-  for (int64_t h = 0; h < H; ++h) {
-    std::vector<bool> is_taken(size_t(n), false);
-    for (int64_t i = 0; i < k; ++i)
-      is_taken[size_t(taken[size_t(h * width + lead + i)] - lead)] = true;
-    std::unordered_set<int64_t> passed_over;  // combinations of which a token was not taken
-    for (int64_t j = 0; j < n; ++j) {
-      int64_t key = 0;
-      for (int64_t u = 0; u < m; ++u) key = key * base + code[size_t((h * m + u) * n + j)];
-      if (!is_taken[size_t(j)]) passed_over.insert(key);
-      else if (passed_over.count(key))
-        return "head " + std::to_string(h) + ": token " + std::to_string(j) +
-               " taken after an earlier one with its codes was not";
-    }
-  }
-  return "";
+  return equal_codes_taken_earliest(taken, as_longs(codes_cpu), H, m, n, n, lead, k, trailing);
 }
 
 }  // namespace kvb::test
