@@ -78,6 +78,7 @@ struct WarpSlots {
 };
 
 constexpr size_t kStackBytes = 256 * 1024;
+constexpr size_t kStaggers = 1024;  // stack tops up to 64 KiB below their allocation's end
 constexpr size_t kCanaryBytes = 64;
 constexpr unsigned char kCanary = 0xA5;
 
@@ -127,7 +128,29 @@ void switch_to(Context& from, Context& to) {
 #endif
 }
 
-void yield() { switch_to(me().context, g_block->scheduler); }
+bool reverse_order();
+
+// The next ready thread after `after` (-1: the first) in the block's scheduling order, or -1.
+int next_ready(const Block& b, int after) {
+  const int threads = int(b.fibers.size());
+  const bool reverse = reverse_order();
+  const int step = reverse ? -1 : 1;
+  int t = after >= 0 ? after + step : reverse ? threads - 1 : 0;
+  for (; t >= 0 && t < threads; t += step)
+    if (b.fibers[size_t(t)].state == State::kReady) return t;
+  return -1;
+}
+
+// To the next ready thread of this round, directly (half the switches of a return to the
+// scheduler in between, which is most of the emulator's time), or to the scheduler after the
+// round's last.
+void yield() {
+  Block& b = *g_block;
+  Context& mine = me().context;
+  const int next = next_ready(b, b.current);
+  b.current = next;
+  switch_to(mine, next >= 0 ? b.fibers[size_t(next)].context : b.scheduler);
+}
 
 [[noreturn]] void fiber_main() {
   g_block->body(g_block->closure);
@@ -136,13 +159,13 @@ void yield() { switch_to(me().context, g_block->scheduler); }
   std::abort();
 }
 
-// A fiber that starts in fiber_main on `stack`.
-void start_fiber(Context& c, void* stack) {
+// A fiber that starts in fiber_main on `stack`, its top `stagger` bytes below the end.
+void start_fiber(Context& c, void* stack, size_t stagger) {
 #if defined(__x86_64__)
   // What kvb_emu_switch pops: the control words (MXCSR's and x87's defaults), six registers,
   // then fiber_main as the return address, with the stack as a call would leave it (rsp + 8
   // 16-byte aligned at fiber_main's entry).
-  auto top = (reinterpret_cast<uintptr_t>(stack) + kStackBytes) & ~uintptr_t(15);
+  auto top = (reinterpret_cast<uintptr_t>(stack) + kStackBytes - stagger) & ~uintptr_t(15);
   auto* sp = reinterpret_cast<uint64_t*>(top - 72);
   sp[0] = 0x1F80u | (uint64_t(0x037Fu) << 32);
   for (int i = 1; i <= 6; ++i) sp[i] = 0;
@@ -151,7 +174,7 @@ void start_fiber(Context& c, void* stack) {
 #else
   getcontext(&c.uc);
   c.uc.uc_stack.ss_sp = stack;
-  c.uc.uc_stack.ss_size = kStackBytes;
+  c.uc.uc_stack.ss_size = kStackBytes - stagger;
   c.uc.uc_link = nullptr;
   makecontext(&c.uc, fiber_main, 0);
 #endif
@@ -232,20 +255,19 @@ void run_block(Block& b) {
   for (size_t t = 0; t < threads; ++t) {
     Fiber& f = b.fibers[t];
     f.index = {unsigned(t % bd.x), unsigned(t / bd.x % bd.y), unsigned(t / (size_t(bd.x) * bd.y))};
-    start_fiber(f.context, g_stacks.stacks[t]);
+    // The stacks are as many equal aligned allocations: their tops, where every switch reads
+    // and writes, would share one set of each cache; a cache line more per thread spreads them.
+    start_fiber(f.context, g_stacks.stacks[t], (t % kStaggers) * 64);
   }
-  const bool reverse = reverse_order();
   for (;;) {
-    bool ran = false;
-    for (size_t i = 0; i < threads; ++i) {
-      const size_t t = reverse ? threads - 1 - i : i;
-      if (b.fibers[t].state != State::kReady) continue;
-      b.current = int(t);
-      switch_to(b.scheduler, b.fibers[t].context);
-      ran = true;
+    // A round: every ready thread runs to its next barrier, warp operation or return, each
+    // passing on to the next (yield).
+    const int first = next_ready(b, -1);
+    if (first >= 0) {
+      b.current = first;
+      switch_to(b.scheduler, b.fibers[size_t(first)].context);
+      continue;
     }
-    b.current = -1;
-    if (ran) continue;
     bool finished = true;
     for (const Fiber& f : b.fibers) finished = finished && f.state == State::kDone;
     if (finished) return;
@@ -282,12 +304,11 @@ uint64_t warp_exchange(uint64_t bits, int source, uint64_t* all, unsigned* takin
          " reads lane " + std::to_string(source) + ", which did not take part (it returned, "
          "or lies past the block's last thread)");
   const uint64_t out = w.bits[slot][source];
-  if (all) {
-    *taking_part = 0;
-    for (int l = 0; l < 32; ++l) {
-      all[l] = took_part(l) ? w.bits[slot][l] : 0;
-      *taking_part |= unsigned(took_part(l)) << l;
-    }
+  if (all) {  // branch-free: a ballot or match of every lane runs this per lane
+    unsigned part = 0;
+    for (int l = 0; l < 32; ++l) part |= unsigned(took_part(l)) << l;
+    std::memcpy(all, w.bits[slot], sizeof(w.bits[slot]));  // lanes outside `part`: stale bits
+    *taking_part = part;
   }
   ++f.warp_ops;
   return out;

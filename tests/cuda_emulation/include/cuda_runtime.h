@@ -52,8 +52,9 @@ dim3 block_dim();
 dim3 grid_dim();
 void sync_threads();
 // A warp operation: every lane of the warp still running hands in `bits`; returns the bits lane
-// `source` (0..31) handed in. With `all`: every lane's bits, and in *taking_part a bit per lane
-// that took part (the lanes that returned before it did not).
+// `source` (0..31) handed in. With `all`: every lane's bits (garbage where a lane did not take
+// part), and in *taking_part a bit per lane that took part (the lanes that returned before it
+// did not).
 uint64_t warp_exchange(uint64_t bits, int source, uint64_t* all = nullptr,
                        unsigned* taking_part = nullptr);
 int lane();

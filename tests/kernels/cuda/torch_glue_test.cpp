@@ -1,7 +1,8 @@
 // The LibTorch glue of the CUDA kernels (kernels/cuda/torch_glue.h) against ATen on the CPU
 // (label "gpu"). Linked into kvbench_gpu_tests only against a CUDA LibTorch; against a CPU
-// LibTorch it is compiled, not linked (target kvbench_torch_glue_check). Every test reports
-// "skipped: no GPU" where no device exists.
+// LibTorch it is compiled for CUDA, not linked (target kvbench_torch_glue_check), and runs in
+// the CUDA emulation on host tensors (kvbench_cuda_emulation_glue_tests, label
+// "cuda_emulation"). Every test reports "skipped: no GPU" where no device exists.
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
@@ -23,7 +24,20 @@ namespace {
 #define KVB_REQUIRE_GPU() \
   if (::kvb::cuda::device_count() == 0) GTEST_SKIP() << "skipped: no GPU"
 
+#ifdef KVBENCH_CUDA_EMULATION
+// tests/cuda_emulation/README.md: the emulated device's memory is the host's, so the glue takes
+// host tensors for device ones, and none is refused for being on the CPU.
+const at::Device kGpu(at::kCPU);
+constexpr bool kRefusesHostTensors = false;
+// The emulation runs a block's threads as fibers, one block at a time (a few ms a block of 512
+// threads): launches of many blocks are left to a GPU (the raw emulation tests run every launch
+// path on smaller grids).
+constexpr int64_t kMostBlocks = 16;
+#else
 const at::Device kGpu(at::kCUDA, 0);
+constexpr bool kRefusesHostTensors = true;
+constexpr int64_t kMostBlocks = INT64_MAX;
+#endif
 
 at::Tensor randn(std::vector<int64_t> shape) { return at::randn(shape, at::kFloat); }
 
@@ -182,7 +196,9 @@ TEST(TorchGlue, DecodeAttentionRefusesWhatItCannotRun) {
   KVB_REQUIRE_GPU();
   const at::Tensor pool = randn({64, 128}).to(kGpu);
   EXPECT_FALSE(sparse_decode_attention_supported(randn({32, 128}).to(kGpu), pool, pool, 2));  // g 16
-  EXPECT_FALSE(sparse_decode_attention_supported(randn({4, 128}), pool, pool, 2));  // q on the CPU
+  if (kRefusesHostTensors) {
+    EXPECT_FALSE(sparse_decode_attention_supported(randn({4, 128}), pool, pool, 2));  // q on the CPU
+  }
   EXPECT_FALSE(sparse_decode_attention_supported(randn({4, 512}).to(kGpu), randn({64, 512}).to(kGpu),
                                                  randn({64, 512}).to(kGpu), 2));  // d 512
   EXPECT_THROW(sparse_decode_attention(randn({32, 128}).to(kGpu), pool, pool,
@@ -449,6 +465,7 @@ TEST(TorchGlue, TopPagesInChunksGiveTheEntriesOfOneBlockPerRow) {
           const at::Tensor one_block = top_pages(on_gpu, pages, whole, part, page_size, n, lead, 0);
           for (const int64_t chunk : {int64_t(1), int64_t(7), int64_t(256), int64_t(4096),
                                       pages, kAutoChunk}) {
+            if (chunk > 0 && pages / chunk > kMostBlocks) continue;  // blocks per row
             EXPECT_TRUE(top_pages(on_gpu, pages, whole, part, page_size, n, lead, chunk)
                             .equal(one_block))
                 << pages << " pages of " << page_size << ", ties " << ties << ", whole " << whole
@@ -458,11 +475,47 @@ TEST(TorchGlue, TopPagesInChunksGiveTheEntriesOfOneBlockPerRow) {
     }
 }
 
+// Under a device limit (InfiniGen's fetch count: pages of one entry, trailing entries) a row
+// takes its best min(whole, limit - trailing) entries, then the trailing ones, then repeats its
+// last entry up to the width: the entries of the call without a limit that takes that many
+// (held to ATen by the tests above and Gpu.QuestTopPagesOnTheKernelMatchAten), padded. Limits
+// below the trailing entries, at each edge of `whole`, and far above; one block per row and
+// chunks.
+TEST(TorchGlue, TopPagesUnderALimitTakeTheBestThatFitThenRepeatTheLast) {
+  KVB_REQUIRE_GPU();
+  at::manual_seed(15);
+  const int64_t rows = 3, whole = 40;
+  for (const int64_t n : {int64_t(100), int64_t(5000)})
+    for (const int64_t trailing : {int64_t(1), int64_t(9)}) {
+      const int64_t pages = n - trailing;
+      const at::Tensor scores = randn({rows, n}).to(kGpu);  // [rows, P]
+      for (const int64_t limit : {int64_t(0), int64_t(1), trailing, trailing + 1, trailing + 17,
+                                  whole + trailing - 1, whole + trailing, int64_t(100000)}) {
+        const int64_t fits = std::clamp<int64_t>(limit - trailing, 0, whole);
+        const at::Tensor taken = top_pages(scores, pages, fits, 0, 1, n);  // [rows, fits + trailing]
+        const at::Tensor want = at::cat(
+            {taken, taken.narrow(1, fits + trailing - 1, 1).expand({rows, whole - fits})}, 1);
+        for (const int64_t chunk : {int64_t(0), int64_t(1024), kAutoChunk}) {
+          const at::Tensor got = top_pages(scores, pages, whole, 0, 1, n, 0, chunk,
+                                           at::full({}, limit, at::kLong).to(kGpu));
+          EXPECT_TRUE(got.equal(want)) << "n " << n << ", trailing " << trailing << ", limit "
+                                       << limit << ", chunk " << chunk;
+        }
+      }
+    }
+  const at::Tensor scores = randn({2, 9}).to(kGpu), limit = at::full({}, 3, at::kLong).to(kGpu);
+  EXPECT_THROW(top_pages(scores, 9, 2, 0, 1, 9, 0, 0, limit), std::invalid_argument);  // none trailing
+  EXPECT_THROW(top_pages(scores, 4, 2, 0, 2, 9, 0, 0, limit), std::invalid_argument);  // pages of 2
+  EXPECT_THROW(top_pages(scores, 8, 2, 0, 1, 9, 0, 0, limit.to(at::kInt)), std::invalid_argument);
+}
+
 TEST(TorchGlue, RefusesWhatItDoesNotTake) {
   KVB_REQUIRE_GPU();
   at::Tensor lo = randn({2, 8, 16}), q = randn({2, 4, 16});
-  EXPECT_FALSE(quest_page_scores_supported(lo, lo));  // CPU summaries
-  EXPECT_THROW(quest_page_scores(q, lo, lo, true), std::invalid_argument);
+  if (kRefusesHostTensors) {
+    EXPECT_FALSE(quest_page_scores_supported(lo, lo));  // CPU summaries
+    EXPECT_THROW(quest_page_scores(q, lo, lo, true), std::invalid_argument);
+  }
   EXPECT_THROW(quest_page_scores(randn({2, 4, 8}).to(kGpu), lo.to(kGpu), lo.to(kGpu), true),
                std::invalid_argument);  // d differs
   EXPECT_FALSE(pq_scores_supported(randn({2, 2, 300, 8}).to(kGpu)));  // K > 256
