@@ -381,6 +381,50 @@ TEST(TorchGlue, PqScoresMatchTheTableLookup) {
   }
 }
 
+// PQCache's selection through the glue: with one query head a token's weight grows with its
+// score, so the entries are those of the k best scores by ATen's stable sort (tokens of equal
+// codes tie: the lower index first), between the lead and trailing entries. Codes as int64 or
+// as uint8 read in place (a narrow of a wider index), one launch or sliced, bf16 queries (read
+// widened): the same entries, for one and for four query heads.
+TEST(TorchGlue, PqTopKTakesTheBestScoresWhateverTheLayout) {
+  KVB_REQUIRE_GPU();
+  at::manual_seed(16);
+  const int64_t H = 3, m = 2, K = 16, s = 8, n = 2000, lead = 4, trailing = 5;
+  const double scale = 0.25;
+  const at::Tensor centroids = randn({H, m, K, s}), centroids_gpu = centroids.to(kGpu);
+  const at::Tensor wide = at::randint(0, K, {H, m, n + 30}, at::kLong);
+  const at::Tensor codes = wide.narrow(2, 0, n);                        // [H, m, n]
+  const at::Tensor codes_gpu = codes.contiguous().to(kGpu);
+  const at::Tensor codes8_gpu = wide.to(at::kByte).to(kGpu).narrow(2, 0, n);  // row stride n + 30
+  const at::Tensor ends =
+      at::cat({at::arange(lead), at::arange(lead + n, lead + n + trailing)}).expand({H, -1});
+  for (const int64_t g : {int64_t(1), int64_t(4)}) {
+    const at::Tensor q = randn({H, g, m * s}), q_gpu = q.to(kGpu);
+    for (const int64_t k : {int64_t(0), int64_t(1), int64_t(100), n}) {
+      SCOPED_TRACE("g " + std::to_string(g) + ", k " + std::to_string(k));
+      const at::Tensor got = pq_top_k(q_gpu, centroids_gpu, codes_gpu, scale, k, lead, trailing, 1);
+      ASSERT_EQ(got.sizes(), (std::vector<int64_t>{H, lead + k + trailing}));
+      EXPECT_TRUE(at::cat({got.narrow(1, 0, lead), got.narrow(1, lead + k, trailing)}, 1)
+                      .cpu()
+                      .equal(ends));
+      if (g == 1) {
+        const at::Tensor scores = pq_reference(q, centroids, codes).squeeze(1);  // [H, n]
+        const at::Tensor order = std::get<1>(scores.sort(true, -1, true));
+        const at::Tensor want = std::get<0>(order.narrow(1, 0, k).sort(-1)) + lead;
+        EXPECT_TRUE(got.narrow(1, lead, k).cpu().equal(want));
+      }
+      for (const int64_t slices : {int64_t(3), kAutoSlices})
+        EXPECT_TRUE(pq_top_k(q_gpu, centroids_gpu, codes8_gpu, scale, k, lead, trailing, slices)
+                        .equal(got))
+            << slices << " slices";
+      const at::Tensor q16 = q_gpu.to(at::kBFloat16);
+      EXPECT_TRUE(pq_top_k(q16, centroids_gpu, codes_gpu, scale, k, lead, trailing)
+                      .equal(pq_top_k(q16.to(at::kFloat), centroids_gpu, codes_gpu, scale, k,
+                                      lead, trailing)));
+    }
+  }
+}
+
 // PQCache's codes of keys leaving the window: each the nearest centroid of its sub-vector, by
 // a brute force in double here (a pick within fp32 rounding of the nearest is allowed, and
 // nearly all picks must be it), the keys read in place through a strided view of a row table,
