@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -106,6 +108,12 @@ struct Stacks {
 };
 thread_local Stacks g_stacks;
 std::map<const void*, int> g_max_dynamic_shared;
+// Static __shared__ variables by declaration, kept across launches, poisoned at each block.
+struct StaticShared {
+  std::unique_ptr<unsigned char[]> bytes;  // new[]'s alignment: 16 bytes
+  size_t size = 0;
+};
+std::map<const void*, StaticShared> g_static_shared;
 
 [[noreturn]] void fail(const std::string& what) {
   std::fprintf(stderr, "CUDA emulation: kernel %s, block (%u, %u, %u): %s\n",
@@ -283,6 +291,16 @@ dim3 block_dim() { return g_block->config->block; }
 dim3 grid_dim() { return g_block->config->grid; }
 int lane() { return linear(me().index) % 32; }
 void* dynamic_shared_bytes() { return g_block->shared; }
+void* static_shared_bytes(const void* tag, size_t bytes) {
+  StaticShared& v = g_static_shared[tag];
+  if (!v.bytes) {
+    v.bytes.reset(new unsigned char[bytes]);
+    v.size = bytes;
+    std::memset(v.bytes.get(), 0xFF, bytes);
+  }
+  if (v.size != bytes) fail("a __shared__ variable changed size");
+  return v.bytes.get();
+}
 
 void sync_threads() {
   me().state = State::kAtBarrier;
@@ -350,6 +368,7 @@ bool run_grid(const LaunchConfig& c, const void* kernel, const char* name, Block
         b.index = {x, y, z};
         // Shared memory starts as garbage on a GPU: 0xFF bytes here (NaN floats, -1 ints).
         std::memset(shared.data(), 0xFF, c.shared);
+        for (auto& [tag, v] : g_static_shared) std::memset(v.bytes.get(), 0xFF, v.size);
         std::memset(shared.data() + c.shared, kCanary, kCanaryBytes);
         run_block(b);
         for (size_t i = 0; i < kCanaryBytes; ++i)

@@ -29,8 +29,41 @@ string(REGEX REPLACE
   "extern[ \t]+__shared__[ \t]+([A-Za-z_][A-Za-z0-9_:]*)[ \t]+([A-Za-z_][A-Za-z0-9_]*)\\[\\];"
   "\\1* \\2 = ::kvb_emu::dynamic_shared<\\1>();"
   source "${source}")
-if(source MATCHES "<<<|extern[ \t]+__shared__")
-  message(FATAL_ERROR "${IN}: a launch or dynamic shared array translate.cmake does not rewrite")
+# A static shared variable, one per declarator:
+#   __shared__ T a[X][Y], b;  ->  static char kvb_shared_tag_a;
+#                                 auto& a = ::kvb_emu::shared_static<T[X][Y]>(&kvb_shared_tag_a); ...
+# (the tag, a static of the declaration's scope, tells the declarations apart).
+while(source MATCHES "__shared__[ \t]+([^;]*);")
+  set(whole "${CMAKE_MATCH_0}")
+  string(REPLACE "," ";" declarators "${CMAKE_MATCH_1}")
+  set(type "")
+  set(rewritten "")
+  foreach(declarator ${declarators})
+    string(STRIP "${declarator}" declarator)
+    string(FIND "${declarator}" "[" bracket)
+    set(dims "")
+    if(bracket GREATER -1)
+      string(SUBSTRING "${declarator}" ${bracket} -1 dims)
+      string(SUBSTRING "${declarator}" 0 ${bracket} declarator)
+      string(STRIP "${declarator}" declarator)
+    endif()
+    if(NOT declarator MATCHES "^(.*[^A-Za-z0-9_])?([A-Za-z_][A-Za-z0-9_]*)$")
+      message(FATAL_ERROR "${IN}: a __shared__ declaration translate.cmake does not read: ${whole}")
+    endif()
+    set(name "${CMAKE_MATCH_2}")
+    if(type STREQUAL "")  # the first declarator carries the type
+      string(STRIP "${CMAKE_MATCH_1}" type)
+      if(type STREQUAL "")
+        message(FATAL_ERROR "${IN}: a __shared__ declaration without a type: ${whole}")
+      endif()
+    endif()
+    string(APPEND rewritten "static char kvb_shared_tag_${name}; auto& ${name} = "
+           "::kvb_emu::shared_static<${type}${dims}>(&kvb_shared_tag_${name}); ")
+  endforeach()
+  string(REPLACE "${whole}" "${rewritten}" source "${source}")
+endwhile()
+if(source MATCHES "<<<|__shared__")
+  message(FATAL_ERROR "${IN}: a launch or shared variable translate.cmake does not rewrite")
 endif()
 file(WRITE "${OUT}.tmp" "// Generated from ${IN} by tests/cuda_emulation/translate.cmake: edit that file.\n${prelude}\n#line 1 \"${IN}\"\n${source}")
 file(COPY_FILE "${OUT}.tmp" "${OUT}" ONLY_IF_DIFFERENT)

@@ -26,9 +26,8 @@
 #define __forceinline__ inline
 #define __noinline__
 #define __launch_bounds__(...)
-// Shared memory is per block; blocks run one after another, so a function-local static is one
-// block's array. (Dynamic `extern __shared__` arrays are rewritten to kvb_emu::dynamic_shared.)
-#define __shared__ static
+// `__shared__` declarations are rewritten by translate.cmake (to kvb_emu::dynamic_shared and
+// kvb_emu::shared_static); one left over does not compile.
 
 struct dim3 {
   unsigned x = 1, y = 1, z = 1;
@@ -62,6 +61,14 @@ void* dynamic_shared_bytes();
 template <class T>
 T* dynamic_shared() {
   return static_cast<T*>(dynamic_shared_bytes());
+}
+// A static `__shared__` variable, one per declaration (`tag`, a static of the declaration's
+// scope): the block's, 0xFF bytes at the block's start as on a GPU it holds garbage.
+void* static_shared_bytes(const void* tag, size_t bytes);
+template <class T>
+T& shared_static(const void* tag) {
+  static_assert(alignof(T) <= 16, "shared_static: stronger alignment than 16 bytes");
+  return *static_cast<T*>(static_shared_bytes(tag, sizeof(T)));
 }
 template <class T>
 uint64_t to_bits(T x) {
