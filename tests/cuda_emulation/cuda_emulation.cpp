@@ -80,7 +80,6 @@ struct WarpSlots {
 };
 
 constexpr size_t kStackBytes = 256 * 1024;
-constexpr size_t kStaggers = 1024;  // stack tops up to 64 KiB below their allocation's end
 constexpr size_t kCanaryBytes = 64;
 constexpr unsigned char kCanary = 0xA5;
 
@@ -167,13 +166,13 @@ void yield() {
   std::abort();
 }
 
-// A fiber that starts in fiber_main on `stack`, its top `stagger` bytes below the end.
-void start_fiber(Context& c, void* stack, size_t stagger) {
+// A fiber that starts in fiber_main on `stack`.
+void start_fiber(Context& c, void* stack) {
 #if defined(__x86_64__)
   // What kvb_emu_switch pops: the control words (MXCSR's and x87's defaults), six registers,
   // then fiber_main as the return address, with the stack as a call would leave it (rsp + 8
   // 16-byte aligned at fiber_main's entry).
-  auto top = (reinterpret_cast<uintptr_t>(stack) + kStackBytes - stagger) & ~uintptr_t(15);
+  auto top = (reinterpret_cast<uintptr_t>(stack) + kStackBytes) & ~uintptr_t(15);
   auto* sp = reinterpret_cast<uint64_t*>(top - 72);
   sp[0] = 0x1F80u | (uint64_t(0x037Fu) << 32);
   for (int i = 1; i <= 6; ++i) sp[i] = 0;
@@ -182,7 +181,7 @@ void start_fiber(Context& c, void* stack, size_t stagger) {
 #else
   getcontext(&c.uc);
   c.uc.uc_stack.ss_sp = stack;
-  c.uc.uc_stack.ss_size = kStackBytes - stagger;
+  c.uc.uc_stack.ss_size = kStackBytes;
   c.uc.uc_link = nullptr;
   makecontext(&c.uc, fiber_main, 0);
 #endif
@@ -263,9 +262,7 @@ void run_block(Block& b) {
   for (size_t t = 0; t < threads; ++t) {
     Fiber& f = b.fibers[t];
     f.index = {unsigned(t % bd.x), unsigned(t / bd.x % bd.y), unsigned(t / (size_t(bd.x) * bd.y))};
-    // The stacks are as many equal aligned allocations: their tops, where every switch reads
-    // and writes, would share one set of each cache; a cache line more per thread spreads them.
-    start_fiber(f.context, g_stacks.stacks[t], (t % kStaggers) * 64);
+    start_fiber(f.context, g_stacks.stacks[t]);
   }
   for (;;) {
     // A round: every ready thread runs to its next barrier, warp operation or return, each
