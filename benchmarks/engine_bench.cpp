@@ -15,6 +15,7 @@
 // per-call overhead, kvbench's own bookkeeping), which is what a GPU waits on when its decode
 // step is launch-bound.
 // pqcache_select/<n>/<composition>: PQCache's selection of one layer (bench_pqcache_select).
+// pqcache_lfu/<n>: one layer's step of PQCache's LFU cache accounting on the host.
 // kv_evict/<pattern>/1024: one decode step's KV bookkeeping alone, on one layer of 8 KV heads of
 // 128 (fp32), B = 1024: append a token, then evict one entry per head, as StreamingLLM does
 // (`sinks`: B entries between steps, the oldest after 4 sinks goes) or as H2O does
@@ -43,6 +44,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <numeric>
+#include <random>
 #include <string>
 #include <thread>
 #include <unordered_set>
@@ -57,6 +60,7 @@
 #include "engine/session.h"
 #include "methods/common/eviction.h"
 #include "methods/method.h"
+#include "methods/retrieval/pqcache.h"
 
 namespace kvb {
 namespace {
@@ -296,6 +300,31 @@ void bench_pqcache_select(benchmark::State& state) {
   }
 }
 
+// pqcache_lfu/<n>: one layer's step of PQCache's LFU block cache, the host's accounting
+// (LfuBlockCache::access): at n tokens, 8 KV heads each fetching 496 distinct entries
+// (pseudo-random, fixed), blocks of 128 tokens, a cache of 4096 tokens (32 blocks): PQCache's
+// defaults at B = 1024. A decode step runs it once per layer (32 on Llama-3-8B); 16 steps in
+// turn, each drawn afresh, so the cache evicts.
+void bench_pqcache_lfu(benchmark::State& state) {
+  const int64_t n = state.range(0), heads = 8, k = 496, block = 128;
+  std::mt19937_64 random(7);
+  std::vector<std::vector<int64_t>> steps(16);
+  for (std::vector<int64_t>& blocks : steps)
+    for (int64_t h = 0; h < heads; ++h) {
+      std::vector<int64_t> entries(static_cast<size_t>(n));
+      std::iota(entries.begin(), entries.end(), int64_t(0));
+      std::shuffle(entries.begin(), entries.end(), random);
+      entries.resize(size_t(k));
+      std::sort(entries.begin(), entries.end());  // the top-k in index order
+      for (int64_t e : entries) blocks.push_back(e / block);
+    }
+  LfuBlockCache cache(4096 / block);
+  size_t step = 0;
+  int64_t hits = 0;
+  for (auto _ : state) hits += cache.access(steps[step++ % steps.size()]);
+  benchmark::DoNotOptimize(hits);
+}
+
 // Wall-clock time: the work runs on at::get_num_threads() threads, not only the calling one.
 void register_model(const std::string& name, const ModelSource& source,
                     const std::vector<int64_t>& contexts) {
@@ -327,6 +356,11 @@ void register_methods() {
           ->Args({n, composition})
           ->UseRealTime()
           ->Unit(benchmark::kMicrosecond);
+  for (const int64_t n : {32768, 131072})
+    benchmark::RegisterBenchmark("pqcache_lfu", bench_pqcache_lfu)
+        ->Arg(n)
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("kv_evict/sinks/1024", bench_kv_evict, false)
       ->UseRealTime()
       ->Unit(benchmark::kMicrosecond);

@@ -17,7 +17,7 @@
 #include <cmath>
 #include <numeric>
 #include <random>
-#include <set>
+#include <stdexcept>
 
 #include "engine/kernel_adapter.h"
 #include "methods/common/config.h"
@@ -105,41 +105,61 @@ at::Tensor pq_reconstruct(const at::Tensor& centroids, const at::Tensor& codes) 
 }
 
 int64_t LfuBlockCache::access(const std::vector<int64_t>& token_blocks) {
-  int64_t hits = 0;
-  std::map<int64_t, int64_t> referenced;  // block -> tokens referencing it this step
-  for (int64_t b : token_blocks) {
-    hits += contains(b) ? 1 : 0;
-    ++referenced[b];
+  // Tokens per block this step, counted in a flat array by block id (ids are token offsets
+  // over the block size: small and dense), and the blocks in order of first reference. A
+  // std::map of the counts took 0.2-0.4 ms a layer's step here, 8 heads of 496 tokens: more
+  // than the rest of a GPU decode step's layer.
+  touched_.clear();
+  for (const int64_t b : token_blocks) {
+    if (b < 0) throw std::invalid_argument("LfuBlockCache: negative block id");
+    if (b >= int64_t(references_.size())) references_.resize(size_t(b) + 1, 0);
+    if (references_[size_t(b)]++ == 0) touched_.push_back(b);
   }
-  if (capacity_ <= 0) return hits;
-  std::vector<std::pair<int64_t, int64_t>> order(referenced.begin(), referenced.end());
-  std::stable_sort(order.begin(), order.end(),
-                   [](const auto& a, const auto& b) { return a.second > b.second; });
-  if (int64_t(order.size()) > capacity_) order.resize(capacity_);
+  int64_t hits = 0;  // the tokens of the cached blocks (fewer than the step's blocks)
+  for (const auto& cached : entries_)
+    if (cached.first < int64_t(references_.size())) hits += references_[size_t(cached.first)];
+  if (capacity_ > 0) admit();
+  for (const int64_t b : touched_) references_[size_t(b)] = 0;
+  return hits;
+}
+
+void LfuBlockCache::admit() {
+  // The step's blocks, most referenced first (ties: lower id), at most capacity of them.
+  const size_t admitted = std::min(touched_.size(), size_t(capacity_));
+  std::partial_sort(touched_.begin(), touched_.begin() + std::ptrdiff_t(admitted), touched_.end(),
+                    [this](int64_t a, int64_t b) {
+                      const int32_t ra = references_[size_t(a)], rb = references_[size_t(b)];
+                      return ra != rb ? ra > rb : a < b;
+                    });
   ++clock_;
-  std::set<int64_t> admitted;  // never evicted by this step's own admissions
-  for (const auto& entry : order) admitted.insert(entry.first);
-  for (const auto& [block, count] : order) {
+  // The victims in the order they go: the cached blocks this step does not admit, least
+  // frequently used first (ties: least recently used, then lower id). Nothing admitted this
+  // step is evicted by it, so their order does not change while it runs.
+  std::vector<int64_t> kept(touched_.begin(), touched_.begin() + std::ptrdiff_t(admitted));
+  std::sort(kept.begin(), kept.end());
+  std::vector<std::pair<int64_t, const Entry*>> victims;
+  for (const auto& cached : entries_)
+    if (!std::binary_search(kept.begin(), kept.end(), cached.first))
+      victims.emplace_back(cached.first, &cached.second);
+  std::sort(victims.begin(), victims.end(), [](const auto& a, const auto& b) {
+    if (a.second->frequency != b.second->frequency)
+      return a.second->frequency < b.second->frequency;
+    if (a.second->last_used != b.second->last_used)
+      return a.second->last_used < b.second->last_used;
+    return a.first < b.first;
+  });
+  size_t next_victim = 0;
+  for (size_t i = 0; i < admitted; ++i) {
+    const int64_t block = touched_[i];
     auto it = entries_.find(block);
     if (it != entries_.end()) {
       ++it->second.frequency;
       it->second.last_used = clock_;
       continue;
     }
-    if (int64_t(entries_.size()) >= capacity_) {
-      auto victim = entries_.end();
-      for (auto e = entries_.begin(); e != entries_.end(); ++e) {
-        if (admitted.count(e->first)) continue;
-        if (victim == entries_.end() || e->second.frequency < victim->second.frequency ||
-            (e->second.frequency == victim->second.frequency &&
-             e->second.last_used < victim->second.last_used))
-          victim = e;
-      }
-      entries_.erase(victim);
-    }
+    if (int64_t(entries_.size()) >= capacity_) entries_.erase(victims[next_victim++].first);
     entries_[block] = Entry{1, clock_};
   }
-  return hits;
 }
 
 const ConfigFields<PQCacheConfig>& PQCacheConfig::fields() {
@@ -268,23 +288,43 @@ RetrievalMethod::DeviceRows PQCache::select_rows(int layer, const at::Tensor& q,
   // The top-k's logical entries, a view: their blocks are taken at the flush, so no operator
   // runs per step for them.
   pending.push_back(rows.narrow(1, step.sinks, std::min(topk_, step.candidates)));
-  if (pending.size() >= kCacheFlushSteps) flush_cache(layer);
+  // on_decode_step reads every layer's batch at once; this bounds the batch where nothing calls
+  // it (a method driven layer by layer, as the tests do)
+  if (pending.size() >= 2 * kCacheFlushSteps) flush_caches({layer});
   return {rows};
 }
 
-void PQCache::flush_cache(int layer) {
-  std::vector<at::Tensor>& pending = pending_blocks_[layer];
-  if (pending.empty()) return;
-  // Logical entries -> candidate offsets -> blocks.
-  const at::Tensor blocks = at::floor_divide(at::stack(pending) - sinks_, config_.cache_block)
+void PQCache::on_decode_step(std::vector<LayerKV>&) {
+  std::vector<int> due;
+  for (size_t layer = 0; layer < pending_blocks_.size(); ++layer)
+    if (!pending_blocks_[layer].empty()) due.push_back(int(layer));
+  if (!due.empty() && pending_blocks_[size_t(due[0])].size() >= kCacheFlushSteps) flush_caches(due);
+}
+
+void PQCache::flush_caches(const std::vector<int>& layers) {
+  // Logical entries -> candidate offsets -> blocks, every layer's in one read from the device:
+  // one host synchronisation for them all (a read per layer waited 32 times a step).
+  std::vector<at::Tensor> steps;  // per layer [steps, Hkv, k], flattened
+  std::vector<int> flushed;
+  for (const int layer : layers) {
+    std::vector<at::Tensor>& pending = pending_blocks_[size_t(layer)];
+    if (pending.empty()) continue;
+    steps.push_back(at::stack(pending));
+    flushed.push_back(layer);
+    pending.clear();
+  }
+  if (steps.empty()) return;
+  std::vector<at::Tensor> flat;
+  for (const at::Tensor& t : steps) flat.push_back(t.flatten());
+  const at::Tensor blocks = at::floor_divide(at::cat(flat) - sinks_, config_.cache_block)
                                .to(at::kCPU, at::kInt)
-                               .contiguous();  // [steps, Hkv, k]
-  pending.clear();
-  const int64_t per_step = blocks[0].numel();
+                               .contiguous();
   const int32_t* b = blocks.data_ptr<int32_t>();
-  for (int64_t step = 0; step < blocks.size(0); ++step) {
-    const std::vector<int64_t> fetched(b + step * per_step, b + (step + 1) * per_step);
-    count_cache(cache_[layer].access(fetched), per_step);
+  for (size_t i = 0; i < flushed.size(); ++i) {
+    const int64_t per_step = steps[i][0].numel();
+    LfuBlockCache& cache = cache_[size_t(flushed[i])];
+    for (int64_t step = 0; step < steps[i].size(0); ++step, b += per_step)
+      count_cache(cache.access(std::vector<int64_t>(b, b + per_step)), per_step);
   }
 }
 
@@ -292,7 +332,9 @@ std::map<std::string, double> PQCache::counters() const {
   // Settling the deferred accounting changes no result: the cache sees the same blocks in the
   // same order as if each step had been counted when it ran.
   PQCache& self = const_cast<PQCache&>(*this);
-  for (size_t layer = 0; layer < pending_blocks_.size(); ++layer) self.flush_cache(int(layer));
+  std::vector<int> layers(pending_blocks_.size());
+  std::iota(layers.begin(), layers.end(), 0);
+  self.flush_caches(layers);
   return RetrievalMethod::counters();
 }
 
@@ -302,7 +344,7 @@ std::vector<std::vector<int64_t>> PQCache::select_sparse(int layer, const at::Te
   const Layout step = layout(kv);
   if (ranks(layer, step))  // every head holds the same entries: the base asks select_rows first
     throw std::logic_error("pqcache: a ranked selection asked of the host path");
-  flush_cache(layer);  // earlier steps' blocks first: the cache sees every step in order
+  flush_caches({layer});  // earlier steps' blocks first: the cache sees every step in order
   // No ranking (no index: the prompt held no key after the sinks; or nothing to rank): the
   // sinks, the most recent candidates, the local window and the current entry.
   std::vector<int64_t> picked;

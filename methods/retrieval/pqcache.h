@@ -51,9 +51,13 @@ class LfuBlockCache {
   struct Entry {
     int64_t frequency = 0, last_used = 0;
   };
+  // Admits the step's touched_ blocks (references_ holds their counts).
+  void admit();
   int64_t capacity_;
   int64_t clock_ = 0;
   std::map<int64_t, Entry> entries_;
+  std::vector<int32_t> references_;  // per block id: this step's tokens in it (0 between steps)
+  std::vector<int64_t> touched_;     // this step's blocks
 };
 
 struct PQCacheConfig {
@@ -80,6 +84,8 @@ class PQCache : public RetrievalMethod {
   void on_prefill(int layer, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                   LayerKV& kv) override;
   void on_append(int layer, const at::Tensor& k, const at::Tensor& v, LayerKV& kv) override;
+  // Counts the fetched blocks into the LFU caches every kCacheFlushSteps steps.
+  void on_decode_step(std::vector<LayerKV>& layers) override;
   // Codes come from the pool's rows, rankings from q where it is given: nothing kept.
   bool holds_step_tensors() const override { return false; }
 
@@ -116,10 +122,11 @@ class PQCache : public RetrievalMethod {
   void update_index_bytes(int layer, const LayerKV& kv);
   // The LFU cache is simulated on the host from each step's fetched blocks; select_rows keeps
   // each step's top-k entries on the device ([Hkv, k], in step order), turned into block
-  // ids and read every kCacheFlushSteps steps and by counters(), so a decode step needs no
-  // host read. The cache sees the same blocks in the same order either way.
+  // ids and read, every layer's at once, every kCacheFlushSteps steps (on_decode_step) and by
+  // counters(), so a decode step needs no host read. The cache sees the same blocks in the
+  // same order either way.
   static constexpr size_t kCacheFlushSteps = 32;
-  void flush_cache(int layer);
+  void flush_caches(const std::vector<int>& layers);
   std::vector<std::vector<at::Tensor>> pending_blocks_;  // per layer
 
   PQCacheConfig config_;

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <random>
 #include <set>
 
 #include "engine/kernel_adapter.h"
@@ -195,6 +197,81 @@ TEST(PQCache, LfuBlockCacheCountsHitsOnAHandCase) {
   EXPECT_EQ(cache.size(), 2);
 }
 
+// The LFU rule as Section 3.4 of the paper states it, written plainly for this test (maps
+// and sets, every token looked up): the hits against the cache before the step, then the
+// step's blocks admitted, most referenced first (ties: lower id), at most `capacity`; a new
+// block evicts the least frequently used block not admitted this step (ties: least recently
+// used, then lower id).
+class PlainLfu {
+ public:
+  explicit PlainLfu(size_t capacity) : capacity_(capacity) {}
+  int64_t access(const std::vector<int64_t>& blocks) {
+    int64_t hits = 0;
+    std::map<int64_t, int64_t> references;
+    for (int64_t b : blocks) {
+      hits += frequency_.count(b) ? 1 : 0;
+      ++references[b];
+    }
+    std::vector<std::pair<int64_t, int64_t>> order(references.begin(), references.end());
+    std::stable_sort(order.begin(), order.end(),
+                     [](const auto& a, const auto& b) { return a.second > b.second; });
+    if (order.size() > capacity_) order.resize(capacity_);
+    ++clock_;
+    std::set<int64_t> admitted;
+    for (const auto& entry : order) admitted.insert(entry.first);
+    for (const auto& entry : order) {
+      const int64_t block = entry.first;
+      if (frequency_.count(block)) {
+        ++frequency_[block];
+        last_used_[block] = clock_;
+        continue;
+      }
+      if (frequency_.size() >= capacity_) {
+        int64_t victim = -1;
+        for (const auto& [b, f] : frequency_) {
+          if (admitted.count(b)) continue;
+          if (victim < 0 || f < frequency_[victim] ||
+              (f == frequency_[victim] && last_used_[b] < last_used_[victim]))
+            victim = b;
+        }
+        frequency_.erase(victim);
+        last_used_.erase(victim);
+      }
+      frequency_[block] = 1;
+      last_used_[block] = clock_;
+    }
+    return hits;
+  }
+  bool contains(int64_t block) const { return frequency_.count(block) != 0; }
+
+ private:
+  size_t capacity_;
+  int64_t clock_ = 0;
+  std::map<int64_t, int64_t> frequency_, last_used_;
+};
+
+// Random steps of few and of many blocks (ties in reference counts and in frequency and
+// recency; more distinct blocks a step than the cache holds, and fewer), capacities from 1 to
+// 40: the same hits every step and the same blocks cached after it.
+TEST(PQCache, LfuBlockCacheFollowsThePapersRule) {
+  std::mt19937_64 random(5);
+  for (const int64_t capacity : {1, 2, 3, 8, 32, 40})
+    for (const int64_t universe : {4, 50, 1100}) {
+      SCOPED_TRACE("capacity " + std::to_string(capacity) + ", blocks < " +
+                   std::to_string(universe));
+      LfuBlockCache cache(capacity);
+      PlainLfu plain(static_cast<size_t>(capacity));
+      for (int step = 0; step < 60; ++step) {
+        std::vector<int64_t> blocks(static_cast<size_t>(1 + random() % 300));
+        const int64_t hot = 1 + int64_t(random() % uint64_t(universe));  // often few blocks
+        for (int64_t& b : blocks) b = int64_t(random() % uint64_t(step % 3 == 0 ? universe : hot));
+        ASSERT_EQ(cache.access(blocks), plain.access(blocks)) << "step " << step;
+        for (int64_t b = 0; b < universe; ++b)
+          ASSERT_EQ(cache.contains(b), plain.contains(b)) << "step " << step << ", block " << b;
+      }
+    }
+}
+
 TEST(PQCache, CountsCacheAndIndexBytesInASession) {
   auto model = LlamaModel::from_reference("random-tiny");
   auto method = test::make_method("pqcache");
@@ -211,40 +288,48 @@ TEST(PQCache, CountsCacheAndIndexBytesInASession) {
   EXPECT_NEAR(session.attended().sum[0] / 3.0, 64.0, 1e-9);
 }
 
-// The selection is made on the device and the LFU cache counted later, in batches of steps and
-// at counters(): the hits are those of counting every step as it ran (a replay of the selected
-// entries through a fresh cache), over more steps than one batch.
+// The selection is made on the device and the LFU cache counted later, in batches of steps
+// (every layer's at once at the start of a step, on_decode_step, as a session calls it; or,
+// where nothing calls it, a layer's own every 64 steps) and at counters(): the hits are those
+// of counting every step as it ran (a replay of the selected entries through a fresh cache),
+// over more steps than one batch.
 TEST(PQCache, DeferredCacheCountingEqualsCountingEachStep) {
-  const int64_t L = 96, d = 4, steps = 45, sinks = 2, local = 3, block = 4;
-  auto method = test::make_method(
-      "pqcache", {{"sinks", sinks}, {"subspaces", 2}, {"bits", 3}, {"cache_block", block},
-                  {"cache_tokens", 3 * block}});
-  method->begin(test::context(1, 1, 1, d, sinks + local + 4 + 1, L));  // top-k 4
-  at::manual_seed(3);
-  at::Tensor k = at::randn({1, L, d}), v = at::zeros({1, L, d});
-  LayerKV kv(1, d, at::kFloat);
-  kv.append_many(k, v, 0);
-  method->on_prefill(0, at::zeros({1, L, d}), k, v, kv);
-  LfuBlockCache replay(3);
-  int64_t hits = 0, lookups = 0;
-  for (int64_t t = 0; t < steps; ++t) {
-    at::Tensor kt = at::randn({1, d});
-    kv.append(kt, kt, L + t);
-    method->on_append(0, kt, kt, kv);
-    const std::vector<int64_t> chosen = method->select(0, at::randn({1, d}), kv).lists()[0];
-    const int64_t current = L + t;
-    std::vector<int64_t> blocks;  // the top-k part: after the sinks, before the local window
-    for (int64_t e : chosen)
-      if (e >= sinks && e < current - local) blocks.push_back((e - sinks) / block);
-    ASSERT_EQ(blocks.size(), 4u) << "step " << t;
-    hits += replay.access(blocks);
-    lookups += int64_t(blocks.size());
+  const int64_t L = 96, d = 4, steps = 70, sinks = 2, local = 3, block = 4;
+  for (const bool hooked : {true, false}) {
+    SCOPED_TRACE(hooked ? "on_decode_step called" : "on_decode_step not called");
+    auto method = test::make_method(
+        "pqcache", {{"sinks", sinks}, {"subspaces", 2}, {"bits", 3}, {"cache_block", block},
+                    {"cache_tokens", 3 * block}});
+    method->begin(test::context(1, 1, 1, d, sinks + local + 4 + 1, L));  // top-k 4
+    at::manual_seed(3);
+    at::Tensor k = at::randn({1, L, d}), v = at::zeros({1, L, d});
+    std::vector<LayerKV> layers;
+    layers.emplace_back(1, d, at::kFloat);
+    LayerKV& kv = layers[0];
+    kv.append_many(k, v, 0);
+    method->on_prefill(0, at::zeros({1, L, d}), k, v, kv);
+    LfuBlockCache replay(3);
+    int64_t hits = 0, lookups = 0;
+    for (int64_t t = 0; t < steps; ++t) {
+      if (hooked) method->on_decode_step(layers);
+      at::Tensor kt = at::randn({1, d});
+      kv.append(kt, kt, L + t);
+      method->on_append(0, kt, kt, kv);
+      const std::vector<int64_t> chosen = method->select(0, at::randn({1, d}), kv).lists()[0];
+      const int64_t current = L + t;
+      std::vector<int64_t> blocks;  // the top-k part: after the sinks, before the local window
+      for (int64_t e : chosen)
+        if (e >= sinks && e < current - local) blocks.push_back((e - sinks) / block);
+      ASSERT_EQ(blocks.size(), 4u) << "step " << t;
+      hits += replay.access(blocks);
+      lookups += int64_t(blocks.size());
+    }
+    auto c = method->counters();
+    EXPECT_EQ(c["cache_lookups"], double(lookups));
+    EXPECT_EQ(c["cache_hits"], double(hits));
+    EXPECT_GT(hits, 0);
+    EXPECT_LT(hits, lookups);
   }
-  auto c = method->counters();
-  EXPECT_EQ(c["cache_lookups"], double(lookups));
-  EXPECT_EQ(c["cache_hits"], double(hits));
-  EXPECT_GT(hits, 0);
-  EXPECT_LT(hits, lookups);
 }
 
 TEST(PQCache, BadConfigsNameTheField) {
