@@ -24,6 +24,7 @@
 #include "kernels/cuda/element_cast.cuh"
 #include "kernels/cuda/kvbench_cuda.h"
 #include "kernels/cuda/radix_select.cuh"
+#include "kernels/cuda/warp_sum.cuh"
 #include "kernels/pq_scoring.h"
 
 namespace kvb::cuda {
@@ -70,17 +71,23 @@ __device__ float block_reduce(float x, float* scratch, Op op) {
   return all;
 }
 
-// The lookup table [g, m, K] of head h into shared memory (every thread takes entries):
-// q's sub-vector u of query head gi . centroid c of sub-space u, its channels in order.
+// The lookup table [g, m, K] of head h into shared memory: a warp per entry, q's sub-vector u
+// of query head gi . centroid c of sub-space u, its lanes over the channels (consecutive loads)
+// and summed by warp_sum, so every block of a head gets the same bits. A thread per entry, as
+// before, read its centroid s floats apart from its neighbours', one load after another: about
+// 30 us a block on the H100 in pq_kernel unstaged (scoring.cu), and every block of this kernel
+// took about 80 us whatever its tokens (2026-11-27).
 __device__ void build_table(const void* q, kernels::KvElement q_type, const float* centroids,
                             int h, int g, int m, int K, int s, float* table) {
-  for (int e = threadIdx.x; e < g * m * K; e += blockDim.x) {
+  const int lane = threadIdx.x % 32;
+  for (int e = threadIdx.x / 32; e < g * m * K; e += blockDim.x / 32) {
     const int gi = e / (m * K), u = (e / K) % m, c = e % K;
     const int64_t qs = (int64_t(h) * g + gi) * m * s + int64_t(u) * s;  // q's sub-vector u
     const float* cs = centroids + ((int64_t(h) * m + u) * K + c) * s;
     float acc = 0.f;
-    for (int x = 0; x < s; ++x) acc += load_element(q, q_type, qs + x) * cs[x];
-    table[e] = acc;
+    for (int x = lane; x < s; x += 32) acc += load_element(q, q_type, qs + x) * cs[x];
+    acc = warp_sum(acc);
+    if (lane == 0) table[e] = acc;
   }
 }
 

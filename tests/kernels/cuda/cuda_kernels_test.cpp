@@ -26,8 +26,9 @@ TEST(CudaKernels, QuestPageScores) {
   KVB_REQUIRE_GPU();
   KernelRng rng;
   SCOPED_TRACE(rng.trace());
-  // {P, d}: pages not a multiple of a block's 8 warps; head dims of 4 lanes' channels, of part
-  // of a warp and of a warp plus a few. Heads `stride` floats apart (a narrowed buffer).
+  // {P, d}: pages not a multiple of a block's 8 warps or of its 32 pages; head dims of 4
+  // lanes' channels, of part of a warp and of a warp plus a few. Heads `stride` floats apart
+  // (a narrowed buffer).
   const std::vector<std::pair<int64_t, int64_t>> shapes = {{500, 128}, {9, 20}, {1, 37}};
   for (const auto& [P, d] : shapes) {
     for (const bool sum_group : {false, true}) {
