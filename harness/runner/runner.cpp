@@ -14,6 +14,7 @@
 #include "datasets/dataset.h"
 #include "engine/common/error.h"
 #include "engine/device.h"
+#include "engine/sdpa_reference.h"
 #include "engine/session.h"
 #include "harness/runner/progress.h"
 #include "methods/method.h"
@@ -335,6 +336,26 @@ double mean_of(const std::vector<MetricRow>& rows, const std::string& name) {
   return count ? sum / count : 0.0;
 }
 
+// The reference row of a latency cell: every layer's dense decode attention through ATen's
+// scaled_dot_product_attention at the cell's mean decode context, timed here, beside the
+// cell's own attention_ms_per_token (issue 21). Where this LibTorch has no GQA SDPA (Debian's
+// 1.13), no metric.
+void add_sdpa_reference(std::vector<MetricRow>& out, const LlamaModel& model,
+                        const CellTotals& totals, int samples) {
+  if (totals.decode_steps == 0 || !sdpa_reference_available()) return;
+  const ModelConfig& c = model.config;
+  const double steps = double(totals.decode_steps) / samples;
+  const int64_t context = std::llround(double(totals.prompt_tokens) / samples + steps / 2);
+  const std::optional<double> seconds =
+      sdpa_decode_seconds(model.device(), model.dtype(), c.num_attention_heads,
+                          c.num_key_value_heads, c.head_dim, std::max<int64_t>(1, context));
+  if (!seconds) return;
+  out.push_back(MetricRow{.sample_id = std::nullopt, .name = "sdpa_attention_ms_per_token",
+                          .value = 1e3 * *seconds * c.num_hidden_layers, .unit = "ms"});
+  out.push_back(MetricRow{.sample_id = std::nullopt, .name = "sdpa_context_tokens",
+                          .value = double(context), .unit = "tokens"});
+}
+
 }  // namespace
 
 CellResult run_cell(const Cell& cell, const LlamaModel& model,
@@ -423,6 +444,7 @@ CellResult run_cell(const Cell& cell, const LlamaModel& model,
                 double(memory->peak_bytes - memory_at_start->current_bytes), "bytes");
   }
   totals.emit(result.metrics, n, c.num_hidden_layers, c.num_key_value_heads);
+  add_sdpa_reference(result.metrics, model, totals, n);
   return result;
 }
 

@@ -22,6 +22,7 @@ struct LatencyCell {
   std::optional<int64_t> budget;
   double prompt_tokens, decode_ms, select_ms, prefill_share;
   bool graphs = false;
+  std::optional<double> attention_ms, sdpa_ms;  // the cell's attention, its SDPA reference
 };
 
 // A database of complete cells with the metrics the runner writes for a latency cell.
@@ -43,6 +44,10 @@ std::string write_db(const test::TempDir& dir, const std::string& name,
         {std::nullopt, "prefill_s", 40.0, "s"},
         {std::nullopt, "prefill_method_share", c.prefill_share, "ratio"}};
     if (c.graphs) metrics.push_back({std::nullopt, "cuda_graph_steps_share", 0.97, "ratio"});
+    if (c.attention_ms)
+      metrics.push_back({std::nullopt, "attention_ms_per_token", *c.attention_ms, "ms"});
+    if (c.sdpa_ms)
+      metrics.push_back({std::nullopt, "sdpa_attention_ms_per_token", *c.sdpa_ms, "ms"});
     store.complete_cell(id, {}, metrics, 1.0);
   }
   return dir.file(name);
@@ -60,12 +65,15 @@ TEST(LatencyTargets, SharesAgainstEachTargetAcrossDatabases) {
       {"clusterkv", 1024, 131072, 18.0, 7.2, 0.35},
       {"pqcache", 256, 131072, 30.0, 15.0, 0.2}});  // another budget: not the target's cell
   const std::string short_cells = write_db(dir, "32k.db", {
-      {"full", std::nullopt, 32768, 11.1, 0.08, 0.0},
+      {"full", std::nullopt, 32768, 11.1, 0.08, 0.0, false, 2.58, 2.0},
       {"clusterkv", 1024, 32768, 24.4, 12.9, 0.08},
       {"clusterkv_keys_dtype", 1024, 32768, 20.0, 10.0, 0.05}});  // a labelled variant
   const test::CliRun r = targets(long_cells + " " + short_cells);
   ASSERT_EQ(r.code, 0) << r.output;
-  expect_output(r, "| quest | 1024 | 131072 | yes | 12.00 | 1.50 | 12.5% | 11.00 | 40.0 | 0.1% |");
+  expect_output(r, "| quest | 1024 | 131072 | yes | 12.00 | 1.50 | 12.5% | 11.00 | - | - | 40.0 | "
+                   "0.1% |");
+  expect_output(r, "| full | - | 32768 | no | 11.10 | 0.08 | 0.7% | 10.10 | 2.58 | 2.00 | 40.0 | "
+                   "0.0% |");
   expect_output(r, "- quest, 128k, B = 1024: selection's share of the decode step "
                    "7.5%, met (<= 10%)");
   expect_output(r, "- quest, 128k, B = 1024, graphs: selection's share of the "
@@ -80,6 +88,8 @@ TEST(LatencyTargets, SharesAgainstEachTargetAcrossDatabases) {
   expect_output(r, "- clusterkv_keys_dtype at 32768 tokens: clustering's share of prefill "
                    "5.0%, met (<= 10%)");
   expect_output(r, "- full at 32k (random-llama3-8b): 11.10 ms/token, met");
+  expect_output(r, "- full at 32768 tokens: attention 2.58 ms a token, 1.29x ATen's SDPA on the "
+                   "same shapes (2.00 ms)");
 }
 
 TEST(LatencyTargets, NoCellsSaySoAndAnUnreadableDatabaseExitsTwo) {
