@@ -35,7 +35,12 @@
 # Without a package manager: KVBENCH_DEPS_PREFIX=DIR (made by ci/pack_deps.sh on Debian 12);
 # KVBENCH_SETUP_PACKAGES then defaults to skip. Also read: Torch_DIR, NVCC,
 # KVBENCH_CUDA_ARCHITECTURES, JOBS (ci/setup.sh's header). Logs and databases go to build-gpu/.
-# Usage: bash ci/gpu_test.sh [--quick] [--only N,M,...]
+# Usage: bash ci/gpu_test.sh [--quick] [--only N,M,...] [--pack FILE]
+#   --pack FILE: on exit, whatever the steps did, FILE (a .tar.gz) holds build-gpu/'s logs,
+#   JUnit files, benchmark JSON, profile TSVs (not their Chrome traces) and result databases,
+#   each database first checkpointed (a kvbench run killed by a time limit leaves its cells in
+#   the -wal file beside it, which a copy of the .db alone loses): one file to bring back from
+#   a machine that returns few.
 #   --only: those steps only (and step 1, the build, which a warm machine's build-gpu/ makes
 #   quick), so that a short device lease can split the run over calls of at most 10 minutes,
 #   e.g. --only 3,8, then --only 12, then --only 11 (README: On a GPU machine, the times). A
@@ -49,11 +54,14 @@
 #   for the call, had prefills of 46-79 s each on the H100);
 #   the others are listed as SKIP.
 set -uo pipefail
-quick=0 only=""
-usage="usage: bash ci/gpu_test.sh [--quick] [--only N,M,...]"
+quick=0 only="" pack=""
+usage="usage: bash ci/gpu_test.sh [--quick] [--only N,M,...] [--pack FILE]"
 while (($#)); do
   case "$1" in
     --quick) quick=1 ;;
+    --pack)
+      [ -n "${2:-}" ] || { echo "gpu_test: --pack needs a file name ($usage)" >&2; exit 2; }
+      pack="$2" && shift ;;
     --only)
       [[ "${2:-}" =~ ^[0-9]+(,[0-9]+)*$ ]] || { echo "gpu_test: --only needs step numbers like 3,7,8 ($usage)" >&2; exit 2; }
       only=",$2," && shift ;;
@@ -65,6 +73,23 @@ cd "$(dirname "$0")/.." || exit 1
 root=$PWD
 build="build-gpu"
 say() { echo "gpu_test: $*" >&2; }
+
+# --pack: build-gpu/'s results in one archive, the databases checkpointed first.
+pack_results() {
+  local files=() f
+  cd "$root" || return
+  for f in "$build"/*.db; do
+    [ -f "$f" ] && python3 -c 'import sqlite3, sys; sqlite3.connect(sys.argv[1]).execute("PRAGMA wal_checkpoint(TRUNCATE)")' "$f"
+  done
+  for f in "$build"/*.log "$build"/*.xml "$build"/*.json "$build"/*.tsv "$build"/*.db; do
+    [ -f "$f" ] && [[ "$f" != *.trace.json ]] && files+=("$f")
+  done
+  case "$pack" in /*) ;; *) pack="$root/$pack" ;; esac
+  if ((${#files[@]} == 0)); then say "nothing in $build/ to pack into $pack"; return; fi
+  if tar czf "$pack" "${files[@]}"; then say "packed ${#files[@]} files into $pack"
+  else say "could not write $pack"; fi
+}
+if [ -n "$pack" ]; then trap pack_results EXIT; fi
 
 if [ -n "${KVBENCH_DEPS_PREFIX:-}" ] && [ -z "${KVBENCH_SETUP_PACKAGES:-}" ]; then
   export KVBENCH_SETUP_PACKAGES=skip
