@@ -304,7 +304,7 @@ void PQCache::on_decode_step(std::vector<LayerKV>&) {
 void PQCache::flush_caches(const std::vector<int>& layers) {
   // Logical entries -> candidate offsets -> blocks, every layer's in one read from the device:
   // one host synchronisation for them all (a read per layer waited 32 times a step).
-  std::vector<at::Tensor> steps;  // per layer [steps, Hkv, k], flattened
+  std::vector<at::Tensor> steps;  // per layer flushed: [steps, Hkv, k]
   std::vector<int> flushed;
   for (const int layer : layers) {
     std::vector<at::Tensor>& pending = pending_blocks_[size_t(layer)];
