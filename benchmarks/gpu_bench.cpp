@@ -17,8 +17,8 @@
 //                                   defaults), 4 query heads per KV head
 //   gpu_pq_select/<n>/<composition> PQCache's whole selection of one layer (8 KV heads, bf16 q,
 //                                   top 496 between 32 sinks and a 497-entry window): the
-//                                   kernel by code combination (0, pq_top_k: one launch, two
-//                                   over slices from 64k tokens), or the
+//                                   kernel by code combination (0, pq_top_k: two launches
+//                                   over slices of 4096 tokens from 8k tokens), or the
 //                                   composition it replaced (1: the scores kernel, ATen's
 //                                   softmax and sum, top_k_ascending)
 //   gpu_pq_select_slices/<n>/<s>    the same kernel in one launch (s = 1) or two over s slices

@@ -130,11 +130,13 @@ void pq_top_k(const void* q, kernels::KvElement q_type, const float* centroids,
               int64_t trailing, int64_t* out, int64_t slices = 1, int32_t* partial = nullptr,
               void* stream = nullptr);
 
-// The slices the LibTorch glue uses: one below 64k tokens, else slices of 8192 tokens (one
-// iteration of a block's passes), at most 16 (8 KV heads x 16 = 128 blocks of 1024 threads,
-// about one per SM of an H100). A guess, not measured yet: `gpu_pq_select_slices` times them.
+// The slices the LibTorch glue uses: one per 4096 tokens, 1 to 16 (8 KV heads x 16 = 128
+// blocks of 1024 threads, about one per SM of an H100; 32 made two waves). The fastest that
+// `gpu_pq_select_slices` tried on an H100 (2026-11-27): at 32k 8 slices, 79.9 us (one slice
+// 95.2, 4 81.6, 16 83.0); at 128k 16, 85.7 us (8 91.0, 32 154). One below 64k tokens before.
 inline int64_t pq_top_k_auto_slices(int64_t n) {
-  return n < 65536 ? 1 : (n / 8192 < 16 ? n / 8192 : 16);
+  const int64_t slices = n / 4096;
+  return slices < 1 ? 1 : (slices > 16 ? 16 : slices);
 }
 
 // PQCache's codes of keys read in place from a pool (https://arxiv.org/abs/2407.12820, tokens
