@@ -75,8 +75,8 @@ __device__ float block_reduce(float x, float* scratch, Op op) {
 // of query head gi . centroid c of sub-space u, its lanes over the channels (consecutive loads)
 // and summed by warp_sum, so every block of a head gets the same bits. A thread per entry, as
 // before, read its centroid s floats apart from its neighbours', one load after another: about
-// 30 us a block on the H100 in pq_kernel unstaged (scoring.cu), and every block of this kernel
-// took about 80 us whatever its tokens (2026-11-27).
+// 30 us a block on the H100 in pq_kernel unstaged (scoring.cu), and a block of this kernel
+// took about 80 us whether it had 8k or 32k tokens (2026-11-27).
 __device__ void build_table(const void* q, kernels::KvElement q_type, const float* centroids,
                             int h, int g, int m, int K, int s, float* table) {
   const int lane = threadIdx.x % 32;
