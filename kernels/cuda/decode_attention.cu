@@ -118,34 +118,6 @@ __device__ void store_split(const float (&m)[G], const float (&l)[G], const floa
   }
 }
 
-// The 16-byte vector of K or V elements a lane holds, as floats.
-__device__ inline void unpack(const uint4& raw, float (&out)[4]) {
-  const float* f = reinterpret_cast<const float*>(&raw);
-#pragma unroll
-  for (int c = 0; c < 4; ++c) out[c] = f[c];
-}
-__device__ inline void unpack(const uint4& raw, float (&out)[8], __nv_bfloat16) {
-  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
-#pragma unroll
-  for (int c = 0; c < 4; ++c) {
-    const float2 f = __bfloat1622float2(h[c]);
-    out[2 * c] = f.x, out[2 * c + 1] = f.y;
-  }
-}
-__device__ inline void unpack(const uint4& raw, float (&out)[8], __half) {
-  const __half2* h = reinterpret_cast<const __half2*>(&raw);
-#pragma unroll
-  for (int c = 0; c < 4; ++c) {
-    const float2 f = __half22float2(h[c]);
-    out[2 * c] = f.x, out[2 * c + 1] = f.y;
-  }
-}
-template <typename T, int E>
-__device__ inline void unpack_vector(const uint4& raw, float (&out)[E]) {
-  if constexpr (E == 4) unpack(raw, out);
-  else unpack(raw, out, T());
-}
-
 // The pool rows of a warp-iteration's list entries base + r * kGroups + group (0 from `end` on:
 // not read) of a list starting at rows[first].
 template <int kGroups>
@@ -440,16 +412,12 @@ int for_group(const Call& c, Pass1 what) {
   return Launch<T, W, 8>::act(c, what);
 }
 
-// Lanes a row takes in vector_split_kernel, or 0 where it cannot run (a row not a power-of-two
-// number of 16-byte vectors up to 32, or a pool not 16-byte aligned).
+// Lanes a row takes in vector_split_kernel, or 0 where it cannot run.
 template <typename T>
-int64_t vector_lanes(const Call& c) {
-  const int64_t bytes = c.d * int64_t(sizeof(T));
+int vector_lanes(const Call& c) {
   const bool aligned = reinterpret_cast<uintptr_t>(c.k_pool) % 16 == 0 &&
                        reinterpret_cast<uintptr_t>(c.v_pool) % 16 == 0;
-  if (!aligned || bytes % 16 != 0) return 0;
-  const int64_t lanes = bytes / 16;
-  return lanes >= 2 && lanes <= 32 && (lanes & (lanes - 1)) == 0 ? lanes : 0;
+  return vector_row_lanes(c.d * int64_t(sizeof(T)), aligned);
 }
 
 // The pass-1 kernel for c's element type T, row width and group size (vector where it can).

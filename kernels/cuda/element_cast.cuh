@@ -39,4 +39,41 @@ __device__ inline void store_element(void* p, kernels::KvElement type, int64_t i
     static_cast<float*>(p)[i] = x;
 }
 
+// A 16-byte vector of E = 16 / sizeof(T) elements (a lane's load), widened to floats.
+__device__ inline void unpack(const uint4& raw, float (&out)[4]) {
+  const float* f = reinterpret_cast<const float*>(&raw);
+#pragma unroll
+  for (int c = 0; c < 4; ++c) out[c] = f[c];
+}
+__device__ inline void unpack(const uint4& raw, float (&out)[8], __nv_bfloat16) {
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+  for (int c = 0; c < 4; ++c) {
+    const float2 f = __bfloat1622float2(h[c]);
+    out[2 * c] = f.x, out[2 * c + 1] = f.y;
+  }
+}
+__device__ inline void unpack(const uint4& raw, float (&out)[8], __half) {
+  const __half2* h = reinterpret_cast<const __half2*>(&raw);
+#pragma unroll
+  for (int c = 0; c < 4; ++c) {
+    const float2 f = __half22float2(h[c]);
+    out[2 * c] = f.x, out[2 * c + 1] = f.y;
+  }
+}
+template <typename T, int E>
+__device__ inline void unpack_vector(const uint4& raw, float (&out)[E]) {
+  if constexpr (E == 4) unpack(raw, out);
+  else unpack(raw, out, T());
+}
+
+// Lanes a row of `row_bytes` takes in 16-byte vectors where a kernel's vector path can read it:
+// a power of two from 2 to 32, rows 16-byte aligned (`aligned`: the caller's bases and
+// strides); 0 otherwise (the scalar path).
+inline int vector_row_lanes(int64_t row_bytes, bool aligned) {
+  if (!aligned || row_bytes % 16 != 0) return 0;
+  const int64_t lanes = row_bytes / 16;
+  return lanes >= 2 && lanes <= 32 && (lanes & (lanes - 1)) == 0 ? int(lanes) : 0;
+}
+
 }  // namespace kvb::cuda

@@ -51,7 +51,8 @@ bool cluster_rows_fit(int64_t clusters, int64_t n);
 
 // Quest page scoring (https://arxiv.org/abs/2406.10774): q [H, g, d] of `q_type` (widened to
 // fp32), kmin/kmax [H, P, d] of `summary_type` (heads head_stride elements apart), scores
-// [H, g, P] or [H, P] when sum_group, fp32. A warp per page, lanes over its channels.
+// [H, g, P] or [H, P] when sum_group, fp32. 16-byte loads, a lane group per page, where a
+// page's row is 2 to 32 such vectors and 16-byte aligned; else a warp per page.
 void quest_page_scores(const void* q, kernels::KvElement q_type, const void* kmin,
                        const void* kmax, kernels::KvElement summary_type, float* scores,
                        int64_t H, int64_t g, int64_t P, int64_t d, int64_t head_stride,

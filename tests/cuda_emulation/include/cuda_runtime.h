@@ -39,6 +39,9 @@ struct uint3 {
 struct float2 {
   float x, y;
 };
+struct alignas(16) float4 {
+  float x, y, z, w;
+};
 struct alignas(16) uint4 {
   unsigned x, y, z, w;
 };

@@ -26,15 +26,20 @@ TEST(CudaKernels, QuestPageScores) {
   KVB_REQUIRE_GPU();
   KernelRng rng;
   SCOPED_TRACE(rng.trace());
-  // {P, d}: pages not a multiple of a block's 8 warps or of its 32 pages; head dims of 4
-  // lanes' channels, of part of a warp and of a warp plus a few. Heads `stride` floats apart
-  // (a narrowed buffer).
-  const std::vector<std::pair<int64_t, int64_t>> shapes = {{500, 128}, {9, 20}, {1, 37}};
-  for (const auto& [P, d] : shapes) {
+  // {P, d, extra}: the vector path (rows of 2 to 32 16-byte vectors: d = 8, 64, 128 fp32),
+  // pages not a multiple of a block's 8 warps or of its pages; the scalar path for rows it
+  // cannot take: head dims of 4 lanes' channels (d = 20: 5 vectors), of part of a warp and of a
+  // warp plus a few, d = 256 (64 vectors), and d = 128 with heads an odd number of floats
+  // apart (not 16-byte aligned). Heads `stride` = (P + 3) * d + extra floats apart (a narrowed
+  // buffer).
+  const std::vector<std::vector<int64_t>> shapes = {
+      {500, 128, 0}, {37, 64, 0}, {1000, 8, 0}, {9, 20, 0}, {1, 37, 0}, {70, 256, 0}, {300, 128, 1}};
+  for (const std::vector<int64_t>& shape : shapes) {
+    const int64_t P = shape[0], d = shape[1];
     for (const bool sum_group : {false, true}) {
-      SCOPED_TRACE("P " + std::to_string(P) + ", d " + std::to_string(d) + ", summed " +
-                   std::to_string(sum_group));
-      const int64_t H = 8, g = 4, stride = (P + 3) * d;
+      SCOPED_TRACE("P " + std::to_string(P) + ", d " + std::to_string(d) + ", head stride + " +
+                   std::to_string(shape[2]) + ", summed " + std::to_string(sum_group));
+      const int64_t H = 8, g = 4, stride = (P + 3) * d + shape[2];
       auto q = rng.normal(size_t(H * g * d)), a = rng.normal(size_t(H * stride)),
            b = rng.normal(size_t(H * stride));
       std::vector<float> lo(a.size()), hi(a.size());
