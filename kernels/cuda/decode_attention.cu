@@ -5,10 +5,11 @@
 // K/V row (online softmax: running max m, sum l, accumulator per query head in registers).
 // Two kernels do pass 1:
 //  - vector_split_kernel, where a row is a power-of-two number (<= 32) of 16-byte vectors and
-//    the pools are 16-byte aligned (Llama's d = 128 in bf16: 16 lanes a row): a warp holds
-//    kRowsInFlight rows per lane group at once, all loads issued before any is used, because a
-//    decode step is bound by how many bytes are in flight, not by arithmetic; scores are
-//    reduced over the row's lanes, the softmax is updated once per tile of rows;
+//    the pools are 16-byte aligned (Llama's d = 128 in bf16: 16 lanes a row): a warp copies
+//    kRowsInFlight rows per lane group an iteration into shared memory (cp.async), kStages - 1
+//    iterations ahead of the one it computes, because a decode step is bound by how many bytes
+//    are in flight, not by arithmetic; scores are reduced over the row's lanes, the softmax is
+//    updated once per tile of rows;
 //  - scalar_split_kernel otherwise (odd head dims): one row per warp at a time, lane l holding
 //    channels [l*CPL, l*CPL + CPL).
 // Both merge their warps in shared memory into one partial (m, l, acc) per (unit, split, query
@@ -18,6 +19,7 @@
 // Empty units (no rows) give zeros, as the engine's gathered path does.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_pipeline.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -36,7 +38,8 @@ constexpr int kWarps = 4;
 constexpr int kMaxGroup = 8;           // query heads per unit
 constexpr int kMaxChannelsPerLane = 8;  // d <= 256
 constexpr int kRowsPerSplit = 64;       // the least rows worth a block of its own
-constexpr int kRowsInFlight = 4;        // rows each lane group of vector_split_kernel loads at once
+constexpr int kRowsInFlight = 4;        // rows each lane group of vector_split_kernel copies at once
+constexpr int kStages = 3;              // its iterations a warp's ring holds: 2 in flight, 1 computed
 
 cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
 
@@ -130,7 +133,24 @@ __device__ inline void read_row_ids(const int64_t* __restrict__ rows, int64_t fi
   }
 }
 
+// The shared memory of vector_split_kernel: each warp's ring of kStages iterations' K and V
+// vectors, [kWarps, kStages, 2, kRowsInFlight, 32] 16-byte vectors; after the loop the same
+// bytes hold the warps' accumulators [kWarps, g, d] for store_split.
+constexpr size_t vector_ring_bytes() {
+  return size_t(kWarps) * kStages * 2 * kRowsInFlight * 32 * sizeof(uint4);
+}
+size_t vector_shared_bytes(int64_t g, int64_t d) {
+  return std::max(vector_ring_bytes(), size_t(kWarps * g * d) * sizeof(float));
+}
+
 // LPR lanes a row (E = 16 / sizeof(T) elements each, so d = LPR * E), 32 / LPR rows a warp-load.
+// A lane copies its 16 bytes of K and V of kRowsInFlight rows an iteration into its own slots of
+// the warp's ring (cp.async: no registers held while in flight), kStages - 1 iterations ahead
+// of the one it computes; it reads back only what it copied itself, so neither the warp nor
+// the block waits on another lane. Where the loads went to registers (2026-11-27 and before),
+// a warp waited for its loads before computing them and had nothing in flight while it
+// computed; its 166 registers (Llama's shape) left 3 blocks an SM, and the kernel read 1.7-2.1
+// TB/s of the H100's 3.
 template <typename T, int LPR, int G>
 __global__ void vector_split_kernel(const void* __restrict__ q, kernels::KvElement q_type,
                                     const T* __restrict__ k_pool,
@@ -141,39 +161,59 @@ __global__ void vector_split_kernel(const void* __restrict__ q, kernels::KvEleme
                                     float* __restrict__ probs, int g, float scale) {
   constexpr int E = 16 / sizeof(T), d = LPR * E, kGroups = 32 / LPR;
   constexpr int kTile = kGroups * kRowsInFlight;  // rows a warp takes per iteration
-  extern __shared__ float warp_acc[];  // [kWarps, g, d]
+  extern __shared__ uint4 ring[];  // vector_ring_bytes(), then the warps' accumulators
   __shared__ float warp_m[kWarps][kMaxGroup], warp_l[kWarps][kMaxGroup];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int group = lane / LPR, c0 = (lane % LPR) * E;  // the row of the warp-load, channels
-  const auto [first, begin, end, n] = split_rows(indptr, row_list_stride);
+  const SplitRows split = split_rows(indptr, row_list_stride);
+  // Named copies, not structured bindings: the lambdas below capture them (C++17).
+  const int64_t first = split.first, begin = split.begin, end = split.end, n = split.n;
   float* const scores = unit_scores(probs, indptr, g);
   float qr[G][E], acc[G][E], m[G], l[G];
   start_state<G, E>(q, q_type, g, d, c0, scale, qr, acc, m, l);
   constexpr int64_t kStride = int64_t(kWarps) * kTile;  // rows between a warp's iterations
-  // The pool rows of an iteration's entries. Read one iteration ahead, while the one before
-  // computes, where that costs no resident block (G >= 4: Llama's shape takes 166 registers
-  // instead of 164, ptxas sm_90); read just before their K/V loads, each iteration's loads wait
-  // for a dependent read first. For G = 1 and 2 the extra registers cost a resident block.
-  constexpr bool kAhead = G >= 4;
-  int64_t row[kRowsInFlight];
-  if constexpr (kAhead) read_row_ids<kGroups>(rows, first, end, begin + int64_t(warp) * kTile, group, row);
-  for (int64_t base = begin + int64_t(warp) * kTile; base < end; base += kStride) {
-    if constexpr (!kAhead) read_row_ids<kGroups>(rows, first, end, base, group, row);
-    uint4 k_raw[kRowsInFlight], v_raw[kRowsInFlight];
-    bool valid[kRowsInFlight];
+  const int64_t start = begin + int64_t(warp) * kTile;  // the warp's first iteration
+  const int iterations = start < end ? int((end - start + kStride - 1) / kStride) : 0;
+  // This lane's slot of iteration it's row r of K (kv 0) or V (kv 1).
+  uint4* const lane_ring = ring + size_t(warp) * kStages * 2 * kRowsInFlight * 32 + lane;
+  auto slot = [lane_ring](int it, int kv, int r) {
+    return lane_ring + ((size_t(it % kStages) * 2 + kv) * kRowsInFlight + r) * 32;
+  };
+  // Copies of iteration `it` (its pool rows in `row`) started, as one commit group; a group
+  // is committed for every iteration, empty past the last, so that waiting for all but the
+  // newest kStages - 1 groups means iteration it's have landed.
+  auto start_copies = [&](int it, const int64_t (&row)[kRowsInFlight]) {
+    const int64_t base = start + it * kStride;
 #pragma unroll
-    for (int r = 0; r < kRowsInFlight; ++r) {
-      valid[r] = base + r * kGroups + group < end;
-      k_raw[r] = valid[r] ? *reinterpret_cast<const uint4*>(k_pool + row[r] * d + c0) : uint4{};
-      v_raw[r] = valid[r] ? *reinterpret_cast<const uint4*>(v_pool + row[r] * d + c0) : uint4{};
-    }
-    // The next iteration's, in flight with this one's K/V.
-    if constexpr (kAhead) read_row_ids<kGroups>(rows, first, end, base + kStride, group, row);
+    for (int r = 0; r < kRowsInFlight; ++r)
+      if (it < iterations && base + r * kGroups + group < end) {
+        __pipeline_memcpy_async(slot(it, 0, r), k_pool + row[r] * d + c0, sizeof(uint4));
+        __pipeline_memcpy_async(slot(it, 1, r), v_pool + row[r] * d + c0, sizeof(uint4));
+      }
+    __pipeline_commit();
+  };
+  // The pool rows of the next iteration to start, read one start ahead: a start's copies
+  // need their rows' ids, which would otherwise be a dependent load in front of them.
+  int64_t row[kRowsInFlight];
+  read_row_ids<kGroups>(rows, first, end, start, group, row);
+  for (int it = 0; it < kStages - 1; ++it) {
+    start_copies(it, row);
+    read_row_ids<kGroups>(rows, first, end, start + (it + 1) * kStride, group, row);
+  }
+  for (int it = 0; it < iterations; ++it) {
+    const int ahead = it + kStages - 1;
+    start_copies(ahead, row);
+    read_row_ids<kGroups>(rows, first, end, start + (ahead + 1) * kStride, group, row);
+    __pipeline_wait_prior(kStages - 1);  // iteration it's copies
+    const int64_t base = start + it * kStride;
+    bool valid[kRowsInFlight];  // slots of rows not copied are not read
+#pragma unroll
+    for (int r = 0; r < kRowsInFlight; ++r) valid[r] = base + r * kGroups + group < end;
     float s[kRowsInFlight][G];
 #pragma unroll
     for (int r = 0; r < kRowsInFlight; ++r) {
       float kf[E];
-      unpack_vector<T, E>(k_raw[r], kf);
+      unpack_vector<T, E>(valid[r] ? *slot(it, 0, r) : uint4{}, kf);
 #pragma unroll
       for (int i = 0; i < G; ++i) {
         float dot = 0.f;
@@ -204,7 +244,7 @@ __global__ void vector_split_kernel(const void* __restrict__ q, kernels::KvEleme
 #pragma unroll
     for (int r = 0; r < kRowsInFlight; ++r) {
       float vf[E];
-      unpack_vector<T, E>(v_raw[r], vf);
+      unpack_vector<T, E>(valid[r] ? *slot(it, 1, r) : uint4{}, vf);
 #pragma unroll
       for (int i = 0; i < G; ++i) {
         if (i >= g) break;
@@ -230,8 +270,10 @@ __global__ void vector_split_kernel(const void* __restrict__ q, kernels::KvEleme
       m[i] = top;
     }
   }
-  store_split<G, E>(m, l, acc, warp_acc, warp_m, warp_l, lane < LPR ? c0 : d, g, d, part_acc,
-                    part_ml);
+  __pipeline_wait_prior(0);  // the trailing empty groups: nothing is still copied into the ring
+  __syncthreads();           // every warp done with its ring before it holds accumulators
+  store_split<G, E>(m, l, acc, reinterpret_cast<float*>(ring), warp_m, warp_l,
+                    lane < LPR ? c0 : d, g, d, part_acc, part_ml);
 }
 
 template <typename T, int CPL, int G>
@@ -365,6 +407,17 @@ int blocks_per_sm(Kernel kernel, size_t shared) {
   return std::max(blocks, 1);
 }
 
+// Lets `kernel` take `bytes` of dynamic shared memory (beyond the default 48 KiB, static
+// arrays included). False if refused (the error cleared; the launch then reports it).
+template <typename Kernel>
+bool allow_shared(Kernel kernel, size_t bytes) {
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)) ==
+      cudaSuccess)
+    return true;
+  cudaGetLastError();
+  return false;
+}
+
 // Launch<T, W, G>::act(c, what) starts a pass-1 kernel or counts its resident blocks; W:
 // channels per lane (Scalar) or lanes per row (Vector). The count is taken once per kernel,
 // with the shared memory of its largest call (G query heads of its widest d): never more
@@ -389,12 +442,16 @@ struct Scalar {
 template <typename T, int LPR, int G>
 struct Vector {
   static int act(const Call& c, Pass1 what) {
+    // Its ring is 48 KiB, beyond the default limit with the static arrays: opted in once.
+    static const bool opted_in = allow_shared(vector_split_kernel<T, LPR, G>,
+                                              vector_shared_bytes(G, LPR * (16 / sizeof(T))));
+    (void)opted_in;
     if (what == Pass1::kBlocksPerSm) {
       static const int blocks = blocks_per_sm(vector_split_kernel<T, LPR, G>,
-                                              size_t(kWarps * G * LPR * (16 / sizeof(T))) * sizeof(float));
+                                              vector_shared_bytes(G, LPR * (16 / sizeof(T))));
       return blocks;
     }
-    const size_t shared = size_t(kWarps * c.g * c.d) * sizeof(float);
+    const size_t shared = vector_shared_bytes(c.g, c.d);
     vector_split_kernel<T, LPR, G>
         <<<dim3(unsigned(c.splits), unsigned(c.units)), kWarps * 32, shared, c.stream>>>(
             c.q, c.q_type, static_cast<const T*>(c.k_pool), static_cast<const T*>(c.v_pool), c.indptr,

@@ -6,6 +6,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/kv_element.h"
 
@@ -39,14 +40,14 @@ __device__ inline void store_element(void* p, kernels::KvElement type, int64_t i
     static_cast<float*>(p)[i] = x;
 }
 
-// A 16-byte vector of E = 16 / sizeof(T) elements (a lane's load), widened to floats.
-__device__ inline void unpack(const uint4& raw, float (&out)[4]) {
-  const float* f = reinterpret_cast<const float*>(&raw);
-#pragma unroll
-  for (int c = 0; c < 4; ++c) out[c] = f[c];
-}
+// A 16-byte vector of E = 16 / sizeof(T) elements (a lane's load), widened to floats. Its bytes
+// are copied out as the element type, not read through a cast pointer: C++ (the CUDA
+// emulation's compiler) may assume a uint4's bytes are never read as floats and drop the
+// read; nvcc makes the copy register moves.
+__device__ inline void unpack(const uint4& raw, float (&out)[4]) { memcpy(out, &raw, sizeof(raw)); }
 __device__ inline void unpack(const uint4& raw, float (&out)[8], __nv_bfloat16) {
-  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+  __nv_bfloat162 h[4];
+  memcpy(h, &raw, sizeof(raw));
 #pragma unroll
   for (int c = 0; c < 4; ++c) {
     const float2 f = __bfloat1622float2(h[c]);
@@ -54,7 +55,8 @@ __device__ inline void unpack(const uint4& raw, float (&out)[8], __nv_bfloat16) 
   }
 }
 __device__ inline void unpack(const uint4& raw, float (&out)[8], __half) {
-  const __half2* h = reinterpret_cast<const __half2*>(&raw);
+  __half2 h[4];
+  memcpy(h, &raw, sizeof(raw));
 #pragma unroll
   for (int c = 0; c < 4; ++c) {
     const float2 f = __half22float2(h[c]);

@@ -1,5 +1,6 @@
 // The CPU side of tests/cuda_emulation/include/cuda_runtime.h: fibers (ucontext) for a block's
 // threads, the barriers and warp exchanges between them, and the runtime calls on host memory.
+#include <cuda_pipeline.h>
 #include <cuda_runtime.h>
 #if !defined(__x86_64__)
 #include <ucontext.h>
@@ -9,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -65,11 +67,20 @@ struct Context {
 #endif
 };
 
+// A cp.async copy started and not yet waited for (cuda_pipeline.h).
+struct PendingCopy {
+  void* dst;
+  const void* src;
+  size_t bytes, zfill;
+};
+
 struct Fiber {
   Context context;
   State state = State::kReady;
   uint3 index{0, 0, 0};
   unsigned warp_ops = 0;  // warp operations passed: which exchange slot a lane uses
+  std::vector<PendingCopy> uncommitted;              // since the last __pipeline_commit
+  std::deque<std::vector<PendingCopy>> committed;  // oldest group first
 };
 
 // One warp's exchange: two slots (by the parity of the operation's count), so a lane already
@@ -275,7 +286,13 @@ void run_block(Block& b) {
     }
     bool finished = true;
     for (const Fiber& f : b.fibers) finished = finished && f.state == State::kDone;
-    if (finished) return;
+    if (finished) {
+      for (const Fiber& f : b.fibers)
+        if (!f.uncommitted.empty() || !f.committed.empty())
+          fail("thread " + std::to_string(linear(f.index)) +
+               " ended with cp.async copies it never waited for");
+      return;
+    }
     if (!open_barriers(b)) fail(deadlock_report(b));
   }
 }
@@ -287,6 +304,29 @@ uint3 block_index() { return g_block->index; }
 dim3 block_dim() { return g_block->config->block; }
 dim3 grid_dim() { return g_block->config->grid; }
 int lane() { return linear(me().index) % 32; }
+
+// cp.async: a thread's copies land only when it waits for their group, so that a kernel that
+// reads a slot before waiting reads the block's 0xFF garbage, as a GPU may give it stale bytes.
+void pipeline_copy(void* dst, const void* src, size_t bytes, size_t zfill) {
+  if (bytes != 4 && bytes != 8 && bytes != 16) fail("cp.async of " + std::to_string(bytes) + " bytes");
+  if (zfill > bytes) fail("cp.async zero-fills more than it copies");
+  me().uncommitted.push_back({dst, src, bytes, zfill});
+}
+void pipeline_commit() {
+  Fiber& f = me();
+  f.committed.push_back(std::move(f.uncommitted));
+  f.uncommitted.clear();
+}
+void pipeline_wait_prior(size_t prior) {
+  Fiber& f = me();
+  while (f.committed.size() > prior) {
+    for (const PendingCopy& c : f.committed.front()) {
+      std::memcpy(c.dst, c.src, c.bytes - c.zfill);
+      std::memset(static_cast<char*>(c.dst) + (c.bytes - c.zfill), 0, c.zfill);
+    }
+    f.committed.pop_front();
+  }
+}
 void* dynamic_shared_bytes() { return g_block->shared; }
 void* static_shared_bytes(const void* tag, size_t bytes) {
   StaticShared& v = g_static_shared[tag];
