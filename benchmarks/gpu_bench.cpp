@@ -46,6 +46,18 @@
 //   gpu_kmeans_keys_dtype/<n>       the same from bf16 keys, products in bf16
 //   gpu_pq_encode/<aten>            PQCache's codes of one decode step's key per KV head (m = 2,
 //                                   b = 6) from a bf16 pool at 32k: the kernel (0) or ATen (1)
+//   gpu_prefill_attention/<n>/<kernel>
+//                                   one layer's causal prefill attention over n tokens, as a
+//                                   prefill runs it (engine/prefill_attention.h
+//                                   fused_causal_attention: K/V repeated to 32 heads, bf16),
+//                                   under ATen's choice (0) or only its flash (1),
+//                                   memory-efficient (2) or cuDNN (3) kernel enabled (skipped
+//                                   where that one refuses the call); counters TFLOPs (QK^T and
+//                                   PV, 4 Hq n^2 d FLOPs, halved by the causal mask) and
+//                                   `choice` (ATen's pick, SDPBackend's number: 1 flash, 2
+//                                   memory-efficient, 3 cuDNN).
+//                                   Why: the 8B shape's prefill took 3.8-4.0 s at 32k and 49-71
+//                                   s at 128k on the H100, about 3x what its FLOPs need
 // Counters: bytes moved per call and TBps (bytes / time, decimal).
 // Run: kvbench_bench --benchmark_filter='gpu_'
 #if KVBENCH_CUDA_KERNELS
@@ -57,9 +69,12 @@
 
 #include <cmath>
 #include <functional>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "engine/kernel_adapter.h"
+#include "engine/prefill_attention.h"
 #include "kernels/cuda/kvbench_cuda.h"
 #include "kernels/cuda/torch_glue.h"
 #include "methods/retrieval/clusterkv.h"
@@ -392,6 +407,62 @@ void BM_gpu_sdpa(benchmark::State& state) {
   set_bytes(state, double(kHkv * n) * 2 * kD * 2);
 }
 BENCHMARK(BM_gpu_sdpa)->Arg(32768)->Arg(131072)->UseManualTime()->Unit(benchmark::kMicrosecond);
+#endif
+
+#if TORCH_VERSION_MAJOR >= 2
+// ATen's scaled_dot_product_attention kernels enabled as `kernel` asks (0: as they were; 1, 2,
+// 3: flash, memory-efficient or cuDNN alone), restored at the end of the scope.
+class SdpKernels {
+ public:
+  explicit SdpKernels(int64_t kernel) {
+    at::Context& c = at::globalContext();
+    if (kernel == 0) return;
+    c.setSDPUseFlash(kernel == 1);
+    c.setSDPUseMemEfficient(kernel == 2);
+    c.setSDPUseCuDNN(kernel == 3);
+    c.setSDPUseMath(false);
+  }
+  ~SdpKernels() {
+    at::Context& c = at::globalContext();
+    c.setSDPUseFlash(flash_);
+    c.setSDPUseMemEfficient(efficient_);
+    c.setSDPUseCuDNN(cudnn_);
+    c.setSDPUseMath(math_);
+  }
+  SdpKernels(const SdpKernels&) = delete;
+  SdpKernels& operator=(const SdpKernels&) = delete;
+
+ private:
+  bool flash_ = at::globalContext().userEnabledFlashSDP();
+  bool efficient_ = at::globalContext().userEnabledMemEfficientSDP();
+  bool cudnn_ = at::globalContext().userEnabledCuDNNSDP();
+  bool math_ = at::globalContext().userEnabledMathSDP();
+};
+
+void BM_gpu_prefill_attention(benchmark::State& state) {
+  if (!at::cuda::is_available()) return state.SkipWithError("skipped: no GPU");
+  const int64_t n = state.range(0);
+  const auto bf16 = at::TensorOptions(kGpu).dtype(at::kBFloat16);
+  const at::Tensor q = at::randn({kHq, n, kD}, bf16);  // [Hq, L, d], as prefill_layer has them
+  const at::Tensor k = at::randn({kHkv, n, kD}, bf16), v = at::randn({kHkv, n, kD}, bf16);
+  const SdpKernels only(state.range(1));
+  try {  // ATen throws where no enabled kernel takes the call
+    const at::Tensor q4 = q.unsqueeze(0);
+    state.counters["choice"] = double(at::_fused_sdp_choice(q4, q4, q4, {}, 0.0, true));
+    fused_causal_attention(q, k, v);
+  } catch (const std::exception& e) {
+    return state.SkipWithError(("skipped: this kernel refuses the call: " +
+                                std::string(e.what()).substr(0, 120)).c_str());
+  }
+  time_with_events(state, [&] { fused_causal_attention(q, k, v); });
+  const double flops = 2.0 * double(kHq) * double(n) * double(n) * double(kD);  // causal half
+  state.counters["TFLOPs"] =
+      benchmark::Counter(flops * 1e-12, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_gpu_prefill_attention)
+    ->ArgsProduct({{32768}, {0, 1, 2, 3}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
 #endif
 
 }  // namespace

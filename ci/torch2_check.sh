@@ -63,8 +63,10 @@ mapfile -t glue < <( { echo kernels/cuda/torch_glue.cpp; echo tests/kernels/cuda
                        git grep -l KVBENCH_CUDA_KERNELS -- '*.cpp'; } | sort -u)
 others=()
 if [ "$all" = 1 ]; then
-  # The glue's callers too: the CPU build compiles them without KVBENCH_CUDA_KERNELS.
-  mapfile -t others < <(git ls-files '*.cpp' | grep -v '^kernels/cuda/\|^tests/kernels/cuda/')
+  # The glue's callers too: the CPU build compiles them without KVBENCH_CUDA_KERNELS. Not the
+  # CUDA emulation, which builds only against its own CUDA headers (tests/cuda_emulation/).
+  mapfile -t others < <(git ls-files '*.cpp' |
+                        grep -v '^kernels/cuda/\|^tests/kernels/cuda/\|^tests/cuda_emulation/')
 fi
 
 log="$work/diagnostics.txt"

@@ -13,6 +13,7 @@
 #include "engine/common/error.h"
 #include "engine/device.h"
 #include "engine/kernel_adapter.h"
+#include "engine/prefill_attention.h"
 
 namespace kvb {
 
@@ -93,11 +94,6 @@ void Session::check_context(int64_t tokens) const {
 
 namespace {
 
-// Attention scores and softmax: fp32 at least (bf16/f16 widened, f64 kept).
-at::ScalarType score_type(const at::Tensor& t) {
-  return at::promote_types(t.scalar_type(), at::kFloat);
-}
-
 // RMSNorm with the model's eps, in one kernel call where the kernel adapter has one (a session
 // never needs autograd).
 at::Tensor normalize(const LlamaModel& model, const at::Tensor& x, const at::Tensor& weight) {
@@ -131,72 +127,6 @@ at::Tensor chunked_mlp(const LayerWeights& w, const at::Tensor& x, int64_t rows)
     out.narrow(0, r0, n).copy_(swiglu_mlp(w, x.narrow(0, r0, n)));
   }
   return out;
-}
-
-// Causal attention of a prompt from position 0, explicitly: in query chunks whose scores
-// [Hkv, g*chunk, keys] (fp32 at least) stay within `score_bytes`, masked, softmax, times V.
-// q: [Hq, L, d], k, v: [Hkv, L, d] (query head h reads KV head h / g) -> [Hq, L, d].
-at::Tensor chunked_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                    int64_t score_bytes) {
-  const int64_t Hq = q.size(0), L = q.size(1), d = q.size(2), Hkv = k.size(0), g = Hq / Hkv;
-  const at::TensorOptions longs = q.options().dtype(at::kLong);
-  const int64_t chunk =
-      std::max<int64_t>(1, std::min<int64_t>(L, score_bytes / (int64_t(sizeof(float)) * Hq * L)));
-  const double scale = 1.0 / std::sqrt(double(d));
-  at::Tensor out = at::empty({Hkv, g, L, d}, q.options());
-  at::Tensor q_grouped = q.view({Hkv, g, L, d});
-  for (int64_t c0 = 0; c0 < L; c0 += chunk) {
-    const int64_t n = std::min(chunk, L - c0), keys = c0 + n;
-    at::Tensor qc = q_grouped.narrow(2, c0, n).reshape({Hkv, g * n, d});
-    at::Tensor scores = at::bmm(qc, k.narrow(1, 0, keys).transpose(1, 2)).to(score_type(q))
-                            .mul_(scale).view({Hkv, g, n, keys});
-    // Query c0+i sees keys 0..c0+i.
-    at::Tensor mask = at::arange(keys, longs).unsqueeze(0) >
-                      (at::arange(n, longs) + c0).unsqueeze(1);  // [n, keys]
-    scores.masked_fill_(mask, -std::numeric_limits<float>::infinity());
-    at::Tensor probs = at::softmax(scores, -1).view({Hkv, g * n, keys}).to(v.scalar_type());
-    out.narrow(2, c0, n).copy_(at::bmm(probs, v.narrow(1, 0, keys)).view({Hkv, g, n, d}));
-  }
-  return out.view({Hq, L, d});
-}
-
-// Whether the prefill's attention can be ATen's fused scaled_dot_product_attention: on a GPU,
-// in bf16 or f16, with LibTorch 2.x, where ATen would run a fused kernel for these shapes.
-// Its scores never leave the chip, where the chunked attention writes and rereads
-// [Hq, chunk, L] floats several times: on an H200 the 8B shape's prefill took 184 s at 128k
-// tokens that way. Elsewhere (the CPU, f32, LibTorch 1.13) the chunked attention, the same on
-// every version.
-bool fused_prefill_attention(const at::Tensor& q) {
-#if TORCH_VERSION_MAJOR >= 2
-  if (!q.is_cuda() || (q.scalar_type() != at::kBFloat16 && q.scalar_type() != at::kHalf))
-    return false;
-  // ATen's choice for the call (K and V repeated to q's shape, so q stands for them): > 0 is a
-  // fused kernel (flash, memory-efficient, cuDNN); 0 is its math kernel, which would hold
-  // [Hq, L, L] scores (SDPBackend's numbering since LibTorch 2.0).
-  const at::Tensor q4 = q.unsqueeze(0);
-  return at::_fused_sdp_choice(q4, q4, q4, {}, 0.0, /*is_causal=*/true) > 0;
-#else
-  (void)q;
-  return false;
-#endif
-}
-
-// The same attention through scaled_dot_product_attention (is_causal: query i sees keys 0..i,
-// the prompt starting at position 0; scale 1/sqrt(d), its default). K and V are repeated to
-// the Hq query heads, [Hq, L, d] each for the call, rather than passed with enable_gqa (2.5+),
-// which not every fused kernel takes: its fallback would hold [Hq, L, L] scores.
-at::Tensor fused_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
-#if TORCH_VERSION_MAJOR >= 2
-  const int64_t g = q.size(0) / k.size(0);
-  const at::Tensor k_rep = g == 1 ? k : k.repeat_interleave(g, 0);
-  const at::Tensor v_rep = g == 1 ? v : v.repeat_interleave(g, 0);
-  return at::scaled_dot_product_attention(q.unsqueeze(0), k_rep.unsqueeze(0), v_rep.unsqueeze(0),
-                                          {}, 0.0, /*is_causal=*/true)[0];
-#else
-  (void)k;
-  (void)v;
-  throw std::logic_error("fused_causal_attention needs LibTorch 2.x");
-#endif
 }
 
 }  // namespace
@@ -267,7 +197,7 @@ AddedAndNormed Session::prefill_layer(int layer, AddedAndNormed in, const RopeAn
 
   const int64_t score_bytes = options_.prefill_score_bytes > 0 ? options_.prefill_score_bytes
                                                                 : attention_score_bytes(x.device());
-  const at::Tensor out = options_.fused_prefill_attention && fused_prefill_attention(q)
+  const at::Tensor out = options_.fused_prefill_attention && fused_prefill_attention_available(q)
                              ? fused_causal_attention(q, k, v)
                              : chunked_causal_attention(q, k, v, score_bytes);  // [Hq, L, d]
   at::Tensor attn = out.transpose(0, 1).reshape({L, Hq * d});
@@ -489,7 +419,7 @@ at::Tensor gathered_decode_attention(const at::Tensor& q, const LayerKV& kv,
   at::Tensor p;    // [units, per_unit, longest] fp32
   if (longest == 0) {
     out = at::zeros({units, per_unit, d}, q.options());
-    p = at::zeros({units, per_unit, 0}, q.options().dtype(score_type(q)));
+    p = at::zeros({units, per_unit, 0}, q.options().dtype(attention_score_type(q)));
   } else {
     at::Tensor slot = at::arange(longest, longs).unsqueeze(0);             // [1, longest]
     at::Tensor valid = slot < counts.unsqueeze(1);                         // [units, longest]
@@ -502,7 +432,7 @@ at::Tensor gathered_decode_attention(const at::Tensor& q, const LayerKV& kv,
     at::Tensor keys = kv.key_pool().index_select(0, padded).view({units, longest, d});
     at::Tensor values = kv.value_pool().index_select(0, padded).view({units, longest, d});
     at::Tensor scores = at::bmm(q.view({units, per_unit, d}), keys.transpose(1, 2))
-                            .to(score_type(q)).mul_(1.0 / std::sqrt(double(d)));
+                            .to(attention_score_type(q)).mul_(1.0 / std::sqrt(double(d)));
     scores.masked_fill_(valid.logical_not().unsqueeze(1), -std::numeric_limits<float>::infinity());
     p = at::softmax(scores, -1).nan_to_num_(0.0);  // a unit with no entries: all zero
     out = at::bmm(p.to(values.scalar_type()), values);

@@ -71,23 +71,46 @@ __device__ float block_reduce(float x, float* scratch, Op op) {
   return all;
 }
 
+// Entries of the table a warp computes at once in build_table.
+constexpr int kEntriesInFlight = 4;
+
 // The lookup table [g, m, K] of head h into shared memory: a warp per entry, q's sub-vector u
 // of query head gi . centroid c of sub-space u, its lanes over the channels (consecutive loads)
 // and summed by warp_sum, so every block of a head gets the same bits. A thread per entry, as
 // before, read its centroid s floats apart from its neighbours', one load after another: about
 // 30 us a block on the H100 in pq_kernel unstaged (scoring.cu), and a block of this kernel
-// took about 80 us whether it had 8k or 32k tokens (2026-11-27).
+// took about 80 us whether it had 8k or 32k tokens (2026-11-27). A warp takes kEntriesInFlight
+// entries at once, channel by channel, so their loads are in flight together (one entry at a
+// time, each waited on its loads: 16 round trips a warp for PQCache's 512 entries); each
+// entry's sum runs over its channels in the same order as one at a time.
 __device__ void build_table(const void* q, kernels::KvElement q_type, const float* centroids,
                             int h, int g, int m, int K, int s, float* table) {
-  const int lane = threadIdx.x % 32;
-  for (int e = threadIdx.x / 32; e < g * m * K; e += blockDim.x / 32) {
-    const int gi = e / (m * K), u = (e / K) % m, c = e % K;
-    const int64_t qs = (int64_t(h) * g + gi) * m * s + int64_t(u) * s;  // q's sub-vector u
-    const float* cs = centroids + ((int64_t(h) * m + u) * K + c) * s;
-    float acc = 0.f;
-    for (int x = lane; x < s; x += 32) acc += load_element(q, q_type, qs + x) * cs[x];
-    acc = warp_sum(acc);
-    if (lane == 0) table[e] = acc;
+  const int lane = threadIdx.x % 32, warps = int(blockDim.x) / 32, entries = g * m * K;
+  const int64_t q_head = int64_t(h) * g * m * s;                  // head h's queries [g, m * s]
+  const float* const head_centroids = centroids + int64_t(h) * m * K * s;  // [m, K, s]
+  for (int e0 = int(threadIdx.x) / 32; e0 < entries; e0 += warps * kEntriesInFlight) {
+    // Offsets within the head (ints: fewer registers under the 1024-thread block's 64).
+    int qs[kEntriesInFlight];  // q's sub-vector u of query head gi, widened as read
+    int cs[kEntriesInFlight];  // centroid c of sub-space u
+    float acc[kEntriesInFlight];
+#pragma unroll
+    for (int i = 0; i < kEntriesInFlight; ++i) {
+      const int e = min(e0 + i * warps, entries - 1);  // past the end: a copy, not stored
+      const int gi = e / (m * K), u = (e / K) % m, c = e % K;
+      qs[i] = (gi * m + u) * s;
+      cs[i] = (u * K + c) * s;
+      acc[i] = 0.f;
+    }
+    for (int x = lane; x < s; x += 32) {
+#pragma unroll
+      for (int i = 0; i < kEntriesInFlight; ++i)
+        acc[i] += load_element(q, q_type, q_head + qs[i] + x) * head_centroids[cs[i] + x];
+    }
+#pragma unroll
+    for (int i = 0; i < kEntriesInFlight; ++i) {
+      const float sum = warp_sum(acc[i]);
+      if (lane == 0 && e0 + i * warps < entries) table[e0 + i * warps] = sum;
+    }
   }
 }
 

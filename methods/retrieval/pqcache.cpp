@@ -116,8 +116,8 @@ int64_t LfuBlockCache::access(const std::vector<int64_t>& token_blocks) {
     if (references_[size_t(b)]++ == 0) touched_.push_back(b);
   }
   int64_t hits = 0;  // the tokens of the cached blocks (fewer than the step's blocks)
-  for (const auto& cached : entries_)
-    if (cached.first < int64_t(references_.size())) hits += references_[size_t(cached.first)];
+  for (const auto& cached : entries_)  // a cached block was referenced once: references_ covers it
+    hits += references_[size_t(cached.first)];
   if (capacity_ > 0) admit();
   for (const int64_t b : touched_) references_[size_t(b)] = 0;
   return hits;

@@ -1,6 +1,5 @@
 // The CPU side of tests/cuda_emulation/include/cuda_runtime.h: fibers (ucontext) for a block's
 // threads, the barriers and warp exchanges between them, and the runtime calls on host memory.
-#include <cuda_pipeline.h>
 #include <cuda_runtime.h>
 #if !defined(__x86_64__)
 #include <ucontext.h>

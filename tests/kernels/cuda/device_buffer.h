@@ -8,9 +8,7 @@
 #include <vector>
 
 #include "kernels/cuda/kvbench_cuda.h"
-
-#define KVB_REQUIRE_GPU() \
-  if (::kvb::cuda::device_count() == 0) GTEST_SKIP() << "skipped: no GPU"
+#include "tests/kernels/cuda/require_gpu.h"
 
 namespace kvb::cuda {
 

@@ -17,12 +17,10 @@
 
 #include "kernels/cuda/kvbench_cuda.h"
 #include "kernels/cuda/torch_glue.h"
+#include "tests/kernels/cuda/require_gpu.h"
 
 namespace kvb::cuda {
 namespace {
-
-#define KVB_REQUIRE_GPU() \
-  if (::kvb::cuda::device_count() == 0) GTEST_SKIP() << "skipped: no GPU"
 
 #ifdef KVBENCH_CUDA_EMULATION
 // tests/cuda_emulation/README.md: the emulated device's memory is the host's, so the glue takes
