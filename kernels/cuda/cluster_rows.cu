@@ -28,7 +28,9 @@ namespace kvb::cuda {
 namespace {
 
 constexpr int kThreads = 1024;  // 32 warps: block_exclusive_sum's warp totals fit one warp
-constexpr int kStaticShared = 2048;  // radix::select_threshold's and this kernel's own, at most
+// radix::select_threshold's and this kernel's own static shared memory, at most (2192 bytes by
+// ptxas, sm_90, since select_threshold's two histograms)
+constexpr int kStaticShared = 4096;
 
 using radix::block_exclusive_sum;
 using radix::kItems;

@@ -47,30 +47,65 @@ __device__ inline int block_exclusive_sum(int value, int* warp_totals, int& tota
   return before;
 }
 
+// Warp 0's part of a radix pass: from the pass's histogram (the weight of each digit among the
+// items sharing `prefix`), the digit at which the weight summed from the top reaches
+// `remaining`; it writes the prefix with that digit at `shift` and the weight left for it to
+// chosen_prefix / chosen_remaining, or leaves them (no digit reaches it: weights summing below
+// `taken`). Lane l takes digits 255 - 8l .. 248 - 8l, the top ones first.
+__device__ __noinline__ inline void choose_digit(const int* histogram, uint32_t prefix, int remaining,
+                                    int shift, uint32_t* chosen_prefix, int* chosen_remaining) {
+  constexpr int kPerLane = kDigits / 32;
+  const int lane = threadIdx.x % 32;
+  int mine = 0;
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) mine += histogram[kDigits - 1 - (lane * kPerLane + i)];
+  int inclusive = mine;  // the lanes' sums from the top digit down, inclusive
+  for (int offset = 1; offset < 32; offset *= 2) {
+    const int below = __shfl_up_sync(0xffffffffu, inclusive, offset);
+    if (lane >= offset) inclusive += below;
+  }
+  int above = inclusive - mine;  // weight of the digits above this lane's
+  if (above < remaining && remaining <= inclusive) {  // one lane at most
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+      const int digit = kDigits - 1 - (lane * kPerLane + i);
+      const int weight = histogram[digit];
+      if (above < remaining && remaining <= above + weight) {
+        *chosen_prefix = prefix | (uint32_t(digit) << shift);
+        *chosen_remaining = remaining - above;
+      }
+      above += weight;
+    }
+  }
+}
+
 // Items 0..count-1 of `row`, item i weighing weights[i] (kWeighted; else 1 each). Finds the key
 // T at which the items' weights, summed in the order of a stable descending sort of their
 // scores, reach `taken`: the items above T weigh less than `taken`, those at or above T at
 // least that. ties_taken: how much of `taken` is left for the items at T (taken in index
 // order, as a stable sort ranks ties). Radix select, most significant digit first: prefix
 // holds T's digits found so far, remaining the weight still to be taken among the items
-// sharing them. Needs 1 <= taken <= the items' total weight (weights >= 0), a block of a
-// multiple of 32 threads, at least kDigits.
+// sharing them. Needs 1 <= taken <= the items' total weight (weights >= 0) and a block of a
+// multiple of 32 threads.
+// Two barriers a pass: the passes count into two histograms in turn, so that a pass zeroes
+// the next one's while it counts into its own (the next one's was last read before the
+// previous pass's second barrier), and warp 0 alone picks the digit. (Before 2026-11-27, an
+// eighth session: one histogram, zeroed, counted, scanned by the whole block, 7 barriers a
+// pass, about 28 of a Quest selection's 24 us on the H100 spent at barriers.)
 template <bool kWeighted>
 __device__ void select_threshold(const float* row, const int32_t* weights, int count, int taken,
                                  uint32_t& threshold, int& ties_taken) {
-  __shared__ int histogram[kDigits];
-  __shared__ int warp_totals[32];
+  __shared__ int histograms[2][kDigits];
   __shared__ uint32_t chosen_prefix;
   __shared__ int chosen_remaining;
+  for (int i = threadIdx.x; i < kDigits; i += blockDim.x) histograms[0][i] = 0;
+  if (threadIdx.x == 0) chosen_prefix = 0, chosen_remaining = taken;
+  __syncthreads();
   uint32_t prefix = 0, mask = 0;
   int remaining = taken;
-  for (int shift = 24; shift >= 0; shift -= 8) {
-    for (int i = threadIdx.x; i < kDigits; i += blockDim.x) histogram[i] = 0;
-    if (threadIdx.x == 0) {  // kept where no digit qualifies (weights summing below `taken`)
-      chosen_prefix = prefix;
-      chosen_remaining = remaining;
-    }
-    __syncthreads();
+  for (int pass = 0, shift = 24; shift >= 0; ++pass, shift -= 8) {
+    int* const histogram = histograms[pass % 2];
+    for (int i = threadIdx.x; i < kDigits; i += blockDim.x) histograms[(pass + 1) % 2][i] = 0;
     // kItems scores a thread an iteration, all loaded before any is counted: one load a
     // thread an iteration left each pass waiting on a memory latency per 1024 scores (the
     // 128k top-k took 237 us on the H100 so). Every lane of a warp runs each iteration (the
@@ -99,20 +134,13 @@ __device__ void select_threshold(const float* row, const int32_t* weights, int c
         }
       }
     }
-    __syncthreads();
-    // Thread t counts digit 255 - t: the weight at or above a digit is a prefix sum.
-    const int weight = threadIdx.x < kDigits ? histogram[kDigits - 1 - threadIdx.x] : 0;
-    int total;
-    const int above = block_exclusive_sum(weight, warp_totals, total);
-    if (threadIdx.x < kDigits && above < remaining && remaining <= above + weight) {
-      chosen_prefix = prefix | (uint32_t(kDigits - 1 - threadIdx.x) << shift);
-      chosen_remaining = remaining - above;
-    }
-    __syncthreads();
+    __syncthreads();  // the histogram complete
+    if (threadIdx.x < 32)
+      choose_digit(histogram, prefix, remaining, shift, &chosen_prefix, &chosen_remaining);
+    __syncthreads();  // chosen_* written; the histogram read
     prefix = chosen_prefix;
     remaining = chosen_remaining;
     mask |= 0xffu << shift;
-    __syncthreads();  // chosen_* and histogram are written again by the next pass
   }
   threshold = prefix;
   ties_taken = remaining;
