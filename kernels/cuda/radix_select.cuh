@@ -89,9 +89,10 @@ __device__ __noinline__ inline void choose_digit(const int* histogram, uint32_t 
 // multiple of 32 threads.
 // Two barriers a pass: the passes count into two histograms in turn, so that a pass zeroes
 // the next one's while it counts into its own (the next one's was last read before the
-// previous pass's second barrier), and warp 0 alone picks the digit. (Before 2026-11-27, an
-// eighth session: one histogram, zeroed, counted, scanned by the whole block, 7 barriers a
-// pass, about 28 of a Quest selection's 24 us on the H100 spent at barriers.)
+// previous pass's second barrier), and warp 0 alone picks the digit. (Until 2026-11-27: one
+// histogram, zeroed, counted and scanned by the whole block, 7 barriers a pass, 28 a select;
+// Quest's whole selection took 22-24 us a layer on the H100 whether it ranked 2048 or 8192
+// pages.)
 template <bool kWeighted>
 __device__ void select_threshold(const float* row, const int32_t* weights, int count, int taken,
                                  uint32_t& threshold, int& ties_taken) {
