@@ -447,8 +447,7 @@ void BM_gpu_prefill_attention(benchmark::State& state) {
   const at::Tensor k = at::randn({kHkv, n, kD}, bf16), v = at::randn({kHkv, n, kD}, bf16);
   const SdpKernels only(state.range(1));
   try {  // ATen throws where no enabled kernel takes the call
-    const at::Tensor q4 = q.unsqueeze(0);
-    state.counters["choice"] = double(at::_fused_sdp_choice(q4, q4, q4, {}, 0.0, true));
+    state.counters["choice"] = fused_prefill_attention_kernel(q);
     fused_causal_attention(q, k, v);
   } catch (const std::exception& e) {
     return state.SkipWithError(("skipped: this kernel refuses the call: " +

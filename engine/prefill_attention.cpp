@@ -16,7 +16,8 @@ at::ScalarType attention_score_type(const at::Tensor& t) {
 namespace {
 
 #if TORCH_VERSION_MAJOR >= 2
-// ATen's SDPBackend number for fused_causal_attention's call on q [Hq, L, d]; -1: none.
+// ATen's SDPBackend number for fused_causal_attention's call on q [Hq, L, d] (-1, or an
+// exception, where no kernel can take it).
 int64_t sdp_choice(const at::Tensor& q) {
   const at::Tensor q4 = q.unsqueeze(0);
   return at::_fused_sdp_choice(q4, q4, q4, {}, 0.0, /*is_causal=*/true);
@@ -87,19 +88,12 @@ at::Tensor fused_causal_attention(const at::Tensor& q, const at::Tensor& k, cons
 #endif
 }
 
-std::string fused_prefill_attention_kernel(const at::Tensor& q) {
+int fused_prefill_attention_kernel(const at::Tensor& q) {
 #if TORCH_VERSION_MAJOR >= 2
-  switch (sdp_choice(q)) {  // SDPBackend's numbering (ATen/SDPBackend.h)
-    case 0: return "math";
-    case 1: return "flash";
-    case 2: return "efficient";
-    case 3: return "cudnn";
-    case 4: return "overrideable";
-    default: return "none";
-  }
+  return int(sdp_choice(q));
 #else
   (void)q;
-  return "none";
+  return -1;
 #endif
 }
 

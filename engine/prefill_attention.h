@@ -6,7 +6,6 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
-#include <string>
 
 namespace kvb {
 
@@ -24,10 +23,10 @@ at::Tensor chunked_causal_attention(const at::Tensor& q, const at::Tensor& k, co
 // hold [Hq, L, L] scores).
 bool fused_prefill_attention_available(const at::Tensor& q);
 
-// The kernel ATen picks for fused_causal_attention's call on q's shape, device and dtype:
-// "flash", "efficient", "cudnn", "math", "overrideable", or "none" (LibTorch 1.13, or none
-// enabled).
-std::string fused_prefill_attention_kernel(const at::Tensor& q);
+// The kernel ATen picks for fused_causal_attention's call on q's shape, device and dtype, by
+// SDPBackend's number (ATen/SDPBackend.h, LibTorch 2.x): 0 math, 1 flash, 2 memory-efficient,
+// 3 cuDNN, 4 overrideable; -1 where there is none (LibTorch 1.13, or no kernel enabled).
+int fused_prefill_attention_kernel(const at::Tensor& q);
 
 // The same attention as chunked_causal_attention through scaled_dot_product_attention
 // (LibTorch 2.x; throws std::logic_error on 1.13).

@@ -63,6 +63,10 @@ struct SessionTimings {
   // device; where it matches the device's time, the phase is bound by the host).
   double select_host_s = 0, attention_host_s = 0;
   int64_t decode_steps = 0;
+  // The kernel of the prefill's causal attention: ATen's fused one by SDPBackend's number (1
+  // flash, 2 memory-efficient, 3 cuDNN: engine/prefill_attention.h), or -1 for the explicit
+  // chunked one. Not a timing: which kernel prefill_s timed.
+  int prefill_attention_kernel = -1;
 };
 
 // Recall of the true top-B keys and attention-output error, per layer, over decode steps

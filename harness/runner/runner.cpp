@@ -43,6 +43,7 @@ struct CellTotals {
   double prefill_s = 0, prefill_method_s = 0, decode_s = 0, decode_host_s = 0, select_s = 0,
          select_host_s = 0, attention_host_s = 0, graph_capture_s = 0;
   int64_t decode_syncs = 0, graph_steps = 0;
+  int prefill_attention_kernel = -1;  // the last session's (the same shapes in every sample)
   bool syncs_counted = false;
   std::vector<double> attention_s;  // per layer
   double kv_bytes = 0, fragmentation = 0;
@@ -82,6 +83,7 @@ struct CellTotals {
     decode_syncs += t.decode_syncs;
     graph_steps += t.graph_steps;
     graph_capture_s += t.graph_capture_s;
+    prefill_attention_kernel = t.prefill_attention_kernel;
     syncs_counted = syncs_counted || t.syncs_counted;
     select_s += t.select_s;
     select_host_s += t.select_host_s;
@@ -104,6 +106,8 @@ struct CellTotals {
     metric("kv_fragmentation", fragmentation / samples, "ratio");
     metric("prefill_s", prefill_s / samples, "s");
     metric("prefill_method_share", prefill_s > 0 ? prefill_method_s / prefill_s : 0, "ratio");
+    if (prefill_attention_kernel >= 0)  // ATen's fused kernel ran it (a GPU, bf16/f16)
+      metric("prefill_attention_kernel", prefill_attention_kernel, "SDPBackend");
     if (decode_steps == 0) return;
     metric("decode_ms_per_token", 1e3 * decode_s / decode_steps, "ms");
     metric("decode_host_ms_per_token", 1e3 * decode_host_s / decode_steps, "ms");

@@ -157,6 +157,7 @@ TEST(Session, DecodeOnTheCpuCountsNoDeviceSyncs) {
   EXPECT_LT(t.attention_host_s, attention + 0.05);
   EXPECT_GE(t.select_host_s, t.select_s);
   EXPECT_LT(t.select_host_s, t.select_s + 0.05);
+  EXPECT_EQ(t.prefill_attention_kernel, -1);  // the CPU's explicit chunked attention
 }
 
 // Steps tallied on the device (counts only it knows) and on the host (counts the selection
