@@ -71,6 +71,9 @@ __device__ float block_reduce(float x, float* scratch, Op op) {
   return all;
 }
 
+// Slices' partial counts a thread of pq_select_kernel reads at once.
+constexpr int kSlicesInFlight = 8;
+
 // Entries of the table a warp computes at once in build_table.
 constexpr int kEntriesInFlight = 4;
 
@@ -222,6 +225,9 @@ __global__ void __launch_bounds__(kThreads)
   if (k == 0) return;  // the whole block
   // Each combination's tokens in all slices (count) and in the slices before this one (before:
   // thread t holds combinations t, t + kThreads, ..., as combination_weights does).
+  // The slices' counts are read kSlicesInFlight at a time, all loaded before any is added:
+  // one at a time, each addition waited on its load, 64 round trips to L2 a thread at 16
+  // slices.
   const int32_t* const head_partial = partial ? partial + int64_t(h) * slices * P : nullptr;
   int before[kCombinationsPerThread];
 #pragma unroll
@@ -229,9 +235,16 @@ __global__ void __launch_bounds__(kThreads)
     const int p = int(threadIdx.x) + i * kThreads;
     int total = 0;
     before[i] = 0;
-    for (int t = 0; head_partial && p < P && t < slices; ++t) {
-      if (t == slice) before[i] = total;
-      total += head_partial[int64_t(t) * P + p];
+    for (int t0 = 0; head_partial && p < P && t0 < slices; t0 += kSlicesInFlight) {
+      int part[kSlicesInFlight];
+#pragma unroll
+      for (int j = 0; j < kSlicesInFlight; ++j)
+        part[j] = t0 + j < slices ? head_partial[int64_t(t0 + j) * P + p] : 0;
+#pragma unroll
+      for (int j = 0; j < kSlicesInFlight; ++j) {
+        if (t0 + j == slice) before[i] = total;
+        total += part[j];
+      }
     }
     if (p < P) count[p] = total;
   }

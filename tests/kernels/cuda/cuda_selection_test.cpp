@@ -65,7 +65,7 @@ TEST(CudaKernels, PqTopKMatchesThePerTokenRanking) {
       kernels::pq_top_k_reference(q.data(), cent.data(), codes.data(), H, g, c.m, c.K, c.s, c.n,
                                   row, scale, k, lead, trailing, want.data(), weights.data());
       std::vector<int64_t> one_block;
-      for (const int64_t slices : {1, 2, 16}) {
+      for (const int64_t slices : {1, 2, 11, 16}) {
         SCOPED_TRACE("slices " + std::to_string(slices));
         DeviceBuffer<int64_t> out(poisoned<int64_t>(want.size()));
         DeviceBuffer<int32_t> partial(poisoned<int32_t>(size_t(H * slices * P)));
