@@ -10,7 +10,8 @@ from the same run, as the targets ask):
 Then, for the selection-share and clustering targets (measured on whole steps by the
 latency_gpu suite), each selection piece's time per layer and for the sparse layers of a
 step (Quest's and ClusterKV's 30, PQCache's 32) (Quest's and PQCache's selection kernels beside the ATen operators they replaced), ClusterKV's
-assignment (ATen's) per Lloyd step and one layer's clustering.
+assignment (ATen's) per Lloyd step and one layer's clustering. Last, the prefill's causal
+attention at 32k under ATen's choice of kernel and under each kernel alone.
 
 Usage: python3 ci/gpu_targets.py BENCH.json   (kvbench_bench --benchmark_filter=gpu_
        --benchmark_out=BENCH.json --benchmark_out_format=json; ci/gpu_test.sh writes
@@ -127,6 +128,30 @@ def pieces_table(benchmarks, times):
     return "\n".join(lines)
 
 
+# gpu_prefill_attention's kernels (its second argument) and SDPBackend's numbers (its `choice`).
+PREFILL_KERNELS = [(0, "ATen's choice"), (1, "flash alone"), (2, "memory-efficient alone"),
+                   (3, "cuDNN alone")]
+SDP_BACKENDS = {0: "math", 1: "flash", 2: "memory-efficient", 3: "cuDNN", 4: "overrideable"}
+
+
+def prefill_table(benchmarks, times):
+    """One layer's causal prefill attention at 32k under each of ATen's kernels, and the step's
+    32 layers: which kernel a prefill runs (ATen's choice) and which is fastest."""
+    choice = next((int(b["choice"]) for b in benchmarks
+                   if b.get("name", "").startswith("BM_gpu_prefill_attention/32768/0") and
+                   "choice" in b and b.get("aggregate_name", "median") == "median"), None)
+    picked = "absent" if choice is None else SDP_BACKENDS.get(choice, f"SDPBackend {choice}")
+    lines = [f"| prefill attention, one layer at 32k (ATen picks: {picked}) | per call | "
+             "x 32 layers | TFLOP/s |", "|---|---|---|---|"]
+    flops = 2.0 * 32 * 32768 * 32768 * 128  # QK^T and PV, halved by the causal mask
+    for kernel, what in PREFILL_KERNELS:
+        t = find(times, f"BM_gpu_prefill_attention/32768/{kernel}")
+        lines.append(f"| {what} | absent | - | - |" if t is None else
+                     f"| {what} | {t / 1000:.1f} ms | {32 * t / 1e6:.2f} s | "
+                     f"{flops / (t * 1e-6) / 1e12:.0f} |")
+    return "\n".join(lines)
+
+
 def main(argv):
     if len(argv) != 2:
         print("usage: python3 ci/gpu_targets.py BENCH.json", file=sys.stderr)
@@ -150,6 +175,8 @@ def main(argv):
     print(splits_row(benchmarks, times))
     print()
     print(pieces_table(benchmarks, times))
+    print()
+    print(prefill_table(benchmarks, times))
     return 0
 
 

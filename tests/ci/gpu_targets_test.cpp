@@ -93,6 +93,20 @@ TEST(GpuTargets, SelectionPiecesPerLayerAndPerStep) {
     EXPECT_TRUE(contains(r.output, line)) << line << " missing from:\n" << r.output;
 }
 
+TEST(GpuTargets, PrefillAttentionUnderEachKernel) {
+  test::TempDir dir;
+  const test::CliRun r = targets(write_report(dir, {
+      run("BM_gpu_prefill_attention/32768/0", 80000, ", \"choice\": 2"),
+      run("BM_gpu_prefill_attention/32768/1", 27487.8, ", \"choice\": 1")}));
+  ASSERT_EQ(r.code, 0) << r.output;
+  // 2 * 32 * 32768^2 * 128 FLOPs: 8.796e12; in 80 ms, 110 TFLOP/s; in 27.49 ms, 320.
+  for (const std::string line :
+       {"| prefill attention, one layer at 32k (ATen picks: memory-efficient) |",
+        "| ATen's choice | 80.0 ms | 2.56 s | 110 |", "| flash alone | 27.5 ms | 0.88 s | 320 |",
+        "| memory-efficient alone | absent | - | - |", "| cuDNN alone | absent | - | - |"})
+    EXPECT_TRUE(contains(r.output, line)) << line << " missing from:\n" << r.output;
+}
+
 TEST(GpuTargets, SingleRunsCountAndFailedOrZeroTimesDoNot) {
   test::TempDir dir;
   const test::CliRun r = targets(write_report(dir, {
