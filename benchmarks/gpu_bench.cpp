@@ -56,8 +56,8 @@
 //                                   PV, 4 Hq n^2 d FLOPs, halved by the causal mask) and
 //                                   `choice` (ATen's pick, SDPBackend's number: 1 flash, 2
 //                                   memory-efficient, 3 cuDNN).
-//                                   Why: the 8B shape's prefill took 3.8-4.0 s at 32k and 49-71
-//                                   s at 128k on the H100, about 3x what its FLOPs need
+//                                   Why: Full's prefill of the 8B shape took 3.8-4.0 s at 32k
+//                                   and 49 s at 128k on the H100, about 3x what its FLOPs need
 // Counters: bytes moved per call and TBps (bytes / time, decimal).
 // Run: kvbench_bench --benchmark_filter='gpu_'
 #if KVBENCH_CUDA_KERNELS
