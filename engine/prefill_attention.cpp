@@ -13,19 +13,6 @@ at::ScalarType attention_score_type(const at::Tensor& t) {
   return at::promote_types(t.scalar_type(), at::kFloat);
 }
 
-namespace {
-
-#if TORCH_VERSION_MAJOR >= 2
-// ATen's SDPBackend number for fused_causal_attention's call on q [Hq, L, d] (-1, or an
-// exception, where no kernel can take it).
-int64_t sdp_choice(const at::Tensor& q) {
-  const at::Tensor q4 = q.unsqueeze(0);
-  return at::_fused_sdp_choice(q4, q4, q4, {}, 0.0, /*is_causal=*/true);
-}
-#endif
-
-}  // namespace
-
 at::Tensor chunked_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                     int64_t score_bytes) {
   const int64_t Hq = q.size(0), L = q.size(1), d = q.size(2), Hkv = k.size(0), g = Hq / Hkv;
@@ -56,17 +43,16 @@ at::Tensor chunked_causal_attention(const at::Tensor& q, const at::Tensor& k, co
 // rereads [Hq, chunk, L] floats several times: on an H200 the 8B shape's prefill took 184 s at
 // 128k tokens that way. Elsewhere (the CPU, f32, LibTorch 1.13) the chunked attention, the
 // same on every version.
-bool fused_prefill_attention_available(const at::Tensor& q) {
+int fused_prefill_attention_kernel(const at::Tensor& q) {
 #if TORCH_VERSION_MAJOR >= 2
   if (!q.is_cuda() || (q.scalar_type() != at::kBFloat16 && q.scalar_type() != at::kHalf))
-    return false;
-  // ATen's choice for the call (K and V repeated to q's shape, so q stands for them): > 0 is a
-  // fused kernel (flash, memory-efficient, cuDNN); 0 is its math kernel (SDPBackend's
-  // numbering since LibTorch 2.0).
-  return sdp_choice(q) > 0;
+    return -1;
+  // ATen's choice for the call: K and V are repeated to q's shape, so q stands for them.
+  const at::Tensor q4 = q.unsqueeze(0);
+  return int(at::_fused_sdp_choice(q4, q4, q4, {}, 0.0, /*is_causal=*/true));
 #else
   (void)q;
-  return false;
+  return -1;
 #endif
 }
 
@@ -85,15 +71,6 @@ at::Tensor fused_causal_attention(const at::Tensor& q, const at::Tensor& k, cons
   (void)k;
   (void)v;
   throw std::logic_error("fused_causal_attention needs LibTorch 2.x");
-#endif
-}
-
-int fused_prefill_attention_kernel(const at::Tensor& q) {
-#if TORCH_VERSION_MAJOR >= 2
-  return int(sdp_choice(q));
-#else
-  (void)q;
-  return -1;
 #endif
 }
 

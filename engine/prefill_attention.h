@@ -18,14 +18,11 @@ at::ScalarType attention_score_type(const at::Tensor& t);
 at::Tensor chunked_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                     int64_t score_bytes);
 
-// Whether fused_causal_attention can take q's call: on a GPU, in bf16 or f16, with LibTorch
-// 2.x, where ATen would run a fused kernel for these shapes (not its math kernel, which would
-// hold [Hq, L, L] scores).
-bool fused_prefill_attention_available(const at::Tensor& q);
-
-// The kernel ATen picks for fused_causal_attention's call on q's shape, device and dtype, by
-// SDPBackend's number (ATen/SDPBackend.h, LibTorch 2.x): 0 math, 1 flash, 2 memory-efficient,
-// 3 cuDNN, 4 overrideable; -1 where there is none (LibTorch 1.13, or no kernel enabled).
+// The kernel ATen would pick for fused_causal_attention's call on q's shape, by SDPBackend's
+// number (ATen/SDPBackend.h, LibTorch 2.x): 1 flash, 2 memory-efficient, 3 cuDNN, 4
+// overrideable, or 0 its math kernel, which would hold [Hq, L, L] scores; -1 where the call is
+// not for ATen's fused attention (the CPU, f32 or f64, LibTorch 1.13) or no kernel is enabled.
+// The prefill attention is the fused one where this is > 0.
 int fused_prefill_attention_kernel(const at::Tensor& q);
 
 // The same attention as chunked_causal_attention through scaled_dot_product_attention

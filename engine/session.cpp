@@ -197,8 +197,9 @@ AddedAndNormed Session::prefill_layer(int layer, AddedAndNormed in, const RopeAn
 
   const int64_t score_bytes = options_.prefill_score_bytes > 0 ? options_.prefill_score_bytes
                                                                 : attention_score_bytes(x.device());
-  const bool fused = options_.fused_prefill_attention && fused_prefill_attention_available(q);
-  if (fused && layer == 0) timings_.prefill_attention_kernel = fused_prefill_attention_kernel(q);
+  const int kernel = options_.fused_prefill_attention ? fused_prefill_attention_kernel(q) : -1;
+  const bool fused = kernel > 0;
+  if (layer == 0) timings_.prefill_attention_kernel = fused ? kernel : -1;
   const at::Tensor out = fused ? fused_causal_attention(q, k, v)
                                : chunked_causal_attention(q, k, v, score_bytes);  // [Hq, L, d]
   at::Tensor attn = out.transpose(0, 1).reshape({L, Hq * d});

@@ -135,13 +135,11 @@ __device__ inline void read_row_ids(const int64_t* __restrict__ rows, int64_t fi
 
 // The shared memory of vector_split_kernel: each warp's ring of kStages iterations' K and V
 // vectors, [kWarps, kStages, 2, kRowsInFlight, 32] 16-byte vectors; after the loop the same
-// bytes hold the warps' accumulators [kWarps, g, d] for store_split.
-constexpr size_t vector_ring_bytes() {
-  return size_t(kWarps) * kStages * 2 * kRowsInFlight * 32 * sizeof(uint4);
-}
-size_t vector_shared_bytes(int64_t g, int64_t d) {
-  return std::max(vector_ring_bytes(), size_t(kWarps * g * d) * sizeof(float));
-}
+// bytes hold the warps' accumulators [kWarps, g, d] for store_split, which always fit.
+constexpr size_t kVectorSharedBytes =
+    size_t(kWarps) * kStages * 2 * kRowsInFlight * 32 * sizeof(uint4);
+static_assert(size_t(kWarps) * kMaxGroup * 32 * kMaxChannelsPerLane * sizeof(float) <=
+              kVectorSharedBytes);
 
 // LPR lanes a row (E = 16 / sizeof(T) elements each, so d = LPR * E), 32 / LPR rows a warp-load.
 // A lane copies its 16 bytes of K and V of kRowsInFlight rows an iteration into its own slots of
@@ -161,7 +159,7 @@ __global__ void vector_split_kernel(const void* __restrict__ q, kernels::KvEleme
                                     float* __restrict__ probs, int g, float scale) {
   constexpr int E = 16 / sizeof(T), d = LPR * E, kGroups = 32 / LPR;
   constexpr int kTile = kGroups * kRowsInFlight;  // rows a warp takes per iteration
-  extern __shared__ uint4 ring[];  // vector_ring_bytes(), then the warps' accumulators
+  extern __shared__ uint4 ring[];  // kVectorSharedBytes: the ring, then the accumulators
   __shared__ float warp_m[kWarps][kMaxGroup], warp_l[kWarps][kMaxGroup];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int group = lane / LPR, c0 = (lane % LPR) * E;  // the row of the warp-load, channels
@@ -219,9 +217,7 @@ __global__ void vector_split_kernel(const void* __restrict__ q, kernels::KvEleme
         float dot = 0.f;
 #pragma unroll
         for (int c = 0; c < E; ++c) dot += qr[i][c] * kf[c];
-#pragma unroll
-        for (int offset = LPR / 2; offset > 0; offset >>= 1)
-          dot += __shfl_xor_sync(0xffffffffu, dot, offset);
+        dot = lane_group_sum<LPR>(dot);
         s[r][i] = valid[r] ? dot : -INFINITY;
         if (scores && valid[r] && i < g && lane % LPR == 0)
           scores[int64_t(i) * n + base + r * kGroups + group] = dot;
@@ -443,17 +439,14 @@ template <typename T, int LPR, int G>
 struct Vector {
   static int act(const Call& c, Pass1 what) {
     // Its ring is 48 KiB, beyond the default limit with the static arrays: opted in once.
-    static const bool opted_in = allow_shared(vector_split_kernel<T, LPR, G>,
-                                              vector_shared_bytes(G, LPR * (16 / sizeof(T))));
+    static const bool opted_in = allow_shared(vector_split_kernel<T, LPR, G>, kVectorSharedBytes);
     (void)opted_in;
     if (what == Pass1::kBlocksPerSm) {
-      static const int blocks = blocks_per_sm(vector_split_kernel<T, LPR, G>,
-                                              vector_shared_bytes(G, LPR * (16 / sizeof(T))));
+      static const int blocks = blocks_per_sm(vector_split_kernel<T, LPR, G>, kVectorSharedBytes);
       return blocks;
     }
-    const size_t shared = vector_shared_bytes(c.g, c.d);
     vector_split_kernel<T, LPR, G>
-        <<<dim3(unsigned(c.splits), unsigned(c.units)), kWarps * 32, shared, c.stream>>>(
+        <<<dim3(unsigned(c.splits), unsigned(c.units)), kWarps * 32, kVectorSharedBytes, c.stream>>>(
             c.q, c.q_type, static_cast<const T*>(c.k_pool), static_cast<const T*>(c.v_pool), c.indptr,
             c.rows, c.row_list_stride, c.workspace, partial_ml(c), c.probs, int(c.g), c.scale);
     return 0;

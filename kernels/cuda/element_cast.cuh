@@ -44,29 +44,13 @@ __device__ inline void store_element(void* p, kernels::KvElement type, int64_t i
 // are copied out as the element type, not read through a cast pointer: C++ (the CUDA
 // emulation's compiler) may assume a uint4's bytes are never read as floats and drop the
 // read; nvcc makes the copy register moves.
-__device__ inline void unpack(const uint4& raw, float (&out)[4]) { memcpy(out, &raw, sizeof(raw)); }
-__device__ inline void unpack(const uint4& raw, float (&out)[8], __nv_bfloat16) {
-  __nv_bfloat162 h[4];
-  memcpy(h, &raw, sizeof(raw));
-#pragma unroll
-  for (int c = 0; c < 4; ++c) {
-    const float2 f = __bfloat1622float2(h[c]);
-    out[2 * c] = f.x, out[2 * c + 1] = f.y;
-  }
-}
-__device__ inline void unpack(const uint4& raw, float (&out)[8], __half) {
-  __half2 h[4];
-  memcpy(h, &raw, sizeof(raw));
-#pragma unroll
-  for (int c = 0; c < 4; ++c) {
-    const float2 f = __half22float2(h[c]);
-    out[2 * c] = f.x, out[2 * c + 1] = f.y;
-  }
-}
 template <typename T, int E>
 __device__ inline void unpack_vector(const uint4& raw, float (&out)[E]) {
-  if constexpr (E == 4) unpack(raw, out);
-  else unpack(raw, out, T());
+  static_assert(E * sizeof(T) == sizeof(uint4), "E elements of T make one 16-byte vector");
+  T elements[E];
+  memcpy(elements, &raw, sizeof(raw));
+#pragma unroll
+  for (int c = 0; c < E; ++c) out[c] = widen(elements[c]);
 }
 
 // Lanes a row of `row_bytes` takes in 16-byte vectors where a kernel's vector path can read it:

@@ -65,16 +65,6 @@ __global__ void quest_kernel(const void* q, kernels::KvElement q_type, const T* 
 // by the bytes in flight, as decode attention is.
 constexpr int kQuestPagesInFlight = 4;
 
-// The sum of x over the LPR lanes of a lane group (a butterfly within the group: every lane of
-// it gets the same bits). All 32 lanes must call it.
-template <int LPR>
-__device__ inline float lane_group_sum(float x) {
-#pragma unroll
-  for (int offset = LPR / 2; offset > 0; offset >>= 1)
-    x += __shfl_xor_sync(0xffffffffu, x, offset);
-  return x;
-}
-
 // Quest's page scores where a page's summary row is a power of two (2 to 32) of 16-byte
 // vectors and the summaries are 16-byte aligned (Llama's d = 128 in bf16: 16 lanes a page, two
 // pages a warp-load). grid (ceil(P / kPagesPerBlock), H): each lane loads its E = 16 /
