@@ -58,6 +58,10 @@
 //                                   memory-efficient, 3 cuDNN).
 //                                   Why: Full's prefill of the 8B shape took 3.8-4.0 s at 32k
 //                                   and 49 s at 128k on the H100, about 3x what its FLOPs need
+// Times: the device's, each call queued behind a held stream before its first kernel runs
+// (time_with_events; counter held = 1, or 0 for an op that waits for the device inside, timed
+// as called), so launch costs on the host are not counted; counter with_host_us: the median
+// call's time as called, the host's launches included.
 // Counters: bytes moved per call and TBps (bytes / time, decimal).
 // Run: kvbench_bench --benchmark_filter='gpu_'
 #if KVBENCH_CUDA_KERNELS
@@ -67,6 +71,9 @@
 #include <benchmark/benchmark.h>
 #include <torch/version.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <functional>
 #include <stdexcept>
@@ -91,20 +98,58 @@ void set_bytes(benchmark::State& state, double bytes) {
       benchmark::Counter(bytes * 1e-12, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-// Times each call of `op` between two CUDA events on the current stream, after one untimed call.
+// A stream held by a host function until the bench releases it, so that a call's launches all
+// queue before its first kernel runs and the events between them time the device's work alone
+// (the host's launch costs, 8-15 us of a 20-80 us call on the H100's host, are not the
+// kernel's). An op that waits for the device inside would wait for ever: the hold gives up
+// after kHoldLimit and says so, and that op is timed unheld.
+constexpr auto kHoldLimit = std::chrono::milliseconds(200);
+struct StreamHold {
+  std::atomic<bool> released{false};
+  std::atomic<bool> gave_up{false};
+};
+void CUDART_CB hold_until_released(void* hold) {
+  auto* h = static_cast<StreamHold*>(hold);
+  const auto limit = std::chrono::steady_clock::now() + kHoldLimit;
+  while (!h->released.load(std::memory_order_acquire)) {
+    if (std::chrono::steady_clock::now() > limit) {
+      h->gave_up.store(true);
+      return;
+    }
+  }
+}
+
+// One call of `op` between two CUDA events on the current stream, held (above) or not: its
+// time in seconds, or a negative number where the hold gave up (op waited for the device).
+double timed_call(const std::function<void()>& op, bool held, at::cuda::CUDAEvent& start,
+                  at::cuda::CUDAEvent& stop) {
+  const auto stream = at::cuda::getCurrentCUDAStream();
+  StreamHold hold;  // outlives the host function: stop.synchronize() below waits for it
+  if (held) C10_CUDA_CHECK(cudaLaunchHostFunc(stream.stream(), hold_until_released, &hold));
+  start.record(stream);
+  op();
+  stop.record(stream);
+  hold.released.store(true, std::memory_order_release);
+  stop.synchronize();
+  return hold.gave_up.load() ? -1.0 : double(start.elapsed_time(stop)) * 1e-3;
+}
+
+// Times each call of `op` between two CUDA events after one untimed call: the device's time,
+// the stream held while the host queues the call (counter held = 1), or, for an op that waits
+// for the device inside, the call unheld (held = 0). Counter with_host_us: the median of 5
+// unheld calls, the host's launches included (what a caller that waits for each call sees).
 void time_with_events(benchmark::State& state, const std::function<void()>& op) {
   if (!at::cuda::is_available()) return state.SkipWithError("skipped: no GPU");
   op();
   at::cuda::getCurrentCUDAStream().synchronize();
   at::cuda::CUDAEvent start(cudaEventDefault), stop(cudaEventDefault);
-  for (auto _ : state) {
-    const auto stream = at::cuda::getCurrentCUDAStream();
-    start.record(stream);
-    op();
-    stop.record(stream);
-    stop.synchronize();
-    state.SetIterationTime(double(start.elapsed_time(stop)) * 1e-3);
-  }
+  std::vector<double> unheld;
+  for (int i = 0; i < 5; ++i) unheld.push_back(timed_call(op, false, start, stop));
+  std::nth_element(unheld.begin(), unheld.begin() + 2, unheld.end());
+  const bool held = timed_call(op, true, start, stop) >= 0;
+  for (auto _ : state) state.SetIterationTime(std::max(timed_call(op, held, start, stop), 0.0));
+  state.counters["held"] = held ? 1 : 0;
+  state.counters["with_host_us"] = unheld[2] * 1e6;
 }
 
 void BM_gpu_copy(benchmark::State& state) {

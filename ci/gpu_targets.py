@@ -7,6 +7,10 @@ from the same run, as the targets ask):
   the same at 128k:                                                         >= 10x faster
   the split count the glue chooses (gpu_decode_splits' `chosen`) vs the fastest one tried.
 
+Times are the device's (kvbench_bench holds the stream while the host queues a call, so launch
+costs on the host are not counted; counter `held`); the same ratios of the calls as called, the
+host's launches included (counter `with_host_us`), follow the targets, for comparison.
+
 Then, for the selection-share and clustering targets (measured on whole steps by the
 latency_gpu suite), each selection piece's time per layer and for the sparse layers of a
 step (Quest's and ClusterKV's 30, PQCache's 32) (Quest's and PQCache's selection kernels beside the ATen operators they replaced), ClusterKV's
@@ -61,6 +65,33 @@ def ratio_row(what, numerator, denominator, limit, at_most):
     met = r <= limit if at_most else r >= limit
     return (f"| {what} | {r:.2f}x ({numerator:.1f} / {denominator:.1f} us) | {wanted} | "
             f"{'met' if met else 'MISSED'} |")
+
+
+def counter_us(benchmarks, prefix, counter):
+    """A counter of the run `prefix` (its median aggregate where there are repetitions)."""
+    for b in benchmarks:
+        name = b.get("run_name", b.get("name", ""))
+        if (name == prefix or name.startswith(prefix + "/")) and counter in b and \
+                b.get("aggregate_name", "median") == "median" and not b.get("error_occurred"):
+            return float(b[counter])
+    return None
+
+
+def with_host_table(benchmarks):
+    """The target ratios from each call's time as called (host launches included): no target."""
+    def t(prefix):
+        return counter_us(benchmarks, prefix, "with_host_us")
+
+    lines = ["| the same calls timed as called (host launches included) | ratio |", "|---|---|"]
+    pairs = [(f"dense decode / SDPA, {label}", f"BM_gpu_decode_all/{n}", f"BM_gpu_sdpa/{n}")
+             for n, label in ((32768, "32k"), (131072, "128k"))]
+    pairs += [(f"dense / sparse B=1024, {label}", f"BM_gpu_decode_all/{n}",
+               f"BM_gpu_decode_sparse/{n}/1024") for n, label in ((32768, "32k"), (131072, "128k"))]
+    for what, num, den in pairs:
+        a, b = t(num), t(den)
+        lines.append(f"| {what} | absent |" if a is None or b is None or b <= 0
+                     else f"| {what} | {a / b:.2f}x ({a:.1f} / {b:.1f} us) |")
+    return "\n".join(lines)
 
 
 def splits_row(benchmarks, times):
@@ -173,6 +204,8 @@ def main(argv):
         print(ratio_row(f"dense / sparse B=1024, {label}", find(times, f"BM_gpu_decode_all/{n}"),
                         find(times, f"BM_gpu_decode_sparse/{n}/1024"), limit, at_most=False))
     print(splits_row(benchmarks, times))
+    print()
+    print(with_host_table(benchmarks))
     print()
     print(pieces_table(benchmarks, times))
     print()

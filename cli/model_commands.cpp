@@ -45,6 +45,14 @@ std::string chat_template_for(const std::string& requested, const std::string& m
 // generate --profile: decode steps run before the profiler starts (first calls, allocations).
 constexpr int kProfileWarmupSteps = 8;
 
+// A profile file named by `option`, before the run: one that can be written (or none named).
+void check_writable(const std::string& path, const std::string& option) {
+  if (path.empty()) return;
+  const std::string tmp = path + ".tmp";
+  if (!std::ofstream(tmp)) throw InputError(option + " " + path + ": cannot write");
+  std::remove(tmp.c_str());
+}
+
 // generate --profile FILE, before the run: enough steps, a file that can be written.
 void check_profile_option(const std::string& path, int max_new) {
   if (path.empty()) return;
@@ -52,17 +60,38 @@ void check_profile_option(const std::string& path, int max_new) {
     throw InputError("--profile: needs --max-new > " + std::to_string(kProfileWarmupSteps) +
                      " (the first " + std::to_string(kProfileWarmupSteps) +
                      " steps are not recorded)");
-  const std::string tmp = path + ".tmp";
-  if (!std::ofstream(tmp)) throw InputError("--profile " + path + ": cannot write");
-  std::remove(tmp.c_str());
+  check_writable(path, "--profile");
 }
 
-// Greedy decoding of max_new tokens, each fed (no stop: every step is one measured), the steps
-// after kProfileWarmupSteps under the profiler; its tables to `path` (TSV) and stderr, its
-// Chrome trace to path + ".trace.json" where this LibTorch can write one.
-std::vector<int> generate_profiled(Session& session, const std::vector<int>& prompt, int max_new,
-                                   bool cuda, const std::string& path) {
+// The profile's rows to `path` (TSV, written whole or not at all) and its summary to stderr,
+// headed by `what`.
+void write_profile(const std::vector<ProfileRow>& rows, const std::string& path,
+                   const std::string& what) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream file(tmp);
+    if (!(file << profile_tsv(rows))) throw InputError(path + ": cannot write");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw InputError(path + ": cannot write");
+  std::cerr << "profile of " << what << " (" << path << "):\n" << profile_summary(rows, 25);
+}
+
+// The prefill of `prompt` under the profiler (its rows: generate --profile-prefill), then
+// its next-token logits.
+at::Tensor prefill_profiled(Session& session, const std::vector<int>& prompt, bool cuda,
+                            const std::string& path) {
+  if (path.empty()) return session.prefill(prompt);
+  OpProfile profile(cuda);
   at::Tensor logits = session.prefill(prompt);
+  write_profile(profile.finish(1, "", nullptr), path, "the prefill");
+  return logits;
+}
+
+// Greedy decoding of max_new tokens from `logits`, each fed (no stop: every step is one
+// measured), the steps after kProfileWarmupSteps under the profiler; its tables to `path` (TSV)
+// and stderr, its Chrome trace to path + ".trace.json" where this LibTorch can write one.
+std::vector<int> decode_profiled(Session& session, at::Tensor logits, int max_new, bool cuda,
+                                 const std::string& path) {
   std::vector<int> ids;
   std::unique_ptr<OpProfile> profile;
   for (int i = 0; i < max_new; ++i) {
@@ -73,15 +102,8 @@ std::vector<int> generate_profiled(Session& session, const std::vector<int>& pro
   std::string trace_note;
   const std::vector<ProfileRow> rows =
       profile->finish(max_new - kProfileWarmupSteps, path + ".trace.json", &trace_note);
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream file(tmp);
-    if (!(file << profile_tsv(rows))) throw InputError(path + ": cannot write");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw InputError(path + ": cannot write");
-  std::cerr << "profile of decode steps " << kProfileWarmupSteps + 1 << ".." << max_new << " ("
-            << path << "):\n"
-            << profile_summary(rows, 25);
+  write_profile(rows, path, "decode steps " + std::to_string(kProfileWarmupSteps + 1) + ".." +
+                                std::to_string(max_new));
   if (!trace_note.empty()) std::cerr << "no Chrome trace: " << trace_note << "\n";
   return ids;
 }
@@ -113,7 +135,7 @@ void add_compute_options(CLI::App* cmd, ComputeOptions& options) {
 void add_model_commands(CLI::App& app, std::vector<Command>& out) {
   struct Options {
     std::string model, prompt, tokens, out_path, method = "full", chat_template = "none",
-                cache_dir, profile_path;
+                cache_dir, profile_path, profile_prefill_path;
     ComputeOptions compute;
     int max_new = 64, threads = 0;
     int64_t budget = 0;
@@ -144,15 +166,21 @@ void add_model_commands(CLI::App& app, std::vector<Command>& out) {
                   "session phase, into this TSV file (and a Chrome trace, FILE.trace.json, where "
                   "the LibTorch has Kineto); every token is fed, none stops the run; needs "
                   "--max-new > 8");
+  gen->add_option("--profile-prefill", o->profile_prefill_path,
+                  "Record the prefill with the PyTorch profiler, as --profile records decode "
+                  "steps, into this TSV file (phases prefill, prefill_attention and "
+                  "prefill_method; no Chrome trace)");
   out.push_back({gen, [o] {
     check_cuda_graphs_flag(o->cuda_graphs);
     check_profile_option(o->profile_path, o->max_new);
+    check_writable(o->profile_prefill_path, "--profile-prefill");
     const MethodChoice choice =
         resolve_method(o->method, json::object(), "--method", "--method " + o->method);
     const MethodInfo& info = *choice.info;
     const json& config = choice.config;
     if (info.uses_budget && o->budget <= 0)
       throw InputError("--budget: method " + o->method + " needs a budget > 0");
+    if (info.uses_budget) info.check_budget(config, o->budget, "--method " + o->method);
     configure_threads(o->threads);
     auto model = load_for_cli(o->model, o->compute, o->allow_unknown_config_keys);
     const std::string text = apply_chat_template(chat_template_for(o->chat_template, o->model), o->prompt);
@@ -163,11 +191,12 @@ void add_model_commands(CLI::App& app, std::vector<Command>& out) {
     const std::vector<int> prompt = model->tokenizer->encode(text, true);
     std::vector<int> stop = model->tokenizer->eos_ids();
     stop.insert(stop.end(), model->config.eos_token_ids.begin(), model->config.eos_token_ids.end());
+    const bool cuda = model->device().is_cuda();
+    at::Tensor logits = prefill_profiled(session, prompt, cuda, o->profile_prefill_path);
     const std::vector<int> ids =
         o->profile_path.empty()
-            ? session.generate(prompt, o->max_new, stop)
-            : generate_profiled(session, prompt, o->max_new, model->device().is_cuda(),
-                                o->profile_path);
+            ? session.generate_from(logits, o->max_new, stop)
+            : decode_profiled(session, logits, o->max_new, cuda, o->profile_path);
     std::cout << model->tokenizer->decode(ids) << "\n";
     const SessionTimings& t = session.timings();
     std::cerr << "prompt " << prompt.size() << " tokens: prefill " << t.prefill_s << " s ("

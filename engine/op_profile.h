@@ -1,8 +1,10 @@
 // Where the time of a few decode steps goes: every ATen operator and, on a GPU, every kernel,
 // recorded with the PyTorch profiler (Kineto, through LibTorch) and summed per session phase.
 // The session marks its phases as RecordFunction user scopes "kvbench::decode" (the step),
-// "kvbench::select" (the method's hooks and selection) and "kvbench::attention"; they cost
-// nothing while no profiler records.
+// "kvbench::select" (the method's hooks and selection) and "kvbench::attention", and the
+// prefill as "kvbench::prefill", "kvbench::prefill_attention" (its causal attention) and
+// "kvbench::prefill_method" (the method's prefill hooks); they cost nothing while no profiler
+// records.
 //   - an operator's host time is its self time (without the operators it calls), in the phase
 //     of its innermost enclosing scope; a scope's own code is the row "(kvbench code)";
 //   - a kernel's device time goes to the phase of the CUDA call that launched it (by their shared
@@ -18,7 +20,7 @@
 namespace kvb {
 
 struct ProfileRow {
-  std::string phase;   // decode, select or attention (the innermost kvbench scope), or none
+  std::string phase;   // decode, select, attention, prefill... (the innermost kvbench scope), or none
   std::string kind;    // "kernel" (device time), "op" (host self time) or "cuda call"
   std::string name;
   double calls = 0;    // per step

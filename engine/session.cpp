@@ -142,6 +142,7 @@ at::Tensor Session::prefill(const std::vector<int>& ids, bool all_logits) {
   // per call, which a launch-bound GPU step waits on (`decode_host` in kvbench_bench). What
   // is made here is an inference tensor: not to be changed in place outside these calls.
   const c10::InferenceMode inference;
+  RECORD_USER_SCOPE("kvbench::prefill");  // its phases' scopes: engine/op_profile.h
   const PhaseClock::Mark start = clock_.mark();
   const at::TensorOptions kv_options = model_.embed.options();  // the model's device and dtype
   kv_.clear();
@@ -171,8 +172,11 @@ at::Tensor Session::prefill(const std::vector<int>& ids, bool all_logits) {
   AddedAndNormed stream = first_stream(model_, x);
   for (int l = 0; l < c.num_hidden_layers; ++l) stream = prefill_layer(l, std::move(stream), rope);
   const PhaseClock::Mark hook_start = clock_.mark();
-  method_.after_prefill(kv_);
-  for (LayerKV& layer : kv_) layer.shrink_to_fit();  // evicted blocks leave the process
+  {
+    RECORD_USER_SCOPE("kvbench::prefill_method");
+    method_.after_prefill(kv_);
+    for (LayerKV& layer : kv_) layer.shrink_to_fit();  // evicted blocks leave the process
+  }
   clock_.add_since(hook_start, &timings_.prefill_method_s);
   position_ = int64_t(ids.size());
   const at::Tensor& last = stream.normed;  // the last layer's output through the final norm
@@ -200,14 +204,21 @@ AddedAndNormed Session::prefill_layer(int layer, AddedAndNormed in, const RopeAn
   const int kernel = options_.fused_prefill_attention ? fused_prefill_attention_kernel(q) : -1;
   const bool fused = kernel > 0;
   if (layer == 0) timings_.prefill_attention_kernel = fused ? kernel : -1;
-  const at::Tensor out = fused ? fused_causal_attention(q, k, v)
-                               : chunked_causal_attention(q, k, v, score_bytes);  // [Hq, L, d]
-  at::Tensor attn = out.transpose(0, 1).reshape({L, Hq * d});
+  at::Tensor attn;  // [L, Hq * d]
+  {
+    RECORD_USER_SCOPE("kvbench::prefill_attention");
+    const at::Tensor out = fused ? fused_causal_attention(q, k, v)
+                                 : chunked_causal_attention(q, k, v, score_bytes);  // [Hq, L, d]
+    attn = out.transpose(0, 1).reshape({L, Hq * d});
+  }
 
   kv_[layer].append_many(k, v, 0);
   if (options_.track_fidelity) shadow_[layer].append_many(k, v, 0);
   const PhaseClock::Mark hook_start = clock_.mark();
-  method_.on_prefill(layer, q, k, v, kv_[layer]);
+  {
+    RECORD_USER_SCOPE("kvbench::prefill_method");
+    method_.on_prefill(layer, q, k, v, kv_[layer]);
+  }
   clock_.add_since(hook_start, &timings_.prefill_method_s);
 
   const AddedAndNormed mid = add_and_normalize(model_, x, attention_output(w, attn), w.mlp_norm);

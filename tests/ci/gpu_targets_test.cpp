@@ -70,6 +70,24 @@ TEST(GpuTargets, RatiosOfTheMediansAgainstEachTarget) {
       << r.output;
 }
 
+// The same ratios from the counter with_host_us (each call as called, the host's launches
+// included), beside the targets and not judged; its stddev entry is not read.
+TEST(GpuTargets, TheCallsAsCalledAreComparedBesideTheTargets) {
+  test::TempDir dir;
+  const test::CliRun r = targets(write_report(dir, {
+      entry("BM_gpu_decode_all/32768/manual_time", "stddev", 1.0, ", \"with_host_us\": 1.0"),
+      run("BM_gpu_decode_all/32768", 60, ", \"with_host_us\": 72.0"),
+      run("BM_gpu_sdpa/32768", 50, ", \"with_host_us\": 64.0"),
+      run("BM_gpu_decode_sparse/32768/1024", 12, ", \"with_host_us\": 24.0")}));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "| dense decode / SDPA, 32k | 1.12x (72.0 / 64.0 us) |")) << r.output;
+  EXPECT_TRUE(contains(r.output, "| dense / sparse B=1024, 32k | 3.00x (72.0 / 24.0 us) |")) << r.output;
+  EXPECT_TRUE(contains(r.output, "| dense decode / SDPA, 128k | absent |")) << r.output;
+  // The targets still judge the device times: 60 / 12 = 5x.
+  EXPECT_TRUE(contains(r.output, "| dense / sparse B=1024, 32k | 5.00x (60.0 / 12.0 us) | >= 4x | met |"))
+      << r.output;
+}
+
 // The selection pieces: one layer's call and one per sparse layer of the 8B shape (30 for Quest
 // and ClusterKV, 32 for PQCache), the assignment of one Lloyd step, one layer's clustering with
 // its Lloyd steps.

@@ -305,6 +305,45 @@ TEST(CliGenerate, ProfileWritesEachPhaseOrRefusesBeforeTheRun) {
   EXPECT_FALSE(std::filesystem::exists(tsv + ".tmp"));
 }
 
+// --profile-prefill: the prefill's operators in its phases (SnapKV compresses the 29-token
+// prompt to B = 12 in its prefill hook), the decode not recorded; an unwritable file is refused
+// before the run, as is a budget the method cannot hold (SnapKV's window of 8 needs B > 8; it
+// once reached the prefill and failed inside ATen, exit 3).
+TEST(CliGenerate, ProfilePrefillRecordsThePrefillsPhases) {
+  test::TempDir dir;
+  const std::string tsv = dir.file("prefill.tsv");
+  auto args = [&](const std::string& budget, const std::string& file) {
+    return std::vector<std::string>{
+        "generate", "--model", "kvbench-tiny", "--prompt",
+        "Once upon a time there was a little girl named Lily who liked to play", "--max-new", "3",
+        "--method", "snapkv", "--budget", budget, "--profile-prefill", file};
+  };
+  const std::vector<Output> r = kvbench_all(
+      {args("12", dir.file("none/p.tsv")), args("4", tsv), args("12", tsv)}, dir.path());
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(r[i].code, 2) << describe(r[i]);
+    EXPECT_EQ(lines(r[i].err), 1u) << describe(r[i]);
+  }
+  EXPECT_TRUE(contains(r[0].err, "--profile-prefill")) << describe(r[0]);
+  EXPECT_TRUE(contains(r[1].err, "snapkv.window: window 8 must be smaller than the budget 4"))
+      << describe(r[1]);
+  ASSERT_EQ(r[2].code, 0) << describe(r[2]);
+  EXPECT_TRUE(contains(r[2].err, "profile of the prefill")) << describe(r[2]);
+  std::ifstream in(tsv);
+  std::string line;
+  std::set<std::string> phases, method_ops;
+  std::getline(in, line);  // the header
+  while (std::getline(in, line)) {
+    const std::string phase = line.substr(0, line.find('\t'));
+    phases.insert(phase);
+    if (phase == "prefill_method" && line.find("\top\t(kvbench code)") == std::string::npos)
+      method_ops.insert(line);
+  }
+  EXPECT_EQ(phases, (std::set<std::string>{"prefill", "prefill_attention", "prefill_method"}))
+      << tsv;
+  EXPECT_FALSE(method_ops.empty()) << "SnapKV's scoring not recorded in prefill_method";
+}
+
 // The plan's columns are as wide as their entries: the longest model name stays apart from the
 // seed after it, and every row's seed starts where the header's does.
 TEST(CliPlan, ColumnsHoldTheirLongestEntry) {
