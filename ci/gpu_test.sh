@@ -22,7 +22,8 @@
 #  10. kvbench generate --profile for Full, Quest, PQCache and ClusterKV (B = 1024) on the 32k
 #      prompt of step 7: the device time of each kernel and the host time of each operator per
 #      decode step and phase (engine/op_profile.h), printed, and build-gpu/profile-METHOD.tsv
-#      (with a Chrome trace, profile-METHOD.tsv.trace.json);
+#      (with a Chrome trace, profile-METHOD.tsv.trace.json); Full's run also records its
+#      prefill (--profile-prefill build-gpu/profile-prefill-full.tsv);
 #  11. kvbench run latency_gpu_32k: every method's decode step at 32k / B=1024 on the 8B shape
 #      (selection / attention / rest, the host's time in each, prefill), its table printed;
 #  12. kvbench run latency_gpu_128k_targets: Full, Quest, ClusterKV and PQCache at 128k / B=1024
@@ -254,10 +255,10 @@ fi
 # 21 times (and Full beside them): 8 warm-up steps, then 8 recorded.
 for method in full quest pqcache clusterkv; do
   skipped 10 "profile $method 32k" && continue
-  budget=()
-  [ "$method" = full ] || budget=(--budget 1024)
+  extra=(--profile-prefill "$build/profile-prefill-full.tsv")  # Full's prefill too
+  [ "$method" = full ] || extra=(--budget 1024)
   timed_step "profile $method 32k" "./$build/kvbench" generate --model random-llama3-8b \
-    --device cuda --dtype bf16 --max-new 16 --method "$method" "${budget[@]}" \
+    --device cuda --dtype bf16 --max-new 16 --method "$method" "${extra[@]}" \
     --prompt "$long_prompt" --profile "$build/profile-$method.tsv"
 done
 
