@@ -21,6 +21,10 @@
 // (`sinks`: B entries between steps, the oldest after 4 sinks goes) or as H2O does
 // (`scattered`: B - 1 after each eviction, a pseudo-random entry per head goes). Counts
 // `rows_moved/step`, the pool rows copied.
+// kv_prefill_append/<n>: a prefill's KV write of one layer, n tokens of 8 KV heads of 128
+// (fp32): LayerKV::append_many of the whole prompt into an empty store (its blocks allocated,
+// the rows copied). Why: the free list's lowest-id scan once made this quadratic, 2e9
+// comparisons a layer at 128k.
 // Every decode benchmark also counts `aten_calls/step`: ATen operators that compute or copy,
 // called per decode step from outside another operator (RecordFunction callbacks; views not
 // counted). On a GPU each launches a kernel or more from the host, so this counts the step's
@@ -279,6 +283,19 @@ void bench_kv_evict(benchmark::State& state, bool scattered) {
   state.counters["rows_moved/step"] = double(kv.rows_moved()) / double(state.iterations());
 }
 
+void bench_kv_prefill_append(benchmark::State& state) {
+  constexpr int kHeads = 8, kDim = 128;
+  const int64_t n = state.range(0);
+  const at::Tensor k = at::randn({kHeads, n, kDim}), v = at::randn({kHeads, n, kDim});
+  for (auto _ : state) {
+    LayerKV kv(kHeads, kDim, at::kFloat);
+    kv.append_many(k, v, 0);
+    benchmark::DoNotOptimize(kv.size(0));
+  }
+  state.counters["tokens/s"] =
+      benchmark::Counter(double(n), benchmark::Counter::kIsIterationInvariantRate);
+}
+
 // pqcache_select/<n>/<composition>: one layer's PQCache selection at n candidates, Llama-3-8B's
 // 8 KV heads of 128 and 4 query heads each, PQCache's m = 2, b = 6 and top-496 between 32 sinks
 // and a 497-entry window: 0 = pq_top_k (per code combination, the method's), 1 = the
@@ -361,6 +378,11 @@ void register_methods() {
         ->Arg(n)
         ->UseRealTime()
         ->Unit(benchmark::kMicrosecond);
+  for (const int64_t n : {32768, 131072})
+    benchmark::RegisterBenchmark("kv_prefill_append", bench_kv_prefill_append)
+        ->Arg(n)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("kv_evict/sinks/1024", bench_kv_evict, false)
       ->UseRealTime()
       ->Unit(benchmark::kMicrosecond);

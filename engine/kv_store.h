@@ -137,6 +137,8 @@ class LayerKV {
                     RowMoves& moves);
   void move_rows(const RowMoves& moves);
   int32_t allocate_block();
+  void free_block_ids(std::vector<int32_t>::const_iterator begin,
+                      std::vector<int32_t>::const_iterator end);
   void grow_pool(int64_t min_blocks);
   static int64_t row_at_slot(const Head& head, int64_t slot) {
     return int64_t(head.blocks[slot / kKvBlockSize]) * kKvBlockSize + slot % kKvBlockSize;
@@ -165,7 +167,7 @@ class LayerKV {
   std::vector<Head> heads_;
   at::Tensor k_pool_, v_pool_;  // [capacity_blocks * 16, d]
   int64_t capacity_blocks_ = 0;
-  std::vector<int32_t> free_blocks_;
+  std::vector<int32_t> free_blocks_;  // a min-heap (std::greater): allocate_block takes the lowest
   int64_t rows_moved_ = 0;
 };
 

@@ -50,6 +50,29 @@ TEST(LayerKV, EvictionShrinksMemoryAndFreedBlocksAreReused) {
   EXPECT_EQ(kv.keys(0)[0][0].item<float>(), 48.0f);
 }
 
+// A head's new blocks are the lowest free ids, whatever order they were freed in (the free list
+// is a heap since a scan of it made a prefill quadratic): head 1's blocks 5-7 are freed before
+// head 0's 1-3, and the heads then take 1, 2, 3 and 5, 6, 7 in that order (a last-freed-first
+// list would give head 0 blocks 3, 2, 1).
+TEST(LayerKV, FreedBlocksAreReusedLowestIdFirst) {
+  LayerKV kv(2, 4, at::kFloat);
+  kv.append_many(tagged(2, 64, 4, 0), tagged(2, 64, 4, 0), 0);  // head 0: blocks 0-3, head 1: 4-7
+  std::vector<int64_t> first_block(16);
+  for (int64_t i = 0; i < 16; ++i) first_block[size_t(i)] = i;
+  kv.keep(1, first_block);
+  kv.keep(0, first_block);
+  kv.append_many(tagged(2, 48, 4, 16), tagged(2, 48, 4, 16), 16);
+  auto blocks_of = [&](int head) {
+    const at::Tensor rows = kv.all_physical_rows(head);  // [64]
+    std::vector<int64_t> blocks;
+    for (int64_t i = 0; i < rows.size(0); i += 16) blocks.push_back(rows[i].item<int64_t>() / 16);
+    return blocks;
+  };
+  EXPECT_EQ(blocks_of(0), (std::vector<int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(blocks_of(1), (std::vector<int64_t>{4, 5, 6, 7}));
+  EXPECT_EQ(kv.keys(1)[40][0].item<float>(), 1040.0f);  // and the rows went where the table says
+}
+
 // kShorterSide moves only the entries on the shorter side of a few dropped ones; every entry
 // must still hold its own K and V, also after many single evictions (H2O's decode pattern) and
 // a pure truncation.
