@@ -387,6 +387,24 @@ at::Tensor quest_page_scores(const at::Tensor& q, const at::Tensor& kmin, const 
   return quest_page_scores_aten(q, kmin, kmax, sum_group);
 }
 
+void quest_fold_key(at::Tensor& kmin, at::Tensor& kmax, const at::Tensor& k, int64_t page,
+                    bool fresh, KernelPath path) {
+  const at::Tensor kc = k.to(kmin.scalar_type());  // [H, d]
+#if KVBENCH_CUDA_KERNELS
+  if (path == KernelPath::kAuto && cuda::quest_fold_key_supported(kmin, kmax, kc, page))
+    return cuda::quest_fold_key(kmin, kmax, kc, page, fresh);
+#endif
+  (void)path;
+  at::Tensor lo = kmin.select(1, page), hi = kmax.select(1, page);  // [H, d]
+  if (fresh) {
+    lo.copy_(kc);
+    hi.copy_(kc);
+    return;
+  }
+  at::minimum_out(lo, lo, kc);  // in place: one op each, not a result and a copy
+  at::maximum_out(hi, hi, kc);
+}
+
 at::Tensor top_page_entries(const at::Tensor& scores, int64_t pages, int64_t whole, int64_t part,
                             int64_t page_size, int64_t n, KernelPath path) {
   // Both paths' contract, checked once (the ATen path would return other widths quietly).

@@ -82,6 +82,15 @@ at::Tensor inference_apply_rope(const at::Tensor& x, const RopeAngles& angles);
 at::Tensor quest_page_scores(const at::Tensor& q, const at::Tensor& kmin, const at::Tensor& kmax,
                              bool sum_group, KernelPath path = KernelPath::kAuto);
 
+// Quest's page summaries after a decode step's key (quest.cpp on_append), in place: k [H, d]
+// (any floating dtype, cast to the summaries') widens kmin, kmax [H, cap, d]'s page `page`
+// (kmin = minimum(kmin, k), kmax = maximum(kmax, k): a NaN wins), or sets both to k when
+// `fresh` (a new page). One kernel call on a CUDA device (kvbench_cuda.h quest_fold_key) where
+// the three are contiguous and of one dtype; ATen's two operators (and two views) otherwise or
+// with kAten.
+void quest_fold_key(at::Tensor& kmin, at::Tensor& kmax, const at::Tensor& k, int64_t page,
+                    bool fresh, KernelPath path = KernelPath::kAuto);
+
 // Quest's entries of a decode step (quest.cpp select_rows), per unit (a row of scores): the
 // pages 0..pages-1 ranked as a stable descending sort of their scores ranks them (ties to the
 // lower page, as quest_rank_pages); the first `whole` give all their page_size entries, the

@@ -49,6 +49,14 @@ void cluster_rows(const float* scores, const int32_t* sizes, const int32_t* star
 // each per cluster and per 32 entries: about 1.8 million entries on an H100).
 bool cluster_rows_fit(int64_t clusters, int64_t n);
 
+// Quest's page summaries after a decode step's key k [H, d] (Quest's on_append), one launch
+// where ATen's minimum and maximum (or two copies) made two: kmin/kmax[h, page, :] (heads
+// head_stride elements apart) widened to k's values (the minimum and maximum as ATen's, a NaN
+// winning), or both set to k when `fresh` (a new page). k and the summaries of one `type`.
+void quest_fold_key(void* kmin, void* kmax, kernels::KvElement type, const void* k, int64_t H,
+                    int64_t d, int64_t head_stride, int64_t page, bool fresh,
+                    void* stream = nullptr);
+
 // Quest page scoring (https://arxiv.org/abs/2406.10774): q [H, g, d] of `q_type` (widened to
 // fp32), kmin/kmax [H, P, d] of `summary_type` (heads head_stride elements apart), scores
 // [H, g, P] or [H, P] when sum_group, fp32. 16-byte loads, a lane group per page, where a

@@ -1,6 +1,7 @@
 // Quest page scoring, PQCache table scoring and PQCache's codes of new keys.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <stdexcept>
@@ -272,7 +273,41 @@ __global__ void pq_encode_kernel(const void* k_pool, kernels::KvElement type, co
   }
 }
 
+// a / b's minimum and maximum as ATen's minimum and maximum give them: a NaN on either side
+// wins; otherwise one of the two (so widening 16-bit values to fp32 and storing the pick back
+// is exact).
+__device__ inline float min_keeping_nan(float a, float b) {
+  return a != a ? a : b != b ? b : (b < a ? b : a);
+}
+__device__ inline float max_keeping_nan(float a, float b) {
+  return a != a ? a : b != b ? b : (a < b ? b : a);
+}
+
+// A thread per (head, channel), grid-strided: k[h, c] into the page's minimum and maximum
+// (kmin/kmax[h, page, c], heads head_stride elements apart), or both set to it (`fresh`).
+__global__ void quest_fold_key_kernel(void* kmin, void* kmax, kernels::KvElement type,
+                                      const void* k, int64_t H, int64_t d, int64_t head_stride,
+                                      int64_t page, bool fresh) {
+  for (int64_t x = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; x < H * d;
+       x += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t at = x / d * head_stride + page * d + x % d;
+    const float key = load_element(k, type, x);
+    const float lo = fresh ? key : min_keeping_nan(load_element(kmin, type, at), key);
+    const float hi = fresh ? key : max_keeping_nan(load_element(kmax, type, at), key);
+    store_element(kmin, type, at, lo);
+    store_element(kmax, type, at, hi);
+  }
+}
+
 }  // namespace
+
+void quest_fold_key(void* kmin, void* kmax, kernels::KvElement type, const void* k, int64_t H,
+                    int64_t d, int64_t head_stride, int64_t page, bool fresh, void* stream) {
+  if (H == 0 || d == 0) return;
+  const int64_t blocks = std::min<int64_t>((H * d + kThreads - 1) / kThreads, 65535);
+  quest_fold_key_kernel<<<unsigned(blocks), kThreads, 0, as_stream(stream)>>>(
+      kmin, kmax, type, k, H, d, head_stride, page, fresh);
+}
 
 void quest_page_scores(const void* q, kernels::KvElement q_type, const void* kmin,
                        const void* kmax, kernels::KvElement summary_type, float* scores,

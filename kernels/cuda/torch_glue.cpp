@@ -140,6 +140,29 @@ bool quest_page_scores_supported(const at::Tensor& kmin, const at::Tensor& kmax)
          kmin.dim() == 3 && kmin.sizes() == kmax.sizes() && kmin.size(2) <= kSharedFloats;
 }
 
+bool quest_fold_key_supported(const at::Tensor& kmin, const at::Tensor& kmax, const at::Tensor& k,
+                              int64_t page) {
+  for (const at::Tensor* t : {&kmin, &kmax, &k})
+    if (!t->defined() || !t->is_cuda() || t->device() != kmin.device() || !t->is_contiguous() ||
+        t->scalar_type() != kmin.scalar_type())
+      return false;
+  return kv_element(kmin.scalar_type()) && kmin.dim() == 3 && kmin.sizes() == kmax.sizes() &&
+         k.dim() == 2 && k.size(0) == kmin.size(0) && k.size(1) == kmin.size(2) && page >= 0 &&
+         page < kmin.size(1);
+}
+
+void quest_fold_key(at::Tensor& kmin, at::Tensor& kmax, const at::Tensor& k, int64_t page,
+                    bool fresh) {
+  require(quest_fold_key_supported(kmin, kmax, k, page),
+          "quest_fold_key: needs contiguous CUDA summaries kmin, kmax [H, cap, d] and k [H, d] "
+          "of one dtype (f32, bf16, f16) on one device, 0 <= page < cap");
+  const c10::cuda::CUDAGuard guard(k.device());
+  quest_fold_key(kmin.data_ptr(), kmax.data_ptr(), *kv_element(k.scalar_type()), k.data_ptr(),
+                 k.size(0), k.size(1), kmin.size(1) * kmin.size(2), page, fresh,
+                 current_stream());
+  check_launch("quest_fold_key");
+}
+
 bool top_pages_supported(const at::Tensor& scores) {
   return scores.defined() && scores.is_cuda() && scores.scalar_type() == at::kFloat &&
          scores.dim() == 2 && (scores.size(1) <= 1 || scores.stride(1) == 1);

@@ -94,6 +94,15 @@ bool quest_page_scores_supported(const at::Tensor& kmin, const at::Tensor& kmax)
 at::Tensor quest_page_scores(const at::Tensor& q, const at::Tensor& kmin, const at::Tensor& kmax,
                              bool sum_group);
 
+// Quest's page summaries after a decode step (kvbench_cuda.h quest_fold_key): k [H, d] into
+// kmin, kmax [H, cap, d]'s page `page` (its minimum and maximum widened, or both set to k when
+// `fresh`), in place, one launch. Supported when the three are contiguous CUDA tensors of one
+// dtype (f32, bf16, f16) on one device and 0 <= page < cap.
+bool quest_fold_key_supported(const at::Tensor& kmin, const at::Tensor& kmax, const at::Tensor& k,
+                              int64_t page);
+void quest_fold_key(at::Tensor& kmin, at::Tensor& kmax, const at::Tensor& k, int64_t page,
+                    bool fresh);
+
 // ---- The entries of the best pages (Quest's selection, PQCache's top-k) --------------------------
 // Per row, the entries of its best-ranked pages, ascending (engine/kernel_adapter.h
 // top_page_entries has the semantics; kvbench_cuda.h top_pages the kernel).

@@ -189,8 +189,8 @@ class Quest : public RetrievalMethod {
   void on_append(int layer, const at::Tensor& k, const at::Tensor&, LayerKV& kv) override {
     if (layer < dense_layers()) return;
     PageIndex& ix = index_[layer];
-    at::Tensor kf = k.to(ix.kmin.scalar_type());  // [Hkv, d]
-    if (ix.entries % config_.page_size == 0) {
+    const bool fresh = ix.entries % config_.page_size == 0;
+    if (fresh) {
       if (ix.pages == ix.kmin.size(1)) {  // grow ×2
         at::Tensor kmin = at::empty({ix.kmin.size(0), 2 * ix.pages + 1, ix.kmin.size(2)}, ix.kmin.options());
         at::Tensor kmax = at::empty_like(kmin);
@@ -199,15 +199,10 @@ class Quest : public RetrievalMethod {
         ix.kmin = kmin;
         ix.kmax = kmax;
       }
-      ix.kmin.select(1, ix.pages).copy_(kf);
-      ix.kmax.select(1, ix.pages).copy_(kf);
       ++ix.pages;
       account(layer, kv);
-    } else {
-      at::Tensor lo = ix.kmin.select(1, ix.pages - 1), hi = ix.kmax.select(1, ix.pages - 1);
-      at::minimum_out(lo, lo, kf);  // in place: one op each, not a result and a copy
-      at::maximum_out(hi, hi, kf);
     }
+    quest_fold_key(ix.kmin, ix.kmax, k, ix.pages - 1, fresh);  // [Hkv, d] into the last page
     ++ix.entries;
   }
 

@@ -56,6 +56,57 @@ TEST(CudaKernels, QuestPageScores) {
   }
 }
 
+// quest_fold_key against the rule written out here: the last page's minimum and maximum
+// widened by k (a NaN on either side wins), or both set to k on a fresh page; every other
+// element of the [H, cap, d] summaries untouched. fp32 and bf16 summaries, values that bf16
+// holds exactly (so both types give the same numbers), NaNs in k and in the old summaries.
+template <typename T>
+void check_quest_fold_key(kernels::KvElement type, KernelRng& rng) {
+  const int64_t H = 8, cap = 5, d = 20, stride = cap * d;
+  auto exact = [&](size_t n) {  // bf16-representable normals, a few NaNs
+    std::vector<float> v = rng.normal(n);
+    for (size_t i = 0; i < n; ++i)
+      v[i] = i % 37 == 5 ? NAN : kernels::bf16_to_float(kernels::float_to_bf16(v[i]));
+    return v;
+  };
+  auto as_t = [](const std::vector<float>& v) {
+    std::vector<T> out(v.size());
+    for (size_t i = 0; i < v.size(); ++i) out[i] = kernels::narrow_to<T>(v[i]);
+    return out;
+  };
+  for (const bool fresh : {false, true}) {
+    SCOPED_TRACE(std::string(type == kernels::KvElement::kF32 ? "f32" : "bf16") +
+                 (fresh ? ", fresh page" : ", widened page"));
+    const int64_t page = 3;
+    const std::vector<float> lo = exact(size_t(H * stride)), hi = exact(size_t(H * stride)),
+                             k = exact(size_t(H * d));
+    std::vector<float> want_lo = lo, want_hi = hi;
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t c = 0; c < d; ++c) {
+        const size_t at = size_t(h * stride + page * d + c);
+        const float key = k[size_t(h * d + c)], a = lo[at], b = hi[at];
+        want_lo[at] = fresh ? key : std::isnan(a) ? a : std::isnan(key) ? key : std::min(a, key);
+        want_hi[at] = fresh ? key : std::isnan(b) ? b : std::isnan(key) ? key : std::max(b, key);
+      }
+    DeviceBuffer<T> dlo(as_t(lo)), dhi(as_t(hi)), dk(as_t(k));
+    quest_fold_key(dlo.ptr, dhi.ptr, type, dk.ptr, H, d, stride, page, fresh);
+    for (const auto& [got, want] : {std::pair(dlo.get(), want_lo), std::pair(dhi.get(), want_hi)})
+      for (size_t i = 0; i < want.size(); ++i) {
+        const float g = kernels::widen(got[i]);
+        ASSERT_TRUE(std::isnan(want[i]) ? std::isnan(g) : g == want[i])
+            << "element " << i << ": " << g << ", wanted " << want[i];
+      }
+  }
+}
+
+TEST(CudaKernels, QuestFoldKeyWidensOrOpensThePage) {
+  KVB_REQUIRE_GPU();
+  KernelRng rng;
+  SCOPED_TRACE(rng.trace());
+  check_quest_fold_key<float>(kernels::KvElement::kF32, rng);
+  check_quest_fold_key<kernels::bf16>(kernels::KvElement::kBF16, rng);
+}
+
 TEST(CudaKernels, PqScores) {
   KVB_REQUIRE_GPU();
   KernelRng rng;

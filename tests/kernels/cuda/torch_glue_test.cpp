@@ -270,6 +270,42 @@ TEST(TorchGlue, KvRowsAreAtensTwoIndexCopiesInEveryDtype) {
   }
 }
 
+// Quest's summaries after a decode step: the kernel's page against ATen's minimum / maximum
+// (a widened page) or k itself (a fresh one), NaNs on both sides; the other pages untouched;
+// summaries or a k it cannot take refused.
+TEST(TorchGlue, QuestFoldKeyIsAtensMinimumAndMaximumInEveryDtype) {
+  KVB_REQUIRE_GPU();
+  at::manual_seed(15);
+  auto same = [](const at::Tensor& a, const at::Tensor& b) {  // NaN where the other has NaN
+    const at::Tensor fa = a.to(at::kFloat), fb = b.to(at::kFloat);
+    return fa.isnan().equal(fb.isnan()) && fa.nan_to_num(0).equal(fb.nan_to_num(0));
+  };
+  for (at::ScalarType t : {at::kFloat, at::kBFloat16, at::kHalf}) {
+    for (const bool fresh : {false, true}) {
+      SCOPED_TRACE(std::string(c10::toString(t)) + (fresh ? " fresh" : " widened"));
+      const int64_t page = fresh ? 5 : 2;
+      at::Tensor lo = randn({8, 6, 128}), hi = randn({8, 6, 128}), k = randn({8, 128});
+      lo.view({-1}).narrow(0, 7, 50).fill_(NAN);  // page 0's channels 7..56 of head 0
+      lo.select(1, 2).select(0, 3).narrow(0, 0, 4).fill_(NAN);
+      k.select(0, 1).narrow(0, 10, 3).fill_(NAN);
+      lo = lo.to(kGpu, t), hi = hi.to(kGpu, t), k = k.to(kGpu, t);
+      ASSERT_TRUE(quest_fold_key_supported(lo, hi, k, page));
+      at::Tensor lo_got = lo.clone(), hi_got = hi.clone();
+      quest_fold_key(lo_got, hi_got, k, page, fresh);
+      at::Tensor lo_want = lo.to(at::kFloat), hi_want = hi.to(at::kFloat);
+      const at::Tensor kf = k.to(at::kFloat);
+      lo_want.select(1, page).copy_(fresh ? kf : at::minimum(lo_want.select(1, page), kf));
+      hi_want.select(1, page).copy_(fresh ? kf : at::maximum(hi_want.select(1, page), kf));
+      EXPECT_TRUE(same(lo_got, lo_want));
+      EXPECT_TRUE(same(hi_got, hi_want));
+    }
+  }
+  const at::Tensor lo = randn({2, 3, 8}).to(kGpu), k = randn({2, 8}).to(kGpu);
+  EXPECT_FALSE(quest_fold_key_supported(lo, lo, k, 3));                     // page past cap
+  EXPECT_FALSE(quest_fold_key_supported(lo, lo, k.to(at::kBFloat16), 0));   // another dtype
+  EXPECT_FALSE(quest_fold_key_supported(lo, lo, randn({8, 2}).to(kGpu).t(), 0));  // strided
+}
+
 TEST(TorchGlue, RopeRotateHalfGivesAtensBitsInEveryDtype) {
   KVB_REQUIRE_GPU();
   at::manual_seed(12);
