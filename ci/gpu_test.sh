@@ -13,7 +13,8 @@
 #   7. kvbench generate --model random-llama3-8b --device cuda --dtype bf16 on a 32k-token prompt,
 #      then the same with --cuda-graphs (each prints its decode rate, host ms and syncs per token);
 #   8. kvbench_bench --benchmark_filter=gpu_ (device copy, the decode kernel dense and sparse at
-#      32k/128k, ATen SDPA on the same shapes; CUDA events), its medians printed before the table,
+#      32k/128k, ATen SDPA on the same shapes; CUDA events around each call queued behind a held
+#      stream: the device's time, counter with_host_us the call as called), its medians printed before the table,
 #      then issue 21's kernel targets from them (ci/gpu_targets.py: ratios met or missed) and
 #      the selection pieces' times per layer;
 #   9. kvbench train-tiny --recipe training/recipes/v2.json --device cuda --dtype bf16
