@@ -5,6 +5,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -39,6 +40,11 @@ __device__ inline void store_element(void* p, kernels::KvElement type, int64_t i
   else
     static_cast<float*>(p)[i] = x;
 }
+
+// The minimum / maximum of a and b as ATen's minimum / maximum give them: a NaN on either side
+// wins (fminf / fmaxf would drop it); otherwise one of the two, a on a tie.
+__device__ inline float min_keeping_nan(float a, float b) { return isnan(a) || a <= b ? a : b; }
+__device__ inline float max_keeping_nan(float a, float b) { return isnan(a) || b <= a ? a : b; }
 
 // A 16-byte vector of E = 16 / sizeof(T) elements (a lane's load), widened to floats. Its bytes
 // are copied out as the element type, not read through a cast pointer: C++ (the CUDA

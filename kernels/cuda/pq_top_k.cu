@@ -55,9 +55,6 @@ __device__ inline float combination_score(const float* table, int gi, int m, int
   return total * scale;
 }
 
-// a NaN stays, as in ATen's max (fmaxf would drop it)
-__device__ inline float max_keeping_nan(float a, float b) { return isnan(a) || b <= a ? a : b; }
-
 // x reduced over the block by `op` (every thread gets it); scratch: 32 floats of shared memory.
 template <typename Op>
 __device__ float block_reduce(float x, float* scratch, Op op) {

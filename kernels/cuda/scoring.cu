@@ -273,18 +273,9 @@ __global__ void pq_encode_kernel(const void* k_pool, kernels::KvElement type, co
   }
 }
 
-// a / b's minimum and maximum as ATen's minimum and maximum give them: a NaN on either side
-// wins; otherwise one of the two (so widening 16-bit values to fp32 and storing the pick back
-// is exact).
-__device__ inline float min_keeping_nan(float a, float b) {
-  return a != a ? a : b != b ? b : (b < a ? b : a);
-}
-__device__ inline float max_keeping_nan(float a, float b) {
-  return a != a ? a : b != b ? b : (a < b ? b : a);
-}
-
 // A thread per (head, channel), grid-strided: k[h, c] into the page's minimum and maximum
-// (kmin/kmax[h, page, c], heads head_stride elements apart), or both set to it (`fresh`).
+// (kmin/kmax[h, page, c], heads head_stride elements apart), or both set to it (`fresh`). The
+// pick is one of the two values, so widening 16-bit ones to fp32 and storing it back is exact.
 __global__ void quest_fold_key_kernel(void* kmin, void* kmax, kernels::KvElement type,
                                       const void* k, int64_t H, int64_t d, int64_t head_stride,
                                       int64_t page, bool fresh) {
