@@ -7,6 +7,7 @@
 
 #if KVBENCH_CUDA_KERNELS
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/util/Exception.h>
@@ -135,6 +136,38 @@ at::Tensor host_to_device(const std::vector<int64_t>& values, at::Device device)
   if (device.is_cpu()) return host;
   // The caching host allocator keeps the pinned buffer alive until the copy has run.
   return host.pin_memory().to(device, at::kLong, /*non_blocking=*/true);
+}
+
+#if KVBENCH_CUDA_KERNELS
+struct HostCopy::Landed {
+  at::cuda::CUDAEvent event;
+};
+#else
+struct HostCopy::Landed {};
+#endif
+
+HostCopy::HostCopy(const at::Tensor& tensor) {
+  if (!tensor.is_cuda()) {
+    host_ = tensor;
+    return;
+  }
+#if KVBENCH_CUDA_KERNELS
+  // Pinned memory, or the copy would wait for the device to drain (the host allocator keeps
+  // the buffer until the copy has run).
+  host_ = at::empty(tensor.sizes(), tensor.options().device(at::kCPU).pinned_memory(true));
+  host_.copy_(tensor, /*non_blocking=*/true);
+  landed_ = std::make_shared<Landed>();
+  landed_->event.record(at::cuda::getCurrentCUDAStream(tensor.device().index()));
+#else
+  host_ = tensor.to(at::kCPU);  // a LibTorch with CUDA but kvbench without its kernels: waits
+#endif
+}
+
+const at::Tensor& HostCopy::wait() const {
+#if KVBENCH_CUDA_KERNELS
+  if (landed_) landed_->event.synchronize();
+#endif
+  return host_;
 }
 
 #if KVBENCH_CUDA_KERNELS

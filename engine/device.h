@@ -39,6 +39,20 @@ void reset_peak_device_memory(const at::Device& device);
 // the device to drain first (once per call, in the middle of a decode step).
 at::Tensor host_to_device(const std::vector<int64_t>& values, at::Device device);
 
+// A device tensor's copy on the host, queued behind the device's pending work so that the host
+// does not wait when it asks for it; wait() (any thread) blocks until the copy has landed and
+// returns it. On the CPU it is the tensor itself, ready at once. Copies share the one copy.
+class HostCopy {
+ public:
+  explicit HostCopy(const at::Tensor& tensor);
+  const at::Tensor& wait() const;
+
+ private:
+  struct Landed;  // the CUDA event after the copy, on a CUDA build
+  at::Tensor host_;
+  std::shared_ptr<Landed> landed_;
+};
+
 // Counts the device synchronisations LibTorch makes on this thread while it lives: each point
 // where the host waits for the GPU to read a device value or drain a stream (`item()`, a copy
 // to the host, `nonzero`, `equal`); a wait on an event or on the whole device is not seen. On a

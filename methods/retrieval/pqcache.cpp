@@ -19,6 +19,7 @@
 #include <random>
 #include <stdexcept>
 
+#include "engine/device.h"
 #include "engine/kernel_adapter.h"
 #include "methods/common/config.h"
 #include "methods/common/selection.h"
@@ -194,6 +195,7 @@ void PQCacheConfig::check_budget(int64_t budget, const std::string& where) const
 }
 
 void PQCache::begin(const MethodContext& context) {
+  accounting_->wait();  // an earlier run's jobs count into the counters and caches reset here
   RetrievalMethod::begin(context);
   if (context.head_dim % config_.subspaces != 0)
     throw InputError("pqcache.subspaces: " + std::to_string(config_.subspaces) +
@@ -302,30 +304,45 @@ void PQCache::on_decode_step(std::vector<LayerKV>&) {
 }
 
 void PQCache::flush_caches(const std::vector<int>& layers) {
-  // Logical entries -> candidate offsets -> blocks, every layer's in one read from the device:
-  // one host synchronisation for them all (a read per layer waited 32 times a step).
-  std::vector<at::Tensor> steps;  // per layer flushed: [steps, Hkv, k]
-  std::vector<int> flushed;
+  // Logical entries -> candidate offsets -> blocks, every layer's in one copy to the host,
+  // which the accounting's thread waits for: the host never waits for the device here (a read
+  // per layer waited 32 times a step, one read for all of them once every 32 steps).
+  std::vector<at::Tensor> flat;  // per layer flushed: its steps' [Hkv, k], flattened in order
+  struct Flushed {
+    int layer;
+    int64_t steps, per_step;  // per_step: the entries a step fetched, Hkv x k
+  };
+  std::vector<Flushed> counts;
   for (const int layer : layers) {
     std::vector<at::Tensor>& pending = pending_blocks_[size_t(layer)];
     if (pending.empty()) continue;
-    steps.push_back(at::stack(pending));
-    flushed.push_back(layer);
+    flat.push_back(at::stack(pending).flatten());
+    counts.push_back({layer, int64_t(pending.size()), pending[0].numel()});
     pending.clear();
   }
-  if (steps.empty()) return;
-  std::vector<at::Tensor> flat;
-  for (const at::Tensor& t : steps) flat.push_back(t.flatten());
-  const at::Tensor blocks = at::floor_divide(at::cat(flat) - sinks_, config_.cache_block)
-                               .to(at::kCPU, at::kInt)
-                               .contiguous();
-  const int32_t* b = blocks.data_ptr<int32_t>();
-  for (size_t i = 0; i < flushed.size(); ++i) {
-    const int64_t per_step = steps[i][0].numel();
-    LfuBlockCache& cache = cache_[size_t(flushed[i])];
-    for (int64_t step = 0; step < steps[i].size(0); ++step, b += per_step)
-      count_cache(cache.access(std::vector<int64_t>(b, b + per_step)), per_step);
-  }
+  if (flat.empty()) return;
+  const at::Tensor ids =
+      at::floor_divide(at::cat(flat) - sinks_, config_.cache_block).to(at::kInt).contiguous();
+  const HostCopy blocks(ids);
+  auto count = [this, blocks, counts] {
+    const int32_t* b = blocks.wait().data_ptr<int32_t>();
+    for (const Flushed& f : counts) {
+      LfuBlockCache& cache = cache_[size_t(f.layer)];
+      for (int64_t step = 0; step < f.steps; ++step, b += f.per_step)
+        count_cache(cache.access(std::vector<int64_t>(b, b + f.per_step)), f.per_step);
+    }
+  };
+  // On a GPU the host goes on queueing steps while the thread counts; on the CPU the step's
+  // threads are on every core already, so the counting runs here, as before.
+  if (ids.device().is_cpu())
+    count();
+  else
+    accounting_->post(count);
+}
+
+void PQCache::settle_caches(const std::vector<int>& layers) {
+  flush_caches(layers);
+  accounting_->wait();
 }
 
 std::map<std::string, double> PQCache::counters() const {
@@ -334,7 +351,7 @@ std::map<std::string, double> PQCache::counters() const {
   PQCache& self = const_cast<PQCache&>(*this);
   std::vector<int> layers(pending_blocks_.size());
   std::iota(layers.begin(), layers.end(), 0);
-  self.flush_caches(layers);
+  self.settle_caches(layers);
   return RetrievalMethod::counters();
 }
 
@@ -344,7 +361,7 @@ std::vector<std::vector<int64_t>> PQCache::select_sparse(int layer, const at::Te
   const Layout step = layout(kv);
   if (ranks(layer, step))  // every head holds the same entries: the base asks select_rows first
     throw std::logic_error("pqcache: a ranked selection asked of the host path");
-  flush_caches({layer});  // earlier steps' blocks first: the cache sees every step in order
+  settle_caches({layer});  // earlier steps' blocks first: the cache sees every step in order
   // No ranking (no index: the prompt held no key after the sinks; or nothing to rank): the
   // sinks, the most recent candidates, the local window and the current entry.
   std::vector<int64_t> picked;

@@ -10,8 +10,10 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <vector>
 
+#include "engine/common/host_worker.h"
 #include "methods/common/retrieval.h"
 
 namespace kvb {
@@ -122,17 +124,23 @@ class PQCache : public RetrievalMethod {
   void update_index_bytes(int layer, const LayerKV& kv);
   // The LFU cache is simulated on the host from each step's fetched blocks; select_rows keeps
   // each step's top-k entries on the device ([Hkv, k], in step order), turned into block
-  // ids and read, every layer's at once, every kCacheFlushSteps steps (on_decode_step) and by
-  // counters(), so a decode step needs no host read. The cache sees the same blocks in the
-  // same order either way.
+  // ids, every layer's at once, every kCacheFlushSteps steps (on_decode_step) and by
+  // counters(). On a GPU their copy to the host and the caches' updates run on accounting_'s
+  // thread: kvbench's simulation of the cache, not the method's work, so no decode step waits
+  // for the copy or the counting (on the CPU, whose cores the step's threads hold, they run
+  // at the flush). The caches see the same blocks in the same order either way.
   static constexpr size_t kCacheFlushSteps = 32;
   void flush_caches(const std::vector<int>& layers);
+  // Flushes `layers` and waits until the caches have counted every step so far.
+  void settle_caches(const std::vector<int>& layers);
   std::vector<std::vector<at::Tensor>> pending_blocks_;  // per layer
 
   PQCacheConfig config_;
   int64_t sinks_ = 0, local_ = 0, topk_ = 0;
   std::vector<PQIndex> index_;        // per layer
-  std::vector<LfuBlockCache> cache_;  // per layer
+  std::vector<LfuBlockCache> cache_;  // per layer; between settles, only accounting_'s jobs
+  // Last: destroyed first, it finishes its jobs while the caches they update still exist.
+  std::unique_ptr<HostWorker> accounting_ = std::make_unique<HostWorker>();
 };
 
 }  // namespace kvb

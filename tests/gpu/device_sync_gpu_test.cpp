@@ -28,14 +28,34 @@ TEST(Gpu, DeviceSyncCounterCountsReadsOfTheDeviceOnly) {
   EXPECT_EQ(syncs.count(), 2);
 }
 
+// A HostCopy queues its copy without a wait; wait() gives the device's values.
+TEST(Gpu, HostCopyQueuesTheCopyWithoutWaitingAndLandsTheValues) {
+  KVB_REQUIRE_GPU();
+  const at::Device gpu(at::kCUDA, 0);
+  const at::Tensor x = at::arange(1 << 22, at::TensorOptions(gpu).dtype(at::kInt));  // [4 Mi]
+  const DeviceSyncCounter syncs(gpu);
+  ASSERT_TRUE(syncs.counting());
+  at::Tensor y = x * 3;
+  for (int i = 0; i < 20; ++i) y = y + 1;  // work queued ahead of the copy
+  const HostCopy copy(y);
+  EXPECT_EQ(syncs.count(), 0);
+  const at::Tensor& host = copy.wait();
+  ASSERT_TRUE(host.device().is_cpu());
+  const int32_t* p = host.data_ptr<int32_t>();
+  for (const int64_t i : {int64_t(0), int64_t(12345), (int64_t(1) << 22) - 1})
+    EXPECT_EQ(p[i], int32_t(3 * i + 20)) << i;
+  EXPECT_EQ(syncs.count(), 0);  // an event's wait, not a read of the device
+}
+
 // No decode step waits for the device (its token's read is the caller's, after the step), but
-// H2O's, once per step: its victims, read when the next step begins. PQCache reads its fetched
-// blocks every 32 steps, past these 20. Each method's count is printed, per decode step.
+// H2O's, once per step: its victims, read when the next step begins. PQCache's cache
+// accounting copies its fetched blocks every 32 steps without a wait (its thread waits):
+// 40 steps cover one. Each method's count is printed, per decode step.
 TEST(Gpu, DecodeStepsWaitForTheDeviceNowhereButH2osVictims) {
   KVB_REQUIRE_GPU();
   auto model = LlamaModel::from_reference("random-tiny")->to(at::Device(at::kCUDA, 0), at::kBFloat16);
   const std::vector<int> prompt = test::parity_prompt(200);
-  constexpr int kSteps = 20;
+  constexpr int kSteps = 40;
   for (const MethodInfo* m : method_registry().all()) {
     std::unique_ptr<Method> method = m->create(m->normalise_config(json::object(), m->name));
     Session session(*model, *method, SessionOptions{.budget = m->uses_budget ? 64 : 0});
