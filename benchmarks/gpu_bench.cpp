@@ -40,6 +40,11 @@
 //                                   centroids (the paper's C0): ATen's bmm and argmax
 //   gpu_cosine_assign_bf16/<n>      the same assignment of the keys in bf16, products in bf16
 //                                   (ClusterKV's kmeans_dtype: keys)
+//   gpu_cosine_assign_block/<n>/<log2 block>/<bf16>
+//                                   the same assignments (bf16: 1) in chunks of keys whose
+//                                   similarities hold at most 2^block elements (24: the
+//                                   default, kAssignBlockElements; 26, 28: 4 and 16 times
+//                                   fewer chunks); counter chunks
 //   gpu_centroid_update/<n>         the mean update of the same clusters (the kernel)
 //   gpu_kmeans/<n>                  a whole prefill clustering of one layer (cosine_kmeans, at
 //                                   most 20 Lloyd steps, ClusterKV's default); counter steps
@@ -395,6 +400,20 @@ void BM_gpu_cosine_assign_bf16(benchmark::State& state) {
 }
 BENCHMARK(BM_gpu_cosine_assign_bf16)->Arg(32768)->Arg(131072)->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
+
+void BM_gpu_cosine_assign_block(benchmark::State& state) {
+  if (!at::cuda::is_available()) return state.SkipWithError("skipped: no GPU");
+  const Clustering c = make_clustering(state.range(0));
+  const at::Tensor keys = state.range(2) ? c.keys.to(at::kBFloat16) : c.keys;
+  const int64_t block = int64_t(1) << state.range(1), C = c.centroids.size(1);
+  time_with_events(state, [&] { cosine_assign(keys, c.centroids, KernelPath::kAten, block); });
+  const int64_t chunk = std::max<int64_t>(1, block / (kHkv * C));
+  state.counters["chunks"] = double((keys.size(1) + chunk - 1) / chunk);
+  state.counters["GFLOPs"] = benchmark::Counter(2e-9 * double(keys.numel()) * double(C),
+                                                benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_gpu_cosine_assign_block)->ArgsProduct({{131072}, {24, 26, 28}, {0, 1}})
+    ->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 void BM_gpu_centroid_update(benchmark::State& state) {
   if (!at::cuda::is_available()) return state.SkipWithError("skipped: no GPU");

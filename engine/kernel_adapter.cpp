@@ -324,14 +324,15 @@ void check_pq_shapes(const at::Tensor& q, const at::Tensor& centroids, const at:
 // The argmax of k.c_hat is that of cos(k, c) (|k| > 0 scales a key's candidates alike), so only
 // the centroids are normalised (in fp32, then cast), as in the CPU kernel. The products run in
 // the keys' dtype: fp32 keys give fp32 products, bf16 keys tensor-core ones on a GPU.
-// Chunks of keys keep the similarity block [H, chunk, C] under 16 Mi elements.
-at::Tensor cosine_assign_aten(const at::Tensor& keys, const at::Tensor& centroids) {
+// Chunks of keys keep the similarity block [H, chunk, C] under block_elements.
+at::Tensor cosine_assign_aten(const at::Tensor& keys, const at::Tensor& centroids,
+                              int64_t block_elements) {
   const int64_t H = keys.size(0), n = keys.size(1), C = centroids.size(1);
   at::Tensor cn = centroids.to(at::kFloat);
   cn = (cn / cn.norm(2, -1, /*keepdim=*/true).clamp_min(1e-12))
            .to(keys.scalar_type())
            .transpose(1, 2);  // [H, d, C]
-  const int64_t chunk = std::max<int64_t>(1, (int64_t(16) << 20) / std::max<int64_t>(1, H * C));
+  const int64_t chunk = std::max<int64_t>(1, block_elements / std::max<int64_t>(1, H * C));
   at::Tensor labels = at::empty({H, n}, keys.options().dtype(at::kLong));
   for (int64_t s = 0; s < n; s += chunk) {
     const int64_t len = std::min(chunk, n - s);
@@ -567,10 +568,11 @@ void pq_encode_rows(const at::Tensor& centroids, const at::Tensor& k_pool, const
 // On a GPU, ATen's: cuBLAS's fp32 bmm + argmax took 1.45 ms at 32k keys and 18.5 ms at 128k
 // (8 KV heads, n / 80 centroids) where kvbench's CUDA kernel took 2.79 and 43.4 ms (H100,
 // `gpu_cosine_assign`, 2026-11-26), so the kernel went.
-at::Tensor cosine_assign(const at::Tensor& keys, const at::Tensor& centroids, KernelPath path) {
+at::Tensor cosine_assign(const at::Tensor& keys, const at::Tensor& centroids, KernelPath path,
+                         int64_t block_elements) {
   if (path == KernelPath::kAuto && fp32_on(keys, false) && fp32_on(centroids, false))
     return cosine_assign_cpu(keys, centroids);
-  return cosine_assign_aten(keys, centroids);
+  return cosine_assign_aten(keys, centroids, block_elements);
 }
 
 at::Tensor cluster_members_in_rank_order(const at::Tensor& ranked, const at::Tensor& sizes,

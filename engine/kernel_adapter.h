@@ -160,9 +160,13 @@ void pq_encode_rows(const at::Tensor& centroids, const at::Tensor& k_pool, const
 // Labels of each key: the centroid of largest cosine similarity (ties: the lowest id), found as
 // the largest k.c_hat (centroids L2-normalised; the keys need not be). The products run in the
 // keys' dtype (any floating dtype; the CPU kernel for fp32 CPU keys). keys: [H, n, d],
-// centroids: [H, C, d] any floating dtype. Returns [H, n] int64.
+// centroids: [H, C, d] any floating dtype. Returns [H, n] int64. The ATen path scores chunks
+// of keys whose similarities [H, chunk, C] hold at most `block_elements` (a chunk has at least
+// one key); the labels do not depend on it beyond rounding (gpu_bench times the choice).
+constexpr int64_t kAssignBlockElements = int64_t(16) << 20;
 at::Tensor cosine_assign(const at::Tensor& keys, const at::Tensor& centroids,
-                         KernelPath path = KernelPath::kAuto);
+                         KernelPath path = KernelPath::kAuto,
+                         int64_t block_elements = kAssignBlockElements);
 // New centroids: the mean of the RAW member keys; a cluster without members keeps `old`.
 // keys: [H, n, d], labels: [H, n], old: [H, C, d]. Returns [H, C, d] float32.
 at::Tensor cluster_means(const at::Tensor& keys, const at::Tensor& labels, const at::Tensor& old,

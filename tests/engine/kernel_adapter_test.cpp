@@ -27,6 +27,19 @@ TEST(KernelAdapter, CosineAssignOnTheCpuKernelMatchesAten) {
   EXPECT_TRUE(kernel.equal(aten));
 }
 
+// The ATen assignment in chunks of 7 keys (43 of them, the last of 6) gives one block's labels.
+TEST(KernelAdapter, CosineAssignInChunksGivesOneBlocksLabels) {
+  at::manual_seed(4);
+  const at::Tensor keys = at::randn({2, 300, 16}), centroids = at::randn({2, 7, 16});
+  const at::Tensor whole = cosine_assign(keys, centroids, KernelPath::kAten, 2 * 300 * 7);
+  const at::Tensor chunked = cosine_assign(keys, centroids, KernelPath::kAten, 2 * 7 * 7);
+  ASSERT_EQ(chunked.sizes(), whole.sizes());
+  EXPECT_TRUE(chunked.equal(whole));
+  EXPECT_TRUE(whole.equal(cosine_assign(keys, centroids)));  // the CPU kernel's, no near ties
+  // A block smaller than one key's similarities still takes a key at a time.
+  EXPECT_TRUE(cosine_assign(keys, centroids, KernelPath::kAten, 1).equal(whole));
+}
+
 // PQCache's codes of pool rows, against a brute-force nearest centroid: rows a strided view (a
 // block table's columns), written at a column offset, other columns untouched; uint8 and int64.
 TEST(KernelAdapter, PqEncodeRowsWritesEachKeysNearestCentroids) {
