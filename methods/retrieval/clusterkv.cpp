@@ -298,7 +298,9 @@ class ClusterKV : public RetrievalMethod {
     const int64_t taken = std::clamp<int64_t>(take, 0, ix.members.size(1));
     at::Tensor scores;  // [Hkv, C], read only where clusters are taken
     if (taken > 0) {
-      at::Tensor q_group = q.to(at::kFloat).reshape({Hkv, g, d}).sum(1).unsqueeze(-1);  // [Hkv, d, 1]
+      // The group's queries summed in fp32 by one operator (a 16-bit q is widened as it is
+      // read: no copy first). [Hkv, d, 1]
+      at::Tensor q_group = q.reshape({Hkv, g, d}).sum(1, /*keepdim=*/false, at::kFloat).unsqueeze(-1);
       scores = at::bmm(ix.centroids, q_group).squeeze(-1);
     } else {
       scores = at::empty({Hkv, ix.centroids.size(1)}, ix.centroids.options());
