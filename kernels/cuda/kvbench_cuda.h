@@ -96,13 +96,15 @@ inline int64_t top_pages_candidates(int64_t pages, int64_t taken, int64_t chunk)
   return (pages - 1) / chunk * (taken < chunk ? taken : chunk) + (taken < last ? taken : last);
 }
 
-// The chunk the LibTorch glue uses: chunks of 4096 pages (one pass of the first launch's
-// 512-thread blocks) where they keep at most a quarter of the pages and the row holds at least
-// 4 of them; else 0, one block per row. A guess from the 128k top-k's 237 us in one block per
-// row on the H100 (2026-11-26), not measured yet: `gpu_topk_chunk` times both.
+// The chunk the LibTorch glue uses: chunks of 4096 pages, 8192 from 64 Ki pages, where they
+// keep at most a quarter of the pages and the row holds at least 4 of them; else 0, one block
+// per row. Measured by `gpu_topk_chunk` (the top 496 of 8 rows, H100, 2026-11-27, device
+// time): at 32k pages 47.9 us in one block a row, 30.9 / 30.8 / 37.8 us in chunks of 2048 /
+// 4096 / 8192; at 128k 165.0, 75.0 / 48.4 / 40.7 us. The fastest chunks fill about one wave
+// of the 132 SMs (8 rows x 16 chunks); between the two sizes the switch is not measured.
 inline int64_t top_pages_auto_chunk(int64_t pages, int64_t taken) {
-  constexpr int64_t kChunk = 4096;
-  return taken >= 1 && 4 * taken <= kChunk && pages >= 4 * kChunk ? kChunk : 0;
+  const int64_t chunk = pages >= 16 * 4096 ? 8192 : 4096;
+  return taken >= 1 && 4 * taken <= chunk && pages >= 4 * chunk ? chunk : 0;
 }
 
 // PQCache scoring (https://arxiv.org/abs/2407.12820): q [H, g, m*s] of `q_type` (widened),

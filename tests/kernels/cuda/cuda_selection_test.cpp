@@ -203,7 +203,7 @@ TEST(CudaKernels, TopPagesOneBlockAndInChunksMatchAStableSort) {
                                       {"whole", whole}, {"part", part}}));
             const std::vector<int64_t> want = top_pages_on_host(scores, stride, rows, pages, whole,
                                                                 part, page_size, n, lead);
-            for (const int64_t chunk : {0, 64, 4096}) {
+            for (const int64_t chunk : {0, 64, 4096, 8192}) {  // 8192: two passes a chunk
               SCOPED_TRACE("chunk " + std::to_string(chunk));
               const int64_t taken = whole + (part > 0);
               const int64_t candidates =
