@@ -28,6 +28,9 @@
 //                                   entries of the best 63 pages and the current one (B = 1024):
 //                                   the kernel (0, top_page_entries), or ATen's stable sort,
 //                                   assembly and sort of the entries (1)
+//   gpu_quest_select_chunk/<pages>/<chunk>
+//                                   the same on the kernel in one launch (0) or two, the first
+//                                   over chunks of `chunk` pages (counter chosen: the glue's)
 //   gpu_topk/<n>/<aten>             PQCache's rows at B = 1024 from [8, n] scores: 32 sinks,
 //                                   the top 496 in index order, a window of 496: the kernel
 //                                   (0, top_k_ascending: one launch or two, as the glue
@@ -342,6 +345,23 @@ void BM_gpu_quest_select(benchmark::State& state) {
 }
 BENCHMARK(BM_gpu_quest_select)->ArgsProduct({{2048, 8192}, {0, 1}})->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
+
+// The same selection on the kernel in one launch (chunk 0, the glue's choice at these page
+// counts) or two, the first over chunks of `chunk` pages: at 8192 pages one block a row ranks
+// them alone, 8 blocks on the GPU (18.5 us on the H100, 2026-11-27).
+void BM_gpu_quest_select_chunk(benchmark::State& state) {
+  if (!at::cuda::is_available()) return state.SkipWithError("skipped: no GPU");
+  const int64_t pages = state.range(0), chunk = state.range(1);
+  at::Tensor scores = at::randn({kHkv, pages + 1}, at::TensorOptions(kGpu).dtype(at::kFloat));
+  time_with_events(state, [&] {
+    cuda::top_pages(scores, pages, /*whole=*/63, /*part=*/0, /*page_size=*/16, pages * 16 + 1,
+                    /*lead=*/0, chunk);
+  });
+  set_bytes(state, double(kHkv * pages) * 4);
+  state.counters["chosen"] = double(cuda::top_pages_auto_chunk(pages, 63));
+}
+BENCHMARK(BM_gpu_quest_select_chunk)->ArgsProduct({{2048, 8192}, {0, 512, 1024, 2048}})
+    ->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 void BM_gpu_topk(benchmark::State& state) {
   if (!at::cuda::is_available()) return state.SkipWithError("skipped: no GPU");
