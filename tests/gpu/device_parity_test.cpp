@@ -7,8 +7,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <map>
-#include <memory>
 #include <string>
 
 #include "engine/kernel_adapter.h"
@@ -16,6 +14,7 @@
 #include "kernels/cuda/torch_glue.h"
 #endif
 #include "tests/methods/device_compare.h"
+#include "tests/methods/retrieval/pq_cache_counts_check.h"
 #include "tests/methods/retrieval/pq_selection_check.h"
 
 namespace kvb {
@@ -38,29 +37,11 @@ TEST(Gpu, EveryMethodSelectsTheSamePositionsOnCudaInFp32) {
         << m->name << ": selections differ (a tie broken differently would be named here)";
 }
 
-// PQCache's LFU accounting runs on a thread of its own on a GPU (at the flush on the CPU): over
-// 70 steps (two flushes and the end's) it counts what the CPU counts, the selections being
-// the same (the test above).
-TEST(Gpu, PqcacheCountsTheCpusCacheHitsOnItsAccountingThread) {
+// PQCache's LFU accounting runs on a thread of its own on a GPU (at the flush on the CPU): it
+// counts what a replay of each step's selection counts, over two flushes and the end's.
+TEST(Gpu, PqcacheCountsEachStepsBlocksOnItsAccountingThread) {
   KVB_REQUIRE_GPU();
-  auto model = LlamaModel::from_reference("random-tiny");
-  auto cuda = model->to(at::Device(at::kCUDA, 0), at::kFloat);
-  const std::vector<int> prompt = test::parity_prompt(200);
-  std::map<std::string, double> counted[2];
-  for (const int on_gpu : {0, 1}) {
-    const MethodInfo* m = method_registry().find("pqcache");
-    ASSERT_NE(m, nullptr);
-    std::unique_ptr<Method> method =
-        m->create(m->normalise_config(json{{"cache_block", 8}, {"cache_tokens", 32}}, m->name));
-    Session session(on_gpu ? *cuda : *model, *method, SessionOptions{.budget = 64});
-    session.prefill(prompt);
-    for (int t = 0; t < 70; ++t) session.decode(5 + (t * 11) % 200);
-    counted[on_gpu] = method->counters();
-  }
-  ASSERT_GT(counted[0].at("cache_lookups"), 0);
-  EXPECT_GT(counted[0].at("cache_hits"), 0);
-  EXPECT_EQ(counted[1].at("cache_lookups"), counted[0].at("cache_lookups"));
-  EXPECT_EQ(counted[1].at("cache_hits"), counted[0].at("cache_hits"));
+  test::expect_deferred_cache_counts(at::Device(at::kCUDA, 0));
 }
 
 // ClusterKV's rows on the kernel (cluster_rows.cu) equal ATen's, the cache's step table and

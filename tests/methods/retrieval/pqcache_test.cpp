@@ -11,6 +11,7 @@
 #include "engine/kernel_adapter.h"
 #include "engine/session.h"
 #include "tests/methods/method_test_util.h"
+#include "tests/methods/retrieval/pq_cache_counts_check.h"
 #include "tests/methods/retrieval/pq_selection_check.h"
 
 namespace kvb {
@@ -294,42 +295,7 @@ TEST(PQCache, CountsCacheAndIndexBytesInASession) {
 // of counting every step as it ran (a replay of the selected entries through a fresh cache),
 // over more steps than one batch.
 TEST(PQCache, DeferredCacheCountingEqualsCountingEachStep) {
-  const int64_t L = 96, d = 4, steps = 70, sinks = 2, local = 3, block = 4;
-  for (const bool hooked : {true, false}) {
-    SCOPED_TRACE(hooked ? "on_decode_step called" : "on_decode_step not called");
-    auto method = test::make_method(
-        "pqcache", {{"sinks", sinks}, {"subspaces", 2}, {"bits", 3}, {"cache_block", block},
-                    {"cache_tokens", 3 * block}});
-    method->begin(test::context(1, 1, 1, d, sinks + local + 4 + 1, L));  // top-k 4
-    at::manual_seed(3);
-    at::Tensor k = at::randn({1, L, d}), v = at::zeros({1, L, d});
-    std::vector<LayerKV> layers;
-    layers.emplace_back(1, d, at::kFloat);
-    LayerKV& kv = layers[0];
-    kv.append_many(k, v, 0);
-    method->on_prefill(0, at::zeros({1, L, d}), k, v, kv);
-    LfuBlockCache replay(3);
-    int64_t hits = 0, lookups = 0;
-    for (int64_t t = 0; t < steps; ++t) {
-      if (hooked) method->on_decode_step(layers);
-      at::Tensor kt = at::randn({1, d});
-      kv.append(kt, kt, L + t);
-      method->on_append(0, kt, kt, kv);
-      const std::vector<int64_t> chosen = method->select(0, at::randn({1, d}), kv).lists()[0];
-      const int64_t current = L + t;
-      std::vector<int64_t> blocks;  // the top-k part: after the sinks, before the local window
-      for (int64_t e : chosen)
-        if (e >= sinks && e < current - local) blocks.push_back((e - sinks) / block);
-      ASSERT_EQ(blocks.size(), 4u) << "step " << t;
-      hits += replay.access(blocks);
-      lookups += int64_t(blocks.size());
-    }
-    auto c = method->counters();
-    EXPECT_EQ(c["cache_lookups"], double(lookups));
-    EXPECT_EQ(c["cache_hits"], double(hits));
-    EXPECT_GT(hits, 0);
-    EXPECT_LT(hits, lookups);
-  }
+  test::expect_deferred_cache_counts(at::Device(at::kCPU));
 }
 
 TEST(PQCache, BadConfigsNameTheField) {
