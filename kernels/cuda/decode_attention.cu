@@ -473,14 +473,11 @@ int vector_lanes(const Call& c) {
 // The pass-1 kernel for c's element type T, row width and group size (vector where it can).
 template <typename T>
 int pass1(const Call& c, Pass1 what) {
-  switch (vector_lanes<T>(c)) {
-    case 2: return for_group<Vector, T, 2>(c, what);
-    case 4: return for_group<Vector, T, 4>(c, what);
-    case 8: return for_group<Vector, T, 8>(c, what);
-    case 16: return for_group<Vector, T, 16>(c, what);
-    case 32: return for_group<Vector, T, 32>(c, what);
-    default: break;
-  }
+  int result = 0;
+  if (launch_with_vector_lanes(vector_lanes<T>(c), [&](auto lanes) {
+        result = for_group<Vector, T, decltype(lanes)::value>(c, what);
+      }))
+    return result;
   const int64_t per_lane = (c.d + 31) / 32;
   if (per_lane <= 1) return for_group<Scalar, T, 1>(c, what);
   if (per_lane <= 2) return for_group<Scalar, T, 2>(c, what);

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/kv_element.h"
 
@@ -66,6 +67,21 @@ inline int vector_row_lanes(int64_t row_bytes, bool aligned) {
   if (!aligned || row_bytes % 16 != 0) return 0;
   const int64_t lanes = row_bytes / 16;
   return lanes >= 2 && lanes <= 32 && (lanes & (lanes - 1)) == 0 ? int(lanes) : 0;
+}
+
+// For a kernel whose vector path takes its lanes a row at compile time: calls
+// launch(std::integral_constant<int, lanes>{}) and returns true where `lanes` (from
+// vector_row_lanes) is one of 2 .. 32; returns false at 0, for the caller's scalar path.
+template <typename Launch>
+bool launch_with_vector_lanes(int lanes, Launch&& launch) {
+  switch (lanes) {
+    case 2: launch(std::integral_constant<int, 2>{}); return true;
+    case 4: launch(std::integral_constant<int, 4>{}); return true;
+    case 8: launch(std::integral_constant<int, 8>{}); return true;
+    case 16: launch(std::integral_constant<int, 16>{}); return true;
+    case 32: launch(std::integral_constant<int, 32>{}); return true;
+    default: return false;
+  }
 }
 
 }  // namespace kvb::cuda

@@ -151,14 +151,11 @@ void launch_quest(const void* q, kernels::KvElement q_type, const void* kmin, co
   const bool aligned = reinterpret_cast<uintptr_t>(kmin) % 16 == 0 &&
                        reinterpret_cast<uintptr_t>(kmax) % 16 == 0 &&
                        (head_stride * int64_t(sizeof(T))) % 16 == 0;
-  switch (vector_row_lanes(d * int64_t(sizeof(T)), aligned)) {
-    case 2: return launch_quest_vector<T, 2>(q, q_type, kmin, kmax, scores, H, g, P, head_stride, sum_group, s);
-    case 4: return launch_quest_vector<T, 4>(q, q_type, kmin, kmax, scores, H, g, P, head_stride, sum_group, s);
-    case 8: return launch_quest_vector<T, 8>(q, q_type, kmin, kmax, scores, H, g, P, head_stride, sum_group, s);
-    case 16: return launch_quest_vector<T, 16>(q, q_type, kmin, kmax, scores, H, g, P, head_stride, sum_group, s);
-    case 32: return launch_quest_vector<T, 32>(q, q_type, kmin, kmax, scores, H, g, P, head_stride, sum_group, s);
-    default: break;
-  }
+  if (launch_with_vector_lanes(vector_row_lanes(d * int64_t(sizeof(T)), aligned), [&](auto lanes) {
+        launch_quest_vector<T, decltype(lanes)::value>(q, q_type, kmin, kmax, scores, H, g, P,
+                                                        head_stride, sum_group, s);
+      }))
+    return;
   const int64_t pages_per_block = int64_t(kWarpsPerBlock) * kQuestPagesPerWarp;
   const dim3 grid(unsigned((P + pages_per_block - 1) / pages_per_block), unsigned(H));
   quest_kernel<T><<<grid, kThreads, size_t(g * d) * sizeof(float), s>>>(
