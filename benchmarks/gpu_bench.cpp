@@ -427,7 +427,7 @@ void BM_gpu_cosine_assign_block(benchmark::State& state) {
   const at::Tensor keys = state.range(2) ? c.keys.to(at::kBFloat16) : c.keys;
   const int64_t block = int64_t(1) << state.range(1), C = c.centroids.size(1);
   time_with_events(state, [&] { cosine_assign(keys, c.centroids, KernelPath::kAten, block); });
-  const int64_t chunk = std::max<int64_t>(1, block / (kHkv * C));
+  const int64_t chunk = cosine_assign_chunk(kHkv, C, block);
   state.counters["chunks"] = double((keys.size(1) + chunk - 1) / chunk);
   state.counters["GFLOPs"] = benchmark::Counter(2e-9 * double(keys.numel()) * double(C),
                                                 benchmark::Counter::kIsIterationInvariantRate);

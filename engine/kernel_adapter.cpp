@@ -332,7 +332,7 @@ at::Tensor cosine_assign_aten(const at::Tensor& keys, const at::Tensor& centroid
   cn = (cn / cn.norm(2, -1, /*keepdim=*/true).clamp_min(1e-12))
            .to(keys.scalar_type())
            .transpose(1, 2);  // [H, d, C]
-  const int64_t chunk = std::max<int64_t>(1, block_elements / std::max<int64_t>(1, H * C));
+  const int64_t chunk = cosine_assign_chunk(H, C, block_elements);
   at::Tensor labels = at::empty({H, n}, keys.options().dtype(at::kLong));
   for (int64_t s = 0; s < n; s += chunk) {
     const int64_t len = std::min(chunk, n - s);

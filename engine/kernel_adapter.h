@@ -6,6 +6,7 @@
 #pragma once
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "engine/model/llama_layers.h"
@@ -164,6 +165,10 @@ void pq_encode_rows(const at::Tensor& centroids, const at::Tensor& k_pool, const
 // of keys whose similarities [H, chunk, C] hold at most `block_elements` (a chunk has at least
 // one key); the labels do not depend on it beyond rounding (gpu_bench times the choice).
 constexpr int64_t kAssignBlockElements = int64_t(16) << 20;
+// Keys per chunk of that ATen path for H heads and C centroids: at least one.
+inline int64_t cosine_assign_chunk(int64_t H, int64_t C, int64_t block_elements) {
+  return std::max<int64_t>(1, block_elements / std::max<int64_t>(1, H * C));
+}
 at::Tensor cosine_assign(const at::Tensor& keys, const at::Tensor& centroids,
                          KernelPath path = KernelPath::kAuto,
                          int64_t block_elements = kAssignBlockElements);

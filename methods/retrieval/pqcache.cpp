@@ -195,7 +195,7 @@ void PQCacheConfig::check_budget(int64_t budget, const std::string& where) const
 }
 
 void PQCache::begin(const MethodContext& context) {
-  accounting_->wait();  // an earlier run's jobs count into the counters and caches reset here
+  accounting_.wait();  // an earlier run's jobs count into the counters and caches reset here
   RetrievalMethod::begin(context);
   if (context.head_dim % config_.subspaces != 0)
     throw InputError("pqcache.subspaces: " + std::to_string(config_.subspaces) +
@@ -337,12 +337,12 @@ void PQCache::flush_caches(const std::vector<int>& layers) {
   if (ids.device().is_cpu())
     count();
   else
-    accounting_->post(count);
+    accounting_.post(count);
 }
 
 void PQCache::settle_caches(const std::vector<int>& layers) {
   flush_caches(layers);
-  accounting_->wait();
+  accounting_.wait();
 }
 
 std::map<std::string, double> PQCache::counters() const {

@@ -10,7 +10,6 @@
 
 #include <cstdint>
 #include <map>
-#include <memory>
 #include <vector>
 
 #include "engine/common/host_worker.h"
@@ -140,7 +139,7 @@ class PQCache : public RetrievalMethod {
   std::vector<PQIndex> index_;        // per layer
   std::vector<LfuBlockCache> cache_;  // per layer; between settles, only accounting_'s jobs
   // Last: destroyed first, it finishes its jobs while the caches they update still exist.
-  std::unique_ptr<HostWorker> accounting_ = std::make_unique<HostWorker>();
+  HostWorker accounting_;
 };
 
 }  // namespace kvb
