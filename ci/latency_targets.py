@@ -3,7 +3,10 @@
 latency_gpu suites' cells; ci/gpu_test.sh steps 11-13 write them):
 
   Quest, ClusterKV, PQCache at 128k / B = 1024: selection <= 10% of the decode step
-  ClusterKV: clustering (the method's share of prefill) <= 10% of prefill
+  ClusterKV: clustering <= 10% of prefill: the method's share of prefill (its hooks' phase),
+    or, where a Full cell of the same prompt is there, the share of ClusterKV's prefill beyond
+    Full's if that is more (build: overlap clusters beside the prefill, on a side stream, where
+    its hooks' phase sees only the launches; what it costs shows as a longer prefill)
   Full's whole decode step at 32k: <= 14 ms/token (2x reading an 8B model's weights and its
   KV once on an H100, the issue's figure; ci/gpu_targets.py has the copy rate measured)
 
@@ -91,12 +94,24 @@ def targets(cells):
                              f"selection's share of the decode step {verdict(s, 0.10)}")
         if not found:
             lines.append(f"- {method}, 128k, B = 1024: selection share: no cell")
-    # ClusterKV's cells, labelled variants too (clusterkv_keys_dtype: kmeans_dtype "keys")
+    # ClusterKV's cells, labelled variants and presets too (clusterkv:efficiency)
     clustering = [c for c in cells if c["method"].startswith("clusterkv")
                   and "prefill_method_share" in c["metrics"]]
     for c in clustering:
-        lines.append(f"- {c['method']} at {int(c['metrics'].get('prompt_tokens', 0))} tokens: "
-                     f"clustering's share of prefill {verdict(c['metrics']['prefill_method_share'], 0.10)}")
+        m = c["metrics"]
+        tokens = m.get("prompt_tokens", 0)
+        phase = m["prefill_method_share"]
+        line = f"- {c['method']} at {int(tokens)} tokens: clustering's share of prefill "
+        full = [f["metrics"]["prefill_s"] for f in cells if f["method"] == "full"
+                and f["metrics"].get("prompt_tokens") == tokens and "prefill_s" in f["metrics"]]
+        if full and m.get("prefill_s"):
+            beyond = (m["prefill_s"] - min(full)) / m["prefill_s"]
+            line += (f"{verdict(max(phase, beyond), 0.10)} (its hooks' phase {fmt(phase, percent=True)}; "
+                     f"its prefill beyond Full's {fmt(beyond, percent=True)}: {m['prefill_s']:.1f} s "
+                     f"against {min(full):.1f} s)")
+        else:
+            line += verdict(phase, 0.10)
+        lines.append(line)
     if not clustering:
         lines.append("- clusterkv clustering: no cell")
     full = [c for c in cells if c["method"] == "full" and 30_000 <= c["metrics"].get("prompt_tokens", 0) < 40_000

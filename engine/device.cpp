@@ -10,6 +10,7 @@
 #include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/util/Exception.h>
 #include <cuda_runtime_api.h>
 #endif
@@ -168,6 +169,57 @@ const at::Tensor& HostCopy::wait() const {
   if (landed_) landed_->event.synchronize();
 #endif
   return host_;
+}
+
+#if KVBENCH_CUDA_KERNELS
+struct SideStream::Stream {
+  at::cuda::CUDAStream stream;
+};
+#else
+struct SideStream::Stream {};
+#endif
+
+SideStream::SideStream(const at::Device& device) {
+#if KVBENCH_CUDA_KERNELS
+  if (device.is_cuda())
+    stream_ = std::make_unique<Stream>(
+        Stream{c10::cuda::getStreamFromPool(/*isHighPriority=*/false, cuda_index_of(device))});
+#else
+  (void)device;
+#endif
+}
+
+SideStream::~SideStream() = default;
+
+void SideStream::run(const std::vector<at::Tensor>& inputs, const std::function<void()>& f) {
+#if KVBENCH_CUDA_KERNELS
+  if (stream_) {
+    const at::cuda::CUDAStream& side = stream_->stream;
+    at::cuda::CUDAEvent queued;  // the current stream's work so far
+    queued.record(at::cuda::getCurrentCUDAStream(side.device_index()));
+    queued.block(side);
+    for (const at::Tensor& t : inputs) t.record_stream(side);
+    const c10::cuda::CUDAStreamGuard on_side(side);
+    f();
+    return;
+  }
+#endif
+  (void)inputs;
+  f();
+}
+
+void SideStream::join(const std::vector<at::Tensor>& outputs) {
+#if KVBENCH_CUDA_KERNELS
+  if (stream_) {
+    const at::cuda::CUDAStream current = at::cuda::getCurrentCUDAStream(stream_->stream.device_index());
+    at::cuda::CUDAEvent done;
+    done.record(stream_->stream);
+    done.block(current);
+    for (const at::Tensor& t : outputs)
+      if (t.defined() && t.is_cuda()) t.record_stream(current);
+  }
+#endif
+  (void)outputs;
 }
 
 #if KVBENCH_CUDA_KERNELS

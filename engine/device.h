@@ -3,6 +3,7 @@
 #pragma once
 #include <ATen/ATen.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -51,6 +52,30 @@ class HostCopy {
   struct Landed;  // the CUDA event after the copy, on a CUDA build
   at::Tensor host_;
   std::shared_ptr<Landed> landed_;
+};
+
+// Device work queued on a side stream of a GPU, so that it runs beside the work queued after
+// it on the current stream (ClusterKV's prompt clustering during the prefill, as its authors'
+// efficiency code builds it). run(inputs, f) calls f at once, on this thread, with a side stream
+// of LibTorch's pool current; what f queues runs after the current stream's work queued so far,
+// and the caching allocator is told that the side stream reads `inputs` (made on the current
+// stream), so their memory is not handed out again while it may. f must not read a device
+// value on the host (that would wait for the current stream to drain first). join(outputs)
+// makes the current stream wait, on the device, for everything run queued, and tells the
+// allocator that `outputs` (made by f) are used on the current stream from then on. On the
+// CPU, and on a build without the CUDA kernels, run calls f as it is and join does nothing.
+class SideStream {
+ public:
+  explicit SideStream(const at::Device& device);
+  ~SideStream();
+  SideStream(const SideStream&) = delete;
+  SideStream& operator=(const SideStream&) = delete;
+  void run(const std::vector<at::Tensor>& inputs, const std::function<void()>& f);
+  void join(const std::vector<at::Tensor>& outputs);
+
+ private:
+  struct Stream;  // the side stream, on a CUDA build and a GPU
+  std::unique_ptr<Stream> stream_;
 };
 
 // Counts the device synchronisations LibTorch makes on this thread while it lives: each point

@@ -82,9 +82,6 @@ __global__ void __launch_bounds__(kThreads)
   constexpr int kPagesPerWarp = kGroups * kQuestPagesInFlight;
   extern __shared__ float qs[];  // [g, d] widened
   const int h = blockIdx.y;
-  for (int x = threadIdx.x; x < g * d; x += blockDim.x)
-    qs[x] = load_element(q, q_type, int64_t(h) * g * d + x);
-  __syncthreads();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int group = lane / LPR, c0 = (lane % LPR) * E;
   // Page of turn r: first + r * kGroups (neighbouring lane groups read neighbouring pages).
@@ -99,6 +96,11 @@ __global__ void __launch_bounds__(kThreads)
     lo_raw[r] = valid ? *reinterpret_cast<const uint4*>(lo_head + int64_t(p) * d + c0) : uint4{};
     hi_raw[r] = valid ? *reinterpret_cast<const uint4*>(hi_head + int64_t(p) * d + c0) : uint4{};
   }
+  // The queries are staged while the pages' loads are in flight: a block makes one round of
+  // loads, so staging first put a read of q and a barrier before every block's first byte.
+  for (int x = threadIdx.x; x < g * d; x += blockDim.x)
+    qs[x] = load_element(q, q_type, int64_t(h) * g * d + x);
+  __syncthreads();
 #pragma unroll
   for (int r = 0; r < kQuestPagesInFlight; ++r) {
     const int p = first + r * kGroups;

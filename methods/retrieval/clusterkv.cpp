@@ -35,20 +35,25 @@
 //   the model's dtype, as the efficiency code (clusterkv_utils.build_cluster: matmul of the fp16
 //   keys in its benchmarks), where bf16 products take tensor cores on a GPU. The means stay fp32
 //   (the efficiency code keeps them in the keys' dtype); fp32 keys give the same labels both ways.
-// - Timing, not results (no option yet): the clustering runs inline, on the step's stream, and
-//   stops when a Lloyd step changes no label (a host read each step) or after max_iterations.
-//   The efficiency code (clusterkv_utils.build_cluster) runs a fixed niter steps, and during the
-//   prefill builds each layer's clusters on a side stream (ClusterKVController.overlap_build),
-//   waited for at the layer's first sparse decode step, so its clustering overlaps the
-//   prefill's later layers. kvbench's prefill times (and issue 21's clustering share) count it
-//   in full.
+// - `build`, timing more than results: "inline" (default; the accuracy code's K-means, RAFT's
+//   fit, which stops early) clusters on the step's stream and stops when a Lloyd step changes
+//   no label (a host read of the device each step) or after max_iterations. "overlap" is the
+//   efficiency code's (clusterkv_utils.build_cluster, ClusterKVController.overlap_build, on by
+//   default there): exactly max_iterations steps (its niter, 20 by default) with no host read,
+//   and on a GPU each layer's prompt clustering on a side stream, so that it runs beside the
+//   prefill of the later layers; the prefill's end waits for it (inside the prefill's time,
+//   where the efficiency code waits at the layer's first decode step). The clusters are the
+//   same (a converged clustering repeats itself; on a GPU up to the mean update's rounding).
+//   Decode-time clusterings run on the step's stream either way, as there.
 #include "methods/retrieval/clusterkv.h"
 
 #include <algorithm>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <stdexcept>
 
+#include "engine/device.h"
 #include "engine/kernel_adapter.h"
 #include "methods/common/config.h"
 #include "methods/common/retrieval.h"
@@ -56,7 +61,8 @@
 namespace kvb {
 
 KMeansResult cosine_kmeans(const at::Tensor& keys, int64_t clusters, uint64_t seed,
-                           int max_iterations, bool products_in_keys_dtype) {
+                           int max_iterations, bool products_in_keys_dtype,
+                           bool stop_when_converged) {
   const int64_t H = keys.size(0), n = keys.size(1), d = keys.size(2);
   if (clusters < 1 || clusters > n)
     throw std::logic_error("cosine_kmeans: need 1 <= clusters <= keys, got " +
@@ -65,26 +71,27 @@ KMeansResult cosine_kmeans(const at::Tensor& keys, int64_t clusters, uint64_t se
   const at::Tensor assigned = products_in_keys_dtype ? keys.contiguous() : kf;  // what the products read
   // Initial centroids: keys at `clusters` distinct random positions per head (partial shuffle).
   std::mt19937_64 rng(seed);
-  at::Tensor init = at::empty({H, clusters}, at::kLong);  // [H, C] key positions
-  int64_t* pinit = init.data_ptr<int64_t>();
+  std::vector<int64_t> positions(size_t(H * clusters));  // [H, C] key positions
   std::vector<int64_t> perm(n);
   for (int64_t h = 0; h < H; ++h) {
     std::iota(perm.begin(), perm.end(), 0);
     for (int64_t i = 0; i < clusters; ++i) {
       const int64_t j = i + int64_t(rng() % uint64_t(n - i));
       std::swap(perm[i], perm[j]);
-      pinit[h * clusters + i] = perm[i];
+      positions[size_t(h * clusters + i)] = perm[i];
     }
   }
   KMeansResult r;
-  init = init.to(kf.device());
+  // Queued behind the stream's work, not waiting for it (host_to_device).
+  const at::Tensor init = host_to_device(positions, kf.device()).view({H, clusters});
   r.centroids = kf.gather(1, init.unsqueeze(-1).expand({H, clusters, d})).clone();  // [H, C, d]
   r.labels = cosine_assign(assigned, r.centroids);                                   // [H, n]
   while (r.iterations < max_iterations) {
     r.centroids = cluster_means(kf, r.labels, r.centroids);
     ++r.iterations;
     at::Tensor labels = cosine_assign(assigned, r.centroids);
-    const bool same = labels.equal(r.labels);
+    // The test reads the device; without it nothing here waits for the device.
+    const bool same = stop_when_converged && labels.equal(r.labels);
     r.labels = labels;
     if (same) {
       r.converged = true;
@@ -150,6 +157,7 @@ struct ClusterKVConfig {
   int max_iterations = 20;
   std::string kmeans_dtype = "float32";  // the assignments' products: float32 or the keys' dtype
   int64_t cache_steps = 1;          // R
+  std::string build = "inline";     // the prompt's clustering: inline or overlap (see above)
 
   static const ConfigFields<ClusterKVConfig>& fields() {
     using C = ClusterKVConfig;
@@ -181,6 +189,11 @@ struct ClusterKVConfig {
                    "the K-means assignments' products: float32 (the accuracy code clusters in "
                    "fp32) or keys, the model's dtype (the efficiency code; tensor cores in bf16)",
                    check::one_of({"float32", "keys"}))
+            .field("build", &C::build,
+                   "inline: Lloyd steps until no label changes, on the step's stream (the "
+                   "accuracy code); overlap: exactly max_iterations steps, no host read, the "
+                   "prompt's on a GPU side stream beside the prefill (the efficiency code)",
+                   check::one_of({"inline", "overlap"}))
             .field("cache_steps", &C::cache_steps,
                    "R: a selected clustered entry is a cache hit when it was selected in the "
                    "last R steps (0: no cache)",
@@ -226,6 +239,7 @@ class ClusterKV : public RetrievalMethod {
   void begin(const MethodContext& context) override {
     RetrievalMethod::begin(context);
     config_.check_budget(context.budget, "clusterkv");
+    join_side_stream();  // a sequence that failed in its prefill may have left clusterings
     index_.assign(context.num_layers, LayerIndex{});
   }
 
@@ -243,10 +257,21 @@ class ClusterKV : public RetrievalMethod {
     ix.last_selected = at::full({H, L}, -1, k.options().dtype(at::kLong));
     const int64_t n = L - ix.sinks;
     if (n > 0) {
-      add_clusters(layer, k.narrow(1, ix.sinks, n), config_.prompt_clusters(L, n), ix.sinks);
+      const at::Tensor keys = k.narrow(1, ix.sinks, n);  // [H, n, d]
+      const int64_t clusters = config_.prompt_clusters(L, n);
+      if (overlap()) {
+        if (!side_) side_ = std::make_unique<SideStream>(k.device());
+        side_->run({keys}, [&] { add_clusters(layer, keys, clusters, ix.sinks); });
+        joined_ = false;
+      } else {
+        add_clusters(layer, keys, clusters, ix.sinks);
+      }
     }
     account(layer, kv);
   }
+
+  // With build: overlap, the prefill ends when every layer's clusters are built.
+  void after_prefill(std::vector<LayerKV>&) override { join_side_stream(); }
 
   // Decode keys are read from the pool when they are clustered: nothing kept from a step.
   bool holds_step_tensors() const override { return false; }
@@ -256,6 +281,7 @@ class ClusterKV : public RetrievalMethod {
   // other steps.
   void on_append(int layer, const at::Tensor&, const at::Tensor&, LayerKV& kv) override {
     if (layer < dense_layers()) return;
+    join_side_stream();  // where a caller skipped after_prefill
     LayerIndex& ix = index_[layer];
     ++ix.steps;
     ++ix.entries;
@@ -337,7 +363,8 @@ class ClusterKV : public RetrievalMethod {
   void add_clusters(int layer, const at::Tensor& keys, int64_t clusters, int64_t offset) {
     LayerIndex& ix = index_[layer];
     KMeansResult r = cosine_kmeans(keys, clusters, clusterkv_seed(context_.seed, layer, ix.batches++),
-                                   config_.max_iterations, config_.kmeans_dtype == "keys");
+                                   config_.max_iterations, config_.kmeans_dtype == "keys",
+                                   /*stop_when_converged=*/!overlap());
     ClusterMetadata m = cluster_metadata(r.labels, clusters, offset);
     const int64_t before = ix.members.size(1);
     const at::ScalarType type = ix.members.scalar_type();
@@ -372,8 +399,24 @@ class ClusterKV : public RetrievalMethod {
                                H * (2 * C + N) * 4);
   }
 
+  bool overlap() const { return config_.build == "overlap"; }
+
+  // The current stream waits for the prompt clusterings on the side stream, whose index
+  // tensors it uses from then on.
+  void join_side_stream() {
+    if (joined_) return;
+    std::vector<at::Tensor> built;
+    for (const LayerIndex& ix : index_)
+      for (const at::Tensor* t : {&ix.centroids, &ix.sizes, &ix.starts, &ix.members})
+        built.push_back(*t);
+    side_->join(built);
+    joined_ = true;
+  }
+
   ClusterKVConfig config_;
   std::vector<LayerIndex> index_;  // per layer
+  std::unique_ptr<SideStream> side_;  // build: overlap's, made at the first prompt clustering
+  bool joined_ = true;                // no clustering left on the side stream
 };
 
 KVB_REGISTER_METHOD(make_method_info<ClusterKV, ClusterKVConfig>({
@@ -392,15 +435,22 @@ KVB_REGISTER_METHOD(make_method_info<ClusterKV, ClusterKVConfig>({
                 "cache counted; batched over KV heads; GQA: group's queries summed per KV head "
                 "(reference: per query head); K-means products in fp32 as the accuracy code "
                 "(kmeans_dtype: keys, the efficiency code's products in the model's dtype); "
-                "clustering inline until no label changes (the efficiency code: fixed steps, "
-                "on a side stream overlapping the prefill; not an option yet)",
+                "clustering inline until no label changes (build: overlap, the efficiency code's: "
+                "exactly max_iterations steps without a host read, the prompt's on a GPU side "
+                "stream beside the prefill)",
     .presets = {{"sjtu-zhao-lab",
                  "sjtu-zhao-lab/ClusterKV, the code behind the paper's numbers: accuracy/patch.py "
                  "(--nlist 400, --sink 16, --fit_iter 20), accuracy/cluster_attention.py (decode "
                  "tokens on top of B), clusterkv/clusterkv_models/llama.py (window 320, "
                  "window_nlist 8)",
                  {{"clusters", 400}, {"sinks", 16}, {"max_iterations", 20}, {"recent", "on_top"},
-                  {"decode_interval", 320}, {"decode_clusters", 8}}}},
+                  {"decode_interval", 320}, {"decode_clusters", 8}}},
+                {"efficiency",
+                 "sjtu-zhao-lab/ClusterKV's efficiency code, behind the paper's latency numbers: "
+                 "clusterkv_utils.build_cluster (products in the model's dtype, exactly niter = "
+                 "20 Lloyd steps) and ClusterKVController.overlap_build (the prompt's clustering "
+                 "beside the prefill); the cluster counts stay the defaults",
+                 {{"kmeans_dtype", "keys"}, {"build", "overlap"}, {"max_iterations", 20}}}},
 }));
 
 }  // namespace

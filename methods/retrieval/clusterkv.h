@@ -24,9 +24,14 @@ struct KMeansResult {
 // no head's assignment changes or `max_iterations` updates. keys: [H, n, d]; 1 <= C <= n.
 // The assignments' products run in fp32 (the keys widened once), or with
 // `products_in_keys_dtype` in the keys' own dtype (bf16 keys: tensor cores on a GPU); the means
-// are fp32 either way.
+// are fp32 either way. Without `stop_when_converged`: exactly max_iterations updates and no
+// read of the device on the host (converged stays false), as ClusterKV's efficiency code
+// clusters. The result is the same: once no assignment changes, the means and the assignment
+// repeat themselves, bit for bit where the steps are deterministic: the CPU's (on a GPU the
+// mean update adds with float atomics, in any order, so a later step may move a near-tie).
 KMeansResult cosine_kmeans(const at::Tensor& keys, int64_t clusters, uint64_t seed,
-                           int max_iterations, bool products_in_keys_dtype = false);
+                           int max_iterations, bool products_in_keys_dtype = false,
+                           bool stop_when_converged = true);
 
 // The seed of the `batch`-th clustering (0 = the prompt's, then one per m decode tokens) of
 // `layer` in a sequence run with `seed`.

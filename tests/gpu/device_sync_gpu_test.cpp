@@ -47,6 +47,75 @@ TEST(Gpu, HostCopyQueuesTheCopyWithoutWaitingAndLandsTheValues) {
   EXPECT_EQ(syncs.count(), 0);  // an event's wait, not a read of the device
 }
 
+// A SideStream's work runs after the current stream's work queued before it (x is written at
+// the end of a long queue; the side stream reads it), and the current stream's work after
+// join runs after the side stream's; neither makes the host wait.
+TEST(Gpu, SideStreamRunsAfterTheQueuedWorkAndJoinsBeforeTheNext) {
+  KVB_REQUIRE_GPU();
+  const at::Device gpu(at::kCUDA, 0);
+  const c10::InferenceMode inference;  // as in a session
+  at::Tensor a = at::randn({2048, 2048}, at::TensorOptions(gpu));
+  at::Tensor x = at::zeros({1 << 24}, at::TensorOptions(gpu));
+  SideStream side(gpu);
+  const DeviceSyncCounter syncs(gpu);
+  ASSERT_TRUE(syncs.counting());
+  for (int i = 0; i < 30; ++i) a = at::matmul(a, a).div_(2048.0);  // milliseconds queued
+  x.fill_(1.f);
+  at::Tensor y;
+  side.run({x}, [&] { y = x * 2; });
+  side.join({y});
+  const at::Tensor z = y + 1;
+  EXPECT_EQ(syncs.count(), 0);
+  EXPECT_EQ(z.min().item<float>(), 3.f);  // not 1: the side stream did not read x's zeros
+  EXPECT_EQ(z.max().item<float>(), 3.f);
+}
+
+// ClusterKV's build: overlap adds no host wait to the prefill (build: inline waits for each
+// Lloyd step's labels), and decodes as build: inline does (fp32 logits within 1e-3: the
+// clusters are the same but for the mean update's float atomics).
+TEST(Gpu, ClusterkvOverlapBuildPrefillsWithoutWaitingAndDecodesAsInline) {
+  KVB_REQUIRE_GPU();
+  auto model = LlamaModel::from_reference("random-tiny")->to(at::Device(at::kCUDA, 0), at::kFloat);
+  const std::vector<int> prompt = test::parity_prompt(300);
+  const MethodInfo& info = method_registry().get("clusterkv", "test");
+  struct Run {
+    int64_t prefill_syncs = 0;
+    std::vector<at::Tensor> logits;
+  };
+  auto run = [&](const std::string& build) {
+    std::unique_ptr<Method> method =
+        info.create(info.normalise_config({{"build", build}}, "clusterkv"));
+    Session session(*model, *method, SessionOptions{.budget = 64});
+    Run r;
+    {
+      const DeviceSyncCounter syncs(at::Device(at::kCUDA, 0));
+      r.logits.push_back(session.prefill(prompt));
+      r.prefill_syncs = syncs.count();
+    }
+    r.logits.back() = r.logits.back().to(at::kCPU);
+    for (int t = 0; t < 12; ++t) r.logits.push_back(session.decode(5 + (t * 11) % 200).to(at::kCPU));
+    return r;
+  };
+  std::unique_ptr<Method> full = method_registry().get("full", "test").create(json::object());
+  Session full_session(*model, *full, SessionOptions{});
+  int64_t full_syncs = 0;
+  {
+    const DeviceSyncCounter syncs(at::Device(at::kCUDA, 0));
+    full_session.prefill(prompt);
+    full_syncs = syncs.count();
+  }
+  const Run inline_run = run("inline"), overlap_run = run("overlap");
+  std::cout << "  prefill syncs: full " << full_syncs << ", clusterkv inline "
+            << inline_run.prefill_syncs << ", overlap " << overlap_run.prefill_syncs << "\n";
+  EXPECT_EQ(overlap_run.prefill_syncs, full_syncs);
+  EXPECT_GT(inline_run.prefill_syncs, full_syncs);
+  for (size_t i = 0; i < inline_run.logits.size(); ++i) {
+    const double scale = inline_run.logits[i].abs().max().item<double>();
+    EXPECT_LT((overlap_run.logits[i] - inline_run.logits[i]).abs().max().item<double>() / scale,
+              1e-3) << "step " << i;
+  }
+}
+
 // No decode step waits for the device (its token's read is the caller's, after the step), but
 // H2O's, once per step: its victims, read when the next step begins. PQCache's cache
 // accounting copies its fetched blocks every 32 steps without a wait (its thread waits):

@@ -94,6 +94,32 @@ TEST(ClusterKV, KMeansInTheKeysDtype) {
   }
 }
 
+// build: overlap's K-means (the efficiency code's): exactly max_iterations steps, no test of
+// convergence. Past convergence the steps repeat themselves, so the result is the converged
+// one, bit for bit on the CPU; stopped before it, it is not.
+TEST(ClusterKV, FixedStepsRepeatAConvergedClustering) {
+  for (uint64_t seed : {0, 1, 2}) {
+    at::manual_seed(seed);
+    const at::Tensor keys = grouped_keys(3, 20, 5, 8);
+    const KMeansResult converged = cosine_kmeans(keys, 5, seed, 50);
+    ASSERT_TRUE(converged.converged) << seed;
+    ASSERT_LT(converged.iterations, 50) << seed;
+    const KMeansResult fixed = cosine_kmeans(keys, 5, seed, 50, false, /*stop_when_converged=*/false);
+    EXPECT_EQ(fixed.iterations, 50) << seed;
+    EXPECT_FALSE(fixed.converged) << seed;
+    EXPECT_TRUE(fixed.labels.equal(converged.labels)) << seed;
+    EXPECT_TRUE(fixed.centroids.equal(converged.centroids)) << seed;
+  }
+  // Random keys need several steps: one step alone leaves another clustering.
+  at::manual_seed(9);
+  const at::Tensor keys = at::randn({2, 200, 8});
+  const KMeansResult converged = cosine_kmeans(keys, 6, 9, 50);
+  ASSERT_GT(converged.iterations, 2);
+  const KMeansResult one = cosine_kmeans(keys, 6, 9, 1, false, false);
+  EXPECT_EQ(one.iterations, 1);
+  EXPECT_FALSE(one.centroids.equal(converged.centroids));
+}
+
 TEST(ClusterKV, EmptyClusterKeepsItsCentroid) {
   at::Tensor keys = at::tensor({1.0f, 0.0f, 3.0f, 0.0f, 0.0f, 2.0f}).reshape({1, 3, 2});
   at::Tensor labels = at::tensor({0, 0, 2}, at::kLong).reshape({1, 3});
@@ -261,6 +287,33 @@ TEST(ClusterKV, RecentTokensInBudgetCrowdOutTheClusters) {
   EXPECT_EQ(after_six_steps("in_budget"), expected);
 }
 
+// build: overlap on the CPU runs the same steps on the one stream there is: the same
+// clusters, so the same selections at every step, through a decode-time clustering (every 8
+// tokens here) and its new clusters.
+TEST(ClusterKV, OverlapBuildSelectsAsTheInlineBuild) {
+  at::manual_seed(11);
+  const int64_t d = 8;
+  const at::Tensor k = at::cat({at::randn({1, 16, d}), grouped_keys(1, 30, 4, d)}, 1);
+  const json inline_build = {{"clusters", 4}, {"decode_interval", 8}, {"decode_clusters", 2}};
+  json overlap = inline_build;
+  overlap["build"] = "overlap";
+  at::manual_seed(12);
+  Driver a(inline_build, k, 40);
+  at::manual_seed(12);
+  Driver b(overlap, k, 40);
+  for (int t = 0; t < 20; ++t) {
+    const at::Tensor kt = at::randn({1, d}) * 3.0, q = at::randn({2, d});
+    EXPECT_EQ(b.step(kt, q), a.step(kt, q)) << t;
+  }
+  EXPECT_EQ(b.method->counters().at("clusters_per_head"), 4.0 + 2 * 2.0);
+  // The efficiency code's settings by name.
+  const json efficiency = resolve_method("clusterkv:efficiency", json::object(), "t", "t.c").config;
+  EXPECT_EQ(efficiency.at("build"), "overlap");
+  EXPECT_EQ(efficiency.at("kmeans_dtype"), "keys");
+  EXPECT_EQ(efficiency.at("max_iterations"), 20);
+  EXPECT_EQ(efficiency.at("clusters"), "L/80");
+}
+
 TEST(ClusterKV, ClusterCountIsLOver80OrFixed) {
   at::manual_seed(8);
   const int64_t d = 4, L = 416;  // 16 sinks + 400 clustered keys
@@ -341,6 +394,8 @@ TEST(ClusterKV, BadConfigsFailAtValidationNamingTheField) {
   EXPECT_NE(e.find("cache_steps"), std::string::npos) << e;
   e = test::suite_error({{"name", "clusterkv"}, {"config", {{"kmeans_dtype", "bf16"}}}}, {64});
   EXPECT_NE(e.find("kmeans_dtype"), std::string::npos) << e;
+  e = test::suite_error({{"name", "clusterkv"}, {"config", {{"build", "side_stream"}}}}, {64});
+  EXPECT_NE(e.find("build"), std::string::npos) << e;
   e = test::suite_error({{"name", "clusterkv"}, {"config", {{"decode_intervall", 4}}}}, {64});
   EXPECT_NE(e.find("decode_intervall"), std::string::npos) << e;
   e = test::suite_error("clusterkv", {16});
