@@ -42,7 +42,10 @@
 //   gpu_cosine_assign/<n>           ClusterKV's assignment of n fp32 keys per KV head to n / 80
 //                                   centroids (the paper's C0): ATen's bmm and argmax
 //   gpu_cosine_assign_bf16/<n>      the same assignment of the keys in bf16, products in bf16
-//                                   (ClusterKV's kmeans_dtype: keys)
+//                                   (ClusterKV's kmeans_dtype: keys): since 2026-11-29 the
+//                                   tensor-core kernel with the argmax fused (kvbench_cuda.h
+//                                   cosine_assign); ATen's bf16 bmm and argmax, as before:
+//                                   gpu_cosine_assign_block/<n>/24/1
 //   gpu_cosine_assign_block/<n>/<log2 block>/<bf16>
 //                                   the same assignments (bf16: 1) in chunks of keys whose
 //                                   similarities hold at most 2^block elements (24: the
@@ -432,7 +435,7 @@ void BM_gpu_cosine_assign_block(benchmark::State& state) {
   state.counters["GFLOPs"] = benchmark::Counter(2e-9 * double(keys.numel()) * double(C),
                                                 benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_gpu_cosine_assign_block)->ArgsProduct({{131072}, {24, 26, 28}, {0, 1}})
+BENCHMARK(BM_gpu_cosine_assign_block)->ArgsProduct({{32768, 131072}, {24, 26, 28}, {0, 1}})
     ->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 void BM_gpu_centroid_update(benchmark::State& state) {

@@ -565,13 +565,20 @@ void pq_encode_rows(const at::Tensor& centroids, const at::Tensor& k_pool, const
   codes.narrow(2, column, n).copy_(dist.argmin(-1));
 }
 
-// On a GPU, ATen's: cuBLAS's fp32 bmm + argmax took 1.45 ms at 32k keys and 18.5 ms at 128k
-// (8 KV heads, n / 80 centroids) where kvbench's CUDA kernel took 2.79 and 43.4 ms (H100,
-// `gpu_cosine_assign`, 2026-11-26), so the kernel went.
+// On a GPU, fp32 keys take ATen's: cuBLAS's fp32 bmm + argmax took 1.45 ms at 32k keys and
+// 18.5 ms at 128k (8 KV heads, n / 80 centroids) where kvbench's CUDA kernel (fp32 FMAs) took
+// 2.79 and 43.4 ms (H100, `gpu_cosine_assign`, 2026-11-26), so that kernel went. 16-bit keys
+// take the tensor-core kernel with the argmax fused (kvbench_cuda.h cosine_assign; since
+// 2026-11-29, not yet timed on a GPU: `gpu_cosine_assign_bf16` times both), where ATen's bf16
+// path wrote and read back every similarity: 8.0 ms a Lloyd step at 128k.
 at::Tensor cosine_assign(const at::Tensor& keys, const at::Tensor& centroids, KernelPath path,
                          int64_t block_elements) {
   if (path == KernelPath::kAuto && fp32_on(keys, false) && fp32_on(centroids, false))
     return cosine_assign_cpu(keys, centroids);
+#if KVBENCH_CUDA_KERNELS
+  if (path == KernelPath::kAuto && cuda::cosine_assign_supported(keys, centroids))
+    return cuda::cosine_assign(keys, centroids);
+#endif
   return cosine_assign_aten(keys, centroids, block_elements);
 }
 

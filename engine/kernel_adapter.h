@@ -157,7 +157,8 @@ void pq_encode_rows(const at::Tensor& centroids, const at::Tensor& k_pool, const
                     at::Tensor& codes, int64_t column, KernelPath path = KernelPath::kAuto);
 
 // ClusterKV's K-means steps (the CPU kernels for fp32 CPU inputs; on a CUDA build, the centroid
-// update's CUDA kernel for CUDA inputs; else ATen).
+// update's CUDA kernel for CUDA inputs and the assignment's for 16-bit CUDA keys with d a
+// multiple of 16 up to 128, on tensor cores, the argmax fused; else ATen).
 // Labels of each key: the centroid of largest cosine similarity (ties: the lowest id), found as
 // the largest k.c_hat (centroids L2-normalised; the keys need not be). The products run in the
 // keys' dtype (any floating dtype; the CPU kernel for fp32 CPU keys). keys: [H, n, d],

@@ -1,10 +1,17 @@
-// ClusterKV's centroid update (one block per head, shared-memory accumulation, strided
-// threads). The decode step's rows are cluster_rows.cu's; the cosine assignment is ATen's bmm
-// + argmax on a GPU (engine/kernel_adapter.cpp says why).
+// ClusterKV's K-means steps: the centroid update (one block per head, shared-memory
+// accumulation, strided threads) and, for 16-bit keys, the cosine assignment on tensor cores
+// with the argmax fused (fp32 keys: ATen's bmm + argmax, engine/kernel_adapter.cpp says why).
+// The decode step's rows are cluster_rows.cu's.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <mma.h>
 
 #include <cstdint>
+#include <stdexcept>
+#include <type_traits>
 
+#include "kernels/cuda/element_cast.cuh"
 #include "kernels/cuda/kvbench_cuda.h"
 
 namespace kvb::cuda {
@@ -67,7 +74,143 @@ __global__ void centroid_finish_global(const float* old, float* out, const int32
   }
 }
 
+// The fused assignment: a block labels kAssignRows keys of one head, a warp 16 of them. Its
+// warps keep their keys' tiles in registers (matrix_a fragments, d / 16 of them) and stream the
+// head's centroids through shared memory kAssignCols at a time; each 16 x 16 product runs on
+// tensor cores with fp32 sums, is stored to shared memory, and each lane then ranks half a
+// row's columns, every similarity first rounded to the keys' dtype: ATen's bmm in bf16 writes
+// bf16 similarities, and its argmax ranks those (ties: the lowest id; a NaN above all). The
+// [H, n, C] similarities never reach memory: at 128k ATen's path wrote and read back 3.4 GB a
+// Lloyd step and took 8.0 ms on the H100 (2026-11-27) for 0.44 TFLOP of products.
+constexpr int kAssignWarps = 8;
+constexpr int kAssignRows = 16 * kAssignWarps;
+constexpr int kAssignCols = 32;          // centroids a tile: two 16-column products a warp
+constexpr int kAssignScoresLd = kAssignCols + 4;  // a row of stored similarities, padded
+constexpr int kAssignMaxD = 128;
+
+// Whether similarity (v, i) ranks before (best, at) in ATen's argmax: a NaN before any number
+// (the first NaN), then the larger, ties to the lower id.
+__device__ inline bool ranks_before(float v, int i, float best, int at) {
+  if (isnan(v) || isnan(best)) return isnan(v) && (!isnan(best) || i < at);
+  return v > best || (v == best && i < at);
+}
+
+// Dynamic shared memory of the assignment: the block's keys while its warps load their
+// fragments, then the centroid tile and the stored similarities.
+size_t assign_shared_bytes(int64_t d) {
+  const size_t keys = size_t(kAssignRows) * size_t(d) * 2;
+  const size_t tiles = size_t(kAssignCols) * size_t(d) * 2 +
+                       size_t(kAssignRows) * kAssignScoresLd * sizeof(float);
+  return keys > tiles ? keys : tiles;
+}
+
+// grid (ceil(n / kAssignRows), H), kAssignWarps warps. keys [H, n, d], centroids [H, C, d]
+// (normalised, of the keys' type), labels [H, n]; d = 16 * kSteps <= kAssignMaxD (a
+// compile-time count, so that the fragments stay in registers).
+template <typename T, int kSteps>
+__global__ void __launch_bounds__(kAssignWarps * 32)
+    cosine_assign_kernel(const T* __restrict__ keys, const T* __restrict__ centroids,
+                         int64_t* __restrict__ labels, int n, int C) {
+  using namespace nvcuda;
+  constexpr int d = 16 * kSteps;
+  extern __shared__ uint4 shared_raw[];
+  T* const staged = reinterpret_cast<T*>(shared_raw);  // [kAssignRows, d], then [kAssignCols, d]
+  const int h = blockIdx.y, first = int(blockIdx.x) * kAssignRows;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  constexpr int vectors = d / 8;  // 8 T a uint4
+  const T* const head_keys = keys + int64_t(h) * n * d;
+  const T* const head_centroids = centroids + int64_t(h) * C * d;
+  // The block's keys, zeros past n (a fragment reads 16 whole rows).
+  for (int v = threadIdx.x; v < kAssignRows * vectors; v += blockDim.x) {
+    const int row = v / vectors;
+    shared_raw[v] = first + row < n
+                        ? reinterpret_cast<const uint4*>(head_keys + int64_t(first + row) * d)[v % vectors]
+                        : uint4{0u, 0u, 0u, 0u};
+  }
+  __syncthreads();
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a[kSteps];
+#pragma unroll
+  for (int k = 0; k < kSteps; ++k)
+    wmma::load_matrix_sync(a[k], staged + warp * 16 * d + k * 16, unsigned(d));
+  float* const scores = reinterpret_cast<float*>(staged + kAssignCols * d);  // [kAssignRows, ld]
+  // Lane l ranks row l / 2 of its warp's 16, columns (l % 2) * 16 .. + 16 of each tile.
+  const int row = warp * 16 + lane / 2, half = lane % 2;
+  float best = 0.f;
+  int at = 0x7fffffff;  // nothing yet: any similarity ranks before it
+  for (int c0 = 0; c0 < C; c0 += kAssignCols) {
+    __syncthreads();  // the keys' fragments loaded / the last tile's similarities ranked
+    for (int v = threadIdx.x; v < kAssignCols * vectors; v += blockDim.x) {
+      const int c = c0 + v / vectors;
+      shared_raw[v] = c < C ? reinterpret_cast<const uint4*>(head_centroids + int64_t(c) * d)[v % vectors]
+                            : uint4{0u, 0u, 0u, 0u};
+    }
+    __syncthreads();
+    for (int j = 0; j < kAssignCols / 16; ++j) {
+      wmma::fragment<wmma::accumulator, 16, 16, 16, float> sum;
+      wmma::fill_fragment(sum, 0.f);
+#pragma unroll
+      for (int k = 0; k < kSteps; ++k) {
+        // Centroids j*16.. as the product's columns: [16 centroids, d] row-major is col-major B.
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> b;
+        wmma::load_matrix_sync(b, staged + j * 16 * d + k * 16, unsigned(d));
+        wmma::mma_sync(sum, a[k], b, sum);
+      }
+      wmma::store_matrix_sync(scores + warp * 16 * kAssignScoresLd + j * 16, sum,
+                              unsigned(kAssignScoresLd), wmma::mem_row_major);
+    }
+    __syncwarp();  // the warp's similarities stored before its lanes read each other's
+    for (int x = 0; x < 16; ++x) {
+      const int col = half * 16 + x, c = c0 + col;
+      const float v = widen(narrow_to<T>(scores[row * kAssignScoresLd + col]));
+      if (c < C && ranks_before(v, c, best, at)) best = v, at = c;
+    }
+  }
+  // The two halves of a row: the better of the two.
+  const float other = __shfl_xor_sync(0xffffffffu, best, 1);
+  const int other_at = __shfl_xor_sync(0xffffffffu, at, 1);
+  if (ranks_before(other, other_at, best, at)) best = other, at = other_at;
+  if (half == 0 && first + row < n) labels[int64_t(h) * n + first + row] = at;
+}
+
 }  // namespace
+
+bool cosine_assign_supported(int64_t d, int64_t C) {
+  return d % 16 == 0 && d >= 16 && d <= kAssignMaxD && C >= 1 && C < 0x7fffffff;
+}
+
+void cosine_assign(const void* keys, const void* centroids, kernels::KvElement type,
+                   int64_t* labels, int64_t H, int64_t n, int64_t C, int64_t d, void* stream) {
+  if (!cosine_assign_supported(d, C) || type == kernels::KvElement::kF32 || H > 65535 ||
+      n > 0x7fffffff)
+    throw std::invalid_argument(
+        "kvb::cuda::cosine_assign: needs bf16 or f16 keys, d a multiple of 16 up to 128, "
+        "1 <= C < 2^31, H <= 65535 and n < 2^31");
+  if (H == 0 || n == 0) return;
+  const dim3 grid(unsigned((n + kAssignRows - 1) / kAssignRows), unsigned(H));
+  const size_t shared = assign_shared_bytes(d);
+  const cudaStream_t st = as_stream(stream);
+  auto launch = [&](auto steps) {
+    constexpr int kSteps = decltype(steps)::value;
+    if (type == kernels::KvElement::kBF16)
+      cosine_assign_kernel<__nv_bfloat16, kSteps><<<grid, kAssignWarps * 32, shared, st>>>(
+          static_cast<const __nv_bfloat16*>(keys), static_cast<const __nv_bfloat16*>(centroids),
+          labels, int(n), int(C));
+    else
+      cosine_assign_kernel<__half, kSteps><<<grid, kAssignWarps * 32, shared, st>>>(
+          static_cast<const __half*>(keys), static_cast<const __half*>(centroids), labels,
+          int(n), int(C));
+  };
+  switch (d / 16) {
+    case 1: return launch(std::integral_constant<int, 1>{});
+    case 2: return launch(std::integral_constant<int, 2>{});
+    case 3: return launch(std::integral_constant<int, 3>{});
+    case 4: return launch(std::integral_constant<int, 4>{});
+    case 5: return launch(std::integral_constant<int, 5>{});
+    case 6: return launch(std::integral_constant<int, 6>{});
+    case 7: return launch(std::integral_constant<int, 7>{});
+    default: return launch(std::integral_constant<int, 8>{});
+  }
+}
 
 void centroid_update(const float* keys, const int32_t* labels, const float* old, float* out,
                      int64_t H, int64_t n, int64_t C, int64_t d, int32_t* counts, void* stream) {

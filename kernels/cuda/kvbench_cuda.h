@@ -31,6 +31,16 @@ void check_launch(const char* what);
 void centroid_update(const float* keys, const int32_t* labels, const float* old, float* out,
                      int64_t H, int64_t n, int64_t C, int64_t d, int32_t* counts,
                      void* stream = nullptr);
+// Cosine assignment of K-means (ClusterKV's clustering with `kmeans_dtype: keys`) on tensor
+// cores: labels[h, j] = the c of largest keys[h, j] . centroids[h, c], each product summed in
+// fp32 and rounded to the keys' type before the comparison, as ATen's bmm in that type writes
+// it and its argmax ranks it (ties: the lowest id; the first NaN above all). keys [H, n, d] and
+// centroids [H, C, d] (L2-normalised by the caller) contiguous, bf16 or f16 (`type`), 16-byte
+// aligned; labels [H, n] int64. cosine_assign_supported: d a multiple of 16 up to 128.
+bool cosine_assign_supported(int64_t d, int64_t C);
+void cosine_assign(const void* keys, const void* centroids, kernels::KvElement type,
+                   int64_t* labels, int64_t H, int64_t n, int64_t C, int64_t d,
+                   void* stream = nullptr);
 // A decode step's rows (kernels/cuda/cluster_rows.cu), per head h of H, ascending into out
 // [H, sinks + taken + n - recent_begin] int64: the entries 0 .. sinks - 1; the first `taken`
 // members of the clusters in the order of a stable descending sort of scores [H, C] fp32 (the

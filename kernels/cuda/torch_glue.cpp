@@ -479,6 +479,33 @@ at::Tensor centroid_update(const at::Tensor& keys, const at::Tensor& labels, con
   return out;
 }
 
+bool cosine_assign_supported(const at::Tensor& keys, const at::Tensor& centroids) {
+  return keys.is_cuda() && keys.dim() == 3 && centroids.dim() == 3 &&
+         (keys.scalar_type() == at::kBFloat16 || keys.scalar_type() == at::kHalf) &&
+         centroids.device() == keys.device() && centroids.size(0) == keys.size(0) &&
+         centroids.size(2) == keys.size(2) && keys.size(0) <= 65535 &&
+         keys.size(1) < 0x7fffffff && cosine_assign_supported(keys.size(2), centroids.size(1)) &&
+         // rows read as 16-byte vectors: a contiguous view in place, else a fresh copy
+         (!keys.is_contiguous() || reinterpret_cast<uintptr_t>(keys.data_ptr()) % 16 == 0);
+}
+
+at::Tensor cosine_assign(const at::Tensor& keys, const at::Tensor& centroids) {
+  require(cosine_assign_supported(keys, centroids),
+          "cosine_assign: needs bf16 or f16 keys [H, n, d] on a GPU, d a multiple of 16 up to "
+          "128, and centroids [H, C, d] on their device");
+  const c10::cuda::CUDAGuard guard(keys.device());
+  const int64_t H = keys.size(0), n = keys.size(1), d = keys.size(2), C = centroids.size(1);
+  // Normalised in fp32, then in the keys' dtype: the adapter's ATen path's centroids.
+  at::Tensor c = centroids.to(at::kFloat);
+  c = (c / c.norm(2, -1, /*keepdim=*/true).clamp_min(1e-12)).to(keys.scalar_type()).contiguous();
+  const at::Tensor k = keys.contiguous();  // 16-byte aligned rows: d % 16 == 0, fresh storage
+  at::Tensor labels = at::empty({H, n}, keys.options().dtype(at::kLong));
+  cosine_assign(k.data_ptr(), c.data_ptr(), *kv_element(keys.scalar_type()),
+                labels.data_ptr<int64_t>(), H, n, C, d, current_stream());
+  check_launch("cosine_assign");
+  return labels;
+}
+
 bool cluster_rows_supported(const at::Tensor& scores, const at::Tensor& sizes,
                             const at::Tensor& starts, const at::Tensor& members, int64_t n) {
   auto on_gpu = [&](const at::Tensor& t, at::ScalarType type) {

@@ -172,6 +172,12 @@ void pq_encode(const at::Tensor& centroids, const at::Tensor& k_pool, const at::
 //   returns [H, C, d] fp32; when `counts` is non-null it receives the cluster sizes [H, C] int32.
 at::Tensor centroid_update(const at::Tensor& keys, const at::Tensor& labels, const at::Tensor& old,
                            at::Tensor* counts = nullptr);
+// Cosine assignment on tensor cores (kvbench_cuda.h cosine_assign): labels [H, n] int64 of
+// keys [H, n, d] bf16 / f16 against centroids [H, C, d] (any floating dtype, L2-normalised in
+// fp32 here, then cast to the keys' dtype, as the adapter's ATen path does). Supported: keys on
+// a GPU, 16-bit, d a multiple of 16 up to 128, H <= 65535, centroids on the keys' device.
+bool cosine_assign_supported(const at::Tensor& keys, const at::Tensor& centroids);
+at::Tensor cosine_assign(const at::Tensor& keys, const at::Tensor& centroids);
 
 // ClusterKV's rows of a decode step (engine/kernel_adapter.h cluster_rows has the semantics;
 // kvbench_cuda.h cluster_rows the kernel).

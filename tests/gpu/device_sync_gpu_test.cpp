@@ -96,7 +96,8 @@ TEST(Gpu, ClusterkvOverlapBuildPrefillsWithoutWaitingAndDecodesAsInline) {
     for (int t = 0; t < 12; ++t) r.logits.push_back(session.decode(5 + (t * 11) % 200).to(at::kCPU));
     return r;
   };
-  std::unique_ptr<Method> full = method_registry().get("full", "test").create(json::object());
+  const MethodInfo& full_info = method_registry().get("full", "test");
+  std::unique_ptr<Method> full = full_info.create(full_info.normalise_config(json::object(), "full"));
   Session full_session(*model, *full, SessionOptions{});
   int64_t full_syncs = 0;
   {

@@ -94,6 +94,8 @@ T from_bits(uint64_t bits) {
 #define gridDim (::kvb_emu::grid_dim())
 
 inline void __syncthreads() { kvb_emu::sync_threads(); }
+// Every lane of the warp still running must reach it (a warp operation: a switch point).
+inline void __syncwarp(unsigned = 0xffffffffu) { kvb_emu::warp_exchange(0, kvb_emu::lane()); }
 // Only full masks are emulated (all the kernels use): every lane of the warp must take part.
 template <class T>
 T __shfl_sync(unsigned, T v, int src, int = 32) {

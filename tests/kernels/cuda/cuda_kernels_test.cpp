@@ -132,6 +132,71 @@ TEST(CudaKernels, PqScores) {
   }
 }
 
+// The tensor-core assignment against a host walk of its rule: per key, the products summed in
+// fp32 in channel order, each rounded to the keys' type, the largest taken, ties to the lowest
+// id, the first NaN above all. Keys and centroids hold bf16 values (exact in f16 too, at these
+// magnitudes); centroid 20 repeats centroid 7 (a tie at every key nearest to them), key 5 of
+// each head is NaN (label 0). n and C not multiples of a block's 128 keys or a tile's 32.
+template <typename T>
+void check_cosine_assign(kernels::KvElement type, int64_t d, KernelRng& rng) {
+  const int64_t H = 2, n = 300, C = 45;
+  auto exact = [&](size_t count) {
+    std::vector<float> v = rng.normal(count);
+    for (float& x : v) x = kernels::bf16_to_float(kernels::float_to_bf16(x * 0.25f));
+    return v;
+  };
+  std::vector<float> keys = exact(size_t(H * n * d)), cent = exact(size_t(H * C * d));
+  for (int64_t h = 0; h < H; ++h) {
+    std::copy_n(cent.begin() + (h * C + 7) * d, d, cent.begin() + (h * C + 20) * d);
+    keys[size_t((h * n + 5) * d)] = NAN;
+  }
+  std::vector<int64_t> want(size_t(H * n));
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t j = 0; j < n; ++j) {
+      float best = 0.f;
+      int64_t at = -1;
+      for (int64_t c = 0; c < C; ++c) {
+        float sum = 0.f;
+        for (int64_t x = 0; x < d; ++x)
+          sum += keys[size_t((h * n + j) * d + x)] * cent[size_t((h * C + c) * d + x)];
+        const float v = kernels::widen(kernels::narrow_to<T>(sum));
+        const bool first_nan = std::isnan(v) && (at < 0 || !std::isnan(best));
+        if (at < 0 || first_nan || (!std::isnan(best) && !std::isnan(v) && v > best)) best = v, at = c;
+      }
+      want[size_t(h * n + j)] = at;
+    }
+  auto as_t = [](const std::vector<float>& v) {
+    std::vector<T> out(v.size());
+    for (size_t i = 0; i < v.size(); ++i) out[i] = kernels::narrow_to<T>(v[i]);
+    return out;
+  };
+  DeviceBuffer<T> dk(as_t(keys)), dc(as_t(cent));
+  DeviceBuffer<int64_t> labels(std::vector<int64_t>(size_t(H * n), -7));
+  cosine_assign(dk.ptr, dc.ptr, type, labels.ptr, H, n, C, d);
+  const std::vector<int64_t> got = labels.get();
+  int ties = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(got[i], want[i]) << "head " << i / size_t(n) << ", key " << i % size_t(n);
+    ties += want[i] == 7;
+  }
+  EXPECT_GT(ties, 0);  // the repeated centroid was some key's nearest
+  EXPECT_EQ(got[5], 0);
+}
+
+TEST(CudaKernels, CosineAssignOnTensorCoresRanksRoundedProducts) {
+  KVB_REQUIRE_GPU();
+  KernelRng rng;
+  SCOPED_TRACE(rng.trace());
+  EXPECT_TRUE(cosine_assign_supported(128, 1638));
+  EXPECT_FALSE(cosine_assign_supported(72, 40));   // not a multiple of 16
+  EXPECT_FALSE(cosine_assign_supported(256, 40));  // over 128
+  for (const int64_t d : {int64_t(32), int64_t(128)}) {
+    SCOPED_TRACE("d " + std::to_string(d));
+    check_cosine_assign<kernels::bf16>(kernels::KvElement::kBF16, d, rng);
+    check_cosine_assign<kernels::f16>(kernels::KvElement::kF16, d, rng);
+  }
+}
+
 TEST(CudaKernels, CentroidUpdate) {
   KVB_REQUIRE_GPU();
   KernelRng rng;

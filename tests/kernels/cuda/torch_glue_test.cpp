@@ -517,6 +517,39 @@ TEST(TorchGlue, CentroidUpdateMatchesAten) {
                at::where((bcounts > 0).unsqueeze(-1), bsums / bcounts.clamp_min(1).unsqueeze(-1), big));
 }
 
+// The tensor-core assignment against ATen's bmm and argmax (the adapter's path for fp32 keys
+// and its reference), the similarities rounded to the keys' dtype: the same labels but where
+// two centroids' rounded
+// similarities tie or nearly do (the sums' order differs), and there each label within a
+// rounding of the best fp32 similarity. 16-bit keys only; fp32 and d = 72 refused.
+TEST(TorchGlue, CosineAssignIsAtensBmmAndArgmaxInBf16AndF16) {
+  KVB_REQUIRE_GPU();
+  at::manual_seed(8);
+  const int64_t H = 3, n = 700, C = 70, d = 128;
+  const at::Tensor keys = randn({H, n, d}), centroids = randn({H, C, d}) * 2;
+  for (const at::ScalarType type : {at::kBFloat16, at::kHalf}) {
+    SCOPED_TRACE(type == at::kBFloat16 ? "bf16" : "f16");
+    const at::Tensor k = keys.to(type);
+    at::Tensor cn = centroids / centroids.norm(2, -1, /*keepdim=*/true);
+    cn = cn.to(type);
+    // fp32 sums rounded to the type, as a bmm in that type writes them (the CPU's LibTorch
+    // has no f16 bmm)
+    const at::Tensor sims = at::bmm(k.to(at::kFloat), cn.to(at::kFloat).transpose(1, 2));  // [H, n, C]
+    const at::Tensor want = sims.to(type).argmax(-1);  // [H, n]
+    const at::Tensor got = cosine_assign(k.to(kGpu), centroids.to(kGpu)).to(at::kCPU);
+    ASSERT_EQ(got.sizes(), want.sizes());
+    ASSERT_EQ(got.scalar_type(), at::kLong);
+    const double agree = got.eq(want).to(at::kDouble).mean().item<double>();
+    EXPECT_GT(agree, 0.98);
+    const at::Tensor best = std::get<0>(sims.max(-1));
+    const at::Tensor picked = sims.gather(2, got.unsqueeze(-1)).squeeze(-1);
+    EXPECT_LE((best - picked).max().item<double>(), 1.0 / 64) << "a label far from the best";
+  }
+  EXPECT_FALSE(cosine_assign_supported(keys.to(kGpu), centroids.to(kGpu)));  // fp32 keys
+  EXPECT_FALSE(cosine_assign_supported(randn({1, 4, 72}).to(at::kBFloat16).to(kGpu),
+                                       randn({1, 2, 72}).to(kGpu)));
+}
+
 // top_pages in two launches (chunks of pages, each keeping its best, then a block per row over
 // those) gives the entries of one block per row (which Gpu.QuestTopPagesOnTheKernelMatchAten
 // and Gpu.PqcacheTopKOnTheKernelIsAtensAndTiesGoLow hold to ATen's): chunks of one page, of
