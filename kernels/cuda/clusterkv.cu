@@ -4,6 +4,7 @@
 // The decode step's rows are cluster_rows.cu's.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_pipeline.h>
 #include <cuda_runtime.h>
 #include <mma.h>
 
@@ -96,28 +97,31 @@ __device__ inline bool ranks_before(float v, int i, float best, int at) {
 }
 
 // Dynamic shared memory of the assignment: the block's keys while its warps load their
-// fragments, then the centroid tile and the stored similarities.
+// fragments, then two centroid tiles (one in use, the next one landing) and the stored
+// similarities.
 size_t assign_shared_bytes(int64_t d) {
   const size_t keys = size_t(kAssignRows) * size_t(d) * 2;
-  const size_t tiles = size_t(kAssignCols) * size_t(d) * 2 +
+  const size_t tiles = 2 * size_t(kAssignCols) * size_t(d) * 2 +
                        size_t(kAssignRows) * kAssignScoresLd * sizeof(float);
   return keys > tiles ? keys : tiles;
 }
 
 // grid (ceil(n / kAssignRows), H), kAssignWarps warps. keys [H, n, d], centroids [H, C, d]
 // (normalised, of the keys' type), labels [H, n]; d = 16 * kSteps <= kAssignMaxD (a
-// compile-time count, so that the fragments stay in registers).
+// compile-time count, so that the fragments stay in registers). Each centroid tile is copied
+// in (cp.async) while the one before it is multiplied and ranked.
 template <typename T, int kSteps>
 __global__ void __launch_bounds__(kAssignWarps * 32)
     cosine_assign_kernel(const T* __restrict__ keys, const T* __restrict__ centroids,
                          int64_t* __restrict__ labels, int n, int C) {
   using namespace nvcuda;
-  constexpr int d = 16 * kSteps;
+  constexpr int d = 16 * kSteps, vectors = d / 8;  // 8 T a uint4
+  constexpr int kTile = kAssignCols * d;           // a centroid tile's elements
   extern __shared__ uint4 shared_raw[];
-  T* const staged = reinterpret_cast<T*>(shared_raw);  // [kAssignRows, d], then [kAssignCols, d]
+  T* const staged = reinterpret_cast<T*>(shared_raw);  // [kAssignRows, d], then two tiles
+  float* const scores = reinterpret_cast<float*>(staged + 2 * kTile);  // [kAssignRows, ld]
   const int h = blockIdx.y, first = int(blockIdx.x) * kAssignRows;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  constexpr int vectors = d / 8;  // 8 T a uint4
   const T* const head_keys = keys + int64_t(h) * n * d;
   const T* const head_centroids = centroids + int64_t(h) * C * d;
   // The block's keys, zeros past n (a fragment reads 16 whole rows).
@@ -132,19 +136,34 @@ __global__ void __launch_bounds__(kAssignWarps * 32)
 #pragma unroll
   for (int k = 0; k < kSteps; ++k)
     wmma::load_matrix_sync(a[k], staged + warp * 16 * d + k * 16, unsigned(d));
-  float* const scores = reinterpret_cast<float*>(staged + kAssignCols * d);  // [kAssignRows, ld]
+  __syncthreads();  // every warp's fragments loaded: the keys' shared memory is free
+  // Centroids c0 .. c0 + kAssignCols - 1 into tile buffer `buffer` (zeros past C), one commit
+  // group per tile.
+  auto copy_tile = [&](int c0, int buffer) {
+    uint4* const tile = reinterpret_cast<uint4*>(staged + buffer * kTile);
+    for (int v = threadIdx.x; v < kAssignCols * vectors; v += blockDim.x) {
+      const int c = c0 + v / vectors;
+      if (c < C)
+        __pipeline_memcpy_async(tile + v,
+                                reinterpret_cast<const uint4*>(head_centroids + int64_t(c) * d) +
+                                    v % vectors,
+                                sizeof(uint4));
+      else
+        tile[v] = uint4{0u, 0u, 0u, 0u};
+    }
+    __pipeline_commit();
+  };
   // Lane l ranks row l / 2 of its warp's 16, columns (l % 2) * 16 .. + 16 of each tile.
   const int row = warp * 16 + lane / 2, half = lane % 2;
   float best = 0.f;
   int at = 0x7fffffff;  // nothing yet: any similarity ranks before it
-  for (int c0 = 0; c0 < C; c0 += kAssignCols) {
-    __syncthreads();  // the keys' fragments loaded / the last tile's similarities ranked
-    for (int v = threadIdx.x; v < kAssignCols * vectors; v += blockDim.x) {
-      const int c = c0 + v / vectors;
-      shared_raw[v] = c < C ? reinterpret_cast<const uint4*>(head_centroids + int64_t(c) * d)[v % vectors]
-                            : uint4{0u, 0u, 0u, 0u};
-    }
-    __syncthreads();
+  copy_tile(0, 0);
+  for (int t = 0, c0 = 0; c0 < C; ++t, c0 += kAssignCols) {
+    if (c0 + kAssignCols < C) copy_tile(c0 + kAssignCols, (t + 1) % 2);
+    else __pipeline_commit();  // an empty group: tile t's is always the one before the last
+    __pipeline_wait_prior(1);  // this thread's copies of tile t landed
+    __syncthreads();           // every thread's
+    const T* const tile = staged + (t % 2) * kTile;
     for (int j = 0; j < kAssignCols / 16; ++j) {
       wmma::fragment<wmma::accumulator, 16, 16, 16, float> sum;
       wmma::fill_fragment(sum, 0.f);
@@ -152,7 +171,7 @@ __global__ void __launch_bounds__(kAssignWarps * 32)
       for (int k = 0; k < kSteps; ++k) {
         // Centroids j*16.. as the product's columns: [16 centroids, d] row-major is col-major B.
         wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> b;
-        wmma::load_matrix_sync(b, staged + j * 16 * d + k * 16, unsigned(d));
+        wmma::load_matrix_sync(b, tile + j * 16 * d + k * 16, unsigned(d));
         wmma::mma_sync(sum, a[k], b, sum);
       }
       wmma::store_matrix_sync(scores + warp * 16 * kAssignScoresLd + j * 16, sum,
@@ -164,7 +183,9 @@ __global__ void __launch_bounds__(kAssignWarps * 32)
       const float v = widen(narrow_to<T>(scores[row * kAssignScoresLd + col]));
       if (c < C && ranks_before(v, c, best, at)) best = v, at = c;
     }
+    __syncthreads();  // tile t read by every warp before the next iteration copies into it
   }
+  __pipeline_wait_prior(0);  // the last, empty group
   // The two halves of a row: the better of the two.
   const float other = __shfl_xor_sync(0xffffffffu, best, 1);
   const int other_at = __shfl_xor_sync(0xffffffffu, at, 1);
