@@ -88,6 +88,8 @@ constexpr int kAssignRows = 16 * kAssignWarps;
 constexpr int kAssignCols = 32;          // centroids a tile: two 16-column products a warp
 constexpr int kAssignScoresLd = kAssignCols + 4;  // a row of stored similarities, padded
 constexpr int kAssignMaxD = 128;
+constexpr int kAssignPad = 8;  // elements after each staged row: rows d + 8 apart, not d, so
+                               // a fragment's 16 rows do not fall on the same 8 banks
 
 // Whether similarity (v, i) ranks before (best, at) in ATen's argmax: a NaN before any number
 // (the first NaN), then the larger, ties to the lower id.
@@ -100,8 +102,9 @@ __device__ inline bool ranks_before(float v, int i, float best, int at) {
 // fragments, then two centroid tiles (one in use, the next one landing) and the stored
 // similarities.
 size_t assign_shared_bytes(int64_t d) {
-  const size_t keys = size_t(kAssignRows) * size_t(d) * 2;
-  const size_t tiles = 2 * size_t(kAssignCols) * size_t(d) * 2 +
+  const size_t row = size_t(d + kAssignPad) * 2;
+  const size_t keys = size_t(kAssignRows) * row;
+  const size_t tiles = 2 * size_t(kAssignCols) * row +
                        size_t(kAssignRows) * kAssignScoresLd * sizeof(float);
   return keys > tiles ? keys : tiles;
 }
@@ -116,9 +119,13 @@ __global__ void __launch_bounds__(kAssignWarps * 32)
                          int64_t* __restrict__ labels, int n, int C) {
   using namespace nvcuda;
   constexpr int d = 16 * kSteps, vectors = d / 8;  // 8 T a uint4
-  constexpr int kTile = kAssignCols * d;           // a centroid tile's elements
+  constexpr int ld = d + kAssignPad;                // a staged row's elements
+  constexpr int kTile = kAssignCols * ld;           // a centroid tile's elements
+  // wmma wants 32-byte aligned addresses: this kernel has no static shared memory, so the
+  // dynamic array starts the block's window (aligned far beyond that), and every offset below
+  // is a multiple of 32 bytes.
   extern __shared__ uint4 shared_raw[];
-  T* const staged = reinterpret_cast<T*>(shared_raw);  // [kAssignRows, d], then two tiles
+  T* const staged = reinterpret_cast<T*>(shared_raw);  // [kAssignRows, ld], then two tiles
   float* const scores = reinterpret_cast<float*>(staged + 2 * kTile);  // [kAssignRows, ld]
   const int h = blockIdx.y, first = int(blockIdx.x) * kAssignRows;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -127,7 +134,7 @@ __global__ void __launch_bounds__(kAssignWarps * 32)
   // The block's keys, zeros past n (a fragment reads 16 whole rows).
   for (int v = threadIdx.x; v < kAssignRows * vectors; v += blockDim.x) {
     const int row = v / vectors;
-    shared_raw[v] = first + row < n
+    shared_raw[row * (ld / 8) + v % vectors] = first + row < n
                         ? reinterpret_cast<const uint4*>(head_keys + int64_t(first + row) * d)[v % vectors]
                         : uint4{0u, 0u, 0u, 0u};
   }
@@ -135,7 +142,7 @@ __global__ void __launch_bounds__(kAssignWarps * 32)
   wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a[kSteps];
 #pragma unroll
   for (int k = 0; k < kSteps; ++k)
-    wmma::load_matrix_sync(a[k], staged + warp * 16 * d + k * 16, unsigned(d));
+    wmma::load_matrix_sync(a[k], staged + warp * 16 * ld + k * 16, unsigned(ld));
   __syncthreads();  // every warp's fragments loaded: the keys' shared memory is free
   // Centroids c0 .. c0 + kAssignCols - 1 into tile buffer `buffer` (zeros past C), one commit
   // group per tile.
@@ -143,20 +150,21 @@ __global__ void __launch_bounds__(kAssignWarps * 32)
     uint4* const tile = reinterpret_cast<uint4*>(staged + buffer * kTile);
     for (int v = threadIdx.x; v < kAssignCols * vectors; v += blockDim.x) {
       const int c = c0 + v / vectors;
+      uint4* const to = tile + (v / vectors) * (ld / 8) + v % vectors;
       if (c < C)
-        __pipeline_memcpy_async(tile + v,
+        __pipeline_memcpy_async(to,
                                 reinterpret_cast<const uint4*>(head_centroids + int64_t(c) * d) +
                                     v % vectors,
                                 sizeof(uint4));
       else
-        tile[v] = uint4{0u, 0u, 0u, 0u};
+        *to = uint4{0u, 0u, 0u, 0u};
     }
     __pipeline_commit();
   };
   // Lane l ranks row l / 2 of its warp's 16, columns (l % 2) * 16 .. + 16 of each tile.
   const int row = warp * 16 + lane / 2, half = lane % 2;
-  float best = 0.f;
-  int at = 0x7fffffff;  // nothing yet: any similarity ranks before it
+  float best = -INFINITY;
+  int at = 0x7fffffff;  // nothing yet: any similarity, -inf too, ranks before it
   copy_tile(0, 0);
   for (int t = 0, c0 = 0; c0 < C; ++t, c0 += kAssignCols) {
     if (c0 + kAssignCols < C) copy_tile(c0 + kAssignCols, (t + 1) % 2);
@@ -171,7 +179,7 @@ __global__ void __launch_bounds__(kAssignWarps * 32)
       for (int k = 0; k < kSteps; ++k) {
         // Centroids j*16.. as the product's columns: [16 centroids, d] row-major is col-major B.
         wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> b;
-        wmma::load_matrix_sync(b, tile + j * 16 * d + k * 16, unsigned(d));
+        wmma::load_matrix_sync(b, tile + j * 16 * ld + k * 16, unsigned(ld));
         wmma::mma_sync(sum, a[k], b, sum);
       }
       wmma::store_matrix_sync(scores + warp * 16 * kAssignScoresLd + j * 16, sum,

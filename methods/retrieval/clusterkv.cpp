@@ -55,23 +55,18 @@
 
 #include "engine/device.h"
 #include "engine/kernel_adapter.h"
+#include "engine/model_view.h"
 #include "methods/common/config.h"
 #include "methods/common/retrieval.h"
 
 namespace kvb {
 
-KMeansResult cosine_kmeans(const at::Tensor& keys, int64_t clusters, uint64_t seed,
-                           int max_iterations, bool products_in_keys_dtype,
-                           bool stop_when_converged) {
-  const int64_t H = keys.size(0), n = keys.size(1), d = keys.size(2);
+std::vector<int64_t> kmeans_init_positions(int64_t H, int64_t n, int64_t clusters, uint64_t seed) {
   if (clusters < 1 || clusters > n)
     throw std::logic_error("cosine_kmeans: need 1 <= clusters <= keys, got " +
                            std::to_string(clusters) + " for " + std::to_string(n));
-  at::Tensor kf = keys.to(at::kFloat).contiguous();  // [H, n, d] what the means add up
-  const at::Tensor assigned = products_in_keys_dtype ? keys.contiguous() : kf;  // what the products read
-  // Initial centroids: keys at `clusters` distinct random positions per head (partial shuffle).
   std::mt19937_64 rng(seed);
-  std::vector<int64_t> positions(size_t(H * clusters));  // [H, C] key positions
+  std::vector<int64_t> positions(size_t(H * clusters));  // [H, C]: a partial shuffle per head
   std::vector<int64_t> perm(n);
   for (int64_t h = 0; h < H; ++h) {
     std::iota(perm.begin(), perm.end(), 0);
@@ -81,9 +76,25 @@ KMeansResult cosine_kmeans(const at::Tensor& keys, int64_t clusters, uint64_t se
       positions[size_t(h * clusters + i)] = perm[i];
     }
   }
-  KMeansResult r;
+  return positions;
+}
+
+KMeansResult cosine_kmeans(const at::Tensor& keys, int64_t clusters, uint64_t seed,
+                           int max_iterations, bool products_in_keys_dtype,
+                           bool stop_when_converged) {
+  const int64_t H = keys.size(0), n = keys.size(1);
   // Queued behind the stream's work, not waiting for it (host_to_device).
-  const at::Tensor init = host_to_device(positions, kf.device()).view({H, clusters});
+  const at::Tensor init = host_to_device(kmeans_init_positions(H, n, clusters, seed), keys.device())
+                              .view({H, clusters});
+  return cosine_kmeans(keys, init, max_iterations, products_in_keys_dtype, stop_when_converged);
+}
+
+KMeansResult cosine_kmeans(const at::Tensor& keys, const at::Tensor& init, int max_iterations,
+                           bool products_in_keys_dtype, bool stop_when_converged) {
+  const int64_t H = keys.size(0), d = keys.size(2), clusters = init.size(1);
+  at::Tensor kf = keys.to(at::kFloat).contiguous();  // [H, n, d] what the means add up
+  const at::Tensor assigned = products_in_keys_dtype ? keys.contiguous() : kf;  // what the products read
+  KMeansResult r;
   r.centroids = kf.gather(1, init.unsqueeze(-1).expand({H, clusters, d})).clone();  // [H, C, d]
   r.labels = cosine_assign(assigned, r.centroids);                                   // [H, n]
   while (r.iterations < max_iterations) {
@@ -241,6 +252,7 @@ class ClusterKV : public RetrievalMethod {
     config_.check_budget(context.budget, "clusterkv");
     join_side_stream();  // a sequence that failed in its prefill may have left clusterings
     index_.assign(context.num_layers, LayerIndex{});
+    prompt_init_ = overlap() ? prompt_init_positions(context) : at::Tensor();
   }
 
   // k: [Hkv, L, d]. Clusters the prompt keys after the sinks, all heads at once.
@@ -261,7 +273,11 @@ class ClusterKV : public RetrievalMethod {
       const int64_t clusters = config_.prompt_clusters(L, n);
       if (overlap()) {
         if (!side_) side_ = std::make_unique<SideStream>(k.device());
-        side_->run({keys}, [&] { add_clusters(layer, keys, clusters, ix.sinks); });
+        at::Tensor init;  // [H, C], drawn and copied in begin() where it could be
+        if (prompt_init_.defined() && prompt_init_.device() == k.device() &&
+            prompt_init_.size(1) == H && prompt_init_.size(2) == clusters)
+          init = prompt_init_[layer - dense_layers()];
+        side_->run({keys}, [&] { add_clusters(layer, keys, clusters, ix.sinks, init); });
         joined_ = false;
       } else {
         add_clusters(layer, keys, clusters, ix.sinks);
@@ -360,11 +376,18 @@ class ClusterKV : public RetrievalMethod {
   };
 
   // Clusters keys [Hkv, n, d] (entries offset..offset+n-1) into `clusters` and appends them.
-  void add_clusters(int layer, const at::Tensor& keys, int64_t clusters, int64_t offset) {
+  // init: the initial positions [Hkv, clusters] on the keys' device when drawn already (they
+  // are this batch's seed's), else drawn here.
+  void add_clusters(int layer, const at::Tensor& keys, int64_t clusters, int64_t offset,
+                    const at::Tensor& init = at::Tensor()) {
     LayerIndex& ix = index_[layer];
-    KMeansResult r = cosine_kmeans(keys, clusters, clusterkv_seed(context_.seed, layer, ix.batches++),
-                                   config_.max_iterations, config_.kmeans_dtype == "keys",
-                                   /*stop_when_converged=*/!overlap());
+    const uint64_t seed = clusterkv_seed(context_.seed, layer, ix.batches++);
+    const bool in_keys_dtype = config_.kmeans_dtype == "keys", until_converged = !overlap();
+    KMeansResult r =
+        init.defined()
+            ? cosine_kmeans(keys, init, config_.max_iterations, in_keys_dtype, until_converged)
+            : cosine_kmeans(keys, clusters, seed, config_.max_iterations, in_keys_dtype,
+                            until_converged);
     ClusterMetadata m = cluster_metadata(r.labels, clusters, offset);
     const int64_t before = ix.members.size(1);
     const at::ScalarType type = ix.members.scalar_type();
@@ -401,6 +424,26 @@ class ClusterKV : public RetrievalMethod {
 
   bool overlap() const { return config_.build == "overlap"; }
 
+  // build: overlap on a GPU: every sparse layer's initial positions for the prompt's
+  // clustering [layers - 2, Hkv, C0], drawn as cosine_kmeans draws them and copied in one
+  // pinned transfer before the prefill starts. Drawn per layer, each copy would allocate
+  // pinned memory of its own (the side stream's copies land late, so none is free to reuse),
+  // and a page-locked allocation keeps the GPU from running two streams at once. Undefined on
+  // the CPU or without the model's device (unit tests).
+  at::Tensor prompt_init_positions(const MethodContext& context) const {
+    if (!context.model || !context.model->device().is_cuda()) return {};
+    const int64_t L = context.prompt_length, n = L - std::min(config_.sinks, L);
+    if (n <= 0 || context.num_layers <= dense_layers()) return {};
+    const int64_t H = context.num_kv_heads, C = config_.prompt_clusters(L, n);
+    std::vector<int64_t> all;
+    for (int layer = dense_layers(); layer < context.num_layers; ++layer) {
+      const std::vector<int64_t> p =
+          kmeans_init_positions(H, n, C, clusterkv_seed(context.seed, layer, 0));
+      all.insert(all.end(), p.begin(), p.end());
+    }
+    return host_to_device(all, context.model->device()).view({context.num_layers - dense_layers(), H, C});
+  }
+
   // The current stream waits for the prompt clusterings on the side stream, whose index
   // tensors it uses from then on.
   void join_side_stream() {
@@ -416,6 +459,7 @@ class ClusterKV : public RetrievalMethod {
   ClusterKVConfig config_;
   std::vector<LayerIndex> index_;  // per layer
   std::unique_ptr<SideStream> side_;  // build: overlap's, made at the first prompt clustering
+  at::Tensor prompt_init_;            // build: overlap's initial positions, on a GPU
   bool joined_ = true;                // no clustering left on the side stream
 };
 

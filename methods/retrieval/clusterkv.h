@@ -32,6 +32,12 @@ struct KMeansResult {
 KMeansResult cosine_kmeans(const at::Tensor& keys, int64_t clusters, uint64_t seed,
                            int max_iterations, bool products_in_keys_dtype = false,
                            bool stop_when_converged = true);
+// The same from given initial positions: init [H, C] int64 key positions on the keys' device
+// (what kmeans_init_positions draws: C distinct ones per head, std::mt19937_64 seeded with
+// `seed`, a partial shuffle; H * C of them, head by head).
+std::vector<int64_t> kmeans_init_positions(int64_t H, int64_t n, int64_t clusters, uint64_t seed);
+KMeansResult cosine_kmeans(const at::Tensor& keys, const at::Tensor& init, int max_iterations,
+                           bool products_in_keys_dtype = false, bool stop_when_converged = true);
 
 // The seed of the `batch`-th clustering (0 = the prompt's, then one per m decode tokens) of
 // `layer` in a sequence run with `seed`.

@@ -72,7 +72,8 @@ TEST(Gpu, SideStreamRunsAfterTheQueuedWorkAndJoinsBeforeTheNext) {
 
 // ClusterKV's build: overlap adds no host wait to the prefill (build: inline waits for each
 // Lloyd step's labels), and decodes as build: inline does (fp32 logits within 1e-3: the
-// clusters are the same but for the mean update's float atomics).
+// clusters are the same but for the mean update's float atomics). clusterkv:efficiency in
+// bf16 (the tensor-core assignment on the side stream) adds none either.
 TEST(Gpu, ClusterkvOverlapBuildPrefillsWithoutWaitingAndDecodesAsInline) {
   KVB_REQUIRE_GPU();
   auto model = LlamaModel::from_reference("random-tiny")->to(at::Device(at::kCUDA, 0), at::kFloat);
@@ -115,6 +116,28 @@ TEST(Gpu, ClusterkvOverlapBuildPrefillsWithoutWaitingAndDecodesAsInline) {
     EXPECT_LT((overlap_run.logits[i] - inline_run.logits[i]).abs().max().item<double>() / scale,
               1e-3) << "step " << i;
   }
+  // The efficiency code's settings in bf16: the tensor-core assignment beside the prefill,
+  // still no wait, finite logits.
+  auto bf16_model = LlamaModel::from_reference("random-tiny")->to(at::Device(at::kCUDA, 0), at::kBFloat16);
+  const MethodChoice efficiency = resolve_method("clusterkv:efficiency", json::object(), "t", "t.c");
+  std::unique_ptr<Method> method = efficiency.info->create(efficiency.config);
+  std::unique_ptr<Method> bf16_full = full_info.create(full_info.normalise_config(json::object(), "full"));
+  Session full_bf16(*bf16_model, *bf16_full, SessionOptions{});
+  Session session(*bf16_model, *method, SessionOptions{.budget = 64});
+  int64_t full_bf16_syncs = 0, efficiency_syncs = 0;
+  {
+    const DeviceSyncCounter syncs(at::Device(at::kCUDA, 0));
+    full_bf16.prefill(prompt);
+    full_bf16_syncs = syncs.count();
+  }
+  {
+    const DeviceSyncCounter syncs(at::Device(at::kCUDA, 0));
+    session.prefill(prompt);
+    efficiency_syncs = syncs.count();
+  }
+  EXPECT_EQ(efficiency_syncs, full_bf16_syncs);
+  for (int t = 0; t < 6; ++t)
+    EXPECT_TRUE(session.decode(5 + t).to(at::kCPU, at::kFloat).isfinite().all().item<bool>()) << t;
 }
 
 // No decode step waits for the device (its token's read is the caller's, after the step), but

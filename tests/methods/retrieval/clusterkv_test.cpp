@@ -109,6 +109,12 @@ TEST(ClusterKV, FixedStepsRepeatAConvergedClustering) {
     EXPECT_FALSE(fixed.converged) << seed;
     EXPECT_TRUE(fixed.labels.equal(converged.labels)) << seed;
     EXPECT_TRUE(fixed.centroids.equal(converged.centroids)) << seed;
+    // From positions drawn beforehand (build: overlap's on a GPU): the same clustering.
+    const at::Tensor init =
+        at::tensor(kmeans_init_positions(3, keys.size(1), 5, seed), at::kLong).view({3, 5});
+    const KMeansResult drawn = cosine_kmeans(keys, init, 50, false, false);
+    EXPECT_TRUE(drawn.labels.equal(fixed.labels)) << seed;
+    EXPECT_TRUE(drawn.centroids.equal(fixed.centroids)) << seed;
   }
   // Random keys need several steps: one step alone leaves another clustering.
   at::manual_seed(9);
