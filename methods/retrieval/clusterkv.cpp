@@ -67,14 +67,17 @@ std::vector<int64_t> kmeans_init_positions(int64_t H, int64_t n, int64_t cluster
                            std::to_string(clusters) + " for " + std::to_string(n));
   std::mt19937_64 rng(seed);
   std::vector<int64_t> positions(size_t(H * clusters));  // [H, C]: a partial shuffle per head
-  std::vector<int64_t> perm(n);
+  std::vector<int64_t> perm(static_cast<size_t>(n)), swapped(static_cast<size_t>(clusters));
+  std::iota(perm.begin(), perm.end(), 0);
   for (int64_t h = 0; h < H; ++h) {
-    std::iota(perm.begin(), perm.end(), 0);
     for (int64_t i = 0; i < clusters; ++i) {
       const int64_t j = i + int64_t(rng() % uint64_t(n - i));
       std::swap(perm[i], perm[j]);
+      swapped[size_t(i)] = j;
       positions[size_t(h * clusters + i)] = perm[i];
     }
+    // Undone in reverse: perm is 0..n-1 again for the next head, in O(C) rather than O(n).
+    for (int64_t i = clusters - 1; i >= 0; --i) std::swap(perm[i], perm[swapped[size_t(i)]]);
   }
   return positions;
 }
@@ -273,11 +276,13 @@ class ClusterKV : public RetrievalMethod {
       const int64_t clusters = config_.prompt_clusters(L, n);
       if (overlap()) {
         if (!side_) side_ = std::make_unique<SideStream>(k.device());
-        at::Tensor init;  // [H, C], drawn and copied in begin() where it could be
-        if (prompt_init_.defined() && prompt_init_.device() == k.device() &&
-            prompt_init_.size(1) == H && prompt_init_.size(2) == clusters)
+        at::Tensor init;  // [H, C], drawn and copied in begin() for this prompt
+        if (prompt_init_.defined() && context_.prompt_length == L &&
+            prompt_init_.device() == k.device() && prompt_init_.size(1) == H &&
+            prompt_init_.size(2) == clusters)
           init = prompt_init_[layer - dense_layers()];
-        side_->run({keys}, [&] { add_clusters(layer, keys, clusters, ix.sinks, init); });
+        side_->run(init.defined() ? std::vector<at::Tensor>{keys, init} : std::vector<at::Tensor>{keys},
+                   [&] { add_clusters(layer, keys, clusters, ix.sinks, init); });
         joined_ = false;
       } else {
         add_clusters(layer, keys, clusters, ix.sinks);
@@ -287,7 +292,10 @@ class ClusterKV : public RetrievalMethod {
   }
 
   // With build: overlap, the prefill ends when every layer's clusters are built.
-  void after_prefill(std::vector<LayerKV>&) override { join_side_stream(); }
+  void after_prefill(std::vector<LayerKV>&) override {
+    join_side_stream();
+    prompt_init_ = at::Tensor();  // read by the clusterings just joined
+  }
 
   // Decode keys are read from the pool when they are clustered: nothing kept from a step.
   bool holds_step_tensors() const override { return false; }
@@ -424,14 +432,14 @@ class ClusterKV : public RetrievalMethod {
 
   bool overlap() const { return config_.build == "overlap"; }
 
-  // build: overlap on a GPU: every sparse layer's initial positions for the prompt's
-  // clustering [layers - 2, Hkv, C0], drawn as cosine_kmeans draws them and copied in one
+  // build: overlap: every sparse layer's initial positions for the prompt's clustering
+  // [layers - 2, Hkv, C0], drawn as cosine_kmeans draws them and, on a GPU, copied in one
   // pinned transfer before the prefill starts. Drawn per layer, each copy would allocate
   // pinned memory of its own (the side stream's copies land late, so none is free to reuse),
-  // and a page-locked allocation keeps the GPU from running two streams at once. Undefined on
-  // the CPU or without the model's device (unit tests).
+  // and a page-locked allocation keeps the GPU from running two streams at once. On the model's
+  // device (the CPU without one: unit tests).
   at::Tensor prompt_init_positions(const MethodContext& context) const {
-    if (!context.model || !context.model->device().is_cuda()) return {};
+    const at::Device device = context.model ? context.model->device() : at::Device(at::kCPU);
     const int64_t L = context.prompt_length, n = L - std::min(config_.sinks, L);
     if (n <= 0 || context.num_layers <= dense_layers()) return {};
     const int64_t H = context.num_kv_heads, C = config_.prompt_clusters(L, n);
@@ -441,7 +449,7 @@ class ClusterKV : public RetrievalMethod {
           kmeans_init_positions(H, n, C, clusterkv_seed(context.seed, layer, 0));
       all.insert(all.end(), p.begin(), p.end());
     }
-    return host_to_device(all, context.model->device()).view({context.num_layers - dense_layers(), H, C});
+    return host_to_device(all, device).view({context.num_layers - dense_layers(), H, C});
   }
 
   // The current stream waits for the prompt clusterings on the side stream, whose index

@@ -109,12 +109,6 @@ TEST(ClusterKV, FixedStepsRepeatAConvergedClustering) {
     EXPECT_FALSE(fixed.converged) << seed;
     EXPECT_TRUE(fixed.labels.equal(converged.labels)) << seed;
     EXPECT_TRUE(fixed.centroids.equal(converged.centroids)) << seed;
-    // From positions drawn beforehand (build: overlap's on a GPU): the same clustering.
-    const at::Tensor init =
-        at::tensor(kmeans_init_positions(3, keys.size(1), 5, seed), at::kLong).view({3, 5});
-    const KMeansResult drawn = cosine_kmeans(keys, init, 50, false, false);
-    EXPECT_TRUE(drawn.labels.equal(fixed.labels)) << seed;
-    EXPECT_TRUE(drawn.centroids.equal(fixed.centroids)) << seed;
   }
   // Random keys need several steps: one step alone leaves another clustering.
   at::manual_seed(9);
@@ -293,9 +287,10 @@ TEST(ClusterKV, RecentTokensInBudgetCrowdOutTheClusters) {
   EXPECT_EQ(after_six_steps("in_budget"), expected);
 }
 
-// build: overlap on the CPU runs the same steps on the one stream there is: the same
-// clusters, so the same selections at every step, through a decode-time clustering (every 8
-// tokens here) and its new clusters.
+// build: overlap on the CPU runs the same steps on the one stream there is, from the initial
+// positions it drew for every layer in begin() (inline draws each layer's in on_prefill): the
+// same clusters, so the same selections at every step, through a decode-time clustering
+// (every 8 tokens here) and its new clusters.
 TEST(ClusterKV, OverlapBuildSelectsAsTheInlineBuild) {
   at::manual_seed(11);
   const int64_t d = 8;
@@ -312,6 +307,17 @@ TEST(ClusterKV, OverlapBuildSelectsAsTheInlineBuild) {
     EXPECT_EQ(b.step(kt, q), a.step(kt, q)) << t;
   }
   EXPECT_EQ(b.method->counters().at("clusters_per_head"), 4.0 + 2 * 2.0);
+  // Keys without groups, two Lloyd steps: the clusters depend on the initial positions, which
+  // overlap drew for every layer in begin(), inline in on_prefill.
+  const at::Tensor scattered = at::randn({1, 200, d});
+  const json few_steps = {{"clusters", 12}, {"max_iterations", 2}};
+  json few_steps_overlap = few_steps;
+  few_steps_overlap["build"] = "overlap";
+  Driver c(few_steps, scattered, 60), e(few_steps_overlap, scattered, 60);
+  for (int t = 0; t < 4; ++t) {
+    const at::Tensor kt = at::randn({1, d}), q = at::randn({2, d});
+    EXPECT_EQ(e.step(kt, q), c.step(kt, q)) << t;
+  }
   // The efficiency code's settings by name.
   const json efficiency = resolve_method("clusterkv:efficiency", json::object(), "t", "t.c").config;
   EXPECT_EQ(efficiency.at("build"), "overlap");
