@@ -377,8 +377,19 @@ at::Tensor cluster_means_cpu(const at::Tensor& keys, const at::Tensor& labels,
 }  // namespace
 
 at::Tensor quest_page_scores(const at::Tensor& q, const at::Tensor& kmin, const at::Tensor& kmax,
-                             bool sum_group, KernelPath path) {
+                             bool sum_group, KernelPath path, const QuestKeyFold* fold) {
   check_quest_shapes(q, kmin, kmax);
+  if (fold) {
+#if KVBENCH_CUDA_KERNELS
+    const cuda::QuestFoldArgs in_launch{fold->k_pool, fold->rows, fold->page, fold->fresh};
+    if (path == KernelPath::kAuto && q.is_cuda() &&
+        cuda::quest_fold_in_scores_supported(q, kmin, kmax, in_launch))
+      return cuda::quest_page_scores(q, kmin, kmax, sum_group, &in_launch);
+#endif
+    at::Tensor lo = kmin, hi = kmax;  // the caller's views, folded in place
+    quest_fold_key(lo, hi, fold->k_pool.index_select(0, fold->rows), fold->page, fold->fresh,
+                   path);
+  }
   if (path == KernelPath::kAuto && q.device().is_cpu() && quest_cpu_layout(kmin, kmax))
     return quest_page_scores_cpu(q, kmin, kmax, sum_group);
 #if KVBENCH_CUDA_KERNELS

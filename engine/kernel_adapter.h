@@ -80,8 +80,18 @@ at::Tensor inference_apply_rope(const at::Tensor& x, const RopeAngles& angles);
 // q: [H, g, d] any floating dtype; kmin, kmax: [H, P, d] (the CPU kernel takes views of a
 // preallocated [H, capacity, d] buffer in place). Returns [H, g, P] fp32, or [H, 1, P] summed
 // over the group when sum_group.
+// With `fold`, the decode step's key is first folded into the summaries as quest_fold_key folds
+// it (kmin, kmax written there): head h's key is row rows[h] of k_pool ([R, d]; rows [H] int64
+// on its device), into page `page`. On a GPU (CUDA build) in the scoring's own launch, the
+// key read in place, where the scoring kernel reads the summaries in place; else a fold first.
+struct QuestKeyFold {
+  at::Tensor k_pool, rows;
+  int64_t page = 0;
+  bool fresh = false;
+};
 at::Tensor quest_page_scores(const at::Tensor& q, const at::Tensor& kmin, const at::Tensor& kmax,
-                             bool sum_group, KernelPath path = KernelPath::kAuto);
+                             bool sum_group, KernelPath path = KernelPath::kAuto,
+                             const QuestKeyFold* fold = nullptr);
 
 // Quest's page summaries after a decode step's key (quest.cpp on_append), in place: k [H, d]
 // (any floating dtype, cast to the summaries') widens kmin, kmax [H, cap, d]'s page `page`

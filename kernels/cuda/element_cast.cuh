@@ -60,6 +60,18 @@ __device__ inline void unpack_vector(const uint4& raw, float (&out)[E]) {
   for (int c = 0; c < E; ++c) out[c] = widen(elements[c]);
 }
 
+// The inverse: E floats narrowed to T (rounded to nearest even) as one 16-byte vector.
+template <typename T, int E>
+__device__ inline uint4 pack_vector(const float (&in)[E]) {
+  static_assert(E * sizeof(T) == sizeof(uint4), "E elements of T make one 16-byte vector");
+  T elements[E];
+#pragma unroll
+  for (int c = 0; c < E; ++c) elements[c] = narrow_to<T>(in[c]);
+  uint4 raw;
+  memcpy(&raw, elements, sizeof(raw));
+  return raw;
+}
+
 // Lanes a row of `row_bytes` takes in 16-byte vectors where a kernel's vector path can read it:
 // a power of two from 2 to 32, rows 16-byte aligned (`aligned`: the caller's bases and
 // strides); 0 otherwise (the scalar path).

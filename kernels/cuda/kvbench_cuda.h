@@ -71,10 +71,22 @@ void quest_fold_key(void* kmin, void* kmax, kernels::KvElement type, const void*
 // fp32), kmin/kmax [H, P, d] of `summary_type` (heads head_stride elements apart), scores
 // [H, g, P] or [H, P] when sum_group, fp32. 16-byte loads, a lane group per page, where a
 // page's row is 2 to 32 such vectors and 16-byte aligned; else a warp per page.
-void quest_page_scores(const void* q, kernels::KvElement q_type, const void* kmin,
-                       const void* kmax, kernels::KvElement summary_type, float* scores,
-                       int64_t H, int64_t g, int64_t P, int64_t d, int64_t head_stride,
-                       bool sum_group, void* stream = nullptr);
+// With `fold`, the decode step's key is folded into page fold->page first, as
+// quest_fold_key folds it (kmin/kmax are written there): head h's key is row
+// fold->rows[h * fold->rows_stride] of the pool fold->pool ([rows, d] of `summary_type`), read
+// in place. On the vector path in the same launch, the page's lane group folding the key as it
+// scores the page; else one launch of the fold first.
+struct QuestFold {
+  const void* pool;
+  const int64_t* rows;
+  int64_t rows_stride;
+  int64_t page;
+  bool fresh;
+};
+void quest_page_scores(const void* q, kernels::KvElement q_type, void* kmin, void* kmax,
+                       kernels::KvElement summary_type, float* scores, int64_t H, int64_t g,
+                       int64_t P, int64_t d, int64_t head_stride, bool sum_group,
+                       void* stream = nullptr, const QuestFold* fold = nullptr);
 
 // The entries of each row's best pages (kernels/cuda/top_pages.cu; Quest's selection, and with
 // page_size 1 PQCache's top-k): for each of `rows` rows of page scores (fp32, rows `stride`

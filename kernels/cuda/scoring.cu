@@ -74,10 +74,13 @@ constexpr int kQuestPagesInFlight = 4;
 // a time: 0.76 TB/s at 128k on the H100 (2026-11-27). A score sums a lane's channels, then the
 // group's lanes; summed over the group, each lane sums its channels over the query heads
 // first, so one butterfly a page.
+// At most 64 registers a thread (4 blocks an SM): the bytes in flight are what bound the
+// scores, and the fold's branch (one lane group of one block) took the count to 72.
 template <typename T, int LPR>
-__global__ void __launch_bounds__(kThreads)
-    quest_vector_kernel(const void* q, kernels::KvElement q_type, const T* kmin, const T* kmax,
-                        float* scores, int g, int P, int64_t head_stride, bool sum_group) {
+__global__ void __launch_bounds__(kThreads, 4)
+    quest_vector_kernel(const void* q, kernels::KvElement q_type, T* kmin, T* kmax,
+                        float* scores, int g, int P, int64_t head_stride, bool sum_group,
+                        QuestFold fold) {
   constexpr int E = 16 / sizeof(T), d = LPR * E, kGroups = 32 / LPR;
   constexpr int kPagesPerWarp = kGroups * kQuestPagesInFlight;
   extern __shared__ float qs[];  // [g, d] widened
@@ -86,8 +89,8 @@ __global__ void __launch_bounds__(kThreads)
   const int group = lane / LPR, c0 = (lane % LPR) * E;
   // Page of turn r: first + r * kGroups (neighbouring lane groups read neighbouring pages).
   const int first = (int(blockIdx.x) * kWarpsPerBlock + warp) * kPagesPerWarp + group;
-  const T* lo_head = kmin + h * head_stride;
-  const T* hi_head = kmax + h * head_stride;
+  T* const lo_head = kmin + h * head_stride;
+  T* const hi_head = kmax + h * head_stride;
   uint4 lo_raw[kQuestPagesInFlight], hi_raw[kQuestPagesInFlight];
 #pragma unroll
   for (int r = 0; r < kQuestPagesInFlight; ++r) {
@@ -108,6 +111,20 @@ __global__ void __launch_bounds__(kThreads)
     float lo[E], hi[E];
     unpack_vector<T, E>(lo_raw[r], lo);
     unpack_vector<T, E>(hi_raw[r], hi);
+    if (fold.pool && p == fold.page) {  // the step's key into its page, then scored
+      const T* const pool = static_cast<const T*>(fold.pool);
+      float key[E];
+      unpack_vector<T, E>(*reinterpret_cast<const uint4*>(
+                              pool + fold.rows[int64_t(h) * fold.rows_stride] * d + c0),
+                          key);
+#pragma unroll
+      for (int c = 0; c < E; ++c) {
+        lo[c] = fold.fresh ? key[c] : min_keeping_nan(lo[c], key[c]);
+        hi[c] = fold.fresh ? key[c] : max_keeping_nan(hi[c], key[c]);
+      }
+      *reinterpret_cast<uint4*>(lo_head + int64_t(p) * d + c0) = pack_vector<T, E>(lo);
+      *reinterpret_cast<uint4*>(hi_head + int64_t(p) * d + c0) = pack_vector<T, E>(hi);
+    }
     float total = 0.f;
     for (int i = 0; i < g; ++i) {
       const float* qi = qs + i * d + c0;  // [E], 16-byte aligned: E is 4 or 8 floats
@@ -134,30 +151,65 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <typename T, int LPR>
-void launch_quest_vector(const void* q, kernels::KvElement q_type, const void* kmin,
-                         const void* kmax, float* scores, int64_t H, int64_t g, int64_t P,
-                         int64_t head_stride, bool sum_group, cudaStream_t stream) {
+void launch_quest_vector(const void* q, kernels::KvElement q_type, void* kmin, void* kmax,
+                         float* scores, int64_t H, int64_t g, int64_t P, int64_t head_stride,
+                         bool sum_group, const QuestFold& fold, cudaStream_t stream) {
   constexpr int64_t d = LPR * (16 / int64_t(sizeof(T)));
   constexpr int64_t pages_per_block = int64_t(kWarpsPerBlock) * (32 / LPR) * kQuestPagesInFlight;
   const dim3 grid(unsigned((P + pages_per_block - 1) / pages_per_block), unsigned(H));
   quest_vector_kernel<T, LPR><<<grid, kThreads, size_t(g * d) * sizeof(float), stream>>>(
-      q, q_type, static_cast<const T*>(kmin), static_cast<const T*>(kmax), scores, int(g),
-      int(P), head_stride, sum_group);
+      q, q_type, static_cast<T*>(kmin), static_cast<T*>(kmax), scores, int(g), int(P),
+      head_stride, sum_group, fold);
+}
+
+// Quest's fold of a step's key into page `page` of its summaries: a thread per (head,
+// channel). k: [H, d] of the summaries' type, or with k_rows the pool [rows, d] whose row
+// k_rows[h * k_rows_stride] is head h's key.
+__global__ void quest_fold_key_kernel(void* kmin, void* kmax, kernels::KvElement type,
+                                      const void* k, const int64_t* k_rows,
+                                      int64_t k_rows_stride, int64_t H, int64_t d,
+                                      int64_t head_stride, int64_t page, bool fresh) {
+  for (int64_t x = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; x < H * d;
+       x += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t h = x / d, at = h * head_stride + page * d + x % d;
+    const float key =
+        load_element(k, type, k_rows ? k_rows[h * k_rows_stride] * d + x % d : x);
+    const float lo = fresh ? key : min_keeping_nan(load_element(kmin, type, at), key);
+    const float hi = fresh ? key : max_keeping_nan(load_element(kmax, type, at), key);
+    store_element(kmin, type, at, lo);
+    store_element(kmax, type, at, hi);
+  }
+}
+
+void launch_fold(void* kmin, void* kmax, kernels::KvElement type, const void* k,
+                 const int64_t* k_rows, int64_t k_rows_stride, int64_t H, int64_t d,
+                 int64_t head_stride, int64_t page, bool fresh, cudaStream_t stream) {
+  if (H == 0 || d == 0) return;
+  const int64_t blocks = std::min<int64_t>((H * d + kThreads - 1) / kThreads, 65535);
+  quest_fold_key_kernel<<<unsigned(blocks), kThreads, 0, stream>>>(
+      kmin, kmax, type, k, k_rows, k_rows_stride, H, d, head_stride, page, fresh);
 }
 
 template <typename T>
-void launch_quest(const void* q, kernels::KvElement q_type, const void* kmin, const void* kmax,
-                  float* scores, int64_t H, int64_t g, int64_t P, int64_t d, int64_t head_stride,
-                  bool sum_group, void* stream) {
+void launch_quest(const void* q, kernels::KvElement q_type, void* kmin, void* kmax,
+                  kernels::KvElement type, float* scores, int64_t H, int64_t g, int64_t P,
+                  int64_t d, int64_t head_stride, bool sum_group, void* stream,
+                  const QuestFold* fold) {
   const cudaStream_t s = as_stream(stream);
   const bool aligned = reinterpret_cast<uintptr_t>(kmin) % 16 == 0 &&
                        reinterpret_cast<uintptr_t>(kmax) % 16 == 0 &&
-                       (head_stride * int64_t(sizeof(T))) % 16 == 0;
+                       (head_stride * int64_t(sizeof(T))) % 16 == 0 &&
+                       (!fold || reinterpret_cast<uintptr_t>(fold->pool) % 16 == 0);
+  const QuestFold none{nullptr, nullptr, 0, -1, false};
   if (launch_with_vector_lanes(vector_row_lanes(d * int64_t(sizeof(T)), aligned), [&](auto lanes) {
         launch_quest_vector<T, decltype(lanes)::value>(q, q_type, kmin, kmax, scores, H, g, P,
-                                                        head_stride, sum_group, s);
+                                                        head_stride, sum_group,
+                                                        fold ? *fold : none, s);
       }))
     return;
+  if (fold)
+    launch_fold(kmin, kmax, type, fold->pool, fold->rows, fold->rows_stride, H, d, head_stride,
+                fold->page, fold->fresh, s);
   const int64_t pages_per_block = int64_t(kWarpsPerBlock) * kQuestPagesPerWarp;
   const dim3 grid(unsigned((P + pages_per_block - 1) / pages_per_block), unsigned(H));
   quest_kernel<T><<<grid, kThreads, size_t(g * d) * sizeof(float), s>>>(
@@ -272,48 +324,30 @@ __global__ void pq_encode_kernel(const void* k_pool, kernels::KvElement type, co
   }
 }
 
-// A thread per (head, channel), grid-strided: k[h, c] into the page's minimum and maximum
-// (kmin/kmax[h, page, c], heads head_stride elements apart), or both set to it (`fresh`). The
-// pick is one of the two values, so widening 16-bit ones to fp32 and storing it back is exact.
-__global__ void quest_fold_key_kernel(void* kmin, void* kmax, kernels::KvElement type,
-                                      const void* k, int64_t H, int64_t d, int64_t head_stride,
-                                      int64_t page, bool fresh) {
-  for (int64_t x = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; x < H * d;
-       x += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t at = x / d * head_stride + page * d + x % d;
-    const float key = load_element(k, type, x);
-    const float lo = fresh ? key : min_keeping_nan(load_element(kmin, type, at), key);
-    const float hi = fresh ? key : max_keeping_nan(load_element(kmax, type, at), key);
-    store_element(kmin, type, at, lo);
-    store_element(kmax, type, at, hi);
-  }
-}
-
 }  // namespace
 
 void quest_fold_key(void* kmin, void* kmax, kernels::KvElement type, const void* k, int64_t H,
                     int64_t d, int64_t head_stride, int64_t page, bool fresh, void* stream) {
-  if (H == 0 || d == 0) return;
-  const int64_t blocks = std::min<int64_t>((H * d + kThreads - 1) / kThreads, 65535);
-  quest_fold_key_kernel<<<unsigned(blocks), kThreads, 0, as_stream(stream)>>>(
-      kmin, kmax, type, k, H, d, head_stride, page, fresh);
+  launch_fold(kmin, kmax, type, k, nullptr, 0, H, d, head_stride, page, fresh, as_stream(stream));
 }
 
-void quest_page_scores(const void* q, kernels::KvElement q_type, const void* kmin,
-                       const void* kmax, kernels::KvElement summary_type, float* scores,
-                       int64_t H, int64_t g, int64_t P, int64_t d, int64_t head_stride,
-                       bool sum_group, void* stream) {
+void quest_page_scores(const void* q, kernels::KvElement q_type, void* kmin, void* kmax,
+                       kernels::KvElement summary_type, float* scores, int64_t H, int64_t g,
+                       int64_t P, int64_t d, int64_t head_stride, bool sum_group, void* stream,
+                       const QuestFold* fold) {
   if (H == 0 || P == 0) return;
+  if (fold && (fold->page < 0 || fold->page >= P))
+    throw std::invalid_argument("kvb::cuda::quest_page_scores: the fold's page is not one of P");
   switch (summary_type) {
     case kernels::KvElement::kF32:
-      return launch_quest<float>(q, q_type, kmin, kmax, scores, H, g, P, d, head_stride,
-                                 sum_group, stream);
+      return launch_quest<float>(q, q_type, kmin, kmax, summary_type, scores, H, g, P, d,
+                                 head_stride, sum_group, stream, fold);
     case kernels::KvElement::kBF16:
-      return launch_quest<__nv_bfloat16>(q, q_type, kmin, kmax, scores, H, g, P, d, head_stride,
-                                         sum_group, stream);
+      return launch_quest<__nv_bfloat16>(q, q_type, kmin, kmax, summary_type, scores, H, g, P,
+                                         d, head_stride, sum_group, stream, fold);
     case kernels::KvElement::kF16:
-      return launch_quest<__half>(q, q_type, kmin, kmax, scores, H, g, P, d, head_stride,
-                                  sum_group, stream);
+      return launch_quest<__half>(q, q_type, kmin, kmax, summary_type, scores, H, g, P, d,
+                                  head_stride, sum_group, stream, fold);
   }
 }
 

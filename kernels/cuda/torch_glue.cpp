@@ -140,6 +140,19 @@ bool quest_page_scores_supported(const at::Tensor& kmin, const at::Tensor& kmax)
          kmin.dim() == 3 && kmin.sizes() == kmax.sizes() && kmin.size(2) <= kSharedFloats;
 }
 
+bool quest_fold_in_scores_supported(const at::Tensor& q, const at::Tensor& kmin,
+                                    const at::Tensor& kmax, const QuestFoldArgs& fold) {
+  if (!quest_page_scores_supported(kmin, kmax) || !quest_layout_ok(kmin, kmax)) return false;
+  const int64_t H = kmin.size(0), P = kmin.size(1), d = kmin.size(2);
+  const at::Tensor& pool = fold.pool;
+  const at::Tensor& rows = fold.rows;
+  return q.dim() == 3 && q.size(1) * d <= kSharedFloats && pool.defined() && rows.defined() &&
+         pool.device() == kmin.device() && pool.scalar_type() == kmin.scalar_type() &&
+         pool.dim() == 2 && pool.size(1) == d && pool.is_contiguous() &&
+         rows.device() == kmin.device() && rows.scalar_type() == at::kLong && rows.dim() == 1 &&
+         rows.size(0) == H && fold.page >= 0 && fold.page < P;
+}
+
 bool quest_fold_key_supported(const at::Tensor& kmin, const at::Tensor& kmax, const at::Tensor& k,
                               int64_t page) {
   for (const at::Tensor* t : {&kmin, &kmax, &k})
@@ -294,7 +307,10 @@ at::Tensor rope_rotate_half(const at::Tensor& x, const at::Tensor& cos, const at
 }
 
 at::Tensor quest_page_scores(const at::Tensor& q, const at::Tensor& kmin, const at::Tensor& kmax,
-                             bool sum_group) {
+                             bool sum_group, const QuestFoldArgs* fold) {
+  require(!fold || quest_fold_in_scores_supported(q, kmin, kmax, *fold),
+          "quest_page_scores: a fold needs summaries read in place, the group's queries in one "
+          "launch, a contiguous pool [R, d] of their dtype and rows [H] int64 on their device");
   require(quest_page_scores_supported(kmin, kmax),
           "quest_page_scores: needs CUDA page summaries kmin, kmax [H, P, d] of one shape and "
           "dtype (f32, bf16, f16), d <= 12288");
@@ -318,9 +334,13 @@ at::Tensor quest_page_scores(const at::Tensor& q, const at::Tensor& kmin, const 
     at::Tensor qs = step == g ? qc : qc.narrow(1, g0, n).contiguous();           // [H, n, d]
     // One launch: written in place. Several: each writes its own block, summed or placed.
     at::Tensor part = step == g ? out : at::empty({H, sum_group ? 1 : n, P}, out.options());
+    const QuestFold step_fold =
+        fold ? QuestFold{fold->pool.data_ptr(), fold->rows.data_ptr<int64_t>(),
+                         fold->rows.stride(0), fold->page, fold->fresh}
+             : QuestFold{};
     quest_page_scores(qs.data_ptr(), *kv_element(qs.scalar_type()), lo.data_ptr(), hi.data_ptr(),
                       *kv_element(lo.scalar_type()), part.data_ptr<float>(), H, n, P, d,
-                      head_stride, sum_group, current_stream());
+                      head_stride, sum_group, current_stream(), fold ? &step_fold : nullptr);
     check_launch("quest_page_scores");
     if (step == g) break;
     if (sum_group) {

@@ -90,9 +90,20 @@ at::Tensor rope_rotate_half(const at::Tensor& x, const at::Tensor& cos, const at
 // Supported when kmin, kmax are CUDA tensors of one shape [H, P, d] and one of those dtypes,
 // with d <= 12288 (the group's queries sit in 48 KiB of shared memory; larger g*d is split
 // over several launches).
+// With `fold`, the decode step's key first folded into page `page` of kmin, kmax in the same
+// launch (kvbench_cuda.h QuestFold): head h's key is row rows[h] of pool ([R, d] contiguous,
+// the summaries' dtype; rows [H] int64, any stride). Needs quest_fold_in_scores_supported: the
+// summaries read in place and the group's queries in one launch.
+struct QuestFoldArgs {
+  at::Tensor pool, rows;
+  int64_t page = 0;
+  bool fresh = false;
+};
 bool quest_page_scores_supported(const at::Tensor& kmin, const at::Tensor& kmax);
+bool quest_fold_in_scores_supported(const at::Tensor& q, const at::Tensor& kmin,
+                                    const at::Tensor& kmax, const QuestFoldArgs& fold);
 at::Tensor quest_page_scores(const at::Tensor& q, const at::Tensor& kmin, const at::Tensor& kmax,
-                             bool sum_group);
+                             bool sum_group, const QuestFoldArgs* fold = nullptr);
 
 // Quest's page summaries after a decode step (kvbench_cuda.h quest_fold_key): k [H, d] into
 // kmin, kmax [H, cap, d]'s page `page` (its minimum and maximum widened, or both set to k when

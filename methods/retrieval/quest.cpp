@@ -20,10 +20,13 @@
 //   head with the group's query heads' page scores summed. `gqa: per_query_head`: as the reference,
 //   each query head ranks the pages itself and attends only to its own selection (B per query
 //   head; a KV head's entries are fetched once for its group, counted as their union).
+// - A decode key is folded into the summaries by the next selection's scoring (one launch on a
+//   GPU) where select_rows runs, else in on_append: the same summaries either way.
 #include "methods/retrieval/quest.h"
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <stdexcept>
 
 #include "engine/kernel_adapter.h"
@@ -185,10 +188,13 @@ class Quest : public RetrievalMethod {
 
   bool holds_step_tensors() const override { return false; }  // k is folded into the summaries
 
-  // k: [Hkv, d]. Widens the last page's summary, or opens a new page.
+  // k: [Hkv, d]. Widens the last page's summary, or opens a new page. Where select_rows runs
+  // next (every head sparse, the kernel or fill selection), the fold is left to its scoring,
+  // which reads the key from the pool (one launch a layer on a GPU where two were); else now.
   void on_append(int layer, const at::Tensor& k, const at::Tensor&, LayerKV& kv) override {
     if (layer < dense_layers()) return;
     PageIndex& ix = index_[layer];
+    fold_pending(ix, kv);  // a caller that skipped select (none in a session)
     const bool fresh = ix.entries % config_.page_size == 0;
     if (fresh) {
       if (ix.pages == ix.kmin.size(1)) {  // grow ×2
@@ -202,7 +208,10 @@ class Quest : public RetrievalMethod {
       ++ix.pages;
       account(layer, kv);
     }
-    quest_fold_key(ix.kmin, ix.kmax, k, ix.pages - 1, fresh);  // [Hkv, d] into the last page
+    if (config_.selection != "evaluation" && kv.size(0) > context_.budget)
+      ix.pending = PendingFold{.entry = ix.entries, .page = ix.pages - 1, .fresh = fresh};
+    else
+      quest_fold_key(ix.kmin, ix.kmax, k, ix.pages - 1, fresh);  // [Hkv, d] into the last page
     ++ix.entries;
   }
 
@@ -224,9 +233,11 @@ class Quest : public RetrievalMethod {
     const int64_t current = (n - 1) / page, current_fill = n - current * page;
     const int64_t room = config_.selection == "fill" ? B - current_fill : (B / page - 1) * page;
     const int64_t whole = room / page, part = room % page;  // pages taken whole, then entries
+    const std::optional<QuestKeyFold> fold = take_fold(layer, kv);
     at::Tensor scores = quest_page_scores(q.reshape({Hkv, g, d}), ix.kmin.narrow(1, 0, ix.pages),
                                           ix.kmax.narrow(1, 0, ix.pages),
-                                          /*sum_group=*/!config_.per_query_head());
+                                          /*sum_group=*/!config_.per_query_head(),
+                                          KernelPath::kAuto, fold ? &*fold : nullptr);
     scores = scores.reshape({-1, ix.pages});  // [units, P]: Hkv, or Hq per query head
     return {top_page_entries(scores, current, whole, part, page, n)};
   }
@@ -235,6 +246,7 @@ class Quest : public RetrievalMethod {
   std::vector<std::vector<int64_t>> select_sparse(int layer, const at::Tensor& q,
                                                   const LayerKV& kv,
                                                   const std::vector<int>& heads) override {
+    fold_pending(index_[layer], kv);
     const PageIndex& ix = index_[layer];
     const int64_t Hkv = kv.num_heads(), g = q.size(0) / Hkv, d = q.size(1);
     for (int h : heads)
@@ -267,11 +279,38 @@ class Quest : public RetrievalMethod {
     return k.is_cuda() ? k.scalar_type() : at::kFloat;
   }
 
+  // A decode key not folded yet: entry `entry`'s key (in the pool) into page `page`.
+  struct PendingFold {
+    int64_t entry = 0, page = 0;
+    bool fresh = false;
+  };
+
   struct PageIndex {
     at::Tensor kmin, kmax;  // [Hkv, capacity, d] of summary_dtype; pages 0..pages-1 in use
     int64_t pages = 0;
-    int64_t entries = 0;    // entries summarised (== every head's size)
+    int64_t entries = 0;    // entries summarised (== every head's size), the pending one too
+    std::optional<PendingFold> pending;
   };
+
+  // The pending fold as the scoring takes it (the key's pool row per head), now taken.
+  std::optional<QuestKeyFold> take_fold(int layer, const LayerKV& kv) {
+    PageIndex& ix = index_[layer];
+    if (!ix.pending) return std::nullopt;
+    const PendingFold f = *ix.pending;
+    ix.pending.reset();
+    // [Hkv]: column `entry` of the row table, a view
+    const at::Tensor rows = kv.leading_rows(f.entry + 1).select(1, f.entry);
+    return QuestKeyFold{kv.key_pool(), rows, f.page, f.fresh};
+  }
+
+  // The pending fold now, on its own.
+  void fold_pending(PageIndex& ix, const LayerKV& kv) {
+    if (!ix.pending) return;
+    const PendingFold f = *ix.pending;
+    ix.pending.reset();
+    const at::Tensor rows = kv.leading_rows(f.entry + 1).select(1, f.entry);  // [Hkv]
+    quest_fold_key(ix.kmin, ix.kmax, kv.key_pool().index_select(0, rows), f.page, f.fresh);
+  }
 
   // Index bytes: the min and max summaries, in the keys' dtype, as a GPU deployment keeps them.
   void account(int layer, const LayerKV& kv) {

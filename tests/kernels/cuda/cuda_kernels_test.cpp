@@ -56,6 +56,62 @@ TEST(CudaKernels, QuestPageScores) {
   }
 }
 
+// quest_page_scores with a fold: the summaries after the fold are the rule's (the last page
+// widened by the key read from the pool at its row, or set to it when fresh; NaNs win; other
+// pages untouched) and the scores are those of the folded summaries. fp32 rows of 16-byte
+// vectors (d = 128: the fold in the vector kernel's launch) and of 20 floats (the scalar path:
+// a fold launch first); keys in a pool of 50 rows, heads' rows out of order (stride 2).
+TEST(CudaKernels, QuestPageScoresFoldTheStepsKeyFirst) {
+  KVB_REQUIRE_GPU();
+  KernelRng rng;
+  SCOPED_TRACE(rng.trace());
+  for (const int64_t d : {int64_t(128), int64_t(20)})
+    for (const bool fresh : {false, true}) {
+      SCOPED_TRACE("d " + std::to_string(d) + (fresh ? ", fresh page" : ", widened page"));
+      const int64_t H = 8, g = 4, P = 70, stride = (P + 3) * d, page = P - 1, R = 50;
+      auto q = rng.normal(size_t(H * g * d)), a = rng.normal(size_t(H * stride)),
+           b = rng.normal(size_t(H * stride)), pool = rng.normal(size_t(R * d));
+      std::vector<float> lo(a.size()), hi(a.size());
+      for (size_t i = 0; i < a.size(); ++i)
+        lo[i] = std::min(a[i], b[i]), hi[i] = std::max(a[i], b[i]);
+      lo[size_t(page * d + 3)] = NAN;   // head 0: an old NaN stays
+      pool[size_t(7 * d + 5)] = NAN;    // head 1's key (row 7): its NaN goes in
+      std::vector<int64_t> rows(size_t(2 * H), -1);  // head h's row at 2h
+      for (int64_t h = 0; h < H; ++h) rows[size_t(2 * h)] = (h * 5 + 2) % R;
+      std::vector<float> want_lo = lo, want_hi = hi;
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t c = 0; c < d; ++c) {
+          const size_t at = size_t(h * stride + page * d + c);
+          const float key = pool[size_t(rows[size_t(2 * h)] * d + c)], x = lo[at], y = hi[at];
+          want_lo[at] = fresh ? key : std::isnan(x) ? x : std::isnan(key) ? key : std::min(x, key);
+          want_hi[at] = fresh ? key : std::isnan(y) ? y : std::isnan(key) ? key : std::max(y, key);
+        }
+      auto ref = poisoned<float>(size_t(H * g * P));
+      kernels::quest_page_scores_reference(q.data(), want_lo.data(), want_hi.data(), ref.data(), H,
+                                           g, P, d, stride, /*sum_group=*/false);
+      DeviceBuffer<float> dq(q), dlo(lo), dhi(hi), dpool(pool), out(poisoned<float>(ref.size()));
+      DeviceBuffer<int64_t> drows(rows);
+      const QuestFold fold{dpool.ptr, drows.ptr, 2, page, fresh};
+      quest_page_scores(dq.ptr, kernels::KvElement::kF32, dlo.ptr, dhi.ptr,
+                        kernels::KvElement::kF32, out.ptr, H, g, P, d, stride, false, nullptr,
+                        &fold);
+      // The scores but where a NaN sits in the page (the kernel's fmaxf and the reference
+      // part there; heads 0 and 1's last page): those of the folded summaries.
+      const std::vector<float> got = out.get();
+      std::vector<float> finite_got, finite_ref;
+      for (size_t i = 0; i < ref.size(); ++i)
+        if (!std::isnan(ref[i]) && !(i / size_t(g * P) < 2 && int64_t(i % size_t(P)) == page))
+          finite_got.push_back(got[i]), finite_ref.push_back(ref[i]);
+      EXPECT_EQ(finite_got.size(), ref.size() - 2 * size_t(g));
+      EXPECT_LT(relative_error(finite_got, finite_ref), 1e-5);
+      for (const auto& [buffer, want] : {std::pair(dlo.get(), want_lo), std::pair(dhi.get(), want_hi)})
+        for (size_t i = 0; i < want.size(); ++i) {
+          if (std::isnan(want[i])) EXPECT_TRUE(std::isnan(buffer[i])) << i;
+          else EXPECT_EQ(buffer[i], want[i]) << i;
+        }
+    }
+}
+
 // quest_fold_key against the rule written out here: the last page's minimum and maximum
 // widened by k (a NaN on either side wins), or both set to k on a fresh page; every other
 // element of the [H, cap, d] summaries untouched. fp32 and bf16 summaries, values that bf16

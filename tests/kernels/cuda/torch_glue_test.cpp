@@ -362,6 +362,47 @@ TEST(TorchGlue, QuestPageScoresPerHeadAndSummedOverTheGroup) {
   }
 }
 
+// A fold in the scoring's launch: the summaries' last page as ATen's minimum and maximum (or
+// a copy, fresh) of the key at each head's pool row leave it, in bf16, the other pages
+// untouched, and the scores are those of the folded summaries. Rows: a column of a row table.
+TEST(TorchGlue, QuestPageScoresFoldTheKeyAsAtensMinimumAndMaximum) {
+  KVB_REQUIRE_GPU();
+  at::manual_seed(5);
+  const int64_t H = 8, g = 4, P = 90, d = 128, cap = 120, R = 64;
+  for (const bool fresh : {false, true}) {
+    SCOPED_TRACE(fresh ? "fresh" : "widened");
+    const at::Tensor a = randn({H, cap, d}), b = randn({H, cap, d});
+    const at::Tensor lo = at::minimum(a, b).to(at::kBFloat16), hi = at::maximum(a, b).to(at::kBFloat16);
+    const at::Tensor pool = randn({R, d}).to(at::kBFloat16);
+    const at::Tensor table = at::randint(0, R, {H, 10}, at::kLong);
+    const at::Tensor rows = table.select(1, 6);  // [H], a stride of 10
+    at::Tensor want_lo = lo.clone(), want_hi = hi.clone();
+    const at::Tensor key = pool.index_select(0, rows);  // [H, d]
+    at::Tensor page_lo = want_lo.select(1, P - 1), page_hi = want_hi.select(1, P - 1);
+    page_lo.copy_(fresh ? key : at::minimum(page_lo, key));
+    page_hi.copy_(fresh ? key : at::maximum(page_hi, key));
+    const at::Tensor q = randn({H, g, d});
+    const at::Tensor want = quest_reference(q, want_lo.narrow(1, 0, P).to(at::kFloat),
+                                            want_hi.narrow(1, 0, P).to(at::kFloat));
+    const at::Tensor lo_gpu = lo.to(kGpu), hi_gpu = hi.to(kGpu);
+    const QuestFoldArgs fold{pool.to(kGpu), table.to(kGpu).select(1, 6), P - 1, fresh};
+    ASSERT_TRUE(quest_fold_in_scores_supported(q.to(kGpu), lo_gpu.narrow(1, 0, P),
+                                               hi_gpu.narrow(1, 0, P), fold));
+    expect_close(quest_page_scores(q.to(kGpu), lo_gpu.narrow(1, 0, P), hi_gpu.narrow(1, 0, P),
+                                   false, &fold),
+                 want);
+    EXPECT_TRUE(at::equal(lo_gpu.to(at::kCPU), want_lo));
+    EXPECT_TRUE(at::equal(hi_gpu.to(at::kCPU), want_hi));
+    // Not taken: a pool of another dtype, a page past P.
+    EXPECT_FALSE(quest_fold_in_scores_supported(
+        q.to(kGpu), lo_gpu.narrow(1, 0, P), hi_gpu.narrow(1, 0, P),
+        QuestFoldArgs{pool.to(at::kFloat).to(kGpu), fold.rows, P - 1, fresh}));
+    EXPECT_FALSE(quest_fold_in_scores_supported(q.to(kGpu), lo_gpu.narrow(1, 0, P),
+                                                hi_gpu.narrow(1, 0, P),
+                                                QuestFoldArgs{fold.pool, fold.rows, P, fresh}));
+  }
+}
+
 TEST(TorchGlue, QuestPageScoresSplitsGroupsBeyondSharedMemory) {
   KVB_REQUIRE_GPU();
   at::manual_seed(2);
