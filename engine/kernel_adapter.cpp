@@ -325,13 +325,17 @@ void check_pq_shapes(const at::Tensor& q, const at::Tensor& centroids, const at:
 // the centroids are normalised (in fp32, then cast), as in the CPU kernel. The products run in
 // the keys' dtype: fp32 keys give fp32 products, bf16 keys tensor-core ones on a GPU.
 // Chunks of keys keep the similarity block [H, chunk, C] under block_elements.
+// The centroids [H, C, d] L2-normalised in fp32, then in the keys' dtype: what both GPU paths'
+// products read.
+at::Tensor normalised_centroids(const at::Tensor& centroids, at::ScalarType keys_type) {
+  const at::Tensor c = centroids.to(at::kFloat);
+  return (c / c.norm(2, -1, /*keepdim=*/true).clamp_min(1e-12)).to(keys_type);
+}
+
 at::Tensor cosine_assign_aten(const at::Tensor& keys, const at::Tensor& centroids,
                               int64_t block_elements) {
   const int64_t H = keys.size(0), n = keys.size(1), C = centroids.size(1);
-  at::Tensor cn = centroids.to(at::kFloat);
-  cn = (cn / cn.norm(2, -1, /*keepdim=*/true).clamp_min(1e-12))
-           .to(keys.scalar_type())
-           .transpose(1, 2);  // [H, d, C]
+  const at::Tensor cn = normalised_centroids(centroids, keys.scalar_type()).transpose(1, 2);  // [H, d, C]
   const int64_t chunk = cosine_assign_chunk(H, C, block_elements);
   at::Tensor labels = at::empty({H, n}, keys.options().dtype(at::kLong));
   for (int64_t s = 0; s < n; s += chunk) {
@@ -588,7 +592,7 @@ at::Tensor cosine_assign(const at::Tensor& keys, const at::Tensor& centroids, Ke
     return cosine_assign_cpu(keys, centroids);
 #if KVBENCH_CUDA_KERNELS
   if (path == KernelPath::kAuto && cuda::cosine_assign_supported(keys, centroids))
-    return cuda::cosine_assign(keys, centroids);
+    return cuda::cosine_assign(keys, normalised_centroids(centroids, keys.scalar_type()));
 #endif
   return cosine_assign_aten(keys, centroids, block_elements);
 }

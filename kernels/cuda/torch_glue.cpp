@@ -515,9 +515,7 @@ at::Tensor cosine_assign(const at::Tensor& keys, const at::Tensor& centroids) {
           "128, and centroids [H, C, d] on their device");
   const c10::cuda::CUDAGuard guard(keys.device());
   const int64_t H = keys.size(0), n = keys.size(1), d = keys.size(2), C = centroids.size(1);
-  // Normalised in fp32, then in the keys' dtype: the adapter's ATen path's centroids.
-  at::Tensor c = centroids.to(at::kFloat);
-  c = (c / c.norm(2, -1, /*keepdim=*/true).clamp_min(1e-12)).to(keys.scalar_type()).contiguous();
+  const at::Tensor c = centroids.to(keys.scalar_type()).contiguous();  // normalised by the caller
   const at::Tensor k = keys.contiguous();  // 16-byte aligned rows: d % 16 == 0, fresh storage
   at::Tensor labels = at::empty({H, n}, keys.options().dtype(at::kLong));
   cosine_assign(k.data_ptr(), c.data_ptr(), *kv_element(keys.scalar_type()),

@@ -184,9 +184,10 @@ void pq_encode(const at::Tensor& centroids, const at::Tensor& k_pool, const at::
 at::Tensor centroid_update(const at::Tensor& keys, const at::Tensor& labels, const at::Tensor& old,
                            at::Tensor* counts = nullptr);
 // Cosine assignment on tensor cores (kvbench_cuda.h cosine_assign): labels [H, n] int64 of
-// keys [H, n, d] bf16 / f16 against centroids [H, C, d] (any floating dtype, L2-normalised in
-// fp32 here, then cast to the keys' dtype, as the adapter's ATen path does). Supported: keys on
-// a GPU, 16-bit, d a multiple of 16 up to 128, H <= 65535, centroids on the keys' device.
+// keys [H, n, d] bf16 / f16 against centroids [H, C, d] L2-normalised by the caller (the
+// adapter's normalised_centroids, shared with its ATen path), read in the keys' dtype.
+// Supported: keys on a GPU, 16-bit, d a multiple of 16 up to 128, H <= 65535, centroids on the
+// keys' device.
 bool cosine_assign_supported(const at::Tensor& keys, const at::Tensor& centroids);
 at::Tensor cosine_assign(const at::Tensor& keys, const at::Tensor& centroids);
 

@@ -208,9 +208,8 @@ class Quest : public RetrievalMethod {
       ++ix.pages;
       account(layer, kv);
     }
-    if (config_.selection != "evaluation" && kv.size(0) > context_.budget)
-      ix.pending = PendingFold{.entry = ix.entries, .page = ix.pages - 1, .fresh = fresh};
-    else
+    ix.key_pending = config_.selection != "evaluation" && kv.size(0) > context_.budget;
+    if (!ix.key_pending)
       quest_fold_key(ix.kmin, ix.kmax, k, ix.pages - 1, fresh);  // [Hkv, d] into the last page
     ++ix.entries;
   }
@@ -233,7 +232,7 @@ class Quest : public RetrievalMethod {
     const int64_t current = (n - 1) / page, current_fill = n - current * page;
     const int64_t room = config_.selection == "fill" ? B - current_fill : (B / page - 1) * page;
     const int64_t whole = room / page, part = room % page;  // pages taken whole, then entries
-    const std::optional<QuestKeyFold> fold = take_fold(layer, kv);
+    const std::optional<QuestKeyFold> fold = take_fold(index_[layer], kv);
     at::Tensor scores = quest_page_scores(q.reshape({Hkv, g, d}), ix.kmin.narrow(1, 0, ix.pages),
                                           ix.kmax.narrow(1, 0, ix.pages),
                                           /*sum_group=*/!config_.per_query_head(),
@@ -279,37 +278,28 @@ class Quest : public RetrievalMethod {
     return k.is_cuda() ? k.scalar_type() : at::kFloat;
   }
 
-  // A decode key not folded yet: entry `entry`'s key (in the pool) into page `page`.
-  struct PendingFold {
-    int64_t entry = 0, page = 0;
-    bool fresh = false;
-  };
-
   struct PageIndex {
     at::Tensor kmin, kmax;  // [Hkv, capacity, d] of summary_dtype; pages 0..pages-1 in use
     int64_t pages = 0;
     int64_t entries = 0;    // entries summarised (== every head's size), the pending one too
-    std::optional<PendingFold> pending;
+    bool key_pending = false;  // the last entry's key is not in the last page's summary yet
   };
 
-  // The pending fold as the scoring takes it (the key's pool row per head), now taken.
-  std::optional<QuestKeyFold> take_fold(int layer, const LayerKV& kv) {
-    PageIndex& ix = index_[layer];
-    if (!ix.pending) return std::nullopt;
-    const PendingFold f = *ix.pending;
-    ix.pending.reset();
-    // [Hkv]: column `entry` of the row table, a view
-    const at::Tensor rows = kv.leading_rows(f.entry + 1).select(1, f.entry);
-    return QuestKeyFold{kv.key_pool(), rows, f.page, f.fresh};
+  // The pending key's fold as the scoring takes it, now taken: the last entry's pool row per
+  // head (a column of the row table, a view) into the last page, a fresh one when the entry
+  // opened it.
+  std::optional<QuestKeyFold> take_fold(PageIndex& ix, const LayerKV& kv) {
+    if (!ix.key_pending) return std::nullopt;
+    ix.key_pending = false;
+    const int64_t entry = ix.entries - 1;
+    return QuestKeyFold{kv.key_pool(), kv.leading_rows(ix.entries).select(1, entry), ix.pages - 1,
+                        entry % config_.page_size == 0};
   }
 
   // The pending fold now, on its own.
   void fold_pending(PageIndex& ix, const LayerKV& kv) {
-    if (!ix.pending) return;
-    const PendingFold f = *ix.pending;
-    ix.pending.reset();
-    const at::Tensor rows = kv.leading_rows(f.entry + 1).select(1, f.entry);  // [Hkv]
-    quest_fold_key(ix.kmin, ix.kmax, kv.key_pool().index_select(0, rows), f.page, f.fresh);
+    if (const std::optional<QuestKeyFold> f = take_fold(ix, kv))
+      quest_fold_key(ix.kmin, ix.kmax, f->k_pool.index_select(0, f->rows), f->page, f->fresh);
   }
 
   // Index bytes: the min and max summaries, in the keys' dtype, as a GPU deployment keeps them.

@@ -577,7 +577,7 @@ TEST(TorchGlue, CosineAssignIsAtensBmmAndArgmaxInBf16AndF16) {
     // has no f16 bmm)
     const at::Tensor sims = at::bmm(k.to(at::kFloat), cn.to(at::kFloat).transpose(1, 2));  // [H, n, C]
     const at::Tensor want = sims.to(type).argmax(-1);  // [H, n]
-    const at::Tensor got = cosine_assign(k.to(kGpu), centroids.to(kGpu)).to(at::kCPU);
+    const at::Tensor got = cosine_assign(k.to(kGpu), cn.to(kGpu)).to(at::kCPU);
     ASSERT_EQ(got.sizes(), want.sizes());
     ASSERT_EQ(got.scalar_type(), at::kLong);
     const double agree = got.eq(want).to(at::kDouble).mean().item<double>();

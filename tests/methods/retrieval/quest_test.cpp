@@ -210,6 +210,39 @@ TEST(Quest, IncrementalSummariesMatchARebuild) {
   EXPECT_EQ(sel, expected);
 }
 
+// A decode key's fold is left to the next selection's scoring (select_rows), or done at the
+// next on_append where no selection came: at every selection, the pages ranked by summaries
+// rebuilt from all the keys so far. Selections at every step, and at every third (two folds
+// left pending in a row).
+TEST(Quest, DeferredFoldsGiveTheRebuiltSummariesSelections) {
+  const int64_t d = 8, H = 2, L = 80, steps = 60, B = 64;  // every step sparse
+  for (const int64_t every : {1, 3}) {
+    at::manual_seed(11);
+    const at::Tensor all = at::randn({H, L + steps, d});
+    auto method = test::make_method("quest");
+    method->begin(test::context(3, H, H, d, B, L));
+    LayerKV kv(int(H), d, at::kFloat);
+    kv.append_many(all.narrow(1, 0, L), all.narrow(1, 0, L), 0);
+    method->on_prefill(2, at::randn({H, L, d}), all.narrow(1, 0, L), all.narrow(1, 0, L), kv);
+    for (int64_t t = L; t < L + steps; ++t) {
+      const at::Tensor kt = all.select(1, t);  // [H, d]
+      kv.append(kt, kt, t);
+      method->on_append(2, kt, kt, kv);
+      if ((t - L) % every != 0) continue;
+      const at::Tensor q = at::randn({H, d});
+      const std::vector<std::vector<int64_t>> got = method->select(2, q, kv).lists();
+      auto [kmin, kmax] = quest_page_summaries(all.narrow(1, 0, t + 1), 16);
+      const at::Tensor scores = quest_page_scores(q.view({H, 1, d}), kmin, kmax, true);
+      for (int64_t h = 0; h < H; ++h) {
+        std::vector<int64_t> sel = got[size_t(h)];
+        std::sort(sel.begin(), sel.end());
+        EXPECT_EQ(sel, quest_select_pages(quest_rank_pages(scores[h][0]), t + 1, 16, B, false))
+            << "every " << every << ", step " << t << ", head " << h;
+      }
+    }
+  }
+}
+
 TEST(Quest, DeviceSelectionEqualsTheHostRankingOfEveryHead) {
   // Quest's kernel and fill selections are built with tensor ops (select_rows), per KV head or
   // per query head; the host path (quest_rank_pages + quest_select_pages) is the reference.
