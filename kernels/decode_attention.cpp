@@ -19,7 +19,7 @@ namespace kvb::kernels {
 namespace {
 
 // Rows scored before one rescale of the accumulators. 16, not 32: a tile's V rows (8 KB in
-// fp32 at d = 128) and the next 16 rows prefetched ahead (16 KB of K and V) then fit in a
+// fp32 at d = 128) and the rows prefetched into L1 ahead (16 rows then: 16 KB of K and V) fit in a
 // 32 KB L1 together; at 32 the prefetched lines evicted the tile's V rows before the PV pass
 // read them (dense 32k on a 2-core EPYC VM, 4 paired rounds: 76-84% of read_sum against
 // 75-78% at 32).
@@ -231,18 +231,33 @@ KVB_TARGET_AVX2 inline __m256 load8(const f16* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
-// Software prefetch of the K and V lines of row j + 16 into L1, one row per row attended
-// (paged / indexed rows defeat the hardware prefetcher; a tile's rows prefetched at once stall
-// on the line-fill buffers). Measured on the dense 32k case: 14 ms without, 10-11 ms with.
+// Software prefetch in two levels, one row's K and V lines per row attended: row j + 64 into
+// L2 (T1), row j + 8 from there into L1 (T0). Paged or indexed rows defeat the hardware
+// prefetcher, and a core's L1 misses in flight are few (its line-fill buffers): T0 prefetches
+// from memory alone keep too few lines coming, while the L2's own queue is deeper. Measured on
+// the dense 32k case (fp32, 2 threads): 14 ms without prefetch, 10-11 ms with T0 at 16 rows
+// (2-core EPYC VM); on a 2-core Sapphire Rapids VM, `BM_dense_decode/32768` at 95-96% of
+// `BM_read_sum` with T0 at 16 rows against 111-115% with these two levels (alternate runs).
+// Not measured on AMD, where T1 prefetches may fill L1 as T0 ones do.
+constexpr int64_t kNearRows = 8, kFarRows = 64;
+
 template <typename E>
 KVB_INLINE void prefetch_ahead(const E* k, const E* v, const int64_t* idx, int64_t j, int64_t r1,
                                int64_t d) {
-  constexpr int64_t kAhead = 16;
-  if (j + kAhead >= r1) return;
-  const int64_t row = idx ? idx[j + kAhead] : j + kAhead;
-  for (int64_t c = 0; c < d; c += int64_t(64 / sizeof(E))) {
-    _mm_prefetch(reinterpret_cast<const char*>(k + row * d + c), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(v + row * d + c), _MM_HINT_T0);
+  constexpr int64_t kLine = 64 / int64_t(sizeof(E));
+  if (j + kFarRows < r1) {
+    const int64_t row = idx ? idx[j + kFarRows] : j + kFarRows;
+    for (int64_t c = 0; c < d; c += kLine) {
+      _mm_prefetch(reinterpret_cast<const char*>(k + row * d + c), _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(v + row * d + c), _MM_HINT_T1);
+    }
+  }
+  if (j + kNearRows < r1) {
+    const int64_t row = idx ? idx[j + kNearRows] : j + kNearRows;
+    for (int64_t c = 0; c < d; c += kLine) {
+      _mm_prefetch(reinterpret_cast<const char*>(k + row * d + c), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(v + row * d + c), _MM_HINT_T0);
+    }
   }
 }
 
@@ -452,12 +467,15 @@ KVB_TARGET_AVX512 void attend_rows_avx512_blocked(const float* q, int64_t d, flo
         const int64_t row = idx ? idx[t0 + jr] : t0 + jr;
         krows[r] = k + row * d;
         vrows[jr] = v + row * d;
-        prefetch_ahead(k, v, idx, t0 + j0 + r, r1, d);
       }
       for (int ib = 0; ib < kG; ib += kB) {
         __m512 dots[16];  // dots[i * kR + r]: query head ib + i, row j0 + r
         for (__m512& x : dots) x = _mm512_setzero_ps();
         for (int64_t c0 = 0; c0 < d; c0 += 16) {
+          // The block's rows prefetched one per slice among the FMAs: issued at once, their
+          // prefetches wait on the line-fill buffers with no work beside them (measured:
+          // dense 32k, 94-96% of read_sum at once, 102-103% spread, Sapphire Rapids VM).
+          if (ib == 0 && c0 / 16 < kR) prefetch_ahead(k, v, idx, t0 + j0 + c0 / 16, r1, d);
           __m512 qs[kB];
           for (int i = 0; i < kB; ++i) qs[i] = _mm512_loadu_ps(q + (ib + i) * d + c0);
           for (int r = 0; r < kR; ++r) {
@@ -472,6 +490,7 @@ KVB_TARGET_AVX512 void attend_rows_avx512_blocked(const float* q, int64_t d, flo
         for (int i = 0; i < kB; ++i)
           for (int64_t r = 0; r < rows; ++r) s[ib + i][j0 + r] = sums[i * kR + r];
       }
+      for (int64_t r = d / 16; r < kR; ++r) prefetch_ahead(k, v, idx, t0 + j0 + r, r1, d);
     }
     softmax_tile_avx2<kG>(s, T, d, m, l, acc, raw, raw_stride, t0);
     accumulate_values_avx512<kG, kS>(s, vrows, T, d, acc);
