@@ -8,7 +8,7 @@ namespace kvb {
 // threads spin for a while after every parallel region; a decode step alternates small torch
 // ops (OpenMP) with matrix-vector products (OpenBLAS's threads), so the two pools took turns
 // spinning on the same cores and a CPU decode step ran 2-4x slower than with PASSIVE
-// (README, Performance). When the variable is unset, this sets it to PASSIVE and executes the
+// (PERFORMANCE.md). When the variable is unset, this sets it to PASSIVE and executes the
 // program again (argv as given) so that libgomp sees it; a user's own setting is kept, and if
 // the re-execution fails the process simply goes on.
 void use_passive_omp_wait(char** argv);
