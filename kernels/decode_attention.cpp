@@ -231,33 +231,36 @@ KVB_TARGET_AVX2 inline __m256 load8(const f16* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
-// Software prefetch in two levels, one row's K and V lines per row attended: row j + 64 into
-// L2 (T1), row j + 8 from there into L1 (T0). Paged or indexed rows defeat the hardware
-// prefetcher, and a core's L1 misses in flight are few (its line-fill buffers): T0 prefetches
-// from memory alone keep too few lines coming, while the L2's own queue is deeper. Measured on
-// the dense 32k case (fp32, 2 threads): 14 ms without prefetch, 10-11 ms with T0 at 16 rows
-// (2-core EPYC VM); on a 2-core Sapphire Rapids VM, `BM_dense_decode/32768` at 95-96% of
-// `BM_read_sum` with T0 at 16 rows against 111-115% with these two levels (alternate runs).
-// Not measured on AMD, where T1 prefetches may fill L1 as T0 ones do.
-constexpr int64_t kNearRows = 8, kFarRows = 64;
+// One row's K and V lines prefetched, if row j < r1 exists; kLocality as __builtin_prefetch's
+// (3: T0, into L1; 2: T1, into L2).
+template <int kLocality, typename E>
+KVB_INLINE void prefetch_row(const E* k, const E* v, const int64_t* idx, int64_t j, int64_t r1,
+                             int64_t d) {
+  if (j >= r1) return;
+  const int64_t row = idx ? idx[j] : j;
+  for (int64_t c = 0; c < d; c += int64_t(64 / sizeof(E))) {
+    __builtin_prefetch(k + row * d + c, 0, kLocality);
+    __builtin_prefetch(v + row * d + c, 0, kLocality);
+  }
+}
 
+// Software prefetch, one row's lines per row attended (paged or indexed rows defeat the
+// hardware prefetcher). Where T1 stops at L2 (cpu_prefetch_t1_stops_at_l2), two levels: row
+// j + 64 into L2, row j + 8 from there into L1. A core's L1 misses in flight are few (its
+// line-fill buffers), so T0 prefetches straight from memory keep too few lines coming; the
+// L2's queue is deeper. Elsewhere row j + 16 into L1. Measured on the dense 32k case (fp32, 2
+// threads): 14 ms without prefetch, 10-11 ms with T0 at 16 rows (2-core Zen 3 EPYC VM, where
+// single-level distances of 8-64 rows gained nothing); on a 2-core Sapphire Rapids VM,
+// `BM_dense_decode/32768` at 95-96% of `BM_read_sum` with T0 at 16 rows against 111-115% with
+// the two levels (alternate runs).
 template <typename E>
 KVB_INLINE void prefetch_ahead(const E* k, const E* v, const int64_t* idx, int64_t j, int64_t r1,
-                               int64_t d) {
-  constexpr int64_t kLine = 64 / int64_t(sizeof(E));
-  if (j + kFarRows < r1) {
-    const int64_t row = idx ? idx[j + kFarRows] : j + kFarRows;
-    for (int64_t c = 0; c < d; c += kLine) {
-      _mm_prefetch(reinterpret_cast<const char*>(k + row * d + c), _MM_HINT_T1);
-      _mm_prefetch(reinterpret_cast<const char*>(v + row * d + c), _MM_HINT_T1);
-    }
-  }
-  if (j + kNearRows < r1) {
-    const int64_t row = idx ? idx[j + kNearRows] : j + kNearRows;
-    for (int64_t c = 0; c < d; c += kLine) {
-      _mm_prefetch(reinterpret_cast<const char*>(k + row * d + c), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(v + row * d + c), _MM_HINT_T0);
-    }
+                               int64_t d, bool two_level) {
+  if (two_level) {
+    prefetch_row<2>(k, v, idx, j + 64, r1, d);
+    prefetch_row<3>(k, v, idx, j + 8, r1, d);
+  } else {
+    prefetch_row<3>(k, v, idx, j + 16, r1, d);
   }
 }
 
@@ -321,13 +324,14 @@ KVB_TARGET_AVX2 void attend_rows_avx2_blocked(const float* q, int64_t d, float s
                                               float* m, float* l, float* acc, float* raw,
                                               int64_t raw_stride) {
   constexpr int kB = kG < 4 ? kG : 4;  // query heads per register block
+  const bool two_level = cpu_prefetch_t1_stops_at_l2();
   float s[kG][kTile];
   const E* vrows[kTile];
   for (int64_t t0 = r0; t0 < r1; t0 += kTile) {
     const int64_t T = std::min(kTile, r1 - t0);
     for (int64_t j = 0; j < T; ++j) {
       const int64_t row = idx ? idx[t0 + j] : t0 + j;
-      prefetch_ahead(k, v, idx, t0 + j, r1, d);
+      prefetch_ahead(k, v, idx, t0 + j, r1, d, two_level);
       const E* kr = k + row * d;
       vrows[j] = v + row * d;
       for (int ib = 0; ib < kG; ib += kB) {
@@ -456,6 +460,7 @@ KVB_TARGET_AVX512 void attend_rows_avx512_blocked(const float* q, int64_t d, flo
                                                   int64_t raw_stride) {
   constexpr int kB = kG < 4 ? kG : 4;  // query heads per block
   constexpr int kR = 16 / kB;          // rows per block: kR * kB dot products reduced at once
+  const bool two_level = cpu_prefetch_t1_stops_at_l2();
   float s[kG][kTile];
   const E* vrows[kTile];
   for (int64_t t0 = r0; t0 < r1; t0 += kTile) {
@@ -475,7 +480,8 @@ KVB_TARGET_AVX512 void attend_rows_avx512_blocked(const float* q, int64_t d, flo
           // The block's rows prefetched one per slice among the FMAs: issued at once, their
           // prefetches wait on the line-fill buffers with no work beside them (measured:
           // dense 32k, 94-96% of read_sum at once, 102-103% spread, Sapphire Rapids VM).
-          if (ib == 0 && c0 / 16 < kR) prefetch_ahead(k, v, idx, t0 + j0 + c0 / 16, r1, d);
+          if (ib == 0 && c0 / 16 < kR)
+            prefetch_ahead(k, v, idx, t0 + j0 + c0 / 16, r1, d, two_level);
           __m512 qs[kB];
           for (int i = 0; i < kB; ++i) qs[i] = _mm512_loadu_ps(q + (ib + i) * d + c0);
           for (int r = 0; r < kR; ++r) {
@@ -490,7 +496,8 @@ KVB_TARGET_AVX512 void attend_rows_avx512_blocked(const float* q, int64_t d, flo
         for (int i = 0; i < kB; ++i)
           for (int64_t r = 0; r < rows; ++r) s[ib + i][j0 + r] = sums[i * kR + r];
       }
-      for (int64_t r = d / 16; r < kR; ++r) prefetch_ahead(k, v, idx, t0 + j0 + r, r1, d);
+      for (int64_t r = d / 16; r < kR; ++r)
+        prefetch_ahead(k, v, idx, t0 + j0 + r, r1, d, two_level);
     }
     softmax_tile_avx2<kG>(s, T, d, m, l, acc, raw, raw_stride, t0);
     accumulate_values_avx512<kG, kS>(s, vrows, T, d, acc);

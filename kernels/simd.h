@@ -49,4 +49,15 @@ inline bool cpu_has_avx512f() {
 #endif
 }
 
+// Whether PREFETCHT1 stops at L2: on Intel's cores, and on AMD's from Zen 4 (the first with
+// AVX-512); AMD's earlier cores fill L1 with it as with T0.
+inline bool cpu_prefetch_t1_stops_at_l2() {
+#if KVB_X86_DISPATCH
+  static const bool stops = __builtin_cpu_is("intel") || __builtin_cpu_supports("avx512f");
+  return stops;
+#else
+  return false;
+#endif
+}
+
 }  // namespace kvb::kernels
