@@ -71,26 +71,33 @@ void BM_copy(benchmark::State& state) {
 BENCHMARK(BM_copy)->Arg(256)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // Read-only streaming: a parallel sum over the buffer with the kernels' thread count (OpenMP's
-// default), four vector accumulators and software prefetch as the decode kernel has (a plain
-// summing loop reaches a third of this on a VM whose hardware prefetcher is weak). Decode
-// attention only reads K and V, so this, not memcpy, is its ceiling.
+// default), each thread's share read as 8 interleaved sequential streams, four vector
+// accumulators and software prefetch 4 KB ahead in each stream. Decode attention only reads K
+// and V, so this, not memcpy, is its ceiling. Why 8 streams: a core's hardware prefetchers
+// keep more lines in flight over several streams than over one; on a 2-core Sapphire Rapids
+// VM (2026-11-29) one stream a thread read 21-29 GB/s, 4 streams 36, 8 streams 38, 16 35. A
+// plain summing loop reaches a third of one stream's rate on a VM whose prefetcher is weak.
+constexpr int kSumStreams = 8;
+
 KVB_TARGET_AVX2 float sum_avx2(const float* x, int64_t begin, int64_t end) {
 #if KVB_X86_DISPATCH
+  const int64_t part = (end - begin) / kSumStreams / 32 * 32;  // floats a stream
   __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-  int64_t i = begin;
-  for (; i + 32 <= end; i += 32) {
-    _mm_prefetch(reinterpret_cast<const char*>(x + i + 1024), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(x + i + 1040), _MM_HINT_T0);
-    a0 = _mm256_add_ps(a0, _mm256_loadu_ps(x + i));
-    a1 = _mm256_add_ps(a1, _mm256_loadu_ps(x + i + 8));
-    a2 = _mm256_add_ps(a2, _mm256_loadu_ps(x + i + 16));
-    a3 = _mm256_add_ps(a3, _mm256_loadu_ps(x + i + 24));
-  }
+  for (int64_t i = 0; i < part; i += 32)
+    for (int s = 0; s < kSumStreams; ++s) {
+      const float* p = x + begin + s * part + i;
+      _mm_prefetch(reinterpret_cast<const char*>(p + 1024), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(p + 1040), _MM_HINT_T0);
+      a0 = _mm256_add_ps(a0, _mm256_loadu_ps(p));
+      a1 = _mm256_add_ps(a1, _mm256_loadu_ps(p + 8));
+      a2 = _mm256_add_ps(a2, _mm256_loadu_ps(p + 16));
+      a3 = _mm256_add_ps(a3, _mm256_loadu_ps(p + 24));
+    }
   float lanes[8];
   _mm256_storeu_ps(lanes, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
   float total = 0;
   for (float lane : lanes) total += lane;
-  for (; i < end; ++i) total += x[i];
+  for (int64_t i = begin + kSumStreams * part; i < end; ++i) total += x[i];
   return total;
 #else
   float total = 0;
@@ -125,8 +132,10 @@ void BM_read_sum(benchmark::State& state) {
 }
 BENCHMARK(BM_read_sum)->Arg(256)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// One KV head's K then V rows of each 16-row tile summed, K/V lines of the row 16 ahead
-// prefetched per row: the dense kernel's reads without its scores, softmax and PV products.
+// One KV head's K then V rows of each 16-row tile summed, with the kernel's prefetch per row
+// (decode_attention.cpp prefetch_ahead: rows 64 ahead into L2 and 8 into L1 where T1 stops at
+// L2, else 16 ahead into L1): the dense kernel's reads without its scores, softmax and PV
+// products.
 #if KVB_X86_DISPATCH
 KVB_TARGET_AVX2 inline void add_row(const float* row, __m256& a0, __m256& a1) {
   for (int64_t c = 0; c < kD; c += 16) {
@@ -134,20 +143,31 @@ KVB_TARGET_AVX2 inline void add_row(const float* row, __m256& a0, __m256& a1) {
     a1 = _mm256_add_ps(a1, _mm256_loadu_ps(row + c + 8));
   }
 }
+
+template <int kLocality>
+inline void prefetch_kv_row(const float* k, const float* v, int64_t j, int64_t n) {
+  if (j >= n) return;
+  for (int64_t c = 0; c < kD; c += 16) {
+    __builtin_prefetch(k + j * kD + c, 0, kLocality);
+    __builtin_prefetch(v + j * kD + c, 0, kLocality);
+  }
+}
 #endif
 
 KVB_TARGET_AVX2 float kv_stream_avx2(const float* k, const float* v, int64_t n) {
 #if KVB_X86_DISPATCH
-  constexpr int64_t kTileRows = 16, kAhead = 16;
+  constexpr int64_t kTileRows = 16;
+  const bool two_level = cpu_prefetch_t1_stops_at_l2();
   __m256 a0 = _mm256_setzero_ps(), a1 = a0;
   for (int64_t t0 = 0; t0 < n; t0 += kTileRows) {
     const int64_t t1 = std::min(n, t0 + kTileRows);
     for (int64_t j = t0; j < t1; ++j) {
-      if (j + kAhead < n)
-        for (int64_t c = 0; c < kD; c += 16) {
-          _mm_prefetch(reinterpret_cast<const char*>(k + (j + kAhead) * kD + c), _MM_HINT_T0);
-          _mm_prefetch(reinterpret_cast<const char*>(v + (j + kAhead) * kD + c), _MM_HINT_T0);
-        }
+      if (two_level) {
+        prefetch_kv_row<2>(k, v, j + 64, n);
+        prefetch_kv_row<3>(k, v, j + 8, n);
+      } else {
+        prefetch_kv_row<3>(k, v, j + 16, n);
+      }
       add_row(k + j * kD, a0, a1);
     }
     for (int64_t j = t0; j < t1; ++j) add_row(v + j * kD, a0, a1);

@@ -33,10 +33,16 @@ KVB_INLINE float load(const float* p, int64_t i) { return p[i]; }
 KVB_INLINE float load(const bf16* p, int64_t i) { return bf16_to_float(p[i]); }
 KVB_INLINE float load(const f16* p, int64_t i) { return f16_to_float(p[i]); }
 
-// Partial result of one (KV head, row chunk): running max m, sum l, accumulator acc[g, d].
-struct Partial {
+// Partial result of one (KV head, row chunk): running max m, sum l (the accumulator acc[g, d]
+// is an AccLines block). Work items next to each other run on different threads at once and
+// update these every tile, so each item's state has cache lines of its own: sharing the line
+// at a boundary cost the dense 32k case 5-6% (2-core Sapphire Rapids VM, alternate runs).
+struct alignas(64) Partial {
   float m[kMaxGroup];
   float l[kMaxGroup];
+};
+struct alignas(64) AccLine {
+  float x[16];
 };
 
 // Scores, online softmax and accumulation over rows [r0, r1) of one KV head for g query rows.
@@ -245,18 +251,19 @@ KVB_INLINE void prefetch_row(const E* k, const E* v, const int64_t* idx, int64_t
 }
 
 // Software prefetch, one row's lines per row attended (paged or indexed rows defeat the
-// hardware prefetcher). Where T1 stops at L2 (cpu_prefetch_t1_stops_at_l2), two levels: row
-// j + 64 into L2, row j + 8 from there into L1. A core's L1 misses in flight are few (its
-// line-fill buffers), so T0 prefetches straight from memory keep too few lines coming; the
-// L2's queue is deeper. Elsewhere row j + 16 into L1. Measured on the dense 32k case (fp32, 2
+// hardware prefetcher). fp32 rows where T1 stops at L2 (cpu_prefetch_t1_stops_at_l2): two
+// levels, row j + 64 into L2 and row j + 8 from there into L1. A core's L1 misses in flight are
+// few (its line-fill buffers), so T0 prefetches straight from memory keep too few lines coming;
+// the L2's queue is deeper. Otherwise row j + 16 into L1. Measured (dense 32k, fp32, 2
 // threads): 14 ms without prefetch, 10-11 ms with T0 at 16 rows (2-core Zen 3 EPYC VM, where
-// single-level distances of 8-64 rows gained nothing); on a 2-core Sapphire Rapids VM,
-// `BM_dense_decode/32768` at 95-96% of `BM_read_sum` with T0 at 16 rows against 111-115% with
-// the two levels (alternate runs).
+// single-level distances of 8-64 rows gained nothing); on a 2-core Sapphire Rapids VM
+// `BM_dense_decode/32768` at 95-96% of the one-stream `BM_read_sum` of then with T0 at 16 rows,
+// 111-115% with the two levels (alternate runs). 16-bit rows (`BM_all_rows_bf16`) measured
+// faster with T0 at 16 rows there: 26.4-27.0 GB/s against 23.8-26.2 with the two levels.
 template <typename E>
 KVB_INLINE void prefetch_ahead(const E* k, const E* v, const int64_t* idx, int64_t j, int64_t r1,
                                int64_t d, bool two_level) {
-  if (two_level) {
+  if (two_level && sizeof(E) == 4) {
     prefetch_row<2>(k, v, idx, j + 64, r1, d);
     prefetch_row<3>(k, v, idx, j + 8, r1, d);
   } else {
@@ -574,7 +581,9 @@ void run(const float* q, float* out, int64_t Hq, int64_t Hkv, int64_t d, float s
   if (all_rows * d * int64_t(2 * sizeof(float)) < kParallelBytes) chunks = 1;  // serial anyway
   const int64_t items = Hkv * passes * chunks;
   std::vector<Partial> parts(items);
-  std::vector<float> accs(size_t(items * gp * d));
+  const int64_t acc_stride = (gp * d + 15) / 16 * 16;  // floats, whole cache lines an item
+  std::vector<AccLine> acc_lines(size_t(items * acc_stride / 16));
+  float* const accs = acc_lines.data()->x;
 
   // Threads only when the call streams enough bytes to amortise a parallel region (tens of
   // microseconds when idle, a scheduler quantum when the cores are oversubscribed).
@@ -587,7 +596,7 @@ void run(const float* q, float* out, int64_t Hq, int64_t Hkv, int64_t d, float s
     const int64_t per = (hr.n + chunks - 1) / chunks;
     const int64_t r0 = std::min(hr.n, c * per), r1 = std::min(hr.n, r0 + per);
     Partial& part = parts[it];
-    float* acc = accs.data() + it * gp * d;
+    float* acc = accs + it * acc_stride;
     std::fill(acc, acc + gn * d, 0.f);
     for (int64_t i = 0; i < gn; ++i) {
       part.m[i] = -std::numeric_limits<float>::infinity();
@@ -615,7 +624,7 @@ void run(const float* q, float* out, int64_t Hq, int64_t Hkv, int64_t d, float s
         if (part.l[i] == 0.f) continue;
         const float w = std::exp(part.m[i] - M);
         L += part.l[i] * w;
-        const float* a = accs.data() + ((hp * chunks + c) * gp + i) * d;
+        const float* a = accs + (hp * chunks + c) * acc_stride + i * d;
         for (int64_t x = 0; x < d; ++x) o[x] += w * a[x];
       }
       const float inv = 1.f / L;
