@@ -121,10 +121,9 @@ __global__ void __launch_bounds__(kAssignWarps * 32)
   constexpr int d = 16 * kSteps, vectors = d / 8;  // 8 T a uint4
   constexpr int ld = d + kAssignPad;                // a staged row's elements
   constexpr int kTile = kAssignCols * ld;           // a centroid tile's elements
-  // wmma wants 32-byte aligned addresses: this kernel has no static shared memory, so the
-  // dynamic array starts the block's window (aligned far beyond that), and every offset below
-  // is a multiple of 32 bytes.
-  extern __shared__ uint4 shared_raw[];
+  // wmma wants 32-byte aligned addresses: the array is declared so aligned (uint4 alone
+  // promises 16), and every offset below is a multiple of 32 bytes.
+  extern __shared__ __align__(128) uint4 shared_raw[];
   T* const staged = reinterpret_cast<T*>(shared_raw);  // [kAssignRows, ld], then two tiles
   float* const scores = reinterpret_cast<float*>(staged + 2 * kTile);  // [kAssignRows, ld]
   const int h = blockIdx.y, first = int(blockIdx.x) * kAssignRows;
@@ -203,17 +202,19 @@ __global__ void __launch_bounds__(kAssignWarps * 32)
 
 }  // namespace
 
-bool cosine_assign_supported(int64_t d, int64_t C) {
-  return d % 16 == 0 && d >= 16 && d <= kAssignMaxD && C >= 1 && C < 0x7fffffff;
+// n and C stop a block's rows (first + 127) and tiles (c0 + 32) short of int's end.
+bool cosine_assign_supported(int64_t n, int64_t d, int64_t C) {
+  constexpr int64_t kMaxCount = 0x7fffffff - kAssignRows;
+  return d % 16 == 0 && d >= 16 && d <= kAssignMaxD && C >= 1 && C <= kMaxCount && n >= 0 &&
+         n <= kMaxCount;
 }
 
 void cosine_assign(const void* keys, const void* centroids, kernels::KvElement type,
                    int64_t* labels, int64_t H, int64_t n, int64_t C, int64_t d, void* stream) {
-  if (!cosine_assign_supported(d, C) || type == kernels::KvElement::kF32 || H > 65535 ||
-      n > 0x7fffffff)
+  if (!cosine_assign_supported(n, d, C) || type == kernels::KvElement::kF32 || H > 65535)
     throw std::invalid_argument(
         "kvb::cuda::cosine_assign: needs bf16 or f16 keys, d a multiple of 16 up to 128, "
-        "1 <= C < 2^31, H <= 65535 and n < 2^31");
+        "1 <= C and n <= 2^31 - 129, H <= 65535");
   if (H == 0 || n == 0) return;
   const dim3 grid(unsigned((n + kAssignRows - 1) / kAssignRows), unsigned(H));
   const size_t shared = assign_shared_bytes(d);

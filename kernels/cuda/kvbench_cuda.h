@@ -36,8 +36,9 @@ void centroid_update(const float* keys, const int32_t* labels, const float* old,
 // fp32 and rounded to the keys' type before the comparison, as ATen's bmm in that type writes
 // it and its argmax ranks it (ties: the lowest id; the first NaN above all). keys [H, n, d] and
 // centroids [H, C, d] (L2-normalised by the caller) contiguous, bf16 or f16 (`type`), 16-byte
-// aligned; labels [H, n] int64. cosine_assign_supported: d a multiple of 16 up to 128.
-bool cosine_assign_supported(int64_t d, int64_t C);
+// aligned; labels [H, n] int64. cosine_assign_supported: d a multiple of 16 up to 128, n and C
+// at most 2^31 - 129.
+bool cosine_assign_supported(int64_t n, int64_t d, int64_t C);
 void cosine_assign(const void* keys, const void* centroids, kernels::KvElement type,
                    int64_t* labels, int64_t H, int64_t n, int64_t C, int64_t d,
                    void* stream = nullptr);

@@ -504,7 +504,7 @@ bool cosine_assign_supported(const at::Tensor& keys, const at::Tensor& centroids
          (keys.scalar_type() == at::kBFloat16 || keys.scalar_type() == at::kHalf) &&
          centroids.device() == keys.device() && centroids.size(0) == keys.size(0) &&
          centroids.size(2) == keys.size(2) && keys.size(0) <= 65535 &&
-         keys.size(1) < 0x7fffffff && cosine_assign_supported(keys.size(2), centroids.size(1)) &&
+         cosine_assign_supported(keys.size(1), keys.size(2), centroids.size(1)) &&
          // rows read as 16-byte vectors: a contiguous view in place, else a fresh copy
          (!keys.is_contiguous() || reinterpret_cast<uintptr_t>(keys.data_ptr()) % 16 == 0);
 }
@@ -515,7 +515,10 @@ at::Tensor cosine_assign(const at::Tensor& keys, const at::Tensor& centroids) {
           "128, and centroids [H, C, d] on their device");
   const c10::cuda::CUDAGuard guard(keys.device());
   const int64_t H = keys.size(0), n = keys.size(1), d = keys.size(2), C = centroids.size(1);
-  const at::Tensor c = centroids.to(keys.scalar_type()).contiguous();  // normalised by the caller
+  // Normalised by the caller; rows read as 16-byte vectors, so a view that starts off 16 bytes
+  // (a slice of a larger tensor) is copied.
+  at::Tensor c = centroids.to(keys.scalar_type()).contiguous();
+  if (reinterpret_cast<uintptr_t>(c.data_ptr()) % 16 != 0) c = c.clone();
   const at::Tensor k = keys.contiguous();  // 16-byte aligned rows: d % 16 == 0, fresh storage
   at::Tensor labels = at::empty({H, n}, keys.options().dtype(at::kLong));
   cosine_assign(k.data_ptr(), c.data_ptr(), *kv_element(keys.scalar_type()),

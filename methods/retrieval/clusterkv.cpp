@@ -281,9 +281,9 @@ class ClusterKV : public RetrievalMethod {
             prompt_init_.device() == k.device() && prompt_init_.size(1) == H &&
             prompt_init_.size(2) == clusters)
           init = prompt_init_[layer - dense_layers()];
+        joined_ = false;  // before run: work it queued before a throw is still joined
         side_->run(init.defined() ? std::vector<at::Tensor>{keys, init} : std::vector<at::Tensor>{keys},
                    [&] { add_clusters(layer, keys, clusters, ix.sinks, init); });
-        joined_ = false;
       } else {
         add_clusters(layer, keys, clusters, ix.sinks);
       }

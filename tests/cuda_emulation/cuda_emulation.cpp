@@ -327,6 +327,9 @@ void pipeline_wait_prior(size_t prior) {
   }
 }
 void* dynamic_shared_bytes() { return g_block->shared; }
+void require_multiple(uintptr_t value, size_t of, const char* what) {
+  if (value % of != 0) fail(std::string(what) + ": not a multiple of " + std::to_string(of));
+}
 void* static_shared_bytes(const void* tag, size_t bytes) {
   StaticShared& v = g_static_shared[tag];
   if (!v.bytes) {
@@ -390,22 +393,25 @@ bool run_grid(const LaunchConfig& c, const void* kernel, const char* name, Block
     return false;
   }
   if (g_block) fail("a launch from inside a kernel (not emulated)");
-  std::vector<unsigned char> shared(c.shared + kCanaryBytes);
+  // The dynamic shared bytes 128-byte aligned (a declaration may ask __align__(128) of them).
+  std::vector<unsigned char> shared_storage(c.shared + kCanaryBytes + 128);
+  const size_t lead = (128 - reinterpret_cast<uintptr_t>(shared_storage.data()) % 128) % 128;
+  unsigned char* const shared = shared_storage.data() + lead;
   Block b;
   b.config = &c;
   b.name = name;
   b.body = body;
   b.closure = closure;
-  b.shared = shared.data();
+  b.shared = shared;
   g_block = &b;
   for (unsigned z = 0; z < c.grid.z; ++z)
     for (unsigned y = 0; y < c.grid.y; ++y)
       for (unsigned x = 0; x < c.grid.x; ++x) {
         b.index = {x, y, z};
         // Shared memory starts as garbage on a GPU: 0xFF bytes here (NaN floats, -1 ints).
-        std::memset(shared.data(), 0xFF, c.shared);
+        std::memset(shared, 0xFF, c.shared);
         for (auto& [tag, v] : g_static_shared) std::memset(v.bytes.get(), 0xFF, v.size);
-        std::memset(shared.data() + c.shared, kCanary, kCanaryBytes);
+        std::memset(shared + c.shared, kCanary, kCanaryBytes);
         run_block(b);
         for (size_t i = 0; i < kCanaryBytes; ++i)
           if (shared[c.shared + i] != kCanary)

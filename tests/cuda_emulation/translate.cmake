@@ -4,7 +4,7 @@
 # A kernel source: two rewrites, the rest compiles as it is against tests/cuda_emulation/include/:
 #   name<T><<<grid, block, shared, stream>>>(args)
 #     -> ::kvb_emu::launch(name<T>, ::kvb_emu::LaunchConfig(grid, block, shared, stream), "name<T>")(args)
-#   extern __shared__ T name[];  ->  T* name = ::kvb_emu::dynamic_shared<T>();
+#   extern __shared__ [__align__(N)] T name[];  ->  T* name = ::kvb_emu::dynamic_shared<T>();
 # A launch whose configuration holds a ';' or whose kernel's template arguments nest is left as
 # it is, and fails to compile: extend the patterns then.
 # The glue (GLUE): host tensors stand for device ones, so `is_cuda()` asks `is_cpu()`; its
@@ -26,8 +26,8 @@ string(REGEX REPLACE
   "::kvb_emu::launch(\\1, ::kvb_emu::LaunchConfig(\\3), \"\\1\")"
   source "${source}")
 string(REGEX REPLACE
-  "extern[ \t]+__shared__[ \t]+([A-Za-z_][A-Za-z0-9_:]*)[ \t]+([A-Za-z_][A-Za-z0-9_]*)\\[\\];"
-  "\\1* \\2 = ::kvb_emu::dynamic_shared<\\1>();"
+  "extern[ \t]+__shared__[ \t]+(__align__\\([0-9]+\\)[ \t]+)?([A-Za-z_][A-Za-z0-9_:]*)[ \t]+([A-Za-z_][A-Za-z0-9_]*)\\[\\];"
+  "\\2* \\3 = ::kvb_emu::dynamic_shared<\\2>();"
   source "${source}")
 # A static shared variable, one per declarator:
 #   __shared__ T a[X][Y], b;  ->  static char kvb_shared_tag_a;

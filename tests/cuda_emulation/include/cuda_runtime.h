@@ -60,7 +60,10 @@ void sync_threads();
 uint64_t warp_exchange(uint64_t bits, int source, uint64_t* all = nullptr,
                        unsigned* taking_part = nullptr);
 int lane();
-void* dynamic_shared_bytes();
+void* dynamic_shared_bytes();  // 128-byte aligned, as `extern __shared__ __align__(128)` is
+// Fails the launch unless value is a multiple of `of` (what an instruction needs of an
+// address or a stride).
+void require_multiple(uintptr_t value, size_t of, const char* what);
 template <class T>
 T* dynamic_shared() {
   return static_cast<T*>(dynamic_shared_bytes());

@@ -23,6 +23,13 @@ namespace detail {
 inline float widen(float x) { return x; }
 inline float widen(__nv_bfloat16 x) { return __bfloat162float(x); }
 inline float widen(__half x) { return __half2float(x); }
+// What the GPU requires of a tile's memory: a 256-bit aligned address and a row stride of
+// whole 16 bytes (ldm a multiple of 8 for 16-bit elements, of 4 for float).
+template <class E>
+void require_layout(const E* p, unsigned ldm, const char* what) {
+  kvb_emu::require_multiple(reinterpret_cast<uintptr_t>(p), 32, what);
+  kvb_emu::require_multiple(uintptr_t(ldm) * sizeof(E), 16, what);
+}
 // A warp operation's switch point: every running lane of the warp meets here.
 inline void warp_meets() { kvb_emu::warp_exchange(0, kvb_emu::lane()); }
 template <class Use, int M, int N, int K>
@@ -41,6 +48,7 @@ struct fragment {
 template <class Use, int M, int N, int K, class T, class Layout, class E>
 void load_matrix_sync(fragment<Use, M, N, K, T, Layout>& f, const E* p, unsigned ldm) {
   static_assert(std::is_same_v<T, E>, "load_matrix_sync: the fragment's element type");
+  detail::require_layout(p, ldm, "load_matrix_sync");
   detail::warp_meets();
   using F = fragment<Use, M, N, K, T, Layout>;
   for (int r = 0; r < F::kRows; ++r)
@@ -72,6 +80,7 @@ void mma_sync(fragment<accumulator, M, N, K, float>& d, const fragment<matrix_a,
 template <int M, int N, int K>
 void store_matrix_sync(float* p, const fragment<accumulator, M, N, K, float>& f, unsigned ldm,
                        layout_t layout) {
+  detail::require_layout(p, ldm, "store_matrix_sync");
   detail::warp_meets();
   for (int i = 0; i < M; ++i)
     for (int j = 0; j < N; ++j)

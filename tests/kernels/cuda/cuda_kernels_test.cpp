@@ -261,9 +261,13 @@ TEST(CudaKernels, CosineAssignOnTensorCoresRanksRoundedProducts) {
   KVB_REQUIRE_GPU();
   KernelRng rng;
   SCOPED_TRACE(rng.trace());
-  EXPECT_TRUE(cosine_assign_supported(128, 1638));
-  EXPECT_FALSE(cosine_assign_supported(72, 40));   // not a multiple of 16
-  EXPECT_FALSE(cosine_assign_supported(256, 40));  // over 128
+  EXPECT_TRUE(cosine_assign_supported(131072, 128, 1638));
+  EXPECT_FALSE(cosine_assign_supported(4096, 72, 40));   // not a multiple of 16
+  EXPECT_FALSE(cosine_assign_supported(4096, 256, 40));  // over 128
+  // a block's last row and a tile's end must stay within int
+  EXPECT_TRUE(cosine_assign_supported(0x7fffffff - 128, 128, 0x7fffffff - 128));
+  EXPECT_FALSE(cosine_assign_supported(0x7fffffff - 127, 128, 40));
+  EXPECT_FALSE(cosine_assign_supported(4096, 128, 0x7fffffff - 127));
   for (const int64_t d : {int64_t(32), int64_t(128)})
     for (const int64_t C : {int64_t(45), int64_t(1)}) {
       SCOPED_TRACE("d " + std::to_string(d) + ", C " + std::to_string(C));
