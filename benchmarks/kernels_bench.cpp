@@ -31,6 +31,7 @@
 
 #include "kernels/decode_attention.h"
 #include "kernels/kmeans_assign.h"
+#include "kernels/kv_prefetch.h"
 #include "kernels/pq_scoring.h"
 #include "kernels/quest_scoring.h"
 #include "kernels/simd.h"
@@ -133,23 +134,13 @@ void BM_read_sum(benchmark::State& state) {
 BENCHMARK(BM_read_sum)->Arg(256)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // One KV head's K then V rows of each 16-row tile summed, with the kernel's prefetch per row
-// (decode_attention.cpp prefetch_ahead: rows 64 ahead into L2 and 8 into L1 where T1 stops at
-// L2, else 16 ahead into L1): the dense kernel's reads without its scores, softmax and PV
+// (kernels/kv_prefetch.h): the dense kernel's reads without its scores, softmax and PV
 // products.
 #if KVB_X86_DISPATCH
 KVB_TARGET_AVX2 inline void add_row(const float* row, __m256& a0, __m256& a1) {
   for (int64_t c = 0; c < kD; c += 16) {
     a0 = _mm256_add_ps(a0, _mm256_loadu_ps(row + c));
     a1 = _mm256_add_ps(a1, _mm256_loadu_ps(row + c + 8));
-  }
-}
-
-template <int kLocality>
-inline void prefetch_kv_row(const float* k, const float* v, int64_t j, int64_t n) {
-  if (j >= n) return;
-  for (int64_t c = 0; c < kD; c += 16) {
-    __builtin_prefetch(k + j * kD + c, 0, kLocality);
-    __builtin_prefetch(v + j * kD + c, 0, kLocality);
   }
 }
 #endif
@@ -162,12 +153,7 @@ KVB_TARGET_AVX2 float kv_stream_avx2(const float* k, const float* v, int64_t n) 
   for (int64_t t0 = 0; t0 < n; t0 += kTileRows) {
     const int64_t t1 = std::min(n, t0 + kTileRows);
     for (int64_t j = t0; j < t1; ++j) {
-      if (two_level) {
-        prefetch_kv_row<2>(k, v, j + 64, n);
-        prefetch_kv_row<3>(k, v, j + 8, n);
-      } else {
-        prefetch_kv_row<3>(k, v, j + 16, n);
-      }
+      prefetch_ahead(k, v, nullptr, j, n, kD, two_level);
       add_row(k + j * kD, a0, a1);
     }
     for (int64_t j = t0; j < t1; ++j) add_row(v + j * kD, a0, a1);

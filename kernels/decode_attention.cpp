@@ -9,6 +9,7 @@
 #include <omp.h>
 #endif
 
+#include "kernels/kv_prefetch.h"
 #include "kernels/simd.h"
 
 #if KVB_X86_DISPATCH
@@ -19,8 +20,8 @@ namespace kvb::kernels {
 namespace {
 
 // Rows scored before one rescale of the accumulators. 16, not 32: a tile's V rows (8 KB in
-// fp32 at d = 128) and the rows prefetched into L1 ahead (16 rows then: 16 KB of K and V) fit in a
-// 32 KB L1 together; at 32 the prefetched lines evicted the tile's V rows before the PV pass
+// fp32 at d = 128) and the rows prefetched into L1 ahead (16 rows then: 16 KB of K and V) fit
+// in a 32 KB L1 together; at 32 the prefetched lines evicted the tile's V rows before the PV pass
 // read them (dense 32k on a 2-core EPYC VM, 4 paired rounds: 76-84% of read_sum against
 // 75-78% at 32).
 constexpr int64_t kTile = 16;
@@ -34,7 +35,7 @@ KVB_INLINE float load(const bf16* p, int64_t i) { return bf16_to_float(p[i]); }
 KVB_INLINE float load(const f16* p, int64_t i) { return f16_to_float(p[i]); }
 
 // Partial result of one (KV head, row chunk): running max m, sum l (the accumulator acc[g, d]
-// is an AccLines block). Work items next to each other run on different threads at once and
+// is in AccLine blocks). Work items next to each other run on different threads at once and
 // update these every tile, so each item's state has cache lines of its own: sharing the line
 // at a boundary cost the dense 32k case 5-6% (2-core Sapphire Rapids VM, alternate runs).
 struct alignas(64) Partial {
@@ -235,40 +236,6 @@ KVB_TARGET_AVX2 inline __m256 load8(const bf16* p) {
 }
 KVB_TARGET_AVX2 inline __m256 load8(const f16* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
-
-// One row's K and V lines prefetched, if row j < r1 exists; kLocality as __builtin_prefetch's
-// (3: T0, into L1; 2: T1, into L2).
-template <int kLocality, typename E>
-KVB_INLINE void prefetch_row(const E* k, const E* v, const int64_t* idx, int64_t j, int64_t r1,
-                             int64_t d) {
-  if (j >= r1) return;
-  const int64_t row = idx ? idx[j] : j;
-  for (int64_t c = 0; c < d; c += int64_t(64 / sizeof(E))) {
-    __builtin_prefetch(k + row * d + c, 0, kLocality);
-    __builtin_prefetch(v + row * d + c, 0, kLocality);
-  }
-}
-
-// Software prefetch, one row's lines per row attended (paged or indexed rows defeat the
-// hardware prefetcher). fp32 rows where T1 stops at L2 (cpu_prefetch_t1_stops_at_l2): two
-// levels, row j + 64 into L2 and row j + 8 from there into L1. A core's L1 misses in flight are
-// few (its line-fill buffers), so T0 prefetches straight from memory keep too few lines coming;
-// the L2's queue is deeper. Otherwise row j + 16 into L1. Measured (dense 32k, fp32, 2
-// threads): 14 ms without prefetch, 10-11 ms with T0 at 16 rows (2-core Zen 3 EPYC VM, where
-// single-level distances of 8-64 rows gained nothing); on a 2-core Sapphire Rapids VM
-// `BM_dense_decode/32768` at 95-96% of the one-stream `BM_read_sum` of then with T0 at 16 rows,
-// 111-115% with the two levels (alternate runs). 16-bit rows (`BM_all_rows_bf16`) measured
-// faster with T0 at 16 rows there: 26.4-27.0 GB/s against 23.8-26.2 with the two levels.
-template <typename E>
-KVB_INLINE void prefetch_ahead(const E* k, const E* v, const int64_t* idx, int64_t j, int64_t r1,
-                               int64_t d, bool two_level) {
-  if (two_level && sizeof(E) == 4) {
-    prefetch_row<2>(k, v, idx, j + 64, r1, d);
-    prefetch_row<3>(k, v, idx, j + 8, r1, d);
-  } else {
-    prefetch_row<3>(k, v, idx, j + 16, r1, d);
-  }
 }
 
 // The tile's scores to exp(s - max), the running max m and sum l updated, the accumulators
@@ -486,7 +453,8 @@ KVB_TARGET_AVX512 void attend_rows_avx512_blocked(const float* q, int64_t d, flo
         for (int64_t c0 = 0; c0 < d; c0 += 16) {
           // The block's rows prefetched one per slice among the FMAs: issued at once, their
           // prefetches wait on the line-fill buffers with no work beside them (measured:
-          // dense 32k, 94-96% of read_sum at once, 102-103% spread, Sapphire Rapids VM).
+          // dense 32k, 94-96% of the one-stream read_sum of then at once, 102-103% spread,
+          // Sapphire Rapids VM).
           if (ib == 0 && c0 / 16 < kR)
             prefetch_ahead(k, v, idx, t0 + j0 + c0 / 16, r1, d, two_level);
           __m512 qs[kB];

@@ -1,0 +1,45 @@
+// Software prefetch of the K/V rows a decode attention kernel is about to read, shared by the
+// kernel (decode_attention.cpp) and the benchmark that times its reads alone (`kv_stream`).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/simd.h"
+
+namespace kvb::kernels {
+
+// One row's K and V lines prefetched, if row j < r1 exists; kLocality as __builtin_prefetch's
+// (3: T0, into L1; 2: T1, into L2).
+template <int kLocality, typename E>
+KVB_INLINE void prefetch_row(const E* k, const E* v, const int64_t* idx, int64_t j, int64_t r1,
+                             int64_t d) {
+  if (j >= r1) return;
+  const int64_t row = idx ? idx[j] : j;
+  for (int64_t c = 0; c < d; c += int64_t(64 / sizeof(E))) {
+    __builtin_prefetch(k + row * d + c, 0, kLocality);
+    __builtin_prefetch(v + row * d + c, 0, kLocality);
+  }
+}
+
+// Software prefetch, one row's lines per row attended (paged or indexed rows defeat the
+// hardware prefetcher). fp32 rows where T1 stops at L2 (cpu_prefetch_t1_stops_at_l2): two
+// levels, row j + 64 into L2 and row j + 8 from there into L1. A core's L1 misses in flight are
+// few (its line-fill buffers), so T0 prefetches straight from memory keep too few lines coming;
+// the L2's queue is deeper. Otherwise row j + 16 into L1. Measured (dense 32k, fp32, 2
+// threads): 14 ms without prefetch, 10-11 ms with T0 at 16 rows (2-core Zen 3 EPYC VM, where
+// single-level distances of 8-64 rows gained nothing); on a 2-core Sapphire Rapids VM
+// `BM_dense_decode/32768` at 95-96% of the one-stream `BM_read_sum` of then with T0 at 16 rows,
+// 111-115% with the two levels (alternate runs). 16-bit rows (`BM_all_rows_bf16`) measured
+// faster with T0 at 16 rows there: 26.4-27.0 GB/s against 23.8-26.2 with the two levels.
+template <typename E>
+KVB_INLINE void prefetch_ahead(const E* k, const E* v, const int64_t* idx, int64_t j, int64_t r1,
+                               int64_t d, bool two_level) {
+  if (two_level && sizeof(E) == 4) {
+    prefetch_row<2>(k, v, idx, j + 64, r1, d);
+    prefetch_row<3>(k, v, idx, j + 8, r1, d);
+  } else {
+    prefetch_row<3>(k, v, idx, j + 16, r1, d);
+  }
+}
+
+}  // namespace kvb::kernels
