@@ -95,7 +95,9 @@ __global__ void __launch_bounds__(kThreads, 4)
 #pragma unroll
   for (int r = 0; r < kQuestPagesInFlight; ++r) {
     const int p = first + r * kGroups;
-    const bool valid = p < P;
+    // A fresh page's summaries are set from the key below, never read: not loaded (its bytes
+    // are unwritten memory, which compute-sanitizer's initcheck reports).
+    const bool valid = p < P && !(fold.pool && fold.fresh && p == fold.page);
     lo_raw[r] = valid ? *reinterpret_cast<const uint4*>(lo_head + int64_t(p) * d + c0) : uint4{};
     hi_raw[r] = valid ? *reinterpret_cast<const uint4*>(hi_head + int64_t(p) * d + c0) : uint4{};
   }
