@@ -11,6 +11,7 @@
 //                                   lane-FMA per K/V byte, so lane-FMAs per ns = GB/s)
 //   all_rows_bf16/<n>               every row of a bf16 pool of n tokens (--dtype bf16's path)
 //   dense_decode/<n>                dense GQA decode attention over n tokens (4k..32k)
+//   dense_decode_cached/<n>         one KV head of n rows, in cache: the kernel's arithmetic rate
 //   dense_decode_avx2/<n>           the same capped at AVX2 (what a CPU without AVX-512 runs)
 //   sparse_decode/<n>/<budget>      sparse decode attention, `budget` rows per KV head picked as
 //                                   whole 16-row pages at random from a paged pool of n rows
@@ -257,6 +258,23 @@ void BM_dense_decode(benchmark::State& state) {
 }
 BENCHMARK(BM_dense_decode)->Arg(4096)->Arg(8192)->Arg(16384)->Arg(32768)
     ->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The kernel's arithmetic rate: one KV head (4 query heads) of n rows, small enough to stay in
+// one core's cache between calls (under the kernel's threading threshold: one thread). Beside
+// dense_decode/32768 it tells whether a change to the arithmetic moves the memory-bound rate.
+void BM_dense_decode_cached(benchmark::State& state) {
+  const int64_t n = state.range(0), g = kHq / kHkv;
+  auto q = random_floats(size_t(g * kD), 1);
+  auto k = random_floats(size_t(n * kD), 2), v = random_floats(size_t(n * kD), 3);
+  std::vector<float> out(size_t(g * kD));
+  for (auto _ : state) {
+    dense_decode_attention(q.data(), k.data(), v.data(), out.data(), g, 1, n, kD, n * kD,
+                           1.f / std::sqrt(float(kD)));
+    benchmark::DoNotOptimize(out.data());
+  }
+  set_bytes(state, double(decode_attention_bytes(g, n, kD, false)));
+}
+BENCHMARK(BM_dense_decode_cached)->Arg(512)->UseRealTime();
 
 // The same with the kernels capped at AVX2 (on a CPU with AVX-512: the gain of its path).
 void BM_dense_decode_avx2(benchmark::State& state) {
