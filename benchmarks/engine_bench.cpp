@@ -397,7 +397,11 @@ void register_methods() {
 int main(int argc, char** argv) {
   kvb::use_passive_omp_wait(argv);  // as the kvbench CLI runs
   kvb::keep_freed_heap_memory();
-  at::set_num_threads(int(std::max(1u, std::thread::hardware_concurrency())));
+  // Every core, as the CLI's default, unless OMP_NUM_THREADS asks for a count (one thread's
+  // rates: OMP_NUM_THREADS=1 ./build/kvbench_bench ...).
+  const char* omp_threads = std::getenv("OMP_NUM_THREADS");
+  const int asked = omp_threads ? std::atoi(omp_threads) : 0;
+  at::set_num_threads(asked > 0 ? asked : int(std::max(1u, std::thread::hardware_concurrency())));
   benchmark::AddCustomContext("torch_threads", std::to_string(at::get_num_threads()));
   kvb::register_model("stories260K", kvb::stories260k, {256, 512});
   kvb::register_model("kvbench-tiny", kvb::kvbench_tiny, {1024, 2048});
