@@ -33,7 +33,8 @@
 // device work), so calls - allocs are ATen's launches.
 // KVBENCH_TRACE_CALLS=1: each decode benchmark also prints, to stderr, the counted operators by
 // name with their calls per step, most called first (where a method's calls come from).
-// Run: kvbench_bench [--benchmark_filter=<regex>]
+// Run: [OMP_NUM_THREADS=N] kvbench_bench [--benchmark_filter=<regex>] (N threads where set,
+// else every core).
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
 #include <benchmark/benchmark.h>

@@ -72,6 +72,8 @@ class SideStream {
   SideStream& operator=(const SideStream&) = delete;
   void run(const std::vector<at::Tensor>& inputs, const std::function<void()>& f);
   void join(const std::vector<at::Tensor>& outputs);
+  // Whether run queues f's work on a side stream (else f runs as it is).
+  bool queues() const { return stream_ != nullptr; }
 
  private:
   struct Stream;  // the side stream, on a CUDA build and a GPU

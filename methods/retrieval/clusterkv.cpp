@@ -281,12 +281,12 @@ class ClusterKV : public RetrievalMethod {
             prompt_init_.device() == k.device() && prompt_init_.size(1) == H &&
             prompt_init_.size(2) == clusters)
           init = prompt_init_[layer - dense_layers()];
-        // On a GPU the side stream holds its inputs' whole storage until it is done. The
-        // engine's k is a view into the layer's rotated queries and keys (about 1.3 GB a layer
-        // at 128k in bf16), so where k is part of a larger block the side stream gets a copy
-        // of the keys alone.
+        // A side stream holds its inputs' whole storage until it is done. The engine's k is a
+        // view into the layer's rotated queries and keys (about 1.3 GB a layer at 128k in
+        // bf16), so where k is part of a larger block the side stream gets a copy of the keys
+        // alone.
         const at::Tensor side_keys =
-            k.is_cuda() && k.storage().nbytes() > size_t(k.numel() * k.element_size())
+            side_->queues() && k.storage().nbytes() > size_t(k.numel() * k.element_size())
                 ? keys.clone(at::MemoryFormat::Contiguous)
                 : keys;
         joined_ = false;  // before run: work it queued before a throw is still joined
