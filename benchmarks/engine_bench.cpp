@@ -34,7 +34,7 @@
 // KVBENCH_TRACE_CALLS=1: each decode benchmark also prints, to stderr, the counted operators by
 // name with their calls per step, most called first (where a method's calls come from).
 // Run: [OMP_NUM_THREADS=N] kvbench_bench [--benchmark_filter=<regex>] (N threads where set,
-// else every core).
+// else every core; a value that is no thread count is refused, exit 2).
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
 #include <benchmark/benchmark.h>
@@ -50,6 +50,7 @@
 #include <memory>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -400,9 +401,14 @@ int main(int argc, char** argv) {
   kvb::keep_freed_heap_memory();
   // Every core, as the CLI's default, unless OMP_NUM_THREADS asks for a count (one thread's
   // rates: OMP_NUM_THREADS=1 ./build/kvbench_bench ...).
-  const char* omp_threads = std::getenv("OMP_NUM_THREADS");
-  const int asked = omp_threads ? std::atoi(omp_threads) : 0;
-  at::set_num_threads(asked > 0 ? asked : int(std::max(1u, std::thread::hardware_concurrency())));
+  const std::optional<int> asked = kvb::omp_num_threads(std::getenv("OMP_NUM_THREADS"));
+  if (!asked) {
+    std::fprintf(stderr, "kvbench_bench: OMP_NUM_THREADS=%s is not a thread count (a positive "
+                 "integer, or a list such as 4,2)\n", std::getenv("OMP_NUM_THREADS"));
+    return 2;
+  }
+  at::set_num_threads(*asked > 0 ? *asked
+                                 : int(std::max(1u, std::thread::hardware_concurrency())));
   benchmark::AddCustomContext("torch_threads", std::to_string(at::get_num_threads()));
   kvb::register_model("stories260K", kvb::stories260k, {256, 512});
   kvb::register_model("kvbench-tiny", kvb::kvbench_tiny, {1024, 2048});
