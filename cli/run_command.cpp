@@ -115,8 +115,9 @@ void add_run_command(CLI::App& app, std::vector<Command>& out, const std::string
   cmd->add_option("--db", o->db, "Results database (default: results/runs/<suite>.db); "
                                  "complete cells already in it are skipped");
   cmd->add_option("--set", o->overrides,
-                  "Override an axis: model=, dataset=, method=, budget=, seed=, device=, dtype= "
-                  "(comma-separated values, e.g. --set budget=128,256), or max_new_tokens=N. "
+                  "Override an axis: model=, dataset=, method=, budget=, seed=, device=, dtype=, "
+                  "context_sharing= (comma-separated values, e.g. --set budget=128,256), or "
+                  "max_new_tokens=N. "
                   "Repeatable");
   cmd->add_option("--device", o->device, "Run every cell on cpu, cuda or cuda:N (the same as "
                                          "--set device=...; default: the suite's, else cpu)");
@@ -148,6 +149,7 @@ void add_run_command(CLI::App& app, std::vector<Command>& out, const std::string
     check_cuda_graphs_flag(o->cuda_graphs);
     std::vector<std::string> overrides = o->overrides;
     if (!o->device.empty()) parse_device(o->device, "--device");  // usable here?
+    if (!o->dtype.empty()) parse_dtype(o->dtype, "--dtype");     // blamed on the flag typed
     if (!o->device.empty()) overrides.push_back("device=" + o->device);
     if (!o->dtype.empty()) overrides.push_back("dtype=" + o->dtype);
     Suite suite = load_suite(o->suite, overrides);  // validated before anything runs
@@ -169,6 +171,7 @@ void add_run_command(CLI::App& app, std::vector<Command>& out, const std::string
     options.fresh = o->fresh;
     options.command = command_line;
     options.progress = isatty(STDERR_FILENO) ? Progress::Style::live : Progress::Style::lines;
+    { ResultStore opened(options.db_path); }  // a bad database is the one line, before any other
     if (o->workers > 1) return run_workers(*o, suite, options);
     options.threads = configure_threads(o->threads);
     if (o->worker_of_run > 0) {  // a worker: its progress goes to its supervisor as events

@@ -6,10 +6,9 @@
 #include <string>
 #include <vector>
 
-namespace kvb {
+#include "engine/common/nearest_name.h"
 
-// The one of `candidates` nearest to `typo` (at most 2 edits, or a unique prefix), else "".
-std::string closest_name(const std::string& typo, const std::vector<std::string>& candidates);
+namespace kvb {
 
 // For a first word that is not a subcommand of `app` ("kvbench runn smoke"): the message; ""
 // when `args` (argv without the program) starts with a subcommand or an option, or is empty.

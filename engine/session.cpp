@@ -136,7 +136,8 @@ at::Tensor Session::prefill(const std::vector<int>& ids, bool all_logits) {
   const ModelConfig& c = model_.config;
   for (int id : ids)
     if (id < 0 || id >= c.vocab_size)
-      throw InputError("prefill: token id " + std::to_string(id) + " outside the vocabulary");
+      throw InputError("prefill: token id " + std::to_string(id) + " outside the vocabulary [0, " +
+                       std::to_string(c.vocab_size) + ")");
   check_context(int64_t(ids.size()));
   // No autograd bookkeeping per operator (grad checks, version counters): ATen's host cost
   // per call, which a launch-bound GPU step waits on (`decode_host` in kvbench_bench). What
@@ -235,7 +236,8 @@ void Session::add_phase(const PhaseClock::Mark& start, double* total, double* ho
 at::Tensor Session::decode(int token) {
   if (kv_.empty()) throw std::logic_error("decode before prefill");
   if (token < 0 || token >= model_.config.vocab_size)
-    throw InputError("decode: token id " + std::to_string(token) + " outside the vocabulary");
+    throw InputError("decode: token id " + std::to_string(token) + " outside the vocabulary [0, " +
+                     std::to_string(model_.config.vocab_size) + ")");
   check_context(position_ + 1);
   const c10::InferenceMode inference;  // as in prefill
   const DeviceSyncCounter syncs(model_.device());

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine/common/json_fields.h"
+#include "engine/common/nearest_name.h"
 
 namespace kvb {
 
@@ -18,9 +19,13 @@ const MethodPreset& find_preset(const MethodInfo& info, const std::string& prese
   for (const MethodPreset& p : info.presets)
     if (p.name == preset) return p;
   std::string known;
-  for (const MethodPreset& p : info.presets)
+  std::vector<std::string> names;
+  for (const MethodPreset& p : info.presets) {
     known += (known.empty() ? "" : ", ") + info.name + ":" + p.name;
-  throw InputError(where + ": method " + info.name + " has no preset \"" + preset + "\" (" +
+    names.push_back(p.name);
+  }
+  throw InputError(where + ": method " + info.name + " has no preset \"" + preset + "\"" +
+                   did_you_mean(preset, names) + " (" +
                    (known.empty() ? std::string("it has none") : "known: " + known) + ")");
 }
 

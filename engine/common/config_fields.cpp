@@ -3,6 +3,8 @@
 #include <cmath>
 #include <sstream>
 
+#include "engine/common/nearest_name.h"
+
 namespace kvb {
 
 namespace {
@@ -53,9 +55,10 @@ FieldCheck one_of(std::vector<std::string> values) {
   std::string list;
   for (const std::string& v : values) list += (list.empty() ? "" : ", ") + v;
   return {[values, list](const json& v) {
+            const std::string given = v.get<std::string>();
             for (const std::string& allowed : values)
-              if (v.get<std::string>() == allowed) return std::string();
-            return v.dump() + " is not one of " + list;
+              if (given == allowed) return std::string();
+            return v.dump() + " is not one of " + list + did_you_mean(given, values);
           },
           "one of " + list};
 }

@@ -3,6 +3,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "engine/common/nearest_name.h"
+
 namespace kvb {
 
 std::string json_type_name(const json& value) {
@@ -36,8 +38,9 @@ void JsonFields::finish() const {
     if (seen_.count(item.key())) continue;
     std::string known;
     for (const auto& k : seen_) known += (known.empty() ? "" : ", ") + k;
-    throw InputError(where_ + ": unknown key \"" + item.key() + "\" (expected one of: " + known +
-                     ")");
+    throw InputError(where_ + ": unknown key \"" + item.key() + "\"" +
+                     did_you_mean(item.key(), {seen_.begin(), seen_.end()}) +
+                     " (expected one of: " + known + ")");
   }
 }
 

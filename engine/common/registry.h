@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/common/error.h"
+#include "engine/common/nearest_name.h"
 
 namespace kvb {
 
@@ -28,8 +29,13 @@ class Registry {
   const Info& get(const std::string& name, const std::string& where) const {
     if (const Info* e = find(name)) return *e;
     std::string known;
-    for (const Info* e : all()) known += (known.empty() ? "" : ", ") + e->name;
-    throw InputError(where + ": unknown " + kind_ + " \"" + name + "\" (known: " + known + ")");
+    std::vector<std::string> names;
+    for (const Info* e : all()) {
+      known += (known.empty() ? "" : ", ") + e->name;
+      names.push_back(e->name);
+    }
+    throw InputError(where + ": unknown " + kind_ + " \"" + name + "\"" + did_you_mean(name, names) +
+                     " (known: " + known + ")");
   }
   std::vector<const Info*> all() const {  // sorted by group, then name
     std::vector<const Info*> out;

@@ -185,6 +185,21 @@ TEST(CliRun, ErrorsNameTheFlagAndTheSharedFolder) {
       << describe(bad_set);
   EXPECT_FALSE(contains(bad_set.err, "smoke.json")) << describe(bad_set);
 
+  // --dtype and --chat-template are blamed as typed; a bad database is one line, nothing before.
+  std::ofstream(dir.file("notdb.db")) << "not sqlite";
+  const std::vector<Output> r = kvbench_all(
+      {{"run", "smoke", "--dtype", "f8"},
+       {"generate", "--model", "random-tiny", "--prompt", "hi", "--chat-template", "chatm"},
+       {"run", "smoke", "--db", dir.file("notdb.db")}},
+      dir.path());
+  for (const Output& o : r) EXPECT_EQ(o.code, 2) << describe(o);
+  for (const Output& o : r) EXPECT_EQ(lines(o.err), 1u) << describe(o);
+  EXPECT_TRUE(contains(r[0].err, "kvbench: error: --dtype: \"f8\" is not one of")) << describe(r[0]);
+  EXPECT_TRUE(contains(r[1].err, "--chat-template")) << describe(r[1]);
+  EXPECT_TRUE(contains(r[1].err, "auto")) << describe(r[1]);
+  EXPECT_TRUE(contains(r[1].err, "did you mean chatml?")) << describe(r[1]);
+  EXPECT_TRUE(contains(r[2].err, "not a kvbench results database")) << describe(r[2]);
+
   test::ScopedSharedFolder shared(dir.file("nowhere"));
   const Output missing = kvbench({"run", "recall"}, dir.path());
   EXPECT_EQ(missing.code, 2) << describe(missing);
@@ -547,6 +562,9 @@ TEST(CliForward, BadTokens) {
   EXPECT_EQ(r[1].code, 2) << describe(r[1]);  // --model without its value
   EXPECT_EQ(r[2].code, 2) << describe(r[2]);
   EXPECT_EQ(r[3].code, 2) << describe(r[3]);  // outside the vocabulary
+  EXPECT_TRUE(contains(r[3].err, "--tokens: token id 99999 is outside the model's vocabulary [0, "))
+      << describe(r[3]);
+  EXPECT_EQ(lines(r[3].err), 1u) << describe(r[3]);
   EXPECT_FALSE(std::filesystem::exists(out));
 }
 

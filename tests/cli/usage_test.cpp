@@ -1,21 +1,10 @@
-// The nearest valid name offered for a command-line typo.
+// Command-line option checks and their one-line messages.
 #include "cli/usage.h"
 
 #include <gtest/gtest.h>
 
 namespace kvb {
 namespace {
-
-TEST(ClosestName, OffersTheNearestNameOnlyWhenItIsClearlyMeant) {
-  const std::vector<std::string> commands = {"run", "list", "show", "generate", "report", "reproduce"};
-  EXPECT_EQ(closest_name("runn", commands), "run");
-  EXPECT_EQ(closest_name("lst", commands), "list");
-  EXPECT_EQ(closest_name("gen", commands), "generate");  // a prefix; "run" is 2 edits away
-  EXPECT_EQ(closest_name("rep", commands), "");          // report or reproduce?
-  EXPECT_EQ(closest_name("frobnicate", commands), "");
-  EXPECT_EQ(closest_name("--fersh", {"--fresh", "--db", "--set"}), "--fresh");
-  EXPECT_EQ(closest_name("methdos", {"methods", "datasets"}), "methods");
-}
 
 TEST(Validators, SayWhatIsWrongInOneShortLine) {
   std::string text = "-1";

@@ -112,8 +112,25 @@ TEST(SuiteValidation, UnknownMethodConfigKey) {
   json j = good();
   j["methods"] = {{{"name", "streaming_llm"}, {"config", {{"sink", 4}}}}};
   const std::string m = error_of(j);
-  expect_message(m, "$.methods[0].config", "unknown key \"sink\"");
+  expect_message(m, "$.methods[0].config", "unknown key \"sink\" (did you mean sinks?)");
   EXPECT_NE(m.find("sinks"), std::string::npos) << "known keys not listed: " << m;
+}
+
+// A mistyped method, preset, dataset or config value gets the nearest valid name.
+TEST(SuiteValidation, MistypedNamesGetTheNearestValidOne) {
+  json j = good();
+  j["methods"] = {"snapkvv"};
+  expect_message(error_of(j), "$.methods[0].name", "unknown method \"snapkvv\" (did you mean snapkv?)");
+  j["methods"] = {"kv_compress:papr"};
+  expect_message(error_of(j), "$.methods[0]", "has no preset \"papr\" (did you mean paper?)");
+  j["methods"] = {"full"};
+  j["datasets"] = {"paskey"};
+  expect_message(error_of(j), "$.datasets[0].name", "unknown dataset \"paskey\" (did you mean passkey?)");
+  j["datasets"] = {"passkey"};
+  j["methods"] = {{{"name", "snapkv"}, {"config", {{"pooling", "maxx"}}}}};
+  expect_message(error_of(j), "$.methods[0].config", "is not one of max, avg (did you mean max?)");
+  j["methods"] = {"zzzzzz"};
+  EXPECT_EQ(error_of(j).find("did you mean"), std::string::npos) << "a guess for no near name";
 }
 
 TEST(SuiteValidation, WrongMethodConfigType) {
