@@ -244,6 +244,9 @@ void add_model_commands(CLI::App& app, std::vector<Command>& out) {
     Method uncompressed;  // the hooks' defaults: the model's own forward pass
     Session session(*model, uncompressed, SessionOptions{});
     at::Tensor logits = session.prefill(ids, o->all_positions).to(at::kCPU, at::kDouble).contiguous();
+    if (!at::isfinite(logits).all().item<bool>())  // JSON has no NaN or infinity: they'd be null
+      throw InputError(o->model + ": the logits hold NaN or infinite values (non-finite weights "
+                       "or activations); nothing written");
     json j;
     j["tokens"] = ids;
     if (o->all_positions) {

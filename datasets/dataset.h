@@ -29,7 +29,7 @@ struct Sample {
   // template (detect_chat_template on its tokenizer_config.json) before encoding.
   std::string chat_template = "none";
   // Extra stop texts besides EOS (LongBench samsum stops at "\n"): generation also stops at the
-  // last token id of tokenizer.encode(text, /*add_bos=*/false), as LongBench does.
+  // last token id of tokenizer.encode(text, /*add_special=*/false), as LongBench does.
   std::vector<std::string> stop_texts;
   // Where the question begins in `prompt` (npos: the dataset does not say): the text before it
   // is the context, which context_sharing "per_sample" prefills and compresses without the

@@ -28,7 +28,7 @@ at::Tensor ModelView::queries(int layer, const at::Tensor& x, int64_t position) 
 }
 
 std::vector<int> ModelView::encode(const std::string& text) const {
-  return model_.tokenizer->encode(text, /*add_bos=*/true);
+  return model_.tokenizer->encode(text, /*add_special=*/true);
 }
 
 namespace {

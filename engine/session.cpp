@@ -72,7 +72,11 @@ int argmax_token(const at::Tensor& logits) {
   at::Tensor l = logits.to(at::kFloat).reshape({-1});
   at::Tensor ids = at::arange(l.numel(), l.options().dtype(at::kLong));
   at::Tensor at_max = l == l.max();
-  return int(at::where(at_max, ids, at::full_like(ids, l.numel())).min().item<int64_t>());
+  const int64_t token = at::where(at_max, ids, at::full_like(ids, l.numel())).min().item<int64_t>();
+  // A NaN makes the max NaN, equal to nothing: no token is the greedy pick.
+  if (token == l.numel())
+    throw InputError("logits: NaN, so no greedy token (non-finite weights or activations)");
+  return int(token);
 }
 
 Session::Session(const LlamaModel& model, Method& method, SessionOptions options)

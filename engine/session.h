@@ -189,7 +189,8 @@ class Session {
   std::unique_ptr<DecodeGraphs> graphs_;  // under cuda_graphs, made by the first prefill
 };
 
-// Greedy argmax with ties to the lowest id. logits: [V] on any device (one value read back).
+// Greedy argmax with ties to the lowest id. logits: [V] on any device (one value read back);
+// a NaN among them is an InputError (no token is the pick).
 int argmax_token(const at::Tensor& logits);
 
 // The entries one decode step attends, as the attention kernels read them: pool rows per unit

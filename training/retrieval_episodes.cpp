@@ -112,7 +112,7 @@ EpisodeSampler::Document EpisodeSampler::dataset_document(const std::string& tas
     auto dataset = info.create(info.normalise_params(
         dataset_task_params(t, sources_, bucket, kSamplesPerRequest), "training task " + task));
     for (const Sample& s : dataset->samples(tokenizer_, rng_())) {
-      const std::vector<int> prompt = tokenizer_.encode(s.prompt, /*add_bos=*/true);
+      const std::vector<int> prompt = tokenizer_.encode(s.prompt, /*add_special=*/true);
       const bool spaced = !s.prompt.empty() && s.prompt.back() == ' ';
       std::vector<int> ids =
           tokenizer_.encode(s.prompt + (spaced ? "" : " ") + answer_text(task, s.answers), true);
@@ -150,7 +150,7 @@ EpisodeSampler::Document EpisodeSampler::with_digit_answers(const std::string& t
                                                             int64_t from_char,
                                                             const std::vector<std::string>& values) {
   Document d;
-  d.ids = tokenizer_.encode(text, /*add_bos=*/true);
+  d.ids = tokenizer_.encode(text, /*add_special=*/true);
   const std::vector<int> head = tokenizer_.encode(text.substr(0, size_t(from_char)), true);
   if (head.size() > d.ids.size() || !std::equal(head.begin(), head.end(), d.ids.begin()))
     throw std::logic_error("training document: its answers' part re-tokenises what precedes it");

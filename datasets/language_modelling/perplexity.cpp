@@ -46,7 +46,7 @@ class Perplexity : public Dataset {
     if (!in) throw InputError(params_.text_file + ": cannot read the file (params.text_file)");
     std::stringstream text;
     text << in.rdbuf();
-    const std::vector<int> ids = tokenizer.encode(text.str(), /*add_bos=*/false);
+    const std::vector<int> ids = tokenizer.encode(text.str(), /*add_special=*/false);
     const int64_t window = params_.prefix_tokens + params_.eval_tokens;
     if (int64_t(ids.size()) < window * params_.samples)
       throw InputError(params_.text_file + ": " + std::to_string(ids.size()) +

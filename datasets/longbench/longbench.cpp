@@ -112,7 +112,7 @@ std::string longbench_question_tail(const std::string& prompt_template, const st
 
 std::string longbench_truncate(const Tokenizer& tokenizer, const std::string& prompt,
                                int64_t max_length) {
-  const std::vector<int> ids = tokenizer.encode(prompt, /*add_bos=*/true);
+  const std::vector<int> ids = tokenizer.encode(prompt, /*add_special=*/true);
   if (int64_t(ids.size()) <= max_length) return prompt;
   const size_t half = size_t(max_length / 2);
   const std::vector<int> head(ids.begin(), ids.begin() + long(half));

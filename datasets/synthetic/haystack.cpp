@@ -7,7 +7,7 @@ namespace kvb {
 std::string fit_to_tokens(const Tokenizer& tokenizer, int64_t target, int64_t max_n,
                           const std::function<std::string(int64_t)>& render) {
   auto fits = [&](int64_t n) {
-    return int64_t(tokenizer.encode(render(n), /*add_bos=*/true).size()) <= target;
+    return int64_t(tokenizer.encode(render(n), /*add_special=*/true).size()) <= target;
   };
   if (!fits(0))
     throw InputError("context_length " + std::to_string(target) +

@@ -56,6 +56,14 @@ Checkpoint open_checkpoint(const std::string& dir) {
       throw InputError(dir + "/" + shard + ": tensor " + item.key() + " listed in the index is absent");
     checkpoint.by_tensor[item.key()] = shards[shard];
   }
+  // transformers loads every tensor of each shard, listed or not: one the index leaves out
+  // would be ignored here, so it is refused (as an unused tensor of a single file is).
+  for (const auto& [shard, file] : shards)
+    for (const auto& entry : file->entries())
+      if (auto it = checkpoint.by_tensor.find(entry.first);
+          it == checkpoint.by_tensor.end() || it->second != file)
+        throw InputError(file->path() + ": tensor " + entry.first + " is not listed for this "
+                         "shard in model.safetensors.index.json; refusing to ignore it");
   return checkpoint;
 }
 
@@ -240,6 +248,11 @@ std::shared_ptr<LlamaModel> LlamaModel::load(const std::string& dir, const LoadO
                                 : json::object();
   // Tokenizer::load also reads generation_config.json's extra EOS ids.
   model->tokenizer = Tokenizer::load(dir);
+  if (model->tokenizer->vocab_size() > model->config.vocab_size)  // a token with no embedding row
+    throw InputError(dir + "/tokenizer.json: token ids up to " +
+                     std::to_string(model->tokenizer->vocab_size() - 1) +
+                     ", beyond config.json's vocab_size " +
+                     std::to_string(model->config.vocab_size));
   model->source = dir;
   model->description = std::filesystem::path(dir).filename().string() + " (" + dir + ")";
   const ModelConfig& c = model->config;

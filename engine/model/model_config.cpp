@@ -40,6 +40,9 @@ class Fields {
     auto it = j_.find(field);
     return it == j_.end() || it->is_null() ? nullptr : &*it;
   }
+  // Whether the file has the key at all, null included (where a class default applies only to
+  // an absent key).
+  bool written(const char* field) const { return j_.contains(field); }
 
   int integer(const char* field) const { return to_int(required(field), field); }
   int integer(const char* field, int fallback) const {
@@ -133,10 +136,15 @@ std::string supported_list() {
 std::string read_model_type(const Fields& f) {
   std::string type = f.string("model_type", "");
   if (architectures().count(type)) return type;
-  if (const json* archs = f.find("architectures"); archs && archs->is_array() && type.empty()) {
-    for (const json& a : *archs)
-      for (const auto& [t, cls] : architectures())
-        if (a == cls) return t;
+  if (const json* archs = f.find("architectures"); archs && type.empty()) {
+    if (archs->is_array())
+      for (const json& a : *archs)
+        for (const auto& [t, cls] : architectures())
+          if (a == cls) return t;
+    std::string classes;
+    for (const auto& [t, cls] : architectures()) classes += (classes.empty() ? "" : ", ") + cls;
+    f.fail("architectures", archs->dump() + " names no supported class (supported: " + classes +
+                                ") and there is no model_type");
   }
   f.fail("model_type", "unsupported architecture '" + type + "' (supported: " + supported_list() + ")");
 }
@@ -316,8 +324,9 @@ RopeScaling read_scaling(const Fields& rope, const std::string& type,
     return r;
   }
   if (type != "linear" && type != "llama3")
-    rope.fail("rope_type", "unsupported '" + type + "': not implemented, so refused rather than "
-                           "approximated (supported: default, linear, llama3)");
+    rope.fail(rope.find("rope_type") ? "rope_type" : "type",
+              "unsupported '" + type + "': not implemented, so refused rather than "
+              "approximated (supported: default, linear, llama3)");
   r.type = type;
   r.factor = rope.number("factor");
   if (!(r.factor > 0)) rope.fail("factor", "must be > 0");
@@ -433,7 +442,9 @@ int read_sliding_window(const ModelConfig& c, const Fields& f, const std::string
     if (sliding && window <= 0) fail(path, "layer_types", "sliding_attention needs sliding_window");
     return sliding ? window : 0;
   }
-  if (c.model_type == "mistral") return window;  // MistralAttention slides on every layer
+  // MistralAttention slides on every layer; MistralConfig's window is 4096 where the key is
+  // absent (null: none).
+  if (c.model_type == "mistral") return f.written("sliding_window") ? window : 4096;
   if (c.model_type == "qwen2" || c.model_type == "qwen3") {
     if (!f.boolean("use_sliding_window", false) || window <= 0) return 0;
     // As transformers builds layer_types: layers from max_window_layers on slide.
@@ -523,6 +534,15 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& path, bool 
   c.sliding_window = read_sliding_window(c, f, path);
   c.bos_token_id = f.integer("bos_token_id", -1);
   c.eos_token_ids = f.find("eos_token_id") ? f.integers("eos_token_id") : defaults.eos_token_ids;
+  // Ids the file states must be tokens (vocab_size <= 0 is validate()'s to refuse).
+  const auto in_vocab = [&](int id) { return c.vocab_size <= 0 || (id >= 0 && id < c.vocab_size); };
+  if (f.find("bos_token_id") && !in_vocab(c.bos_token_id))
+    f.fail("bos_token_id", std::to_string(c.bos_token_id) + " is outside the vocabulary [0, " +
+                               std::to_string(c.vocab_size) + ")");
+  for (int id : f.find("eos_token_id") ? c.eos_token_ids : std::vector<int>{})
+    if (!in_vocab(id))
+      f.fail("eos_token_id", std::to_string(id) + " is outside the vocabulary [0, " +
+                                 std::to_string(c.vocab_size) + ")");
   validate(c, explicit_head_dim, path);
   return c;
 }
@@ -561,6 +581,8 @@ json ModelConfig::to_json() const {
       j["use_sliding_window"] = true;
       j["max_window_layers"] = 0;
     }
+  } else if (model_type == "mistral") {
+    j["sliding_window"] = nullptr;  // absent, MistralConfig would slide at 4096
   }
   if (rope_scaling.type == "none") {
     j["rope_scaling"] = nullptr;

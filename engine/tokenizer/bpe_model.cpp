@@ -46,6 +46,12 @@ BpeModel BpeModel::from_json(const nlohmann::json& model, const std::string& fil
       fail(file, join_field(field, affix), "not supported");
     }
   }
+  // BPE dropout skips merges at random as the tokenizers library encodes: not deterministic,
+  // and not reproduced. 0 (or null) leaves every merge in place.
+  if (const auto it = model.find("dropout"); it != model.end() && !it->is_null() &&
+                                             !(it->is_number() && it->get<double>() == 0.0))
+    fail(file, join_field(field, "dropout"),
+         it->dump() + ": BPE dropout (merges skipped at random) is not reproduced by kvbench");
   BpeModel m;
   m.read_vocab(required(model, "vocab", file, field), file, join_field(field, "vocab"));
   m.read_merges(required(model, "merges", file, field), file, join_field(field, "merges"));

@@ -6,9 +6,29 @@
 
 namespace kvb::tok {
 
-std::vector<int> BpeTokenizer::encode(const std::string& text, bool add_bos) const {
+namespace {
+
+// transformers' PreTrainedTokenizerBase.clean_up_tokenization: these replacements, in this order.
+std::string clean_up_tokenization(std::string text) {
+  static const std::pair<const char*, const char*> kReplacements[] = {
+      {" .", "."},   {" ?", "?"},   {" !", "!"},   {" ,", ","},   {" ' ", "'"},
+      {" n't", "n't"}, {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
+  for (const auto& [from, to] : kReplacements) {
+    const std::string f(from), t(to);
+    std::string out;
+    size_t at = 0;
+    for (size_t hit; (hit = text.find(f, at)) != std::string::npos; at = hit + f.size())
+      out.append(text, at, hit - at).append(t);
+    text = out.append(text, at, std::string::npos);
+  }
+  return text;
+}
+
+}  // namespace
+
+std::vector<int> BpeTokenizer::encode(const std::string& text, bool add_special) const {
   std::vector<int> ids;
-  if (add_bos) ids = prefix_ids_;
+  if (add_special && add_bos_) ids = prefix_ids_;
   for (const AddedTokens::Piece& piece : parts_.added.split(text)) {
     if (piece.id >= 0) {
       ids.push_back(piece.id);
@@ -16,6 +36,7 @@ std::vector<int> BpeTokenizer::encode(const std::string& text, bool add_bos) con
       encode_segment(parts_.normalizer.apply(piece.text), piece.offset == 0, &ids);
     }
   }
+  if (add_special && add_eos_) ids.push_back(eos_token_id_);
   return ids;
 }
 
@@ -33,7 +54,8 @@ std::string BpeTokenizer::decode(const std::vector<int>& ids, bool skip_special)
       tokens.push_back(parts_.model.token(id));
     }
   }
-  return parts_.decoder.decode(std::move(tokens));
+  std::string text = parts_.decoder.decode(std::move(tokens));
+  return clean_up_spaces_ ? clean_up_tokenization(std::move(text)) : text;
 }
 
 int BpeTokenizer::vocab_size() const {

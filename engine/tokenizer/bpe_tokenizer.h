@@ -26,7 +26,7 @@ struct BpeParts {
 
 class BpeTokenizer : public Tokenizer {
  public:
-  std::vector<int> encode(const std::string& text, bool add_bos) const override;
+  std::vector<int> encode(const std::string& text, bool add_special) const override;
   std::string decode(const std::vector<int>& ids, bool skip_special = true) const override;
   int vocab_size() const override;
   // The id of a token (added tokens first), or -1.

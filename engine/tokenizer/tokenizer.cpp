@@ -15,6 +15,7 @@ using nlohmann::json;
 using tok::fail;
 
 json read_json_file(const std::string& file) {
+  if (std::filesystem::is_directory(file)) fail(file, "", "is a folder, not a file");
   std::ifstream in(file);
   if (!in) fail(file, "", "cannot open");
   try {
@@ -81,9 +82,10 @@ std::vector<int> post_processor_prefix(const json& processor, const tok::BpeToke
 }
 
 struct SpecialIds {
-  std::vector<int> prefix;  // what encode(text, add_bos=true) puts first
+  std::vector<int> prefix;  // what encode(text, add_special=true) puts first, where add_bos
   std::vector<int> eos;
   bool add_bos = false;
+  bool add_eos = false;     // encode(text, add_special=true) appends eos[0]
 };
 
 // tokenizer_config.json decides (add_bos_token, bos_token, eos_token); without it, the
@@ -111,7 +113,22 @@ SpecialIds special_ids(const tok::BpeTokenizer& tokenizer, const json& tokenizer
   if (ids.add_bos && ids.prefix.empty()) fail(config_file, "add_bos_token", "true, but there is no bos_token");
   const std::string eos = config_token(config, "eos_token", config_file);
   if (!eos.empty()) ids.eos.push_back(require_token(tokenizer, eos, config_file, "eos_token"));
+  ids.add_eos = tok::optional_bool(config, "add_eos_token", false, config_file, "");
+  if (ids.add_eos && ids.eos.empty()) fail(config_file, "add_eos_token", "true, but there is no eos_token");
   return ids;
+}
+
+// tokenizer_config.json's keys that would make transformers encode or decode otherwise than
+// tokenizer.json says, and that kvbench does not reproduce: refused where set to true.
+void refuse_unreproduced_settings(const json& config, const std::string& config_file) {
+  static const std::pair<const char*, const char*> kRefused[] = {
+      {"split_special_tokens", "special tokens written in the text split as plain text"},
+      {"from_slow", "the tokenizer rebuilt from its slow (SentencePiece) files"},
+      {"add_prefix_space", "transformers rebuilds the pre-tokenizer with a prefix space"},
+      {"do_lower_case", "the text lowercased before encoding"}};
+  for (const auto& [key, what] : kRefused)
+    if (tok::optional_bool(config, key, false, config_file, ""))
+      fail(config_file, key, std::string("true (") + what + ") is not reproduced by kvbench");
 }
 
 // generation_config.json's eos_token_id (an id or a list: Llama 3 stops at several tokens).
@@ -169,12 +186,18 @@ std::unique_ptr<Tokenizer> Tokenizer::from_json(const json& tokenizer_json,
           ? tok::make_byte_level_bpe(std::move(parts), pre_tokenizer, json_file)
           : tok::make_sentencepiece_bpe(std::move(parts), pre_tokenizer, json_file);
 
+  refuse_unreproduced_settings(tokenizer_config, config_file);
   SpecialIds ids = special_ids(*tokenizer, tokenizer_json, tokenizer_config, json_file, config_file);
   Tokenizer& base = *tokenizer;
   base.bos_id_ = ids.prefix.empty() ? -1 : ids.prefix[0];
   base.prefix_ids_ = std::move(ids.prefix);
+  base.eos_token_id_ = ids.eos.empty() ? -1 : ids.eos[0];
   base.eos_ids_ = std::move(ids.eos);
   base.add_bos_ = ids.add_bos;
+  base.add_eos_ = ids.add_eos;
+  // Absent: false, transformers' default since 4.45 and in 5 (older versions defaulted to true).
+  base.clean_up_spaces_ =
+      tok::optional_bool(tokenizer_config, "clean_up_tokenization_spaces", false, config_file, "");
   return tokenizer;
 }
 

@@ -11,16 +11,21 @@ namespace kvb {
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
-  // Text -> ids, with BOS prepended when `add_bos` (and the tokenizer has one; GLM-4's
-  // tokenizer prepends two special tokens, [gMASK] <sop>).
+  // Text -> ids. `add_special`: a sequence as transformers encodes it with add_special_tokens,
+  // BOS prepended where the tokenizer adds one (GLM-4's two tokens, [gMASK] <sop>) and EOS
+  // appended where tokenizer_config.json's add_eos_token asks; without it, the text's ids alone.
   // Special/added tokens written literally in `text` (e.g. "<s>", "<|eot_id|>") map to their ids.
-  virtual std::vector<int> encode(const std::string& text, bool add_bos) const = 0;
-  // Ids -> text; special tokens are skipped when `skip_special`.
+  virtual std::vector<int> encode(const std::string& text, bool add_special) const = 0;
+  // Ids -> text; special tokens are skipped when `skip_special`; then, where
+  // tokenizer_config.json's clean_up_tokenization_spaces is true, transformers' clean-up (" ." ->
+  // ".", " n't" -> "n't", ...).
   virtual std::string decode(const std::vector<int>& ids, bool skip_special = true) const = 0;
   virtual int vocab_size() const = 0;
   int bos_id() const { return bos_id_; }
   const std::vector<int>& eos_ids() const { return eos_ids_; }
   bool add_bos_by_default() const { return add_bos_; }
+  bool adds_eos() const { return add_eos_; }
+  bool cleans_up_spaces() const { return clean_up_spaces_; }
 
   // Loads `dir`/tokenizer.json and, if present, `dir`/tokenizer_config.json. Chooses the
   // SentencePiece-style or byte-level BPE implementation from the file's model/pre-tokenizer.
@@ -35,9 +40,12 @@ class Tokenizer {
 
  protected:
   int bos_id_ = -1;
-  std::vector<int> prefix_ids_;  // what add_bos prepends: {bos_id_}, or a template's tokens
+  std::vector<int> prefix_ids_;  // what add_bos_ prepends: {bos_id_}, or a template's tokens
   std::vector<int> eos_ids_;
+  int eos_token_id_ = -1;         // tokenizer_config.json's eos_token (what add_eos_ appends)
   bool add_bos_ = true;
+  bool add_eos_ = false;
+  bool clean_up_spaces_ = false;
 };
 
 // Built-in chat templates (no Jinja). Names: "none", "llama2", "llama3", "mistral", "qwen2",

@@ -172,7 +172,7 @@ std::vector<int> stop_ids(const LlamaModel& model, const Sample& sample) {
   for (int id : model.config.eos_token_ids) ids.push_back(id);
   // LongBench's convention for extra stop texts: the last token of the text's encoding.
   for (const std::string& text : sample.stop_texts) {
-    std::vector<int> encoded = model.tokenizer->encode(text, /*add_bos=*/false);
+    std::vector<int> encoded = model.tokenizer->encode(text, /*add_special=*/false);
     if (!encoded.empty()) ids.push_back(encoded.back());
   }
   return ids;
@@ -193,7 +193,7 @@ std::string prompt_text(const LlamaModel& model, const Sample& sample) {
 }  // namespace
 
 std::vector<int> encode_prompt(const LlamaModel& model, const Sample& sample) {
-  return model.tokenizer->encode(prompt_text(model, sample), /*add_bos=*/true);
+  return model.tokenizer->encode(prompt_text(model, sample), /*add_special=*/true);
 }
 
 SplitPrompt split_prompt(const LlamaModel& model, const Sample& sample) {
@@ -211,7 +211,7 @@ SplitPrompt split_prompt(const LlamaModel& model, const Sample& sample,
     throw InputError("sample " + sample.id + ": its chat template changes the prompt's text, so "
                      "its context cannot be told from its question");
   const std::vector<int> context = model.tokenizer->encode(
-      text.substr(0, at + sample.question_offset), /*add_bos=*/true);
+      text.substr(0, at + sample.question_offset), /*add_special=*/true);
   size_t shared = 0;
   while (shared < context.size() && shared < prompt.size() && context[shared] == prompt[shared])
     ++shared;
@@ -278,7 +278,7 @@ std::vector<std::pair<Sample, SampleOutcome>> answer_follow_ups(const Dataset& d
     asked.answers = turn.answers;
     asked.follow_ups.clear();
     at::Tensor logits;
-    for (int token : model.tokenizer->encode(turn.text, /*add_bos=*/false))
+    for (int token : model.tokenizer->encode(turn.text, /*add_special=*/false))
       logits = session.decode(token);
     if (!logits.defined()) throw std::logic_error(asked.id + ": an empty turn");
     const int max_new = max_new_override > 0 ? max_new_override : turn.max_new_tokens;
@@ -293,7 +293,7 @@ std::vector<std::pair<Sample, SampleOutcome>> answer_follow_ups(const Dataset& d
 SampleOutcome teacher_force(const Sample& sample, const LlamaModel& model, Session& session,
                             const std::vector<int>& prompt) {
   const std::vector<int> continuation =
-      model.tokenizer->encode(sample.reference_continuation, /*add_bos=*/false);
+      model.tokenizer->encode(sample.reference_continuation, /*add_special=*/false);
   if (continuation.empty()) throw InputError("sample " + sample.id + ": empty continuation");
   Method uncompressed;  // the hooks' defaults: every entry kept and attended (no method named)
   Session reference(model, uncompressed, SessionOptions{.model_view = session.model_view()});

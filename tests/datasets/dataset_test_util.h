@@ -22,7 +22,7 @@ inline const Tokenizer& byte_tokenizer() {
 }
 
 inline int64_t token_count(const Tokenizer& t, const std::string& text) {
-  return int64_t(t.encode(text, /*add_bos=*/true).size());
+  return int64_t(t.encode(text, /*add_special=*/true).size());
 }
 
 // ${SHARED}/data, or "" when absent.

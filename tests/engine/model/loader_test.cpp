@@ -183,10 +183,49 @@ TEST_F(BrokenFolder, MissingTensorInShardedIndexNamesIndexAndTensor) {
   remove_tree(dir_);
   save_model(*model_, dir_, 2);
   json index = read_json_file(dir_ + "/model.safetensors.index.json");
+  const std::string shard = index["weight_map"]["model.norm.weight"].get<std::string>();
   index["weight_map"].erase("model.norm.weight");
   std::ofstream(dir_ + "/model.safetensors.index.json") << index.dump();
+  // Still in its shard, which transformers loads whole: refused rather than left out.
+  expect_input_error([&] { load(); }, {dir_ + "/" + shard, "tensor model.norm.weight",
+                                       "not listed for this shard"});
+  // Gone from the shard too: missing, as the index says.
+  auto file = SafetensorsFile::open(dir_ + "/" + shard);
+  std::map<std::string, at::Tensor> tensors;
+  for (const auto& entry : file->entries())
+    if (entry.first != "model.norm.weight") tensors[entry.first] = file->load(entry.first);
+  file.reset();
+  write_safetensors(dir_ + "/" + shard, tensors);
   expect_input_error([&] { load(); },
                      {dir_ + "/model.safetensors.index.json", "missing tensor model.norm.weight"});
+}
+
+TEST_F(BrokenFolder, TensorOfAShardTheIndexLeavesOutIsRefused) {
+  remove_tree(dir_);
+  save_model(*model_, dir_, 2);
+  const std::string shard = dir_ + "/model-00002-of-00002.safetensors";
+  auto file = SafetensorsFile::open(shard);
+  std::map<std::string, at::Tensor> tensors;
+  for (const auto& entry : file->entries()) tensors[entry.first] = file->load(entry.first);
+  file.reset();
+  tensors["model.layers.0.self_attn.o_proj.bias"] = at::ones({64});
+  write_safetensors(shard, tensors);
+  expect_input_error([&] { load(); }, {shard, "model.layers.0.self_attn.o_proj.bias",
+                                       "not listed for this shard"});
+}
+
+TEST_F(BrokenFolder, TokenizerBeyondTheEmbeddingIsRefused) {
+  json config = read_json_file(dir_ + "/config.json");
+  config["vocab_size"] = 200;  // the byte tokenizer has 260 ids
+  std::ofstream(dir_ + "/config.json") << config.dump();
+  expect_input_error([&] { load(); }, {dir_ + "/tokenizer.json", "token ids up to 259",
+                                       "vocab_size 200"});
+}
+
+TEST_F(BrokenFolder, NanWeightsGiveNoGreedyToken) {
+  edit_weights([](auto& t) { t["model.norm.weight"].fill_(std::nan("")); });
+  auto loaded = LlamaModel::load(dir_);
+  expect_input_error([&] { prompt_logits(*loaded); }, {"logits: NaN", "no greedy token"});
 }
 
 TEST_F(BrokenFolder, WrongShapeNamesFileTensorAndShapes) {

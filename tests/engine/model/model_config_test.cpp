@@ -73,6 +73,7 @@ TEST(ModelConfig, Llama31RopeScalingAndEosList) {
                        {"original_max_position_embeddings", 8192},
                        {"rope_type", "llama3"}};
   j["eos_token_id"] = {128001, 128008, 128009};
+  j["vocab_size"] = 128256;         // the ids above are tokens
   j["tie_word_embeddings"] = true;  // Llama 3.2 1B/3B tie
   ModelConfig c = ModelConfig::from_json(j, kPath);
   EXPECT_EQ(c.rope_scaling.type, "llama3");
@@ -185,6 +186,14 @@ TEST(ModelConfig, ErrorsNameFileAndField) {
       {"eos list of strings", [](json& j) { j["eos_token_id"] = {"2"}; }, "eos_token_id",
        "must be an integer"},
       {"rope not object", [](json& j) { j["rope_scaling"] = 8.0; }, "rope_scaling", "object"},
+      {"eos beyond the vocabulary", [](json& j) { j["eos_token_id"] = {2, 512}; }, "eos_token_id",
+       "512 is outside the vocabulary [0, 512)"},
+      {"bos beyond the vocabulary", [](json& j) { j["bos_token_id"] = 99999; }, "bos_token_id",
+       "outside the vocabulary"},
+      {"no model_type, unknown class", [](json& j) {
+         j.erase("model_type");
+         j["architectures"] = {"FooForCausalLM"};
+       }, "architectures", "names no supported class"},
       {"rope yarn", [](json& j) { j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}}; },
        "rope_scaling.rope_type", "unsupported 'yarn'"},
       {"rope without type", [](json& j) { j["rope_scaling"] = {{"factor", 4.0}}; },
@@ -200,7 +209,7 @@ TEST(ModelConfig, ErrorsNameFileAndField) {
                               {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}};
        }, "rope_scaling.high_freq_factor", "low_freq_factor < high_freq_factor"},
       {"rope dynamic", [](json& j) { j["rope_scaling"] = {{"type", "dynamic"}, {"factor", 2.0}}; },
-       "rope_scaling.rope_type", "unsupported 'dynamic'"},
+       "rope_scaling.type", "unsupported 'dynamic'"},
       {"v5 yarn", [](json& j) {
          j.erase("rope_theta");
          j["rope_parameters"] = {{"rope_type", "yarn"}, {"rope_theta", 1e6}, {"factor", 4.0}};
@@ -348,6 +357,7 @@ TEST(ModelConfig, Qwen3AndGlmArchitectures) {
   g["model_type"] = "glm";
   g["head_dim"] = 16;
   g["eos_token_id"] = {151329, 151336, 151338};
+  g["vocab_size"] = 151552;
   ModelConfig glm = ModelConfig::from_json(g, kPath);  // GlmConfig's defaults
   EXPECT_TRUE(glm.attention_bias);
   EXPECT_FALSE(glm.output_bias);
@@ -391,6 +401,11 @@ TEST(ModelConfig, SlidingWindowOnlyWhereALayerSlides) {
   m["model_type"] = "mistral";
   m["sliding_window"] = 4096;
   EXPECT_EQ(ModelConfig::from_json(m, kPath).sliding_window, 4096);
+  expect_round_trip(ModelConfig::from_json(m, kPath));
+  m.erase("sliding_window");  // absent: MistralConfig's default window
+  EXPECT_EQ(ModelConfig::from_json(m, kPath).sliding_window, 4096);
+  m["sliding_window"] = nullptr;  // null: none
+  EXPECT_EQ(ModelConfig::from_json(m, kPath).sliding_window, 0);
   expect_round_trip(ModelConfig::from_json(m, kPath));
   json q = llama();
   q["model_type"] = "qwen2";

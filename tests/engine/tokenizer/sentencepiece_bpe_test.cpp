@@ -11,6 +11,7 @@ namespace kvb {
 namespace {
 
 using Ids = std::vector<int>;
+using nlohmann::json;
 
 const std::vector<std::string>& varied_texts() {
   static const std::vector<std::string> texts = {
@@ -138,6 +139,35 @@ TEST(TokenizerSentencePiece, BosAndEosFromTheConfig) {
                                      {{"add_bos_token", false}, {"bos_token", "<s>"}}, "mini");
   EXPECT_FALSE(no_bos->add_bos_by_default());
   EXPECT_EQ(no_bos->bos_id(), 1);
+}
+
+// A sequence's start and end as transformers' add_special_tokens makes them: BOS only where
+// add_bos_token says, EOS where add_eos_token does; text alone never gets either.
+TEST(TokenizerSentencePiece, SpecialTokensOnlyWhereTheConfigAddsThem) {
+  const json tokenizer = tokenizer_test::sentencepiece_tokenizer_json(false);
+  auto no_bos = Tokenizer::from_json(tokenizer, {{"add_bos_token", false}, {"bos_token", "<s>"}},
+                                     "mini");
+  EXPECT_EQ(no_bos->encode("b a", true), (Ids{259, 265, 260}));
+  auto with_eos = Tokenizer::from_json(
+      tokenizer, {{"add_bos_token", true}, {"add_eos_token", true}, {"bos_token", "<s>"},
+                  {"eos_token", "</s>"}}, "mini");
+  EXPECT_TRUE(with_eos->adds_eos());
+  EXPECT_EQ(with_eos->encode("b a", true), (Ids{1, 259, 265, 260, 2}));
+  EXPECT_EQ(with_eos->encode("b a", false), (Ids{259, 265, 260}));
+}
+
+// clean_up_tokenization_spaces: transformers' replacements after decoding, only where it is true
+// (absent: false, transformers' default since 4.45).
+TEST(TokenizerSentencePiece, DecodeCleansUpSpacesWhereTheConfigSays) {
+  const json tokenizer = tokenizer_test::sentencepiece_tokenizer_json(false);
+  json config = tokenizer_test::sentencepiece_config();
+  const std::string text = "a . b , a ' b n't 's 're 've 'm ? !";
+  auto plain = Tokenizer::from_json(tokenizer, config, "mini");
+  EXPECT_FALSE(plain->cleans_up_spaces());
+  EXPECT_EQ(plain->decode(plain->encode(text, false)), text);
+  config["clean_up_tokenization_spaces"] = true;
+  auto clean = Tokenizer::from_json(tokenizer, config, "mini");
+  EXPECT_EQ(clean->decode(clean->encode(text, false)), "a. b, a'bn't's're've'm?!");
 }
 
 TEST(TokenizerSentencePiece, LoadReadsGenerationConfigEos) {

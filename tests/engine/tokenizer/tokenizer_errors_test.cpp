@@ -1,6 +1,8 @@
 // Malformed or unsupported tokenizer files: one InputError naming the file and the field.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "engine/common/error.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "tests/engine/tokenizer/fixtures.h"
@@ -101,10 +103,38 @@ TEST(TokenizerErrors, BadConfigTokens) {
                "/tokenizer_config.json: ", "eos_token");
   expect_error(load_error(sentencepiece().dump(), {{"add_bos_token", true}}),
                "/tokenizer_config.json: ", "add_bos_token");
+  expect_error(load_error(sentencepiece().dump(), {{"add_eos_token", true}}),
+               "/tokenizer_config.json: ", "add_eos_token");
+}
+
+// Settings that make transformers encode otherwise than tokenizer.json says: refused where true.
+TEST(TokenizerErrors, UnreproducedSettings) {
+  for (const char* key : {"split_special_tokens", "from_slow", "add_prefix_space", "do_lower_case"}) {
+    const std::string m = load_error(sentencepiece().dump(), {{key, true}});
+    expect_error(m, "/tokenizer_config.json: ", key);
+    EXPECT_NE(m.find("not reproduced"), std::string::npos) << m;
+    EXPECT_EQ(load_error(sentencepiece().dump(), {{key, false}}), "no error") << key;
+  }
+  json t = sentencepiece();
+  t["model"]["dropout"] = 0.1;
+  expect_error(load_error(t.dump()), "/tokenizer.json: ", "model.dropout");
+  t["model"]["dropout"] = nullptr;
+  EXPECT_EQ(load_error(t.dump()), "no error");
 }
 
 TEST(TokenizerErrors, UnreadableFiles) {
   expect_error(load_error("{ not json"), "/tokenizer.json: ", "invalid JSON");
+  {
+    test::TempDir dir;
+    tokenizer_test::write_file(dir.file("tokenizer.json"), sentencepiece().dump());
+    std::filesystem::create_directories(dir.file("generation_config.json"));
+    try {
+      Tokenizer::load(dir.path());
+      ADD_FAILURE() << "no error";
+    } catch (const InputError& e) {
+      expect_error(e.what(), "/generation_config.json", "is a folder");
+    }
+  }
   try {
     Tokenizer::load("/nonexistent/kvbench/model");
     FAIL() << "no error";
