@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "engine/common/error.h"
+#include "engine/common/files.h"
 #include "engine/common/json_fields.h"
 #include "reports/baseline.h"
 
@@ -50,7 +51,7 @@ void add_baseline(CLI::App& app, std::vector<Command>& out) {
     const json baseline = make_baseline(store, o->metrics);
     const std::filesystem::path parent = std::filesystem::path(o->file).parent_path();
     if (!parent.empty()) std::filesystem::create_directories(parent);
-    std::ofstream(o->file) << baseline.dump(2) << "\n";
+    write_file_atomically(o->file, baseline.dump(2) + "\n");
     std::cout << o->file << ": " << baseline["cells"].size() << " cells\n";
     return 0;
   }});

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <filesystem>
 #include <iostream>
 #include <thread>
 
@@ -43,6 +44,13 @@ int main(int argc, char** argv) {
     return kvb::run_selected_command(app);
   } catch (const kvb::InputError& e) {
     std::cerr << "kvbench: error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A path the user gave that cannot be made or written (a file where a folder is asked for,
+    // no permission): input, not a fault of kvbench's. The message names the path.
+    std::string what = e.what();
+    if (what.rfind("filesystem error: ", 0) == 0) what.erase(0, 18);
+    std::cerr << "kvbench: error: " << what << "\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "kvbench: internal error: " << e.what() << "\n";

@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "engine/common/error.h"
+#include "engine/common/files.h"
 #include "engine/common/json_fields.h"
 #include "engine/device.h"
 #include "engine/op_profile.h"
@@ -258,13 +259,7 @@ void add_model_commands(CLI::App& app, std::vector<Command>& out) {
     } else {
       j["logits"] = std::vector<double>(logits.data_ptr<double>(), logits.data_ptr<double>() + logits.numel());
     }
-    const std::string tmp = o->out_path + ".tmp";
-    {
-      std::ofstream file(tmp);
-      if (!file) throw InputError(o->out_path + ": cannot write");
-      file << j.dump() << "\n";
-    }
-    std::rename(tmp.c_str(), o->out_path.c_str());
+    write_file_atomically(o->out_path, j.dump() + "\n");
     return 0;
   }});
 }

@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "engine/common/error.h"
+#include "engine/common/files.h"
 #include "harness/scaleout/shard.h"
 
 namespace kvb {
@@ -34,11 +35,7 @@ void add_plan_command(CLI::App& app, std::vector<Command>& out) {
     const ShardPlan plan = plan_shards(suite.cells(), o->shards);
     json j = plan_to_json(plan);
     j["suite"] = suite.name;
-    if (!o->out.empty()) {
-      std::ofstream file(o->out);
-      if (!file) throw InputError(o->out + ": cannot write");
-      file << j.dump(2) << "\n";
-    }
+    if (!o->out.empty()) write_file_atomically(o->out, j.dump(2) + "\n");
     if (o->json) {
       std::cout << j.dump(2) << "\n";
       return 0;

@@ -1,21 +1,29 @@
 // kvbench show RUN: the provenance and results table of a stored run.
 #include <filesystem>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "engine/common/error.h"
 #include "harness/runner/results_table.h"
+#include "harness/store/result_store.h"
 
 namespace kvb {
+
+using nlohmann::json;
 
 void add_show_command(CLI::App& app, std::vector<Command>& out) {
   struct Options {
     std::string run = "last", db;
+    bool config = false;
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("show", "Show a stored run: provenance and results table");
   cmd->add_option("run", o->run, "Run id, or \"last\" (default)");
   cmd->add_option("--db", o->db, "Results database (e.g. results/runs/smoke.db)")->required();
+  cmd->add_flag("--config", o->config,
+                "Also print the run's suite JSON (with its --set overrides) and each cell's "
+                "normalised config JSON, as stored");
   out.push_back({cmd, [o] {
     if (!std::filesystem::exists(o->db)) throw InputError(o->db + ": no such database");
     ResultStore store(o->db);
@@ -34,6 +42,12 @@ void add_show_command(CLI::App& app, std::vector<Command>& out) {
       }
     }
     print_run(store, run_id, std::cout);
+    if (o->config) {
+      std::cout << "\nsuite JSON:\n" << json::parse(store.run_info(run_id).suite_json).dump(2)
+                << "\n\ncell configs:\n";
+      for (const CellRow& cell : store.cells_of_run(run_id))
+        std::cout << cell.id << "  " << cell.config_json << "\n";
+    }
     return 0;
   }});
 }

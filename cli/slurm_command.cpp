@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "cli/commands.h"
 #include "engine/common/error.h"
@@ -52,6 +53,28 @@ std::string job_id(const std::string& parsable) {
   if (id.empty() || id.find_first_not_of("0123456789") != std::string::npos)
     throw InputError("sbatch printed no job id (got \"" + parsable + "\")");
   return id;
+}
+
+// --array's task ids ("1", "0,2", "1-3"): each an existing shard, 0..shards-1, else an
+// InputError (sbatch would accept them and the tasks fail).
+void check_array_tasks(const std::string& spec, int64_t shards) {
+  const std::string expected = "--array " + spec + ": expected task ids of shards 0.." +
+                               std::to_string(shards - 1) + " such as 1 or 0,2 or 1-3";
+  std::stringstream items(spec);
+  std::string item;
+  bool any = false;
+  while (std::getline(items, item, ',')) {
+    const size_t dash = item.find('-');
+    const std::string first = item.substr(0, dash);
+    const std::string last = dash == std::string::npos ? first : item.substr(dash + 1);
+    for (const std::string& id : {first, last})
+      if (id.empty() || id.size() > 9 || id.find_first_not_of("0123456789") != std::string::npos ||
+          std::stoll(id) >= shards)
+        throw InputError(expected);
+    if (std::stoll(first) > std::stoll(last)) throw InputError(expected);
+    any = true;
+  }
+  if (!any || spec.back() == ',') throw InputError(expected);
 }
 
 }  // namespace
@@ -122,8 +145,7 @@ void add_slurm_command(CLI::App& app, std::vector<Command>& out) {
     s.cpus_per_task = o->cpus_per_task;
     s.extra_sbatch = o->extra;
     if (!o->array.empty() && !o->submit) throw InputError("--array: only with --submit");
-    if (!o->array.empty() && o->array.find_first_not_of("0123456789,-") != std::string::npos)
-      throw InputError("--array " + o->array + ": expected task ids such as 1 or 0,2 or 1-3");
+    if (!o->array.empty()) check_array_tasks(o->array, o->shards);
 
     fs::create_directories(s.script_dir + "/logs");  // Slurm does not create log folders
     const fs::path merged_dir = fs::path(s.merged_db).parent_path();

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "engine/common/error.h"
+#include "engine/common/files.h"
 #include "reports/tables.h"
 
 namespace kvb {
@@ -177,8 +178,8 @@ ReportFiles write_report(const ReportOptions& options) {
   if (options.plots) files.plots = write_plots(data, plot_dir, options.plot);
   files.markdown = options.out + "/report.md";
   files.html = options.out + "/index.html";
-  std::ofstream(files.markdown) << report_markdown(data, files.plots, options.command);
-  std::ofstream(files.html) << report_html(data, files.plots, plot_dir, options.command);
+  write_file_atomically(files.markdown, report_markdown(data, files.plots, options.command));
+  write_file_atomically(files.html, report_html(data, files.plots, plot_dir, options.command));
   return files;
 }
 

@@ -33,7 +33,8 @@ struct CellData {
 struct ReportData {
   int64_t run_id = 0;
   std::vector<std::pair<std::string, std::string>> provenance;  // runs row: suite, commit, ...
-  std::string suite_name, suite_json, command;
+  std::string suite_name, suite_json;
+  std::string command;  // the run's command, then those of other runs whose cells it lists, a line each
   std::vector<CellData> cells;  // complete cells only, in stored order
 };
 

@@ -4,6 +4,10 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
+
+#include "engine/common/error.h"
 
 namespace kvb {
 namespace {
@@ -13,6 +17,20 @@ int remove_entry(const char* path, const struct stat*, int, struct FTW*) {
 }
 
 }  // namespace
+
+void write_file_atomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  bool written;
+  {
+    std::ofstream file(tmp, std::ios::binary | std::ios::trunc);
+    written = file && (file << text) && file.flush();
+  }
+  const int reason = errno;
+  if (written && std::rename(tmp.c_str(), path.c_str()) == 0) return;
+  const int why = written ? errno : reason;
+  std::remove(tmp.c_str());
+  throw InputError(path + ": cannot write (" + std::strerror(why) + ")");
+}
 
 bool remove_tree(const std::string& path) {
   // FTW_DEPTH: a folder's entries before the folder; FTW_PHYS: links themselves, not targets.

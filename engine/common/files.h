@@ -13,4 +13,9 @@ namespace kvb {
 // binds remove_all to that copy and crashes. POSIX nftw has no such twin.
 bool remove_tree(const std::string& path);
 
+// Writes `text` to `path` whole or not at all: into `path`.tmp, then renamed over `path`. An
+// InputError "<path>: cannot write (<reason>)" where that fails (a missing folder, a folder at
+// `path`, no permission, a full disk); the temporary file is removed then.
+void write_file_atomically(const std::string& path, const std::string& text);
+
 }  // namespace kvb

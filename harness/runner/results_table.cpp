@@ -66,7 +66,14 @@ void print_run(const ResultStore& store, int64_t run_id, std::ostream& out) {
   bool untrained = false;
   std::vector<std::string> errors;
   std::set<std::string> models;
-  for (const CellRow& cell : store.cells_of_run(run_id)) {
+  // A resumed run lists the cells other runs computed too: those rows name their run, whose
+  // provenance (command, threads, device) may differ from the header's.
+  const std::vector<CellRow> cells = store.cells_of_run(run_id);
+  std::map<int64_t, int> from_other_runs;  // run -> cells
+  for (const CellRow& cell : cells)
+    if (cell.run_id != run_id) ++from_other_runs[cell.run_id];
+  if (!from_other_runs.empty()) rows[0].push_back("run");
+  for (const CellRow& cell : cells) {
     std::map<std::string, std::pair<double, std::string>> m;
     for (const MetricRow& metric : store.cell_metrics(cell.id))
       m[metric.name] = {metric.value, metric.unit};
@@ -84,9 +91,13 @@ void print_run(const ResultStore& store, int64_t run_id, std::ostream& out) {
                     value("attended_mean", 1), value("agreement_with_full", 1),
                     value("recall", 3), value("kv_resident_bytes", 3, 1.0 / (1 << 20)),
                     value("decode_ms_per_token", 3)});
+    if (!from_other_runs.empty()) rows.back().push_back(std::to_string(cell.run_id));
   }
   out << "\n";
   print_rows(rows, out);
+  for (const auto& [other, count] : from_other_runs)
+    out << "\n" << count << (count == 1 ? " cell" : " cells") << " computed by run " << other
+        << " (its own provenance: kvbench show " << other << ")\n";
   print_model_notes(models, out);
   if (untrained)
     out << "\nNOTE: cells marked model_trained=0 ran on a random-weight model; their scores "

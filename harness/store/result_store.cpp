@@ -366,8 +366,21 @@ void ResultStore::finish_run(int64_t run_id, const std::string& status) {
 }
 
 void ResultStore::forget_suite(const std::string& suite) {
-  Statement s(db_, "DELETE FROM runs WHERE suite = ?");
-  s.bind(1, suite).run();
+  in_transaction([&] {
+    // A run whose process lives would lose its cells under it, then fail on their claims.
+    Statement running(db_,
+        "SELECT id, coalesce(host, ''), coalesce(pid, 0), " + std::string(kAgeOfHeartbeat) +
+        " FROM runs WHERE suite = ? AND status = 'running'");
+    running.bind(1, suite);
+    while (running.step())
+      if (process_alive(running.text(1), running.integer(2), running.real(3)))
+        throw InputError(path_ + ": run " + std::to_string(running.integer(0)) + " of suite " +
+                         suite + " is still running (process " +
+                         std::to_string(running.integer(2)) + " on " + running.text(1) +
+                         "); --fresh would delete its results under it: wait for it or stop it");
+    Statement s(db_, "DELETE FROM runs WHERE suite = ?");
+    s.bind(1, suite).run();
+  });
 }
 
 bool ResultStore::cell_complete(const std::string& config_json) const {

@@ -75,7 +75,8 @@ class ResultStore {
   void finish_run(int64_t run_id, const std::string& status);
   // Appends one line to the run's warnings (provenance: what the run let through).
   void add_run_warning(int64_t run_id, const std::string& warning);
-  // Deletes every run and cell of `suite` (for --fresh).
+  // Deletes every run and cell of `suite` (for --fresh); an InputError, deleting nothing, while
+  // a run of it is still running in a process that lives (claim_cell's liveness rule).
   void forget_suite(const std::string& suite);
 
   bool cell_complete(const std::string& config_json) const;

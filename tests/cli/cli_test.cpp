@@ -430,6 +430,34 @@ TEST(CliRun, MalformedSuiteWritesNothing) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("results"))) << "results/ created";
 }
 
+// Output paths that cannot be written, and Slurm tasks that do not exist: one line, exit 2.
+TEST(CliOutputs, UnwritablePathsAndMissingTasksAreOneLineErrors) {
+  test::TempDir dir;
+  const std::string file = write_suite(dir, "adhoc.json", small_suite("adhoc"));
+  const std::string db = dir.file("adhoc.db");
+  ASSERT_EQ(kvbench({"run", file, "--db", db, "--threads", "1"}, dir.path()).code, 0);
+  std::filesystem::create_directories(dir.file("a_folder"));
+  std::ofstream(dir.file("a_file")) << "x";
+  const std::vector<Output> r = kvbench_all(
+      {{"baseline", "--db", db, "--out", dir.file("a_folder")},
+       {"report", "--db", db, "--out", dir.file("a_file")},
+       {"plan", file, "--out", dir.file("no/such/folder/plan.json")},
+       {"slurm", file, "--shards", "2", "--submit", "--array", "5", "--sbatch", "/bin/false",
+        "--dir", dir.file("slurm")},
+       {"slurm", file, "--shards", "2", "--submit", "--array", "1-0", "--sbatch", "/bin/false",
+        "--dir", dir.file("slurm")}},
+      dir.path());
+  for (const Output& o : r) EXPECT_EQ(o.code, 2) << describe(o);
+  for (const Output& o : r) EXPECT_EQ(lines(o.err), 1u) << describe(o);
+  EXPECT_TRUE(contains(r[0].err, dir.file("a_folder") + ": cannot write")) << describe(r[0]);
+  EXPECT_TRUE(contains(r[1].err, dir.file("a_file"))) << describe(r[1]);
+  EXPECT_TRUE(contains(r[2].err, "plan.json: cannot write")) << describe(r[2]);
+  EXPECT_TRUE(contains(r[3].err, "--array 5: expected task ids of shards 0..1")) << describe(r[3]);
+  EXPECT_TRUE(contains(r[4].err, "--array 1-0")) << describe(r[4]);
+  EXPECT_FALSE(std::filesystem::exists(dir.file("a_folder.tmp")));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("slurm")));
+}
+
 TEST(CliRun, GoodSuiteRunsAndShowPrintsTable) {
   test::TempDir dir;
   const std::string file = write_suite(dir, "adhoc.json", small_suite("adhoc"));
@@ -450,6 +478,10 @@ TEST(CliRun, GoodSuiteRunsAndShowPrintsTable) {
   for (std::string line; std::getline(in, line);)
     if (contains(line, "random-tiny") && contains(line, " complete ")) ++complete_rows;
   EXPECT_EQ(complete_rows, 2u) << show.out;
+  const Output config = kvbench({"show", "--db", db, "last", "--config"}, dir.path());
+  EXPECT_EQ(config.code, 0) << describe(config);
+  for (const char* part : {"suite JSON:", "\"name\": \"adhoc\"", "cell configs:", "\"method\""})
+    EXPECT_TRUE(contains(config.out, part)) << "no \"" << part << "\" in:\n" << config.out;
   const std::vector<Output> more = kvbench_all({{"show", "--db", db},
                                                 {"show", "--db", db, "1"},
                                                 {"show", "--db", db, "abc"},

@@ -69,6 +69,28 @@ TEST(ReportTables, MeansOverSeedsWithSampleCounts) {
   EXPECT_DOUBLE_EQ(kv->at("snapkv", 64)->mean, 2.5);
 }
 
+// A run that lists cells other runs computed (resumed, or shards merged) reproduces with each
+// of their commands, its own first.
+TEST(ReportTables, ReproduceNamesTheCommandOfEveryRunItsCellsCameFrom) {
+  test::TempDir dir;
+  ResultStore store(dir.file("r.db"));
+  const std::vector<test::FakeCell> cells = fake_cells();
+  test::fill_store(store, {cells[0]});
+  RunInfo info;
+  info.suite = "fake";
+  info.suite_json = R"({"name": "fake"})";
+  info.command = "kvbench run fake --shard 1/2";
+  const int64_t second = store.begin_run(info);
+  const int64_t id = store.claim_cell(second, test::fake_config(cells[1]), "random-tiny",
+                                      cells[1].dataset, cells[1].method, cells[1].budget,
+                                      cells[1].seed).cell_id;
+  store.complete_cell(id, {}, {}, 0.1);
+  store.finish_run(second, "complete");
+  const ReportData data = load(store);
+  EXPECT_EQ(data.run_id, second);
+  EXPECT_EQ(data.command, "kvbench run fake --shard 1/2\nkvbench run fake");
+}
+
 // A dataset run both with the question in the window and with its context shared: a table of
 // the drop per method and budget, after the score tables.
 TEST(ReportTables, TheDropWithTheContextSharedPerMethod) {

@@ -1,5 +1,6 @@
 // run_suite against a result store: runs every cell once, skips complete cells on a second run,
 // reruns everything with `fresh`, records a failing cell and goes on, retries only failed cells.
+#include "harness/runner/results_table.h"
 #include "harness/runner/runner.h"
 
 #include <gtest/gtest.h>
@@ -136,6 +137,20 @@ TEST_F(RunnerTest, RunsThenSkipsThenFreshRerunsAll) {
   EXPECT_NE(second.run_id, first.run_id);
   EXPECT_NE(log2.str().find("already complete"), std::string::npos) << log2.str();
   EXPECT_EQ(cell_rows(options().db_path), rows1);  // same rows, untouched
+  {
+    // The second run's table lists the first run's cells, naming the run that computed them.
+    ResultStore store(options().db_path);
+    std::ostringstream table;
+    print_run(store, second.run_id, table);
+    EXPECT_NE(table.str().find("2 cells computed by run " + std::to_string(first.run_id) +
+                               " (its own provenance: kvbench show " +
+                               std::to_string(first.run_id) + ")"),
+              std::string::npos)
+        << table.str();
+    std::ostringstream own;
+    print_run(store, first.run_id, own);
+    EXPECT_EQ(own.str().find("computed by run"), std::string::npos) << own.str();
+  }
 
   // Mark the stored rows, so that rows written again can be told apart (SQLite may reuse the
   // ids of deleted rows).

@@ -362,6 +362,7 @@ TEST_F(ResultStoreCells, ForgetSuiteDeletesItsRunsAndCells) {
   const int64_t gone = store.claim_cell(run, "{\"g\":1}", "m", "d", "x", 8, 0).cell_id;
   store.complete_cell(gone, {SampleRow{"s", 1, "p", "[]", 0}},
                       {MetricRow{std::nullopt, "score", 1, "x"}}, 0);
+  store.finish_run(run, "complete");  // (a running run of a live process is not forgotten)
   store.forget_suite("s");
   EXPECT_FALSE(store.cell_complete("{\"g\":1}"));
   EXPECT_TRUE(store.cell_complete("{\"k\":1}"));
@@ -369,6 +370,37 @@ TEST_F(ResultStoreCells, ForgetSuiteDeletesItsRunsAndCells) {
   EXPECT_EQ(query_int(store.handle(), "SELECT count(*) FROM samples"), 1);
   EXPECT_EQ(query_int(store.handle(), "SELECT count(*) FROM metrics"), 0);
   EXPECT_EQ(store.integrity_check(), "ok");
+}
+
+// --fresh while another process runs the suite would delete its cells under it: refused, with
+// nothing deleted; once that process is gone, allowed.
+TEST_F(ResultStoreCells, ForgetSuiteRefusesWhileAnotherProcessRunsIt) {
+  const int64_t run = store.begin_run(run_info("s"));
+  const int64_t cell = store.claim_cell(run, "{\"g\":1}", "m", "d", "x", 8, 0).cell_id;
+  store.complete_cell(cell, {}, {}, 0);
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  const auto held_by = [&](int64_t pid) {
+    ASSERT_EQ(sqlite3_exec(store.handle(),
+                           ("UPDATE runs SET host = '" + std::string(host) + "', pid = " +
+                            std::to_string(pid) + " WHERE id = " + std::to_string(run)).c_str(),
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+  };
+  held_by(int64_t(getppid()));  // a process that lives: the test's parent
+  try {
+    store.forget_suite("s");
+    ADD_FAILURE() << "forgot a suite another process runs";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("is still running (process " +
+                                         std::to_string(getppid())), std::string::npos)
+        << e.what();
+  }
+  EXPECT_TRUE(store.cell_complete("{\"g\":1}"));
+  EXPECT_TRUE(sqlite3_get_autocommit(store.handle()));
+  held_by(0);  // no process
+  store.forget_suite("s");
+  EXPECT_FALSE(store.cell_complete("{\"g\":1}"));
 }
 
 TEST_F(ResultStoreCells, CellsOfRunShowTheWholeSuite) {
