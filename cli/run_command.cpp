@@ -96,9 +96,15 @@ int run_workers(RunArguments o, const Suite& suite, const RunOptions& options) {
   const WorkersOutcome outcome = supervise_workers("/proc/self/exe", launches, progress, std::cerr);
   store.finish_run(run, outcome.exit_code == 0 ? "complete" : "failures");
   print_run(store, run, std::cout);
+  int ran = 0, complete_before = 0, failed = 0;
+  for (const CellRow& cell : store.cells_of_run(run)) {
+    if (cell.status == "failed") ++failed;
+    else if (cell.status == "complete") ++(cell.run_id == run ? ran : complete_before);
+  }
   std::cout << "\nrun " << run << ": " << o.workers << " workers";
   if (outcome.replaced > 0) std::cout << " (" << outcome.replaced << " killed and started again)";
-  std::cout << "; database " << options.db_path << "\n";
+  std::cout << ", " << ran << " ran, " << complete_before << " already complete, " << failed
+            << " failed; database " << options.db_path << "\n";
   return outcome.exit_code;
 }
 

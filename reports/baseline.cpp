@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "engine/common/error.h"
+#include "harness/scaleout/shard.h"
 
 namespace kvb {
 namespace {
@@ -59,12 +60,16 @@ int direction(const std::string& metric, const std::string& score_unit) {
   return 0;
 }
 
+// "method @ budget on dataset (model, seed s, {params}; cell <id>)": the cell id (`kvbench
+// plan`'s) tells apart cells whose configs differ beyond what the label shows.
 std::string describe(const json& config) {
   const json& budget = config.value("budget", json());
+  const json params = config.at("dataset").value("params", json::object());
   return config.at("method").value("label", "?") + " @ " +
          (budget.is_null() ? std::string("-") : budget.dump()) + " on " +
          config.at("dataset").value("name", "?") + " (" + config.value("model", "?") + ", seed " +
-         config.value("seed", json(0)).dump() + ")";
+         config.value("seed", json(0)).dump() + (params.empty() ? "" : ", " + params.dump()) +
+         "; cell " + cell_id_of_key(config.dump()) + ")";
 }
 
 std::string number(double v) {

@@ -1,5 +1,6 @@
 #include "reports/report.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -172,6 +173,16 @@ ReportFiles write_report(const ReportOptions& options) {
   const ReportData data = load_report_data(store, options.run, options.db);
   if (data.cells.empty())
     throw InputError(options.db + ": run " + std::to_string(data.run_id) + " has no complete cells");
+  if (const std::optional<int64_t> asked = options.plot.budget) {  // before anything is written
+    const std::vector<int64_t> budgets = budgets_of(data);
+    if (std::find(budgets.begin(), budgets.end(), *asked) == budgets.end()) {
+      std::string known;
+      for (int64_t b : budgets) known += (known.empty() ? "" : ", ") + std::to_string(b);
+      throw InputError("--budget " + std::to_string(*asked) + ": no cell of run " +
+                       std::to_string(data.run_id) + " has it (its budgets: " +
+                       (known.empty() ? "none" : known) + ")");
+    }
+  }
   fs::create_directories(options.out);
   ReportFiles files;
   const std::string plot_dir = options.out + "/plots";

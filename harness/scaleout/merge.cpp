@@ -62,7 +62,8 @@ std::string join_paths(const std::vector<SourceInfo>& infos, int64_t version) {
 
 }  // namespace
 
-MergeSummary merge_databases(const std::string& out, const std::vector<std::string>& inputs) {
+MergeSummary merge_databases(const std::string& out, const std::vector<std::string>& inputs,
+                             const std::optional<std::string>& suite) {
   if (inputs.empty()) throw InputError("merge: give at least one input database");
   // The sources, OUT first when it exists; a file listed twice counts once.
   std::vector<std::string> sources;
@@ -129,6 +130,9 @@ MergeSummary merge_databases(const std::string& out, const std::vector<std::stri
     }
     if (suite_of.empty()) throw InputError("merge: the inputs hold no runs");
     summary.suite = suite_of.begin()->first;
+    if (suite && *suite != summary.suite)
+      throw InputError("merge --suite: the databases hold suite \"" + summary.suite + "\", not \"" +
+                       *suite + "\"");
     summary.inputs = int(sources.size());
 
     // 2. Choose one row per config, and the runs those rows belong to.

@@ -1,6 +1,7 @@
 // Merging shard databases into one: `kvbench merge OUT.db IN1.db IN2.db ...`.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,7 +26,9 @@ struct MergeSummary {
 // input. Runs, cells, samples and metrics get new ids; only runs some kept cell belongs to are
 // copied, and the same run found in several inputs (same suite JSON, command line, start
 // second, host, commit and threads: e.g. in an earlier merge and in its shard) is kept once.
-MergeSummary merge_databases(const std::string& out, const std::vector<std::string>& inputs);
+// `suite` (`merge --suite`): the suite the inputs must hold, checked before writing anything.
+MergeSummary merge_databases(const std::string& out, const std::vector<std::string>& inputs,
+                             const std::optional<std::string>& suite = std::nullopt);
 
 // The suite's cells that `db` lacks as complete rows (by normalised config).
 std::vector<Cell> missing_cells(const std::string& db, const Suite& suite);

@@ -953,7 +953,8 @@ TEST(CliWorkers, TwoWorkersOnTheCpuEqualOneProcess) {
                                      " (2 workers, 1 thread each)")) << r[1].err;
   EXPECT_TRUE(contains(r[1].err, "[5/5 ")) << r[1].err;  // one display counts all the cells
   EXPECT_FALSE(contains(r[1].err, "[6/")) << r[1].err;
-  EXPECT_TRUE(contains(r[1].out, "run 1: 2 workers; database")) << r[1].out;
+  EXPECT_TRUE(contains(r[1].out, "run 1: 2 workers, 5 ran, 0 already complete, 0 failed; database"))
+      << r[1].out;
   EXPECT_EQ(lines_with(r[1].out, " complete "), 5u) << r[1].out;  // the table, printed once
   const auto one = results_by_config(dir.file("one.db"));
   EXPECT_EQ(one.size(), 5u);

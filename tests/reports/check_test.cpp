@@ -94,6 +94,15 @@ TEST(Check, MissingCellFailsNewCellIsANote) {
   EXPECT_NE(r.missing[0].find("snapkv @ 32"), std::string::npos);
   ASSERT_EQ(r.added.size(), 1u);
   EXPECT_NE(r.added[0].find("snapkv @ 64"), std::string::npos);
+  // A config that differs elsewhere than the label shows: told apart by the cell id and params.
+  other = cells();
+  other[2].context = 1024;
+  fill(dir.file("c.db"), other);
+  const CheckReport c = check(dir.file("c.db"), baseline_of(dir.file("a.db")));
+  ASSERT_EQ(c.missing.size(), 1u);
+  ASSERT_EQ(c.added.size(), 1u);
+  EXPECT_NE(c.missing[0], c.added[0]);
+  EXPECT_NE(c.added[0].find("\"context_length\":1024"), std::string::npos) << c.added[0];
 }
 
 TEST(Check, MalformedBaselineIsAnInputError) {

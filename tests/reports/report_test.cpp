@@ -282,6 +282,25 @@ TEST(ReportPlots, MethodStylesAreDistinct) {
     }
 }
 
+TEST(Report, ABudgetNoCellHasIsRefusedBeforeAnythingIsWritten) {
+  test::TempDir dir;
+  ResultStore store(dir.file("r.db"));
+  test::fill_store(store, fake_cells());
+  ReportOptions o;
+  o.db = dir.file("r.db");
+  o.out = dir.file("report");
+  o.plots = false;
+  o.plot.budget = 999;
+  try {
+    write_report(o);
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--budget 999: no cell of run 1 has it (its budgets: 32, 64)"),
+              std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(std::filesystem::exists(o.out));
+}
+
 TEST(Report, MissingDatabaseIsAnInputError) {
   ReportOptions o;
   o.db = "/nonexistent/x.db";

@@ -256,6 +256,9 @@ TEST_F(MergeTest, RefusesMixedSuitesAndSchemaVersionsWritingNothing) {
   }
   EXPECT_THROW(merge_databases(dir.file("out.db"), {dir.file("v2.db")}), InputError);
   EXPECT_FALSE(fs::exists(dir.file("out.db")));
+  // merge --suite of another suite than the inputs hold: refused before anything is written.
+  EXPECT_THROW(merge_databases(dir.file("out.db"), {dir.file("a.db")}, "other-suite"), InputError);
+  EXPECT_FALSE(fs::exists(dir.file("out.db")));
   EXPECT_THROW(merge_databases(dir.file("out.db"), {dir.file("nope.db")}), InputError);
   std::ofstream(dir.file("junk.db")) << "not a database at all, just some text to fill a page";
   EXPECT_THROW(merge_databases(dir.file("out.db"), {dir.file("junk.db")}), InputError);
