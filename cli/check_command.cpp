@@ -14,10 +14,6 @@
 namespace kvb {
 namespace {
 
-void require_db(const std::string& db) {
-  if (!std::filesystem::exists(db)) throw InputError(db + ": no such database");
-}
-
 // "score=0.5" -> {"score", 0.5}
 std::pair<std::string, double> parse_tolerance(const std::string& text) {
   const size_t eq = text.find('=');
@@ -46,7 +42,7 @@ void add_baseline(CLI::App& app, std::vector<Command>& out) {
   cmd->add_option("--metrics", o->metrics, "Cell metrics to record, where a cell has them")
       ->capture_default_str()->delimiter(',');
   out.push_back({cmd, [o] {
-    require_db(o->db);
+    require_results_database(o->db);
     ResultStore store(o->db);
     const json baseline = make_baseline(store, o->metrics);
     const std::filesystem::path parent = std::filesystem::path(o->file).parent_path();
@@ -77,7 +73,7 @@ void add_check(CLI::App& app, std::vector<Command>& out) {
   cmd->add_flag("--ignore-predictions", o->ignore_predictions,
                 "Do not compare the digest of the generated texts");
   out.push_back({cmd, [o] {
-    require_db(o->db);
+    require_results_database(o->db);
     const json baseline = read_json_file(o->file);
     ResultStore store(o->db);
     CheckOptions options;

@@ -25,7 +25,7 @@ void add_show_command(CLI::App& app, std::vector<Command>& out) {
                 "Also print the run's suite JSON (with its --set overrides) and each cell's "
                 "normalised config JSON, as stored");
   out.push_back({cmd, [o] {
-    if (!std::filesystem::exists(o->db)) throw InputError(o->db + ": no such database");
+    require_results_database(o->db);
     ResultStore store(o->db);
     int64_t run_id = 0;
     if (o->run == "last") {

@@ -31,6 +31,9 @@ struct Sample {
   // Extra stop texts besides EOS (LongBench samsum stops at "\n"): generation also stops at the
   // last token id of tokenizer.encode(text, /*add_special=*/false), as LongBench does.
   std::vector<std::string> stop_texts;
+  // Tokens generated before a stop id may end the answer (LongBench samsum: 1, its pred.py's
+  // min_length of the prompt + 1 keeps the first token from being EOS or "\n").
+  int min_new_tokens = 0;
   // Where the question begins in `prompt` (npos: the dataset does not say): the text before it
   // is the context, which context_sharing "per_sample" prefills and compresses without the
   // question. Samples with the same non-empty `context_id` are questions about one context:

@@ -555,9 +555,14 @@ std::vector<int> Session::generate(const std::vector<int>& prompt, int max_new,
 }
 
 std::vector<int> Session::generate_from(at::Tensor next_logits, int max_new,
-                                        const std::vector<int>& stop_ids) {
+                                        const std::vector<int>& stop_ids, int min_new) {
   std::vector<int> generated;
   for (int i = 0; i < max_new; ++i) {
+    if (i < min_new && !stop_ids.empty()) {  // -inf at the stop ids, as MinLengthLogitsProcessor
+      const at::Tensor ids = at::tensor(std::vector<int64_t>(stop_ids.begin(), stop_ids.end()))
+                                 .to(next_logits.device());
+      next_logits = next_logits.reshape({-1}).index_fill(0, ids, -INFINITY);
+    }
     int token = argmax_token(next_logits);
     if (std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end()) break;
     generated.push_back(token);

@@ -168,7 +168,7 @@ std::string report_html(const ReportData& data, const std::vector<PlotFile>& plo
 }
 
 ReportFiles write_report(const ReportOptions& options) {
-  if (!fs::exists(options.db)) throw InputError(options.db + ": no such database");
+  require_results_database(options.db);
   ResultStore store(options.db);
   const ReportData data = load_report_data(store, options.run, options.db);
   if (data.cells.empty())

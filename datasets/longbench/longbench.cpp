@@ -210,7 +210,10 @@ class LongBench : public Dataset {
           s.prompt = wrapped;
         }
       }
-      if (task_.stop_at_newline) s.stop_texts = {"\n"};
+      if (task_.stop_at_newline) {
+        s.stop_texts = {"\n"};
+        s.min_new_tokens = 1;
+      }
       s.answers = r.answers;
       s.max_new_tokens = task_.max_new_tokens;
       s.meta = {{"all_classes", r.all_classes}, {"length", r.length},

@@ -187,15 +187,16 @@ std::vector<std::string> split_on_space(const std::string& s) {  // Python s.spl
 
 // The words of the one LCS of x (reference) and y (hypothesis) that rouge's backtracking
 // reconstructs: on a match take the word, else step to i-1 when table[i-1][j] > table[i][j-1],
-// else to j-1.
-void add_recon_lcs(const std::vector<std::string>& x, const std::vector<std::string>& y,
-                   std::set<std::string>& out) {
+// else to j-1. Returns the walk's steps (rouge recurses once a step).
+size_t add_recon_lcs(const std::vector<std::string>& x, const std::vector<std::string>& y,
+                     std::set<std::string>& out) {
   const size_t n = x.size(), m = y.size();
   std::vector<std::vector<int>> t(n + 1, std::vector<int>(m + 1, 0));
   for (size_t i = 1; i <= n; ++i)
     for (size_t j = 1; j <= m; ++j)
       t[i][j] = x[i - 1] == y[j - 1] ? t[i - 1][j - 1] + 1 : std::max(t[i - 1][j], t[i][j - 1]);
-  for (size_t i = n, j = m; i > 0 && j > 0;) {
+  size_t steps = 0;
+  for (size_t i = n, j = m; i > 0 && j > 0; ++steps) {
     if (x[i - 1] == y[j - 1]) {
       out.insert(x[i - 1]);
       --i, --j;
@@ -205,6 +206,7 @@ void add_recon_lcs(const std::vector<std::string>& x, const std::vector<std::str
       --j;
     }
   }
+  return steps;
 }
 
 std::set<std::string> distinct_words(const std::vector<std::vector<std::string>>& sentences) {
@@ -304,7 +306,10 @@ double qa_f1_zh_score(const std::string& prediction, const std::string& ground_t
   return token_f1(zh_answer_tokens(prediction, jieba), zh_answer_tokens(ground_truth, jieba));
 }
 
-double rouge_score(const std::string& prediction, const std::string& ground_truth) {
+namespace {
+
+// rouge_score, whose walks may take `walk_limit` steps (fewer: the frames of its callers).
+double rouge_l(const std::string& prediction, const std::string& ground_truth, size_t walk_limit) {
   std::vector<std::vector<std::string>> hyp, ref;
   for (const std::string& s : rouge_sentences(prediction)) hyp.push_back(split_on_space(s));
   for (const std::string& s : rouge_sentences(ground_truth)) ref.push_back(split_on_space(s));
@@ -315,15 +320,23 @@ double rouge_score(const std::string& prediction, const std::string& ground_trut
   // sentence pair: not the textbook LCS F1.
   std::set<std::string> lcs_union;
   for (const auto& r : ref)
-    for (const auto& h : hyp) add_recon_lcs(r, h, lcs_union);
+    for (const auto& h : hyp)
+      if (add_recon_lcs(r, h, lcs_union) > walk_limit) return 0.0;  // RecursionError, caught
   const double llcs = double(lcs_union.size());
   const double r_lcs = llcs / m, p_lcs = llcs / n;
   return 2.0 * ((p_lcs * r_lcs) / (p_lcs + r_lcs + 1e-8));
 }
 
+}  // namespace
+
+double rouge_score(const std::string& prediction, const std::string& ground_truth) {
+  return rouge_l(prediction, ground_truth, kRougeWalkLimit);
+}
+
 double rouge_zh_score(const std::string& prediction, const std::string& ground_truth,
                       const JiebaSegmenter& jieba) {
-  return rouge_score(join(jieba.cut(prediction), " "), join(jieba.cut(ground_truth), " "));
+  return rouge_l(join(jieba.cut(prediction), " "), join(jieba.cut(ground_truth), " "),
+                 kRougeWalkLimit - 1);
 }
 
 double classification_score(const std::string& prediction, const std::string& ground_truth,

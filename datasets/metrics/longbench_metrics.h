@@ -27,8 +27,15 @@ double qa_f1_zh_score(const std::string& prediction, const std::string& ground_t
                       const JiebaSegmenter& jieba);
 
 // ROUGE-L F of the `rouge` 1.0.1 package (summary level, union LCS over sentences split on
-// "."); 0 when either side has no sentence (the package raises, LongBench returns 0).
+// "."); 0 when either side has no sentence (the package raises, LongBench returns 0), and 0
+// where the package's recursive LCS walk would pass Python's recursion limit, as under
+// LongBench's eval.py (`kRougeWalkLimit`).
 double rouge_score(const std::string& prediction, const std::string& ground_truth);
+// The longest LCS walk (steps of rouge's recursive `_recon`) that eval.py's rouge_score
+// survives: Python's limit of 1000 frames less those below it. Measured with LongBench's
+// eval.py and metrics.py, rouge 1.0.1, CPython 3.11: 990 steps score, 991 give 0; through
+// rouge_zh_score one frame more, so one step less.
+constexpr size_t kRougeWalkLimit = 990;
 // rouge_score of both sides' jieba tokens joined by spaces.
 double rouge_zh_score(const std::string& prediction, const std::string& ground_truth,
                       const JiebaSegmenter& jieba);

@@ -19,7 +19,7 @@ RulerPrompt fwe_prompt() {
   p.intro = "Read the following coded text and track the frequency of each coded word. Find the "
             "three most frequently appeared coded words. ";
   p.question = "Question: Do not provide any explanation. Please ignore the dots '....'. What are "
-               "the three most frequently appeared words in the coded text?";
+               "the three most frequently appeared words in the above coded text?";
   p.answer_prefix = " Answer: According to the coded text above, the three most frequently "
                     "appeared words are:";
   return p;

@@ -234,7 +234,8 @@ struct SampleOutcome {
 SampleOutcome answer(const Dataset& dataset, const Sample& sample, const LlamaModel& model,
                      Session& session, const at::Tensor& logits, int max_new,
                      bool keep_in_cache) {
-  std::vector<int> tokens = session.generate_from(logits, max_new, stop_ids(model, sample));
+  std::vector<int> tokens =
+      session.generate_from(logits, max_new, stop_ids(model, sample), sample.min_new_tokens);
   // generate_from feeds every token but the last when it stops at max_new.
   if (keep_in_cache && !tokens.empty() && int(tokens.size()) == max_new)
     session.decode(tokens.back());

@@ -1,6 +1,7 @@
 #include "harness/store/result_store.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -214,6 +215,13 @@ ResultStore::ResultStore(const std::string& path) : path_(path) {
 }
 
 ResultStore::~ResultStore() { sqlite3_close(db_); }
+
+void require_results_database(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) throw InputError(path + ": no such database");
+  if (S_ISDIR(st.st_mode)) throw InputError(path + ": a folder, not a results database");
+  if (st.st_size == 0) throw InputError(path + ": empty file, not a kvbench results database");
+}
 
 void ResultStore::exec(const std::string& sql) const { exec_sql(db_, sql); }
 
@@ -572,14 +580,18 @@ std::map<std::string, double> ResultStore::sample_metric(int64_t cell_id,
 
 std::vector<std::pair<std::string, std::string>> ResultStore::run_fields(int64_t run_id) const {
   Statement s(db_, "SELECT suite, command, started_at, coalesce(finished_at, ''), status, "
-                   "git_commit, build_type, torch_version, device, threads, host, warnings "
-                   "FROM runs WHERE id = ?");
+                   "git_commit, build_type, torch_version, device, threads, host, warnings, "
+                   "coalesce(pid, 0), " + std::string(kAgeOfHeartbeat) +
+                   " FROM runs WHERE id = ?");
   s.bind(1, run_id);
   if (!s.step()) throw InputError(path_ + ": no run with id " + std::to_string(run_id));
   const char* names[] = {"suite", "command", "started", "finished", "status", "git commit",
                          "build type", "LibTorch", "device", "threads", "host", "warnings"};
   std::vector<std::pair<std::string, std::string>> fields;
   for (int i = 0; i < 11; ++i) fields.emplace_back(names[i], s.text(i));
+  // A run stopped by a signal stays 'running' until the suite's next run marks it: say so.
+  if (fields[4].second == "running" && !process_alive(s.text(10), s.integer(12), s.real(13)))
+    fields[4].second = "running, but its process is gone (interrupted)";
   // One line per warning; shown only when there are any.
   if (std::string w = s.text(11); !w.empty()) {
     while (!w.empty() && w.back() == '\n') w.pop_back();

@@ -52,6 +52,10 @@ struct CellRow {
   double elapsed_s = 0;
 };
 
+// For commands that only read a database (show, report, baseline, check): an InputError
+// naming `path` where it is missing, a folder or empty (opening would create the schema in it).
+void require_results_database(const std::string& path);
+
 class ResultStore {
  public:
   // 2: runs.warnings; 3: cells' claims; 4: runs' processes

@@ -456,6 +456,19 @@ TEST(CliOutputs, UnwritablePathsAndMissingTasksAreOneLineErrors) {
   EXPECT_TRUE(contains(r[4].err, "--array 1-0")) << describe(r[4]);
   EXPECT_FALSE(std::filesystem::exists(dir.file("a_folder.tmp")));
   EXPECT_FALSE(std::filesystem::exists(dir.file("slurm")));
+
+  // The commands that only read a database do not make one of an empty file.
+  std::ofstream(dir.file("empty.db")).close();
+  const std::vector<Output> readers = kvbench_all(
+      {{"show", "--db", dir.file("empty.db")},
+       {"report", "--db", dir.file("empty.db"), "--out", dir.file("rep")},
+       {"baseline", "--db", dir.file("empty.db"), "--out", dir.file("b.json")}},
+      dir.path());
+  for (const Output& o : readers) {
+    EXPECT_EQ(o.code, 2) << describe(o);
+    EXPECT_TRUE(contains(o.err, "empty.db: empty file, not a kvbench results database")) << describe(o);
+  }
+  EXPECT_EQ(std::filesystem::file_size(dir.file("empty.db")), 0u);
 }
 
 TEST(CliRun, GoodSuiteRunsAndShowPrintsTable) {

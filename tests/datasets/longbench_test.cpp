@@ -112,6 +112,8 @@ TEST(LongBenchLoader, ClassesStopTextsAndFirstLine) {
   EXPECT_EQ(trec->score(t, "City or Country"), 50.0);
   auto samsum = make_dataset("longbench", {{"dataset", "samsum"}, {"data_dir", dir}});
   EXPECT_EQ(samsum->samples(byte_tokenizer(), 0)[0].stop_texts, std::vector<std::string>{"\n"});
+  EXPECT_EQ(samsum->samples(byte_tokenizer(), 0)[0].min_new_tokens, 1);  // pred.py's min_length
+  EXPECT_EQ(t.min_new_tokens, 0);
   auto count = make_dataset("longbench", {{"dataset", "passage_count"}, {"data_dir", dir}});
   const Sample c = count->samples(byte_tokenizer(), 0)[0];
   EXPECT_EQ(c.answers, std::vector<std::string>{"2"});  // integer answers read as str()

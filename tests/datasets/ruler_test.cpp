@@ -50,6 +50,17 @@ TEST(RulerGenerators, SameSeedSameBytesOtherSeedOtherBytes) {
   }
 }
 
+// fwe's question and answer prefix as RULER's constants.py words them ("above" included).
+TEST(RulerGenerators, FweAsksAboutTheAboveCodedText) {
+  const Sample s = make_dataset("fwe", params_for("", 2048))->samples(byte_tokenizer(), 1).at(0);
+  EXPECT_NE(s.prompt.find("\nQuestion: Do not provide any explanation. Please ignore the dots "
+                          "'....'. What are the three most frequently appeared words in the above "
+                          "coded text? Answer: According to the coded text above, the three most "
+                          "frequently appeared words are:"),
+            std::string::npos)
+      << s.prompt.substr(s.prompt.size() - 300);
+}
+
 TEST(RulerGenerators, LengthWithinTwoPercentByteTokenizer) {
   for (int64_t length : {2048, 4096}) {
     expect_fits("vt", params_for("", length), byte_tokenizer());

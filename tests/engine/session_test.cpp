@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -116,6 +118,25 @@ TEST(Session, ChunkedPrefillEqualsOneChunk) {
   tiny_chunks.prefill_score_bytes = 1;  // forces chunks of a single query
   Session a(*model, *method, one_chunk), b(*model, *method, tiny_chunks);
   EXPECT_LT(relative_error(b.prefill(ids, true), a.prefill(ids, true)), 1e-5);
+}
+
+// min_new: the first tokens are never stop ids (their logits masked), as transformers' min_length.
+TEST(Session, MinNewTokensMaskTheStopIdsAtFirst) {
+  auto model = LlamaModel::from_reference("random-tiny");
+  auto method = full_method();
+  const std::vector<int> prompt = {1, 40, 41, 42, 43};
+  Session probe(*model, *method, SessionOptions{});
+  const at::Tensor logits = probe.prefill(prompt);
+  const int greedy = argmax_token(logits);
+  at::Tensor masked = logits.clone().reshape({-1});
+  masked[greedy] = -INFINITY;
+  const int second = argmax_token(masked);
+  Session stops(*model, *method, SessionOptions{});
+  EXPECT_TRUE(stops.generate_from(stops.prefill(prompt), 3, {greedy}).empty());
+  Session kept(*model, *method, SessionOptions{});
+  const std::vector<int> out = kept.generate_from(kept.prefill(prompt), 3, {greedy}, 1);
+  ASSERT_FALSE(out.empty());
+  EXPECT_EQ(out[0], second);
 }
 
 TEST(Session, RejectsTokensOutsideTheVocabulary) {

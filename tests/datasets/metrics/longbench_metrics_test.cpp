@@ -82,6 +82,22 @@ TEST(Rouge, EmptyHypothesisScoresZero) {
   EXPECT_EQ(rouge_score("a b", ""), 0.0);
 }
 
+// rouge 1.0.1 walks the LCS table recursively, a Python frame a step: past the recursion limit
+// it raises and LongBench's rouge_score returns 0. 990 steps of identical sentences scored 100
+// and 991 scored 0 under LongBench's eval.py (rouge 1.0.1, CPython 3.11; 2026-11-29).
+TEST(Rouge, AWalkPastPythonsRecursionLimitScoresZeroAsUnderEvalPy) {
+  const auto words = [](int n) {
+    std::string s;
+    for (int i = 0; i < n; ++i) s += (i ? " w" : "w") + std::to_string(i);
+    return s;
+  };
+  EXPECT_NEAR(rouge_score(words(990), words(990)), 1.0, 1e-7);
+  EXPECT_EQ(rouge_score(words(991), words(991)), 0.0);
+  // The same words in two sentences: two short walks, no limit reached.
+  const std::string halves = words(600) + ". " + words(600);
+  EXPECT_GT(rouge_score(halves, halves), 0.99);
+}
+
 TEST(Classification, SkipAfterRemoveQuirk) {
   // L = [A, AB, ABC]. Removing "A" (a substring of the answer) shifts "AB" into index 0, so
   // the loop never looks at it: L ends as [AB, ABC] and the score is 1/2, not 1.

@@ -398,7 +398,14 @@ TEST_F(ResultStoreCells, ForgetSuiteRefusesWhileAnotherProcessRunsIt) {
   }
   EXPECT_TRUE(store.cell_complete("{\"g\":1}"));
   EXPECT_TRUE(sqlite3_get_autocommit(store.handle()));
-  held_by(0);  // no process
+  const auto status = [&] {
+    for (const auto& [name, value] : store.run_fields(run))
+      if (name == "status") return value;
+    return std::string("<absent>");
+  };
+  EXPECT_EQ(status(), "running");
+  held_by(0);  // no process: `show` says the run was interrupted
+  EXPECT_EQ(status(), "running, but its process is gone (interrupted)");
   store.forget_suite("s");
   EXPECT_FALSE(store.cell_complete("{\"g\":1}"));
 }
