@@ -58,6 +58,7 @@ void list_datasets() {
   for (const DatasetInfo* d : dataset_registry().all()) {
     std::cout << d->name << "  " << d->description << "\n";
     std::cout << "    source:   " << d->source << "\n";
+    if (!d->fidelity.empty()) std::cout << "    fidelity: " << d->fidelity << "\n";
     std::cout << "    context sharing: "
               << (d->questions_per_context.empty()
                       ? "no (its samples do not mark their question)"

@@ -68,6 +68,8 @@ struct DatasetInfo {
   std::string name;
   std::string description;
   std::string source;  // where its format comes from
+  // What is not faithful to that source yet ("" where nothing is known), for `kvbench list`.
+  std::string fidelity;
   // How many questions its samples ask about one context under context_sharing "per_sample"
   // (kvbench list datasets); "" when its samples do not mark their question (question_offset),
   // so it cannot share contexts.

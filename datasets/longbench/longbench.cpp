@@ -254,6 +254,10 @@ KVB_REGISTER_DATASET(make_dataset_info<LongBench, LongBenchParams>({
     .name = "longbench",
     .description = "LongBench v1: one of its 21 datasets read from <data_dir>/<dataset>.jsonl",
     .source = "THUDM/LongBench v1 (pred.py prompts and truncation, metrics.py, eval.py)",
+    .fidelity = "not faithful yet: pred.py's build_chat (FastChat's vicuna template for "
+                "LongChat/Vicuna, Llama-2 as [INST]{prompt}[/INST] without spaces) is not "
+                "reproduced; count and retrieval read ASCII digits only (Python's \\d: any "
+                "Unicode digit); a final capital sigma lowercases to σ, not ς",
     .questions_per_context = "1: the template's text after {context} (question, instructions), "
                              "unmarked where truncation cut into it; records that repeat a "
                              "context are its questions",

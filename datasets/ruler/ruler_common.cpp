@@ -213,6 +213,13 @@ DatasetInfo ruler_dataset_info(const std::string& name, const std::string& descr
   info.name = name;
   info.description = description;
   info.source = "NVIDIA/RULER scripts/data/synthetic (generated, no download)";
+  info.fidelity =
+      "not faithful yet: the prompt alone (BOS included) fills context_length, where RULER "
+      "keeps room for the answer (tokens_to_generate, BOS not counted), so prompts run up to "
+      "128 tokens longer; no chat template (RULER's base); vt's example is 10 noise sentences "
+      "with 5-letter names (RULER: about 500 tokens, 3-letter names); the noise haystack's unit "
+      "is a sentence and needles go at 40 fixed depths (RULER: 5-sentence blocks, random block "
+      "boundaries); essays split at . ! ? (RULER: nltk)";
   info.questions_per_context =
       needs.several_keys ? "1, or with queries: separate one per key; with question_position: "
                            "after (before: the question is part of the context)"
