@@ -54,8 +54,8 @@ void add_cache_dir_option(CLI::App* cmd, std::string& dir);
 // Shared by the commands that run one sequence (model_commands.cpp: generate, forward; inspect).
 // "1,403,407" -> ids; InputError naming --tokens otherwise.
 std::vector<int> parse_token_list(const std::string& text);
-// The same, each id also checked against the model's vocabulary (an InputError naming --tokens).
-std::vector<int> parse_token_list(const std::string& text, int64_t vocab_size);
+// An InputError naming --tokens for an id outside the model's vocabulary [0, vocab_size).
+void check_token_ids(const std::vector<int>& ids, int64_t vocab_size);
 // --device (cpu, cuda, cuda:N) and --dtype (f32, bf16, f16) of the commands that load a model.
 struct ComputeOptions {
   std::string device = "cpu", dtype = "f32";

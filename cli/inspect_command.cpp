@@ -27,7 +27,11 @@ std::vector<int> prompt_ids(const InspectOptions& o, const LlamaModel& model, st
                             json& about) {
   const int given = !o.prompt.empty() + !o.tokens.empty() + !o.dataset.empty();
   if (given != 1) throw InputError("inspect: give exactly one of --prompt, --tokens, --dataset");
-  if (!o.tokens.empty()) return parse_token_list(o.tokens, model.config.vocab_size);
+  if (!o.tokens.empty()) {
+    std::vector<int> ids = parse_token_list(o.tokens);
+    check_token_ids(ids, model.config.vocab_size);
+    return ids;
+  }
   if (!o.prompt.empty()) return model.tokenizer->encode(o.prompt, /*add_special=*/true);
   const DatasetInfo& info = dataset_registry().get(o.dataset, "--dataset");
   const json params = info.normalise_params(parse_json_object(o.dataset_params, "--dataset-params"),

@@ -48,8 +48,9 @@ int main(int argc, char** argv) {
   } catch (const std::filesystem::filesystem_error& e) {
     // A path the user gave that cannot be made or written (a file where a folder is asked for,
     // no permission): input, not a fault of kvbench's. The message names the path.
+    const std::string prefix = "filesystem error: ";
     std::string what = e.what();
-    if (what.rfind("filesystem error: ", 0) == 0) what.erase(0, 18);
+    if (what.rfind(prefix, 0) == 0) what.erase(0, prefix.size());
     std::cerr << "kvbench: error: " << what << "\n";
     return 2;
   } catch (const std::exception& e) {

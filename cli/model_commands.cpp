@@ -12,6 +12,7 @@
 #include "engine/device.h"
 #include "engine/op_profile.h"
 #include "engine/session.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "methods/method.h"
 
 namespace kvb {
@@ -33,14 +34,12 @@ std::vector<int> parse_token_list(const std::string& text) {
   return ids;
 }
 
-std::vector<int> parse_token_list(const std::string& text, int64_t vocab_size) {
-  std::vector<int> ids = parse_token_list(text);
+void check_token_ids(const std::vector<int>& ids, int64_t vocab_size) {
   for (int id : ids)
     if (id < 0 || id >= vocab_size)
       throw InputError("--tokens: token id " + std::to_string(id) +
                        " is outside the model's vocabulary [0, " + std::to_string(vocab_size) +
                        ")");
-  return ids;
 }
 
 namespace {
@@ -162,10 +161,11 @@ void add_model_commands(CLI::App& app, std::vector<Command>& out) {
       ->check(positive());
   gen->add_option("--method", o->method, "KV method or method:preset (default full; see `kvbench list methods`)");
   gen->add_option("--budget", o->budget, "Budget B for the method")->check(non_negative());
-  gen->add_option("--chat-template", o->chat_template,
-                  "none (default), auto (from tokenizer_config.json), llama2, llama3, mistral, "
-                  "qwen2, chatml, glm4")
-      ->check(one_of({"none", "auto", "llama2", "llama3", "mistral", "qwen2", "chatml", "glm4"}));
+  std::vector<std::string> templates = chat_template_names();  // "none" first, then "auto"
+  templates.insert(templates.begin() + 1, "auto");
+  std::string template_help = "none (default), auto (from tokenizer_config.json)";
+  for (size_t i = 2; i < templates.size(); ++i) template_help += ", " + templates[i];
+  gen->add_option("--chat-template", o->chat_template, template_help)->check(one_of(templates));
   gen->add_option("--threads", o->threads, "CPU threads (default: all cores)")
       ->check(non_negative("all cores"));
   add_compute_options(gen, o->compute);
@@ -238,10 +238,10 @@ void add_model_commands(CLI::App& app, std::vector<Command>& out) {
   add_compute_options(fwd, o->compute);
   add_allow_unknown_config_keys_flag(fwd, o->allow_unknown_config_keys);
   out.push_back({fwd, [o] {
-    parse_token_list(o->tokens);  // a malformed list is refused before the model loads
+    const std::vector<int> ids = parse_token_list(o->tokens);  // refused before the model loads
     configure_threads(o->threads);
     auto model = load_for_cli(o->model, o->compute, o->allow_unknown_config_keys);
-    const std::vector<int> ids = parse_token_list(o->tokens, model->config.vocab_size);
+    check_token_ids(ids, model->config.vocab_size);
     Method uncompressed;  // the hooks' defaults: the model's own forward pass
     Session session(*model, uncompressed, SessionOptions{});
     at::Tensor logits = session.prefill(ids, o->all_positions).to(at::kCPU, at::kDouble).contiguous();

@@ -36,7 +36,7 @@ std::vector<int> BpeTokenizer::encode(const std::string& text, bool add_special)
       encode_segment(parts_.normalizer.apply(piece.text), piece.offset == 0, &ids);
     }
   }
-  if (add_special && add_eos_) ids.push_back(eos_token_id_);
+  if (add_special && add_eos_) ids.push_back(eos_ids_.front());  // add_eos_ needs an eos_token
   return ids;
 }
 

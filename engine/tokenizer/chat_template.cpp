@@ -7,7 +7,12 @@
 namespace kvb {
 namespace {
 
-constexpr const char* kKnownTemplates = "none, llama2, mistral, llama3, qwen2, chatml, glm4";
+// chat_template_names(), joined for messages.
+std::string known_templates() {
+  std::string out;
+  for (const std::string& name : chat_template_names()) out += (out.empty() ? "" : ", ") + name;
+  return out;
+}
 
 // chat_template is a string, or a list of {"name", "template"} (the "default" one is used).
 std::string template_text(const nlohmann::json& value) {
@@ -46,7 +51,7 @@ std::string apply_chat_template(const std::string& template_name, const std::str
     return "<|user|>\n" + user_message + "<|assistant|>";
   }
   throw InputError("chat template: unknown name \"" + template_name + "\" (known: " +
-                   kKnownTemplates + ")");
+                   known_templates() + ")");
 }
 
 std::string detect_chat_template(const nlohmann::json& tokenizer_config) {
@@ -62,7 +67,13 @@ std::string detect_chat_template(const nlohmann::json& tokenizer_config) {
   if (contains(text, "[gMASK]") && contains(text, "<|user|>")) return "glm4";
   if (contains(text, "[INST]")) return contains(text, "<<SYS>>") ? "llama2" : "mistral";
   throw InputError("tokenizer_config.json: chat_template: not one of the known families (" +
-                   std::string(kKnownTemplates) + "); name a template explicitly");
+                   known_templates() + "); name a template explicitly");
+}
+
+const std::vector<std::string>& chat_template_names() {
+  static const std::vector<std::string> names = {"none",  "llama2", "mistral", "llama3",
+                                                 "qwen2", "chatml", "glm4"};
+  return names;
 }
 
 }  // namespace kvb

@@ -191,7 +191,6 @@ std::unique_ptr<Tokenizer> Tokenizer::from_json(const json& tokenizer_json,
   Tokenizer& base = *tokenizer;
   base.bos_id_ = ids.prefix.empty() ? -1 : ids.prefix[0];
   base.prefix_ids_ = std::move(ids.prefix);
-  base.eos_token_id_ = ids.eos.empty() ? -1 : ids.eos[0];
   base.eos_ids_ = std::move(ids.eos);
   base.add_bos_ = ids.add_bos;
   base.add_eos_ = ids.add_eos;

@@ -41,8 +41,7 @@ class Tokenizer {
  protected:
   int bos_id_ = -1;
   std::vector<int> prefix_ids_;  // what add_bos_ prepends: {bos_id_}, or a template's tokens
-  std::vector<int> eos_ids_;
-  int eos_token_id_ = -1;         // tokenizer_config.json's eos_token (what add_eos_ appends)
+  std::vector<int> eos_ids_;  // tokenizer_config.json's eos_token first (what add_eos_ appends)
   bool add_bos_ = true;
   bool add_eos_ = false;
   bool clean_up_spaces_ = false;
@@ -51,6 +50,8 @@ class Tokenizer {
 // Built-in chat templates (no Jinja). Names: "none", "llama2", "llama3", "mistral", "qwen2",
 // "chatml". apply_chat_template("none", s) == s. Unknown name: InputError.
 std::string apply_chat_template(const std::string& template_name, const std::string& user_message);
+// The names apply_chat_template knows, "none" first.
+const std::vector<std::string>& chat_template_names();
 // Guesses the template from tokenizer_config.json's chat_template text ("none" when absent).
 // A chat_template of none of the known families is an InputError (name one explicitly).
 std::string detect_chat_template(const nlohmann::json& tokenizer_config);

@@ -333,6 +333,25 @@ bool process_alive(const std::string& host, int64_t pid, double heartbeat_age_s)
   return pid > 0 && pid != int64_t(getpid()) && (kill(pid_t(pid), 0) == 0 || errno == EPERM);
 }
 
+// A run of `suite` still marked running: its id, whether its process lives, and where that is.
+struct RunningRun {
+  int64_t id = 0, pid = 0;
+  std::string host;
+  bool alive = false;
+};
+std::vector<RunningRun> running_runs(sqlite3* db, const std::string& suite) {
+  Statement s(db, "SELECT id, coalesce(host, ''), coalesce(pid, 0), " +
+                      std::string(kAgeOfHeartbeat) +
+                      " FROM runs WHERE suite = ? AND status = 'running'");
+  s.bind(1, suite);
+  std::vector<RunningRun> out;
+  while (s.step()) {
+    const std::string host = s.text(1);
+    out.push_back({s.integer(0), s.integer(2), host, process_alive(host, s.integer(2), s.real(3))});
+  }
+  return out;
+}
+
 }  // namespace
 
 int64_t ResultStore::begin_run(const RunInfo& r) {
@@ -340,14 +359,10 @@ int64_t ResultStore::begin_run(const RunInfo& r) {
   in_transaction([&] {
     // A run of this suite still marked running whose process is gone was killed: say so. One
     // whose process lives runs beside this one (its cells' claims keep them apart).
-    Statement running(db_,
-        "SELECT id, coalesce(host, ''), coalesce(pid, 0), " + std::string(kAgeOfHeartbeat) +
-        " FROM runs WHERE suite = ? AND status = 'running'");
-    running.bind(1, r.suite);
-    while (running.step())
-      if (!process_alive(running.text(1), running.integer(2), running.real(3))) {
+    for (const RunningRun& run : running_runs(db_, r.suite))
+      if (!run.alive) {
         Statement killed(db_, "UPDATE runs SET status = 'interrupted' WHERE id = ?");
-        killed.bind(1, running.integer(0)).run();
+        killed.bind(1, run.id).run();
       }
     Statement s(db_,
         "INSERT INTO runs (suite, suite_json, command, started_at, status, git_commit, "
@@ -376,16 +391,12 @@ void ResultStore::finish_run(int64_t run_id, const std::string& status) {
 void ResultStore::forget_suite(const std::string& suite) {
   in_transaction([&] {
     // A run whose process lives would lose its cells under it, then fail on their claims.
-    Statement running(db_,
-        "SELECT id, coalesce(host, ''), coalesce(pid, 0), " + std::string(kAgeOfHeartbeat) +
-        " FROM runs WHERE suite = ? AND status = 'running'");
-    running.bind(1, suite);
-    while (running.step())
-      if (process_alive(running.text(1), running.integer(2), running.real(3)))
-        throw InputError(path_ + ": run " + std::to_string(running.integer(0)) + " of suite " +
-                         suite + " is still running (process " +
-                         std::to_string(running.integer(2)) + " on " + running.text(1) +
-                         "); --fresh would delete its results under it: wait for it or stop it");
+    for (const RunningRun& run : running_runs(db_, suite))
+      if (run.alive)
+        throw InputError(path_ + ": run " + std::to_string(run.id) + " of suite " + suite +
+                         " is still running (process " + std::to_string(run.pid) + " on " +
+                         run.host + "); --fresh would delete its results under it: wait for it "
+                         "or stop it");
     Statement s(db_, "DELETE FROM runs WHERE suite = ?");
     s.bind(1, suite).run();
   });

@@ -556,9 +556,11 @@ TEST(CliList, MethodsDatasetsSuites) {
   for (const DatasetInfo* d : dataset_registry().all())
     EXPECT_TRUE(contains(r[1].out, d->name + "  ")) << d->name << " not listed:\n" << r[1].out;
   EXPECT_FALSE(contains(r[1].out, "defaults: none")) << r[1].out;
-  for (const DatasetInfo* d : dataset_registry().all())  // what is not faithful yet, where known
-    if (!d->fidelity.empty())
+  for (const DatasetInfo* d : dataset_registry().all()) {  // what is not faithful yet, where known
+    if (!d->fidelity.empty()) {
       EXPECT_TRUE(contains(r[1].out, "    fidelity: " + d->fidelity + "\n")) << d->name;
+    }
+  }
   EXPECT_TRUE(contains(r[1].out, "    fidelity: not faithful yet: pred.py's build_chat")) << r[1].out;
   const std::string niah = r[1].out.substr(r[1].out.find("niah_single_1  "));
   EXPECT_TRUE(contains(niah.substr(0, niah.find("\n", niah.find("required:"))),
