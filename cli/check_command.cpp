@@ -44,7 +44,7 @@ void add_baseline(CLI::App& app, std::vector<Command>& out) {
   out.push_back({cmd, [o] {
     require_results_database(o->db);
     ResultStore store(o->db);
-    const json baseline = make_baseline(store, o->metrics);
+    const json baseline = make_baseline(store, o->metrics, o->db);
     const std::filesystem::path parent = std::filesystem::path(o->file).parent_path();
     if (!parent.empty()) std::filesystem::create_directories(parent);
     write_file_atomically(o->file, baseline.dump(2) + "\n");

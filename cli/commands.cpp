@@ -46,8 +46,9 @@ int configure_threads(int requested) {
 
 void add_allow_unknown_config_keys_flag(CLI::App* cmd, bool& flag) {
   cmd->add_flag("--allow-unknown-config-keys", flag,
-                "Run a model whose config.json has keys kvbench does not know (normally refused, "
-                "exit 2); each is printed as a warning and stored in the run's provenance");
+                "Run a model whose config.json or tokenizer_config.json has keys kvbench does not "
+                "know (normally refused, exit 2); each is printed as a warning and stored in the "
+                "run's provenance");
 }
 
 void add_cuda_graphs_flag(CLI::App* cmd, bool& flag) {

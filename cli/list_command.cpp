@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 #include "engine/common/error.h"
 #include "engine/model/model_config.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "harness/suite/suite.h"
 #include "methods/method.h"
 
@@ -93,6 +94,10 @@ void list_config_keys() {
     for (const ConfigKey& k : config_key_table())
       if (k.read == read) std::cout << "  " << k.key << ": " << k.why << "\n";
   }
+  std::cout << "any other key: refused (exit 2) unless --allow-unknown-config-keys\n";
+  std::cout << "\ntokenizer_config.json, read or known not to change the ids of a text:\n";
+  for (const auto& [key, why] : tokenizer_config_key_table())
+    std::cout << "  " << key << ": " << why << "\n";
   std::cout << "any other key: refused (exit 2) unless --allow-unknown-config-keys\n";
 }
 

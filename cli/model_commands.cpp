@@ -129,8 +129,8 @@ std::shared_ptr<LlamaModel> load_for_cli(const std::string& reference,
   options.allow_unknown_config_keys = allow_unknown_config_keys;
   check_dtype_on_device(options.dtype, options.device, "--dtype");
   auto model = LlamaModel::from_reference(reference, options);
-  for (const std::string& key : model->config.unknown_keys)
-    std::cerr << "warning: " << unknown_key_warning(reference + "/config.json", key) << "\n";
+  for (const std::string& warning : model->unknown_key_warnings())
+    std::cerr << "warning: " << warning << "\n";
   return model;
 }
 

@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <filesystem>
@@ -77,11 +78,33 @@ void check_array_tasks(const std::string& spec, int64_t shards) {
   if (!any || spec.back() == ',') throw InputError(expected);
 }
 
+// The suite the array tasks run. A task given GPUs runs on cuda where nothing names a device
+// (--device, --set device=, or a suite of cpu cells only, the default); a suite on cuda with
+// no GPU per task is refused, since every task would fail.
+Suite suite_for_tasks(const std::string& suite_arg, std::optional<int> gpus_per_task,
+                      std::vector<std::string>& overrides) {
+  Suite suite = load_suite(suite_arg, overrides);  // validated before anything
+  const bool gpus = gpus_per_task.value_or(0) > 0;
+  const auto cuda = std::find_if(suite.devices.begin(), suite.devices.end(),
+                                 [](const std::string& d) { return d.rfind("cuda", 0) == 0; });
+  if (cuda != suite.devices.end() && !gpus)
+    throw InputError("--gpus-per-task: the cells run on " + *cuda +
+                     ", but the array tasks get no GPU (add --gpus-per-task N)");
+  const bool device_named = std::any_of(overrides.begin(), overrides.end(), [](const std::string& v) {
+    return v.rfind("device=", 0) == 0;
+  });
+  if (!gpus || cuda != suite.devices.end() || device_named) return suite;
+  overrides.push_back("device=cuda");
+  std::cout << "note: --gpus-per-task: the cells run on cuda (--device cpu keeps them on the "
+               "CPU)\n";
+  return load_suite(suite_arg, overrides);
+}
+
 }  // namespace
 
 void add_slurm_command(CLI::App& app, std::vector<Command>& out) {
   struct Options {
-    std::string suite, db, dir, kvbench, partition, time, account, mem, job_name, array,
+    std::string suite, db, dir, kvbench, partition, time, account, mem, job_name, array, device,
         sbatch = "sbatch";
     std::vector<std::string> overrides, extra;
     int shards = 0, cpus_per_task = 4;
@@ -96,8 +119,12 @@ void add_slurm_command(CLI::App& app, std::vector<Command>& out) {
   cmd->add_option("--shards", o->shards, "Number of shards = array tasks")
       ->required()->check(positive());
   cmd->add_option("--partition", o->partition, "Slurm partition (default: the cluster's)");
-  cmd->add_option("--gpus-per-task", o->gpus_per_task, "GPUs per array task (default: none)")
+  cmd->add_option("--gpus-per-task", o->gpus_per_task,
+                  "GPUs per array task (default: none); the tasks then run on cuda unless "
+                  "--device or the suite says otherwise")
       ->check(non_negative());
+  cmd->add_option("--device", o->device, "Run every cell on cpu, cuda or cuda:N (the same as "
+                                         "--set device=...; cuda needs --gpus-per-task)");
   cmd->add_option("--time", o->time, "Time limit per task, e.g. 04:00:00 (default: the "
                                      "partition's)");
   cmd->add_option("--cpus-per-task", o->cpus_per_task,
@@ -121,11 +148,13 @@ void add_slurm_command(CLI::App& app, std::vector<Command>& out) {
                   "that failed or were cancelled; a new merge job follows them");
   cmd->add_option("--sbatch", o->sbatch, "sbatch command (default: sbatch on the PATH)");
   out.push_back({cmd, [o] {
-    const Suite suite = load_suite(o->suite, o->overrides);  // validated before anything
+    std::vector<std::string> overrides = o->overrides;
+    if (!o->device.empty()) overrides.push_back("device=" + o->device);
+    const Suite suite = suite_for_tasks(o->suite, o->gpus_per_task, overrides);
     SlurmOptions s;
     s.suite = o->suite;
     s.suite_name = suite.name;
-    s.overrides = o->overrides;
+    s.overrides = overrides;
     s.shards = o->shards;
     s.workdir = fs::current_path().string();
     s.kvbench = o->kvbench.empty() ? fs::canonical("/proc/self/exe").string()

@@ -134,7 +134,8 @@ const std::vector<std::string>& default_baseline_metrics() {
   return metrics;
 }
 
-json make_baseline(const ResultStore& store, const std::vector<std::string>& metrics) {
+json make_baseline(const ResultStore& store, const std::vector<std::string>& metrics,
+                   const std::string& where) {
   json cells = json::array();
   for (const StoredCell& c : stored_cells(store)) {
     if (c.status != "complete") continue;
@@ -146,6 +147,8 @@ json make_baseline(const ResultStore& store, const std::vector<std::string>& met
                      {"metrics", values},
                      {"predictions_digest", c.predictions_digest}});
   }
+  // A baseline of nothing would pass every check.
+  if (cells.empty()) throw InputError(where + ": no complete cell to record");
   return {{"format", kFormat},
           {"tolerances", {{"default", 0.0}}},
           {"cells", cells}};
@@ -157,6 +160,8 @@ CheckReport check_baseline(const ResultStore& store, const json& baseline,
     throw InputError(path + ": $.format: expected \"" + std::string(kFormat) + "\"");
   if (!baseline.contains("cells") || !baseline["cells"].is_array())
     throw InputError(path + ": $.cells: expected an array");
+  if (baseline["cells"].empty())
+    throw InputError(path + ": $.cells: empty (a baseline of no cell would pass every check)");
   std::map<std::string, double> tolerances = read_tolerances(baseline, path);
   for (const auto& [name, value] : options.tolerances) tolerances[name] = value;
   std::map<std::string, StoredCell> actual;

@@ -19,7 +19,9 @@ using json = nlohmann::json;
 const std::vector<std::string>& default_baseline_metrics();
 
 // The baseline of every complete cell in `store`, recording `metrics` (those a cell has).
-json make_baseline(const ResultStore& store, const std::vector<std::string>& metrics);
+// InputError naming `where` (the database) when no cell is complete.
+json make_baseline(const ResultStore& store, const std::vector<std::string>& metrics,
+                   const std::string& where);
 
 struct CheckOptions {
   // Absolute tolerance per metric name, over the baseline's own "tolerances"; "default" applies

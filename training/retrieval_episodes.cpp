@@ -90,6 +90,7 @@ json dataset_task_params(const DatasetTask& task, const EpisodeSources& sources,
   if (task.dataset != "passkey") {
     p["wordlist_dir"] = sources.wordlist_dir;
     p["haystack_file"] = sources.haystack_file;
+    p["generator"] = "kvbench_v1";  // what the committed tiny models were trained on
   }
   p.update(task.params);
   return p;
@@ -189,7 +190,7 @@ EpisodeSampler::Document EpisodeSampler::repeat_digits_document(int64_t tokens) 
   const std::string recall = "\nRepeat it:";
   const std::string text = fit_to_tokens(tokenizer_, tokens - 1, 4 * tokens, [&](int64_t n) {
     return first + noise_haystack(n, {}) + recall + later;
-  });
+  }, /*count_bos=*/true).text;
   const size_t answers_from = text.size() - recall.size() - later.size();
   return with_digit_answers(text, int64_t(answers_from),
                             std::vector<std::string>(size_t(copies - 1), digits));
@@ -239,7 +240,7 @@ EpisodeSampler::Document EpisodeSampler::mqar_document(int64_t tokens, int64_t p
                          "One of the special magic numbers for " + keys[size_t(i)] + " is: " +
                              values[size_t(i)] + "."});
     return intro + noise_haystack(n, needles) + "\n" + questions;
-  });
+  }, /*count_bos=*/true).text;
   return with_digit_answers(text, int64_t(text.size() - questions.size()), asked);
 }
 

@@ -204,6 +204,9 @@ class LongBench : public Dataset {
       if (task_.chat_template) {
         if (params_.chat_template == "auto") {
           s.chat_template = "auto";  // the runner's model's
+          // pred.py, KVCache-Factory's run_longbench.py and AdaKV's pred.py wrap no Mistral
+          // prompt (they name Llama-2, Llama-3 or LongChat/Vicuna models only).
+          s.auto_chat_unwrapped = {"mistral"};
         } else {
           const std::string wrapped = apply_chat_template(params_.chat_template, s.prompt);
           if (marked) s.question_offset += wrapped.find(s.prompt);  // the template wraps it
@@ -254,10 +257,9 @@ KVB_REGISTER_DATASET(make_dataset_info<LongBench, LongBenchParams>({
     .name = "longbench",
     .description = "LongBench v1: one of its 21 datasets read from <data_dir>/<dataset>.jsonl",
     .source = "THUDM/LongBench v1 (pred.py prompts and truncation, metrics.py, eval.py)",
-    .fidelity = "not faithful yet: pred.py's build_chat (FastChat's vicuna template for "
-                "LongChat/Vicuna, Llama-2 as [INST]{prompt}[/INST] without spaces) is not "
-                "reproduced; count and retrieval read ASCII digits only (Python's \\d: any "
-                "Unicode digit); a final capital sigma lowercases to σ, not ς",
+    .fidelity = "chat_template auto is the model's own template (KVCache-Factory's); "
+                "pred.py's forms are named: llama2_longbench ([INST]{prompt}[/INST]), vicuna "
+                "(LongChat, Vicuna; not detected), none (Llama-3, Mistral)",
     .questions_per_context = "1: the template's text after {context} (question, instructions), "
                              "unmarked where truncation cut into it; records that repeat a "
                              "context are its questions",

@@ -9,7 +9,7 @@
 #include <set>
 #include <unordered_map>
 
-#include "datasets/metrics/py_lower.h"
+#include "datasets/metrics/py_unicode.h"
 #include "engine/common/error.h"
 #include "engine/common/format.h"
 #include "engine/tokenizer/unicode.h"
@@ -29,13 +29,6 @@ bool is_py_space(char32_t c) {
 
 // Python's \w for str patterns: letters, numbers, underscore.
 bool is_py_word(char32_t c) { return c == '_' || unicode::is_letter(c) || unicode::is_number(c); }
-
-// Python's str.lower() (see py_lower.h for the one context rule it leaves out).
-std::u32string py_lower(const std::u32string& s) {
-  std::u32string out;
-  for (char32_t c : s) append_py_lower(c, &out);
-  return out;
-}
 
 std::vector<std::string> py_split(const std::string& s) {
   std::vector<std::string> out;
@@ -113,16 +106,20 @@ std::u32string replace_articles(const std::u32string& s) {
   return out;
 }
 
-// ASCII-digit runs (Python's \d+; LongBench's answers use ASCII digits).
+// The runs of decimal digits, Python's re.findall(r"\d+", s) on a str: any Unicode digit
+// (Nd), so "12\u0663" is one run and equals no ASCII number.
 std::vector<std::string> digit_runs(const std::string& s) {
   std::vector<std::string> out;
-  for (size_t i = 0; i < s.size();) {
-    if (!std::isdigit(static_cast<unsigned char>(s[i]))) { ++i; continue; }
-    size_t j = i;
-    while (j < s.size() && std::isdigit(static_cast<unsigned char>(s[j]))) ++j;
-    out.push_back(s.substr(i, j - i));
-    i = j;
+  std::u32string run;
+  for (char32_t c : to_code_points(s)) {
+    if (py_is_decimal(c)) {
+      run.push_back(c);
+    } else if (!run.empty()) {
+      out.push_back(to_utf8(run));
+      run.clear();
+    }
   }
+  if (!run.empty()) out.push_back(to_utf8(run));
   return out;
 }
 
@@ -132,15 +129,18 @@ double fraction_equal(const std::vector<std::string>& numbers, const std::string
   return double(right) / double(numbers.size());
 }
 
-// The id after the first `marker` followed by digits in `ground_truth` ("" when none: the
-// Python original raises and the record cannot be scored).
+// The digits after the first `marker` followed by a \d+ run in `ground_truth` (Python's
+// re.findall(marker + r"(\d+)", ground_truth)[0]; "" when none: the Python original raises
+// and the record cannot be scored).
 std::string paragraph_id(const std::string& ground_truth, const std::string& marker) {
   for (size_t pos = ground_truth.find(marker); pos != std::string::npos;
        pos = ground_truth.find(marker, pos + 1)) {
-    size_t j = pos + marker.size();
-    size_t k = j;
-    while (k < ground_truth.size() && std::isdigit(static_cast<unsigned char>(ground_truth[k]))) ++k;
-    if (k > j) return ground_truth.substr(j, k - j);
+    std::u32string id;
+    for (char32_t c : to_code_points(ground_truth.substr(pos + marker.size()))) {
+      if (!py_is_decimal(c)) break;
+      id.push_back(c);
+    }
+    if (!id.empty()) return to_utf8(id);
   }
   return "";
 }

@@ -70,20 +70,19 @@ class CommonWords : public RulerTask {
       const uint64_t example_seed = rng(), list_seed = rng();
       const std::vector<std::string> example_answer(example.begin(), example.begin() + kCommon);
       const std::string shown_example =
-          cwe_prompt().compose(word_list(example, example_f, example_seed),
-                               params_.question_position) +
+          compose(cwe_prompt(), word_list(example, example_f, example_seed)) +
           " " + numbered(example_answer);
       auto render = [&](int64_t n) {
         const std::vector<std::string> words(perm.begin(), perm.begin() + kCommon + long(n));
         return shown_example + "\n" +
-               cwe_prompt().compose(word_list(words, f, list_seed), params_.question_position);
+               compose(cwe_prompt(), word_list(words, f, list_seed));
       };
       const int64_t max_n = std::min<int64_t>(int64_t(perm.size()) - kCommon, params_.context_length);
-      std::string text = fit_to_tokens(tokenizer, params_.context_length, max_n, render);
+      std::string text = fit_prompt(tokenizer, max_n, render).text;
       out.push_back(make_sample("cwe", i, std::move(text),
                                 std::vector<std::string>(perm.begin(), perm.begin() + kCommon),
                                 json::object(),
-                                cwe_prompt().question_tail(params_.question_position)));
+                                question_tail(cwe_prompt())));
     }
     return out;
   }

@@ -65,12 +65,12 @@ class FrequentWords : public RulerTask {
       const std::vector<std::string> vocab = coded_vocab(rng);
       const uint64_t text_seed = rng();
       auto render = [&](int64_t n) {
-        return fwe_prompt().compose(coded_text(vocab, n, text_seed), params_.question_position);
+        return compose(fwe_prompt(), coded_text(vocab, n, text_seed));
       };
-      std::string text = fit_to_tokens(tokenizer, params_.context_length, params_.context_length, render);
+      std::string text = fit_prompt(tokenizer, params_.context_length, render).text;
       out.push_back(make_sample("fwe", i, std::move(text), {vocab[1], vocab[2], vocab[3]},
                                 json::object(),
-                                fwe_prompt().question_tail(params_.question_position)));
+                                question_tail(fwe_prompt())));
     }
     return out;
   }

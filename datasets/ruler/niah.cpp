@@ -55,6 +55,32 @@ RulerPrompt niah_prompt(const std::string& kind, const std::string& query, bool 
   return p;
 }
 
+// Where a sample's needles go: at `depths` (percent; essays, and generator kvbench_v1), or,
+// for RULER's line haystacks, before units drawn from `seed` for each haystack size.
+struct Placement {
+  std::vector<int> depths;
+  bool random = false;
+  uint64_t seed = 0;
+
+  // The needles as inserts into a haystack of n units: RULER inserts needle k before the k-th
+  // largest of its drawn places (random.sample, sorted in reverse, zipped with the needles).
+  std::vector<Insert> inserts(int64_t n, const std::vector<std::string>& needles) const {
+    const std::vector<int64_t> at = ruler_positions(seed, n, int(needles.size()));
+    std::vector<Insert> out;
+    for (size_t j = 0; j < at.size(); ++j) out.push_back({at[j], needles[at.size() - 1 - j]});
+    return out;
+  }
+  // Each needle's depth in percent of a haystack of n units, in the needles' order.
+  json percents(int64_t n, size_t needles) const {
+    if (!random) return depths;
+    const std::vector<int64_t> at = ruler_positions(seed, n, int(needles));
+    json out = json::array();
+    for (size_t k = 0; k < needles; ++k)
+      out.push_back(n == 0 ? 0.0 : 100.0 * double(at[needles - 1 - k]) / double(n));
+    return out;
+  }
+};
+
 class Niah : public RulerTask {
  public:
   Niah(const std::string& name, const NiahSpec& spec, const RulerParams& p)
@@ -99,21 +125,27 @@ class Niah : public RulerTask {
       for (const std::string& v : values[size_t(k)]) answers.push_back(v);
     }
     const uint64_t haystack_seed = rng();
+    // RULER's line haystacks place the needles before units drawn at random for each size.
+    const bool random_places = ruler_generator() && spec_.haystack != "essay";
+    const uint64_t places_seed = random_places ? rng() : 0;
     const bool separate = params_.queries == "separate";  // sized with the first key's question
     const RulerPrompt prompt =
         separate ? niah_prompt(spec_.value_kind, keys[0], values[0].size() == 1)
                  : niah_prompt(spec_.value_kind, join_queries(queries), answers.size() == 1);
+    const Placement place{depths, random_places, places_seed};
     auto render = [&](int64_t n) {
-      return prompt.compose(haystack(n, needles, depths, keys, haystack_seed, words, essay),
-                            params_.question_position);
+      return compose(prompt, haystack(n, needles, place, keys, haystack_seed, words, essay));
     };
-    // One step of n: one noise sentence, one essay word, or one distractor needle.
+    // One step of n: one noise sentence (a 5-sentence noise unit under generator ruler), one
+    // essay word, or one distractor needle.
     const int64_t max_n =
         spec_.haystack == "needle" ? params_.context_length / 8 : params_.context_length;
-    std::string text = fit_to_tokens(tokenizer, params_.context_length, max_n, render);
-    json meta = {{"depths", depths}, {"queries", queries}};
-    if (depths.size() == 1) meta["depth"] = depths[0] / 100.0;  // one needle: a heatmap coordinate
-    const std::string tail = prompt.question_tail(params_.question_position);
+    auto [n, text] = fit_prompt(tokenizer, max_n, render);
+    const json placed = place.percents(n, needles.size());
+    json meta = {{"depths", placed}, {"queries", queries}};
+    if (placed.size() == 1)  // one needle: a heatmap coordinate
+      meta["depth"] = placed[0].get<double>() / 100.0;
+    const std::string tail = question_tail(prompt);
     if (!separate) return {make_sample(name_, index, std::move(text), answers, meta, tail)};
     // Separate: the same context (with the intro every key's question has), then each key's
     // own question.
@@ -122,9 +154,9 @@ class Niah : public RulerTask {
     for (size_t k = 0; k < keys.size(); ++k) {
       const RulerPrompt asked = niah_prompt(spec_.value_kind, keys[k], values[k].size() == 1);
       if (asked.intro != prompt.intro) throw std::logic_error(name_ + ": intros differ");
-      const std::string question = asked.question_tail("after");
+      const std::string question = question_tail(asked);
       Sample s = make_sample(name_, index, context + question, values[k],
-                             {{"depths", depths}, {"queries", {keys[k]}}}, question);
+                             {{"depths", placed}, {"queries", {keys[k]}}}, question);
       s.id += ".q" + std::to_string(k + 1);
       s.context_id = name_ + "-" + std::to_string(index);
       out.push_back(std::move(s));
@@ -133,42 +165,62 @@ class Niah : public RulerTask {
   }
 
   std::string haystack(int64_t n, const std::vector<std::string>& needles,
-                       const std::vector<int>& depths, const std::vector<std::string>& keys,
+                       const Placement& place, const std::vector<std::string>& keys,
                        uint64_t haystack_seed, const WordLists& words,
                        const EssayWords& essay) const {
     if (spec_.haystack == "essay")
       return essay_haystack(essay, n, [&](int64_t sentences) {
         std::vector<EssayInsert> ins;
         for (size_t k = 0; k < needles.size(); ++k)
-          ins.push_back({depth_position(sentences, depths[k]), needles[k]});
+          ins.push_back({depth_position(sentences, place.depths[k]), needles[k]});
         return ins;
       });
+    if (place.random) {
+      const std::vector<std::string> distractors =
+          spec_.haystack == "needle" ? distractor_needles(n, keys, haystack_seed, words)
+                                     : std::vector<std::string>();
+      return ruler_lines(n, [&](int64_t i) {
+        return spec_.haystack == "needle" ? distractors[size_t(i)] : std::string(kRulerNoise);
+      }, place.inserts(n, needles));
+    }
     if (spec_.haystack == "noise") {
       std::vector<Insert> ins;
       for (size_t k = 0; k < needles.size(); ++k)
-        ins.push_back({depth_position(n, depths[k]), needles[k]});
+        ins.push_back({depth_position(n, place.depths[k]), needles[k]});
       return noise_haystack(n, ins);
     }
-    return needle_haystack(n, needles, depths, keys, haystack_seed, words);
+    return needle_haystack(n, needles, place.depths, keys, haystack_seed, words);
   }
 
-  // n distractor needles (other keys, same kinds) one per line, the real ones among them.
-  // The distractors are drawn in order from `haystack_seed`, so a larger n extends a smaller.
+  // n needles of other keys (the same kinds), drawn in order from `haystack_seed`.
+  std::vector<std::string> distractor_needles(int64_t n, const std::vector<std::string>& keys,
+                                              uint64_t haystack_seed,
+                                              const WordLists& words) const {
+    std::mt19937_64 rng(haystack_seed);
+    std::vector<std::string> out;
+    for (int64_t i = 0; i < n; ++i) {
+      std::string key = random_value(rng, spec_.key_kind, &words);
+      while (std::find(keys.begin(), keys.end(), key) != keys.end())
+        key = random_value(rng, spec_.key_kind, &words);
+      out.push_back(needle_text(spec_.value_kind, key, random_value(rng, spec_.value_kind, &words)));
+    }
+    return out;
+  }
+
+  // kvbench_v1's needle haystack: n distractor needles one per line, the real ones at their
+  // depths. The distractors are drawn in order from `haystack_seed`, so a larger n extends a
+  // smaller.
   std::string needle_haystack(int64_t n, const std::vector<std::string>& needles,
                               const std::vector<int>& depths, const std::vector<std::string>& keys,
                               uint64_t haystack_seed, const WordLists& words) const {
-    std::mt19937_64 rng(haystack_seed);
+    const std::vector<std::string> distractors = distractor_needles(n, keys, haystack_seed, words);
     std::string out;
     size_t next = 0;
     for (int64_t i = 0; i <= n; ++i) {
       for (; next < needles.size() && depth_position(n, depths[next]) <= i; ++next)
         out += (out.empty() ? "" : "\n") + needles[next];
       if (i == n) break;
-      std::string key = random_value(rng, spec_.key_kind, &words);
-      while (std::find(keys.begin(), keys.end(), key) != keys.end())
-        key = random_value(rng, spec_.key_kind, &words);
-      const std::string value = random_value(rng, spec_.value_kind, &words);
-      out += (out.empty() ? "" : "\n") + needle_text(spec_.value_kind, key, value);
+      out += (out.empty() ? "" : "\n") + distractors[size_t(i)];
     }
     return out;
   }

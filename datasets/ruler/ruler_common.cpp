@@ -7,9 +7,11 @@
 #include <sstream>
 
 #include "datasets/metrics/ruler_metrics.h"
+#include "datasets/synthetic/haystack.h"
 #include "datasets/synthetic/random.h"
 #include "engine/common/format.h"
 #include "engine/common/json_fields.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace kvb {
 
@@ -18,7 +20,8 @@ ConfigFields<RulerParams> RulerParams::fields(const RulerNeeds& needs) {
   ConfigFields<P> f =
       ConfigFields<P>()
           .field("context_length", &P::context_length,
-                 "prompt length in the model's tokens (BOS included)", check::at_least(32))
+                 "length in the model's tokens: the prompt and its answer (generator)",
+                 check::at_least(32))
           .field("samples", &P::samples, "samples generated", check::at_least(1));
   // A task's resources are required fields; other tasks accept and ignore them.
   const auto resource = [&](bool needed, const char* name, std::string P::*member,
@@ -39,7 +42,25 @@ ConfigFields<RulerParams> RulerParams::fields(const RulerNeeds& needs) {
                  check::one_of({"after", "before"}))
       .field("max_new_tokens", &P::max_new_tokens, "tokens generated per sample",
              check::at_least(1))
+      .added_field("chat_template", &P::chat_template,
+                   "none: RULER's base template; or a chat template around the task's text, "
+                   "its tokens counted in the length, as RULER's model templates (llama2: "
+                   "meta-chat, llama3: meta-llama3, vicuna: vicuna-chat)",
+                   check::one_of(chat_template_names()))
+      // Always written: a config stored before the field (built as kvbench_v1) must not share
+      // its identity with a config of the new default.
+      .field("generator", &P::generator,
+             "ruler: as RULER's prepare scripts (the prompt without BOS plus max_new_tokens "
+             "fit context_length; noise and needle haystacks of whole-unit lines, needles at "
+             "random units; RULER's vt example); kvbench_v1: kvbench before 2026-11-29, the "
+             "tiny models' (the prompt with BOS fills context_length; noise by the sentence, "
+             "needles at 40 fixed depths; a 10-sentence vt example)",
+             check::one_of({"ruler", "kvbench_v1"}))
       .rule([needs](P& p, const JsonFields& f) {
+        if (p.generator == "ruler" && p.context_length <= p.max_new_tokens)
+          throw InputError(f.path("context_length") + ": " + std::to_string(p.context_length) +
+                           " leaves no room for a prompt beside max_new_tokens " +
+                           std::to_string(p.max_new_tokens) + " (generator ruler)");
         if (needs.essay && !std::filesystem::is_regular_file(p.haystack_file))
           throw InputError(f.path("haystack_file") + ": " + p.haystack_file + ": no such file");
         if (needs.words && !std::filesystem::is_directory(p.wordlist_dir))
@@ -56,13 +77,26 @@ RulerParams RulerParams::defaults(const RulerNeeds& needs) {
   return p;
 }
 
-std::string RulerPrompt::compose(const std::string& context, const std::string& position) const {
-  if (position == "before") return intro + question + "\n" + context + "\nAnswer:";
-  return intro + context + "\n" + question + answer_prefix;
+std::string RulerPrompt::user_turn(const std::string& context, const std::string& position) const {
+  if (position == "before") return intro + question + "\n" + context;
+  return intro + context + "\n" + question;
 }
 
-std::string RulerPrompt::question_tail(const std::string& position) const {
-  return position == "after" ? "\n" + question + answer_prefix : "";
+std::string RulerPrompt::answer_start(const std::string& position) const {
+  return position == "before" ? "\nAnswer:" : answer_prefix;
+}
+
+std::string RulerTask::compose(const RulerPrompt& prompt, const std::string& context,
+                               const std::string& lead) const {
+  return apply_chat_template(params_.chat_template,
+                             lead + prompt.user_turn(context, params_.question_position)) +
+         prompt.answer_start(params_.question_position);
+}
+
+std::string RulerTask::question_tail(const RulerPrompt& prompt) const {
+  if (params_.question_position != "after") return "";
+  return "\n" + prompt.question + chat_template_parts(params_.chat_template).after +
+         prompt.answer_prefix;
 }
 
 namespace {
@@ -159,6 +193,29 @@ std::vector<int> draw_depths(std::mt19937_64& rng, int k) {
   return out;
 }
 
+const char* const kRulerNoise =
+    "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again.";
+
+std::string ruler_lines(int64_t n, const std::function<std::string(int64_t)>& unit,
+                        const std::vector<Insert>& inserts) {
+  std::string out;
+  size_t next = 0;
+  auto line = [&](const std::string& text) { out += (out.empty() ? "" : "\n") + text; };
+  for (int64_t i = 0; i <= n; ++i) {
+    for (; next < inserts.size() && inserts[next].position <= i; ++next) line(inserts[next].text);
+    if (i < n) line(unit(i));
+  }
+  return out;
+}
+
+std::vector<int64_t> ruler_positions(uint64_t seed, int64_t n, int k) {
+  std::mt19937_64 rng(seed);
+  std::vector<int64_t> out = sample_indices(rng, std::max<int64_t>(n, k), k);
+  for (int64_t& p : out) p = std::min(p, n);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 namespace {
 
 std::string random_uuid(std::mt19937_64& rng) {
@@ -182,6 +239,22 @@ std::string random_value(std::mt19937_64& rng, const std::string& kind, const Wo
     return adj + "-" + words->nouns[uniform_below(rng, words->nouns.size())];
   }
   throw std::logic_error("random_value: unknown kind " + kind);
+}
+
+FittedText RulerTask::fit_prompt(const Tokenizer& tokenizer, int64_t max_n,
+                                 const std::function<std::string(int64_t)>& render) const {
+  const bool ruler = ruler_generator();
+  const int64_t target = ruler ? params_.context_length - params_.max_new_tokens
+                               : params_.context_length;
+  try {
+    return fit_to_tokens(tokenizer, target, max_n, render, /*count_bos=*/!ruler);
+  } catch (const InputError&) {
+    throw InputError("context_length " + std::to_string(params_.context_length) +
+                     " is too short for the task's template and question" +
+                     (ruler ? " with max_new_tokens " + std::to_string(params_.max_new_tokens) +
+                                  " beside them (generator ruler)"
+                            : std::string()));
+  }
 }
 
 double RulerTask::score(const Sample& sample, const std::string& prediction) const {
@@ -214,12 +287,9 @@ DatasetInfo ruler_dataset_info(const std::string& name, const std::string& descr
   info.description = description;
   info.source = "NVIDIA/RULER scripts/data/synthetic (generated, no download)";
   info.fidelity =
-      "not faithful yet: the prompt alone (BOS included) fills context_length, where RULER "
-      "keeps room for the answer (tokens_to_generate, BOS not counted), so prompts run up to "
-      "128 tokens longer; no chat template (RULER's base); vt's example is 10 noise sentences "
-      "with 5-letter names (RULER: about 500 tokens, 3-letter names); the noise haystack's unit "
-      "is a sentence and needles go at 40 fixed depths (RULER: 5-sentence blocks, random block "
-      "boundaries); essays split at . ! ? (RULER: nltk)";
+      "not faithful yet: essays split into sentences at . ! ? (RULER: nltk's sent_tokenize); "
+      "RULER's chatglm-chat, Phi3 and other templates are not built in; generator kvbench_v1 "
+      "is kvbench's own older generator";
   info.questions_per_context =
       needs.several_keys ? "1, or with queries: separate one per key; with question_position: "
                            "after (before: the question is part of the context)"

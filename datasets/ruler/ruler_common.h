@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "datasets/dataset.h"
+#include "datasets/synthetic/haystack.h"
 
 namespace kvb {
 
@@ -21,7 +22,7 @@ struct RulerNeeds {
 };
 
 struct RulerParams {
-  int64_t context_length = 4096;  // prompt length in the model's tokens, BOS included
+  int64_t context_length = 4096;  // tokens of the prompt and its answer (see generator)
   int samples = 8;
   std::string haystack_file;       // PaulGrahamEssays.json ({"text": ...})
   std::string wordlist_dir;        // folder with the three word lists
@@ -30,6 +31,17 @@ struct RulerParams {
   // "joint": RULER's one question about the queried keys; "separate": one question per key,
   // all about one context (tasks with several keys; context_sharing).
   std::string queries = "joint";
+  // "none": RULER's base template (the task's text alone); a built-in chat template's name
+  // (chat_template_names()): the user turn wrapped in it, RULER's model templates.
+  std::string chat_template = "none";
+  // "ruler": as RULER's prepare scripts build a sample: its prompt's tokens without BOS plus
+  // max_new_tokens (RULER's tokens_to_generate) fit context_length; noise and distractor-needle
+  // haystacks are lines of whole units (the 5-sentence noise, a needle) with the needles before
+  // units drawn at random; vt's worked example is RULER's (3-letter names, noise up to 500
+  // tokens). "kvbench_v1": kvbench's generator before 2026-11-29, what the tiny models were
+  // trained and scored on: the prompt with BOS fills context_length, the noise grows a
+  // sentence at a time, needles at the 40 fixed depths, a 10-sentence vt example.
+  std::string generator = "ruler";
 
   // The fields of a task with these needs: its resources are required and must exist on disk.
   static ConfigFields<RulerParams> fields(const RulerNeeds& needs);
@@ -37,20 +49,20 @@ struct RulerParams {
   static RulerParams defaults(const RulerNeeds& needs);
 };
 
-// A task's prompt around its context. After (RULER's layout):
-//   intro + context + "\n" + question + answer_prefix
+// A task's prompt around its context: a user turn, then the start of the answer. After
+// (RULER's layout):
+//   intro + context + "\n" + question  |  answer_prefix
 // Before (the question ahead of the context, PQCache Table 3):
-//   intro + question + "\n" + context + "\nAnswer:"
+//   intro + question + "\n" + context  |  "\nAnswer:"
 // In "before" the answer prefix, which repeats the query, is replaced by a neutral "Answer:" so
-// that nothing after the context tells which needle is asked for.
+// that nothing after the context tells which needle is asked for. RulerTask::compose puts a
+// chat template around the user turn, as RULER's model templates do.
 struct RulerPrompt {
   std::string intro;  // ends with its separator ("\n", "\n\n" or " ")
   std::string question;
   std::string answer_prefix;
-  std::string compose(const std::string& context, const std::string& position) const;
-  // The end of compose()'s text that asks the question when it follows the context ("after"):
-  // "\n" + question + answer_prefix; "" for "before", where the question precedes the context.
-  std::string question_tail(const std::string& position) const;
+  std::string user_turn(const std::string& context, const std::string& position) const;
+  std::string answer_start(const std::string& position) const;
 };
 
 // Resources, read once per samples() call.
@@ -82,6 +94,18 @@ const std::vector<int>& ruler_depths();
 // `k` distinct depths drawn from ruler_depths(), sorted ascending.
 std::vector<int> draw_depths(std::mt19937_64& rng, int k);
 
+// RULER's noise haystack unit: the five noise sentences as one line.
+extern const char* const kRulerNoise;
+// RULER's line haystacks (noise, distractor needles): units 0..n-1 joined by "\n", each insert
+// a line of its own before the unit at its position (n: after the last). Inserts sorted by
+// position.
+std::string ruler_lines(int64_t n, const std::function<std::string(int64_t)>& unit,
+                        const std::vector<Insert>& inserts);
+// RULER's needle places: `k` distinct unit indices drawn uniformly from range(n) (Python's
+// random.sample), ascending, from a generator seeded with `seed`, so a size always gets the
+// same ones. Where n < k (sizes too small for RULER to try), the places past n are n.
+std::vector<int64_t> ruler_positions(uint64_t seed, int64_t n, int k);
+
 // Random values and keys, RULER's kinds: "numbers" (7 digits), "words" (adjective-noun),
 // "uuids" (version-4 UUID text).
 std::string random_value(std::mt19937_64& rng, const std::string& kind, const WordLists* words);
@@ -96,6 +120,19 @@ class RulerTask : public Dataset {
  protected:
   // A sample with id "<task>-<i>", the answers, max_new_tokens and the prompt filled in; its
   // question marked when `question_tail` (RulerPrompt::question_tail) ends the prompt.
+  bool ruler_generator() const { return params_.generator == "ruler"; }
+  // The prompt as RULER's prepare.py builds it, model_template.format(task) + answer_prefix:
+  // the user turn (after `lead`) in chat_template, then the answer's start.
+  std::string compose(const RulerPrompt& prompt, const std::string& context,
+                      const std::string& lead = "") const;
+  // The end of compose()'s text that asks the question when it follows the context ("after"):
+  // "\n" + question, the template's end, the answer prefix; "" for "before", where the question
+  // precedes the context.
+  std::string question_tail(const RulerPrompt& prompt) const;
+  // The largest render(n), n in [0, max_n], that fits context_length under the generator's
+  // rule (render grows with n); InputError when render(0) does not fit.
+  FittedText fit_prompt(const Tokenizer& tokenizer, int64_t max_n,
+                        const std::function<std::string(int64_t)>& render) const;
   Sample make_sample(const std::string& task, int index, std::string prompt,
                      std::vector<std::string> answers, json meta,
                      const std::string& question_tail) const;

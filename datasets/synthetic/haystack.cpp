@@ -4,10 +4,10 @@
 
 namespace kvb {
 
-std::string fit_to_tokens(const Tokenizer& tokenizer, int64_t target, int64_t max_n,
-                          const std::function<std::string(int64_t)>& render) {
+FittedText fit_to_tokens(const Tokenizer& tokenizer, int64_t target, int64_t max_n,
+                         const std::function<std::string(int64_t)>& render, bool count_bos) {
   auto fits = [&](int64_t n) {
-    return int64_t(tokenizer.encode(render(n), /*add_special=*/true).size()) <= target;
+    return int64_t(tokenizer.encode(render(n), /*add_special=*/count_bos).size()) <= target;
   };
   if (!fits(0))
     throw InputError("context_length " + std::to_string(target) +
@@ -17,7 +17,7 @@ std::string fit_to_tokens(const Tokenizer& tokenizer, int64_t target, int64_t ma
     int64_t mid = lo + (hi - lo + 1) / 2;
     if (fits(mid)) lo = mid; else hi = mid - 1;
   }
-  return render(lo);
+  return {lo, render(lo)};
 }
 
 const char* const kNoiseSentences[5] = {"The grass is green.", "The sky is blue.",

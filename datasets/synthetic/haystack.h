@@ -11,12 +11,17 @@
 namespace kvb {
 
 // Largest n in [0, max_n] with token_count(render(n)) <= target (render grows with n), found
-// by bisection on the real tokenisation (BOS counted). Returns the rendered text for that n.
+// by bisection on the real tokenisation (BOS counted where `count_bos`, as the model will see
+// it; RULER counts without). Returns that n and render(n).
 // How close the result gets to `target` is the granularity of one step of n: callers make a
 // step one sentence or one word, so the prompt lands within ~2% below the target.
 // InputError when even render(0) does not fit.
-std::string fit_to_tokens(const Tokenizer& tokenizer, int64_t target, int64_t max_n,
-                          const std::function<std::string(int64_t)>& render);
+struct FittedText {
+  int64_t n = 0;
+  std::string text;
+};
+FittedText fit_to_tokens(const Tokenizer& tokenizer, int64_t target, int64_t max_n,
+                         const std::function<std::string(int64_t)>& render, bool count_bos);
 
 // The noise text "The grass is green. The sky is blue. The sun is yellow. Here we go. There and
 // back again." cut into its five sentences; noise sentence i is kNoiseSentences[i % 5].

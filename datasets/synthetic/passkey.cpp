@@ -85,9 +85,11 @@ std::vector<Needle> draw_needles(std::mt19937_64& rng, int keys, int index, int 
 std::string fitted_context(const Tokenizer& tokenizer, int64_t context_length,
                            const std::vector<Needle>& needles) {
   const std::string prompt =
-      fit_to_tokens(tokenizer, context_length, context_length, [&](int64_t sentences) {
-        return render_context(needles, sentences) + question(needles[0]);
-      });
+      fit_to_tokens(
+          tokenizer, context_length, context_length,
+          [&](int64_t sentences) { return render_context(needles, sentences) + question(needles[0]); },
+          /*count_bos=*/true)
+          .text;
   return prompt.substr(0, prompt.size() - question(needles[0]).size());
 }
 

@@ -247,7 +247,7 @@ std::shared_ptr<LlamaModel> LlamaModel::load(const std::string& dir, const LoadO
                                 ? read_json_file(tokenizer_config)
                                 : json::object();
   // Tokenizer::load also reads generation_config.json's extra EOS ids.
-  model->tokenizer = Tokenizer::load(dir);
+  model->tokenizer = Tokenizer::load(dir, options.allow_unknown_config_keys);
   if (model->tokenizer->vocab_size() > model->config.vocab_size)  // a token with no embedding row
     throw InputError(dir + "/tokenizer.json: token ids up to " +
                      std::to_string(model->tokenizer->vocab_size() - 1) +
@@ -264,6 +264,15 @@ std::shared_ptr<LlamaModel> LlamaModel::load(const std::string& dir, const LoadO
   w.require_all_used(c.model_type);
   model->inv_freq = rope_inverse_frequencies(c).to(options.device);
   return model;
+}
+
+std::vector<std::string> LlamaModel::unknown_key_warnings() const {
+  std::vector<std::string> out;
+  for (const std::string& key : config.unknown_keys)
+    out.push_back(unknown_key_warning(source + "/config.json", key));
+  for (const std::string& key : tokenizer->unknown_config_keys())
+    out.push_back(unknown_key_warning(source + "/tokenizer_config.json", key));
+  return out;
 }
 
 namespace {

@@ -61,7 +61,8 @@ struct LayerWeights {
 struct LoadOptions {
   at::ScalarType dtype = at::kFloat;  // weights are converted to this on load
   at::Device device = at::kCPU;       // and placed here (each tensor straight from the file)
-  // Unknown config.json keys become ModelConfig::unknown_keys instead of an InputError.
+  // Unknown config.json and tokenizer_config.json keys become ModelConfig::unknown_keys and
+  // Tokenizer::unknown_config_keys() instead of an InputError.
   bool allow_unknown_config_keys = false;
 };
 
@@ -78,6 +79,10 @@ struct LlamaModel {
   at::Tensor lm_head;       // [V, D] (the embedding when tied)
   std::vector<LayerWeights> layers;
   at::Tensor inv_freq;  // [rotary_dim/2] RoPE frequencies after rope_scaling
+
+  // One line for each config.json or tokenizer_config.json key let through by
+  // LoadOptions::allow_unknown_config_keys (unknown_key_warning).
+  std::vector<std::string> unknown_key_warnings() const;
 
   // Loads config.json, model.safetensors (or the sharded index) and the tokenizer from `dir`.
   static std::shared_ptr<LlamaModel> load(const std::string& dir, const LoadOptions& options = {});

@@ -38,6 +38,16 @@ std::string apply_chat_template(const std::string& template_name, const std::str
   if (template_name == "llama2" || template_name == "mistral") {
     return "[INST] " + user_message + " [/INST]";
   }
+  // THUDM/LongBench pred.py's build_chat for Llama-2 chat models: no spaces inside the tags.
+  if (template_name == "llama2_longbench") return "[INST]" + user_message + "[/INST]";
+  if (template_name == "vicuna") {
+    // FastChat's vicuna_v1.1 conversation (system message, "USER: ", " ASSISTANT:"), which
+    // LongBench's pred.py uses for LongChat and Vicuna models.
+    return "A chat between a curious user and an artificial intelligence assistant. The "
+           "assistant gives helpful, detailed, and polite answers to the user's questions. "
+           "USER: " +
+           user_message + " ASSISTANT:";
+  }
   if (template_name == "llama3") {
     return "<|start_header_id|>user<|end_header_id|>\n\n" + user_message +
            "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n";
@@ -52,6 +62,13 @@ std::string apply_chat_template(const std::string& template_name, const std::str
   }
   throw InputError("chat template: unknown name \"" + template_name + "\" (known: " +
                    known_templates() + ")");
+}
+
+ChatTemplateParts chat_template_parts(const std::string& template_name) {
+  const std::string marker = "\x01";  // in no template's own text
+  const std::string wrapped = apply_chat_template(template_name, marker);
+  const size_t at = wrapped.find(marker);
+  return {wrapped.substr(0, at), wrapped.substr(at + marker.size())};
 }
 
 std::string detect_chat_template(const nlohmann::json& tokenizer_config) {
@@ -71,8 +88,9 @@ std::string detect_chat_template(const nlohmann::json& tokenizer_config) {
 }
 
 const std::vector<std::string>& chat_template_names() {
-  static const std::vector<std::string> names = {"none",  "llama2", "mistral", "llama3",
-                                                 "qwen2", "chatml", "glm4"};
+  static const std::vector<std::string> names = {
+      "none", "llama2", "mistral", "llama3", "qwen2", "chatml", "glm4", "vicuna",
+      "llama2_longbench"};
   return names;
 }
 

@@ -34,13 +34,18 @@ bool uses_byte_level(const json& pre_tokenizer) {
   return list.is_array() && std::any_of(list.begin(), list.end(), uses_byte_level);
 }
 
-// A token given as "text" or {"content": "text"} (tokenizer_config.json); "" when absent or null.
+// A token given as "text" or {"content": "text"} (tokenizer_config.json); "" when null.
+std::string token_text(const json& value, const std::string& file, const std::string& field) {
+  if (value.is_null()) return "";
+  if (value.is_string()) return value.get<std::string>();
+  if (value.is_object()) return tok::required_string(value, "content", file, field);
+  fail(file, field, "expected a string or {\"content\": ...}");
+}
+
+// config[key] as token_text; "" when absent.
 std::string config_token(const json& config, const std::string& key, const std::string& file) {
   auto it = config.find(key);
-  if (it == config.end() || it->is_null()) return "";
-  if (it->is_string()) return it->get<std::string>();
-  if (it->is_object()) return tok::required_string(*it, "content", file, key);
-  fail(file, key, "expected a string or {\"content\": ...}");
+  return it == config.end() ? "" : token_text(*it, file, key);
 }
 
 int require_token(const tok::BpeTokenizer& tokenizer, const std::string& token,
@@ -131,6 +136,86 @@ void refuse_unreproduced_settings(const json& config, const std::string& config_
       fail(config_file, key, std::string("true (") + what + ") is not reproduced by kvbench");
 }
 
+}  // namespace
+
+// Any other key may change the ids (a custom class, a normalisation flag), so it is refused
+// unless let through.
+const std::vector<std::pair<std::string, std::string>>& tokenizer_config_key_table() {
+  static const std::vector<std::pair<std::string, std::string>> table = {
+    {"add_bos_token", "read"}, {"add_eos_token", "read"}, {"bos_token", "read"},
+    {"eos_token", "read"}, {"clean_up_tokenization_spaces", "read"},
+    {"chat_template", "read: its family"}, {"tokenizer_class", "read: the chat family"},
+    {"split_special_tokens", "refused when true"}, {"from_slow", "refused when true"},
+    {"add_prefix_space", "refused when true"}, {"do_lower_case", "refused when true"},
+    {"added_tokens_decoder", "checked: tokenizer.json's added tokens"},
+    {"pad_token", "checked: a token"}, {"unk_token", "checked: a token"},
+    {"mask_token", "checked: a token"}, {"sep_token", "checked: a token"},
+    {"cls_token", "checked: a token"}, {"additional_special_tokens", "checked: tokens"},
+    {"extra_special_tokens", "checked: tokens"},
+    {"model_max_length", "truncation only"}, {"padding_side", "batching only"},
+    {"truncation_side", "truncation only"}, {"model_input_names", "the model's inputs"},
+    {"name_or_path", "provenance"}, {"tokenizer_file", "a path"}, {"vocab_file", "a path"},
+    {"merges_file", "a path"}, {"use_fast", "an argument of AutoTokenizer, not read from the file"},
+    {"processor_class", "the processor, not the tokenizer"},
+    {"legacy", "the slow (SentencePiece) tokenizer only"},
+    {"sp_model_kwargs", "the slow tokenizer only"},
+    {"spaces_between_special_tokens", "the slow tokenizer only"},
+    {"errors", "the slow byte-level decoder only"},
+    {"use_default_system_prompt", "the chat template's system prompt"}};
+  return table;
+}
+
+namespace {
+
+// The special tokens a config names must be tokens of tokenizer.json, and its
+// added_tokens_decoder must give them the ids tokenizer.json does: transformers adds any other
+// as a new token, and the text's ids change.
+void check_named_tokens(const json& config, const tok::BpeTokenizer& tokenizer,
+                        const std::string& file) {
+  for (const char* key : {"pad_token", "unk_token", "mask_token", "sep_token", "cls_token"})
+    if (const std::string token = config_token(config, key, file); !token.empty())
+      require_token(tokenizer, token, file, key);
+  for (const char* key : {"additional_special_tokens", "extra_special_tokens"}) {
+    auto it = config.find(key);
+    if (it == config.end() || it->is_null()) continue;
+    if (!it->is_array() && !it->is_object()) fail(file, key, "expected a list or an object of tokens");
+    for (const auto& [name, value] : it->items()) {
+      const std::string field = std::string(key) + (it->is_array() ? "[" + name + "]" : "." + name);
+      if (const std::string token = token_text(value, file, field); !token.empty())
+        require_token(tokenizer, token, file, field);
+    }
+  }
+  auto decoder = config.find("added_tokens_decoder");
+  if (decoder == config.end() || decoder->is_null()) return;
+  if (!decoder->is_object()) fail(file, "added_tokens_decoder", "expected an object");
+  for (const auto& [id, entry] : decoder->items()) {
+    const std::string field = "added_tokens_decoder." + id;
+    if (!entry.is_object()) fail(file, field, "expected an object");
+    const std::string content = tok::required_string(entry, "content", file, field);
+    if (std::to_string(require_token(tokenizer, content, file, field + ".content")) != id)
+      fail(file, field, "\"" + content + "\" has another id in tokenizer.json");
+  }
+}
+
+// The keys of `config` neither read nor known: an InputError naming the first, or, where
+// `allow_unknown`, the list.
+std::vector<std::string> unknown_keys_of(const json& config, const std::string& file,
+                                         bool allow_unknown) {
+  std::vector<std::string> unknown;
+  for (const auto& item : config.items()) {
+    const auto& table = tokenizer_config_key_table();
+    const bool known = std::any_of(table.begin(), table.end(),
+                                   [&](const auto& k) { return item.key() == k.first; });
+    if (known) continue;
+    if (!allow_unknown)
+      fail(file, item.key(), "unknown key: kvbench cannot tell whether it changes how text is "
+                             "encoded, so it refuses to guess (pass --allow-unknown-config-keys "
+                             "to run anyway; the run records it)");
+    unknown.push_back(item.key());
+  }
+  return unknown;
+}
+
 // generation_config.json's eos_token_id (an id or a list: Llama 3 stops at several tokens).
 void add_generation_eos(const std::string& file, int vocab_size, std::vector<int>* eos) {
   const json config = read_json_file(file);
@@ -149,12 +234,12 @@ void add_generation_eos(const std::string& file, int vocab_size, std::vector<int
 
 }  // namespace
 
-std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& dir) {
+std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& dir, bool allow_unknown_keys) {
   const json tokenizer_json = read_json_file(dir + "/tokenizer.json");
   const std::string config_file = dir + "/tokenizer_config.json";
   const json config =
       std::filesystem::exists(config_file) ? read_json_file(config_file) : json::object();
-  std::unique_ptr<Tokenizer> tokenizer = from_json(tokenizer_json, config, dir);
+  std::unique_ptr<Tokenizer> tokenizer = from_json(tokenizer_json, config, dir, allow_unknown_keys);
   const std::string generation_file = dir + "/generation_config.json";
   if (std::filesystem::exists(generation_file)) {
     add_generation_eos(generation_file, tokenizer->vocab_size(), &tokenizer->eos_ids_);
@@ -164,7 +249,8 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& dir) {
 
 std::unique_ptr<Tokenizer> Tokenizer::from_json(const json& tokenizer_json,
                                                 const json& tokenizer_config,
-                                                const std::string& path_for_errors) {
+                                                const std::string& path_for_errors,
+                                                bool allow_unknown_keys) {
   const std::string json_file = path_for_errors + "/tokenizer.json";
   const std::string config_file = path_for_errors + "/tokenizer_config.json";
   if (!tokenizer_json.is_object()) fail(json_file, "", "expected a JSON object");
@@ -186,7 +272,10 @@ std::unique_ptr<Tokenizer> Tokenizer::from_json(const json& tokenizer_json,
           ? tok::make_byte_level_bpe(std::move(parts), pre_tokenizer, json_file)
           : tok::make_sentencepiece_bpe(std::move(parts), pre_tokenizer, json_file);
 
+  std::vector<std::string> unknown =
+      unknown_keys_of(tokenizer_config, config_file, allow_unknown_keys);
   refuse_unreproduced_settings(tokenizer_config, config_file);
+  check_named_tokens(tokenizer_config, *tokenizer, config_file);
   SpecialIds ids = special_ids(*tokenizer, tokenizer_json, tokenizer_config, json_file, config_file);
   Tokenizer& base = *tokenizer;
   base.bos_id_ = ids.prefix.empty() ? -1 : ids.prefix[0];
@@ -194,6 +283,7 @@ std::unique_ptr<Tokenizer> Tokenizer::from_json(const json& tokenizer_json,
   base.eos_ids_ = std::move(ids.eos);
   base.add_bos_ = ids.add_bos;
   base.add_eos_ = ids.add_eos;
+  base.unknown_config_keys_ = std::move(unknown);
   // Absent: false, transformers' default since 4.45 and in 5 (older versions defaulted to true).
   base.clean_up_spaces_ =
       tok::optional_bool(tokenizer_config, "clean_up_tokenization_spaces", false, config_file, "");

@@ -26,17 +26,22 @@ class Tokenizer {
   bool add_bos_by_default() const { return add_bos_; }
   bool adds_eos() const { return add_eos_; }
   bool cleans_up_spaces() const { return clean_up_spaces_; }
+  // tokenizer_config.json's keys kvbench does not know, let through by allow_unknown_keys.
+  const std::vector<std::string>& unknown_config_keys() const { return unknown_config_keys_; }
 
   // Loads `dir`/tokenizer.json and, if present, `dir`/tokenizer_config.json. Chooses the
   // SentencePiece-style or byte-level BPE implementation from the file's model/pre-tokenizer.
-  // Throws InputError naming the file and field on anything malformed or unsupported.
+  // Throws InputError naming the file and field on anything malformed or unsupported, and on a
+  // tokenizer_config.json key kvbench neither reads nor knows to be inert, unless
+  // `allow_unknown_keys` (then listed in unknown_config_keys()).
   // Also adds generation_config.json's eos_token_id(s), when that file is present, to eos_ids().
-  static std::unique_ptr<Tokenizer> load(const std::string& dir);
+  static std::unique_ptr<Tokenizer> load(const std::string& dir, bool allow_unknown_keys = false);
   // `path_for_errors` is the folder the two files come from: errors name
   // <path_for_errors>/tokenizer.json or <path_for_errors>/tokenizer_config.json.
   static std::unique_ptr<Tokenizer> from_json(const nlohmann::json& tokenizer_json,
                                               const nlohmann::json& tokenizer_config,
-                                              const std::string& path_for_errors);
+                                              const std::string& path_for_errors,
+                                              bool allow_unknown_keys = false);
 
  protected:
   int bos_id_ = -1;
@@ -45,11 +50,23 @@ class Tokenizer {
   bool add_bos_ = true;
   bool add_eos_ = false;
   bool clean_up_spaces_ = false;
+  std::vector<std::string> unknown_config_keys_;
 };
 
-// Built-in chat templates (no Jinja). Names: "none", "llama2", "llama3", "mistral", "qwen2",
-// "chatml". apply_chat_template("none", s) == s. Unknown name: InputError.
+// tokenizer_config.json's keys kvbench reads or knows to leave a text's ids unchanged, each with
+// what kvbench does with it (kvbench list config-keys); any other key is refused unless let
+// through (Tokenizer::load's allow_unknown_keys).
+const std::vector<std::pair<std::string, std::string>>& tokenizer_config_key_table();
+
+// Built-in chat templates (no Jinja): chat_template_names(). apply_chat_template("none", s) == s.
+// "vicuna" is FastChat's vicuna_v1.1 and "llama2_longbench" LongBench pred.py's Llama-2 form
+// ("[INST]s[/INST]"); neither is detected. Unknown name: InputError.
 std::string apply_chat_template(const std::string& template_name, const std::string& user_message);
+// What apply_chat_template(template_name, m) puts before and after the message m.
+struct ChatTemplateParts {
+  std::string before, after;
+};
+ChatTemplateParts chat_template_parts(const std::string& template_name);
 // The names apply_chat_template knows, "none" first.
 const std::vector<std::string>& chat_template_names();
 // Guesses the template from tokenizer_config.json's chat_template text ("none" when absent).

@@ -184,8 +184,13 @@ namespace {
 
 // The prompt's text as the model reads it: its chat template applied.
 std::string prompt_text(const LlamaModel& model, const Sample& sample) {
-  if (sample.chat_template == "auto")
-    return apply_chat_template(detect_chat_template(model.tokenizer_config), sample.prompt);
+  if (sample.chat_template == "auto") {
+    const std::string family = detect_chat_template(model.tokenizer_config);
+    const std::vector<std::string>& unwrapped = sample.auto_chat_unwrapped;
+    if (std::find(unwrapped.begin(), unwrapped.end(), family) != unwrapped.end())
+      return sample.prompt;
+    return apply_chat_template(family, sample.prompt);
+  }
   if (sample.chat_template != "none") return apply_chat_template(sample.chat_template, sample.prompt);
   return sample.prompt;
 }
@@ -482,8 +487,7 @@ namespace {
 // What --allow-unknown-config-keys let through, on the terminal and in the run's provenance.
 void record_unknown_keys(ResultStore& store, int64_t run_id, const LlamaModel& model,
                          std::ostream& out) {
-  for (const std::string& key : model.config.unknown_keys) {
-    const std::string warning = unknown_key_warning(model.source + "/config.json", key);
+  for (const std::string& warning : model.unknown_key_warnings()) {
     out << "warning: " << warning << "\n";
     store.add_run_warning(run_id, warning);
   }
@@ -512,6 +516,7 @@ void check_model_configs(const Suite& suite, bool allow_unknown_config_keys) {
   for (const Cell& cell : suite.cells()) {
     if (LlamaModel::is_builtin_reference(cell.model) || !seen.insert(cell.model).second) continue;
     ModelConfig::load(cell.model + "/config.json", allow_unknown_config_keys);
+    Tokenizer::load(cell.model, allow_unknown_config_keys);
   }
 }
 

@@ -77,8 +77,8 @@ CellResult run_cell(const Cell& cell, const LlamaModel& model,
 
 RunSummary run_suite(const Suite& suite, const RunOptions& options, std::ostream& progress);
 
-// Reads the config.json of every model folder of the suite, so that a config kvbench refuses
-// is an InputError before anything runs (not a failed cell).
+// Reads the config.json and the tokenizer of every model folder of the suite, so that a config
+// kvbench refuses is an InputError before anything runs (not a failed cell).
 void check_model_configs(const Suite& suite, bool allow_unknown_config_keys);
 
 // The devices `cells` run on, in suite order ("cpu", "cuda:0", ...).

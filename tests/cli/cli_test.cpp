@@ -430,6 +430,33 @@ TEST(CliRun, MalformedSuiteWritesNothing) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("results"))) << "results/ created";
 }
 
+// Tasks given a GPU run on it unless a device is named; cuda without a GPU is refused. The merge
+// job names the same cells (the same --set).
+TEST(CliSlurm, TasksWithGpusRunOnCudaUnlessToldOtherwise) {
+  test::TempDir dir;
+  const std::string file = write_suite(dir, "gpus.json", small_suite("gpus"));
+  const std::vector<Output> r = kvbench_all(
+      {{"slurm", file, "--shards", "2", "--gpus-per-task", "1", "--dir", dir.file("a")},
+       {"slurm", file, "--shards", "2", "--gpus-per-task", "1", "--device", "cpu", "--dir",
+        dir.file("b")},
+       {"slurm", file, "--shards", "2", "--device", "cuda:1", "--dir", dir.file("c")},
+       {"slurm", file, "--shards", "2", "--set", "device=cuda", "--dir", dir.file("d")}},
+      dir.path());
+  EXPECT_EQ(r[0].code, 0) << describe(r[0]);
+  EXPECT_TRUE(contains(r[0].out, "note: --gpus-per-task: the cells run on cuda")) << r[0].out;
+  for (const char* script : {"/gpus.array.sbatch", "/gpus.merge.sbatch"})
+    EXPECT_TRUE(contains(read_file(dir.file("a") + script), "--set 'device=cuda'")) << script;
+  EXPECT_EQ(r[1].code, 0) << describe(r[1]);
+  EXPECT_FALSE(contains(r[1].out, "note:")) << r[1].out;
+  EXPECT_TRUE(contains(read_file(dir.file("b") + "/gpus.array.sbatch"), "--set 'device=cpu'"));
+  for (int i : {2, 3}) {
+    EXPECT_EQ(r[size_t(i)].code, 2) << describe(r[size_t(i)]);
+    EXPECT_TRUE(contains(r[size_t(i)].err, "the array tasks get no GPU (add --gpus-per-task N)"))
+        << r[size_t(i)].err;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.file("c")));
+}
+
 // Output paths that cannot be written, and Slurm tasks that do not exist: one line, exit 2.
 TEST(CliOutputs, UnwritablePathsAndMissingTasksAreOneLineErrors) {
   test::TempDir dir;
@@ -561,7 +588,7 @@ TEST(CliList, MethodsDatasetsSuites) {
       EXPECT_TRUE(contains(r[1].out, "    fidelity: " + d->fidelity + "\n")) << d->name;
     }
   }
-  EXPECT_TRUE(contains(r[1].out, "    fidelity: not faithful yet: pred.py's build_chat")) << r[1].out;
+  EXPECT_TRUE(contains(r[1].out, "    fidelity: chat_template auto is the model's own template")) << r[1].out;
   const std::string niah = r[1].out.substr(r[1].out.find("niah_single_1  "));
   EXPECT_TRUE(contains(niah.substr(0, niah.find("\n", niah.find("required:"))),
                        "\"context_length\":4096"))
@@ -730,6 +757,35 @@ TEST(CliModelConfig, RefusedUnlessAllowedAndThenRecorded) {
   const Output show = kvbench({"show", "--db", db}, dir.path());
   EXPECT_TRUE(contains(show.out, "warnings: " + model + "/config.json: unknown key 'fancy_attention' "
                                  "ignored (--allow-unknown-config-keys)")) << show.out;
+}
+
+// tokenizer_config.json keys kvbench does not know are refused as config.json's are: before a
+// run writes anything, and as a stored warning when let through.
+TEST(CliModelConfig, UnknownTokenizerConfigKeysRefusedUnlessAllowed) {
+  test::TempDir dir;
+  const std::string model = model_with_config(dir, [](json&) {});
+  json tokenizer_config = json::object();
+  if (std::filesystem::exists(model + "/tokenizer_config.json"))
+    tokenizer_config = json::parse(read_file(model + "/tokenizer_config.json"));
+  tokenizer_config["auto_map"] = {{"AutoTokenizer", {"tokenization_x.XTokenizer", nullptr}}};
+  std::ofstream(model + "/tokenizer_config.json") << tokenizer_config.dump(2);
+  json suite = small_suite("tokenizerkeys");
+  suite["models"] = {model};
+  suite["methods"] = {"full"};
+  const std::string file = write_suite(dir, "tokenizerkeys.json", suite);
+  const std::string db = dir.file("t.db");
+  const Output refused = kvbench({"run", file, "--db", db, "--threads", "1"}, dir.path());
+  EXPECT_EQ(refused.code, 2) << describe(refused);
+  EXPECT_EQ(lines(refused.err), 1u) << describe(refused);
+  EXPECT_TRUE(contains(refused.err, model + "/tokenizer_config.json: auto_map: unknown key"))
+      << refused.err;
+  EXPECT_FALSE(std::filesystem::exists(db)) << "a refused run wrote its database";
+  const Output allowed =
+      kvbench({"run", file, "--db", db, "--threads", "1", "--allow-unknown-config-keys"}, dir.path());
+  EXPECT_EQ(allowed.code, 0) << describe(allowed);
+  const Output show = kvbench({"show", "--db", db}, dir.path());
+  EXPECT_TRUE(contains(show.out, model + "/tokenizer_config.json: unknown key 'auto_map' ignored"))
+      << show.out;
 }
 
 // Counts of cells by status, read through a read-only connection; nullopt while unreadable.

@@ -71,6 +71,8 @@ TEST(LongBenchLoader, ChatTemplateAutoNamedAndNeverForSixDatasets) {
   const std::string dir = kFixtures + "/good";
   auto hotpot = make_dataset("longbench", {{"dataset", "hotpotqa"}, {"data_dir", dir}});
   EXPECT_EQ(hotpot->samples(byte_tokenizer(), 0)[0].chat_template, "auto");
+  EXPECT_EQ(hotpot->samples(byte_tokenizer(), 0)[0].auto_chat_unwrapped,
+            std::vector<std::string>{"mistral"});
   auto named = make_dataset("longbench", {{"dataset", "hotpotqa"}, {"data_dir", dir},
                                           {"chat_template", "llama3"}});
   const Sample s = named->samples(byte_tokenizer(), 0)[0];

@@ -2,6 +2,8 @@
 // the model's own tokens, answers present, question placement, resource checks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "engine/common/error.h"
 #include "tests/datasets/dataset_test_util.h"
 
@@ -21,18 +23,181 @@ json params_for(const std::string& data, int64_t length, int samples = 2) {
   return p;
 }
 
-// Every sample's prompt is within [0.98 * target, target] tokens and contains its answers.
+const char* const kNoiseUnit =  // RULER's noise haystack unit (niah.py, variable_tracking.py)
+    "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again.";
+
+// Every sample's prompt is within 2% below its budget (or one noise unit, RULER's step, for
+// its noise haystacks) and contains its answers. The budget, under generator ruler (the
+// default): the prompt's tokens without BOS plus the sample's max_new_tokens within
+// context_length, as RULER's prepare scripts size it; under kvbench_v1: the prompt's tokens
+// with BOS within context_length.
 void expect_fits(const std::string& task, const json& params, const Tokenizer& tokenizer) {
-  const int64_t target = params["context_length"];
+  const int64_t length = params["context_length"];
+  const bool ruler = params.value("generator", "ruler") == "ruler";
+  const bool noise_units = ruler && (task == "vt" || task == "niah_single_1");
+  const double unit = double(tokenizer.encode(std::string("\n") + kNoiseUnit, false).size());
   for (const Sample& s : make_dataset(task, params)->samples(tokenizer, 7)) {
-    const int64_t n = token_count(tokenizer, s.prompt);
+    const int64_t target = ruler ? length - s.max_new_tokens : length;
+    const int64_t n = int64_t(tokenizer.encode(s.prompt, /*add_special=*/!ruler).size());
     EXPECT_LE(n, target) << task << " " << s.id;
-    EXPECT_GE(double(n), 0.98 * double(target)) << task << " " << s.id << " at " << target;
+    const double slack = std::max(0.02 * double(target), noise_units ? unit + 2 : 0.0);
+    EXPECT_GE(double(n), double(target) - slack) << task << " " << s.id << " at " << length;
     ASSERT_FALSE(s.answers.empty());
     if (task == "cwe" || task == "fwe") continue;  // their answers are in the text, just often
     for (const std::string& a : s.answers)
       EXPECT_NE(s.prompt.find(a), std::string::npos) << task << ": answer " << a << " not in prompt";
   }
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (size_t nl; (nl = text.find('\n', start)) != std::string::npos; start = nl + 1)
+    out.push_back(text.substr(start, nl - start));
+  out.push_back(text.substr(start));
+  return out;
+}
+
+bool is_var(const std::string& s, size_t letters) {
+  return s.size() == letters &&
+         std::all_of(s.begin(), s.end(), [](char c) { return c >= 'A' && c <= 'Z'; });
+}
+
+// RULER's sizing: the prompt without BOS plus tokens_to_generate fit max_seq_length, so with
+// max_new_tokens 50 (fwe's) a 2048-token fwe prompt is at most 1998 byte tokens; kvbench_v1
+// fills 2048 with BOS.
+TEST(RulerGenerators, PromptsLeaveRoomForTheAnswerAsRulerSizesThem) {
+  json p = params_for("", 2048, 1);
+  const Sample ruler = make_dataset("fwe", p)->samples(byte_tokenizer(), 3).at(0);
+  EXPECT_EQ(ruler.max_new_tokens, 50);
+  EXPECT_LE(byte_tokenizer().encode(ruler.prompt, false).size(), 1998u);
+  EXPECT_GE(byte_tokenizer().encode(ruler.prompt, false).size(), 1958u);  // 98% of 1998
+  p["max_new_tokens"] = 500;
+  const Sample longer = make_dataset("fwe", p)->samples(byte_tokenizer(), 3).at(0);
+  EXPECT_LE(byte_tokenizer().encode(longer.prompt, false).size(), 1548u);
+  EXPECT_GE(byte_tokenizer().encode(longer.prompt, false).size(), 1517u);
+  p["generator"] = "kvbench_v1";
+  const Sample old = make_dataset("fwe", p)->samples(byte_tokenizer(), 3).at(0);
+  EXPECT_LE(token_count(byte_tokenizer(), old.prompt), 2048);
+  EXPECT_GE(token_count(byte_tokenizer(), old.prompt), 2007);
+  for (const std::string task : {"vt", "fwe"}) expect_fits(task, p, byte_tokenizer());
+  p["generator"] = "rulers";
+  EXPECT_THROW(make_dataset("fwe", p), InputError);
+  p["generator"] = "ruler";
+  p["max_new_tokens"] = 2048;  // nothing left for the prompt
+  EXPECT_THROW(make_dataset("fwe", p), InputError);
+}
+
+// Configs stored before the generator field existed were built as kvbench_v1; the field is
+// always written, so none of them shares its identity (the results key) with one of today.
+TEST(RulerGenerators, TheGeneratorIsPartOfACellsIdentity) {
+  const DatasetInfo& info = dataset_registry().get("vt", "test");
+  json p = params_for("", 2048, 1);
+  EXPECT_EQ(info.normalise_params(p, "params").at("generator"), "ruler");
+  p["generator"] = "kvbench_v1";
+  EXPECT_EQ(info.normalise_params(p, "params").at("generator"), "kvbench_v1");
+}
+
+// niah.py's noise haystack: whole noise units one a line, the needle a line of its own before
+// one of them.
+TEST(RulerGenerators, NoiseHaystackIsRulersLinesOfWholeUnits) {
+  KVB_REQUIRE_SHARED_DATA(data);
+  for (uint64_t seed : {1, 2, 3}) {
+    const Sample s = make_dataset("niah_single_1", params_for(data, 2048, 1))
+                         ->samples(byte_tokenizer(), seed).at(0);
+    const std::string intro = "I will quiz you about the number afterwards.\n";
+    const size_t from = s.prompt.find(intro) + intro.size();
+    const size_t to = s.prompt.find("\nWhat is the special magic number for ");
+    ASSERT_LT(from, to);
+    const std::vector<std::string> lines = lines_of(s.prompt.substr(from, to - from));
+    int noise = 0, needles = 0;
+    for (const std::string& line : lines) {
+      if (line == kNoiseUnit) ++noise;
+      else if (line.rfind("One of the special magic numbers for ", 0) == 0 &&
+               line.find(" is: " + s.answers.at(0) + ".") != std::string::npos)
+        ++needles;
+      else
+        ADD_FAILURE() << "not a RULER line: " << line;
+    }
+    EXPECT_EQ(needles, 1);
+    EXPECT_GT(noise, 10);
+    EXPECT_EQ(lines.back(), kNoiseUnit);  // inserted before a unit, never after the last
+    const double depth = s.meta.at("depth");
+    EXPECT_GE(depth, 0.0);
+    EXPECT_LT(depth, 1.0);
+  }
+}
+
+// variable_tracking.py: a worked example with 3-letter names sized to 500 tokens and answered
+// after two spaces, then the task: 5-letter names, the later assignments ending in a space,
+// each a line of its own among whole noise units.
+TEST(RulerGenerators, VtIsRulersExampleAndChain) {
+  const Sample s = make_dataset("vt", params_for("", 2048, 1))->samples(byte_tokenizer(), 4).at(0);
+  const std::string task_start = "\n\nMemorize and track the chain(s)";
+  const size_t split = s.prompt.find(task_start);
+  ASSERT_NE(split, std::string::npos);
+  const std::string example = s.prompt.substr(0, split);
+  const size_t answered = example.find("they are:  ");
+  ASSERT_NE(answered, std::string::npos);
+  EXPECT_LE(byte_tokenizer().encode(example.substr(0, answered + 10), false).size(), 500u);
+  const std::string names = example.substr(answered + 11);
+  ASSERT_EQ(names.size(), 19u) << names;
+  for (size_t k = 0; k < 5; ++k) EXPECT_TRUE(is_var(names.substr(4 * k, 3), 3)) << names;
+  int example_assignments = 0;
+  for (const std::string& line : lines_of(example))
+    example_assignments += line.rfind("VAR ", 0) == 0;
+  EXPECT_EQ(example_assignments, 5);
+
+  const std::string task = s.prompt.substr(split + 2);
+  const size_t context_from = task.find("text.\n\n") + 7;
+  const size_t context_to = task.find("\nQuestion: ");
+  int copies = 0, first = 0, noise = 0;
+  for (const std::string& line : lines_of(task.substr(context_from, context_to - context_from))) {
+    if (line == kNoiseUnit) {
+      ++noise;
+    } else if (line.size() == 22 && line.rfind("VAR ", 0) == 0 && line.substr(9, 7) == " = VAR " &&
+               is_var(line.substr(4, 5), 5) && is_var(line.substr(16, 5), 5) && line[21] == ' ') {
+      ++copies;
+    } else if (line == "VAR " + s.answers.at(0) + " = " + s.meta.at("value").get<std::string>()) {
+      ++first;
+    } else {
+      ADD_FAILURE() << "not a RULER line: '" << line << "'";
+    }
+  }
+  EXPECT_EQ(first, 1);
+  EXPECT_EQ(copies, 4);
+  EXPECT_GT(noise, 5);
+}
+
+// RULER's model templates wrap the task's text (prepare.py: model_template.format(task) +
+// answer_prefix), vt's worked example inside the user turn, and count in the length.
+TEST(RulerGenerators, AChatTemplateWrapsTheUserTurnBeforeTheAnswerPrefix) {
+  json p = params_for("", 2048, 1);
+  p["chat_template"] = "llama3";
+  const Sample fwe = make_dataset("fwe", p)->samples(byte_tokenizer(), 2).at(0);
+  const std::string user = "<|start_header_id|>user<|end_header_id|>\n\n";
+  EXPECT_EQ(fwe.prompt.rfind(user + "Read the following coded text", 0), 0u) << fwe.prompt.substr(0, 80);
+  const std::string end = "?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n Answer: "
+                          "According to the coded text above, the three most frequently appeared "
+                          "words are:";
+  ASSERT_GE(fwe.prompt.size(), end.size());
+  EXPECT_EQ(fwe.prompt.substr(fwe.prompt.size() - end.size()), end);
+  EXPECT_EQ(fwe.prompt.substr(fwe.question_offset, 11), "\nQuestion: ");
+  expect_fits("fwe", p, byte_tokenizer());
+
+  p["chat_template"] = "llama2";
+  const Sample vt = make_dataset("vt", p)->samples(byte_tokenizer(), 2).at(0);
+  EXPECT_EQ(vt.prompt.rfind("[INST] Memorize and track", 0), 0u);
+  EXPECT_EQ(vt.prompt.find("[INST]", 1), std::string::npos) << "the example is not a turn of its own";
+  EXPECT_NE(vt.prompt.find(" in the text above. [/INST] Answer: According to the chain(s)"),
+            std::string::npos);
+  expect_fits("vt", p, byte_tokenizer());
+
+  p["chat_template"] = "alpaca";
+  EXPECT_THROW(make_dataset("vt", p), InputError);
+  const DatasetInfo& info = dataset_registry().get("vt", "test");
+  p["chat_template"] = "none";  // RULER's base, as configs before the field meant
+  EXPECT_FALSE(info.normalise_params(p, "params").contains("chat_template"));
 }
 
 TEST(RulerGenerators, SameSeedSameBytesOtherSeedOtherBytes) {
@@ -85,8 +250,11 @@ TEST(RulerGenerators, EssayAndWordTasksFit) {
   KVB_REQUIRE_STORIES260K(dir);
   const auto tokenizer = Tokenizer::load(dir);
   for (const std::string task : {"niah_single_1", "niah_single_2", "niah_single_3", "niah_multikey_1",
-                                 "niah_multikey_2", "niah_multivalue", "niah_multiquery"})
+                                 "niah_multivalue", "niah_multiquery"})
     for (int64_t length : {1024, 4096}) expect_fits(task, params_for(data, length, 1), *tokenizer);
+  // niah_multikey_2's haystack grows a distractor needle (~25 tokens) at a time: 2% of the 896
+  // tokens left at 1024 beside its 128 answer tokens is less than that.
+  expect_fits("niah_multikey_2", params_for(data, 4096, 1), *tokenizer);
   // cwe's example plus 10 words x 30 alone take ~3k tokens of stories260K's small vocabulary.
   expect_fits("cwe", params_for(data, 8192, 1), *tokenizer);
   expect_fits("niah_single_2", params_for(data, 4096, 1), byte_tokenizer());

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sys/wait.h>
 
@@ -24,7 +25,7 @@ std::vector<FakeCell> cells() {
 
 json baseline_of(const std::string& db) {
   ResultStore store(db);
-  return make_baseline(store, default_baseline_metrics());
+  return make_baseline(store, default_baseline_metrics(), db);
 }
 
 CheckReport check(const std::string& db, const json& baseline, CheckOptions options = {}) {
@@ -109,6 +110,15 @@ TEST(Check, MalformedBaselineIsAnInputError) {
   test::TempDir dir;
   fill(dir.file("a.db"), cells());
   EXPECT_THROW(check(dir.file("a.db"), json{{"cells", json::array()}}), InputError);
+  json empty = baseline_of(dir.file("a.db"));
+  empty["cells"] = json::array();  // it would pass any database
+  EXPECT_THROW(check(dir.file("a.db"), empty), InputError);
+}
+
+TEST(Check, ABaselineOfNoCompleteCellIsRefused) {
+  test::TempDir dir;
+  fill(dir.file("empty.db"), {});
+  EXPECT_THROW(baseline_of(dir.file("empty.db")), InputError);
 }
 
 int run(const std::string& args) {
@@ -129,6 +139,9 @@ TEST(CheckCli, ExitCodes) {
   EXPECT_EQ(run("check --db " + dir.file("b.db") + " --baseline " + base + " --tolerance score=60"), 0);
   EXPECT_EQ(run("check --db " + dir.file("b.db") + " --baseline " + base + " --tolerance score"), 2);
   EXPECT_EQ(run("check --db " + dir.file("missing.db") + " --baseline " + base), 2);
+  fill(dir.file("empty.db"), {});
+  EXPECT_EQ(run("baseline --db " + dir.file("empty.db") + " --out " + dir.file("e.json")), 2);
+  EXPECT_FALSE(std::filesystem::exists(dir.file("e.json")));
 }
 
 }  // namespace

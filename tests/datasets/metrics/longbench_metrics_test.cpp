@@ -16,6 +16,9 @@ TEST(NormalizeAnswer, PunctuationArticlesCaseAndWhitespace) {
   EXPECT_EQ(normalize_answer("a-b"), "ab");                  // punctuation removed first
   EXPECT_EQ(normalize_answer("\tA\n\nthe\u00a0end "), "end");  // Python whitespace incl. NBSP
   EXPECT_EQ(normalize_answer("\u00c5NGSTR\u00d6M"), "\u00e5ngstr\u00f6m");
+  // str.lower()'s final sigma ("ΟΔΟΣ ΣΑ".lower() == "οδος σα" under Python 3.11).
+  EXPECT_EQ(normalize_answer("\u039f\u0394\u039f\u03a3 \u03a3\u0391"),
+            "\u03bf\u03b4\u03bf\u03c2 \u03c3\u03b1");
 }
 
 TEST(QaF1, PartialOverlap) {
@@ -117,10 +120,24 @@ TEST(Retrieval, FractionOfNumbersEqualToTheParagraphId) {
   EXPECT_EQ(retrieval_zh_score("段落7", "段落7"), 1.0);
 }
 
+// Python's \d matches every Unicode decimal digit (re.findall(r"\d+", "7\u0667 or 7") is
+// ['7\u0667', '7'] under Python 3.11), so a non-ASCII digit joins or makes a run of its own.
+TEST(Retrieval, UnicodeDigitsAreDigitsAsInPythonsRe) {
+  EXPECT_EQ(retrieval_score("Paragraph 3\u0663, or 3", "Paragraph 3"), 0.5);
+  EXPECT_EQ(retrieval_score("Paragraph \u0663\u0664", "Paragraph \u0663\u0664x"), 1.0);
+  EXPECT_EQ(retrieval_score("Paragraph 34", "Paragraph \u0663\u0664"), 0.0);
+}
+
 TEST(Count, FractionOfNumbersEqualToTheAnswer) {
   EXPECT_EQ(count_score("There are 7 unique paragraphs.", "7"), 1.0);
   EXPECT_EQ(count_score("7 or 8", "7"), 0.5);
   EXPECT_EQ(count_score("seven", "7"), 0.0);
+}
+
+TEST(Count, UnicodeDigitsAreDigitsAsInPythonsRe) {
+  EXPECT_EQ(count_score("7\u0667 or 7", "7"), 0.5);
+  EXPECT_EQ(count_score("\u0663 or 7", "7"), 0.5);
+  EXPECT_EQ(count_score("\u0667", "\u0667"), 1.0);
 }
 
 TEST(Difflib, RatioBasics) {

@@ -22,13 +22,32 @@ TEST(TokenizerChatTemplate, Apply) {
   EXPECT_EQ(apply_chat_template("glm4", "Hi"), "<|user|>\nHi<|assistant|>");
 }
 
+// LongBench pred.py's build_chat forms: Llama-2 without spaces, and FastChat's vicuna_v1.1
+// (what FastChat's conversation.py get_prompt() returns for one user message "P" and an empty
+// assistant turn).
+TEST(TokenizerChatTemplate, LongBenchsForms) {
+  EXPECT_EQ(apply_chat_template("llama2_longbench", "P"), "[INST]P[/INST]");
+  EXPECT_EQ(apply_chat_template("vicuna", "P"),
+            "A chat between a curious user and an artificial intelligence assistant. The "
+            "assistant gives helpful, detailed, and polite answers to the user's questions. "
+            "USER: P ASSISTANT:");
+}
+
+TEST(TokenizerChatTemplate, PartsAreWhatComesBeforeAndAfterTheMessage) {
+  EXPECT_EQ(chat_template_parts("llama2").before, "[INST] ");
+  EXPECT_EQ(chat_template_parts("llama2").after, " [/INST]");
+  EXPECT_EQ(chat_template_parts("none").before, "");
+  EXPECT_EQ(chat_template_parts("none").after, "");
+  EXPECT_EQ(chat_template_parts("chatml").after, "<|im_end|>\n<|im_start|>assistant\n");
+}
+
 TEST(TokenizerChatTemplate, UnknownNameListsTheKnownOnes) {
   try {
-    apply_chat_template("vicuna", "Hi");
+    apply_chat_template("alpaca", "Hi");
     FAIL() << "no error";
   } catch (const InputError& e) {
     const std::string message = e.what();
-    EXPECT_NE(message.find("vicuna"), std::string::npos) << message;
+    EXPECT_NE(message.find("alpaca"), std::string::npos) << message;
     for (const char* name : {"none", "llama2", "mistral", "llama3", "qwen2", "chatml"}) {
       EXPECT_NE(message.find(name), std::string::npos) << message;
     }

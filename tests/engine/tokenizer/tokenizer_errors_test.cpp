@@ -122,6 +122,44 @@ TEST(TokenizerErrors, UnreproducedSettings) {
   EXPECT_EQ(load_error(t.dump()), "no error");
 }
 
+// Keys read or known to leave the ids unchanged are accepted; any other is refused naming it,
+// or, let through, listed.
+TEST(TokenizerErrors, UnknownConfigKeysAreRefusedUnlessLetThrough) {
+  const json known = {{"model_max_length", 512},       {"padding_side", "left"},
+                      {"legacy", false},               {"tokenizer_class", "LlamaTokenizer"},
+                      {"sp_model_kwargs", json::object()}, {"unk_token", "<unk>"},
+                      {"pad_token", nullptr},          {"use_default_system_prompt", false}};
+  EXPECT_EQ(load_error(sentencepiece().dump(), known), "no error");
+  for (const char* key : {"auto_map", "normalize_digits", "tokenizer_type"}) {
+    const std::string m = load_error(sentencepiece().dump(), {{key, "x"}});
+    expect_error(m, "/tokenizer_config.json: ", key);
+    EXPECT_NE(m.find("--allow-unknown-config-keys"), std::string::npos) << m;
+  }
+  auto tokenizer = Tokenizer::from_json(sentencepiece(), {{"auto_map", "x"}, {"padding_side", "left"}},
+                                        "mini", /*allow_unknown_keys=*/true);
+  EXPECT_EQ(tokenizer->unknown_config_keys(), std::vector<std::string>{"auto_map"});
+}
+
+// transformers adds a named special token tokenizer.json lacks as a new token (new ids), and
+// an added_tokens_decoder entry must agree with tokenizer.json.
+TEST(TokenizerErrors, NamedSpecialTokensMustBeTokenizerJsonsOwn) {
+  expect_error(load_error(sentencepiece().dump(), {{"pad_token", "<pad>"}}),
+               "/tokenizer_config.json: ", "pad_token");
+  expect_error(load_error(sentencepiece().dump(),
+                          {{"additional_special_tokens", {"<s>", {{"content", "<tool>"}}}}}),
+               "/tokenizer_config.json: ", "additional_special_tokens[1]");
+  expect_error(load_error(sentencepiece().dump(), {{"extra_special_tokens", {{"image", "<img>"}}}}),
+               "/tokenizer_config.json: ", "extra_special_tokens.image");
+  const json same = {{"1", {{"content", "<s>"}, {"special", true}}}};
+  EXPECT_EQ(load_error(sentencepiece().dump(), {{"added_tokens_decoder", same}}), "no error");
+  const json other_id = {{"2", {{"content", "<s>"}, {"special", true}}}};
+  expect_error(load_error(sentencepiece().dump(), {{"added_tokens_decoder", other_id}}),
+               "/tokenizer_config.json: ", "added_tokens_decoder.2");
+  const json missing = {{"3", {{"content", "<pad>"}}}};
+  expect_error(load_error(sentencepiece().dump(), {{"added_tokens_decoder", missing}}),
+               "/tokenizer_config.json: ", "added_tokens_decoder.3");
+}
+
 TEST(TokenizerErrors, UnreadableFiles) {
   expect_error(load_error("{ not json"), "/tokenizer.json: ", "invalid JSON");
   {

@@ -301,3 +301,28 @@ TEST(RunProvenance, NamesTheCommitTheBinaryWasBuiltFrom) {
 
 }  // namespace
 }  // namespace kvb
+
+namespace kvb {
+namespace {
+
+// "auto" wraps a prompt in the model's own template family, except the families the sample
+// leaves unwrapped (LongBench's reference scripts wrap no Mistral prompt).
+TEST(EncodePrompt, AutoWrapsInTheModelsFamilyUnlessTheSampleLeavesItUnwrapped) {
+  auto model = LlamaModel::from_reference("kvbench-tiny");
+  Sample s;
+  s.prompt = "Hi";
+  s.chat_template = "auto";
+  const auto encoded = [&](const std::string& text) {
+    return model->tokenizer->encode(text, /*add_special=*/true);
+  };
+  model->tokenizer_config = {{"chat_template", "{{ bos_token }}{% for m in messages %}{{ '[INST] ' "
+                                               "+ m['content'] + ' [/INST]' }}{% endfor %}"}};
+  EXPECT_EQ(encode_prompt(*model, s), encoded("[INST] Hi [/INST]"));
+  s.auto_chat_unwrapped = {"mistral"};
+  EXPECT_EQ(encode_prompt(*model, s), encoded("Hi"));
+  model->tokenizer_config = {{"chat_template", "<<SYS>>{{ '[INST] ' + m + ' [/INST]' }}"}};
+  EXPECT_EQ(encode_prompt(*model, s), encoded("[INST] Hi [/INST]"));  // Llama-2: wrapped
+}
+
+}  // namespace
+}  // namespace kvb
