@@ -12,6 +12,7 @@
 #include "engine/device.h"
 #include "harness/runner/results_table.h"
 #include "harness/runner/runner.h"
+#include "harness/runner/stop_signals.h"
 #include "harness/scaleout/workers.h"
 
 namespace kvb {
@@ -64,6 +65,13 @@ WorkerGpus worker_gpus_of(const RunArguments& o) {
   return gpus;
 }
 
+// A run stopped by `signal`: says how to resume; the exit code a shell gives it (128 + N).
+int stopped(int signal) {
+  std::cerr << "kvbench: run stopped by " << signal_name(signal)
+            << "; rerun the same command to resume it\n";
+  return 128 + signal;
+}
+
 // `kvbench run --workers N`: begins one run, has N worker processes (this executable) share
 // its cells through the store's claims, shows their progress as one, prints the table once.
 // Returns the largest exit code of the workers.
@@ -93,8 +101,12 @@ int run_workers(RunArguments o, const Suite& suite, const RunOptions& options) {
   if (!gpus.visible.empty()) std::cerr << ", one GPU each";
   std::cerr << ")\n";
   Progress progress(std::cerr, int(cells.size()), options.progress, o.workers);
+  // Ctrl-C reaches the workers too (one process group): each stops after its sample, and this
+  // process waits for them.
+  const StopSignals stop;
   const WorkersOutcome outcome = supervise_workers("/proc/self/exe", launches, progress, std::cerr);
-  store.finish_run(run, outcome.exit_code == 0 ? "complete" : "failures");
+  const int stopped_by = StopSignals::requested();
+  store.finish_run(run, stopped_by ? "interrupted" : outcome.exit_code == 0 ? "complete" : "failures");
   print_run(store, run, std::cout);
   int ran = 0, complete_before = 0, failed = 0;
   for (const CellRow& cell : store.cells_of_run(run)) {
@@ -105,6 +117,7 @@ int run_workers(RunArguments o, const Suite& suite, const RunOptions& options) {
   if (outcome.replaced > 0) std::cout << " (" << outcome.replaced << " killed and started again)";
   std::cout << ", " << ran << " ran, " << complete_before << " already complete, " << failed
             << " failed; database " << options.db_path << "\n";
+  if (stopped_by) return stopped(stopped_by);
   return outcome.exit_code;
 }
 
@@ -183,7 +196,8 @@ void add_run_command(CLI::App& app, std::vector<Command>& out, const std::string
     if (o->worker_of_run > 0) {  // a worker: its progress goes to its supervisor as events
       options.join_run = o->worker_of_run;
       options.progress = Progress::Style::events;
-      return run_suite(suite, options, std::cerr).failed > 0 ? 1 : 0;
+      const RunSummary summary = run_suite(suite, options, std::cerr);
+      return summary.stopped_by ? 128 + summary.stopped_by : summary.failed > 0 ? 1 : 0;
     }
     std::cerr << "suite " << suite.name << ": " << suite.cells().size() << " cells";
     if (options.shard)
@@ -199,6 +213,7 @@ void add_run_command(CLI::App& app, std::vector<Command>& out, const std::string
     if (summary.elsewhere > 0)
       std::cout << ", " << summary.elsewhere << " left to the processes running them";
     std::cout << "; database " << options.db_path << "\n";
+    if (summary.stopped_by) return stopped(summary.stopped_by);
     return summary.failed > 0 ? 1 : 0;
   }});
 }

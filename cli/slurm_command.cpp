@@ -79,8 +79,8 @@ void check_array_tasks(const std::string& spec, int64_t shards) {
 }
 
 // The suite the array tasks run. A task given GPUs runs on cuda where nothing names a device
-// (--device, --set device=, or a suite of cpu cells only, the default); a suite on cuda with
-// no GPU per task is refused, since every task would fail.
+// (--device, --set device=, the suite's "devices"); a suite on cuda with no GPU per task is
+// refused, since every task would fail.
 Suite suite_for_tasks(const std::string& suite_arg, std::optional<int> gpus_per_task,
                       std::vector<std::string>& overrides) {
   Suite suite = load_suite(suite_arg, overrides);  // validated before anything
@@ -90,9 +90,8 @@ Suite suite_for_tasks(const std::string& suite_arg, std::optional<int> gpus_per_
   if (cuda != suite.devices.end() && !gpus)
     throw InputError("--gpus-per-task: the cells run on " + *cuda +
                      ", but the array tasks get no GPU (add --gpus-per-task N)");
-  const bool device_named = std::any_of(overrides.begin(), overrides.end(), [](const std::string& v) {
-    return v.rfind("device=", 0) == 0;
-  });
+  // "devices" in the suite's JSON after overrides: the file's own, --set device(s)=, --device.
+  const bool device_named = suite.source.contains("devices");
   if (!gpus || cuda != suite.devices.end() || device_named) return suite;
   overrides.push_back("device=cuda");
   std::cout << "note: --gpus-per-task: the cells run on cuda (--device cpu keeps them on the "

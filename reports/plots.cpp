@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <stdexcept>
 
@@ -318,16 +319,30 @@ std::vector<std::string> needle_datasets(const ReportData& data) {
   return out;
 }
 
+// The depth a heatmap row shows: the sample's own where the samples have at most 11 distinct
+// depths (passkey's evenly spread ones, RULER's 40 under kvbench_v1 at few samples), else the
+// nearest tenth (RULER's random places give each sample its own depth).
+std::function<double(double)> heatmap_depth(const ReportData& data, const std::string& dataset) {
+  std::set<double> depths;
+  for (const CellData& c : data.cells)
+    if (c.dataset == dataset)
+      for (const SampleScore& s : c.samples)
+        if (s.depth) depths.insert(*s.depth);
+  if (depths.size() <= 11) return [](double d) { return d; };
+  return [](double d) { return std::round(d * 10) / 10; };
+}
+
 // Accuracy over context length x needle depth for one method at `budget`.
 std::optional<std::string> heatmap_plot(const ReportData& data, const std::string& dataset,
                                         const std::string& method, int64_t budget) {
   std::map<std::pair<int64_t, double>, std::pair<double, int>> acc;  // (context, depth)
+  const std::function<double(double)> row_of = heatmap_depth(data, dataset);
   for (const CellData& c : data.cells) {
     if (c.dataset != dataset || c.method != method || !at_budget(c, budget)) continue;
     const int64_t context = c.dataset_params.value("context_length", int64_t(0));
     for (const SampleScore& s : c.samples)
       if (s.depth) {
-        auto& a = acc[{context, *s.depth}];
+        auto& a = acc[{context, row_of(*s.depth)}];
         a.first += s.score;
         ++a.second;
       }

@@ -126,7 +126,9 @@ struct LongBenchParams {
   std::string dataset;
   std::string data_dir;
   int64_t max_length = 7500;
-  std::string chat_template = "auto";
+  // "reference": the model's own template family as the reference scripts wrap it (none for
+  // Mistral); "auto": the model's own, whatever the family; or a named template.
+  std::string chat_template = "reference";
   int samples = 0;  // 0 = all records
   std::string jieba_dict;  // the Chinese word metrics' dictionary; "" = Debian's python3-jieba
 
@@ -142,8 +144,9 @@ struct LongBenchParams {
                    "prompt tokens at most: longer ones are cut in the middle (LongBench's pred.py)",
                    check::at_least(2))
             .field("chat_template", &P::chat_template,
-                   "for the tasks LongBench wraps in a chat template: auto (the model's own) or a "
-                   "named template")
+                   "for the tasks LongBench wraps in a chat template: reference (the model's "
+                   "own family, but none for Mistral, as pred.py, KVCache-Factory and AdaKV "
+                   "wrap it), auto (the model's own, every family) or a named template")
             .field("samples", &P::samples, "records used (0: all)", check::at_least(0))
             .custom("jieba_dict", "string",
                     "the Chinese word metrics' dictionary (\"\": Debian's python3-jieba)",
@@ -172,7 +175,7 @@ struct LongBenchParams {
         throw InputError(f.path("jieba_dict") + ": " + e.what());
       }
     }
-    if (p.chat_template != "auto") {
+    if (p.chat_template != "auto" && p.chat_template != "reference") {
       try {
         apply_chat_template(p.chat_template, "");
       } catch (const InputError& e) {
@@ -202,11 +205,11 @@ class LongBench : public Dataset {
       const bool marked = !tail.empty() && ends_with(s.prompt, tail);
       if (marked) s.question_offset = s.prompt.size() - tail.size();
       if (task_.chat_template) {
-        if (params_.chat_template == "auto") {
+        if (params_.chat_template == "auto" || params_.chat_template == "reference") {
           s.chat_template = "auto";  // the runner's model's
           // pred.py, KVCache-Factory's run_longbench.py and AdaKV's pred.py wrap no Mistral
           // prompt (they name Llama-2, Llama-3 or LongChat/Vicuna models only).
-          s.auto_chat_unwrapped = {"mistral"};
+          if (params_.chat_template == "reference") s.auto_chat_unwrapped = {"mistral"};
         } else {
           const std::string wrapped = apply_chat_template(params_.chat_template, s.prompt);
           if (marked) s.question_offset += wrapped.find(s.prompt);  // the template wraps it
@@ -257,9 +260,10 @@ KVB_REGISTER_DATASET(make_dataset_info<LongBench, LongBenchParams>({
     .name = "longbench",
     .description = "LongBench v1: one of its 21 datasets read from <data_dir>/<dataset>.jsonl",
     .source = "THUDM/LongBench v1 (pred.py prompts and truncation, metrics.py, eval.py)",
-    .fidelity = "chat_template auto is the model's own template (KVCache-Factory's); "
-                "pred.py's forms are named: llama2_longbench ([INST]{prompt}[/INST]), vicuna "
-                "(LongChat, Vicuna; not detected), none (Llama-3, Mistral)",
+    .fidelity = "chat_template reference (the default) is the model's own template but none "
+                "for Mistral, as KVCache-Factory and AdaKV wrap them; pred.py's own forms are "
+                "named: llama2_longbench ([INST]{prompt}[/INST]), vicuna (LongChat, Vicuna; not "
+                "detected), none (Llama-3)",
     .questions_per_context = "1: the template's text after {context} (question, instructions), "
                              "unmarked where truncation cut into it; records that repeat a "
                              "context are its questions",

@@ -128,9 +128,14 @@ class Niah : public RulerTask {
     // RULER's line haystacks place the needles before units drawn at random for each size.
     const bool random_places = ruler_generator() && spec_.haystack != "essay";
     const uint64_t places_seed = random_places ? rng() : 0;
-    const bool separate = params_.queries == "separate";  // sized with the first key's question
+    const bool separate = params_.queries == "separate";
+    const auto asking = [&](size_t k) {
+      return niah_prompt(spec_.value_kind, keys[k], values[k].size() == 1);
+    };
+    // Separate questions: sized with the longest (generator ruler: every question must fit;
+    // kvbench_v1 sized with the first key's).
     const RulerPrompt prompt =
-        separate ? niah_prompt(spec_.value_kind, keys[0], values[0].size() == 1)
+        separate ? asking(ruler_generator() ? longest_question(tokenizer, keys.size(), asking) : 0)
                  : niah_prompt(spec_.value_kind, join_queries(queries), answers.size() == 1);
     const Placement place{depths, random_places, places_seed};
     auto render = [&](int64_t n) {
@@ -141,6 +146,10 @@ class Niah : public RulerTask {
     const int64_t max_n =
         spec_.haystack == "needle" ? params_.context_length / 8 : params_.context_length;
     auto [n, text] = fit_prompt(tokenizer, max_n, render);
+    if (separate && ruler_generator()) {  // a question's first tokens may merge with the context's
+      while (n > 0 && !every_question_fits(tokenizer, text, prompt, keys.size(), asking))
+        text = render(--n);
+    }
     const json placed = place.percents(n, needles.size());
     json meta = {{"depths", placed}, {"queries", queries}};
     if (placed.size() == 1)  // one needle: a heatmap coordinate
@@ -152,7 +161,7 @@ class Niah : public RulerTask {
     const std::string context = text.substr(0, text.size() - tail.size());
     std::vector<Sample> out;
     for (size_t k = 0; k < keys.size(); ++k) {
-      const RulerPrompt asked = niah_prompt(spec_.value_kind, keys[k], values[k].size() == 1);
+      const RulerPrompt asked = asking(k);
       if (asked.intro != prompt.intro) throw std::logic_error(name_ + ": intros differ");
       const std::string question = question_tail(asked);
       Sample s = make_sample(name_, index, context + question, values[k],
@@ -162,6 +171,31 @@ class Niah : public RulerTask {
       out.push_back(std::move(s));
     }
     return out;
+  }
+
+  // The key whose question (its tail, after the context) has the most tokens.
+  size_t longest_question(const Tokenizer& tokenizer, size_t keys,
+                          const std::function<RulerPrompt(size_t)>& asking) const {
+    size_t best = 0, most = 0;
+    for (size_t k = 0; k < keys; ++k) {
+      const size_t tokens = tokenizer.encode(question_tail(asking(k)), false).size();
+      if (tokens > most) most = tokens, best = k;
+    }
+    return best;
+  }
+
+  // Whether `text`'s context followed by each key's question fits (the sizing rule of
+  // generator ruler: no BOS, max_new_tokens beside it).
+  bool every_question_fits(const Tokenizer& tokenizer, const std::string& text,
+                           const RulerPrompt& sized, size_t keys,
+                           const std::function<RulerPrompt(size_t)>& asking) const {
+    const std::string context = text.substr(0, text.size() - question_tail(sized).size());
+    for (size_t k = 0; k < keys; ++k) {
+      const int64_t tokens =
+          int64_t(tokenizer.encode(context + question_tail(asking(k)), false).size());
+      if (tokens + params_.max_new_tokens > params_.context_length) return false;
+    }
+    return true;
   }
 
   std::string haystack(int64_t n, const std::vector<std::string>& needles,

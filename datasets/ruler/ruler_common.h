@@ -118,8 +118,6 @@ class RulerTask : public Dataset {
   std::string metric_name() const override { return "string_match_all"; }
 
  protected:
-  // A sample with id "<task>-<i>", the answers, max_new_tokens and the prompt filled in; its
-  // question marked when `question_tail` (RulerPrompt::question_tail) ends the prompt.
   bool ruler_generator() const { return params_.generator == "ruler"; }
   // The prompt as RULER's prepare.py builds it, model_template.format(task) + answer_prefix:
   // the user turn (after `lead`) in chat_template, then the answer's start.
@@ -133,6 +131,8 @@ class RulerTask : public Dataset {
   // rule (render grows with n); InputError when render(0) does not fit.
   FittedText fit_prompt(const Tokenizer& tokenizer, int64_t max_n,
                         const std::function<std::string(int64_t)>& render) const;
+  // A sample with id "<task>-<i>", the answers, max_new_tokens and the prompt filled in; its
+  // question marked when `question_tail` (question_tail()'s) ends the prompt.
   Sample make_sample(const std::string& task, int index, std::string prompt,
                      std::vector<std::string> answers, json meta,
                      const std::string& question_tail) const;

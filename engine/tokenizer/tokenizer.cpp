@@ -152,14 +152,18 @@ const std::vector<std::pair<std::string, std::string>>& tokenizer_config_key_tab
     {"mask_token", "checked: a token"}, {"sep_token", "checked: a token"},
     {"cls_token", "checked: a token"}, {"additional_special_tokens", "checked: tokens"},
     {"extra_special_tokens", "checked: tokens"},
+    {"model_specific_special_tokens", "checked: tokens"},
+    {"backend", "checked: \"tokenizers\" (tokenizer.json), the only backend kvbench reads"},
     {"model_max_length", "truncation only"}, {"padding_side", "batching only"},
     {"truncation_side", "truncation only"}, {"model_input_names", "the model's inputs"},
     {"name_or_path", "provenance"}, {"tokenizer_file", "a path"}, {"vocab_file", "a path"},
-    {"merges_file", "a path"}, {"use_fast", "an argument of AutoTokenizer, not read from the file"},
+    {"merges_file", "a path"}, {"special_tokens_map_file", "a path"}, {"is_local", "provenance"},
+    {"use_fast", "an argument of AutoTokenizer, not read from the file"},
     {"processor_class", "the processor, not the tokenizer"},
     {"legacy", "the slow (SentencePiece) tokenizer only"},
     {"sp_model_kwargs", "the slow tokenizer only"},
     {"spaces_between_special_tokens", "the slow tokenizer only"},
+    {"remove_space", "the slow (ChatGLM) tokenizer only"},
     {"errors", "the slow byte-level decoder only"},
     {"use_default_system_prompt", "the chat template's system prompt"}};
   return table;
@@ -175,7 +179,12 @@ void check_named_tokens(const json& config, const tok::BpeTokenizer& tokenizer,
   for (const char* key : {"pad_token", "unk_token", "mask_token", "sep_token", "cls_token"})
     if (const std::string token = config_token(config, key, file); !token.empty())
       require_token(tokenizer, token, file, key);
-  for (const char* key : {"additional_special_tokens", "extra_special_tokens"}) {
+  if (auto backend = config.find("backend");
+      backend != config.end() && *backend != json("tokenizers"))
+    fail(file, "backend", backend->dump() + ": kvbench reads tokenizer.json, transformers' "
+                          "\"tokenizers\" backend");
+  for (const char* key : {"additional_special_tokens", "extra_special_tokens",
+                          "model_specific_special_tokens"}) {
     auto it = config.find(key);
     if (it == config.end() || it->is_null()) continue;
     if (!it->is_array() && !it->is_object()) fail(file, key, "expected a list or an object of tokens");

@@ -17,6 +17,7 @@
 #include "engine/sdpa_reference.h"
 #include "engine/session.h"
 #include "harness/runner/progress.h"
+#include "harness/runner/stop_signals.h"
 #include "methods/method.h"
 #ifndef KVBENCH_GIT_COMMIT  // the fuzz build defines its own
 #include "kvbench_git_commit.h"  // generated at build time (cmake/git_commit.cmake)
@@ -578,9 +579,10 @@ RunSummary run_suite(const Suite& suite, const RunOptions& options, std::ostream
                                           suite, cells, options.command, at::get_num_threads()));
   Progress progress(progress_out, int(cells.size()), options.progress);
   Heartbeat heartbeat(options.db_path, summary.run_id);
+  const StopSignals stop;
   std::map<std::string, std::shared_ptr<LlamaModel>> models;
   std::unique_ptr<ModelView> view;  // what methods see of the model in `models`
-  for (size_t i = 0; i < cells.size(); ++i) {
+  for (size_t i = 0; i < cells.size() && !StopSignals::requested(); ++i) {
     const Cell& cell = cells[i];
     const int index = int(i);
     const std::string key = cell.key();
@@ -620,13 +622,22 @@ RunSummary run_suite(const Suite& suite, const RunOptions& options, std::ostream
       }
       const std::shared_ptr<LlamaModel> model = models[model_key];
       CellResult result = run_cell(
-          cell, *model, [&](int done, int total) { progress.sample_done(index, done, total); },
+          cell, *model,
+          [&](int done, int total) {
+            progress.sample_done(index, done, total);
+            if (done < total && StopSignals::requested()) throw RunStopped();
+          },
           view.get(), options.cuda_graphs);
       store.complete_cell(cell_id, result.samples, result.metrics, seconds_since(start));
       progress.cell_finished(index, "complete", seconds_since(start));
       ++summary.ran;
     } catch (const DatabaseError&) {
       throw;  // the database itself failed (disk full, read-only): no cell can be recorded
+    } catch (const RunStopped&) {
+      store.release_cell(cell_id);
+      progress.cell_finished(index, "given up (stopped by " +
+                                        signal_name(StopSignals::requested()) + ")",
+                             seconds_since(start));
     } catch (const std::exception& e) {
       const std::string error = error_text(e);
       store.fail_cell(cell_id, error, seconds_since(start));
@@ -636,8 +647,11 @@ RunSummary run_suite(const Suite& suite, const RunOptions& options, std::ostream
     }
     heartbeat.set_cell(0);
   }
+  summary.stopped_by = StopSignals::requested();
   if (!options.join_run)
-    store.finish_run(summary.run_id, summary.failed > 0 ? "failures" : "complete");
+    store.finish_run(summary.run_id, summary.stopped_by ? "interrupted"
+                                     : summary.failed > 0 ? "failures"
+                                                          : "complete");
   return summary;
 }
 

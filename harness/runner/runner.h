@@ -44,6 +44,8 @@ struct RunSummary {
   // Cells another process was running (claimed), left to it, or that a fellow worker of the
   // same run failed (not tried again in that run).
   int elsewhere = 0;
+  // The signal that stopped the run between samples (StopSignals), 0 when it ran to its end.
+  int stopped_by = 0;
 };
 
 // Samples and metrics of one cell, not yet stored.

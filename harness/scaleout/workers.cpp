@@ -12,6 +12,7 @@
 
 #include "engine/common/error.h"
 #include "engine/common/format.h"
+#include "harness/runner/stop_signals.h"
 
 namespace kvb {
 
@@ -133,7 +134,8 @@ WorkersOutcome supervise_workers(const std::string& executable,
       }
       int status = 0;
       waitpid(w.pid, &status, 0);
-      if (WIFSIGNALED(status) && !w.replaced) {
+      // A worker killed while the run is being stopped (Ctrl-C twice) is not replaced.
+      if (WIFSIGNALED(status) && !w.replaced && !StopSignals::requested()) {
         log << "worker " << of[k] << ": killed by signal " << WTERMSIG(status)
             << "; started again (its cell is redone)\n" << std::flush;
         w = start_worker(executable, launches[of[k]]);

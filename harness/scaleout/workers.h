@@ -1,6 +1,7 @@
 // `kvbench run --workers N`: N processes of kvbench on one machine and one database, each
 // claiming the next free cell (the store's claims), supervised by the process that started
-// them: one progress display, a worker killed by a signal replaced once.
+// them: one progress display, a worker killed by a signal replaced once (not while a stop is
+// requested: StopSignals).
 #pragma once
 #include <ostream>
 #include <string>

@@ -493,6 +493,11 @@ void ResultStore::fail_cell(int64_t cell_id, const std::string& error, double el
   s.bind(1, error).bind(2, utc_now()).bind(3, elapsed_s).bind(4, cell_id).run();
 }
 
+void ResultStore::release_cell(int64_t cell_id) {
+  Statement s(db_, "DELETE FROM cells WHERE id = ? AND status = 'running'");
+  s.bind(1, cell_id).run();
+}
+
 std::optional<int64_t> ResultStore::latest_run() const {
   Statement s(db_, "SELECT max(id) FROM runs");
   if (!s.step() || s.is_null(0)) return std::nullopt;

@@ -101,6 +101,9 @@ class ResultStore {
   void complete_cell(int64_t cell_id, const std::vector<SampleRow>& samples,
                      const std::vector<MetricRow>& metrics, double elapsed_s);
   void fail_cell(int64_t cell_id, const std::string& error, double elapsed_s);
+  // Gives up this process's claim of a running cell (a stopped run): the row goes, and the
+  // next run claims the cell afresh.
+  void release_cell(int64_t cell_id);
 
   // Queries for `show` and reports.
   std::optional<int64_t> latest_run() const;

@@ -55,6 +55,7 @@ pid_t spawn(const std::vector<std::string>& args, const std::string& cwd,
   const std::string out = cwd + "/" + tag + ".stdout", err = cwd + "/" + tag + ".stderr";
   const pid_t pid = fork();
   if (pid == 0) {  // only async-signal-safe calls until exec
+    setpgid(0, 0);  // a group of its own, which a test may signal whole (kill(-pid, ...))
     const int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     const int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (o < 0 || e < 0 || dup2(o, 1) < 0 || dup2(e, 2) < 0 || chdir(cwd.c_str()) != 0) _exit(120);
@@ -435,12 +436,18 @@ TEST(CliRun, MalformedSuiteWritesNothing) {
 TEST(CliSlurm, TasksWithGpusRunOnCudaUnlessToldOtherwise) {
   test::TempDir dir;
   const std::string file = write_suite(dir, "gpus.json", small_suite("gpus"));
+  json on_cpu = small_suite("oncpu");
+  on_cpu["devices"] = {"cpu"};  // named in the file: kept
+  const std::string cpu_file = write_suite(dir, "oncpu.json", on_cpu);
   const std::vector<Output> r = kvbench_all(
       {{"slurm", file, "--shards", "2", "--gpus-per-task", "1", "--dir", dir.file("a")},
        {"slurm", file, "--shards", "2", "--gpus-per-task", "1", "--device", "cpu", "--dir",
         dir.file("b")},
        {"slurm", file, "--shards", "2", "--device", "cuda:1", "--dir", dir.file("c")},
-       {"slurm", file, "--shards", "2", "--set", "device=cuda", "--dir", dir.file("d")}},
+       {"slurm", file, "--shards", "2", "--set", "device=cuda", "--dir", dir.file("d")},
+       {"slurm", file, "--shards", "2", "--gpus-per-task", "1", "--set", "devices=cpu", "--dir",
+        dir.file("e")},
+       {"slurm", cpu_file, "--shards", "2", "--gpus-per-task", "1", "--dir", dir.file("f")}},
       dir.path());
   EXPECT_EQ(r[0].code, 0) << describe(r[0]);
   EXPECT_TRUE(contains(r[0].out, "note: --gpus-per-task: the cells run on cuda")) << r[0].out;
@@ -455,6 +462,12 @@ TEST(CliSlurm, TasksWithGpusRunOnCudaUnlessToldOtherwise) {
         << r[size_t(i)].err;
   }
   EXPECT_FALSE(std::filesystem::exists(dir.file("c")));
+  for (int i : {4, 5}) {
+    EXPECT_EQ(r[size_t(i)].code, 0) << describe(r[size_t(i)]);
+    EXPECT_FALSE(contains(r[size_t(i)].out, "note:")) << r[size_t(i)].out;
+  }
+  EXPECT_FALSE(contains(read_file(dir.file("e") + "/gpus.array.sbatch"), "device=cuda"));
+  EXPECT_FALSE(contains(read_file(dir.file("f") + "/oncpu.array.sbatch"), "device=cuda"));
 }
 
 // Output paths that cannot be written, and Slurm tasks that do not exist: one line, exit 2.
@@ -588,7 +601,7 @@ TEST(CliList, MethodsDatasetsSuites) {
       EXPECT_TRUE(contains(r[1].out, "    fidelity: " + d->fidelity + "\n")) << d->name;
     }
   }
-  EXPECT_TRUE(contains(r[1].out, "    fidelity: chat_template auto is the model's own template")) << r[1].out;
+  EXPECT_TRUE(contains(r[1].out, "    fidelity: chat_template reference (the default) is the model's own")) << r[1].out;
   const std::string niah = r[1].out.substr(r[1].out.find("niah_single_1  "));
   EXPECT_TRUE(contains(niah.substr(0, niah.find("\n", niah.find("required:"))),
                        "\"context_length\":4096"))
@@ -848,39 +861,101 @@ std::string integrity(const std::string& db) {
   return result;
 }
 
+// Full and StreamingLLM at `budgets` on passkey: cells of about a second each (unloaded
+// machine), 4 samples each.
+json passkey_suite(const std::string& name, const std::vector<int>& budgets) {
+  return {{"name", name},
+          {"models", {"random-tiny"}},
+          {"datasets",
+           {{{"name", "passkey"},
+             {"params", {{"context_length", 2048}, {"samples", 4}, {"max_new_tokens", 4}}}}}},
+          {"methods", {"full", "streaming_llm"}},
+          {"budgets", budgets}};
+}
+
+// One run's status in `db` (runs.status).
+std::string run_status(const std::string& db, int64_t run) {
+  sqlite3* handle = nullptr;
+  EXPECT_EQ(sqlite3_open_v2(db.c_str(), &handle, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  std::string status = "no run";
+  if (sqlite3_prepare_v2(handle, "SELECT status FROM runs WHERE id = ?", -1, &stmt, nullptr) ==
+          SQLITE_OK &&
+      sqlite3_bind_int64(stmt, 1, run) == SQLITE_OK && sqlite3_step(stmt) == SQLITE_ROW)
+    status = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
+  sqlite3_finalize(stmt);
+  sqlite3_close(handle);
+  return status;
+}
+
+// Waits until `db` has a complete cell and a running one; false when `pid` ended first or 60 s
+// passed.
+bool wait_for_a_cell_done_and_one_running(pid_t pid, const std::string& db) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (std::filesystem::exists(db)) {
+      auto counts = poll_status(db);
+      if (counts && (*counts)["complete"] >= 1 && (*counts)["running"] >= 1) return true;
+    }
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+// A stop signal (Ctrl-C, Slurm's SIGTERM) ends the run after the current sample: exit 128 + N,
+// the run recorded as interrupted, its unfinished cell given up (no 'running' row left), and
+// the same command resumes it. `workers`: with --workers 2, the signal sent to the process
+// group, as a terminal's Ctrl-C is.
+void expect_stop_and_resume(int signal, int workers) {
+  test::TempDir dir;
+  const json suite = passkey_suite("stopme", {32, 64, 128});
+  constexpr size_t kCells = 4;
+  const std::string file = write_suite(dir, "stopme.json", suite);
+  const std::string db = dir.file("stopme.db");
+  std::vector<std::string> args = {"run", file, "--db", db, "--threads", "1"};
+  if (workers > 1) args.insert(args.end(), {"--workers", std::to_string(workers)});
+  const pid_t pid = spawn(args, dir.path(), "stopped");
+  const bool ready = wait_for_a_cell_done_and_one_running(pid, db);
+  ASSERT_EQ(kill(workers > 1 ? -pid : pid, signal), 0);
+  const Output stopped = wait_for(pid, dir.path(), "stopped");
+  ASSERT_TRUE(ready) << "no complete and running cell within 60 s: " << describe(stopped);
+  EXPECT_EQ(stopped.code, 128 + signal) << describe(stopped);
+  EXPECT_TRUE(contains(stopped.err, "rerun the same command to resume it")) << stopped.err;
+  EXPECT_EQ(run_status(db, 1), "interrupted");
+  auto counts = poll_status(db);
+  ASSERT_TRUE(counts);
+  EXPECT_EQ((*counts)["running"], 0) << "a stopped run left a claimed cell";
+  EXPECT_EQ((*counts)["failed"], 0) << "a stopped cell was recorded as failed";
+  const int64_t complete = (*counts)["complete"];
+  ASSERT_LT(complete, int64_t(kCells)) << "the run finished before the signal";
+
+  const Output resumed = kvbench({"run", file, "--db", db, "--threads", "1"}, dir.path());
+  ASSERT_EQ(resumed.code, 0) << describe(resumed);
+  EXPECT_TRUE(contains(resumed.out, std::to_string(int64_t(kCells) - complete) + " ran, " +
+                                        std::to_string(complete) + " already complete, 0 failed"))
+      << resumed.out;
+  for (const auto& [config, rows] : cells_by_config(db)) {
+    ASSERT_EQ(rows.size(), 1u) << "duplicate rows for " << config;
+    EXPECT_EQ(rows[0].status, "complete") << config;
+  }
+  EXPECT_EQ(integrity(db), "ok");
+}
+
+TEST(CliStop, SigintStopsTheRunBetweenSamplesAndItResumes) { expect_stop_and_resume(SIGINT, 1); }
+TEST(CliStop, SigtermToTheGroupStopsEveryWorker) { expect_stop_and_resume(SIGTERM, 2); }
+
 TEST(CliResume, KilledRunResumesWithoutDuplicates) {
   test::TempDir dir;
-  // 3 cells of about a second each (unloaded machine).
-  const json suite = {
-      {"name", "killme"},
-      {"models", {"random-tiny"}},
-      {"datasets",
-       {{{"name", "passkey"},
-         {"params", {{"context_length", 2048}, {"samples", 4}, {"max_new_tokens", 4}}}}}},
-      {"methods", {"full", "streaming_llm"}},
-      {"budgets", {64, 128}}};
+  const json suite = passkey_suite("killme", {64, 128});
   constexpr size_t kCells = 3;
   const std::string file = write_suite(dir, "killme.json", suite);
   const std::string db = dir.file("killme.db");
 
   const pid_t pid = spawn({"run", file, "--db", db, "--threads", "1"}, dir.path(), "killed");
-  // Poll until one cell is complete and the next one is running, then SIGKILL.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  bool ready = false;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (std::filesystem::exists(db)) {
-      auto counts = poll_status(db);
-      if (counts && (*counts)["complete"] >= 1 && (*counts)["running"] >= 1) {
-        ready = true;
-        break;
-      }
-    }
-    int status = 0;
-    if (waitpid(pid, &status, WNOHANG) == pid) {
-      FAIL() << "kvbench run ended before it could be killed";
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  // One cell complete and the next one running, then SIGKILL.
+  const bool ready = wait_for_a_cell_done_and_one_running(pid, db);
   ASSERT_EQ(kill(pid, SIGKILL), 0);
   const Output killed = wait_for(pid, dir.path(), "killed");
   ASSERT_TRUE(ready) << "no complete cell within 60 s: " << describe(killed);

@@ -72,7 +72,11 @@ TEST(LongBenchLoader, ChatTemplateAutoNamedAndNeverForSixDatasets) {
   auto hotpot = make_dataset("longbench", {{"dataset", "hotpotqa"}, {"data_dir", dir}});
   EXPECT_EQ(hotpot->samples(byte_tokenizer(), 0)[0].chat_template, "auto");
   EXPECT_EQ(hotpot->samples(byte_tokenizer(), 0)[0].auto_chat_unwrapped,
-            std::vector<std::string>{"mistral"});
+            std::vector<std::string>{"mistral"});  // "reference", the default
+  auto every = make_dataset("longbench", {{"dataset", "hotpotqa"}, {"data_dir", dir},
+                                          {"chat_template", "auto"}});
+  EXPECT_EQ(every->samples(byte_tokenizer(), 0)[0].chat_template, "auto");
+  EXPECT_TRUE(every->samples(byte_tokenizer(), 0)[0].auto_chat_unwrapped.empty());
   auto named = make_dataset("longbench", {{"dataset", "hotpotqa"}, {"data_dir", dir},
                                           {"chat_template", "llama3"}});
   const Sample s = named->samples(byte_tokenizer(), 0)[0];

@@ -200,6 +200,61 @@ TEST(RulerGenerators, AChatTemplateWrapsTheUserTurnBeforeTheAnswerPrefix) {
   EXPECT_FALSE(info.normalise_params(p, "params").contains("chat_template"));
 }
 
+// FNV-1a 64 of each sample's prompt and answers, in order.
+uint64_t samples_digest(const std::vector<Sample>& samples, uint64_t h = 1469598103934665603ull) {
+  auto feed = [&](const std::string& text) {
+    for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  };
+  for (const Sample& s : samples) {
+    feed(s.prompt);
+    feed(std::string(1, '\0'));
+    for (size_t a = 0; a < s.answers.size(); ++a) feed((a ? "\x01" : "") + s.answers[a]);
+    feed(std::string(1, '\0'));
+  }
+  return h;
+}
+
+// generator kvbench_v1 is the generator before 2026-11-29, byte for byte: the digests are of
+// the samples commit 9f4f980 (its parent) generated, 3 a seed, seeds 0 and 7, at 1024 and 2048
+// tokens (cwe: 2048 only), question after, the byte tokenizer.
+TEST(RulerGenerators, KvbenchV1IsTheEarlierGeneratorByteForByte) {
+  KVB_REQUIRE_SHARED_DATA(data);
+  const std::vector<std::pair<std::string, uint64_t>> expected = {
+      {"niah_single_1", 0x0e2af4575ae346eeull},   {"niah_single_2", 0x2b827c42ee568af7ull},
+      {"niah_single_3", 0x5d120d01506828b1ull},   {"niah_multikey_1", 0xf902188056d24ce6ull},
+      {"niah_multikey_2", 0x98d85e935bda9a1aull}, {"niah_multikey_3", 0xdf9c407a37a2b2cdull},
+      {"niah_multivalue", 0xbe4295ca3776773full}, {"niah_multiquery", 0xbf872febd9a30c7cull},
+      {"vt", 0xcdd0f85ab2a704cbull},              {"cwe", 0x3c31d3e77ea30a4dull},
+      {"fwe", 0x6e1a24c09e337f4bull}};
+  for (const auto& [task, digest] : expected) {
+    uint64_t h = 1469598103934665603ull;
+    for (int64_t length : {1024, 2048}) {
+      if (task == "cwe" && length == 1024) continue;  // too short for cwe's example
+      json p = params_for(data, length, 3);
+      p["generator"] = "kvbench_v1";
+      for (uint64_t seed : {0, 7}) h = samples_digest(make_dataset(task, p)->samples(byte_tokenizer(), seed), h);
+    }
+    EXPECT_EQ(h, digest) << task;
+  }
+}
+
+// Separate questions about one context: under generator ruler every one fits beside its
+// answer, though the keys' questions differ in length.
+TEST(RulerGenerators, EverySeparateQuestionFitsItsContext) {
+  KVB_REQUIRE_SHARED_DATA(data);
+  for (const std::string task : {"niah_multikey_1", "niah_multiquery"}) {
+    json p = params_for(data, 2048, 3);
+    p["queries"] = "separate";
+    for (uint64_t seed : {0, 1, 2, 3}) {
+      for (const Sample& s : make_dataset(task, p)->samples(byte_tokenizer(), seed)) {
+        const int64_t n = int64_t(byte_tokenizer().encode(s.prompt, false).size());
+        EXPECT_LE(n + s.max_new_tokens, 2048) << task << " " << s.id << " seed " << seed;
+        EXPECT_GE(n + s.max_new_tokens, 2048 * 0.95) << task << " " << s.id;
+      }
+    }
+  }
+}
+
 TEST(RulerGenerators, SameSeedSameBytesOtherSeedOtherBytes) {
   for (const std::string task : {"niah_multikey_3", "vt", "fwe"}) {
     auto d = make_dataset(task, params_for("", 2048));

@@ -131,6 +131,30 @@ std::string slurp(const std::string& path) {
   return s.str();
 }
 
+// RULER's random needle places give every sample its own depth: past 11 distinct depths the
+// heatmap's rows are the nearest tenths (30 evenly spread depths here: 11 rows).
+TEST(Report, NeedleHeatmapGroupsManyDepthsIntoTenths) {
+  const std::string gnuplot = "/usr/bin/gnuplot";
+  if (!std::filesystem::exists(gnuplot)) GTEST_SKIP() << "skipped: " << gnuplot << " is absent (apt-get install gnuplot-nox)";
+  test::TempDir dir;
+  {
+    ResultStore store(dir.file("r.db"));
+    test::fill_store(store, {{"passkey", 256, "full", std::nullopt, 0, std::vector<double>(30, 100)},
+                             {"passkey", 256, "h2o", 32, 0, std::vector<double>(30, 50)}});
+  }
+  ReportOptions o;
+  o.db = dir.file("r.db");
+  o.out = dir.file("out");
+  o.plot.gnuplot = gnuplot;
+  write_report(o);
+  const std::string script = slurp(o.out + "/plots/needle_passkey_full.gp");
+  const size_t tics = script.find("set ytics (");
+  ASSERT_NE(tics, std::string::npos) << script;
+  const std::string line = script.substr(tics, script.find('\n', tics) - tics);
+  EXPECT_NE(line.find("('0%%' 0, '10%%' 1, '20%%' 2, "), std::string::npos) << line;
+  EXPECT_NE(line.find(", '90%%' 9, '100%%' 10)"), std::string::npos) << line;
+}
+
 TEST(Report, WritesEveryPlotTablesAndSelfContainedHtml) {
   const std::string gnuplot = "/usr/bin/gnuplot";
   if (!std::filesystem::exists(gnuplot)) GTEST_SKIP() << "skipped: " << gnuplot << " is absent (apt-get install gnuplot-nox)";

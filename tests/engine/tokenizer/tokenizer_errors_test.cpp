@@ -135,6 +135,27 @@ TEST(TokenizerErrors, UnknownConfigKeysAreRefusedUnlessLetThrough) {
     expect_error(m, "/tokenizer_config.json: ", key);
     EXPECT_NE(m.find("--allow-unknown-config-keys"), std::string::npos) << m;
   }
+  // THUDM/glm-4-9b-chat-hf's keys (its tokens replaced by the fixture's), and what
+  // transformers 5 adds when it saves a tokenizer.
+  const json glm4 = {{"added_tokens_decoder", {{"1", {{"content", "<s>"}, {"special", true}}}}},
+                     {"additional_special_tokens", {"<s>", "</s>"}},
+                     {"chat_template", nullptr},
+                     {"clean_up_tokenization_spaces", false},
+                     {"do_lower_case", false},
+                     {"eos_token", "</s>"},
+                     {"model_input_names", {"input_ids", "attention_mask"}},
+                     {"model_max_length", 128000},
+                     {"pad_token", "<unk>"},
+                     {"padding_side", "left"},
+                     {"remove_space", false},
+                     {"tokenizer_class", "PreTrainedTokenizer"},
+                     {"backend", "tokenizers"},
+                     {"is_local", false},
+                     {"model_specific_special_tokens", json::object()},
+                     {"special_tokens_map_file", nullptr}};
+  EXPECT_EQ(load_error(sentencepiece().dump(), glm4), "no error");
+  expect_error(load_error(sentencepiece().dump(), {{"backend", "sentencepiece"}}),
+               "/tokenizer_config.json: ", "backend");
   auto tokenizer = Tokenizer::from_json(sentencepiece(), {{"auto_map", "x"}, {"padding_side", "left"}},
                                         "mini", /*allow_unknown_keys=*/true);
   EXPECT_EQ(tokenizer->unknown_config_keys(), std::vector<std::string>{"auto_map"});
