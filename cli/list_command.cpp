@@ -105,8 +105,9 @@ void list_config_keys() {
 
 void add_list_command(CLI::App& app, std::vector<Command>& out) {
   auto what = std::make_shared<std::string>();
-  CLI::App* cmd = app.add_subcommand("list", "List the registered methods, datasets, the "
-                                             "built-in suites or the config.json keys models may have");
+  CLI::App* cmd = app.add_subcommand(
+      "list", "List the registered methods, datasets, the built-in suites or the config.json "
+              "and tokenizer_config.json keys models may have");
   cmd->add_option("what", *what, "methods | datasets | suites | config-keys")
       ->required()
       ->check(one_of({"methods", "datasets", "suites", "config-keys"}));

@@ -10,6 +10,7 @@
 #include "engine/common/error.h"
 #include "engine/common/shared_folder.h"
 #include "harness/runner/runner.h"
+#include "harness/runner/stop_signals.h"
 #include "reports/reproduce.h"
 
 namespace kvb {
@@ -82,6 +83,7 @@ void add_reproduce_command(CLI::App& app, std::vector<Command>& out, const std::
     std::cerr << "reproduce " << r.name << ": " << suite.cells().size() << " cells -> "
               << options.db_path << "\n";
     const RunSummary summary = run_suite(suite, options, std::cerr);
+    if (summary.stopped_by) finish_stopped(summary.stopped_by);  // no comparison of a part
     ResultStore store(options.db_path);
     const std::string md =
         compare_with_paper(r, mode, load_report_data(store, summary.run_id, options.db_path));

@@ -65,13 +65,6 @@ WorkerGpus worker_gpus_of(const RunArguments& o) {
   return gpus;
 }
 
-// A run stopped by `signal`: says how to resume; the exit code a shell gives it (128 + N).
-int stopped(int signal) {
-  std::cerr << "kvbench: run stopped by " << signal_name(signal)
-            << "; rerun the same command to resume it\n";
-  return 128 + signal;
-}
-
 // `kvbench run --workers N`: begins one run, has N worker processes (this executable) share
 // its cells through the store's claims, shows their progress as one, prints the table once.
 // Returns the largest exit code of the workers.
@@ -105,7 +98,9 @@ int run_workers(RunArguments o, const Suite& suite, const RunOptions& options) {
   // process waits for them.
   const StopSignals stop;
   const WorkersOutcome outcome = supervise_workers("/proc/self/exe", launches, progress, std::cerr);
-  const int stopped_by = StopSignals::requested();
+  const bool undone = std::any_of(cells.begin(), cells.end(),
+                                  [&](const Cell& c) { return !store.cell_complete(c.key()); });
+  const int stopped_by = undone ? StopSignals::requested() : 0;
   store.finish_run(run, stopped_by ? "interrupted" : outcome.exit_code == 0 ? "complete" : "failures");
   print_run(store, run, std::cout);
   int ran = 0, complete_before = 0, failed = 0;
@@ -117,7 +112,7 @@ int run_workers(RunArguments o, const Suite& suite, const RunOptions& options) {
   if (outcome.replaced > 0) std::cout << " (" << outcome.replaced << " killed and started again)";
   std::cout << ", " << ran << " ran, " << complete_before << " already complete, " << failed
             << " failed; database " << options.db_path << "\n";
-  if (stopped_by) return stopped(stopped_by);
+  if (stopped_by) finish_stopped(stopped_by);
   return outcome.exit_code;
 }
 
@@ -213,7 +208,7 @@ void add_run_command(CLI::App& app, std::vector<Command>& out, const std::string
     if (summary.elsewhere > 0)
       std::cout << ", " << summary.elsewhere << " left to the processes running them";
     std::cout << "; database " << options.db_path << "\n";
-    if (summary.stopped_by) return stopped(summary.stopped_by);
+    if (summary.stopped_by) finish_stopped(summary.stopped_by);
     return summary.failed > 0 ? 1 : 0;
   }});
 }

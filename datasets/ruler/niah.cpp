@@ -149,6 +149,10 @@ class Niah : public RulerTask {
     if (separate && ruler_generator()) {  // a question's first tokens may merge with the context's
       while (n > 0 && !every_question_fits(tokenizer, text, prompt, keys.size(), asking))
         text = render(--n);
+      if (!every_question_fits(tokenizer, text, prompt, keys.size(), asking))
+        throw InputError("context_length " + std::to_string(params_.context_length) +
+                         " is too short for the longest question with max_new_tokens " +
+                         std::to_string(params_.max_new_tokens) + " beside it");
     }
     const json placed = place.percents(n, needles.size());
     json meta = {{"depths", placed}, {"queries", queries}};

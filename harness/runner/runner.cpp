@@ -386,6 +386,7 @@ CellResult run_cell(const Cell& cell, const LlamaModel& model,
   reset_peak_device_memory(model.device());
   const std::optional<DeviceMemory> memory_at_start = device_memory(model.device());
   for (size_t i = 0; i < samples.size(); ++i) {
+    if (StopSignals::requested()) throw RunStopped();  // a stop asked for: give the cell up
     const Sample& sample = samples[i];
     std::unique_ptr<Method> method = method_info.create(cell.method.config);
     SessionOptions options;
@@ -582,7 +583,9 @@ RunSummary run_suite(const Suite& suite, const RunOptions& options, std::ostream
   const StopSignals stop;
   std::map<std::string, std::shared_ptr<LlamaModel>> models;
   std::unique_ptr<ModelView> view;  // what methods see of the model in `models`
-  for (size_t i = 0; i < cells.size() && !StopSignals::requested(); ++i) {
+  bool stopped = false;  // cells left undone by a stop request
+  for (size_t i = 0; i < cells.size() && !stopped; ++i) {
+    if ((stopped = StopSignals::requested() != 0)) break;
     const Cell& cell = cells[i];
     const int index = int(i);
     const std::string key = cell.key();
@@ -623,10 +626,7 @@ RunSummary run_suite(const Suite& suite, const RunOptions& options, std::ostream
       const std::shared_ptr<LlamaModel> model = models[model_key];
       CellResult result = run_cell(
           cell, *model,
-          [&](int done, int total) {
-            progress.sample_done(index, done, total);
-            if (done < total && StopSignals::requested()) throw RunStopped();
-          },
+          [&](int done, int total) { progress.sample_done(index, done, total); },
           view.get(), options.cuda_graphs);
       store.complete_cell(cell_id, result.samples, result.metrics, seconds_since(start));
       progress.cell_finished(index, "complete", seconds_since(start));
@@ -634,6 +634,7 @@ RunSummary run_suite(const Suite& suite, const RunOptions& options, std::ostream
     } catch (const DatabaseError&) {
       throw;  // the database itself failed (disk full, read-only): no cell can be recorded
     } catch (const RunStopped&) {
+      stopped = true;
       store.release_cell(cell_id);
       progress.cell_finished(index, "given up (stopped by " +
                                         signal_name(StopSignals::requested()) + ")",
@@ -647,7 +648,7 @@ RunSummary run_suite(const Suite& suite, const RunOptions& options, std::ostream
     }
     heartbeat.set_cell(0);
   }
-  summary.stopped_by = StopSignals::requested();
+  summary.stopped_by = stopped ? StopSignals::requested() : 0;
   if (!options.join_run)
     store.finish_run(summary.run_id, summary.stopped_by ? "interrupted"
                                      : summary.failed > 0 ? "failures"

@@ -44,7 +44,7 @@ struct RunSummary {
   // Cells another process was running (claimed), left to it, or that a fellow worker of the
   // same run failed (not tried again in that run).
   int elsewhere = 0;
-  // The signal that stopped the run between samples (StopSignals), 0 when it ran to its end.
+  // The signal that stopped the run before all its cells were done (StopSignals), else 0.
   int stopped_by = 0;
 };
 
@@ -70,7 +70,8 @@ SplitPrompt split_prompt(const LlamaModel& model, const Sample& sample);
 SplitPrompt split_prompt(const LlamaModel& model, const Sample& sample,
                          const std::vector<int>& prompt);
 
-// Runs one cell on `model`; `on_sample(done, total)` reports progress. Throws on failure.
+// Runs one cell on `model`; `on_sample(done, total)` reports progress. Throws on failure, and
+// RunStopped before a sample once StopSignals has a stop request.
 // `view`: what methods see of the model, kept across cells (null: one per sample).
 // `cuda_graphs`: SessionOptions::cuda_graphs of its sessions.
 CellResult run_cell(const Cell& cell, const LlamaModel& model,

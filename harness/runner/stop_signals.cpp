@@ -3,19 +3,28 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <iterator>
+#include <cstdio>
+#include <iostream>
 
 namespace kvb {
 namespace {
 
 std::atomic<int> g_requested{0};  // lock-free: safe to touch from a signal handler
 
+// Ends the process by `signal` (its default action), or with 128 + N where that does not (a
+// container's PID 1 ignores it).
+[[noreturn]] void die_by(int signal) {
+  ::signal(signal, SIG_DFL);
+  raise(signal);
+  _exit(128 + signal);
+}
+
 void on_stop_signal(int signal) {
-  if (g_requested.exchange(signal) != 0) {  // asked twice: stop now
-    ::signal(signal, SIG_DFL);
-    raise(signal);
-    return;
-  }
-  const char message[] = "\nkvbench: stopping after the current sample (again to stop at once)\n";
+  const int first = g_requested.exchange(signal);
+  if (first != 0 && signal != SIGUSR1) die_by(signal);  // asked twice: stop now
+  if (first != 0) return;
+  const char message[] = "\nkvbench: stopping before the next sample (again to stop at once)\n";
   [[maybe_unused]] const ssize_t written = write(STDERR_FILENO, message, sizeof(message) - 1);
 }
 
@@ -27,13 +36,14 @@ StopSignals::StopSignals() {
   action.sa_handler = on_stop_signal;
   action.sa_flags = SA_RESTART;  // the runner polls the flag; system calls carry on
   sigemptyset(&action.sa_mask);
-  sigaction(SIGINT, &action, &previous_int_);
-  sigaction(SIGTERM, &action, &previous_term_);
+  for (size_t i = 0; i < std::size(kSignals); ++i) {
+    sigaction(kSignals[i], nullptr, &previous_[i]);
+    if (previous_[i].sa_handler != SIG_IGN) sigaction(kSignals[i], &action, nullptr);
+  }
 }
 
 StopSignals::~StopSignals() {
-  sigaction(SIGINT, &previous_int_, nullptr);
-  sigaction(SIGTERM, &previous_term_, nullptr);
+  for (size_t i = 0; i < std::size(kSignals); ++i) sigaction(kSignals[i], &previous_[i], nullptr);
 }
 
 int StopSignals::requested() { return g_requested.load(); }
@@ -41,7 +51,18 @@ int StopSignals::requested() { return g_requested.load(); }
 std::string signal_name(int signal) {
   if (signal == SIGINT) return "SIGINT";
   if (signal == SIGTERM) return "SIGTERM";
+  if (signal == SIGHUP) return "SIGHUP";
+  if (signal == SIGUSR1) return "SIGUSR1 (the supervisor's)";
   return "signal " + std::to_string(signal);
+}
+
+void finish_stopped(int signal) {
+  std::cerr << "kvbench: run stopped by " << signal_name(signal)
+            << "; rerun the same command to resume it\n";
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+  die_by(signal);
 }
 
 }  // namespace kvb

@@ -104,7 +104,14 @@ WorkersOutcome supervise_workers(const std::string& executable,
   std::vector<Worker> workers;
   for (const WorkerLaunch& launch : launches) workers.push_back(start_worker(executable, launch));
   WorkersOutcome outcome;
+  bool stop_passed_on = false;
   for (;;) {
+    // A stop asked of this process alone (kill PID, not the group): the workers stop too.
+    if (StopSignals::requested() && !stop_passed_on) {
+      for (const Worker& w : workers)
+        if (w.stderr_fd >= 0) kill(w.pid, SIGUSR1);
+      stop_passed_on = true;
+    }
     std::vector<pollfd> watched;
     std::vector<size_t> of;  // the worker of each watched descriptor
     for (size_t i = 0; i < workers.size(); ++i)

@@ -904,11 +904,20 @@ bool wait_for_a_cell_done_and_one_running(pid_t pid, const std::string& db) {
   return false;
 }
 
-// A stop signal (Ctrl-C, Slurm's SIGTERM) ends the run after the current sample: exit 128 + N,
-// the run recorded as interrupted, its unfinished cell given up (no 'running' row left), and
-// the same command resumes it. `workers`: with --workers 2, the signal sent to the process
-// group, as a terminal's Ctrl-C is.
-void expect_stop_and_resume(int signal, int workers) {
+// Kills `pid`'s group where `pid` still runs (not reaped: its id is still its own).
+void stop_if_running(pid_t pid) {
+  int status = 0;
+  if (waitpid(pid, &status, WNOHANG) != 0) return;
+  kill(-pid, SIGKILL);
+  waitpid(pid, &status, 0);
+}
+
+// A stop signal (Ctrl-C, Slurm's SIGTERM) ends the run before its next sample: the process
+// ends by the signal (a shell loop stops too), the run recorded as interrupted, its unfinished
+// cell given up (no 'running' row left), and the same command resumes it. `workers`: with
+// --workers 2, the signal sent to the process group (as a terminal's Ctrl-C) or, `group`
+// false, to the supervisor alone (kill PID), which passes it on.
+void expect_stop_and_resume(int signal, int workers, bool group = true) {
   test::TempDir dir;
   const json suite = passkey_suite("stopme", {32, 64, 128});
   constexpr size_t kCells = 4;
@@ -918,9 +927,12 @@ void expect_stop_and_resume(int signal, int workers) {
   if (workers > 1) args.insert(args.end(), {"--workers", std::to_string(workers)});
   const pid_t pid = spawn(args, dir.path(), "stopped");
   const bool ready = wait_for_a_cell_done_and_one_running(pid, db);
-  ASSERT_EQ(kill(workers > 1 ? -pid : pid, signal), 0);
+  if (!ready) {
+    stop_if_running(pid);
+    FAIL() << "no complete and running cell within 60 s, or the run ended first";
+  }
+  ASSERT_EQ(kill(workers > 1 && group ? -pid : pid, signal), 0);
   const Output stopped = wait_for(pid, dir.path(), "stopped");
-  ASSERT_TRUE(ready) << "no complete and running cell within 60 s: " << describe(stopped);
   EXPECT_EQ(stopped.code, 128 + signal) << describe(stopped);
   EXPECT_TRUE(contains(stopped.err, "rerun the same command to resume it")) << stopped.err;
   EXPECT_EQ(run_status(db, 1), "interrupted");
@@ -945,6 +957,9 @@ void expect_stop_and_resume(int signal, int workers) {
 
 TEST(CliStop, SigintStopsTheRunBetweenSamplesAndItResumes) { expect_stop_and_resume(SIGINT, 1); }
 TEST(CliStop, SigtermToTheGroupStopsEveryWorker) { expect_stop_and_resume(SIGTERM, 2); }
+TEST(CliStop, SigtermToTheSupervisorAloneStopsItsWorkers) {
+  expect_stop_and_resume(SIGTERM, 2, /*group=*/false);
+}
 
 TEST(CliResume, KilledRunResumesWithoutDuplicates) {
   test::TempDir dir;
@@ -955,10 +970,12 @@ TEST(CliResume, KilledRunResumesWithoutDuplicates) {
 
   const pid_t pid = spawn({"run", file, "--db", db, "--threads", "1"}, dir.path(), "killed");
   // One cell complete and the next one running, then SIGKILL.
-  const bool ready = wait_for_a_cell_done_and_one_running(pid, db);
+  if (!wait_for_a_cell_done_and_one_running(pid, db)) {
+    stop_if_running(pid);
+    FAIL() << "no complete and running cell within 60 s, or the run ended first";
+  }
   ASSERT_EQ(kill(pid, SIGKILL), 0);
   const Output killed = wait_for(pid, dir.path(), "killed");
-  ASSERT_TRUE(ready) << "no complete cell within 60 s: " << describe(killed);
   ASSERT_EQ(killed.code, 128 + SIGKILL) << describe(killed);
 
   EXPECT_EQ(integrity(db), "ok");
