@@ -37,6 +37,20 @@ std::string models_of(const ReportData& data) {
   return out;
 }
 
+// A note for a run that did not finish (stopped, or its process gone): its tables hold only
+// the cells it completed; "" for a run that finished.
+std::string unfinished_note(const ReportData& data) {
+  for (const auto& [key, value] : data.provenance)
+    if (key == "status" && value.rfind("running", 0) != 0 && value.rfind("interrupted", 0) != 0)
+      return "";
+  for (const auto& [key, value] : data.provenance)
+    if (key == "status")
+      return "This run did not finish (status: " + value + "): the tables show the " +
+             std::to_string(data.cells.size()) + (data.cells.size() == 1 ? " cell" : " cells") +
+             " it completed; rerun its command to finish it.";
+  return "";
+}
+
 bool untrained(const ReportData& data) {
   for (const CellData& c : data.cells) {
     auto it = c.metrics.find("model_trained");
@@ -126,6 +140,7 @@ std::string report_markdown(const ReportData& data, const std::vector<PlotFile>&
                    std::to_string(data.run_id) + " on " + models_of(data) + ". Each cell is the "
                    "mean over seeds, with the number of samples behind it.\n\n";
   if (untrained(data)) md += std::string("> ") + kUntrainedNote + "\n\n";
+  if (const std::string note = unfinished_note(data); !note.empty()) md += "> " + note + "\n\n";
   md += "## Provenance\n\n";
   for (const auto& [key, value] : data.provenance) md += "- " + key + ": `" + value + "`\n";
   md += "\nReproduce:\n\n```sh\n" + data.command + "\n" + report_command + "\n```\n\n";
@@ -149,6 +164,8 @@ std::string report_html(const ReportData& data, const std::vector<PlotFile>& plo
        std::to_string(data.run_id) + " on " + html_escape(models_of(data)) +
        ". Each cell is the mean over seeds, with the number of samples behind it.</p>\n";
   if (untrained(data)) h += std::string("<p class=\"note\">") + kUntrainedNote + "</p>\n";
+  if (const std::string note = unfinished_note(data); !note.empty())
+    h += "<p class=\"note\">" + html_escape(note) + "</p>\n";
   h += "<h2>Provenance</h2>\n<dl>";
   for (const auto& [key, value] : data.provenance)
     h += "<dt>" + html_escape(key) + "</dt><dd><code>" + html_escape(value) + "</code></dd>";

@@ -93,6 +93,21 @@ TEST(ReportTables, ReproduceNamesTheCommandOfEveryRunItsCellsCameFrom) {
 
 // A dataset run both with the question in the window and with its context shared: a table of
 // the drop per method and budget, after the score tables.
+// A run that did not finish says so above its tables; a finished one does not.
+TEST(ReportTables, AnInterruptedRunSaysItsTablesArePartial) {
+  test::TempDir dir;
+  ResultStore store(dir.file("r.db"));
+  const int64_t run = test::fill_store(store, {{"passkey", 256, "full", std::nullopt, 0, {100, 0}}});
+  EXPECT_EQ(report_markdown(load(store), {}, "kvbench report").find("did not finish"),
+            std::string::npos);
+  store.finish_run(run, "interrupted");
+  const std::string md = report_markdown(load(store), {}, "kvbench report");
+  EXPECT_NE(md.find("> This run did not finish (status: interrupted): the tables show the 1 "
+                    "cell it completed; rerun its command to finish it."),
+            std::string::npos)
+      << md;
+}
+
 TEST(ReportTables, TheDropWithTheContextSharedPerMethod) {
   test::TempDir dir;
   ResultStore store(dir.file("r.db"));
