@@ -94,8 +94,9 @@ int run_workers(RunArguments o, const Suite& suite, const RunOptions& options) {
   if (!gpus.visible.empty()) std::cerr << ", one GPU each";
   std::cerr << ")\n";
   Progress progress(std::cerr, int(cells.size()), options.progress, o.workers);
-  // Ctrl-C reaches the workers too (one process group): each stops after its sample, and this
-  // process waits for them.
+  // Ctrl-C reaches the workers too (one process group), a stop sent to this process alone is
+  // passed on to them (supervise_workers); each stops before its next sample, and this process
+  // waits for them.
   const StopSignals stop;
   const WorkersOutcome outcome = supervise_workers("/proc/self/exe", launches, progress, std::cerr);
   const bool undone = std::any_of(cells.begin(), cells.end(),

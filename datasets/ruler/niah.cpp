@@ -73,11 +73,8 @@ struct Placement {
   // Each needle's depth in percent of a haystack of n units, in the needles' order.
   json percents(int64_t n, size_t needles) const {
     if (!random) return depths;
-    const std::vector<int64_t> at = ruler_positions(seed, n, int(needles));
-    json out = json::array();
-    for (size_t k = 0; k < needles; ++k)
-      out.push_back(n == 0 ? 0.0 : 100.0 * double(at[needles - 1 - k]) / double(n));
-    return out;
+    const std::vector<double> ascending = ruler_position_percents(seed, n, int(needles));
+    return json(std::vector<double>(ascending.rbegin(), ascending.rend()));  // as inserts()
   }
 };
 
@@ -218,7 +215,7 @@ class Niah : public RulerTask {
           spec_.haystack == "needle" ? distractor_needles(n, keys, haystack_seed, words)
                                      : std::vector<std::string>();
       return ruler_lines(n, [&](int64_t i) {
-        return spec_.haystack == "needle" ? distractors[size_t(i)] : std::string(kRulerNoise);
+        return spec_.haystack == "needle" ? distractors[size_t(i)] : ruler_noise_unit();
       }, place.inserts(n, needles));
     }
     if (spec_.haystack == "noise") {

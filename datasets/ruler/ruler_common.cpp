@@ -193,8 +193,14 @@ std::vector<int> draw_depths(std::mt19937_64& rng, int k) {
   return out;
 }
 
-const char* const kRulerNoise =
-    "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again.";
+const std::string& ruler_noise_unit() {
+  static const std::string unit = [] {
+    std::string out;
+    for (const char* sentence : kNoiseSentences) out += (out.empty() ? "" : " ") + std::string(sentence);
+    return out;
+  }();
+  return unit;
+}
 
 std::string ruler_lines(int64_t n, const std::function<std::string(int64_t)>& unit,
                         const std::vector<Insert>& inserts) {
@@ -213,6 +219,13 @@ std::vector<int64_t> ruler_positions(uint64_t seed, int64_t n, int k) {
   std::vector<int64_t> out = sample_indices(rng, std::max<int64_t>(n, k), k);
   for (int64_t& p : out) p = std::min(p, n);
   std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<double> ruler_position_percents(uint64_t seed, int64_t n, int k) {
+  std::vector<double> out;
+  for (int64_t at : ruler_positions(seed, n, k))
+    out.push_back(n == 0 ? 0.0 : 100.0 * double(at) / double(n));
   return out;
 }
 

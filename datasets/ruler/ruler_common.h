@@ -94,8 +94,8 @@ const std::vector<int>& ruler_depths();
 // `k` distinct depths drawn from ruler_depths(), sorted ascending.
 std::vector<int> draw_depths(std::mt19937_64& rng, int k);
 
-// RULER's noise haystack unit: the five noise sentences as one line.
-extern const char* const kRulerNoise;
+// RULER's noise haystack unit: the five noise sentences (kNoiseSentences) as one line.
+const std::string& ruler_noise_unit();
 // RULER's line haystacks (noise, distractor needles): units 0..n-1 joined by "\n", each insert
 // a line of its own before the unit at its position (n: after the last). Inserts sorted by
 // position.
@@ -105,6 +105,10 @@ std::string ruler_lines(int64_t n, const std::function<std::string(int64_t)>& un
 // random.sample), ascending, from a generator seeded with `seed`, so a size always gets the
 // same ones. Where n < k (sizes too small for RULER to try), the places past n are n.
 std::vector<int64_t> ruler_positions(uint64_t seed, int64_t n, int k);
+// Those places as depths in percent of the n units, ascending (sample metadata).
+std::vector<double> ruler_position_percents(uint64_t seed, int64_t n, int k);
+// Those places as depths in percent of the n units, ascending (sample metadata).
+std::vector<double> ruler_position_percents(uint64_t seed, int64_t n, int k);
 
 // Random values and keys, RULER's kinds: "numbers" (7 digits), "words" (adjective-noun),
 // "uuids" (version-4 UUID text).

@@ -68,7 +68,7 @@ std::string ruler_chain_context(const Chain& c, int64_t n, uint64_t places_seed)
   const std::vector<int64_t> at = ruler_positions(places_seed, n, int(c.lines.size()));
   std::vector<Insert> ins;
   for (size_t j = 0; j < c.lines.size(); ++j) ins.push_back({at[j], c.lines[j]});
-  return ruler_lines(n, [](int64_t) { return std::string(kRulerNoise); }, ins);
+  return ruler_lines(n, [](int64_t) { return ruler_noise_unit(); }, ins);
 }
 
 std::string join(const std::vector<std::string>& v, const std::string& sep) {
@@ -100,12 +100,10 @@ class VariableTracking : public RulerTask {
                        shown_example + (ruler ? "\n" : "\n\n"));
       };
       auto [n, text] = fit_prompt(tokenizer, params_.context_length, render);
-      json depths = chain.depths;
-      if (ruler) {  // each line's place in percent of the n noise units
-        depths = json::array();
-        for (int64_t at : ruler_positions(places_seed, n, int(chain.lines.size())))
-          depths.push_back(n == 0 ? 0.0 : 100.0 * double(at) / double(n));
-      }
+      // Each line's place in percent of the n noise units (line j before the j-th place).
+      const json depths =
+          ruler ? json(ruler_position_percents(places_seed, n, int(chain.lines.size())))
+                : json(chain.depths);
       out.push_back(make_sample("vt", i, std::move(text), chain.vars,
                                 {{"depths", depths}, {"value", chain.value}},
                                 question_tail(vt_prompt(chain.value))));

@@ -134,6 +134,10 @@ void refuse_unreproduced_settings(const json& config, const std::string& config_
   for (const auto& [key, what] : kRefused)
     if (tok::optional_bool(config, key, false, config_file, ""))
       fail(config_file, key, std::string("true (") + what + ") is not reproduced by kvbench");
+  if (auto backend = config.find("backend");
+      backend != config.end() && *backend != json("tokenizers"))
+    fail(config_file, "backend", backend->dump() + ": kvbench reads tokenizer.json, "
+                                 "transformers' \"tokenizers\" backend");
 }
 
 }  // namespace
@@ -179,10 +183,6 @@ void check_named_tokens(const json& config, const tok::BpeTokenizer& tokenizer,
   for (const char* key : {"pad_token", "unk_token", "mask_token", "sep_token", "cls_token"})
     if (const std::string token = config_token(config, key, file); !token.empty())
       require_token(tokenizer, token, file, key);
-  if (auto backend = config.find("backend");
-      backend != config.end() && *backend != json("tokenizers"))
-    fail(file, "backend", backend->dump() + ": kvbench reads tokenizer.json, transformers' "
-                          "\"tokenizers\" backend");
   for (const char* key : {"additional_special_tokens", "extra_special_tokens",
                           "model_specific_special_tokens"}) {
     auto it = config.find(key);
@@ -210,9 +210,9 @@ void check_named_tokens(const json& config, const tok::BpeTokenizer& tokenizer,
 // `allow_unknown`, the list.
 std::vector<std::string> unknown_keys_of(const json& config, const std::string& file,
                                          bool allow_unknown) {
+  const auto& table = tokenizer_config_key_table();
   std::vector<std::string> unknown;
   for (const auto& item : config.items()) {
-    const auto& table = tokenizer_config_key_table();
     const bool known = std::any_of(table.begin(), table.end(),
                                    [&](const auto& k) { return item.key() == k.first; });
     if (known) continue;

@@ -585,7 +585,8 @@ RunSummary run_suite(const Suite& suite, const RunOptions& options, std::ostream
   std::unique_ptr<ModelView> view;  // what methods see of the model in `models`
   bool stopped = false;  // cells left undone by a stop request
   for (size_t i = 0; i < cells.size() && !stopped; ++i) {
-    if ((stopped = StopSignals::requested() != 0)) break;
+    stopped = StopSignals::requested() != 0;
+    if (stopped) break;
     const Cell& cell = cells[i];
     const int index = int(i);
     const std::string key = cell.key();

@@ -9,6 +9,7 @@
 #include <signal.h>
 
 #include <exception>
+#include <iterator>
 #include <string>
 
 namespace kvb {
@@ -25,7 +26,7 @@ class StopSignals {
 
  private:
   static constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGUSR1};
-  struct sigaction previous_[4] = {};
+  struct sigaction previous_[std::size(kSignals)] = {};
 };
 
 // Thrown before a sample once a stop is requested; the cell is given up, not failed.

@@ -146,21 +146,29 @@ std::string slurp(const std::string& path) {
   return s.str();
 }
 
-// RULER's random needle places give every sample its own depth: past 11 distinct depths the
-// heatmap's rows are the nearest tenths (30 evenly spread depths here: 11 rows).
-TEST(Report, NeedleHeatmapGroupsManyDepthsIntoTenths) {
-  const std::string gnuplot = "/usr/bin/gnuplot";
-  if (!std::filesystem::exists(gnuplot)) GTEST_SKIP() << "skipped: " << gnuplot << " is absent (apt-get install gnuplot-nox)";
-  test::TempDir dir;
+const char* const kGnuplot = "/usr/bin/gnuplot";
+
+// The report of `cells` stored in `dir`/r.db, written to `dir`/out with kGnuplot's plots.
+ReportOptions report_of(const test::TempDir& dir, const std::vector<test::FakeCell>& cells) {
   {
     ResultStore store(dir.file("r.db"));
-    test::fill_store(store, {{"passkey", 256, "full", std::nullopt, 0, std::vector<double>(30, 100)},
-                             {"passkey", 256, "h2o", 32, 0, std::vector<double>(30, 50)}});
+    test::fill_store(store, cells);
   }
   ReportOptions o;
   o.db = dir.file("r.db");
   o.out = dir.file("out");
-  o.plot.gnuplot = gnuplot;
+  o.plot.gnuplot = kGnuplot;
+  return o;
+}
+
+// RULER's random needle places give every sample its own depth: past 11 distinct depths the
+// heatmap's rows are the nearest tenths (30 evenly spread depths here: 11 rows).
+TEST(Report, NeedleHeatmapGroupsManyDepthsIntoTenths) {
+  if (!std::filesystem::exists(kGnuplot)) GTEST_SKIP() << "skipped: " << kGnuplot << " is absent (apt-get install gnuplot-nox)";
+  test::TempDir dir;
+  const ReportOptions o = report_of(
+      dir, {{"passkey", 256, "full", std::nullopt, 0, std::vector<double>(30, 100)},
+            {"passkey", 256, "h2o", 32, 0, std::vector<double>(30, 50)}});
   write_report(o);
   const std::string script = slurp(o.out + "/plots/needle_passkey_full.gp");
   const size_t tics = script.find("set ytics (");
@@ -171,17 +179,9 @@ TEST(Report, NeedleHeatmapGroupsManyDepthsIntoTenths) {
 }
 
 TEST(Report, WritesEveryPlotTablesAndSelfContainedHtml) {
-  const std::string gnuplot = "/usr/bin/gnuplot";
-  if (!std::filesystem::exists(gnuplot)) GTEST_SKIP() << "skipped: " << gnuplot << " is absent (apt-get install gnuplot-nox)";
+  if (!std::filesystem::exists(kGnuplot)) GTEST_SKIP() << "skipped: " << kGnuplot << " is absent (apt-get install gnuplot-nox)";
   test::TempDir dir;
-  {
-    ResultStore store(dir.file("r.db"));
-    test::fill_store(store, fake_cells());
-  }
-  ReportOptions o;
-  o.db = dir.file("r.db");
-  o.out = dir.file("out");
-  o.plot.gnuplot = gnuplot;
+  ReportOptions o = report_of(dir, fake_cells());
   o.command = "kvbench report --db r.db --out out";
   const ReportFiles files = write_report(o);
   std::vector<std::string> names;
