@@ -13,8 +13,12 @@ point both cased and case-ignorable (U+02B0) reads as not cased: the rule never 
 
 Usage: /usr/bin/python3 gen_py_unicode_table.py > py_unicode_table.cpp
 """
+import os
 import sys
 import unicodedata
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../engine/tokenizer"))
+from gen_unicode_tables import ranges  # noqa: E402
 
 SIGMA, FINAL = "\u03a3", "\u03c2"
 
@@ -40,18 +44,6 @@ def is_case_ignorable(c):
     if is_cased(c):
         return ("A" + SIGMA + c).lower()[1] == FINAL
     return ("A" + c + SIGMA).lower()[-1] == FINAL
-
-
-def ranges(predicate):
-    out, start = [], None
-    for cp in range(0x110001):
-        inside = cp < 0x110000 and predicate(chr(cp))
-        if inside and start is None:
-            start = cp
-        elif not inside and start is not None:
-            out.append((start, cp - 1))
-            start = None
-    return out
 
 
 def emit_pairs(rows):

@@ -1,5 +1,6 @@
 #include "engine/common/json_fields.h"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -94,6 +95,7 @@ void JsonFields::read(const json& v, const std::string& key, std::vector<std::st
 }
 
 json read_json_file(const std::string& path) {
+  if (std::filesystem::is_directory(path)) throw InputError(path + ": is a folder, not a file");
   std::ifstream in(path);
   if (!in) throw InputError(path + ": cannot open file");
   std::stringstream buffer;
@@ -114,6 +116,22 @@ json parse_json_object(const std::string& text, const std::string& where) {
   }
   if (!j.is_object()) throw InputError(where + ": expected a JSON object, got " + json_type_name(j));
   return j;
+}
+
+std::vector<std::string> unknown_config_keys(const json& object, const std::string& file,
+                                             const std::function<bool(const std::string&)>& is_known,
+                                             const std::string& what_it_may_change,
+                                             bool allow_unknown) {
+  std::vector<std::string> unknown;
+  for (const auto& item : object.items()) {
+    if (is_known(item.key())) continue;
+    if (!allow_unknown)
+      throw InputError(file + ": field '" + item.key() + "': unknown key: kvbench cannot tell " +
+                       "whether it changes " + what_it_may_change + ", so it refuses to guess " +
+                       "(pass --allow-unknown-config-keys to run anyway; the run records it)");
+    unknown.push_back(item.key());
+  }
+  return unknown;
 }
 
 }  // namespace kvb

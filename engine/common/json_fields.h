@@ -3,6 +3,7 @@
 #pragma once
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <set>
 #include <string>
 #include <vector>
@@ -60,5 +61,14 @@ json read_json_file(const std::string& path);
 
 // Parses one JSON object (a jsonl line, say); anything else is an InputError at `where`.
 json parse_json_object(const std::string& text, const std::string& where);
+
+// The keys of a model file's `object` (config.json, tokenizer_config.json) that `is_known`
+// refuses. Unless `allow_unknown`, the first is an InputError "<file>: field '<key>': unknown
+// key: kvbench cannot tell whether it changes <what_it_may_change>, ..." that names the flag
+// letting it through.
+std::vector<std::string> unknown_config_keys(const json& object, const std::string& file,
+                                             const std::function<bool(const std::string&)>& is_known,
+                                             const std::string& what_it_may_change,
+                                             bool allow_unknown);
 
 }  // namespace kvb

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "engine/common/error.h"
+#include "engine/common/json_fields.h"
 
 namespace kvb {
 namespace {
@@ -266,18 +267,11 @@ const std::vector<ConfigKey>& key_table() {
 
 // Fails on (or, allowed, lists) the keys neither read nor known to be inert.
 std::vector<std::string> check_keys(const json& j, const std::string& path, bool allow_unknown) {
-  std::vector<std::string> unknown;
-  for (const auto& item : j.items()) {
-    bool known = false;
-    for (const ConfigKey& k : key_table()) known = known || item.key() == k.key;
-    if (known) continue;
-    if (!allow_unknown)
-      fail(path, item.key(), "unknown key: kvbench cannot tell whether it changes the model's "
-                             "math, so it refuses to guess (pass --allow-unknown-config-keys to "
-                             "run anyway; the run records it)");
-    unknown.push_back(item.key());
-  }
-  return unknown;
+  const auto is_known = [](const std::string& key) {
+    const auto& table = key_table();
+    return std::any_of(table.begin(), table.end(), [&](const ConfigKey& k) { return k.key == key; });
+  };
+  return unknown_config_keys(j, path, is_known, "the model's math", allow_unknown);
 }
 
 // ---- rope ---------------------------------------------------------------------------------

@@ -131,20 +131,32 @@ std::map<std::string, std::string> parse_metadata(const json& meta, const std::s
   return out;
 }
 
-// Sorted by begin, every range must start at or after the end of the previous one.
-// Empty ranges occupy no bytes and cannot overlap anything.
-void check_no_overlap(const std::map<std::string, TensorEntry>& entries, const std::string& path) {
-  std::vector<std::pair<const std::string*, const TensorEntry*>> byte_ranges;
-  for (const auto& [name, t] : entries)
-    if (t.end > t.begin) byte_ranges.emplace_back(&name, &t);
-  std::sort(byte_ranges.begin(), byte_ranges.end(),
-            [](const auto& a, const auto& b) { return a.second->begin < b.second->begin; });
-  for (size_t i = 1; i < byte_ranges.size(); ++i) {
-    const auto& [prev_name, prev] = byte_ranges[i - 1];
-    const auto& [name, t] = byte_ranges[i];
-    if (t->begin < prev->end)
-      fail(path, "tensors '" + *prev_name + "' and '" + *name + "' have overlapping data_offsets");
+// The reference (huggingface/safetensors) requires the tensors, in the order of their offsets, to
+// tile the data section exactly: the first starts at 0, each starts where the previous one ended,
+// the last ends at the end of the file. A hole or trailing bytes are what a damaged or
+// hand-patched file looks like, and transformers refuses such a file, so kvbench does too.
+void check_layout(const std::map<std::string, TensorEntry>& entries, uint64_t data_size,
+                  const std::string& path) {
+  std::vector<std::pair<const std::string*, const TensorEntry*>> by_offset;
+  for (const auto& [name, t] : entries) by_offset.emplace_back(&name, &t);
+  std::sort(by_offset.begin(), by_offset.end(), [](const auto& a, const auto& b) {
+    return std::pair(a.second->begin, a.second->end) < std::pair(b.second->begin, b.second->end);
+  });
+  uint64_t covered = 0;  // the data section's bytes [0, covered) belong to the tensors seen
+  const std::string* previous = nullptr;
+  for (const auto& [name, t] : by_offset) {
+    if (t->begin < covered)
+      fail(path, "tensors '" + *previous + "' and '" + *name + "' have overlapping data_offsets");
+    if (t->begin > covered)
+      fail(path, *name, "data_offsets begin " + std::to_string(t->begin) + " leaves bytes " +
+                            std::to_string(covered) + ".." + std::to_string(t->begin) +
+                            " of the data section in no tensor (safetensors allows no gaps)");
+    covered = t->end;
+    previous = name;
   }
+  if (covered != data_size)
+    fail(path, "the tensors end at byte " + std::to_string(covered) + " of the data section but it has " +
+                   std::to_string(data_size) + " bytes (safetensors allows no trailing bytes)");
 }
 
 }  // namespace
@@ -175,7 +187,7 @@ SafetensorsHeader parse_safetensors_header(const uint8_t* bytes, size_t size,
     else
       h.entries[it.key()] = parse_entry(it.value(), data_size, path, it.key());
   }
-  check_no_overlap(h.entries, path);
+  check_layout(h.entries, data_size, path);
   return h;
 }
 

@@ -26,8 +26,8 @@ struct SafetensorsHeader {
 size_t safetensors_dtype_size(const std::string& dtype);
 
 // Parses and validates the header of a whole file held in `bytes` (size `size`):
-// header length within the file, JSON well-formed, known dtypes, offsets in range and
-// non-overlapping, byte count == product(shape) * dtype size. `path` is for messages only.
+// header length within the file, JSON well-formed, known dtypes, byte count == product(shape) *
+// dtype size, and the tensors tiling the data section without overlap, gap or trailing bytes. `path` is for messages only.
 // Throws InputError naming `path` (and the tensor); never reads outside [bytes, bytes + size).
 SafetensorsHeader parse_safetensors_header(const uint8_t* bytes, size_t size,
                                            const std::string& path);

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "engine/common/json_fields.h"
 #include "engine/tokenizer/bpe_tokenizer.h"
 #include "engine/tokenizer/tokenizer_json.h"
 
@@ -13,17 +14,6 @@ namespace {
 
 using nlohmann::json;
 using tok::fail;
-
-json read_json_file(const std::string& file) {
-  if (std::filesystem::is_directory(file)) fail(file, "", "is a folder, not a file");
-  std::ifstream in(file);
-  if (!in) fail(file, "", "cannot open");
-  try {
-    return json::parse(in);
-  } catch (const json::exception& e) {  // parse_error, and out_of_range for huge numbers
-    fail(file, "", std::string("invalid JSON: ") + e.what());
-  }
-}
 
 bool uses_byte_level(const json& pre_tokenizer) {
   if (!pre_tokenizer.is_object()) return false;
@@ -210,19 +200,11 @@ void check_named_tokens(const json& config, const tok::BpeTokenizer& tokenizer,
 // `allow_unknown`, the list.
 std::vector<std::string> unknown_keys_of(const json& config, const std::string& file,
                                          bool allow_unknown) {
-  const auto& table = tokenizer_config_key_table();
-  std::vector<std::string> unknown;
-  for (const auto& item : config.items()) {
-    const bool known = std::any_of(table.begin(), table.end(),
-                                   [&](const auto& k) { return item.key() == k.first; });
-    if (known) continue;
-    if (!allow_unknown)
-      fail(file, item.key(), "unknown key: kvbench cannot tell whether it changes how text is "
-                             "encoded, so it refuses to guess (pass --allow-unknown-config-keys "
-                             "to run anyway; the run records it)");
-    unknown.push_back(item.key());
-  }
-  return unknown;
+  const auto is_known = [](const std::string& key) {
+    const auto& table = tokenizer_config_key_table();
+    return std::any_of(table.begin(), table.end(), [&](const auto& k) { return k.first == key; });
+  };
+  return unknown_config_keys(config, file, is_known, "how text is encoded", allow_unknown);
 }
 
 // generation_config.json's eos_token_id (an id or a list: Llama 3 stops at several tokens).

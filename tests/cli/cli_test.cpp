@@ -790,7 +790,7 @@ TEST(CliModelConfig, UnknownTokenizerConfigKeysRefusedUnlessAllowed) {
   const Output refused = kvbench({"run", file, "--db", db, "--threads", "1"}, dir.path());
   EXPECT_EQ(refused.code, 2) << describe(refused);
   EXPECT_EQ(lines(refused.err), 1u) << describe(refused);
-  EXPECT_TRUE(contains(refused.err, model + "/tokenizer_config.json: auto_map: unknown key"))
+  EXPECT_TRUE(contains(refused.err, model + "/tokenizer_config.json: field 'auto_map': unknown key"))
       << refused.err;
   EXPECT_FALSE(std::filesystem::exists(db)) << "a refused run wrote its database";
   const Output allowed =

@@ -60,17 +60,20 @@ CASES = {
     # Between entries, and the metadata.
     "bad_overlap": file_bytes({"model.a": entry(offsets=(0, 8)), "model.b": entry(offsets=(4, 12))},
                               data=b"\0" * 12),
+    "bad_gap": file_bytes({"model.a": entry(offsets=(0, 8)), "model.b": entry(offsets=(12, 20))},
+                          data=b"\0" * 20),
+    "bad_trailing_bytes": file_bytes({"model.a": entry(offsets=(0, 8))}, data=b"\0" * 12),
     "bad_metadata_not_object": file_bytes({"__metadata__": ["format", "pt"]}),
     "bad_metadata_value_not_string": file_bytes({"__metadata__": {"format": 1}}),
-    # Valid: no tensors; mixed dtypes with metadata, an empty tensor and an unused gap.
+    # Valid: no tensors; mixed dtypes with metadata and an empty tensor, listed out of offset order.
     "valid_empty": file_bytes({}, data=b""),
     "valid_mixed": file_bytes({
         "__metadata__": {"format": "pt"},
+        "c.bf16": entry("BF16", [3], (16, 22)),
         "a.f32": entry("F32", [2], (0, 8)),
-        "b.f16": entry("F16", [2, 2], (16, 24)),
-        "c.bf16": entry("BF16", [3], (24, 30)),
-        "d.empty": entry("F32", [0, 5], (30, 30)),
-    }, data=bytes(range(30))),
+        "d.empty": entry("F32", [0, 5], (22, 22)),
+        "b.f16": entry("F16", [2, 2], (8, 16)),
+    }, data=bytes(range(22))),
 }
 
 

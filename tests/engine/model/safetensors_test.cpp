@@ -52,6 +52,8 @@ const BadCase kBadCases[] = {
     {"bad_byte_count", "model.bad", "span 8 bytes but shape and dtype need 12"},
     {"bad_shape_overflow", "model.bad", "overflows"},
     {"bad_overlap", "model.a' and 'model.b", "overlapping"},
+    {"bad_gap", "model.b", "leaves bytes 8..12 of the data section in no tensor"},
+    {"bad_trailing_bytes", "", "tensors end at byte 8 of the data section but it has 12 bytes"},
     {"bad_metadata_not_object", "", "'__metadata__' must be an object of strings"},
     {"bad_metadata_value_not_string", "", "'__metadata__' must be an object of strings"},
 };
@@ -112,8 +114,8 @@ TEST(SafetensorsCorpus, ValidFilesParse) {
   const TensorEntry& f16 = file->entries().at("b.f16");
   EXPECT_EQ(f16.dtype, "F16");
   EXPECT_EQ(f16.shape, (std::vector<int64_t>{2, 2}));
-  EXPECT_EQ(f16.begin, 16u);
-  EXPECT_EQ(f16.end, 24u);
+  EXPECT_EQ(f16.begin, 8u);
+  EXPECT_EQ(f16.end, 16u);
   // Data bytes are 0, 1, 2, ...: a.f32 holds bytes 0..7.
   std::vector<uint8_t> raw{0, 1, 2, 3, 4, 5, 6, 7};
   at::Tensor expect = at::from_blob(raw.data(), {2}, at::kFloat).clone();

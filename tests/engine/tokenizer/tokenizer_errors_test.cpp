@@ -182,7 +182,7 @@ TEST(TokenizerErrors, NamedSpecialTokensMustBeTokenizerJsonsOwn) {
 }
 
 TEST(TokenizerErrors, UnreadableFiles) {
-  expect_error(load_error("{ not json"), "/tokenizer.json: ", "invalid JSON");
+  expect_error(load_error("{ not json"), "/tokenizer.json: ", "malformed JSON");
   {
     test::TempDir dir;
     tokenizer_test::write_file(dir.file("tokenizer.json"), sentencepiece().dump());
