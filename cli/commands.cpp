@@ -23,6 +23,7 @@ void register_commands(CLI::App& app, const std::string& command_line) {
   add_model_commands(app, commands());
   add_score_command(app, commands());
   add_plan_command(app, commands());
+  add_samples_command(app, commands());
   add_merge_command(app, commands());
   add_slurm_command(app, commands());
   add_report_command(app, commands(), command_line);

@@ -28,6 +28,7 @@ void add_show_command(CLI::App& app, std::vector<Command>& out);
 void add_model_commands(CLI::App& app, std::vector<Command>& out);  // generate, forward
 void add_score_command(CLI::App& app, std::vector<Command>& out);   // LongBench pred/ files
 void add_plan_command(CLI::App& app, std::vector<Command>& out);    // scale-out: shards
+void add_samples_command(CLI::App& app, std::vector<Command>& out); // a suite's prompts
 void add_merge_command(CLI::App& app, std::vector<Command>& out);   // scale-out: shard dbs
 void add_slurm_command(CLI::App& app, std::vector<Command>& out);   // scale-out: job array
 void add_report_command(CLI::App& app, std::vector<Command>& out, const std::string& command_line);

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "datasets/dataset.h"
+#include "engine/common/format.h"
 #include "engine/common/json_fields.h"
 
 namespace kvb {
@@ -12,6 +13,7 @@ namespace {
 
 struct PerplexityParams {
   std::string text_file;
+  std::string text_field;  // "": the file's bytes are the text
   int64_t prefix_tokens = 1024;
   int64_t eval_tokens = 256;
   int samples = 1;  // consecutive, non-overlapping windows from the start of the file
@@ -21,6 +23,10 @@ struct PerplexityParams {
     static const auto f =
         ConfigFields<P>()
             .required("text_file", &P::text_file, "the text whose windows are scored")
+            .added_field("text_field", &P::text_field,
+                         "\"\": text_file's bytes are the text; a name: text_file is one JSON "
+                         "object and the text is this string field of it (a .json or .jsonl "
+                         "file needs it: its quotes and escapes are not text)")
             .field("prefix_tokens", &P::prefix_tokens, "prompt tokens before the scored ones",
                    check::at_least(1))
             .field("eval_tokens", &P::eval_tokens, "tokens scored by teacher forcing",
@@ -32,6 +38,11 @@ struct PerplexityParams {
               if (!std::ifstream(p.text_file))
                 throw InputError(f.path("text_file") + ": " + p.text_file +
                                  ": cannot read the file");
+              if (p.text_field.empty() && (ends_with(p.text_file, ".json") ||
+                                           ends_with(p.text_file, ".jsonl")))
+                throw InputError(f.path("text_field") + ": " + p.text_file + " is JSON, whose " +
+                                 "quotes and escapes would be scored as text: name the field " +
+                                 "that holds the text (PaulGrahamEssays.json: \"text\")");
             });
     return f;
   }
@@ -42,11 +53,7 @@ class Perplexity : public Dataset {
   explicit Perplexity(const PerplexityParams& p) : params_(p) {}
 
   std::vector<Sample> samples(const Tokenizer& tokenizer, uint64_t /*seed*/) const override {
-    std::ifstream in(params_.text_file, std::ios::binary);
-    if (!in) throw InputError(params_.text_file + ": cannot read the file (params.text_file)");
-    std::stringstream text;
-    text << in.rdbuf();
-    const std::vector<int> ids = tokenizer.encode(text.str(), /*add_special=*/false);
+    const std::vector<int> ids = tokenizer.encode(text(), /*add_special=*/false);
     const int64_t window = params_.prefix_tokens + params_.eval_tokens;
     if (int64_t(ids.size()) < window * params_.samples)
       throw InputError(params_.text_file + ": " + std::to_string(ids.size()) +
@@ -80,6 +87,23 @@ class Perplexity : public Dataset {
   bool teacher_forced() const override { return true; }
 
  private:
+  // The file's bytes, or its JSON object's text_field.
+  std::string text() const {
+    if (!params_.text_field.empty()) {
+      const json j = read_json_file(params_.text_file);
+      const auto field = j.is_object() ? j.find(params_.text_field) : j.end();
+      if (!j.is_object() || field == j.end() || !field->is_string())
+        throw InputError(params_.text_file + ": not a JSON object with a string field '" +
+                         params_.text_field + "' (params.text_field)");
+      return field->get<std::string>();
+    }
+    std::ifstream in(params_.text_file, std::ios::binary);
+    if (!in) throw InputError(params_.text_file + ": cannot read the file (params.text_file)");
+    std::stringstream bytes;
+    bytes << in.rdbuf();
+    return bytes.str();
+  }
+
   PerplexityParams params_;
 };
 

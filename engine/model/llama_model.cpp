@@ -255,6 +255,7 @@ std::shared_ptr<LlamaModel> LlamaModel::load(const std::string& dir, const LoadO
                      std::to_string(model->config.vocab_size));
   model->source = dir;
   model->description = std::filesystem::path(dir).filename().string() + " (" + dir + ")";
+  if (!options.weights) return model;
   const ModelConfig& c = model->config;
   WeightReader w(open_checkpoint(dir), options);
   model->embed = w.get("model.embed_tokens.weight", {c.vocab_size, c.hidden_size});
@@ -296,6 +297,7 @@ std::shared_ptr<LlamaModel> LlamaModel::random(const ModelConfig& c, uint64_t se
   model->tokenizer = Tokenizer::from_json(model->tokenizer_json, model->tokenizer_config,
                                           "<built-in byte tokenizer>");
   model->trained = false;
+  if (!options.weights) return model;
   at::Generator gen = seeded_generator(options.device, seed);
   const at::TensorOptions on_device = at::TensorOptions().device(options.device);
   auto normal = [&](std::vector<int64_t> shape) {

@@ -64,6 +64,9 @@ struct LoadOptions {
   // Unknown config.json and tokenizer_config.json keys become ModelConfig::unknown_keys and
   // Tokenizer::unknown_config_keys() instead of an InputError.
   bool allow_unknown_config_keys = false;
+  // false: config, tokenizer and its files only, every weight tensor left undefined (for
+  // commands that only encode text, such as `kvbench samples`; nothing may run such a model).
+  bool weights = true;
 };
 
 struct LlamaModel {

@@ -181,9 +181,6 @@ std::vector<int> stop_ids(const LlamaModel& model, const Sample& sample) {
 
 }  // namespace
 
-namespace {
-
-// The prompt's text as the model reads it: its chat template applied.
 std::string prompt_text(const LlamaModel& model, const Sample& sample) {
   if (sample.chat_template == "auto") {
     const std::string family = detect_chat_template(model.tokenizer_config);
@@ -195,8 +192,6 @@ std::string prompt_text(const LlamaModel& model, const Sample& sample) {
   if (sample.chat_template != "none") return apply_chat_template(sample.chat_template, sample.prompt);
   return sample.prompt;
 }
-
-}  // namespace
 
 std::vector<int> encode_prompt(const LlamaModel& model, const Sample& sample) {
   return model.tokenizer->encode(prompt_text(model, sample), /*add_special=*/true);

@@ -54,6 +54,8 @@ struct CellResult {
   std::vector<MetricRow> metrics;
 };
 
+// A sample's prompt text as the model reads it: its chat template applied (before BOS).
+std::string prompt_text(const LlamaModel& model, const Sample& sample);
 // A sample's prompt as the runner feeds it: its chat template applied, BOS added.
 std::vector<int> encode_prompt(const LlamaModel& model, const Sample& sample);
 

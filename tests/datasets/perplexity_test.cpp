@@ -48,5 +48,39 @@ TEST(Perplexity, Errors) {
   EXPECT_THROW(d->samples(byte_tokenizer(), 0), InputError);
 }
 
+// A JSON file's text is one of its fields; read raw, its quotes and escapes would be scored.
+TEST(Perplexity, JsonFileIsReadThroughItsTextField) {
+  test::TempDir tmp;
+  std::string text;
+  for (int i = 0; i < 20; ++i) text += "Essay line " + std::to_string(i) + ",\n\"quoted\".\n";
+  std::ofstream(tmp.file("essays.json")) << json{{"text", text}, {"other", 1}}.dump();
+  const std::string refused = [&] {
+    try {
+      make_dataset("perplexity", {{"text_file", tmp.file("essays.json")}});
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  }();
+  EXPECT_NE(refused.find("text_field"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("is JSON"), std::string::npos) << refused;
+
+  auto d = make_dataset("perplexity", {{"text_file", tmp.file("essays.json")},
+                                       {"text_field", "text"}, {"prefix_tokens", 30},
+                                       {"eval_tokens", 10}});
+  const auto s = d->samples(byte_tokenizer(), 0);
+  ASSERT_EQ(s.size(), 1u);
+  const std::vector<int> ids = byte_tokenizer().encode(text, false);
+  EXPECT_EQ(s[0].prompt + s[0].reference_continuation,
+            byte_tokenizer().decode(std::vector<int>(ids.begin(), ids.begin() + 40)));
+  EXPECT_EQ(s[0].prompt.rfind("Essay line 0,\n\"quoted\"", 0), 0u) << s[0].prompt;
+
+  for (const char* field : {"other", "missing"}) {
+    auto bad = make_dataset("perplexity", {{"text_file", tmp.file("essays.json")},
+                                           {"text_field", field}});
+    EXPECT_THROW(bad->samples(byte_tokenizer(), 0), InputError) << field;
+  }
+}
+
 }  // namespace
 }  // namespace kvb

@@ -1,0 +1,240 @@
+// kvbench samples SUITE: the prompts a suite's cells would feed the model, as the runner builds
+// them (dataset, chat template, BOS), with their token counts and reference answers, so that a
+// suite can be checked before it runs. Loads each model's tokenizer only, never its weights.
+#include <algorithm>
+#include <iostream>
+#include <map>
+#include <set>
+
+#include "cli/commands.h"
+#include "engine/common/error.h"
+#include "engine/common/format.h"
+#include "engine/model/llama_model.h"
+#include "harness/runner/runner.h"
+
+namespace kvb {
+
+namespace {
+
+struct SamplesOptions {
+  std::string suite, dataset, model;
+  std::vector<std::string> overrides;
+  std::optional<uint64_t> seed;
+  int samples = 1;
+  int chars = 300;
+  bool full = false, json = false, allow_unknown_config_keys = false;
+};
+
+// The cells that build the same prompts: methods, budgets, devices and dtypes do not change
+// them. The first cell of each group stands for it.
+std::vector<Cell> prompt_groups(const std::vector<Cell>& cells, const SamplesOptions& o) {
+  std::vector<Cell> groups;
+  std::set<std::string> seen;
+  for (const Cell& c : cells) {
+    if (!o.dataset.empty() && c.dataset.name != o.dataset) continue;
+    if (!o.model.empty() && c.model != o.model) continue;
+    if (o.seed && c.seed != *o.seed) continue;
+    const json key = {c.model, c.dataset.name, c.dataset.params, c.seed, c.max_new_tokens,
+                      c.context_sharing};
+    if (seen.insert(key.dump()).second) groups.push_back(c);
+  }
+  return groups;
+}
+
+// The values a filter could have taken, for the message when it matches nothing.
+std::string choices(const std::vector<Cell>& cells, std::string (*value)(const Cell&)) {
+  std::set<std::string> values;
+  for (const Cell& c : cells) values.insert(value(c));
+  return join(std::vector<std::string>(values.begin(), values.end()), ", ");
+}
+
+void check_filters_match(const std::vector<Cell>& cells, const SamplesOptions& o) {
+  const auto refuse = [&](const std::string& option, const std::string& given,
+                          std::string (*value)(const Cell&)) {
+    throw InputError(option + ": '" + given + "' is in none of the suite's cells (it has: " +
+                     choices(cells, value) + ")");
+  };
+  const auto any = [&](auto matches) { return std::any_of(cells.begin(), cells.end(), matches); };
+  if (!o.dataset.empty() && !any([&](const Cell& c) { return c.dataset.name == o.dataset; }))
+    refuse("--dataset", o.dataset, [](const Cell& c) { return c.dataset.name; });
+  if (!o.model.empty() && !any([&](const Cell& c) { return c.model == o.model; }))
+    refuse("--model", o.model, [](const Cell& c) { return c.model; });
+  if (o.seed && !any([&](const Cell& c) { return c.seed == *o.seed; }))
+    refuse("--seed", std::to_string(*o.seed), [](const Cell& c) { return std::to_string(c.seed); });
+}
+
+// The bytes of `text` before `at`, moved back to the start of a UTF-8 character.
+size_t character_start(const std::string& text, size_t at) {
+  while (at > 0 && at < text.size() && (static_cast<unsigned char>(text[at]) & 0xC0) == 0x80) --at;
+  return at;
+}
+
+size_t characters_in(const std::string& text) {
+  return size_t(std::count_if(text.begin(), text.end(), [](char c) {
+    return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  }));
+}
+
+// `text` whole, or its first and last `keep` bytes (whole characters) with what is left out
+// said between them.
+std::string abbreviated(const std::string& text, int keep, bool full) {
+  const size_t k = size_t(std::max(keep, 0));
+  if (full || text.size() <= 2 * k + 200) return text;
+  const size_t head_end = character_start(text, k);
+  const size_t tail_begin = character_start(text, text.size() - k);
+  const std::string left_out = text.substr(head_end, tail_begin - head_end);
+  return text.substr(0, head_end) + "\n[... " + std::to_string(characters_in(left_out)) +
+         " characters left out (--full shows them) ...]\n" + text.substr(tail_begin);
+}
+
+// How the sample's chat template resolved for this model.
+std::string template_description(const LlamaModel& model, const Sample& sample) {
+  if (sample.chat_template != "auto") return sample.chat_template;
+  const std::string family = detect_chat_template(model.tokenizer_config);
+  const auto& unwrapped = sample.auto_chat_unwrapped;
+  const bool left = std::find(unwrapped.begin(), unwrapped.end(), family) != unwrapped.end();
+  return "auto: the model's " + family + (left ? ", left unwrapped for this dataset" : "");
+}
+
+std::string quoted_list(const std::vector<std::string>& answers) {
+  std::vector<std::string> quoted;
+  for (const std::string& a : answers) quoted.push_back(json(a).dump());
+  return quoted.empty() ? "(none)" : join(quoted, " | ");
+}
+
+struct SampleView {
+  const Sample* sample;
+  std::string text;       // prompt_text: what is encoded
+  int64_t tokens = 0;     // encode_prompt's count, BOS included
+  int64_t context_tokens = -1, question_tokens = -1;  // under context_sharing per_sample
+  int max_new_tokens = 0;
+};
+
+SampleView view_of(const LlamaModel& model, const Cell& cell, const Sample& sample) {
+  SampleView v{.sample = &sample, .text = prompt_text(model, sample)};
+  const std::vector<int> prompt = encode_prompt(model, sample);
+  v.tokens = int64_t(prompt.size());
+  if (cell.context_sharing == "per_sample") {
+    const SplitPrompt split = split_prompt(model, sample, prompt);
+    v.context_tokens = int64_t(split.context.size());
+    v.question_tokens = int64_t(split.question.size());
+  }
+  v.max_new_tokens = cell.max_new_tokens > 0 ? cell.max_new_tokens : sample.max_new_tokens;
+  return v;
+}
+
+json to_json(const SampleView& v, const LlamaModel& model) {
+  const Sample& s = *v.sample;
+  json j = {{"id", s.id},           {"prompt_tokens", v.tokens},
+            {"prompt_text", v.text}, {"chat_template", template_description(model, s)},
+            {"answers", s.answers},  {"max_new_tokens", v.max_new_tokens},
+            {"meta", s.meta}};
+  if (v.context_tokens >= 0) {
+    j["context_tokens"] = v.context_tokens;
+    j["question_tokens"] = v.question_tokens;
+  }
+  if (!s.reference_continuation.empty()) j["reference_continuation"] = s.reference_continuation;
+  for (const Sample::Turn& turn : s.follow_ups)
+    j["follow_ups"].push_back({{"text", turn.text}, {"answers", turn.answers}});
+  return j;
+}
+
+void print(const SampleView& v, const LlamaModel& model, const SamplesOptions& o) {
+  const Sample& s = *v.sample;
+  std::cout << "-- sample " << s.id << ": " << v.tokens << " prompt tokens (BOS included)";
+  if (v.context_tokens >= 0)
+    std::cout << " = context " << v.context_tokens << " + question " << v.question_tokens;
+  if (s.reference_continuation.empty())
+    std::cout << ", answer up to " << v.max_new_tokens << " tokens\n";
+  else
+    std::cout << ", then its reference continuation is scored\n";
+  if (s.reference_continuation.empty()) std::cout << "answers: " << quoted_list(s.answers) << "\n";
+  if (!s.meta.empty()) std::cout << "meta: " << s.meta.dump() << "\n";
+  std::cout << "prompt (chat template " << template_description(model, s) << "):\n"
+            << abbreviated(v.text, o.chars, o.full) << "\n";
+  if (!s.reference_continuation.empty())
+    std::cout << "reference continuation:\n" << abbreviated(s.reference_continuation, o.chars, o.full)
+              << "\n";
+  for (size_t t = 0; t < s.follow_ups.size(); ++t)
+    std::cout << "follow-up " << t + 1 << " (answers " << quoted_list(s.follow_ups[t].answers)
+              << "):\n" << abbreviated(s.follow_ups[t].text, o.chars, o.full) << "\n";
+}
+
+std::string group_title(const Cell& c) {
+  std::string title = c.dataset.name + " " + c.dataset.params.dump() + " · model " + c.model +
+                      " · seed " + std::to_string(c.seed);
+  if (c.context_sharing != "none") title += " · context_sharing " + c.context_sharing;
+  if (c.max_new_tokens > 0) title += " · max_new_tokens " + std::to_string(c.max_new_tokens);
+  return title;
+}
+
+int run_samples(const SamplesOptions& o) {
+  const Suite suite = load_suite(o.suite, o.overrides);
+  const std::vector<Cell> cells = suite.cells();
+  check_filters_match(cells, o);
+  std::map<std::string, std::shared_ptr<LlamaModel>> models;  // tokenizers only
+  LoadOptions load;
+  load.weights = false;
+  load.allow_unknown_config_keys = o.allow_unknown_config_keys;
+  json out = json::array();
+  for (const Cell& cell : prompt_groups(cells, o)) {
+    std::shared_ptr<LlamaModel>& model = models[cell.model];
+    if (!model) model = LlamaModel::from_reference(cell.model, load);
+    const std::unique_ptr<Dataset> dataset =
+        dataset_registry().get(cell.dataset.name, "cell").create(cell.dataset.params);
+    const std::vector<Sample> samples = dataset->samples(*model->tokenizer, cell.seed);
+    std::vector<SampleView> views;
+    for (const Sample& s : samples) views.push_back(view_of(*model, cell, s));
+    const size_t shown = std::min(samples.size(), size_t(std::max(o.samples, 0)));
+    if (o.json) {
+      json group = {{"dataset", cell.dataset.name}, {"params", cell.dataset.params},
+                    {"model", cell.model},          {"seed", cell.seed},
+                    {"context_sharing", cell.context_sharing},
+                    {"samples_total", samples.size()}, {"samples", json::array()}};
+      for (size_t i = 0; i < shown; ++i) group["samples"].push_back(to_json(views[i], *model));
+      out.push_back(group);
+      continue;
+    }
+    int64_t lo = 0, hi = 0, sum = 0;
+    for (const SampleView& v : views) {
+      lo = (&v == &views.front()) ? v.tokens : std::min(lo, v.tokens);
+      hi = std::max(hi, v.tokens);
+      sum += v.tokens;
+    }
+    std::cout << "== " << group_title(cell) << ": " << samples.size() << " sample"
+              << (samples.size() == 1 ? "" : "s");
+    if (!views.empty())
+      std::cout << ", prompts of " << lo << " to " << hi << " tokens (mean "
+                << fixed(double(sum) / double(views.size()), 0) << ")";
+    std::cout << "\n";
+    for (size_t i = 0; i < shown; ++i) print(views[i], *model, o);
+    std::cout << "\n";
+  }
+  if (o.json) std::cout << out.dump(2) << "\n";
+  return 0;
+}
+
+}  // namespace
+
+void add_samples_command(CLI::App& app, std::vector<Command>& out) {
+  auto o = std::make_shared<SamplesOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "samples", "Show the prompts a suite's cells feed the model (chat template and BOS as the "
+                 "runner applies them), their token counts and answers, without running anything");
+  cmd->add_option("suite", o->suite, "Suite name or path to a suite JSON file")->required();
+  cmd->add_option("--set", o->overrides, "Override an axis, as in `kvbench run`. Repeatable");
+  cmd->add_option("--dataset", o->dataset, "Only this dataset's cells");
+  cmd->add_option("--model", o->model, "Only this model's cells (as the suite names it)");
+  cmd->add_option("--seed", o->seed, "Only this seed's cells");
+  cmd->add_option("-n,--samples", o->samples, "Samples shown of each dataset (default 1)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--chars", o->chars,
+                  "Bytes shown of each end of a long prompt (default 300; whole characters)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--full", o->full, "Show whole prompts");
+  cmd->add_flag("--json", o->json, "Print JSON (whole prompts) instead of text");
+  add_allow_unknown_config_keys_flag(cmd, o->allow_unknown_config_keys);
+  out.push_back({cmd, [o] { return run_samples(*o); }});
+}
+
+}  // namespace kvb

@@ -1,0 +1,121 @@
+// kvbench samples: a suite's prompts as the runner would feed them, checked on the built-in byte
+// tokenizer, whose counts can be told from ASCII text alone: BOS, SentencePiece's leading "▁"
+// (a space becomes "▁", one token too), then one token a byte.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/model/llama_model.h"
+#include "tests/cli/kvbench_process.h"
+#include "tests/test_util.h"
+
+namespace kvb {
+namespace {
+
+using nlohmann::json;
+using test::contains, test::describe, test::kvbench, test::kvbench_all, test::Output,
+    test::write_suite;
+
+// random-tiny (byte tokenizer) on passkey, twice: the second group shares contexts.
+json byte_suite() {
+  return {{"name", "byte_prompts"},
+          {"models", {"random-tiny"}},
+          {"datasets",
+           {{{"name", "passkey"},
+             {"params", {{"context_length", 300}, {"samples", 3}, {"max_new_tokens", 6}}}}}},
+          {"methods", {"full", "streaming_llm"}},
+          {"budgets", {32}},
+          {"context_sharing", {"none", "per_sample"}}};
+}
+
+TEST(CliSamples, JsonPromptsAreWhatTheByteTokenizerCounts) {
+  test::TempDir dir;
+  const std::string suite = write_suite(dir, "suite.json", byte_suite());
+  const Output r = kvbench({"samples", suite, "--json", "-n", "2"}, dir.path());
+  ASSERT_EQ(r.code, 0) << describe(r);
+  const json groups = json::parse(r.out);
+  // Methods and budgets build the same prompts: one group per context_sharing value.
+  ASSERT_EQ(groups.size(), 2u) << r.out;
+  EXPECT_EQ(groups[0]["context_sharing"], "none");
+  EXPECT_EQ(groups[1]["context_sharing"], "per_sample");
+  for (const json& group : groups) {
+    EXPECT_EQ(group["samples_total"], 3);
+    ASSERT_EQ(group["samples"].size(), 2u);
+    for (const json& s : group["samples"]) {
+      const std::string text = s["prompt_text"];
+      EXPECT_EQ(s["prompt_tokens"], int64_t(text.size()) + 2) << s.dump();
+      EXPECT_LE(s["prompt_tokens"].get<int64_t>(), 300);
+      EXPECT_EQ(s["max_new_tokens"], 6);
+      EXPECT_EQ(s["chat_template"], "none");
+      ASSERT_EQ(s["answers"].size(), 1u);
+      EXPECT_TRUE(contains(text, "The pass key is " + s["answers"][0].get<std::string>()))
+          << text;
+    }
+  }
+  for (const json& s : groups[1]["samples"]) {
+    // The context ends where the question begins.
+    const std::string text = s["prompt_text"];
+    const int64_t context = s["context_tokens"], question = s["question_tokens"];
+    EXPECT_EQ(context + question, s["prompt_tokens"].get<int64_t>());
+    EXPECT_TRUE(contains(text.substr(size_t(context - 2)), "What is the pass key?")) << text;
+  }
+  EXPECT_FALSE(groups[0]["samples"][0].contains("context_tokens"));
+}
+
+TEST(CliSamples, TextShowsLongPromptsByTheirEndsUnlessFull) {
+  test::TempDir dir;
+  const std::string suite = write_suite(dir, "suite.json", byte_suite());
+  const std::vector<Output> r = kvbench_all(
+      {{"samples", suite, "--chars", "40", "--set", "context_sharing=none"},
+       {"samples", suite, "--full", "--set", "context_sharing=none"},
+       {"samples", suite, "--json", "--set", "context_sharing=none"}},
+      dir.path());
+  for (const Output& o : r) ASSERT_EQ(o.code, 0) << describe(o);
+  const std::string text = json::parse(r[2].out)[0]["samples"][0]["prompt_text"];
+  const std::string head = text.substr(0, 40), tail = text.substr(text.size() - 40);
+  EXPECT_TRUE(contains(r[0].out, "== passkey ")) << r[0].out;
+  EXPECT_TRUE(contains(r[0].out, "3 samples, prompts of ")) << r[0].out;
+  EXPECT_TRUE(contains(r[0].out, "-- sample passkey-0: " + std::to_string(text.size() + 2) +
+                                     " prompt tokens (BOS included), answer up to 6 tokens"))
+      << r[0].out;
+  EXPECT_TRUE(contains(r[0].out, head + "\n[... " + std::to_string(text.size() - 80) +
+                                     " characters left out (--full shows them) ...]\n" + tail))
+      << r[0].out;
+  EXPECT_FALSE(contains(r[0].out, text)) << r[0].out;
+  EXPECT_TRUE(contains(r[1].out, text)) << r[1].out;
+  EXPECT_FALSE(contains(r[1].out, "left out")) << r[1].out;
+}
+
+TEST(CliSamples, FiltersThatMatchNothingNameWhatTheSuiteHas) {
+  test::TempDir dir;
+  const std::string suite = write_suite(dir, "suite.json", byte_suite());
+  const std::vector<Output> r =
+      kvbench_all({{"samples", suite, "--dataset", "niah_single_1"},
+                   {"samples", suite, "--model", "kvbench-tiny"},
+                   {"samples", suite, "--seed", "7"},
+                   {"samples", suite, "--dataset", "passkey", "--model", "random-tiny", "-n", "0"}},
+                  dir.path());
+  EXPECT_EQ(r[0].code, 2) << describe(r[0]);
+  EXPECT_TRUE(contains(r[0].err, "--dataset: 'niah_single_1' is in none of the suite's cells "
+                                 "(it has: passkey)")) << r[0].err;
+  EXPECT_EQ(r[1].code, 2) << describe(r[1]);
+  EXPECT_TRUE(contains(r[1].err, "(it has: random-tiny)")) << r[1].err;
+  EXPECT_EQ(r[2].code, 2) << describe(r[2]);
+  EXPECT_TRUE(contains(r[2].err, "--seed: '7'")) << r[2].err;
+  EXPECT_EQ(r[3].code, 0) << describe(r[3]);
+  EXPECT_FALSE(contains(r[3].out, "-- sample")) << r[3].out;  // -n 0: the summaries only
+}
+
+// `kvbench samples` reads tokenizers only: the 8B model's weights (14 GB) are never made.
+TEST(LoadOptions, WithoutWeightsGivesTheTokenizerAlone) {
+  LoadOptions options;
+  options.weights = false;
+  const auto model = LlamaModel::from_reference("random-llama3-8b", options);
+  EXPECT_FALSE(model->embed.defined());
+  EXPECT_TRUE(model->layers.empty());
+  EXPECT_EQ(model->config.num_hidden_layers, 32);
+  EXPECT_EQ(model->tokenizer->encode("ab", /*add_special=*/true).size(), 4u);  // BOS, "▁", a, b
+}
+
+}  // namespace
+}  // namespace kvb
