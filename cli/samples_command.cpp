@@ -76,7 +76,8 @@ size_t characters_in(const std::string& text) {
 }
 
 // `text` whole, or its first and last `keep` bytes (whole characters) with what is left out
-// said between them.
+// said between them. Whole too when less than 200 bytes would be left out: the marker would
+// hide little.
 std::string abbreviated(const std::string& text, int keep, bool full) {
   const size_t k = size_t(std::max(keep, 0));
   if (full || text.size() <= 2 * k + 200) return text;
@@ -87,7 +88,9 @@ std::string abbreviated(const std::string& text, int keep, bool full) {
          " characters left out (--full shows them) ...]\n" + text.substr(tail_begin);
 }
 
-// How the sample's chat template resolved for this model.
+// The chat template the runner wraps the sample's prompt in, for this model. A dataset may
+// have wrapped the prompt itself already (a named chat_template param of RULER or LongBench):
+// that shows in its params and its text, not here.
 std::string template_description(const LlamaModel& model, const Sample& sample) {
   if (sample.chat_template != "auto") return sample.chat_template;
   const std::string family = detect_chat_template(model.tokenizer_config);
@@ -100,6 +103,14 @@ std::string quoted_list(const std::vector<std::string>& answers) {
   std::vector<std::string> quoted;
   for (const std::string& a : answers) quoted.push_back(json(a).dump());
   return quoted.empty() ? "(none)" : join(quoted, " | ");
+}
+
+// What encode(text, add_special = true) adds to the text's own tokens.
+std::string special_tokens(const Tokenizer& tokenizer) {
+  const bool bos = tokenizer.add_bos_by_default(), eos = tokenizer.adds_eos();
+  if (bos && eos) return "BOS and EOS included";
+  if (bos || eos) return std::string(bos ? "BOS" : "EOS") + " included";
+  return "the tokenizer adds no BOS";
 }
 
 struct SampleView {
@@ -123,25 +134,40 @@ SampleView view_of(const LlamaModel& model, const Cell& cell, const Sample& samp
   return v;
 }
 
+// A follow-up turn's sample id in the results database, as the runner names it.
+std::string turn_id(const Sample& s, size_t turn) { return s.id + ".turn" + std::to_string(turn + 2); }
+
 json to_json(const SampleView& v, const LlamaModel& model) {
   const Sample& s = *v.sample;
-  json j = {{"id", s.id},           {"prompt_tokens", v.tokens},
-            {"prompt_text", v.text}, {"chat_template", template_description(model, s)},
-            {"answers", s.answers},  {"max_new_tokens", v.max_new_tokens},
+  json j = {{"id", s.id},
+            {"prompt_tokens", v.tokens},
+            {"prompt_text", v.text},
+            {"runner_chat_template", template_description(model, s)},
+            {"answers", s.answers},
+            {"max_new_tokens", v.max_new_tokens},
+            {"min_new_tokens", s.min_new_tokens},
+            {"stop_texts", s.stop_texts},
             {"meta", s.meta}};
   if (v.context_tokens >= 0) {
     j["context_tokens"] = v.context_tokens;
     j["question_tokens"] = v.question_tokens;
   }
+  if (!s.context_id.empty()) j["context_id"] = s.context_id;
   if (!s.reference_continuation.empty()) j["reference_continuation"] = s.reference_continuation;
-  for (const Sample::Turn& turn : s.follow_ups)
-    j["follow_ups"].push_back({{"text", turn.text}, {"answers", turn.answers}});
+  for (size_t t = 0; t < s.follow_ups.size(); ++t) {
+    const Sample::Turn& turn = s.follow_ups[t];
+    j["follow_ups"].push_back({{"id", turn_id(s, t)},
+                               {"text", turn.text},
+                               {"answers", turn.answers},
+                               {"max_new_tokens", turn.max_new_tokens}});
+  }
   return j;
 }
 
 void print(const SampleView& v, const LlamaModel& model, const SamplesOptions& o) {
   const Sample& s = *v.sample;
-  std::cout << "-- sample " << s.id << ": " << v.tokens << " prompt tokens (BOS included)";
+  std::cout << "-- sample " << s.id << ": " << v.tokens << " prompt tokens ("
+            << special_tokens(*model.tokenizer) << ")";
   if (v.context_tokens >= 0)
     std::cout << " = context " << v.context_tokens << " + question " << v.question_tokens;
   if (s.reference_continuation.empty())
@@ -149,15 +175,34 @@ void print(const SampleView& v, const LlamaModel& model, const SamplesOptions& o
   else
     std::cout << ", then its reference continuation is scored\n";
   if (s.reference_continuation.empty()) std::cout << "answers: " << quoted_list(s.answers) << "\n";
+  if (!s.stop_texts.empty()) std::cout << "also stops at: " << quoted_list(s.stop_texts) << "\n";
   if (!s.meta.empty()) std::cout << "meta: " << s.meta.dump() << "\n";
-  std::cout << "prompt (chat template " << template_description(model, s) << "):\n"
+  std::cout << "prompt (the runner's chat template: " << template_description(model, s) << "):\n"
             << abbreviated(v.text, o.chars, o.full) << "\n";
   if (!s.reference_continuation.empty())
     std::cout << "reference continuation:\n" << abbreviated(s.reference_continuation, o.chars, o.full)
               << "\n";
   for (size_t t = 0; t < s.follow_ups.size(); ++t)
-    std::cout << "follow-up " << t + 1 << " (answers " << quoted_list(s.follow_ups[t].answers)
-              << "):\n" << abbreviated(s.follow_ups[t].text, o.chars, o.full) << "\n";
+    std::cout << "follow-up " << turn_id(s, t) << " (answers " << quoted_list(s.follow_ups[t].answers)
+              << ", up to " << s.follow_ups[t].max_new_tokens << " tokens):\n"
+              << abbreviated(s.follow_ups[t].text, o.chars, o.full) << "\n";
+}
+
+struct PromptLengths {
+  int64_t min = 0, max = 0;
+  double mean = 0;
+};
+
+PromptLengths lengths_of(const std::vector<SampleView>& views) {
+  PromptLengths l;
+  if (views.empty()) return l;
+  l.min = views.front().tokens;
+  for (const SampleView& v : views) {
+    l.min = std::min(l.min, v.tokens);
+    l.max = std::max(l.max, v.tokens);
+    l.mean += double(v.tokens) / double(views.size());
+  }
+  return l;
 }
 
 std::string group_title(const Cell& c) {
@@ -179,33 +224,34 @@ int run_samples(const SamplesOptions& o) {
   json out = json::array();
   for (const Cell& cell : prompt_groups(cells, o)) {
     std::shared_ptr<LlamaModel>& model = models[cell.model];
-    if (!model) model = LlamaModel::from_reference(cell.model, load);
+    if (!model) {
+      model = LlamaModel::from_reference(cell.model, load);
+      for (const std::string& warning : model->unknown_key_warnings())
+        std::cerr << "warning: " << warning << "\n";
+    }
     const std::unique_ptr<Dataset> dataset =
         dataset_registry().get(cell.dataset.name, "cell").create(cell.dataset.params);
     const std::vector<Sample> samples = dataset->samples(*model->tokenizer, cell.seed);
     std::vector<SampleView> views;
     for (const Sample& s : samples) views.push_back(view_of(*model, cell, s));
     const size_t shown = std::min(samples.size(), size_t(std::max(o.samples, 0)));
+    const PromptLengths lengths = lengths_of(views);
     if (o.json) {
       json group = {{"dataset", cell.dataset.name}, {"params", cell.dataset.params},
                     {"model", cell.model},          {"seed", cell.seed},
                     {"context_sharing", cell.context_sharing},
                     {"samples_total", samples.size()}, {"samples", json::array()}};
+      if (!views.empty())
+        group["prompt_tokens"] = {{"min", lengths.min}, {"max", lengths.max}, {"mean", lengths.mean}};
       for (size_t i = 0; i < shown; ++i) group["samples"].push_back(to_json(views[i], *model));
       out.push_back(group);
       continue;
     }
-    int64_t lo = 0, hi = 0, sum = 0;
-    for (const SampleView& v : views) {
-      lo = (&v == &views.front()) ? v.tokens : std::min(lo, v.tokens);
-      hi = std::max(hi, v.tokens);
-      sum += v.tokens;
-    }
     std::cout << "== " << group_title(cell) << ": " << samples.size() << " sample"
               << (samples.size() == 1 ? "" : "s");
     if (!views.empty())
-      std::cout << ", prompts of " << lo << " to " << hi << " tokens (mean "
-                << fixed(double(sum) / double(views.size()), 0) << ")";
+      std::cout << ", prompts of " << lengths.min << " to " << lengths.max << " tokens (mean "
+                << fixed(lengths.mean, 0) << ")";
     std::cout << "\n";
     for (size_t i = 0; i < shown; ++i) print(views[i], *model, o);
     std::cout << "\n";
@@ -226,10 +272,13 @@ void add_samples_command(CLI::App& app, std::vector<Command>& out) {
   cmd->add_option("--dataset", o->dataset, "Only this dataset's cells");
   cmd->add_option("--model", o->model, "Only this model's cells (as the suite names it)");
   cmd->add_option("--seed", o->seed, "Only this seed's cells");
-  cmd->add_option("-n,--samples", o->samples, "Samples shown of each dataset (default 1)")
+  cmd->add_option("-n,--samples", o->samples,
+                  "Samples shown of each group (dataset and its params, model, seed, context "
+                  "sharing; default 1)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--chars", o->chars,
-                  "Bytes shown of each end of a long prompt (default 300; whole characters)")
+                  "Bytes shown of each end of a long prompt (default 300, whole characters; a "
+                  "prompt that would lose less than 200 bytes is shown whole)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--full", o->full, "Show whole prompts");
   cmd->add_flag("--json", o->json, "Print JSON (whole prompts) instead of text");

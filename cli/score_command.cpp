@@ -1,14 +1,18 @@
-// kvbench score --dataset NAME FILE.jsonl: LongBench's eval.py on one pred/ file (one
-// {"pred", "answers", "all_classes", "length"} object a line): prints the dataset's score.
+// kvbench score --dataset NAME FILE.jsonl [--e]: LongBench's eval.py on one pred/ (or, --e,
+// pred_e/) file (one {"pred", "answers", "all_classes", "length"} object a line): prints the
+// dataset's score (--e: the score of each length range).
 #include <algorithm>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <map>
+#include <optional>
 
 #include "datasets/longbench/longbench.h"
 #include "datasets/metrics/longbench_metrics.h"
 #include "cli/commands.h"
 #include "engine/common/error.h"
+#include "engine/common/format.h"
 #include "engine/common/json_fields.h"
 
 namespace kvb {
@@ -17,6 +21,7 @@ namespace {
 struct Prediction {
   std::string pred;
   std::vector<std::string> answers, all_classes;
+  std::optional<int64_t> length;
 };
 
 Prediction parse_prediction(const std::string& line, const std::string& where) {
@@ -29,13 +34,19 @@ Prediction parse_prediction(const std::string& line, const std::string& where) {
   p.answers = longbench_strings(j["answers"], where + ".answers");
   if (j.contains("all_classes") && !j["all_classes"].is_null())
     p.all_classes = longbench_strings(j["all_classes"], where + ".all_classes");
+  if (j.contains("length") && j["length"].is_number_integer()) p.length = j["length"].get<int64_t>();
   return p;
 }
 
-int score_file(const std::string& dataset, const std::string& path, const std::string& jieba_dict) {
-  const auto& names = longbench_datasets();
-  if (std::find(names.begin(), names.end(), dataset) == names.end())
-    throw InputError("score: --dataset: unknown LongBench dataset \"" + dataset + "\"");
+void check_dataset(const std::string& dataset, bool e, const std::string& jieba_dict) {
+  const auto& names = e ? longbench_e_datasets() : longbench_datasets();
+  if (std::find(names.begin(), names.end(), dataset) == names.end()) {
+    if (!e && !longbench_task_of(dataset).empty())  // qasper_e: eval.py names the file qasper
+      throw InputError("score: --dataset: " + dataset + " is LongBench-E's; score its pred_e/ "
+                       "file with --dataset " + longbench_task_of(dataset) + " --e");
+    throw InputError("score: --dataset: unknown " + std::string(e ? "LongBench-E" : "LongBench") +
+                     " dataset \"" + dataset + "\" (known: " + join(names, ", ") + ")");
+  }
   if (longbench_needs_jieba(dataset)) {
     try {
       jieba_segmenter(jieba_dict);  // loaded once, before any line: a missing one fails fast
@@ -43,21 +54,59 @@ int score_file(const std::string& dataset, const std::string& path, const std::s
       throw InputError("score: --jieba-dict: " + std::string(e.what()));
     }
   }
+}
+
+std::vector<Prediction> read_predictions(const std::string& path, bool need_length) {
   std::ifstream in(path);
   if (!in) throw InputError(path + ": no such file");
-  double total = 0;
-  size_t count = 0;
+  std::vector<Prediction> out;
   std::string line;
   for (int number = 1; std::getline(in, line); ++number) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const Prediction p = parse_prediction(line, path + ":" + std::to_string(number));
-    total += longbench_record_score(dataset, p.pred, p.answers, p.all_classes, jieba_dict);
-    ++count;
+    const std::string where = path + ":" + std::to_string(number);
+    out.push_back(parse_prediction(line, where));
+    if (need_length && !out.back().length)  // eval.py would zip the scores with fewer lengths
+      throw InputError(where + ": missing integer field \"length\" (--e scores by it)");
   }
-  if (count == 0) throw InputError(path + ": holds no predictions");
-  std::cout << dataset << " " << std::fixed << std::setprecision(2)
-            << longbench_dataset_score(total, count) << " (" << longbench_metric_name(dataset)
-            << ", " << count << " records)\n";
+  if (out.empty()) throw InputError(path + ": holds no predictions");
+  return out;
+}
+
+// eval.py scores every record with the last line's all_classes (it overwrites the variable at
+// each line and passes it once).
+int score_file(const std::string& dataset, const std::string& path, const std::string& jieba_dict,
+               bool e) {
+  check_dataset(dataset, e, jieba_dict);
+  const std::vector<Prediction> predictions = read_predictions(path, e);
+  const std::vector<std::string>& all_classes = predictions.back().all_classes;
+  std::map<std::string, std::pair<double, size_t>> ranges;  // range -> (sum, records)
+  double total = 0;
+  for (const Prediction& p : predictions) {
+    const double score = longbench_record_score(dataset, p.pred, p.answers, all_classes, jieba_dict);
+    total += score;
+    if (e) {
+      auto& [sum, records] = ranges[longbench_e_range(*p.length)];
+      sum += score;
+      ++records;
+    }
+  }
+  std::cout << dataset << " " << std::fixed << std::setprecision(2);
+  if (e) {
+    for (const std::string& range : longbench_e_ranges()) {
+      const auto it = ranges.find(range);
+      std::cout << range << " ";
+      if (it == ranges.end())
+        std::cout << "nan (no records), ";  // eval.py: the mean of an empty list
+      else
+        std::cout << longbench_e_range_score(it->second.first, it->second.second) << " ("
+                  << it->second.second << " records), ";
+    }
+    std::cout << "LongBench-E, ";
+  } else {
+    std::cout << longbench_dataset_score(total, predictions.size()) << " (";
+  }
+  std::cout << longbench_metric_name(dataset) << ", " << predictions.size() << " records"
+            << (e ? "" : ")") << "\n";
   return 0;
 }
 
@@ -66,6 +115,7 @@ int score_file(const std::string& dataset, const std::string& path, const std::s
 void add_score_command(CLI::App& app, std::vector<Command>& out) {
   struct Options {
     std::string dataset, file, jieba_dict;
+    bool e = false;
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
@@ -76,7 +126,10 @@ void add_score_command(CLI::App& app, std::vector<Command>& out) {
   cmd->add_option("--jieba-dict", o->jieba_dict,
                   "jieba's dict.txt for multifieldqa_zh, dureader and vcsum (default: Debian's "
                   "python3-jieba, " + std::string(kDebianJiebaDict) + ")");
-  out.push_back({cmd, [o] { return score_file(o->dataset, o->file, o->jieba_dict); }});
+  cmd->add_flag("--e", o->e,
+                "LongBench-E (a pred_e/ file, named by its task: --dataset qasper): the score of "
+                "each length range, 0-4k, 4-8k and 8k+ of the records' \"length\", as eval.py --e");
+  out.push_back({cmd, [o] { return score_file(o->dataset, o->file, o->jieba_dict, o->e); }});
 }
 
 }  // namespace kvb

@@ -43,6 +43,10 @@ std::string heading(const ReportData& data, const MetricSpec& spec, const std::s
 const std::vector<MetricSpec>& report_metrics() {
   static const std::vector<MetricSpec> specs = {
       {"score", "Score", "", 1.0, 2},
+      // LongBench-E datasets' length ranges (eval.py --e), in the records' `length` (words).
+      {"score_0-4k", "Score of the LongBench-E records under 4k words", "", 1.0, 2, false, "records_0-4k"},
+      {"score_4-8k", "Score of the LongBench-E records of 4k-8k words", "", 1.0, 2, false, "records_4-8k"},
+      {"score_8k+", "Score of the LongBench-E records of 8k words or more", "", 1.0, 2, false, "records_8k+"},
       {"recall", "Recall of the true top-B keys", "ratio", 1.0, 3},
       {"decode_ms_per_token", "Decode latency", "ms/token", 1.0, 3, /*lower_is_better=*/true},
       {"kv_resident_bytes", "Resident KV", "KiB", 1.0 / 1024, 1, /*lower_is_better=*/true},
@@ -80,7 +84,8 @@ std::optional<MetricTable> group_table(const ReportData& data, const std::string
     const auto key = std::make_pair(c.method, budget_key(c));
     Stat& s = t.values[key];
     s.mean += m->second * spec.scale;  // a sum until divided below
-    s.samples += int64_t(c.samples.size());
+    const auto count = spec.count_metric.empty() ? c.metrics.end() : c.metrics.find(spec.count_metric);
+    s.samples += count == c.metrics.end() ? int64_t(c.samples.size()) : int64_t(count->second);
     ++seeds[key];
   }
   if (t.values.empty()) return std::nullopt;

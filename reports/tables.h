@@ -18,6 +18,9 @@ struct MetricSpec {
   double scale = 1;
   int decimals = 2;
   bool lower_is_better = false;  // costs (latency, memory); the score's direction is its unit's
+  // The cell metric counting the samples behind the value ("": all the cell's samples), for
+  // the n= of a score over some of them (LongBench-E's length ranges).
+  std::string count_metric;
 };
 
 // Whether lower values of `spec`, shown in `unit`, are better (perplexity, latency, memory).

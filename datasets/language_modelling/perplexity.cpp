@@ -1,6 +1,8 @@
 // Perplexity over a text file (PG19 in the ClusterKV paper, Fig. 10): consecutive windows of
 // prefix_tokens + eval_tokens tokens; the prefix is prefilled, then the eval tokens are fed one
 // by one (teacher forcing) while the method compresses as during decoding.
+#include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <sstream>
 
@@ -10,6 +12,9 @@
 
 namespace kvb {
 namespace {
+
+struct PerplexityParams;
+std::string read_text(const PerplexityParams& p, const std::string& where);
 
 struct PerplexityParams {
   std::string text_file;
@@ -24,9 +29,9 @@ struct PerplexityParams {
         ConfigFields<P>()
             .required("text_file", &P::text_file, "the text whose windows are scored")
             .added_field("text_field", &P::text_field,
-                         "\"\": text_file's bytes are the text; a name: text_file is one JSON "
-                         "object and the text is this string field of it (a .json or .jsonl "
-                         "file needs it: its quotes and escapes are not text)")
+                         "\"\": text_file's bytes are the text (refused for a .json or .jsonl "
+                         "file: its quotes and escapes are not text); a name: text_file is one "
+                         "JSON object (.json) and the text is this string field of it")
             .field("prefix_tokens", &P::prefix_tokens, "prompt tokens before the scored ones",
                    check::at_least(1))
             .field("eval_tokens", &P::eval_tokens, "tokens scored by teacher forcing",
@@ -38,22 +43,52 @@ struct PerplexityParams {
               if (!std::ifstream(p.text_file))
                 throw InputError(f.path("text_file") + ": " + p.text_file +
                                  ": cannot read the file");
-              if (p.text_field.empty() && (ends_with(p.text_file, ".json") ||
-                                           ends_with(p.text_file, ".jsonl")))
-                throw InputError(f.path("text_field") + ": " + p.text_file + " is JSON, whose " +
-                                 "quotes and escapes would be scored as text: name the field " +
-                                 "that holds the text (PaulGrahamEssays.json: \"text\")");
+              // Read once here, so that a wrong field fails the suite, not its cell.
+              read_text(p, f.path("text_field"));
             });
     return f;
   }
 };
+
+bool has_json_suffix(std::string file) {
+  std::transform(file.begin(), file.end(), file.begin(), [](unsigned char c) { return std::tolower(c); });
+  return ends_with(file, ".json") || ends_with(file, ".jsonl");
+}
+
+// The text whose windows are scored: the file's bytes, or its JSON object's text_field.
+// Errors begin with `where` (the text_field param).
+std::string read_text(const PerplexityParams& p, const std::string& where) {
+  if (p.text_field.empty()) {
+    if (has_json_suffix(p.text_file))
+      throw InputError(where + ": " + p.text_file + " is JSON, whose quotes and escapes would "
+                       "be scored as text: name the field that holds the text "
+                       "(PaulGrahamEssays.json: \"text\")");
+    std::ifstream in(p.text_file, std::ios::binary);
+    if (!in) throw InputError(p.text_file + ": cannot read the file (params.text_file)");
+    std::stringstream bytes;
+    bytes << in.rdbuf();
+    return bytes.str();
+  }
+  json j;
+  try {
+    j = read_json_file(p.text_file);
+  } catch (const InputError& e) {  // JSON Lines among them: more than one document
+    throw InputError(where + ": text_field reads one JSON object, and " + e.what());
+  }
+  const auto field = j.is_object() ? j.find(p.text_field) : j.end();
+  if (field == j.end() || !field->is_string())
+    throw InputError(where + ": " + p.text_file + " is not a JSON object with a string field \"" +
+                     p.text_field + "\"");
+  return field->get<std::string>();
+}
 
 class Perplexity : public Dataset {
  public:
   explicit Perplexity(const PerplexityParams& p) : params_(p) {}
 
   std::vector<Sample> samples(const Tokenizer& tokenizer, uint64_t /*seed*/) const override {
-    const std::vector<int> ids = tokenizer.encode(text(), /*add_special=*/false);
+    const std::vector<int> ids =
+        tokenizer.encode(read_text(params_, "params.text_field"), /*add_special=*/false);
     const int64_t window = params_.prefix_tokens + params_.eval_tokens;
     if (int64_t(ids.size()) < window * params_.samples)
       throw InputError(params_.text_file + ": " + std::to_string(ids.size()) +
@@ -87,23 +122,6 @@ class Perplexity : public Dataset {
   bool teacher_forced() const override { return true; }
 
  private:
-  // The file's bytes, or its JSON object's text_field.
-  std::string text() const {
-    if (!params_.text_field.empty()) {
-      const json j = read_json_file(params_.text_file);
-      const auto field = j.is_object() ? j.find(params_.text_field) : j.end();
-      if (!j.is_object() || field == j.end() || !field->is_string())
-        throw InputError(params_.text_file + ": not a JSON object with a string field '" +
-                         params_.text_field + "' (params.text_field)");
-      return field->get<std::string>();
-    }
-    std::ifstream in(params_.text_file, std::ios::binary);
-    if (!in) throw InputError(params_.text_file + ": cannot read the file (params.text_file)");
-    std::stringstream bytes;
-    bytes << in.rdbuf();
-    return bytes.str();
-  }
-
   PerplexityParams params_;
 };
 

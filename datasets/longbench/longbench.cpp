@@ -138,7 +138,9 @@ struct LongBenchParams {
     using P = LongBenchParams;
     static const auto f =
         ConfigFields<P>()
-            .required("dataset", &P::dataset, "LongBench task, e.g. qasper (its .jsonl name)")
+            .required("dataset", &P::dataset,
+                      "LongBench task, e.g. qasper (its .jsonl name); LongBench-E's are "
+                      "<task>_e, e.g. qasper_e, scored also by length range")
             .required("data_dir", &P::data_dir, "folder holding <dataset>.jsonl")
             .field("max_length", &P::max_length,
                    "prompt tokens at most: longer ones are cut in the middle (LongBench's pred.py)",
@@ -161,14 +163,12 @@ struct LongBenchParams {
     return f;
   }
   static void check_params(LongBenchParams& p, const JsonFields& f) {
-    const auto& names = longbench_datasets();
-    if (std::find(names.begin(), names.end(), p.dataset) == names.end()) {
-      std::string known;
-      for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
+    if (longbench_task_of(p.dataset).empty()) {
       throw InputError(f.path("dataset") + ": unknown LongBench dataset \"" + p.dataset +
-                       "\" (known: " + known + ")");
+                       "\" (known: " + join(longbench_datasets(), ", ") +
+                       "; LongBench-E: " + join(longbench_e_datasets(), "_e, ") + "_e)");
     }
-    if (longbench_needs_jieba(p.dataset)) {
+    if (longbench_needs_jieba(longbench_task_of(p.dataset))) {
       try {
         jieba_segmenter(p.jieba_dict);  // loaded once per process; here to fail before running
       } catch (const InputError& e) {
@@ -189,7 +189,8 @@ struct LongBenchParams {
 
 class LongBench : public Dataset {
  public:
-  explicit LongBench(const LongBenchParams& p) : params_(p), task_(longbench_task(p.dataset)) {}
+  explicit LongBench(const LongBenchParams& p)
+      : params_(p), name_(longbench_task_of(p.dataset)), task_(longbench_task(name_)) {}
 
   std::vector<Sample> samples(const Tokenizer& tokenizer, uint64_t /*seed*/) const override {
     std::vector<Sample> out;
@@ -222,7 +223,10 @@ class LongBench : public Dataset {
       }
       s.answers = r.answers;
       s.max_new_tokens = task_.max_new_tokens;
-      s.meta = {{"all_classes", r.all_classes}, {"length", r.length},
+      if (name_ != params_.dataset && !r.length)  // LongBench-E scores by it
+        throw InputError(params_.file() + ": record " + r.id + " has no integer \"length\", "
+                         "which LongBench-E's length ranges need");
+      s.meta = {{"all_classes", r.all_classes}, {"length", r.length.value_or(0)},
                 {"truncated", truncated}};
       out.push_back(std::move(s));
     }
@@ -246,24 +250,51 @@ class LongBench : public Dataset {
     std::vector<std::string> classes;
     if (sample.meta.contains("all_classes"))
       classes = sample.meta["all_classes"].get<std::vector<std::string>>();
-    return 100.0 * longbench_record_score(params_.dataset, prediction, sample.answers, classes,
+    return 100.0 * longbench_record_score(name_, prediction, sample.answers, classes,
                                           params_.jieba_dict);
   }
-  std::string metric_name() const override { return longbench_metric_name(params_.dataset); }
+  std::string metric_name() const override { return longbench_metric_name(name_); }
+
+  // LongBench-E's datasets: eval.py --e's score of each length range ("score_0-4k", ...) and
+  // its record count ("records_0-4k", ...); a range without records has neither (eval.py: NaN).
+  std::vector<CellMetric> score_breakdown(const std::vector<Sample>& samples,
+                                          const std::vector<double>& scores) const override {
+    if (name_ == params_.dataset) return {};
+    // range -> (sum of the records' scores in [0, 1], as eval.py sums them; records)
+    std::map<std::string, std::pair<double, size_t>> ranges;
+    for (size_t i = 0; i < samples.size(); ++i) {
+      auto& [sum, records] = ranges[longbench_e_range(samples[i].meta.at("length").get<int64_t>())];
+      sum += scores[i] / 100.0;
+      ++records;
+    }
+    std::vector<CellMetric> out;
+    for (const std::string& range : longbench_e_ranges()) {
+      const auto it = ranges.find(range);
+      if (it == ranges.end()) continue;
+      const auto [sum, records] = it->second;
+      out.push_back({"score_" + range, longbench_e_range_score(sum, records), metric_name()});
+      out.push_back({"records_" + range, double(records), "count"});
+    }
+    return out;
+  }
 
  private:
   LongBenchParams params_;
+  std::string name_;  // the task: params_.dataset without LongBench-E's "_e"
   LongBenchTask task_;
 };
 
 KVB_REGISTER_DATASET(make_dataset_info<LongBench, LongBenchParams>({
     .name = "longbench",
-    .description = "LongBench v1: one of its 21 datasets read from <data_dir>/<dataset>.jsonl",
+    .description = "LongBench v1: one of its 21 datasets (or of LongBench-E's 13, <task>_e) read "
+                   "from <data_dir>/<dataset>.jsonl",
     .source = "THUDM/LongBench v1 (pred.py prompts and truncation, metrics.py, eval.py)",
     .fidelity = "chat_template reference (the default) is the model's own template but none "
                 "for Mistral, as KVCache-Factory and AdaKV wrap them; pred.py's own forms are "
                 "named: llama2_longbench ([INST]{prompt}[/INST]), vicuna (LongChat, Vicuna; not "
-                "detected), none (Llama-3)",
+                "detected), none (Llama-3); LongBench-E's range scores sum their records in "
+                "order where np.mean sums pairwise (the last bit can differ, which moves the "
+                "2-decimal rounding only at an exact tie)",
     .questions_per_context = "1: the template's text after {context} (question, instructions), "
                              "unmarked where truncation cut into it; records that repeat a "
                              "context are its questions",

@@ -1,6 +1,7 @@
 // LongBench v1 (THUDM/LongBench): the records of `<data_dir>/<dataset>.jsonl`, the prompt
 // templates and generation lengths of longbench_config.json, LongBench's middle truncation.
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,7 +13,7 @@ struct LongBenchRecord {
   std::string id, input, context;
   std::vector<std::string> answers;
   std::vector<std::string> all_classes;  // empty unless classification
-  int64_t length = 0;
+  std::optional<int64_t> length;  // the record's `length` (words; characters in Chinese)
 };
 
 // Reads up to `limit` records (0 = all) of a LongBench .jsonl file. A missing file, a line

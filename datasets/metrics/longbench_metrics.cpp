@@ -406,6 +406,33 @@ const std::vector<std::string>& longbench_datasets() {
   return names;
 }
 
+const std::vector<std::string>& longbench_e_datasets() {
+  static const std::vector<std::string> names = {
+      "qasper",   "multifieldqa_en", "hotpotqa", "2wikimqa",      "gov_report",
+      "multi_news", "trec",          "triviaqa", "samsum",        "passage_count",
+      "passage_retrieval_en", "lcc", "repobench-p"};
+  return names;
+}
+
+std::string longbench_task_of(const std::string& name) {
+  const auto listed = [](const std::vector<std::string>& names, const std::string& n) {
+    return std::find(names.begin(), names.end(), n) != names.end();
+  };
+  if (listed(longbench_datasets(), name)) return name;
+  if (ends_with(name, "_e") && listed(longbench_e_datasets(), name.substr(0, name.size() - 2)))
+    return name.substr(0, name.size() - 2);
+  return "";
+}
+
+const std::vector<std::string>& longbench_e_ranges() {
+  static const std::vector<std::string> ranges = {"0-4k", "4-8k", "8k+"};
+  return ranges;
+}
+
+std::string longbench_e_range(int64_t length) {
+  return longbench_e_ranges()[length < 4000 ? 0 : length < 8000 ? 1 : 2];
+}
+
 bool longbench_needs_jieba(const std::string& dataset) {
   return dataset == "multifieldqa_zh" || dataset == "dureader" || dataset == "vcsum";
 }
@@ -484,12 +511,23 @@ double longbench_record_score(const std::string& dataset, const std::string& pre
   return best;
 }
 
-double longbench_dataset_score(double total, size_t count) {
-  if (count == 0) return 0.0;
-  // printf rounds the exact binary value, ties to even, as Python's round(x, 2) does.
+namespace {
+
+// Python's round(x, 2): printf rounds the exact binary value, ties to even, as Python does.
+double python_round_2(double x) {
   char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.2f", 100.0 * total / double(count));
+  std::snprintf(buf, sizeof(buf), "%.2f", x);
   return std::strtod(buf, nullptr);
+}
+
+}  // namespace
+
+double longbench_e_range_score(double total, size_t count) {
+  return count == 0 ? 0.0 : python_round_2(100.0 * (total / double(count)));
+}
+
+double longbench_dataset_score(double total, size_t count) {
+  return count == 0 ? 0.0 : python_round_2(100.0 * total / double(count));
 }
 
 }  // namespace kvb

@@ -61,6 +61,16 @@ double code_sim_score(const std::string& prediction, const std::string& ground_t
 
 // The 21 LongBench v1 dataset names, in LongBench's order.
 const std::vector<std::string>& longbench_datasets();
+// The 13 of them LongBench-E has, in its order: their `<name>_e.jsonl` records spread evenly
+// over lengths and are scored in three length ranges (eval.py --e).
+const std::vector<std::string>& longbench_e_datasets();
+// The task a data file name stands for ("qasper_e" -> "qasper", "qasper" -> "qasper"); ""
+// for a name that is neither a LongBench dataset nor a LongBench-E one.
+std::string longbench_task_of(const std::string& name);
+// eval.py's scorer_e range of a record's `length` (words; characters in Chinese): "0-4k"
+// (< 4000), "4-8k" (< 8000) or "8k+"; longbench_e_ranges() lists them in that order.
+std::string longbench_e_range(int64_t length);
+const std::vector<std::string>& longbench_e_ranges();
 // multifieldqa_zh, dureader, vcsum: the metric segments with jieba (so needs its dictionary).
 bool longbench_needs_jieba(const std::string& dataset);
 // trec, triviaqa, samsum, lsht: only the first line of the prediction is scored.
@@ -77,5 +87,9 @@ double longbench_record_score(const std::string& dataset, const std::string& pre
 // The per-dataset score from the sum of record scores: round(100 * total / count, 2) in that
 // order of operations, with Python's round (half to even on the exact binary value).
 double longbench_dataset_score(double total, size_t count);
+// scorer_e's score of one length range: round(100 * mean, 2), the mean taken first as
+// np.mean does (its pairwise summation is not reproduced: over more than 8 records the sum
+// can differ from numpy's in its last bit, which moves the rounding only at an exact tie).
+double longbench_e_range_score(double total, size_t count);
 
 }  // namespace kvb

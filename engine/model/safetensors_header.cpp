@@ -143,20 +143,29 @@ void check_layout(const std::map<std::string, TensorEntry>& entries, uint64_t da
     return std::pair(a.second->begin, a.second->end) < std::pair(b.second->begin, b.second->end);
   });
   uint64_t covered = 0;  // the data section's bytes [0, covered) belong to the tensors seen
-  const std::string* previous = nullptr;
-  for (const auto& [name, t] : by_offset) {
-    if (t->begin < covered)
-      fail(path, "tensors '" + *previous + "' and '" + *name + "' have overlapping data_offsets");
+  const std::pair<const std::string*, const TensorEntry*>* previous = nullptr;
+  for (const auto& entry : by_offset) {
+    const auto& [name, t] = entry;
+    if (t->begin < covered) {
+      const auto& [prev_name, prev] = *previous;
+      if (t->begin == t->end)  // no bytes, but not where the reference's order puts it
+        fail(path, *name, "data_offsets begin " + std::to_string(t->begin) + " lies inside '" +
+                              *prev_name + "' (" + std::to_string(prev->begin) + ".." +
+                              std::to_string(prev->end) + ")");
+      fail(path, "tensors '" + *prev_name + "' and '" + *name + "' have overlapping data_offsets");
+    }
     if (t->begin > covered)
       fail(path, *name, "data_offsets begin " + std::to_string(t->begin) + " leaves bytes " +
                             std::to_string(covered) + ".." + std::to_string(t->begin) +
                             " of the data section in no tensor (safetensors allows no gaps)");
     covered = t->end;
-    previous = name;
+    previous = &entry;
   }
   if (covered != data_size)
-    fail(path, "the tensors end at byte " + std::to_string(covered) + " of the data section but it has " +
-                   std::to_string(data_size) + " bytes (safetensors allows no trailing bytes)");
+    fail(path, "the tensors end at byte " + std::to_string(covered) +
+                   (previous ? " (the end of '" + *previous->first + "')" : std::string()) +
+                   " of the data section but it has " + std::to_string(data_size) +
+                   " bytes (safetensors allows no trailing bytes)");
 }
 
 }  // namespace

@@ -378,6 +378,7 @@ CellResult run_cell(const Cell& cell, const LlamaModel& model,
   std::map<std::string, double> method_counters;  // summed over samples
   std::map<std::string, std::vector<int>> shared_contexts;  // context_id -> its tokens
   int questions = 0;  // answers scored: a sample's, and its follow-up turns
+  std::vector<double> sample_scores;  // each sample's own answer's, for score_breakdown
   reset_peak_device_memory(model.device());
   const std::optional<DeviceMemory> memory_at_start = device_memory(model.device());
   for (size_t i = 0; i < samples.size(); ++i) {
@@ -404,6 +405,7 @@ CellResult run_cell(const Cell& cell, const LlamaModel& model,
     } else {
       outcome = answer(*dataset, sample, model, session, session.prefill(prompt), max_new, chat);
     }
+    sample_scores.push_back(outcome.score);
     std::vector<std::pair<Sample, SampleOutcome>> answered = {{sample, outcome}};
     for (auto& turn : answer_follow_ups(*dataset, sample, model, session, cell.max_new_tokens))
       answered.push_back(std::move(turn));
@@ -433,6 +435,8 @@ CellResult run_cell(const Cell& cell, const LlamaModel& model,
         MetricRow{.sample_id = std::nullopt, .name = name, .value = value, .unit = unit});
   };
   cell_metric("score", score_sum / std::max(1, questions), dataset->metric_name());  // per answer
+  for (const Dataset::CellMetric& m : dataset->score_breakdown(samples, sample_scores))
+    cell_metric(m.name, m.value, m.unit);
   cell_metric("samples", double(samples.size()), "count");
   if (questions != int(samples.size())) cell_metric("questions", double(questions), "count");
   cell_metric("model_trained", model.trained ? 1.0 : 0.0, "bool");

@@ -997,23 +997,12 @@ TEST(CliConcurrentRuns, FourProcessesOnOneDatabase) { expect_concurrent_runs_sha
 
 // config_json -> "sample_id=prediction:score;..." of its complete cell (what a run computed).
 std::map<std::string, std::string> results_by_config(const std::string& db) {
-  sqlite3* handle = nullptr;
-  EXPECT_EQ(sqlite3_open_v2(db.c_str(), &handle, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
   std::map<std::string, std::string> out;
-  sqlite3_stmt* stmt = nullptr;
-  EXPECT_EQ(sqlite3_prepare_v2(handle,
-                               "SELECT c.config_json, s.sample_id, s.prediction, s.score FROM "
-                               "cells c JOIN samples s ON s.cell_id = c.id WHERE c.status = "
-                               "'complete' ORDER BY c.config_json, s.sample_id",
-                               -1, &stmt, nullptr),
-            SQLITE_OK);
-  while (sqlite3_step(stmt) == SQLITE_ROW)
-    out[reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0))] +=
-        std::string(reinterpret_cast<const char*>(sqlite3_column_text(stmt, 1))) + "=" +
-        reinterpret_cast<const char*>(sqlite3_column_text(stmt, 2)) + ":" +
-        std::to_string(sqlite3_column_double(stmt, 3)) + ";";
-  sqlite3_finalize(stmt);
-  sqlite3_close(handle);
+  for (const auto& row : test::sql_rows(db, "SELECT c.config_json, s.sample_id, s.prediction, "
+                                            "s.score FROM cells c JOIN samples s ON s.cell_id = "
+                                            "c.id WHERE c.status = 'complete' ORDER BY "
+                                            "c.config_json, s.sample_id"))
+    out[row[0]] += row[1] + "=" + row[2] + ":" + std::to_string(std::stod(row[3])) + ";";
   return out;
 }
 

@@ -1,6 +1,8 @@
 #include "tests/cli/kvbench_process.h"
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sqlite3.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -88,6 +90,25 @@ std::string write_suite(const TempDir& dir, const std::string& name, const nlohm
   const std::string path = dir.file(name);
   std::ofstream(path) << j.dump(2);
   return path;
+}
+
+std::vector<std::vector<std::string>> sql_rows(const std::string& db, const std::string& query) {
+  sqlite3* handle = nullptr;
+  EXPECT_EQ(sqlite3_open_v2(db.c_str(), &handle, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK) << db;
+  sqlite3_stmt* stmt = nullptr;
+  EXPECT_EQ(sqlite3_prepare_v2(handle, query.c_str(), -1, &stmt, nullptr), SQLITE_OK) << query;
+  std::vector<std::vector<std::string>> rows;
+  while (stmt && sqlite3_step(stmt) == SQLITE_ROW) {
+    std::vector<std::string> row;
+    for (int c = 0; c < sqlite3_column_count(stmt); ++c) {
+      const unsigned char* text = sqlite3_column_text(stmt, c);
+      row.push_back(text ? reinterpret_cast<const char*>(text) : "");
+    }
+    rows.push_back(std::move(row));
+  }
+  sqlite3_finalize(stmt);
+  sqlite3_close(handle);
+  return rows;
 }
 
 }  // namespace kvb::test

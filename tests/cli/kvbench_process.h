@@ -36,6 +36,8 @@ size_t lines(const std::string& text);
 size_t lines_with(const std::string& text, const std::string& part);
 // The exit code and both outputs, for a failed expectation's message.
 std::string describe(const Output& r);
+// The rows `query` returns from database `db` (opened read-only), each column as text.
+std::vector<std::vector<std::string>> sql_rows(const std::string& db, const std::string& query);
 // Writes suite `j` as `name` in `dir`; returns its path.
 std::string write_suite(const TempDir& dir, const std::string& name, const nlohmann::json& j);
 

@@ -3,6 +3,7 @@
 // (a space becomes "▁", one token too), then one token a byte.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "engine/model/llama_model.h"
@@ -46,7 +47,7 @@ TEST(CliSamples, JsonPromptsAreWhatTheByteTokenizerCounts) {
       EXPECT_EQ(s["prompt_tokens"], int64_t(text.size()) + 2) << s.dump();
       EXPECT_LE(s["prompt_tokens"].get<int64_t>(), 300);
       EXPECT_EQ(s["max_new_tokens"], 6);
-      EXPECT_EQ(s["chat_template"], "none");
+      EXPECT_EQ(s["runner_chat_template"], "none");
       ASSERT_EQ(s["answers"].size(), 1u);
       EXPECT_TRUE(contains(text, "The pass key is " + s["answers"][0].get<std::string>()))
           << text;
@@ -104,6 +105,64 @@ TEST(CliSamples, FiltersThatMatchNothingNameWhatTheSuiteHas) {
   EXPECT_TRUE(contains(r[2].err, "--seed: '7'")) << r[2].err;
   EXPECT_EQ(r[3].code, 0) << describe(r[3]);
   EXPECT_FALSE(contains(r[3].out, "-- sample")) << r[3].out;  // -n 0: the summaries only
+}
+
+// The filters keep only the groups they name.
+TEST(CliSamples, FiltersKeepTheGroupsTheyName) {
+  test::TempDir dir;
+  json suite = byte_suite();
+  suite["context_sharing"] = {"none"};
+  suite["seeds"] = {0, 1};
+  suite["datasets"].push_back(
+      {{"name", "multi_turn"}, {"params", {{"context_length", 2000}, {"samples", 1}, {"questions", 2}}}});
+  const std::string path = write_suite(dir, "suite.json", suite);
+  const std::vector<Output> r = kvbench_all(
+      {{"samples", path, "-n", "0"}, {"samples", path, "-n", "0", "--dataset", "passkey", "--seed", "1"},
+       {"samples", path, "-n", "0", "--dataset", "multi_turn"}},
+      dir.path());
+  for (const Output& o : r) ASSERT_EQ(o.code, 0) << describe(o);
+  EXPECT_EQ(test::lines_with(r[0].out, "== "), 4u) << r[0].out;
+  EXPECT_EQ(test::lines_with(r[1].out, "== "), 1u) << r[1].out;
+  EXPECT_EQ(test::lines_with(r[1].out, "== passkey "), 1u) << r[1].out;
+  EXPECT_TRUE(contains(r[1].out, "seed 1:")) << r[1].out;
+  EXPECT_EQ(test::lines_with(r[2].out, "== multi_turn "), 2u) << r[2].out;
+  EXPECT_EQ(test::lines_with(r[2].out, "== "), 2u) << r[2].out;
+}
+
+// What `samples` counts is what `run` feeds: each sample's input_length in the database, with
+// a chat template the dataset applies and with the context shared.
+TEST(CliSamples, PromptTokensAreTheRunsInputLengths) {
+  test::TempDir dir;
+  const json suite = {
+      {"name", "longbench_prompts"},
+      {"models", {"random-tiny"}},
+      {"datasets", {{{"name", "longbench"},
+                     {"params", {{"dataset", "hotpotqa"},
+                                 {"data_dir", std::string(KVBENCH_SOURCE_DIR) + "/tests/data/longbench/good"},
+                                 {"chat_template", "llama3"}}}}}},
+      {"methods", {"full"}},
+      {"max_new_tokens", 2},
+      {"context_sharing", {"none", "per_sample"}}};
+  const std::string path = write_suite(dir, "suite.json", suite);
+  const std::vector<Output> r = kvbench_all(
+      {{"samples", path, "--json", "-n", "10"}, {"run", path, "--db", dir.file("r.db")}}, dir.path());
+  for (const Output& o : r) ASSERT_EQ(o.code, 0) << describe(o);
+  std::map<std::string, int64_t> shown;  // "<context_sharing> <id>" -> prompt_tokens
+  for (const json& group : json::parse(r[0].out))
+    for (const json& s : group["samples"]) {
+      EXPECT_EQ(s["prompt_text"].get<std::string>().rfind("<|start_header_id|>user", 0), 0u);
+      shown[group["context_sharing"].get<std::string>() + " " + s["id"].get<std::string>()] =
+          s["prompt_tokens"];
+    }
+  std::map<std::string, int64_t> stored;
+  for (const auto& row : test::sql_rows(dir.file("r.db"),
+                                        "SELECT coalesce(json_extract(c.config_json, "
+                                        "'$.context_sharing'), 'none'), s.sample_id, "
+                                        "s.input_length FROM samples s JOIN cells c ON c.id = "
+                                        "s.cell_id"))
+    stored[row[0] + " " + row[1]] = std::stoll(row[2]);
+  EXPECT_EQ(shown.size(), 6u);
+  EXPECT_EQ(shown, stored);
 }
 
 // `kvbench samples` reads tokenizers only: the 8B model's weights (14 GB) are never made.

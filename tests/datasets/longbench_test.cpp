@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 
 #include "datasets/metrics/longbench_metrics.h"
 #include "engine/common/error.h"
@@ -146,6 +147,63 @@ TEST(LongBenchLoader, InputErrors) {
   const std::string bad_template = error_of(make({{"dataset", "hotpotqa"}, {"data_dir", kFixtures + "/good"},
                                                   {"chat_template", "klingon"}}));
   EXPECT_NE(bad_template.find("chat_template"), std::string::npos) << bad_template;
+}
+
+// LongBench-E: <task>_e.jsonl read with the task's prompt and metric, and each length range of
+// eval.py --e scored on its own (< 4000, < 8000, the rest).
+TEST(LongBenchE, ReadsTheTasksFileAndScoresEachLengthRange) {
+  test::TempDir dir;
+  std::ofstream file(dir.file("hotpotqa_e.jsonl"));
+  for (const int length : {3999, 4000, 7999, 12000})
+    file << json{{"input", "Where?"}, {"context", "In Tartu."}, {"answers", {"Tartu"}},
+                 {"length", length}, {"all_classes", nullptr},
+                 {"_id", "e-" + std::to_string(length)}}.dump() << "\n";
+  file.close();
+  auto d = make_dataset("longbench", {{"dataset", "hotpotqa_e"}, {"data_dir", dir.path()},
+                                      {"chat_template", "none"}});
+  const auto samples = d->samples(byte_tokenizer(), 0);
+  ASSERT_EQ(samples.size(), 4u);
+  EXPECT_EQ(samples[0].prompt, longbench_format(longbench_task("hotpotqa").prompt, "In Tartu.", "Where?"));
+  EXPECT_EQ(samples[0].max_new_tokens, 32);
+  EXPECT_EQ(d->metric_name(), "qa_f1_score");
+  EXPECT_EQ(d->score(samples[0], "Tartu"), 100.0);
+  // Scores 100, 0, 50 and 100: the range 4-8k is their mean, the others one record each.
+  const auto breakdown = d->score_breakdown(samples, {100.0, 0.0, 50.0, 100.0});
+  std::map<std::string, std::pair<double, std::string>> got;
+  for (const auto& m : breakdown) got[m.name] = {m.value, m.unit};
+  const std::map<std::string, std::pair<double, std::string>> expected = {
+      {"score_0-4k", {100.0, "qa_f1_score"}}, {"records_0-4k", {1, "count"}},
+      {"score_4-8k", {25.0, "qa_f1_score"}},  {"records_4-8k", {2, "count"}},
+      {"score_8k+", {100.0, "qa_f1_score"}},  {"records_8k+", {1, "count"}}};
+  EXPECT_EQ(got, expected);
+  // A range without records has no score (eval.py's would be NaN).
+  const auto short_only = d->score_breakdown({samples[0]}, {100.0});
+  ASSERT_EQ(short_only.size(), 2u);
+  EXPECT_EQ(short_only[0].name, "score_0-4k");
+  // LongBench's own datasets have no ranges.
+  auto plain = make_dataset("longbench", {{"dataset", "hotpotqa"}, {"data_dir", kFixtures + "/good"}});
+  EXPECT_TRUE(plain->score_breakdown(plain->samples(byte_tokenizer(), 0), {0, 0, 0}).empty());
+}
+
+TEST(LongBenchE, RefusesOtherNamesAndRecordsWithoutLength) {
+  test::TempDir dir;
+  std::ofstream(dir.file("hotpotqa_e.jsonl"))
+      << R"({"input": "Q", "context": "C", "answers": ["A"], "_id": "no-length"})" << "\n";
+  const std::string no_length = error_of([&] {
+    make_dataset("longbench", {{"dataset", "hotpotqa_e"}, {"data_dir", dir.path()}})
+        ->samples(byte_tokenizer(), 0);
+  });
+  EXPECT_NE(no_length.find("record no-length has no integer \"length\""), std::string::npos)
+      << no_length;
+  // narrativeqa is not in LongBench-E.
+  const std::string not_e = error_of([&] {
+    make_dataset("longbench", {{"dataset", "narrativeqa_e"}, {"data_dir", dir.path()}});
+  });
+  EXPECT_NE(not_e.find("unknown LongBench dataset \"narrativeqa_e\""), std::string::npos) << not_e;
+  EXPECT_NE(not_e.find("LongBench-E: qasper_e, "), std::string::npos) << not_e;
+  EXPECT_EQ(longbench_e_datasets().size(), 13u);
+  EXPECT_EQ(longbench_task_of("repobench-p_e"), "repobench-p");
+  EXPECT_EQ(longbench_task_of("lsht_e"), "");
 }
 
 }  // namespace

@@ -75,10 +75,30 @@ TEST(Perplexity, JsonFileIsReadThroughItsTextField) {
             byte_tokenizer().decode(std::vector<int>(ids.begin(), ids.begin() + 40)));
   EXPECT_EQ(s[0].prompt.rfind("Essay line 0,\n\"quoted\"", 0), 0u) << s[0].prompt;
 
-  for (const char* field : {"other", "missing"}) {
-    auto bad = make_dataset("perplexity", {{"text_file", tmp.file("essays.json")},
-                                           {"text_field", field}});
-    EXPECT_THROW(bad->samples(byte_tokenizer(), 0), InputError) << field;
+  // Found when the suite loads, not when its cell runs: a field that is no string or absent, a
+  // JSON Lines file (not one object), a file that is not JSON, a .JSON read as bytes.
+  std::ofstream(tmp.file("lines.jsonl")) << json{{"text", "a"}}.dump() << "\n"
+                                         << json{{"text", "b"}}.dump() << "\n";
+  std::ofstream(tmp.file("plain.txt")) << "plain words";
+  std::ofstream(tmp.file("UPPER.JSON")) << json{{"text", text}}.dump();
+  const std::vector<std::pair<json, std::string>> refusals = {
+      {{{"text_file", tmp.file("essays.json")}, {"text_field", "other"}},
+       "is not a JSON object with a string field \"other\""},
+      {{{"text_file", tmp.file("essays.json")}, {"text_field", "missing"}},
+       "is not a JSON object with a string field \"missing\""},
+      {{{"text_file", tmp.file("lines.jsonl")}, {"text_field", "text"}},
+       "text_field reads one JSON object"},
+      {{{"text_file", tmp.file("plain.txt")}, {"text_field", "text"}},
+       "text_field reads one JSON object"},
+      {{{"text_file", tmp.file("UPPER.JSON")}}, "is JSON"}};
+  for (const auto& [params, message] : refusals) {
+    try {
+      make_dataset("perplexity", params);
+      ADD_FAILURE() << params.dump() << " accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("text_field: "), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
   }
 }
 

@@ -51,5 +51,47 @@ TEST(ScoreCommand, BadLinesExitTwoWithTheLineNumber) {
   EXPECT_NE(r.output.find("missing.jsonl"), std::string::npos) << r.output;
 }
 
+// eval.py scores every record with the last line's all_classes.
+TEST(ScoreCommand, EveryRecordIsScoredWithTheLastLinesClasses) {
+  test::TempDir tmp;
+  std::ofstream(tmp.file("trec.jsonl"))
+      << R"({"pred": "City Country", "answers": ["City"], "all_classes": ["City"], "length": 1})" "\n"
+      << R"({"pred": "City", "answers": ["City"], "all_classes": ["City", "Country"], "length": 1})" "\n";
+  // With both classes the first prediction names two of them: 1/2; the second 1: 75.00.
+  const test::CliRun r = test::run_kvbench("score --dataset trec " + tmp.file("trec.jsonl"));
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("trec 75.00 (classification_score, 2 records)"), std::string::npos)
+      << r.output;
+}
+
+// --e: eval.py --e's three length ranges; an empty one is NaN there.
+TEST(ScoreCommand, LongBenchEScoresEachLengthRange) {
+  test::TempDir tmp;
+  std::ofstream(tmp.file("hotpotqa.jsonl"))
+      << R"({"pred": "Tartu", "answers": ["Tartu"], "all_classes": null, "length": 3999})" "\n"
+      << R"({"pred": "London", "answers": ["Paris"], "all_classes": null, "length": 4000})" "\n"
+      << R"({"pred": "the city of Paris", "answers": ["Paris"], "all_classes": null, "length": 7999})" "\n";
+  test::CliRun r = test::run_kvbench("score --e --dataset hotpotqa " + tmp.file("hotpotqa.jsonl"));
+  EXPECT_EQ(r.code, 0) << r.output;
+  // 0-4k: 1; 4-8k: mean(0, F1 0.5) = 25; 8k+: none.
+  EXPECT_NE(r.output.find("hotpotqa 0-4k 100.00 (1 records), 4-8k 25.00 (2 records), 8k+ nan "
+                          "(no records), LongBench-E, qa_f1_score, 3 records"),
+            std::string::npos) << r.output;
+
+  std::ofstream(tmp.file("no_length.jsonl"))
+      << R"({"pred": "Tartu", "answers": ["Tartu"], "all_classes": null, "length": 10})" "\n"
+      << R"({"pred": "Tartu", "answers": ["Tartu"], "all_classes": null})" "\n";
+  r = test::run_kvbench("score --e --dataset hotpotqa " + tmp.file("no_length.jsonl"));
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("no_length.jsonl:2: missing integer field \"length\""), std::string::npos)
+      << r.output;
+  r = test::run_kvbench("score --dataset hotpotqa_e " + tmp.file("hotpotqa.jsonl"));
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--dataset hotpotqa --e"), std::string::npos) << r.output;
+  r = test::run_kvbench("score --e --dataset narrativeqa " + tmp.file("hotpotqa.jsonl"));
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("unknown LongBench-E dataset \"narrativeqa\""), std::string::npos) << r.output;
+}
+
 }  // namespace
 }  // namespace kvb

@@ -2,6 +2,7 @@
 // and non-empty, and a self-contained index.html.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -65,8 +66,36 @@ TEST(ReportTables, MeansOverSeedsWithSampleCounts) {
   EXPECT_DOUBLE_EQ(avg->at("h2o", 32)->mean, 37.0);
   EXPECT_EQ(avg->at("h2o", 32)->samples, 6);
   // Resident KV in KiB: 40 * 64 bytes = 2.5 KiB.
-  auto kv = group_table(data, "passkey (context_length=512)", report_metrics()[3]);
+  const MetricSpec& kv_spec = *std::find_if(
+      report_metrics().begin(), report_metrics().end(),
+      [](const MetricSpec& m) { return m.name == "kv_resident_bytes"; });
+  auto kv = group_table(data, "passkey (context_length=512)", kv_spec);
   EXPECT_DOUBLE_EQ(kv->at("snapkv", 64)->mean, 2.5);
+}
+
+// LongBench-E's length ranges have tables of their own, n= the records in the range.
+TEST(ReportTables, LengthRangesCountTheirOwnRecords) {
+  test::TempDir dir;
+  ResultStore store(dir.file("r.db"));
+  test::FakeCell full{.dataset = "longbench", .method = "full", .sample_scores = {100, 0, 50, 50, 100},
+                      .unit = "qa_f1_score"};
+  full.extra_metrics = {{std::nullopt, "score_0-4k", 40.0, "qa_f1_score"},
+                        {std::nullopt, "records_0-4k", 3, "count"},
+                        {std::nullopt, "score_4-8k", 75.0, "qa_f1_score"},
+                        {std::nullopt, "records_4-8k", 2, "count"}};
+  test::fill_store(store, {full});
+  const ReportData data = load(store);
+  std::map<std::string, const MetricSpec*> specs;
+  for (const MetricSpec& m : report_metrics()) specs[m.name] = &m;
+  const auto short_records = group_table(data, "longbench", *specs.at("score_0-4k"));
+  ASSERT_TRUE(short_records);
+  EXPECT_DOUBLE_EQ(short_records->at("full", 0)->mean, 40.0);
+  EXPECT_EQ(short_records->at("full", 0)->samples, 3);
+  EXPECT_NE(short_records->heading.find("under 4k words (qa_f1_score"), std::string::npos)
+      << short_records->heading;
+  EXPECT_EQ(group_table(data, "longbench", *specs.at("score_4-8k"))->at("full", 0)->samples, 2);
+  EXPECT_FALSE(group_table(data, "longbench", *specs.at("score_8k+")));  // no such records
+  EXPECT_EQ(group_table(data, "longbench", *specs.at("score"))->at("full", 0)->samples, 5);
 }
 
 // A run that lists cells other runs computed (resumed, or shards merged) reproduces with each

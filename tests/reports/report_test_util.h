@@ -20,6 +20,7 @@ struct FakeCell {
   std::string prediction = "12345";
   std::string unit = "passkey_accuracy";  // the score's unit (the dataset's metric)
   bool shared_context = false;            // context_sharing: per_sample
+  std::vector<MetricRow> extra_metrics;   // stored beside the ones above
 };
 
 inline std::string fake_config(const FakeCell& c) {
@@ -61,6 +62,7 @@ inline int64_t fill_store(ResultStore& store, const std::vector<FakeCell>& cells
         {std::nullopt, "decode_ms_per_token", c.decode_ms, "ms"},
         {std::nullopt, "select_ms_per_token", c.decode_ms / 4, "ms"},
         {std::nullopt, "attention_ms_per_token", c.decode_ms / 2, "ms"}};
+    metrics.insert(metrics.end(), c.extra_metrics.begin(), c.extra_metrics.end());
     // Needle depths as the passkey generator spreads them: evenly over [0, 1].
     const size_t n = c.sample_scores.size();
     for (size_t i = 0; i < n; ++i)

@@ -63,6 +63,8 @@ CASES = {
     "bad_gap": file_bytes({"model.a": entry(offsets=(0, 8)), "model.b": entry(offsets=(12, 20))},
                           data=b"\0" * 20),
     "bad_trailing_bytes": file_bytes({"model.a": entry(offsets=(0, 8))}, data=b"\0" * 12),
+    "bad_empty_inside": file_bytes({"model.a": entry(offsets=(0, 8)),
+                                    "model.e": entry(shape=[0], offsets=(4, 4))}),
     "bad_metadata_not_object": file_bytes({"__metadata__": ["format", "pt"]}),
     "bad_metadata_value_not_string": file_bytes({"__metadata__": {"format": 1}}),
     # Valid: no tensors; mixed dtypes with metadata and an empty tensor, listed out of offset order.
@@ -74,6 +76,13 @@ CASES = {
         "d.empty": entry("F32", [0, 5], (22, 22)),
         "b.f16": entry("F16", [2, 2], (8, 16)),
     }, data=bytes(range(22))),
+    # Empty tensors where the reference's order (by begin, then end) accepts them.
+    "valid_empty_between": file_bytes({
+        "e.first": entry("F32", [0], (0, 0)),
+        "a": entry("F32", [2], (0, 8)),
+        "e.between": entry("F16", [0, 3], (8, 8)),
+        "b": entry("F32", [2], (8, 16)),
+    }, data=b"\0" * 16),
 }
 
 

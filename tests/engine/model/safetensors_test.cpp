@@ -53,7 +53,8 @@ const BadCase kBadCases[] = {
     {"bad_shape_overflow", "model.bad", "overflows"},
     {"bad_overlap", "model.a' and 'model.b", "overlapping"},
     {"bad_gap", "model.b", "leaves bytes 8..12 of the data section in no tensor"},
-    {"bad_trailing_bytes", "", "tensors end at byte 8 of the data section but it has 12 bytes"},
+    {"bad_trailing_bytes", "", "tensors end at byte 8 (the end of 'model.a') of the data section but it has 12 bytes"},
+    {"bad_empty_inside", "model.e", "data_offsets begin 4 lies inside 'model.a' (0..8)"},
     {"bad_metadata_not_object", "", "'__metadata__' must be an object of strings"},
     {"bad_metadata_value_not_string", "", "'__metadata__' must be an object of strings"},
 };
@@ -122,6 +123,10 @@ TEST(SafetensorsCorpus, ValidFilesParse) {
   EXPECT_TRUE(at::equal(file->load("a.f32"), expect));
   EXPECT_EQ(file->load("d.empty").sizes(), (std::vector<int64_t>{0, 5}));
   EXPECT_EQ(file->load("c.bf16", at::kBFloat16).scalar_type(), at::kBFloat16);
+
+  auto between = SafetensorsFile::open(corpus_file("valid_empty_between"));
+  EXPECT_EQ(between->entries().size(), 4u);
+  EXPECT_EQ(between->load("e.between").sizes(), (std::vector<int64_t>{0, 3}));
 }
 
 TEST(Safetensors, RoundTripsF32F16BF16) {
