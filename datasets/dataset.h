@@ -25,6 +25,12 @@ struct Sample {
   // Teacher-forced datasets (Dataset::teacher_forced()): the text whose tokens are fed one by
   // one after the prompt and scored by their negative log-likelihood instead of generating.
   std::string reference_continuation;
+  // Teacher-forced datasets may give the tokens themselves (perplexity: windows of one
+  // tokenisation of the whole text). The runner then feeds the tokenizer's prefix (BOS) and
+  // `prompt_ids`, and scores `continuation_ids`, instead of encoding `prompt` and
+  // `reference_continuation` (their text, decoded from a window, need not encode back to it:
+  // a window may begin inside a word or a character).
+  std::vector<int> prompt_ids, continuation_ids;
   // "none": `prompt` is final. "auto": the runner wraps `prompt` in the model's own chat
   // template (detect_chat_template on its tokenizer_config.json) before encoding.
   std::string chat_template = "none";

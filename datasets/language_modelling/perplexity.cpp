@@ -22,6 +22,7 @@ struct PerplexityParams {
   int64_t prefix_tokens = 1024;
   int64_t eval_tokens = 256;
   int samples = 1;  // consecutive, non-overlapping windows from the start of the file
+  std::string windows = "tokens";  // how a window reaches the model: its tokens, or its text
 
   static const ConfigFields<PerplexityParams>& fields() {
     using P = PerplexityParams;
@@ -39,6 +40,12 @@ struct PerplexityParams {
             .field("samples", &P::samples,
                    "consecutive, non-overlapping windows from the start of the file",
                    check::at_least(1))
+            // Always written: cells from before it (which fed the text) never match these.
+            .field("windows", &P::windows,
+                   "tokens: each window's own tokens of the one tokenisation of the text; text "
+                   "(kvbench before 2026-11-29): its decoded text, encoded again, which can "
+                   "begin with other tokens (a window cut inside a word or a character)",
+                   check::one_of({"tokens", "text"}))
             .rule([](P& p, const JsonFields& f) {
               if (!std::ifstream(p.text_file))
                 throw InputError(f.path("text_file") + ": " + p.text_file +
@@ -97,19 +104,22 @@ class Perplexity : public Dataset {
     std::vector<Sample> out;
     for (int i = 0; i < params_.samples; ++i) {
       const auto start = ids.begin() + long(i * window);
-      const std::vector<int> prefix(start, start + long(params_.prefix_tokens));
-      const std::vector<int> whole(start, start + long(window));
-      // Decoding the continuation on its own would drop its leading space (SentencePiece
-      // strips it at the start of a text), so it is cut from the decoded whole window.
-      const std::string prompt = tokenizer.decode(prefix);
-      const std::string all = tokenizer.decode(whole);
       Sample s;
       s.id = "window-" + std::to_string(i);
-      s.prompt = prompt;
-      s.reference_continuation =
-          all.compare(0, prompt.size(), prompt) == 0
-              ? all.substr(prompt.size())
-              : tokenizer.decode(std::vector<int>(start + long(params_.prefix_tokens), start + long(window)));
+      const std::vector<int> prompt_ids(start, start + long(params_.prefix_tokens));
+      const std::vector<int> continuation_ids(start + long(params_.prefix_tokens), start + long(window));
+      if (params_.windows == "tokens") {
+        s.prompt_ids = prompt_ids;
+        s.continuation_ids = continuation_ids;
+      }
+      // The text, for people (kvbench samples, reports) and for windows "text". Decoded
+      // on its own the continuation would lose its leading space (SentencePiece strips it at
+      // the start of a text), so it is cut from the decoded whole window where it can be.
+      s.prompt = tokenizer.decode(prompt_ids);
+      const std::string whole = tokenizer.decode(std::vector<int>(start, start + long(window)));
+      s.reference_continuation = whole.compare(0, s.prompt.size(), s.prompt) == 0
+                                     ? whole.substr(s.prompt.size())
+                                     : tokenizer.decode(continuation_ids);
       s.max_new_tokens = 0;
       s.meta = {{"first_token", i * window}, {"eval_tokens", params_.eval_tokens}};
       out.push_back(std::move(s));

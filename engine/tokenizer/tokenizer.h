@@ -24,6 +24,8 @@ class Tokenizer {
   int bos_id() const { return bos_id_; }
   const std::vector<int>& eos_ids() const { return eos_ids_; }
   bool add_bos_by_default() const { return add_bos_; }
+  // What encode(text, true) puts before the text's ids: BOS (GLM-4: two tokens), or nothing.
+  std::vector<int> special_prefix() const { return add_bos_ ? prefix_ids_ : std::vector<int>(); }
   bool adds_eos() const { return add_eos_; }
   bool cleans_up_spaces() const { return clean_up_spaces_; }
   // tokenizer_config.json's keys kvbench does not know, let through by allow_unknown_keys.

@@ -194,6 +194,11 @@ std::string prompt_text(const LlamaModel& model, const Sample& sample) {
 }
 
 std::vector<int> encode_prompt(const LlamaModel& model, const Sample& sample) {
+  if (!sample.prompt_ids.empty()) {
+    std::vector<int> ids = model.tokenizer->special_prefix();
+    ids.insert(ids.end(), sample.prompt_ids.begin(), sample.prompt_ids.end());
+    return ids;
+  }
   return model.tokenizer->encode(prompt_text(model, sample), /*add_special=*/true);
 }
 
@@ -295,7 +300,9 @@ std::vector<std::pair<Sample, SampleOutcome>> answer_follow_ups(const Dataset& d
 SampleOutcome teacher_force(const Sample& sample, const LlamaModel& model, Session& session,
                             const std::vector<int>& prompt) {
   const std::vector<int> continuation =
-      model.tokenizer->encode(sample.reference_continuation, /*add_special=*/false);
+      !sample.continuation_ids.empty()
+          ? sample.continuation_ids
+          : model.tokenizer->encode(sample.reference_continuation, /*add_special=*/false);
   if (continuation.empty()) throw InputError("sample " + sample.id + ": empty continuation");
   Method uncompressed;  // the hooks' defaults: every entry kept and attended (no method named)
   Session reference(model, uncompressed, SessionOptions{.model_view = session.model_view()});

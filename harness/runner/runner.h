@@ -56,7 +56,8 @@ struct CellResult {
 
 // A sample's prompt text as the model reads it: its chat template applied (before BOS).
 std::string prompt_text(const LlamaModel& model, const Sample& sample);
-// A sample's prompt as the runner feeds it: its chat template applied, BOS added.
+// A sample's prompt as the runner feeds it: its chat template applied, BOS added (or BOS and
+// its prompt_ids, where the dataset gives the tokens).
 std::vector<int> encode_prompt(const LlamaModel& model, const Sample& sample);
 
 // encode_prompt's tokens split where context_sharing "per_sample" compresses: the context

@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "engine/common/error.h"
+#include "harness/runner/runner.h"
 #include "tests/datasets/dataset_test_util.h"
 
 namespace kvb {
@@ -31,7 +32,37 @@ TEST(Perplexity, ConsecutiveWindows) {
   for (size_t i = 0; i < 3; ++i) {
     EXPECT_EQ(s[i].prompt, decode(40 * i, 30));
     EXPECT_EQ(s[i].reference_continuation, decode(40 * i + 30, 10));
+    EXPECT_EQ(s[i].prompt_ids, std::vector<int>(ids.begin() + long(40 * i), ids.begin() + long(40 * i + 30)));
+    EXPECT_EQ(s[i].continuation_ids,
+              std::vector<int>(ids.begin() + long(40 * i + 30), ids.begin() + long(40 * i + 40)));
   }
+}
+
+// The runner feeds a window's own tokens: its text, cut inside a character, would not encode
+// back to them.
+TEST(Perplexity, TheRunnerFeedsTheWindowsTokensNotTheirText) {
+  test::TempDir tmp;
+  std::string text;
+  for (int i = 0; i < 40; ++i) text += "\u00e9t\u00e9 ";  // "été ": two 2-byte characters
+  std::ofstream(tmp.file("accents.txt")) << text;
+  auto d = make_dataset("perplexity", {{"text_file", tmp.file("accents.txt")}, {"prefix_tokens", 31},
+                                       {"eval_tokens", 9}, {"samples", 2}});
+  const auto model = LlamaModel::from_reference("random-tiny");
+  const auto s = d->samples(*model->tokenizer, 0);
+  const std::vector<int> ids = model->tokenizer->encode(text, false);
+  ASSERT_EQ(s.size(), 2u);
+  // Window 1 starts at token 40, inside the second "é" of a word: its text re-encodes otherwise.
+  EXPECT_NE(model->tokenizer->encode(s[1].prompt, false), s[1].prompt_ids);
+  std::vector<int> expected = {model->tokenizer->bos_id()};
+  expected.insert(expected.end(), ids.begin() + 40, ids.begin() + 71);
+  EXPECT_EQ(encode_prompt(*model, s[1]), expected);
+  // windows "text", kvbench's earlier way, feeds the text encoded again.
+  auto as_text = make_dataset("perplexity", {{"text_file", tmp.file("accents.txt")}, {"prefix_tokens", 31},
+                                             {"eval_tokens", 9}, {"samples", 2}, {"windows", "text"}});
+  const auto t = as_text->samples(*model->tokenizer, 0);
+  EXPECT_TRUE(t[1].prompt_ids.empty());
+  EXPECT_EQ(t[1].prompt, s[1].prompt);
+  EXPECT_EQ(encode_prompt(*model, t[1]), model->tokenizer->encode(t[1].prompt, true));
 }
 
 TEST(Perplexity, Errors) {
