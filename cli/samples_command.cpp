@@ -105,9 +105,11 @@ std::string quoted_list(const std::vector<std::string>& answers) {
   return quoted.empty() ? "(none)" : join(quoted, " | ");
 }
 
-// What encode(text, add_special = true) adds to the text's own tokens.
-std::string special_tokens(const Tokenizer& tokenizer) {
-  const bool bos = tokenizer.add_bos_by_default(), eos = tokenizer.adds_eos();
+// What the runner adds to the sample's own tokens: encode(text, add_special = true)'s, or, for
+// a sample that gives its tokens, the tokenizer's prefix alone.
+std::string special_tokens(const Tokenizer& tokenizer, const Sample& sample) {
+  const bool bos = tokenizer.add_bos_by_default();
+  const bool eos = tokenizer.adds_eos() && sample.prompt_ids.empty();
   if (bos && eos) return "BOS and EOS included";
   if (bos || eos) return std::string(bos ? "BOS" : "EOS") + " included";
   return "the tokenizer adds no BOS";
@@ -154,6 +156,9 @@ json to_json(const SampleView& v, const LlamaModel& model) {
   }
   if (!s.context_id.empty()) j["context_id"] = s.context_id;
   if (!s.reference_continuation.empty()) j["reference_continuation"] = s.reference_continuation;
+  // The text of a sample that gives its tokens is for reading: they are what is fed.
+  if (!s.prompt_ids.empty()) j["prompt_ids"] = s.prompt_ids;
+  if (!s.continuation_ids.empty()) j["continuation_ids"] = s.continuation_ids;
   for (size_t t = 0; t < s.follow_ups.size(); ++t) {
     const Sample::Turn& turn = s.follow_ups[t];
     j["follow_ups"].push_back({{"id", turn_id(s, t)},
@@ -167,18 +172,23 @@ json to_json(const SampleView& v, const LlamaModel& model) {
 void print(const SampleView& v, const LlamaModel& model, const SamplesOptions& o) {
   const Sample& s = *v.sample;
   std::cout << "-- sample " << s.id << ": " << v.tokens << " prompt tokens ("
-            << special_tokens(*model.tokenizer) << ")";
+            << special_tokens(*model.tokenizer, s) << ")";
   if (v.context_tokens >= 0)
     std::cout << " = context " << v.context_tokens << " + question " << v.question_tokens;
   if (s.reference_continuation.empty())
     std::cout << ", answer up to " << v.max_new_tokens << " tokens\n";
+  else if (!s.continuation_ids.empty())
+    std::cout << ", then its " << s.continuation_ids.size() << " continuation tokens are scored\n";
   else
     std::cout << ", then its reference continuation is scored\n";
   if (s.reference_continuation.empty()) std::cout << "answers: " << quoted_list(s.answers) << "\n";
   if (!s.stop_texts.empty()) std::cout << "also stops at: " << quoted_list(s.stop_texts) << "\n";
   if (!s.meta.empty()) std::cout << "meta: " << s.meta.dump() << "\n";
-  std::cout << "prompt (the runner's chat template: " << template_description(model, s) << "):\n"
-            << abbreviated(v.text, o.chars, o.full) << "\n";
+  if (s.prompt_ids.empty())
+    std::cout << "prompt (the runner's chat template: " << template_description(model, s) << "):\n";
+  else
+    std::cout << "prompt (its tokens decoded, for reading; the tokens are what is fed):\n";
+  std::cout << abbreviated(v.text, o.chars, o.full) << "\n";
   if (!s.reference_continuation.empty())
     std::cout << "reference continuation:\n" << abbreviated(s.reference_continuation, o.chars, o.full)
               << "\n";
@@ -213,6 +223,15 @@ std::string group_title(const Cell& c) {
   return title;
 }
 
+// The group's samples; a dataset's error names the group, which a suite may hold several of.
+std::vector<Sample> samples_of(const Dataset& dataset, const LlamaModel& model, const Cell& cell) {
+  try {
+    return dataset.samples(*model.tokenizer, cell.seed);
+  } catch (const InputError& e) {
+    throw InputError(group_title(cell) + ": " + e.what());
+  }
+}
+
 int run_samples(const SamplesOptions& o) {
   const Suite suite = load_suite(o.suite, o.overrides);
   const std::vector<Cell> cells = suite.cells();
@@ -231,7 +250,7 @@ int run_samples(const SamplesOptions& o) {
     }
     const std::unique_ptr<Dataset> dataset =
         dataset_registry().get(cell.dataset.name, "cell").create(cell.dataset.params);
-    const std::vector<Sample> samples = dataset->samples(*model->tokenizer, cell.seed);
+    const std::vector<Sample> samples = samples_of(*dataset, *model, cell);
     std::vector<SampleView> views;
     for (const Sample& s : samples) views.push_back(view_of(*model, cell, s));
     const size_t shown = std::min(samples.size(), size_t(std::max(o.samples, 0)));

@@ -21,7 +21,7 @@ namespace {
 struct Prediction {
   std::string pred;
   std::vector<std::string> answers, all_classes;
-  std::optional<int64_t> length;
+  std::optional<double> length;
 };
 
 Prediction parse_prediction(const std::string& line, const std::string& where) {
@@ -34,7 +34,7 @@ Prediction parse_prediction(const std::string& line, const std::string& where) {
   p.answers = longbench_strings(j["answers"], where + ".answers");
   if (j.contains("all_classes") && !j["all_classes"].is_null())
     p.all_classes = longbench_strings(j["all_classes"], where + ".all_classes");
-  if (j.contains("length") && j["length"].is_number_integer()) p.length = j["length"].get<int64_t>();
+  if (j.contains("length") && j["length"].is_number()) p.length = j["length"].get<double>();
   return p;
 }
 
@@ -66,7 +66,7 @@ std::vector<Prediction> read_predictions(const std::string& path, bool need_leng
     const std::string where = path + ":" + std::to_string(number);
     out.push_back(parse_prediction(line, where));
     if (need_length && !out.back().length)  // eval.py would zip the scores with fewer lengths
-      throw InputError(where + ": missing integer field \"length\" (--e scores by it)");
+      throw InputError(where + ": missing numeric field \"length\" (--e scores by it)");
   }
   if (out.empty()) throw InputError(path + ": holds no predictions");
   return out;
@@ -79,16 +79,12 @@ int score_file(const std::string& dataset, const std::string& path, const std::s
   check_dataset(dataset, e, jieba_dict);
   const std::vector<Prediction> predictions = read_predictions(path, e);
   const std::vector<std::string>& all_classes = predictions.back().all_classes;
-  std::map<std::string, std::pair<double, size_t>> ranges;  // range -> (sum, records)
+  std::map<std::string, std::vector<double>> ranges;  // range -> its records' scores
   double total = 0;
   for (const Prediction& p : predictions) {
     const double score = longbench_record_score(dataset, p.pred, p.answers, all_classes, jieba_dict);
     total += score;
-    if (e) {
-      auto& [sum, records] = ranges[longbench_e_range(*p.length)];
-      sum += score;
-      ++records;
-    }
+    if (e) ranges[longbench_e_range(*p.length)].push_back(score);
   }
   std::cout << dataset << " " << std::fixed << std::setprecision(2);
   if (e) {
@@ -98,8 +94,8 @@ int score_file(const std::string& dataset, const std::string& path, const std::s
       if (it == ranges.end())
         std::cout << "nan (no records), ";  // eval.py: the mean of an empty list
       else
-        std::cout << longbench_e_range_score(it->second.first, it->second.second) << " ("
-                  << it->second.second << " records), ";
+        std::cout << longbench_e_range_score(it->second) << " (" << it->second.size()
+                  << " records), ";
     }
     std::cout << "LongBench-E, ";
   } else {

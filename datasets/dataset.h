@@ -71,16 +71,16 @@ class Dataset {
   // True when samples are scored by teacher forcing `reference_continuation` (perplexity)
   // rather than by generating; score() is then not called.
   virtual bool teacher_forced() const { return false; }
-  // Cell metrics beside the mean score, from the samples and the score of each one's answer
-  // (its follow-ups' not included), in order. LongBench-E: each length range's score and
-  // record count.
+  // Cell metrics beside the mean score, from the samples and each one's answer (its
+  // follow-ups' not included), in order. LongBench-E: each length range's score and record
+  // count.
   struct CellMetric {
     std::string name;
     double value = 0;
     std::string unit;
   };
   virtual std::vector<CellMetric> score_breakdown(
-      const std::vector<Sample>& /*samples*/, const std::vector<double>& /*scores*/) const {
+      const std::vector<Sample>& /*samples*/, const std::vector<std::string>& /*answers*/) const {
     return {};
   }
 };

@@ -1,6 +1,7 @@
 #include "datasets/longbench/longbench.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -46,7 +47,7 @@ LongBenchRecord parse_longbench_line(const std::string& line, const std::string&
     r.all_classes = longbench_strings(j["all_classes"], where + ".all_classes");
   r.id = j.contains("_id") && j["_id"].is_string() ? j["_id"].get<std::string>()
                                                    : "line-" + std::to_string(number);
-  if (j.contains("length") && j["length"].is_number_integer()) r.length = j["length"].get<int64_t>();
+  if (j.contains("length") && j["length"].is_number()) r.length = j["length"].get<double>();
   return r;
 }
 
@@ -187,6 +188,13 @@ struct LongBenchParams {
   }
 };
 
+// A record's length as its file writes it: an integer stays one (0 when absent).
+json length_json(const std::optional<double>& length) {
+  if (!length) return 0;
+  if (*length == std::floor(*length) && std::abs(*length) < 9e15) return int64_t(*length);
+  return *length;
+}
+
 class LongBench : public Dataset {
  public:
   explicit LongBench(const LongBenchParams& p)
@@ -194,7 +202,8 @@ class LongBench : public Dataset {
 
   std::vector<Sample> samples(const Tokenizer& tokenizer, uint64_t /*seed*/) const override {
     std::vector<Sample> out;
-    for (const LongBenchRecord& r : read_longbench_jsonl(params_.file(), params_.samples)) {
+    const std::vector<LongBenchRecord> records = read_longbench_jsonl(params_.file(), params_.samples);
+    for (const LongBenchRecord& r : records) {
       Sample s;
       s.id = r.id;
       const std::string full = longbench_format(task_.prompt, r.context, r.input);
@@ -224,9 +233,11 @@ class LongBench : public Dataset {
       s.answers = r.answers;
       s.max_new_tokens = task_.max_new_tokens;
       if (name_ != params_.dataset && !r.length)  // LongBench-E scores by it
-        throw InputError(params_.file() + ": record " + r.id + " has no integer \"length\", "
+        throw InputError(params_.file() + ": record " + r.id + " has no numeric \"length\", "
                          "which LongBench-E's length ranges need");
-      s.meta = {{"all_classes", r.all_classes}, {"length", r.length.value_or(0)},
+      // eval.py scores every record with the last one's all_classes (the variable its loop
+      // overwrites), which LongBench's files give every record alike.
+      s.meta = {{"all_classes", records.back().all_classes}, {"length", length_json(r.length)},
                 {"truncated", truncated}};
       out.push_back(std::move(s));
     }
@@ -247,33 +258,32 @@ class LongBench : public Dataset {
   }
 
   double score(const Sample& sample, const std::string& prediction) const override {
+    return 100.0 * record_score(sample, prediction);
+  }
+  // The metric of eval.py, in [0, 1].
+  double record_score(const Sample& sample, const std::string& prediction) const {
     std::vector<std::string> classes;
     if (sample.meta.contains("all_classes"))
       classes = sample.meta["all_classes"].get<std::vector<std::string>>();
-    return 100.0 * longbench_record_score(name_, prediction, sample.answers, classes,
-                                          params_.jieba_dict);
+    return longbench_record_score(name_, prediction, sample.answers, classes, params_.jieba_dict);
   }
   std::string metric_name() const override { return longbench_metric_name(name_); }
 
   // LongBench-E's datasets: eval.py --e's score of each length range ("score_0-4k", ...) and
   // its record count ("records_0-4k", ...); a range without records has neither (eval.py: NaN).
   std::vector<CellMetric> score_breakdown(const std::vector<Sample>& samples,
-                                          const std::vector<double>& scores) const override {
+                                          const std::vector<std::string>& answers) const override {
     if (name_ == params_.dataset) return {};
-    // range -> (sum of the records' scores in [0, 1], as eval.py sums them; records)
-    std::map<std::string, std::pair<double, size_t>> ranges;
-    for (size_t i = 0; i < samples.size(); ++i) {
-      auto& [sum, records] = ranges[longbench_e_range(samples[i].meta.at("length").get<int64_t>())];
-      sum += scores[i] / 100.0;
-      ++records;
-    }
+    std::map<std::string, std::vector<double>> ranges;  // range -> its records' scores in [0, 1]
+    for (size_t i = 0; i < samples.size(); ++i)
+      ranges[longbench_e_range(samples[i].meta.at("length").get<double>())].push_back(
+          record_score(samples[i], answers[i]));
     std::vector<CellMetric> out;
     for (const std::string& range : longbench_e_ranges()) {
       const auto it = ranges.find(range);
       if (it == ranges.end()) continue;
-      const auto [sum, records] = it->second;
-      out.push_back({"score_" + range, longbench_e_range_score(sum, records), metric_name()});
-      out.push_back({"records_" + range, double(records), "count"});
+      out.push_back({"score_" + range, longbench_e_range_score(it->second), metric_name()});
+      out.push_back({"records_" + range, double(it->second.size()), "count"});
     }
     return out;
   }
@@ -292,9 +302,9 @@ KVB_REGISTER_DATASET(make_dataset_info<LongBench, LongBenchParams>({
     .fidelity = "chat_template reference (the default) is the model's own template but none "
                 "for Mistral, as KVCache-Factory and AdaKV wrap them; pred.py's own forms are "
                 "named: llama2_longbench ([INST]{prompt}[/INST]), vicuna (LongChat, Vicuna; not "
-                "detected), none (Llama-3); LongBench-E's range scores sum their records in "
-                "order where np.mean sums pairwise (the last bit can differ, which moves the "
-                "2-decimal rounding only at an exact tie)",
+                "detected), none (Llama-3); LongBench-E's range scores as eval.py --e computes "
+                "them (numpy's pairwise mean and rounding); every record scored with the last "
+                "record's all_classes, as eval.py",
     .questions_per_context = "1: the template's text after {context} (question, instructions), "
                              "unmarked where truncation cut into it; records that repeat a "
                              "context are its questions",

@@ -13,7 +13,7 @@ struct LongBenchRecord {
   std::string id, input, context;
   std::vector<std::string> answers;
   std::vector<std::string> all_classes;  // empty unless classification
-  std::optional<int64_t> length;  // the record's `length` (words; characters in Chinese)
+  std::optional<double> length;  // the record's `length` (words; characters in Chinese)
 };
 
 // Reads up to `limit` records (0 = all) of a LongBench .jsonl file. A missing file, a line

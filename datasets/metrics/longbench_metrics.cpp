@@ -429,7 +429,7 @@ const std::vector<std::string>& longbench_e_ranges() {
   return ranges;
 }
 
-std::string longbench_e_range(int64_t length) {
+std::string longbench_e_range(double length) {
   return longbench_e_ranges()[length < 4000 ? 0 : length < 8000 ? 1 : 2];
 }
 
@@ -520,10 +520,36 @@ double python_round_2(double x) {
   return std::strtod(buf, nullptr);
 }
 
+// np.add.reduce over a contiguous float64 array: numpy's pairwise summation (8 running sums up
+// to 128 items, halves at a multiple of 8 above).
+double numpy_pairwise_sum(const double* a, size_t n) {
+  if (n < 8) {
+    double sum = 0.;
+    for (size_t i = 0; i < n; ++i) sum += a[i];
+    return sum;
+  }
+  if (n <= 128) {
+    double r[8];
+    std::copy(a, a + 8, r);
+    size_t i = 8;
+    for (; i < n - n % 8; i += 8)
+      for (size_t j = 0; j < 8; ++j) r[j] += a[i + j];
+    double sum = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+    for (; i < n; ++i) sum += a[i];
+    return sum;
+  }
+  size_t half = n / 2;
+  half -= half % 8;
+  return numpy_pairwise_sum(a, half) + numpy_pairwise_sum(a + half, n - half);
+}
+
 }  // namespace
 
-double longbench_e_range_score(double total, size_t count) {
-  return count == 0 ? 0.0 : python_round_2(100.0 * (total / double(count)));
+double longbench_e_range_score(const std::vector<double>& scores) {
+  const double mean = numpy_pairwise_sum(scores.data(), scores.size()) / double(scores.size());
+  // Python's round() on a numpy float is numpy's: rint(x * 100) / 100, ties to even on the
+  // product, not on the exact value as Python's own round.
+  return std::nearbyint(100.0 * mean * 100.0) / 100.0;
 }
 
 double longbench_dataset_score(double total, size_t count) {

@@ -69,7 +69,7 @@ const std::vector<std::string>& longbench_e_datasets();
 std::string longbench_task_of(const std::string& name);
 // eval.py's scorer_e range of a record's `length` (words; characters in Chinese): "0-4k"
 // (< 4000), "4-8k" (< 8000) or "8k+"; longbench_e_ranges() lists them in that order.
-std::string longbench_e_range(int64_t length);
+std::string longbench_e_range(double length);
 const std::vector<std::string>& longbench_e_ranges();
 // multifieldqa_zh, dureader, vcsum: the metric segments with jieba (so needs its dictionary).
 bool longbench_needs_jieba(const std::string& dataset);
@@ -87,9 +87,10 @@ double longbench_record_score(const std::string& dataset, const std::string& pre
 // The per-dataset score from the sum of record scores: round(100 * total / count, 2) in that
 // order of operations, with Python's round (half to even on the exact binary value).
 double longbench_dataset_score(double total, size_t count);
-// scorer_e's score of one length range: round(100 * mean, 2), the mean taken first as
-// np.mean does (its pairwise summation is not reproduced: over more than 8 records the sum
-// can differ from numpy's in its last bit, which moves the rounding only at an exact tie).
-double longbench_e_range_score(double total, size_t count);
+// scorer_e's score of one length range from its records' scores in [0, 1], in order (not
+// empty): round(100 * np.mean(scores), 2) as numpy computes it, its pairwise sum and its own
+// rounding (rint(x * 100) / 100) included, which differ from Python's at ties (an lcc range of
+// 40 records: 44.92, where Python's round gives 44.93).
+double longbench_e_range_score(const std::vector<double>& scores);
 
 }  // namespace kvb

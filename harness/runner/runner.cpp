@@ -195,6 +195,8 @@ std::string prompt_text(const LlamaModel& model, const Sample& sample) {
 
 std::vector<int> encode_prompt(const LlamaModel& model, const Sample& sample) {
   if (!sample.prompt_ids.empty()) {
+    if (sample.chat_template != "none")  // a template wraps text; these are tokens
+      throw std::logic_error("sample " + sample.id + ": gives its tokens and a chat template");
     std::vector<int> ids = model.tokenizer->special_prefix();
     ids.insert(ids.end(), sample.prompt_ids.begin(), sample.prompt_ids.end());
     return ids;
@@ -208,6 +210,9 @@ SplitPrompt split_prompt(const LlamaModel& model, const Sample& sample) {
 
 SplitPrompt split_prompt(const LlamaModel& model, const Sample& sample,
                          const std::vector<int>& prompt) {
+  if (!sample.prompt_ids.empty())
+    throw InputError("sample " + sample.id + ": its dataset gives its tokens, not text that "
+                     "context_sharing per_sample could split");
   if (sample.question_offset == std::string::npos || sample.question_offset > sample.prompt.size())
     throw InputError("sample " + sample.id + ": its dataset does not mark where its question "
                      "begins, which context_sharing per_sample needs");
@@ -385,7 +390,7 @@ CellResult run_cell(const Cell& cell, const LlamaModel& model,
   std::map<std::string, double> method_counters;  // summed over samples
   std::map<std::string, std::vector<int>> shared_contexts;  // context_id -> its tokens
   int questions = 0;  // answers scored: a sample's, and its follow-up turns
-  std::vector<double> sample_scores;  // each sample's own answer's, for score_breakdown
+  std::vector<std::string> answers;  // each sample's own, for score_breakdown
   reset_peak_device_memory(model.device());
   const std::optional<DeviceMemory> memory_at_start = device_memory(model.device());
   for (size_t i = 0; i < samples.size(); ++i) {
@@ -412,7 +417,7 @@ CellResult run_cell(const Cell& cell, const LlamaModel& model,
     } else {
       outcome = answer(*dataset, sample, model, session, session.prefill(prompt), max_new, chat);
     }
-    sample_scores.push_back(outcome.score);
+    answers.push_back(outcome.prediction);
     std::vector<std::pair<Sample, SampleOutcome>> answered = {{sample, outcome}};
     for (auto& turn : answer_follow_ups(*dataset, sample, model, session, cell.max_new_tokens))
       answered.push_back(std::move(turn));
@@ -442,7 +447,7 @@ CellResult run_cell(const Cell& cell, const LlamaModel& model,
         MetricRow{.sample_id = std::nullopt, .name = name, .value = value, .unit = unit});
   };
   cell_metric("score", score_sum / std::max(1, questions), dataset->metric_name());  // per answer
-  for (const Dataset::CellMetric& m : dataset->score_breakdown(samples, sample_scores))
+  for (const Dataset::CellMetric& m : dataset->score_breakdown(samples, answers))
     cell_metric(m.name, m.value, m.unit);
   cell_metric("samples", double(samples.size()), "count");
   if (questions != int(samples.size())) cell_metric("questions", double(questions), "count");

@@ -878,6 +878,27 @@ TEST(CliStop, SigtermToTheGroupStopsEveryWorker) { expect_stop_and_resume(SIGTER
 TEST(CliStop, SigtermToTheSupervisorAloneStopsItsWorkers) {
   expect_stop_and_resume(SIGTERM, 2, /*group=*/false);
 }
+TEST(CliStop, SighupStopsTheRunToo) { expect_stop_and_resume(SIGHUP, 1); }
+
+// A signal kvbench was started with ignored (nohup, a shell's background job) stays ignored:
+// the run goes on to its end.
+TEST(CliStop, AnIgnoredSigintLeavesTheRunGoing) {
+  test::TempDir dir;
+  const std::string file = write_suite(dir, "nostop.json", passkey_suite("nostop", {32, 64}));
+  const std::string db = dir.file("nostop.db");
+  // sh ignores SIGINT, then becomes kvbench ($0) with the arguments ($@).
+  const pid_t pid = spawn({"run", file, "--db", db, "--threads", "1"}, dir.path(), "nostop",
+                          {"/bin/sh", "-c", "trap '' INT; exec \"$0\" \"$@\""});
+  if (!wait_for_a_cell_done_and_one_running(pid, db)) {
+    stop_if_running(pid);
+    FAIL() << "no complete and running cell within 60 s, or the run ended first";
+  }
+  ASSERT_EQ(kill(pid, SIGINT), 0);
+  const Output r = wait_for(pid, dir.path(), "nostop");
+  EXPECT_EQ(r.code, 0) << describe(r);
+  EXPECT_EQ(run_status(db, 1), "complete");
+  EXPECT_TRUE(contains(r.out, "3 ran, 0 already complete, 0 failed")) << r.out;
+}
 
 TEST(CliResume, KilledRunResumesWithoutDuplicates) {
   test::TempDir dir;

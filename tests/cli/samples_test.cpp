@@ -107,6 +107,18 @@ TEST(CliSamples, FiltersThatMatchNothingNameWhatTheSuiteHas) {
   EXPECT_FALSE(contains(r[3].out, "-- sample")) << r[3].out;  // -n 0: the summaries only
 }
 
+// A dataset's error names the group it came from.
+TEST(CliSamples, ADatasetsErrorNamesItsGroup) {
+  test::TempDir dir;
+  json suite = byte_suite();
+  suite["datasets"] = {{{"name", "multi_turn"}, {"params", {{"context_length", 200}}}}};
+  const Output r = kvbench({"samples", write_suite(dir, "suite.json", suite)}, dir.path());
+  EXPECT_EQ(r.code, 2) << describe(r);
+  EXPECT_TRUE(contains(r.err, "kvbench: error: multi_turn {\"context_length\":200,")) << r.err;
+  EXPECT_TRUE(contains(r.err, "· model random-tiny · seed 0: context_length 200 is too short"))
+      << r.err;
+}
+
 // The filters keep only the groups they name.
 TEST(CliSamples, FiltersKeepTheGroupsTheyName) {
   test::TempDir dir;

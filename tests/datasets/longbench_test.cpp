@@ -167,8 +167,10 @@ TEST(LongBenchE, ReadsTheTasksFileAndScoresEachLengthRange) {
   EXPECT_EQ(samples[0].max_new_tokens, 32);
   EXPECT_EQ(d->metric_name(), "qa_f1_score");
   EXPECT_EQ(d->score(samples[0], "Tartu"), 100.0);
-  // Scores 100, 0, 50 and 100: the range 4-8k is their mean, the others one record each.
-  const auto breakdown = d->score_breakdown(samples, {100.0, 0.0, 50.0, 100.0});
+  // Scores 1, 0, F1([city, of, tartu], [tartu]) = 0.5 and 1: the range 4-8k is the mean of
+  // the middle two, the others one record each.
+  const auto breakdown =
+      d->score_breakdown(samples, {"Tartu", "London", "the city of Tartu", "Tartu"});
   std::map<std::string, std::pair<double, std::string>> got;
   for (const auto& m : breakdown) got[m.name] = {m.value, m.unit};
   const std::map<std::string, std::pair<double, std::string>> expected = {
@@ -177,12 +179,12 @@ TEST(LongBenchE, ReadsTheTasksFileAndScoresEachLengthRange) {
       {"score_8k+", {100.0, "qa_f1_score"}},  {"records_8k+", {1, "count"}}};
   EXPECT_EQ(got, expected);
   // A range without records has no score (eval.py's would be NaN).
-  const auto short_only = d->score_breakdown({samples[0]}, {100.0});
+  const auto short_only = d->score_breakdown({samples[0]}, {"Tartu"});
   ASSERT_EQ(short_only.size(), 2u);
   EXPECT_EQ(short_only[0].name, "score_0-4k");
   // LongBench's own datasets have no ranges.
   auto plain = make_dataset("longbench", {{"dataset", "hotpotqa"}, {"data_dir", kFixtures + "/good"}});
-  EXPECT_TRUE(plain->score_breakdown(plain->samples(byte_tokenizer(), 0), {0, 0, 0}).empty());
+  EXPECT_TRUE(plain->score_breakdown(plain->samples(byte_tokenizer(), 0), {"", "", ""}).empty());
 }
 
 TEST(LongBenchE, RefusesOtherNamesAndRecordsWithoutLength) {
@@ -193,7 +195,7 @@ TEST(LongBenchE, RefusesOtherNamesAndRecordsWithoutLength) {
     make_dataset("longbench", {{"dataset", "hotpotqa_e"}, {"data_dir", dir.path()}})
         ->samples(byte_tokenizer(), 0);
   });
-  EXPECT_NE(no_length.find("record no-length has no integer \"length\""), std::string::npos)
+  EXPECT_NE(no_length.find("record no-length has no numeric \"length\""), std::string::npos)
       << no_length;
   // narrativeqa is not in LongBench-E.
   const std::string not_e = error_of([&] {

@@ -5,6 +5,7 @@
 
 #include "engine/common/error.h"
 #include "harness/runner/runner.h"
+#include "methods/method.h"
 #include "tests/datasets/dataset_test_util.h"
 
 namespace kvb {
@@ -56,6 +57,26 @@ TEST(Perplexity, TheRunnerFeedsTheWindowsTokensNotTheirText) {
   std::vector<int> expected = {model->tokenizer->bos_id()};
   expected.insert(expected.end(), ids.begin() + 40, ids.begin() + 71);
   EXPECT_EQ(encode_prompt(*model, s[1]), expected);
+  // A run feeds those tokens and scores exactly the window's continuation tokens.
+  const DatasetInfo& info = dataset_registry().get("perplexity", "test");
+  const Cell cell{.model = "random-tiny",
+                  .dataset = {.name = "perplexity",
+                              .params = info.normalise_params(
+                                  {{"text_file", tmp.file("accents.txt")}, {"prefix_tokens", 31},
+                                   {"eval_tokens", 9}, {"samples", 2}},
+                                  "test")},
+                  .method = {.name = "full", .label = "full",
+                             .config = method_registry().get("full", "test").normalise_config(
+                                 json::object(), "test")}};
+  const CellResult result = run_cell(cell, *model, [](int, int) {});
+  for (const SampleRow& row : result.samples) EXPECT_EQ(row.input_length, 32) << row.sample_id;
+  int continuations = 0;
+  for (const MetricRow& m : result.metrics)
+    if (m.name == "continuation_tokens") {
+      EXPECT_EQ(m.value, 9.0) << *m.sample_id;
+      ++continuations;
+    }
+  EXPECT_EQ(continuations, 2);
   // windows "text", kvbench's earlier way, feeds the text encoded again.
   auto as_text = make_dataset("perplexity", {{"text_file", tmp.file("accents.txt")}, {"prefix_tokens", 31},
                                              {"eval_tokens", 9}, {"samples", 2}, {"windows", "text"}});

@@ -5,9 +5,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <iterator>
-#include <cstdint>
 #include <limits>
 #include <random>
 #include <string>
@@ -32,8 +33,15 @@ void for_each_simd_level(Check check) {
   kernels::simd_limit() = SimdLevel::kAvx512;
 }
 
+// Random inputs from a fresh seed each run, named in a failure's trace ("seed N");
+// KVBENCH_TEST_SEED=N runs that failure again.
+inline uint32_t test_seed() {
+  const char* fixed = std::getenv("KVBENCH_TEST_SEED");
+  return fixed && *fixed ? uint32_t(std::strtoul(fixed, nullptr, 10)) : std::random_device{}();
+}
+
 struct KernelRng {
-  uint32_t seed = std::random_device{}();
+  uint32_t seed = test_seed();
   std::mt19937_64 gen{seed};
   std::string trace() const { return "seed " + std::to_string(seed); }
   std::vector<float> normal(size_t n, float stddev = 1.f) {
