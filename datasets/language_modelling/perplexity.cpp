@@ -1,12 +1,11 @@
 // Perplexity over a text file (PG19 in the ClusterKV paper, Fig. 10): consecutive windows of
 // prefix_tokens + eval_tokens tokens; the prefix is prefilled, then the eval tokens are fed one
 // by one (teacher forcing) while the method compresses as during decoding.
-#include <algorithm>
-#include <cctype>
 #include <fstream>
 #include <sstream>
 
 #include "datasets/dataset.h"
+#include "engine/common/files.h"
 #include "engine/common/format.h"
 #include "engine/common/json_fields.h"
 
@@ -57,16 +56,11 @@ struct PerplexityParams {
   }
 };
 
-bool has_json_suffix(std::string file) {
-  std::transform(file.begin(), file.end(), file.begin(), [](unsigned char c) { return std::tolower(c); });
-  return ends_with(file, ".json") || ends_with(file, ".jsonl");
-}
-
 // The text whose windows are scored: the file's bytes, or its JSON object's text_field.
 // Errors begin with `where` (the text_field param).
 std::string read_text(const PerplexityParams& p, const std::string& where) {
   if (p.text_field.empty()) {
-    if (has_json_suffix(p.text_file))
+    if (is_json_file_name(p.text_file))
       throw InputError(where + ": " + p.text_file + " is JSON, whose quotes and escapes would "
                        "be scored as text: name the field that holds the text "
                        "(PaulGrahamEssays.json: \"text\")");

@@ -2,6 +2,8 @@
 
 #include <ftw.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -36,6 +38,17 @@ bool remove_tree(const std::string& path) {
   // FTW_DEPTH: a folder's entries before the folder; FTW_PHYS: links themselves, not targets.
   if (nftw(path.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS) == 0) return true;
   return errno == ENOENT;
+}
+
+bool is_json_file_name(const std::string& path) {
+  std::string lower = path;
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return char(std::tolower(c)); });
+  const auto ends = [&](const std::string& suffix) {
+    return lower.size() >= suffix.size() &&
+           lower.compare(lower.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  return ends(".json") || ends(".jsonl");
 }
 
 }  // namespace kvb

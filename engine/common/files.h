@@ -18,4 +18,8 @@ bool remove_tree(const std::string& path);
 // `path`, no permission, a full disk); the temporary file is removed then.
 void write_file_atomically(const std::string& path, const std::string& text);
 
+// Whether `path` names a JSON or JSON Lines file (.json, .jsonl, in any case): text read from
+// it as bytes would hold its quotes and escapes.
+bool is_json_file_name(const std::string& path);
+
 }  // namespace kvb

@@ -27,19 +27,19 @@
 // unwritable cache directory keeps them in memory only.
 #include "methods/retrieval/infinigen.h"
 
-#include "engine/model/safetensors.h"
-
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <iostream>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <set>
 #include <sstream>
 
+#include "engine/common/files.h"
 #include "engine/common/json_fields.h"
 #include "engine/kernel_adapter.h"
+#include "engine/model/safetensors.h"
 #include "engine/model_view.h"
 
 namespace kvb {
@@ -325,7 +325,8 @@ const ConfigFields<InfiniGenConfig>& InfiniGenConfig::fields() {
                  "kvbench's); prompt: from the prompt's first calibration_tokens",
                  check::one_of({"text", "prompt"}))
           .field("calibration_file", &C::calibration_file,
-                 "the calibration text (\"\": methods/retrieval/infinigen_calibration.txt)")
+                 "the calibration text, plain (a .json or .jsonl is refused; \"\": "
+                 "methods/retrieval/infinigen_calibration.txt)")
           .field("calibration_tokens", &C::calibration_tokens,
                  "tokens of the calibration text or prompt used", check::at_least(2))
           .field("budget_ratio", &C::budget_ratio,
@@ -341,6 +342,10 @@ const ConfigFields<InfiniGenConfig>& InfiniGenConfig::fields() {
                 !std::filesystem::is_regular_file(c.calibration_file))
               throw InputError(f.path("calibration_file") + ": no such file: " +
                                c.calibration_file);
+            if (is_json_file_name(c.calibration_file))
+              throw InputError(f.path("calibration_file") + ": " + c.calibration_file +
+                               " is JSON, whose quotes and escapes would calibrate as text: "
+                               "give plain text");
           });
   return f;
 }

@@ -390,6 +390,13 @@ TEST(InfiniGen, BadConfigsNameTheField) {
                                      {"calibration_file", infinigen_default_calibration_file()}}}},
                         {32});
   EXPECT_NE(e.find("calibration_file"), std::string::npos) << e;
+  // A JSON file's quotes and escapes are not text to calibrate on.
+  test::TempDir dir;
+  std::ofstream(dir.file("essays.JSON")) << "{\"text\": \"An essay.\"}";
+  e = test::suite_error(
+      {{"name", "infinigen"}, {"config", {{"calibration_file", dir.file("essays.JSON")}}}}, {32});
+  EXPECT_NE(e.find("calibration_file: " + dir.file("essays.JSON") + " is JSON"), std::string::npos)
+      << e;
 }
 
 }  // namespace
