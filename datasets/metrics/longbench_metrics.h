@@ -89,8 +89,8 @@ double longbench_record_score(const std::string& dataset, const std::string& pre
 double longbench_dataset_score(double total, size_t count);
 // scorer_e's score of one length range from its records' scores in [0, 1], in order (not
 // empty): round(100 * np.mean(scores), 2) as numpy computes it, its pairwise sum and its own
-// rounding (rint(x * 100) / 100) included, which differ from Python's at ties (an lcc range of
-// 40 records: 44.92, where Python's round gives 44.93).
+// rounding (rint(x * 100) / 100) included; either can move the last digit from a sum in order
+// rounded as Python does (tests: DatasetScore.LengthRangesAsNumpy).
 double longbench_e_range_score(const std::vector<double>& scores);
 
 }  // namespace kvb

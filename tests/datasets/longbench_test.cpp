@@ -187,6 +187,23 @@ TEST(LongBenchE, ReadsTheTasksFileAndScoresEachLengthRange) {
   EXPECT_TRUE(plain->score_breakdown(plain->samples(byte_tokenizer(), 0), {"", "", ""}).empty());
 }
 
+// eval.py scores every record with the last record's all_classes, in runs too.
+TEST(LongBenchLoader, EveryRecordIsScoredWithTheLastRecordsClasses) {
+  test::TempDir dir;
+  std::ofstream file(dir.file("trec.jsonl"));
+  file << json{{"input", "Q1"}, {"context", "C"}, {"answers", {"City"}},
+               {"all_classes", {"City"}}, {"length", 1}, {"_id", "first"}}.dump() << "\n"
+       << json{{"input", "Q2"}, {"context", "C"}, {"answers", {"City"}},
+               {"all_classes", {"City", "Country"}}, {"length", 1}, {"_id", "last"}}.dump() << "\n";
+  file.close();
+  auto d = make_dataset("longbench", {{"dataset", "trec"}, {"data_dir", dir.path()}});
+  const auto samples = d->samples(byte_tokenizer(), 0);
+  ASSERT_EQ(samples.size(), 2u);
+  EXPECT_EQ(samples[0].meta["all_classes"], json({"City", "Country"}));
+  // Both classes named: 1/2 with the last record's classes (1 with the first's own).
+  EXPECT_EQ(d->score(samples[0], "City Country"), 50.0);
+}
+
 TEST(LongBenchE, RefusesOtherNamesAndRecordsWithoutLength) {
   test::TempDir dir;
   std::ofstream(dir.file("hotpotqa_e.jsonl"))

@@ -93,10 +93,9 @@ TEST(ScoreCommand, LongBenchEScoresEachLengthRange) {
   EXPECT_NE(r.output.find("unknown LongBench-E dataset \"narrativeqa\""), std::string::npos) << r.output;
 }
 
-// eval.py --e rounds round(100 * np.mean(scores), 2) as numpy does (rint of x * 100, after
-// numpy's pairwise sum): 17 exact lines, two partial (fuzz ratios 67 and 30) and 21 misses
-// give 100 * 17.97 / 40 = 44.925 in binary just above, which numpy rounds to 44.92 (Python's
-// own round would give 44.93). A length of 4500.0 is a number like any other.
+// eval.py --e's round(100 * np.mean(scores), 2) as numpy computes it: 17 exact lines, two
+// partial (fuzz ratios 67 and 30) and 21 misses give 44.92 (numpy 1.24; a sum in order
+// rounded as Python does gives 44.93). A length of 4500.0 is a number like any other.
 TEST(ScoreCommand, LongBenchERangesRoundAsNumpyDoes) {
   test::TempDir tmp;
   std::ofstream out(tmp.file("lcc.jsonl"));

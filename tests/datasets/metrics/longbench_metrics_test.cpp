@@ -184,5 +184,17 @@ TEST(DatasetScore, PythonRounding) {
   EXPECT_EQ(longbench_dataset_score(0.0, 0), 0.0);
 }
 
+// eval.py --e's round(100 * np.mean(scores), 2), values checked against numpy 1.24.
+TEST(DatasetScore, LengthRangesAsNumpy) {
+  // 100 * mean is 2.675 just below in binary, which Python's round takes to 2.67; numpy
+  // multiplies by 100 first (267.5 once rounded) and rint, ties to even, gives 268: 2.68.
+  EXPECT_EQ(longbench_e_range_score({0.02675}), 2.68);
+  // numpy sums 16 values in eight running sums: 39.12, where a sum in order gives 39.13.
+  EXPECT_EQ(longbench_e_range_score({0.5, 0.3, 0.3, 1.0, 0.33, 1.0, 0.25, 0.0, 0.1, 0.1, 0.67,
+                                     0.3, 0.25, 0.5, 0.33, 0.33}),
+            39.12);
+  EXPECT_EQ(longbench_e_range_score({1.0, 0.0, 0.5}), 50.0);
+}
+
 }  // namespace
 }  // namespace kvb

@@ -424,6 +424,7 @@ void check_rms_norm(KvElement type, int mantissa_bits, float units) {
       const std::vector<float> got = widened(dout.get());
       if (with_residual) EXPECT_EQ(widened(dsum.get()), sum);
       for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_TRUE(std::isfinite(got[i])) << "element " << i;  // inf would make its own unit
         const float larger = std::max(std::abs(got[i]), std::abs(want[i]));
         const float ulp = std::ldexp(1.f, std::max(std::ilogb(larger), -126) - mantissa_bits);
         ASSERT_LE(std::abs(got[i] - want[i]), units * ulp) << "element " << i;
