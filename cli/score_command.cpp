@@ -5,7 +5,6 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
-#include <map>
 #include <optional>
 
 #include "datasets/longbench/longbench.h"
@@ -79,26 +78,24 @@ int score_file(const std::string& dataset, const std::string& path, const std::s
   check_dataset(dataset, e, jieba_dict);
   const std::vector<Prediction> predictions = read_predictions(path, e);
   const std::vector<std::string>& all_classes = predictions.back().all_classes;
-  std::map<std::string, std::vector<double>> ranges;  // range -> its records' scores
-  double total = 0;
+  std::vector<double> scores, lengths;
   for (const Prediction& p : predictions) {
-    const double score = longbench_record_score(dataset, p.pred, p.answers, all_classes, jieba_dict);
-    total += score;
-    if (e) ranges[longbench_e_range(*p.length)].push_back(score);
+    scores.push_back(longbench_record_score(dataset, p.pred, p.answers, all_classes, jieba_dict));
+    if (e) lengths.push_back(*p.length);
   }
   std::cout << dataset << " " << std::fixed << std::setprecision(2);
   if (e) {
-    for (const std::string& range : longbench_e_ranges()) {
-      const auto it = ranges.find(range);
-      std::cout << range << " ";
-      if (it == ranges.end())
+    for (const LengthRangeScore& r : longbench_e_scores(lengths, scores)) {
+      std::cout << r.range << " ";
+      if (r.records == 0)
         std::cout << "nan (no records), ";  // eval.py: the mean of an empty list
       else
-        std::cout << longbench_e_range_score(it->second) << " (" << it->second.size()
-                  << " records), ";
+        std::cout << r.score << " (" << r.records << " records), ";
     }
     std::cout << "LongBench-E, ";
   } else {
+    double total = 0;
+    for (const double score : scores) total += score;
     std::cout << longbench_dataset_score(total, predictions.size()) << " (";
   }
   std::cout << longbench_metric_name(dataset) << ", " << predictions.size() << " records"

@@ -49,8 +49,10 @@ struct PerplexityParams {
               if (!std::ifstream(p.text_file))
                 throw InputError(f.path("text_file") + ": " + p.text_file +
                                  ": cannot read the file");
-              // Read once here, so that a wrong field fails the suite, not its cell.
-              read_text(p, f.path("text_field"));
+              // A JSON file without a field, or with a wrong one, fails the suite, not its
+              // cell (a plain text file is read when its samples are made, not here).
+              if (!p.text_field.empty() || is_json_file_name(p.text_file))
+                read_text(p, f.path("text_field"));
             });
     return f;
   }

@@ -232,7 +232,7 @@ class LongBench : public Dataset {
       }
       s.answers = r.answers;
       s.max_new_tokens = task_.max_new_tokens;
-      if (name_ != params_.dataset && !r.length)  // LongBench-E scores by it
+      if (longbench_e() && !r.length)  // LongBench-E scores by it
         throw InputError(params_.file() + ": record " + r.id + " has no numeric \"length\", "
                          "which LongBench-E's length ranges need");
       // eval.py scores every record with the last one's all_classes (the variable its loop
@@ -273,22 +273,24 @@ class LongBench : public Dataset {
   // its record count ("records_0-4k", ...); a range without records has neither (eval.py: NaN).
   std::vector<CellMetric> score_breakdown(const std::vector<Sample>& samples,
                                           const std::vector<std::string>& answers) const override {
-    if (name_ == params_.dataset) return {};
-    std::map<std::string, std::vector<double>> ranges;  // range -> its records' scores in [0, 1]
-    for (size_t i = 0; i < samples.size(); ++i)
-      ranges[longbench_e_range(samples[i].meta.at("length").get<double>())].push_back(
-          record_score(samples[i], answers[i]));
+    if (!longbench_e()) return {};
+    std::vector<double> lengths, scores;
+    for (size_t i = 0; i < samples.size(); ++i) {
+      lengths.push_back(samples[i].meta.at("length").get<double>());
+      scores.push_back(record_score(samples[i], answers[i]));
+    }
     std::vector<CellMetric> out;
-    for (const std::string& range : longbench_e_ranges()) {
-      const auto it = ranges.find(range);
-      if (it == ranges.end()) continue;
-      out.push_back({"score_" + range, longbench_e_range_score(it->second), metric_name()});
-      out.push_back({"records_" + range, double(it->second.size()), "count"});
+    for (const LengthRangeScore& r : longbench_e_scores(lengths, scores)) {
+      if (r.records == 0) continue;
+      out.push_back({"score_" + r.range, r.score, metric_name()});
+      out.push_back({"records_" + r.range, double(r.records), "count"});
     }
     return out;
   }
 
  private:
+  bool longbench_e() const { return name_ != params_.dataset; }  // "<task>_e"
+
   LongBenchParams params_;
   std::string name_;  // the task: params_.dataset without LongBench-E's "_e"
   LongBenchTask task_;

@@ -424,15 +424,6 @@ std::string longbench_task_of(const std::string& name) {
   return "";
 }
 
-const std::vector<std::string>& longbench_e_ranges() {
-  static const std::vector<std::string> ranges = {"0-4k", "4-8k", "8k+"};
-  return ranges;
-}
-
-std::string longbench_e_range(double length) {
-  return longbench_e_ranges()[length < 4000 ? 0 : length < 8000 ? 1 : 2];
-}
-
 bool longbench_needs_jieba(const std::string& dataset) {
   return dataset == "multifieldqa_zh" || dataset == "dureader" || dataset == "vcsum";
 }
@@ -550,6 +541,19 @@ double longbench_e_range_score(const std::vector<double>& scores) {
   // Python's round() on a numpy float is numpy's: rint(x * 100) / 100, ties to even on the
   // product, not on the exact value as Python's own round.
   return std::nearbyint(100.0 * mean * 100.0) / 100.0;
+}
+
+std::vector<LengthRangeScore> longbench_e_scores(const std::vector<double>& lengths,
+                                                 const std::vector<double>& scores) {
+  std::vector<LengthRangeScore> out = {{"0-4k"}, {"4-8k"}, {"8k+"}};
+  std::vector<std::vector<double>> of_range(out.size());
+  for (size_t i = 0; i < lengths.size(); ++i)
+    of_range[lengths[i] < 4000 ? 0 : lengths[i] < 8000 ? 1 : 2].push_back(scores[i]);
+  for (size_t r = 0; r < out.size(); ++r) {
+    out[r].records = of_range[r].size();
+    if (!of_range[r].empty()) out[r].score = longbench_e_range_score(of_range[r]);
+  }
+  return out;
 }
 
 double longbench_dataset_score(double total, size_t count) {

@@ -67,10 +67,6 @@ const std::vector<std::string>& longbench_e_datasets();
 // The task a data file name stands for ("qasper_e" -> "qasper", "qasper" -> "qasper"); ""
 // for a name that is neither a LongBench dataset nor a LongBench-E one.
 std::string longbench_task_of(const std::string& name);
-// eval.py's scorer_e range of a record's `length` (words; characters in Chinese): "0-4k"
-// (< 4000), "4-8k" (< 8000) or "8k+"; longbench_e_ranges() lists them in that order.
-std::string longbench_e_range(double length);
-const std::vector<std::string>& longbench_e_ranges();
 // multifieldqa_zh, dureader, vcsum: the metric segments with jieba (so needs its dictionary).
 bool longbench_needs_jieba(const std::string& dataset);
 // trec, triviaqa, samsum, lsht: only the first line of the prediction is scored.
@@ -92,5 +88,16 @@ double longbench_dataset_score(double total, size_t count);
 // rounding (rint(x * 100) / 100) included; either can move the last digit from a sum in order
 // rounded as Python does (tests: DatasetScore.LengthRangesAsNumpy).
 double longbench_e_range_score(const std::vector<double>& scores);
+// eval.py --e's scorer_e over records with these `lengths` (words; characters in Chinese) and
+// `scores` in [0, 1], in order: the ranges "0-4k" (< 4000), "4-8k" (< 8000) and "8k+", in that
+// order, each with its record count and, where it has records, longbench_e_range_score of
+// theirs (records 0: no score, eval.py's NaN).
+struct LengthRangeScore {
+  std::string range;
+  size_t records = 0;
+  double score = 0;
+};
+std::vector<LengthRangeScore> longbench_e_scores(const std::vector<double>& lengths,
+                                                 const std::vector<double>& scores);
 
 }  // namespace kvb

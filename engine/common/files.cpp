@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "engine/common/error.h"
+#include "engine/common/format.h"
 
 namespace kvb {
 namespace {
@@ -44,11 +45,7 @@ bool is_json_file_name(const std::string& path) {
   std::string lower = path;
   std::transform(lower.begin(), lower.end(), lower.begin(),
                  [](unsigned char c) { return char(std::tolower(c)); });
-  const auto ends = [&](const std::string& suffix) {
-    return lower.size() >= suffix.size() &&
-           lower.compare(lower.size() - suffix.size(), suffix.size(), suffix) == 0;
-  };
-  return ends(".json") || ends(".jsonl");
+  return ends_with(lower, ".json") || ends_with(lower, ".jsonl");
 }
 
 }  // namespace kvb
