@@ -92,11 +92,10 @@ std::string abbreviated(const std::string& text, int keep, bool full) {
 // have wrapped the prompt itself already (a named chat_template param of RULER or LongBench):
 // that shows in its params and its text, not here.
 std::string template_description(const LlamaModel& model, const Sample& sample) {
-  if (sample.chat_template != "auto") return sample.chat_template;
-  const std::string family = detect_chat_template(model.tokenizer_config);
-  const auto& unwrapped = sample.auto_chat_unwrapped;
-  const bool left = std::find(unwrapped.begin(), unwrapped.end(), family) != unwrapped.end();
-  return "auto: the model's " + family + (left ? ", left unwrapped for this dataset" : "");
+  const ChatTemplateChoice choice = chat_template_choice(model, sample);
+  if (!choice.automatic) return choice.name;
+  if (choice.name == "none") return "auto: the model has no chat template";
+  return "auto: the model's " + choice.name + (choice.applied ? "" : ", left unwrapped for this dataset");
 }
 
 std::string quoted_list(const std::vector<std::string>& answers) {

@@ -181,16 +181,18 @@ std::vector<int> stop_ids(const LlamaModel& model, const Sample& sample) {
 
 }  // namespace
 
+ChatTemplateChoice chat_template_choice(const LlamaModel& model, const Sample& sample) {
+  if (sample.chat_template != "auto")
+    return {sample.chat_template, false, sample.chat_template != "none"};
+  const std::string family = detect_chat_template(model.tokenizer_config);
+  const std::vector<std::string>& unwrapped = sample.auto_chat_unwrapped;
+  const bool left = std::find(unwrapped.begin(), unwrapped.end(), family) != unwrapped.end();
+  return {family, true, !left && family != "none"};
+}
+
 std::string prompt_text(const LlamaModel& model, const Sample& sample) {
-  if (sample.chat_template == "auto") {
-    const std::string family = detect_chat_template(model.tokenizer_config);
-    const std::vector<std::string>& unwrapped = sample.auto_chat_unwrapped;
-    if (std::find(unwrapped.begin(), unwrapped.end(), family) != unwrapped.end())
-      return sample.prompt;
-    return apply_chat_template(family, sample.prompt);
-  }
-  if (sample.chat_template != "none") return apply_chat_template(sample.chat_template, sample.prompt);
-  return sample.prompt;
+  const ChatTemplateChoice choice = chat_template_choice(model, sample);
+  return choice.applied ? apply_chat_template(choice.name, sample.prompt) : sample.prompt;
 }
 
 std::vector<int> encode_prompt(const LlamaModel& model, const Sample& sample) {

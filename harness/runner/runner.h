@@ -54,6 +54,14 @@ struct CellResult {
   std::vector<MetricRow> metrics;
 };
 
+// The chat template a sample's prompt gets: its own, or for "auto" the model's family, which a
+// dataset may leave unwrapped (Sample::auto_chat_unwrapped).
+struct ChatTemplateChoice {
+  std::string name;     // "none", a template family, or for "auto" the model's family
+  bool automatic;       // the sample asked for "auto"
+  bool applied;         // false for "none" and for a family the dataset leaves unwrapped
+};
+ChatTemplateChoice chat_template_choice(const LlamaModel& model, const Sample& sample);
 // A sample's prompt text as the model reads it: its chat template applied (before BOS).
 std::string prompt_text(const LlamaModel& model, const Sample& sample);
 // A sample's prompt as the runner feeds it: its chat template applied, BOS added (or BOS and

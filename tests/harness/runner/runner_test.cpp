@@ -320,8 +320,17 @@ TEST(EncodePrompt, AutoWrapsInTheModelsFamilyUnlessTheSampleLeavesItUnwrapped) {
   EXPECT_EQ(encode_prompt(*model, s), encoded("[INST] Hi [/INST]"));
   s.auto_chat_unwrapped = {"mistral"};
   EXPECT_EQ(encode_prompt(*model, s), encoded("Hi"));
+  const ChatTemplateChoice left = chat_template_choice(*model, s);  // what kvbench samples shows
+  EXPECT_EQ(left.name, "mistral");
+  EXPECT_TRUE(left.automatic);
+  EXPECT_FALSE(left.applied);
   model->tokenizer_config = {{"chat_template", "<<SYS>>{{ '[INST] ' + m + ' [/INST]' }}"}};
   EXPECT_EQ(encode_prompt(*model, s), encoded("[INST] Hi [/INST]"));  // Llama-2: wrapped
+  EXPECT_TRUE(chat_template_choice(*model, s).applied);
+  model->tokenizer_config = json::object();  // no template: "auto" wraps nothing
+  EXPECT_EQ(chat_template_choice(*model, s).name, "none");
+  EXPECT_FALSE(chat_template_choice(*model, s).applied);
+  EXPECT_EQ(encode_prompt(*model, s), encoded("Hi"));
 }
 
 }  // namespace
