@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "engine/device.h"
 #include "harness/runner/results_table.h"
+#include "harness/runner/run_cells.h"
 #include "harness/runner/runner.h"
 #include "harness/runner/stop_signals.h"
 #include "harness/scaleout/workers.h"
@@ -82,7 +83,7 @@ int run_workers(RunArguments o, const Suite& suite, const RunOptions& options) {
                      describe_device(parse_device("cuda:" + gpus.here[i], "--devices"));
   }
   ResultStore store(options.db_path);
-  if (options.fresh) store.forget_suite(suite.name);  // once, here
+  if (options.fresh) forget_for_fresh(store, suite, std::cerr);  // once, here
   const int64_t run = store.begin_run(info);
   std::vector<WorkerLaunch> launches;
   for (int i = 0; i < o.workers; ++i)
@@ -105,7 +106,7 @@ int run_workers(RunArguments o, const Suite& suite, const RunOptions& options) {
   store.finish_run(run, stopped_by ? "interrupted" : outcome.exit_code == 0 ? "complete" : "failures");
   print_run(store, run, std::cout);
   int ran = 0, complete_before = 0, failed = 0;
-  for (const CellRow& cell : store.cells_of_run(run)) {
+  for (const CellRow& cell : run_cells(store, run).rows) {
     if (cell.status == "failed") ++failed;
     else if (cell.status == "complete") ++(cell.run_id == run ? ran : complete_before);
   }

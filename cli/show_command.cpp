@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "engine/common/error.h"
+#include "harness/runner/run_cells.h"
 #include "harness/runner/results_table.h"
 #include "harness/store/result_store.h"
 
@@ -45,7 +46,7 @@ void add_show_command(CLI::App& app, std::vector<Command>& out) {
     if (o->config) {
       std::cout << "\nsuite JSON:\n" << json::parse(store.run_info(run_id).suite_json).dump(2)
                 << "\n\ncell configs:\n";
-      for (const CellRow& cell : store.cells_of_run(run_id))
+      for (const CellRow& cell : run_cells(store, run_id).rows)
         std::cout << cell.id << "  " << cell.config_json << "\n";
     }
     return 0;

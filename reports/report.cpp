@@ -37,18 +37,48 @@ std::string models_of(const ReportData& data) {
   return out;
 }
 
-// A note for a run that did not finish (stopped, or its process gone): its tables hold only
-// the cells it completed; "" for a run that finished.
+// A note for a run that did not finish (stopped, or its process gone); "" for a run that
+// finished. Its tables hold the suite's cells complete in the database, later runs' included.
 std::string unfinished_note(const ReportData& data) {
   for (const auto& [key, value] : data.provenance)
     if (key == "status" && value.rfind("running", 0) != 0 && value.rfind("interrupted", 0) != 0)
       return "";
-  for (const auto& [key, value] : data.provenance)
-    if (key == "status")
-      return "This run did not finish (status: " + value + "): the tables show the " +
-             std::to_string(data.cells.size()) + (data.cells.size() == 1 ? " cell" : " cells") +
-             " it completed; rerun its command to finish it.";
+  for (const auto& [key, value] : data.provenance) {
+    if (key != "status") continue;
+    const std::string note = "This run did not finish (status: " + value + ")";
+    if (data.missing_unknown.empty() && data.missing.empty())
+      return note + "; its suite's cells are all complete in this database (later runs finished "
+                    "them).";
+    return note + ": the tables show the " + std::to_string(data.cells.size()) +
+           (data.cells.size() == 1 ? " cell" : " cells") +
+           " of its suite complete in this database; rerun its command to finish the rest.";
+  }
   return "";
+}
+
+// The suite's cells without a complete result, a line each (the first kMissingShown), or why
+// they could not be listed; empty when none is missing.
+constexpr size_t kMissingShown = 40;
+
+std::string missing_heading(const ReportData& data) {
+  if (!data.missing_unknown.empty())
+    return "The suite's cells could not be listed here, so the tables show every complete cell "
+           "stored under its name (other configs of it too) and cells it lacks go unnamed: " +
+           data.missing_unknown;
+  if (data.missing.empty()) return "";
+  return std::to_string(data.missing.size()) + " of the suite's " +
+         std::to_string(data.suite_cells) + " cells have no complete result in this database " +
+         "(what `kvbench run` would still run; shards run elsewhere come in with `kvbench merge`):";
+}
+
+std::vector<std::string> missing_lines(const ReportData& data) {
+  std::vector<std::string> lines;
+  for (size_t i = 0; i < data.missing.size() && i < kMissingShown; ++i)
+    lines.push_back(data.missing[i].description + ": " + data.missing[i].state);
+  if (data.missing.size() > kMissingShown)
+    lines.push_back("... and " + std::to_string(data.missing.size() - kMissingShown) +
+                    " more (`kvbench plan` lists the suite's cells)");
+  return lines;
 }
 
 bool untrained(const ReportData& data) {
@@ -141,6 +171,11 @@ std::string report_markdown(const ReportData& data, const std::vector<PlotFile>&
                    "mean over seeds, with the number of samples behind it.\n\n";
   if (untrained(data)) md += std::string("> ") + kUntrainedNote + "\n\n";
   if (const std::string note = unfinished_note(data); !note.empty()) md += "> " + note + "\n\n";
+  if (const std::string heading = missing_heading(data); !heading.empty()) {
+    md += "> " + heading + "\n>\n";
+    for (const std::string& line : missing_lines(data)) md += "> - " + line + "\n";
+    md += "\n";
+  }
   md += "## Provenance\n\n";
   for (const auto& [key, value] : data.provenance) md += "- " + key + ": `" + value + "`\n";
   md += "\nReproduce:\n\n```sh\n" + data.command + "\n" + report_command + "\n```\n\n";
@@ -166,6 +201,15 @@ std::string report_html(const ReportData& data, const std::vector<PlotFile>& plo
   if (untrained(data)) h += std::string("<p class=\"note\">") + kUntrainedNote + "</p>\n";
   if (const std::string note = unfinished_note(data); !note.empty())
     h += "<p class=\"note\">" + html_escape(note) + "</p>\n";
+  if (const std::string heading = missing_heading(data); !heading.empty()) {
+    h += "<p class=\"note\">" + html_escape(heading) + "</p>\n";
+    const std::vector<std::string> lines = missing_lines(data);
+    if (!lines.empty()) {
+      h += "<ul class=\"note\">";
+      for (const std::string& line : lines) h += "<li>" + html_escape(line) + "</li>";
+      h += "</ul>\n";
+    }
+  }
   h += "<h2>Provenance</h2>\n<dl>";
   for (const auto& [key, value] : data.provenance)
     h += "<dt>" + html_escape(key) + "</dt><dd><code>" + html_escape(value) + "</code></dd>";

@@ -74,16 +74,20 @@ ReportData load_report_data(const ResultStore& store, std::optional<int64_t> run
   data.suite_name = info.suite;
   data.suite_json = info.suite_json;
   data.command = info.command;
+  RunCells cells = run_cells(store, *run_id);
   // A resumed or merged run's cells come from other runs too: each of their commands, in the
   // order their cells appear, after this run's own.
   std::set<int64_t> commands_of = {*run_id};
-  for (const CellRow& row : store.cells_of_run(*run_id)) {
+  for (const CellRow& row : cells.rows) {
     if (row.status != "complete") continue;
     data.cells.push_back(load_cell(store, row));
     if (commands_of.insert(row.run_id).second)
       data.command += "\n" + store.run_info(row.run_id).command;
   }
   label_groups(data.cells);
+  data.suite_cells = cells.suite_cells;
+  data.missing = std::move(cells.missing);
+  data.missing_unknown = std::move(cells.unexpanded);
   return data;
 }
 

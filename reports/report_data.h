@@ -1,5 +1,6 @@
 // What a report reads from a results database: the complete cells of one run's suite with their
-// cell-level metrics and per-sample scores, plus the run's provenance.
+// cell-level metrics and per-sample scores, the suite's cells that have none, plus the run's
+// provenance.
 #pragma once
 #include <map>
 #include <nlohmann/json.hpp>
@@ -7,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/runner/run_cells.h"
 #include "harness/store/result_store.h"
 
 namespace kvb {
@@ -35,7 +37,12 @@ struct ReportData {
   std::vector<std::pair<std::string, std::string>> provenance;  // runs row: suite, commit, ...
   std::string suite_name, suite_json;
   std::string command;  // the run's command, then those of other runs whose cells it lists, a line each
-  std::vector<CellData> cells;  // complete cells only, in stored order
+  // The complete cells of the run's suite, in stored order (harness/runner/run_cells.h: which
+  // rows those are).
+  std::vector<CellData> cells;
+  int64_t suite_cells = 0;           // RunCells' fields
+  std::vector<MissingCell> missing;
+  std::string missing_unknown;       // RunCells::unexpanded
 };
 
 // Loads run `run_id` (or the latest run when none). InputError when the database holds no run.

@@ -8,6 +8,7 @@
 
 #include "engine/common/format.h"
 #include "engine/model/llama_model.h"
+#include "harness/runner/run_cells.h"
 #include "harness/suite/suite.h"
 
 namespace kvb {
@@ -55,6 +56,23 @@ void print_model_notes(const std::set<std::string>& models, std::ostream& out) {
         << display_path(trained_model_dir("kvbench-tiny-v2") + "/README.md") << "\n";
 }
 
+// The suite's cells that have no row at all (those with one are in the table), or why the
+// suite could not be expanded.
+void print_not_run(const RunCells& run, std::ostream& out) {
+  constexpr size_t kShown = 10;
+  if (!run.unexpanded.empty())
+    out << "\nnote: the suite cannot be expanded here, so the table shows every cell stored under "
+           "its name (other configs of it too): "
+        << run.unexpanded << "\n";
+  std::vector<std::string> not_run;
+  for (const MissingCell& m : run.missing)
+    if (m.state == "not run") not_run.push_back(m.description);
+  if (not_run.empty()) return;
+  out << "\n" << not_run.size() << " of the suite's " << run.suite_cells << " cells not run yet:\n";
+  for (size_t i = 0; i < not_run.size() && i < kShown; ++i) out << "  " << not_run[i] << "\n";
+  if (not_run.size() > kShown) out << "  ... and " << not_run.size() - kShown << " more\n";
+}
+
 }  // namespace
 
 void print_run(const ResultStore& store, int64_t run_id, std::ostream& out) {
@@ -68,7 +86,8 @@ void print_run(const ResultStore& store, int64_t run_id, std::ostream& out) {
   std::set<std::string> models;
   // A resumed run lists the cells other runs computed too: those rows name their run, whose
   // provenance (command, threads, device) may differ from the header's.
-  const std::vector<CellRow> cells = store.cells_of_run(run_id);
+  const RunCells run = run_cells(store, run_id);
+  const std::vector<CellRow>& cells = run.rows;
   std::map<int64_t, int> from_other_runs;  // run -> cells
   for (const CellRow& cell : cells)
     if (cell.run_id != run_id) ++from_other_runs[cell.run_id];
@@ -98,6 +117,7 @@ void print_run(const ResultStore& store, int64_t run_id, std::ostream& out) {
   for (const auto& [other, count] : from_other_runs)
     out << "\n" << count << (count == 1 ? " cell" : " cells") << " computed by run " << other
         << " (its own provenance: kvbench show " << other << ")\n";
+  print_not_run(run, out);
   print_model_notes(models, out);
   if (untrained)
     out << "\nNOTE: cells marked model_trained=0 ran on a random-weight model; their scores "

@@ -28,14 +28,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string describe(const Cell& c) {
-  std::string where = c.model;
-  if (c.device != "cpu") where += ", " + c.device;
-  if (c.dtype != "f32") where += ", " + c.dtype;
-  return c.method.label + " @ " + c.budget_text() + " on " + c.dataset.name + " (" + where +
-         ", seed " + std::to_string(c.seed) + ")";
-}
-
 // Per-cell aggregates of the sessions' counters.
 struct CellTotals {
   std::vector<double> attended_sum;  // per layer * Hkv
@@ -582,9 +574,17 @@ class Heartbeat {
 
 }  // namespace
 
+void forget_for_fresh(ResultStore& store, const Suite& suite, std::ostream& progress) {
+  std::vector<std::string> keys;
+  for (const Cell& cell : suite.cells()) keys.push_back(cell.key());
+  if (const int64_t others = store.forget_suite(suite.name, keys))
+    progress << "--fresh: also forgot " << others << (others == 1 ? " result" : " results")
+             << " of this suite's cells that runs of other suites had stored\n";
+}
+
 RunSummary run_suite(const Suite& suite, const RunOptions& options, std::ostream& progress_out) {
   ResultStore store(options.db_path);
-  if (options.fresh && !options.join_run) store.forget_suite(suite.name);
+  if (options.fresh && !options.join_run) forget_for_fresh(store, suite, progress_out);
   const std::vector<Cell> cells =
       options.shard ? cells_of_shard(suite.cells(), *options.shard) : suite.cells();
   RunSummary summary;
@@ -604,7 +604,7 @@ RunSummary run_suite(const Suite& suite, const RunOptions& options, std::ostream
     const int index = int(i);
     const std::string key = cell.key();
     if (store.cell_complete(key)) {  // a read: resuming takes no write lock per complete cell
-      progress.cell_skipped(index, describe(cell));
+      progress.cell_skipped(index, cell.description());
       ++summary.skipped;
       continue;
     }
@@ -612,16 +612,16 @@ RunSummary run_suite(const Suite& suite, const RunOptions& options, std::ostream
                                          cell.method.label, cell.budget, int64_t(cell.seed));
     if (claim.cell_id == 0) {  // another process completed it meanwhile, or runs it
       if (claim.held_by == "already complete") {
-        progress.cell_skipped(index, describe(cell));
+        progress.cell_skipped(index, cell.description());
         ++summary.skipped;
       } else {
-        progress.cell_elsewhere(index, describe(cell), claim.held_by);
+        progress.cell_elsewhere(index, cell.description(), claim.held_by);
         ++summary.elsewhere;
       }
       continue;
     }
     const int64_t cell_id = claim.cell_id;
-    progress.cell_started(index, describe(cell));
+    progress.cell_started(index, cell.description());
     heartbeat.set_cell(cell_id);
     auto start = Clock::now();
     try {

@@ -91,6 +91,10 @@ CellResult run_cell(const Cell& cell, const LlamaModel& model,
 
 RunSummary run_suite(const Suite& suite, const RunOptions& options, std::ostream& progress);
 
+// --fresh: forgets the suite's runs and cells and any other suite's stored result of one of its
+// cells (ResultStore::forget_suite), saying on `progress` how many of those there were.
+void forget_for_fresh(ResultStore& store, const Suite& suite, std::ostream& progress);
+
 // Reads the config.json and the tokenizer of every model folder of the suite, so that a config
 // kvbench refuses is an InputError before anything runs (not a failed cell).
 void check_model_configs(const Suite& suite, bool allow_unknown_config_keys);

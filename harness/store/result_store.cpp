@@ -306,6 +306,11 @@ int64_t ResultStore::create_schema() {
   in_transaction([&] {
     version = schema_version();
     if (version != 0) return;  // another process created it meanwhile
+    Statement tables(db_, "SELECT count(*) FROM sqlite_master");
+    tables.step();
+    if (tables.integer(0) > 0)  // some other program's database: never add tables to it
+      throw InputError(path_ + ": an SQLite database of another program (it has tables but no "
+                       "schema_version), not a kvbench results database");
     exec(schema());
     exec("INSERT INTO schema_version VALUES (" + std::to_string(kSchemaVersion) + ")");
     version = kSchemaVersion;
@@ -388,7 +393,9 @@ void ResultStore::finish_run(int64_t run_id, const std::string& status) {
   s.bind(1, status).bind(2, utc_now()).bind(3, run_id).run();
 }
 
-void ResultStore::forget_suite(const std::string& suite) {
+int64_t ResultStore::forget_suite(const std::string& suite,
+                                  const std::vector<std::string>& cell_keys) {
+  int64_t others = 0;
   in_transaction([&] {
     // A run whose process lives would lose its cells under it, then fail on their claims.
     for (const RunningRun& run : running_runs(db_, suite))
@@ -399,7 +406,14 @@ void ResultStore::forget_suite(const std::string& suite) {
                          "or stop it");
     Statement s(db_, "DELETE FROM runs WHERE suite = ?");
     s.bind(1, suite).run();
+    // A running cell stays: its process finishes it, or a later claim takes it over.
+    for (const std::string& key : cell_keys) {
+      Statement other(db_, "DELETE FROM cells WHERE config_json = ? AND status != 'running'");
+      other.bind(1, key).run();
+      others += sqlite3_changes(db_);
+    }
   });
+  return others;
 }
 
 bool ResultStore::cell_complete(const std::string& config_json) const {

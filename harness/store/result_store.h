@@ -79,9 +79,11 @@ class ResultStore {
   void finish_run(int64_t run_id, const std::string& status);
   // Appends one line to the run's warnings (provenance: what the run let through).
   void add_run_warning(int64_t run_id, const std::string& warning);
-  // Deletes every run and cell of `suite` (for --fresh); an InputError, deleting nothing, while
-  // a run of it is still running in a process that lives (claim_cell's liveness rule).
-  void forget_suite(const std::string& suite);
+  // Deletes every run and cell of `suite` and any other suite's finished cell under one of
+  // `cell_keys` (the suite's cells: a run would skip it, so --fresh would not redo it); an
+  // InputError, deleting nothing, while a run of it is still running in a process that lives
+  // (claim_cell's liveness rule). Returns how many of those other suites' cells went.
+  int64_t forget_suite(const std::string& suite, const std::vector<std::string>& cell_keys);
 
   bool cell_complete(const std::string& config_json) const;
   // Claims the cell of `config_json` for this process, in one transaction: unless a complete

@@ -12,13 +12,15 @@
 
 namespace kvb {
 
-// Throws for SQLite's last error on `db`: DatabaseError for the file's own failures,
-// std::runtime_error (with `what`, e.g. "sqlite step") for the rest (constraints, SQL).
+// Throws for SQLite's last error on `db`: DatabaseError for the file's own failures (a lock
+// held too long included: not the cell's fault), std::runtime_error (with `what`, e.g.
+// "sqlite step") for the rest (constraints, SQL).
 [[noreturn]] inline void throw_sqlite_error(sqlite3* db, const std::string& what) {
   const std::string message = sqlite3_errmsg(db);
   switch (sqlite3_errcode(db) & 0xff) {
     case SQLITE_FULL: case SQLITE_READONLY: case SQLITE_IOERR: case SQLITE_CANTOPEN:
-    case SQLITE_CORRUPT: case SQLITE_PERM: {
+    case SQLITE_CORRUPT: case SQLITE_PERM:
+    case SQLITE_BUSY: case SQLITE_LOCKED: {  // another connection held it past the busy timeout
       const char* file = sqlite3_db_filename(db, "main");
       const int os_error = sqlite3_system_errno(db);
       throw DatabaseError(std::string(file && *file ? file : "database") + ": " + message +

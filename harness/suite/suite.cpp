@@ -176,6 +176,15 @@ std::vector<T> parse_list(const json* list, const std::string& where, Parse pars
 
 }  // namespace
 
+std::string Cell::description() const {
+  std::string where = model;
+  if (device != "cpu") where += ", " + device;
+  if (dtype != "f32") where += ", " + dtype;
+  if (context_sharing != "none") where += ", context_sharing " + context_sharing;
+  return method.label + " @ " + budget_text() + " on " + dataset.name + " (" + where + ", seed " +
+         std::to_string(seed) + ")";
+}
+
 json Cell::to_json() const {
   json j = {{"model", model},
             {"dataset", {{"name", dataset.name}, {"params", dataset.params}}},

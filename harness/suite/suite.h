@@ -42,6 +42,9 @@ struct Cell {
   json to_json() const;
   std::string key() const { return to_json().dump(); }
   std::string budget_text() const { return budget ? std::to_string(*budget) : "-"; }
+  // "SnapKV @ 128 on passkey (kvbench-tiny, cuda, bf16, seed 0)" (device, dtype and
+  // context_sharing where not the default): progress lines, reports.
+  std::string description() const;
 };
 
 // " (cuda:0, bf16)" for a stored cell config that names a device or dtype, "" for cpu/f32:

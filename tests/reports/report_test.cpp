@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "engine/common/error.h"
+#include "harness/suite/suite.h"
 #include "reports/plots.h"
 #include "reports/report.h"
 #include "reports/tables.h"
@@ -120,8 +121,6 @@ TEST(ReportTables, ReproduceNamesTheCommandOfEveryRunItsCellsCameFrom) {
   EXPECT_EQ(data.command, "kvbench run fake --shard 1/2\nkvbench run fake");
 }
 
-// A dataset run both with the question in the window and with its context shared: a table of
-// the drop per method and budget, after the score tables.
 // A run that did not finish says so above its tables; a finished one does not.
 TEST(ReportTables, AnInterruptedRunSaysItsTablesArePartial) {
   test::TempDir dir;
@@ -132,11 +131,165 @@ TEST(ReportTables, AnInterruptedRunSaysItsTablesArePartial) {
   store.finish_run(run, "interrupted");
   const std::string md = report_markdown(load(store), {}, "kvbench report");
   EXPECT_NE(md.find("> This run did not finish (status: interrupted): the tables show the 1 "
-                    "cell it completed; rerun its command to finish it."),
+                    "cell of its suite complete in this database; rerun its command to finish "
+                    "the rest."),
             std::string::npos)
       << md;
 }
 
+// The cells of the run's suite (as stored with the run) that have no complete row are listed
+// above the tables, each with what became of it; a suite that cannot be expanded here says so.
+TEST(ReportTables, ListsTheSuitesCellsWithoutACompleteResult) {
+  test::TempDir dir;
+  ResultStore store(dir.file("r.db"));
+  const json suite_json = {
+      {"name", "listed"},
+      {"models", {"kvbench-tiny-v2"}},
+      {"datasets", {{{"name", "passkey"}, {"params", {{"context_length", 256}, {"samples", 1}}}}}},
+      {"methods", {"full", "h2o"}},
+      {"budgets", {32, 64}},
+      {"seeds", {0}}};
+  const std::vector<Cell> cells = parse_suite(suite_json, "listed.json").cells();
+  ASSERT_EQ(cells.size(), 3u);  // full, h2o @ 32, h2o @ 64
+  RunInfo info;
+  info.suite = "listed";
+  info.suite_json = suite_json.dump();
+  info.command = "kvbench run listed.json";
+  int64_t run = store.begin_run(info);
+  const auto claim = [&](const Cell& c) {
+    return store.claim_cell(run, c.key(), c.model, c.dataset.name, c.method.name, c.budget, c.seed)
+        .cell_id;
+  };
+  store.complete_cell(claim(cells[0]), {}, {{std::nullopt, "score", 100, "passkey_accuracy"}}, 0.1);
+  store.fail_cell(claim(cells[1]), "out of memory\nat layer 3", 0.1);
+  store.finish_run(run, "failures");
+  const ReportData data = load(store);
+  EXPECT_EQ(data.suite_cells, 3);
+  ASSERT_EQ(data.missing.size(), 2u);
+  EXPECT_EQ(data.missing[0].description, "h2o @ 32 on passkey (kvbench-tiny-v2, seed 0)");
+  EXPECT_EQ(data.missing[0].state, "failed: out of memory");
+  EXPECT_EQ(data.missing[1].description, "h2o @ 64 on passkey (kvbench-tiny-v2, seed 0)");
+  EXPECT_EQ(data.missing[1].state, "not run");
+  const std::string md = report_markdown(data, {}, "kvbench report");
+  EXPECT_NE(md.find("> 2 of the suite's 3 cells have no complete result in this database"),
+            std::string::npos) << md;
+  EXPECT_NE(md.find("> - h2o @ 64 on passkey (kvbench-tiny-v2, seed 0): not run\n"),
+            std::string::npos) << md;
+  EXPECT_NE(report_html(data, {}, "", "kvbench report")
+                .find("<li>h2o @ 32 on passkey (kvbench-tiny-v2, seed 0): failed: out of memory</li>"),
+            std::string::npos);
+
+  // Resumed until every cell is complete: nothing listed.
+  run = store.begin_run(info);
+  store.complete_cell(claim(cells[1]), {}, {{std::nullopt, "score", 0, "passkey_accuracy"}}, 0.1);
+  store.complete_cell(claim(cells[2]), {}, {{std::nullopt, "score", 0, "passkey_accuracy"}}, 0.1);
+  EXPECT_TRUE(load(store).missing.empty());
+  EXPECT_EQ(report_markdown(load(store), {}, "kvbench report").find("no complete result"),
+            std::string::npos);
+}
+
+// A report shows the cells of the reported run's suite config: not another config stored under
+// the same suite name (--set max_new_tokens=2 on a second run), but a cell another suite's run
+// completed (which a run of this suite skips).
+TEST(ReportTables, ShowsTheCellsOfItsOwnSuiteConfigWhoeverStoredThem) {
+  test::TempDir dir;
+  ResultStore store(dir.file("r.db"));
+  const auto suite_json = [](const std::string& name, int max_new_tokens, json methods) {
+    return json{{"name", name},
+                {"models", {"kvbench-tiny-v2"}},
+                {"datasets", {{{"name", "passkey"}, {"params", {{"samples", 1}}}}}},
+                {"methods", methods},
+                {"budgets", {32}},
+                {"seeds", {0}},
+                {"max_new_tokens", max_new_tokens}};
+  };
+  // One complete run per suite config; returns its id.
+  const auto run_all = [&](const json& suite, double score) {
+    RunInfo info;
+    info.suite = suite["name"];
+    info.suite_json = suite.dump();
+    info.command = "kvbench run " + info.suite + " # " + std::to_string(score);
+    const int64_t run = store.begin_run(info);
+    for (const Cell& c : parse_suite(suite, "s.json").cells()) {
+      const CellClaim claim =
+          store.claim_cell(run, c.key(), c.model, c.dataset.name, c.method.name, c.budget, c.seed);
+      if (claim.cell_id)
+        store.complete_cell(claim.cell_id, {}, {{std::nullopt, "score", score, "passkey_accuracy"}},
+                            0.1);
+    }
+    store.finish_run(run, "complete");
+    return run;
+  };
+  const int64_t eight = run_all(suite_json("s", 8, {"full", "h2o"}), 100);
+  const int64_t two = run_all(suite_json("s", 2, {"full", "h2o"}), 0);
+  for (const int64_t run : {eight, two}) {
+    const ReportData data = load_report_data(store, run, "r.db");
+    ASSERT_EQ(data.cells.size(), 2u) << "run " << run;
+    for (const CellData& c : data.cells)
+      EXPECT_EQ(c.metrics.at("score"), run == eight ? 100 : 0) << "run " << run;
+  }
+  const int64_t subset = run_all(suite_json("subset", 8, {"h2o"}), 50);  // skips its one cell
+  const ReportData data = load_report_data(store, subset, "r.db");
+  ASSERT_EQ(data.cells.size(), 1u);
+  EXPECT_EQ(data.cells[0].metrics.at("score"), 100);
+  EXPECT_TRUE(data.missing.empty());
+  EXPECT_EQ(data.command, "kvbench run subset # 50.000000\nkvbench run s # 100.000000");
+}
+
+// An interrupted run whose suite a later run finished says so, not that its tables are partial.
+TEST(ReportTables, AnInterruptedRunFinishedLaterSaysSo) {
+  test::TempDir dir;
+  ResultStore store(dir.file("r.db"));
+  const json suite = {{"name", "s"},
+                      {"models", {"kvbench-tiny-v2"}},
+                      {"datasets", {{{"name", "passkey"}, {"params", {{"samples", 1}}}}}},
+                      {"methods", {"full"}},
+                      {"budgets", {32}},
+                      {"seeds", {0, 1}}};
+  RunInfo info;
+  info.suite = "s";
+  info.suite_json = suite.dump();
+  info.command = "kvbench run s";
+  const std::vector<Cell> cells = parse_suite(suite, "s.json").cells();
+  ASSERT_EQ(cells.size(), 2u);
+  const auto complete = [&](int64_t run, const Cell& c) {
+    store.complete_cell(
+        store.claim_cell(run, c.key(), c.model, c.dataset.name, c.method.name, c.budget, c.seed)
+            .cell_id,
+        {}, {{std::nullopt, "score", 100, "passkey_accuracy"}}, 0.1);
+  };
+  const int64_t first = store.begin_run(info);
+  complete(first, cells[0]);
+  store.finish_run(first, "interrupted");
+  std::string md = report_markdown(load_report_data(store, first, "r.db"), {}, "kvbench report");
+  EXPECT_NE(md.find("the tables show the 1 cell of its suite complete in this database; rerun its "
+                    "command to finish the rest."), std::string::npos) << md;
+  EXPECT_NE(md.find("> - full @ - on passkey (kvbench-tiny-v2, seed 1): not run"),
+            std::string::npos) << md;
+  const int64_t second = store.begin_run(info);
+  complete(second, cells[1]);
+  store.finish_run(second, "complete");
+  md = report_markdown(load_report_data(store, first, "r.db"), {}, "kvbench report");
+  EXPECT_NE(md.find("> This run did not finish (status: interrupted); its suite's cells are all "
+                    "complete in this database (later runs finished them)."),
+            std::string::npos) << md;
+}
+
+TEST(ReportTables, ASuiteThatCannotBeExpandedHereSaysSo) {
+  test::TempDir dir;
+  ResultStore store(dir.file("r.db"));
+  test::fill_store(store, {{"passkey", 256, "full", std::nullopt, 0, {100, 0}}});  // {"name": "fake"}
+  const ReportData data = load(store);
+  EXPECT_TRUE(data.missing.empty());
+  EXPECT_NE(data.missing_unknown.find("suite fake as stored with run 1"), std::string::npos)
+      << data.missing_unknown;
+  EXPECT_NE(report_markdown(data, {}, "kvbench report").find("> The suite's cells could not be "
+                                                             "listed here"),
+            std::string::npos);
+}
+
+// A dataset run both with the question in the window and with its context shared: a table of
+// the drop per method and budget, after the score tables.
 TEST(ReportTables, TheDropWithTheContextSharedPerMethod) {
   test::TempDir dir;
   ResultStore store(dir.file("r.db"));

@@ -163,25 +163,28 @@ TEST(ResultStoreSchema, NonDatabaseFileIsInputError) {
 }
 
 TEST(ResultStoreSchema, ForeignSqliteDatabaseIsInputError) {
-  // An SQLite database of something else: no schema_version table but other tables.
-  test::TempDir dir;
-  const std::string path = dir.file("other.db");
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db, "CREATE TABLE cells (x INTEGER)", nullptr, nullptr, nullptr),
-            SQLITE_OK);
-  sqlite3_close(db);
-  try {
-    ResultStore store(path);
-    ADD_FAILURE() << "opened a database with a foreign 'cells' table";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+  // An SQLite database of something else: no schema_version table but other tables, one
+  // clashing with kvbench's (cells), one not (notes: kvbench's tables would fit beside it).
+  for (const std::string table : {"cells (x INTEGER)", "notes (t TEXT)"}) {
+    test::TempDir dir;
+    const std::string path = dir.file("other.db");
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, ("CREATE TABLE " + table).c_str(), nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(db);
+    try {
+      ResultStore store(path);
+      ADD_FAILURE() << "opened a database with a foreign table " << table;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+    }
+    // Nothing of the kvbench schema was left in it.
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    EXPECT_EQ(query_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'schema_version'"), 0);
+    EXPECT_EQ(query_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'table'"), 1);
+    sqlite3_close(db);
   }
-  // Nothing of the kvbench schema was left in it.
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  EXPECT_EQ(query_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'schema_version'"), 0);
-  EXPECT_EQ(query_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'table'"), 1);
-  sqlite3_close(db);
 }
 
 class ResultStoreCells : public ::testing::Test {
@@ -363,12 +366,30 @@ TEST_F(ResultStoreCells, ForgetSuiteDeletesItsRunsAndCells) {
   store.complete_cell(gone, {SampleRow{"s", 1, "p", "[]", 0}},
                       {MetricRow{std::nullopt, "score", 1, "x"}}, 0);
   store.finish_run(run, "complete");  // (a running run of a live process is not forgotten)
-  store.forget_suite("s");
+  store.forget_suite("s", {});
   EXPECT_FALSE(store.cell_complete("{\"g\":1}"));
   EXPECT_TRUE(store.cell_complete("{\"k\":1}"));
   EXPECT_EQ(query_int(store.handle(), "SELECT count(*) FROM runs"), 1);
   EXPECT_EQ(query_int(store.handle(), "SELECT count(*) FROM samples"), 1);
   EXPECT_EQ(query_int(store.handle(), "SELECT count(*) FROM metrics"), 0);
+  EXPECT_EQ(store.integrity_check(), "ok");
+}
+
+// A cell of the suite that another suite's run completed would be skipped, not redone, by a
+// --fresh run: forgetting the suite forgets that result too (a running one stays with its
+// process), and says how many went.
+TEST_F(ResultStoreCells, ForgetSuiteForgetsOtherSuitesResultsOfItsCells) {
+  const int64_t other = store.begin_run(run_info("other"));
+  const int64_t shared = store.claim_cell(other, "{\"shared\":1}", "m", "d", "x", 8, 0).cell_id;
+  store.complete_cell(shared, {SampleRow{"s", 1, "p", "[]", 0}}, {}, 0);
+  store.claim_cell(other, "{\"running\":1}", "m", "d", "x", 8, 0);
+  const int64_t own = store.claim_cell(other, "{\"own\":1}", "m", "d", "x", 8, 0).cell_id;
+  store.complete_cell(own, {}, {}, 0);
+  EXPECT_EQ(store.forget_suite("s", {"{\"shared\":1}", "{\"running\":1}", "{\"absent\":1}"}), 1);
+  EXPECT_FALSE(store.cell_complete("{\"shared\":1}"));
+  EXPECT_TRUE(store.cell_complete("{\"own\":1}"));
+  EXPECT_EQ(query_int(store.handle(), "SELECT count(*) FROM cells WHERE status = 'running'"), 1);
+  EXPECT_EQ(query_int(store.handle(), "SELECT count(*) FROM samples"), 0);
   EXPECT_EQ(store.integrity_check(), "ok");
 }
 
@@ -389,7 +410,7 @@ TEST_F(ResultStoreCells, ForgetSuiteRefusesWhileAnotherProcessRunsIt) {
   };
   held_by(int64_t(getppid()));  // a process that lives: the test's parent
   try {
-    store.forget_suite("s");
+    store.forget_suite("s", {});
     ADD_FAILURE() << "forgot a suite another process runs";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("is still running (process " +
@@ -406,7 +427,7 @@ TEST_F(ResultStoreCells, ForgetSuiteRefusesWhileAnotherProcessRunsIt) {
   EXPECT_EQ(status(), "running");
   held_by(0);  // no process: `show` says the run was interrupted
   EXPECT_EQ(status(), "running, but its process is gone (interrupted)");
-  store.forget_suite("s");
+  store.forget_suite("s", {});
   EXPECT_FALSE(store.cell_complete("{\"g\":1}"));
 }
 
