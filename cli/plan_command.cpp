@@ -9,6 +9,7 @@
 #include "engine/common/error.h"
 #include "engine/common/files.h"
 #include "harness/scaleout/shard.h"
+#include "harness/scaleout/slurm.h"
 
 namespace kvb {
 
@@ -61,10 +62,13 @@ void add_plan_command(CLI::App& app, std::vector<Command>& out) {
                 << w(dataset_w) << p.cell.dataset.name << w(model_w) << p.cell.model
                 << p.cell.seed << "\n";
     std::cout << "\n";
+    // The command of each shard names the same --set values: without them it splits other cells.
+    std::string sets;
+    for (const std::string& set : o->overrides) sets += " --set " + shell_quote(set);
     for (int s = 0; s < plan.shards; ++s)
       std::cout << "shard " << s << "/" << plan.shards << ": " << plan.shard_cells[size_t(s)]
                 << " cells, cost " << plan.shard_cost[size_t(s)] << "  (kvbench run "
-                << o->suite << " --shard " << s << "/" << plan.shards << ")\n";
+                << shell_quote(o->suite) << sets << " --shard " << s << "/" << plan.shards << ")\n";
     if (!o->out.empty()) std::cout << "plan written to " << o->out << "\n";
     return 0;
   }});

@@ -98,6 +98,34 @@ std::map<std::string, double> read_tolerances(const json& baseline, const std::s
   return out;
 }
 
+// A baseline cell as `kvbench baseline` writes it (what describe and compare_cell read), or an
+// InputError naming the field: a hand-edited file never reaches them with another shape.
+void check_cell_shape(const json& cell, const std::string& where) {
+  const auto fail = [&](const std::string& field, const std::string& expected) {
+    throw InputError(where + "." + field + ": expected " + expected);
+  };
+  const auto check_string = [&](const json& object, const std::string& prefix, const char* key) {
+    if (object.contains(key) && !object[key].is_string()) fail(prefix + key, "a string");
+  };
+  if (!cell.is_object() || !cell.contains("config") || !cell.contains("metrics"))
+    throw InputError(where + ": expected an object with \"config\" and \"metrics\"");
+  if (!cell["metrics"].is_object()) fail("metrics", "an object of numbers");
+  check_string(cell, "", "score_unit");
+  check_string(cell, "", "predictions_digest");
+  const json& config = cell["config"];
+  if (!config.is_object()) fail("config", "an object (a cell's normalised config)");
+  for (const char* part : {"dataset", "method"})
+    if (!config.contains(part) || !config[part].is_object()) fail(std::string("config.") + part, "an object");
+  check_string(config["dataset"], "config.dataset.", "name");
+  if (config["dataset"].contains("params") && !config["dataset"]["params"].is_object())
+    fail("config.dataset.params", "an object");
+  check_string(config["method"], "config.method.", "label");
+  check_string(config, "config.", "model");
+  if (config.contains("seed") && !config["seed"].is_number_integer()) fail("config.seed", "an integer");
+  if (config.contains("budget") && !config["budget"].is_null() && !config["budget"].is_number_integer())
+    fail("config.budget", "an integer or null");
+}
+
 void compare_cell(const json& expected, const StoredCell& actual,
                   const std::map<std::string, double>& tolerances, const CheckOptions& options,
                   const std::string& where, CheckReport& report) {
@@ -173,9 +201,7 @@ CheckReport check_baseline(const ResultStore& store, const json& baseline,
   for (size_t i = 0; i < cells.size(); ++i) {
     const std::string where = path + ": $.cells[" + std::to_string(i) + "]";
     const json& expected = cells[i];
-    if (!expected.is_object() || !expected.contains("config") || !expected.contains("metrics") ||
-        !expected["metrics"].is_object())
-      throw InputError(where + ": expected an object with \"config\" and \"metrics\"");
+    check_cell_shape(expected, where);
     const std::string key = expected["config"].dump();
     seen[key] = true;
     auto it = actual.find(key);

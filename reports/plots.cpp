@@ -38,6 +38,13 @@ std::string quoted(const std::string& text) {
   return out + "'";
 }
 
+// A tic label: gnuplot reads it as a printf format, so a '%' is written '%%'.
+std::string tic_label(const std::string& text) {
+  std::string out;
+  for (char c : text) out += c == '%' ? std::string("%%") : std::string(1, c);
+  return quoted(std::as_const(out));
+}
+
 std::string shell_quoted(const std::string& text) {
   std::string out = "'";
   for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
@@ -213,7 +220,7 @@ const MetricSpec* spec_named(const std::string& name) {
 std::string method_tics(const std::vector<std::string>& methods) {
   std::string tics;
   for (size_t i = 0; i < methods.size(); ++i)
-    tics += (i ? ", " : "") + quoted(methods[i]) + " " + std::to_string(i);
+    tics += (i ? ", " : "") + tic_label(methods[i]) + " " + std::to_string(i);
   return "set xtics (" + tics + ") rotate by -30\nset xrange [-0.6:" +
          number(double(methods.size()) - 0.4) + "]\n";
 }
@@ -356,14 +363,14 @@ std::optional<std::string> heatmap_plot(const ReportData& data, const std::strin
   std::vector<std::vector<double>> rows;
   std::string xtics, ytics;
   for (size_t x = 0; x < xs.size(); ++x) {
-    xtics += (x ? ", " : "") + quoted(std::to_string(xs[x])) + " " + std::to_string(x);
+    xtics += (x ? ", " : "") + tic_label(std::to_string(xs[x])) + " " + std::to_string(x);
     for (size_t y = 0; y < ys.size(); ++y) {
       auto it = acc.find({xs[x], ys[y]});
       if (it != acc.end()) rows.push_back({double(x), double(y), it->second.first / it->second.second});
     }
   }
   for (size_t y = 0; y < ys.size(); ++y)
-    ytics += (y ? ", " : "") + quoted(std::to_string(int(ys[y] * 100 + 0.5)) + "%%") + " " +  // tic labels are formats
+    ytics += (y ? ", " : "") + tic_label(std::to_string(int(ys[y] * 100 + 0.5)) + "%") + " " +
              std::to_string(y);
   return datablock("h", rows) + "set title " +
          quoted(dataset + " accuracy: " + method + " at budget " + std::to_string(budget)) +

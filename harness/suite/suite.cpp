@@ -147,6 +147,11 @@ MethodSpec parse_method(const json& entry, const std::string& where) {
   MethodSpec spec;
   f.require("name", spec.name);
   f.get("label", spec.label);
+  // A label is a table row, a plot tic and a progress line: one line of text.
+  for (char c : spec.label)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+      throw InputError(f.path("label") + ": a control character (a newline, a tab) in \"" +
+                       spec.label.substr(0, spec.label.find(c)) + "...\"; give one line of text");
   const json* config = f.raw("config");
   f.finish();
   // "<method>:<preset>" names a reference's defaults; the label keeps the preset's name.

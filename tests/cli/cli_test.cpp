@@ -297,6 +297,14 @@ TEST(CliPlan, ColumnsHoldTheirLongestEntry) {
   EXPECT_EQ(rows, 2u) << r.out;
 }
 
+// Each shard's command carries the plan's --set values: without them it would split other cells.
+TEST(CliPlan, ShardCommandsCarryTheSetValues) {
+  test::TempDir dir;
+  const Output r = kvbench({"plan", "smoke", "--shards", "2", "--set", "budget=32,64"}, dir.path());
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_TRUE(contains(r.out, "(kvbench run 'smoke' --set 'budget=32,64' --shard 1/2)\n")) << r.out;
+}
+
 TEST(CliRun, UnknownSuiteIsOneLineError) {
   test::TempDir dir;
   const Output r = kvbench({"run", "nosuchsuite"}, dir.path());

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <sys/wait.h>
 
@@ -113,6 +114,32 @@ TEST(Check, MalformedBaselineIsAnInputError) {
   json empty = baseline_of(dir.file("a.db"));
   empty["cells"] = json::array();  // it would pass any database
   EXPECT_THROW(check(dir.file("a.db"), empty), InputError);
+}
+
+// A hand-edited cell of another shape is an InputError naming its field (it was an internal
+// error, exit 3, from the JSON library).
+TEST(Check, ACellOfAnotherShapeIsAnInputErrorNamingItsField) {
+  test::TempDir dir;
+  fill(dir.file("a.db"), cells());
+  const json good = baseline_of(dir.file("a.db"));
+  const std::vector<std::pair<std::function<void(json&)>, std::string>> edits = {
+      {[](json& c) { c["config"] = 5; }, "$.cells[0].config: expected an object"},
+      {[](json& c) { c["config"] = {{"x", 1}}; }, "$.cells[0].config.dataset: expected an object"},
+      {[](json& c) { c["config"]["dataset"] = "passkey"; }, "$.cells[0].config.dataset: expected"},
+      {[](json& c) { c["config"]["method"]["label"] = 3; }, "$.cells[0].config.method.label: expected a string"},
+      {[](json& c) { c["score_unit"] = 5; }, "$.cells[0].score_unit: expected a string"},
+      {[](json& c) { c["config"]["budget"] = "64"; }, "$.cells[0].config.budget: expected an integer or null"},
+      {[](json& c) { c["metrics"] = json::array(); }, "$.cells[0].metrics: expected an object"}};
+  for (const auto& [edit, message] : edits) {
+    json baseline = good;
+    edit(baseline["cells"][0]);
+    try {
+      check(dir.file("a.db"), baseline);
+      ADD_FAILURE() << "accepted " << baseline["cells"][0].dump();
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(Check, ABaselineOfNoCompleteCellIsRefused) {

@@ -403,6 +403,22 @@ std::string plot_script(const ReportFiles& files, const std::string& out, const 
   return "";
 }
 
+// A method label with a '%' (gnuplot reads tic labels as formats) is drawn as written, and the
+// report is written: "keep 20%" made gnuplot fail, "50%s" drew a number.
+TEST(ReportPlots, APercentInAMethodLabelIsDrawnAsWritten) {
+  if (!std::filesystem::exists(kGnuplot)) GTEST_SKIP() << "skipped: " << kGnuplot << " is absent (apt-get install gnuplot-nox)";
+  test::TempDir dir;
+  std::vector<FakeCell> cells;
+  for (const char* label : {"keep 20%", "sllm 50%s"})
+    for (int64_t budget : {32, 64})
+      cells.push_back({"passkey", 256, label, budget, 0, {100, 0}});
+  ReportOptions o = report_of(dir, cells);
+  const ReportFiles files = write_report(o);
+  EXPECT_TRUE(std::filesystem::exists(files.html));
+  const std::string script = plot_script(files, o.out, "latency_breakdown");
+  EXPECT_NE(script.find("'keep 20%%' 0, 'sllm 50%%s' 1"), std::string::npos) << script;
+}
+
 // The plot scripts: direction on every value axis, one style per method, coinciding series
 // named, the latency legend drawn in the bars' colours, a missing Full reference said.
 TEST(ReportPlots, SayWhatIsBetterAndKeepEverySeriesVisible) {

@@ -189,6 +189,15 @@ TEST(SuiteValidation, EmptyDatasetsAndModels) {
   expect_message(error_of(j), "$.models", "non-empty array");
 }
 
+// A label is one line of text (a table row, a plot tic, a progress line).
+TEST(SuiteValidation, ALabelWithAControlCharacterIsRefused) {
+  for (const char* label : {"a\nb", "a\tb"}) {
+    json j = good();
+    j["methods"] = {{{"name", "streaming_llm"}, {"label", label}}};
+    expect_message(error_of(j), "$.methods[0].label", "control character");
+  }
+}
+
 TEST(SuiteValidation, DuplicateMethodLabels) {
   json j = good();
   j["methods"] = {"streaming_llm", {{"name", "streaming_llm"}, {"config", {{"sinks", 8}}}}};
