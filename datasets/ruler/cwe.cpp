@@ -77,8 +77,19 @@ class CommonWords : public RulerTask {
         return shown_example + "\n" +
                compose(cwe_prompt(), word_list(words, f, list_seed));
       };
-      const int64_t max_n = std::min<int64_t>(int64_t(perm.size()) - kCommon, params_.context_length);
-      std::string text = fit_prompt(tokenizer, max_n, render).text;
+      const int64_t words_left = int64_t(perm.size()) - kCommon;
+      const int64_t max_n = std::min<int64_t>(words_left, params_.context_length);
+      FittedText fitted = fit_prompt(tokenizer, max_n, render);
+      // Every word fits with room to spare: RULER would then draw all the words from its
+      // json/english_words.json (an 8.5 MB dictionary) and fill the context; kvbench has no
+      // such list, and a prompt short of context_length would be silently easier.
+      if (fitted.n == words_left)
+        throw InputError("cwe: context_length " + std::to_string(params_.context_length) +
+                         " takes more words than the " + std::to_string(pool.size()) +
+                         " distinct ones of wordlist_dir's three lists (RULER then draws from "
+                         "its json/english_words.json, which kvbench does not read); use a "
+                         "smaller context_length");
+      std::string text = std::move(fitted.text);
       out.push_back(make_sample("cwe", i, std::move(text),
                                 std::vector<std::string>(perm.begin(), perm.begin() + kCommon),
                                 json::object(),

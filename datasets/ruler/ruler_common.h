@@ -107,8 +107,6 @@ std::string ruler_lines(int64_t n, const std::function<std::string(int64_t)>& un
 std::vector<int64_t> ruler_positions(uint64_t seed, int64_t n, int k);
 // Those places as depths in percent of the n units, ascending (sample metadata).
 std::vector<double> ruler_position_percents(uint64_t seed, int64_t n, int k);
-// Those places as depths in percent of the n units, ascending (sample metadata).
-std::vector<double> ruler_position_percents(uint64_t seed, int64_t n, int k);
 
 // Random values and keys, RULER's kinds: "numbers" (7 digits), "words" (adjective-noun),
 // "uuids" (version-4 UUID text).

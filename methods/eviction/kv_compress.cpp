@@ -5,7 +5,8 @@
 // evictable metrics are sorted and cut into blocks of 16; blocks of all layers and heads compete
 // in one ranking and the lowest are evicted until the whole cache fits B x layers x Hkv, so the
 // budget varies per layer and per head while the paged cache really shrinks.
-//   KVC-w (default): metric from the last w=8 prompt queries, max-pooled (k=7) per query head.
+//   KVC-w (default): metric from the last w=8 prompt queries, max-pooled (k=7) per query head
+//   over every key (so a protected key's score reaches the evictable keys beside it).
 //   KVC-full: metric from every prompt query i >= j + v (v=10) for key j, no pooling.
 // The last `protected` = 8 positions are never evicted. With `continual`, squared attention of
 // decode queries keeps accumulating into the metrics and, before every decode step, whole
@@ -26,17 +27,18 @@ namespace kvb {
 
 at::Tensor KVCompressMetric::compute(const at::Tensor& q, const at::Tensor& k) const {
   const int64_t L = q.size(1);
-  const int64_t evictable = std::max<int64_t>(0, L - protected_tail);
+  const int64_t pooled_keys =
+      pool_scope == "all" ? L : std::max<int64_t>(0, L - protected_tail);
   at::Tensor per_query_head;  // [Hq, L]
   if (variant == "full") {
     per_query_head = column_attention_sum(q, k, power, skip_queries);
   } else {
     at::Tensor attention = window_attention(q, k, std::min<int64_t>(window, L));  // [Hq, w, L]
     per_query_head = attention.pow(power).sum(1);
-    if (kernel > 1 && evictable > 0) {
-      at::Tensor pooled = pool1d(per_query_head.narrow(1, 0, evictable).contiguous(), kernel,
-                                 PoolMode::kMax);  // [Hq, L - protected]
-      per_query_head.narrow(1, 0, evictable).copy_(pooled);
+    if (kernel > 1 && pooled_keys > 0) {
+      at::Tensor pooled = pool1d(per_query_head.narrow(1, 0, pooled_keys).contiguous(), kernel,
+                                 PoolMode::kMax);  // [Hq, pooled_keys]
+      per_query_head.narrow(1, 0, pooled_keys).copy_(pooled);
     }
   }
   return reduce_query_groups(per_query_head, k.size(0), GroupReduce::kSum);  // [Hkv, L]
@@ -150,8 +152,12 @@ struct KVCompressConfig {
         .field("skip_queries", &M::skip_queries,
                "KVC-full: query i counts for key j only when i >= j + skip_queries",
                check::at_least(0))
-        .field("protected", &M::protected_tail,
-               "last prompt positions never evicted, excluded from pooling", check::at_least(0));
+        .field("protected", &M::protected_tail, "last prompt positions never evicted",
+               check::at_least(0))
+        .field("pool_scope", &M::pool_scope,
+               "KVC-w pools over all keys, the protected ones too (the paper's eq. 8 and the "
+               "fork's max_pool1d), or over the evictable ones only (kvbench before 2026-11-29)",
+               check::one_of({"all", "evictable"}));
   }
   // In the rate mode B comes from the prompt; the smallest it can be is min_cache_tokens.
   void check_budget(int64_t budget, const std::string& where) const {
@@ -291,8 +297,9 @@ KVB_REGISTER_METHOD(make_method_info<KVCompress, KVCompressConfig>({
     .uses_budget = true,
     // Whole blocks: the last evicted one overshoots by < 16 entries in all (one block).
     .budget_tolerance = 16.0,
-    .fidelity = "follows the paper: KVC-w default (w=8, max pool k=7, squared attention summed "
-                "over the GQA group), 8 protected positions, blocks of 16 per (layer, head) "
+    .fidelity = "follows the paper: KVC-w default (w=8, max pool k=7 over every key, the "
+                "protected ones too, as eq. 8 and the fork's max_pool1d; squared attention "
+                "summed over the GQA group), 8 protected positions, blocks of 16 per (layer, head) "
                 "ranked across all layers and heads with the last physical block's empty slots "
                 "first (Fig. 5); KVC-full via variant (queries i >= j+10); continual compression "
                 "re-evicts before every decode step across all layers and heads, as the "

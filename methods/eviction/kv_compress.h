@@ -18,10 +18,13 @@ struct KVCompressMetric {
   int kernel = 7;             // KVC-w max-pooling kernel (odd; 1 = none)
   double power = 2.0;         // 2: squared attention (L2, the paper's default); 1: plain (L1)
   int skip_queries = 10;      // KVC-full: v, query i counts for key j only when i >= j + v
-  int protected_tail = 8;     // last prompt positions: never evicted, excluded from pooling
+  int protected_tail = 8;     // last prompt positions: never evicted
+  // KVC-w's pooling runs over "all" keys, the protected tail's too (the paper's eq. 8, the fork's
+  // max_pool1d), or "evictable": [0, L - protected) only (kvbench before 2026-11-29).
+  std::string pool_scope = "all";
 
   // Per KV head and key: sum over the counted queries of A^power, per query head; KVC-w then
-  // max-pools along the evictable keys [0, L - protected); finally summed over each GQA group.
+  // max-pools along the keys of `pool_scope`; finally summed over each GQA group.
   // q: [Hq, L, d], k: [Hkv, L, d] -> [Hkv, L].
   at::Tensor compute(const at::Tensor& q, const at::Tensor& k) const;
 };

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 
 #include "engine/common/error.h"
 #include "tests/datasets/dataset_test_util.h"
@@ -327,6 +328,28 @@ TEST(RulerGenerators, WordTaskDeterminism) {
   EXPECT_NE(mv[0].prompt.find("What are all the special magic numbers for "), std::string::npos);
   auto cwe = make_dataset("cwe", params_for(data, 16384, 1))->samples(byte_tokenizer(), 3);
   EXPECT_EQ(cwe[0].answers.size(), 10u);
+}
+
+// A context that takes every word of the lists and has room left is refused: RULER would
+// switch to its english_words.json, and a short prompt would be silently easier.
+TEST(RulerGenerators, CweRefusesAContextItsWordListsCannotFill) {
+  test::TempDir dir;
+  const char* files[] = {"nounlist.txt", "adjectivelist.txt", "verblist.txt"};
+  for (int f = 0; f < 3; ++f) {
+    std::string words;
+    for (int i = 0; i < 40; ++i) words += std::string(files[f]).substr(0, 4) + std::to_string(i) + "\n";
+    std::ofstream(dir.file(files[f])) << words;
+  }
+  json p = {{"context_length", 2048}, {"samples", 1}, {"wordlist_dir", dir.path()}};
+  EXPECT_EQ(make_dataset("cwe", p)->samples(byte_tokenizer(), 1).size(), 1u);  // 120 words fill it
+  p["context_length"] = 16384;
+  try {
+    make_dataset("cwe", p)->samples(byte_tokenizer(), 1);
+    ADD_FAILURE() << "filled 16384 bytes with 120 words";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("the 120 distinct ones of wordlist_dir's three lists"),
+              std::string::npos) << e.what();
+  }
 }
 
 TEST(RulerGenerators, QuestionAfterOrBeforeTheContext) {

@@ -51,7 +51,7 @@ TEST(Presets, H2OKVCompressAndStreamingLLMReferences) {
             (json{{"mode", "prefill"}, {"heavy_ratio", 0.5}, {"window", 8}}));
   const json kvc = {{"variant", "w"},       {"window", 8},     {"kernel", 7},
                     {"aggregation", "l2"},  {"skip_queries", 10}, {"protected", 8},
-                    {"continual", false},   {"compression_rate", 0.0}, {"min_cache_tokens", 128}};
+                    {"pool_scope", "all"},  {"continual", false},   {"compression_rate", 0.0}, {"min_cache_tokens", 128}};
   EXPECT_EQ(preset("kv_compress:paper"), kvc);
   json fork = kvc;
   fork["window"] = 32;

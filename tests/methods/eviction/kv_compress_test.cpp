@@ -27,28 +27,40 @@ void metric_inputs(at::Tensor& q, at::Tensor& k) {
   k[0][0][0] = 1.0;
 }
 
+// Pooled over every key by default, the protected tail's too (the paper's eq. 8; the fork's
+// max_pool1d over all keys); pool_scope "evictable" pools keys 0..9 only.
 TEST(KVCompress, WindowMetricIsSquaredPooledAndSummedOverTheGroup) {
   at::Tensor q, k;
   metric_inputs(q, k);
-  KVCompressMetric metric;
-  metric.window = 2;
-  metric.kernel = 3;
-  metric.protected_tail = 2;
-  at::Tensor got = metric.compute(q, k);  // [1, 12]
-  ASSERT_EQ(got.sizes(), (std::vector<int64_t>{1, 12}));
-  // raw[h][j] = sum over the window queries 10, 11 of p^2; pooled (k=3) over keys 0..9 only.
+  // raw[h][j] = sum over the window queries 10, 11 of p^2.
   double raw[2][12];
   for (int h = 0; h < 2; ++h)
     for (int j = 0; j < 12; ++j) raw[h][j] = std::pow(prob(h, 10, j), 2) + std::pow(prob(h, 11, j), 2);
-  for (int j = 0; j < 12; ++j) {
-    double expected = 0;
+  // Key j's metric when keys 0..last are max-pooled (k=3), summed over the two query heads.
+  const auto expected = [&](int last, int j) {
+    double sum = 0;
     for (int h = 0; h < 2; ++h) {
       double value = raw[h][j];
-      if (j < 10)
-        for (int n = std::max(0, j - 1); n <= std::min(9, j + 1); ++n) value = std::max(value, raw[h][n]);
-      expected += value;
+      if (j <= last)
+        for (int n = std::max(0, j - 1); n <= std::min(last, j + 1); ++n) value = std::max(value, raw[h][n]);
+      sum += value;
     }
-    EXPECT_NEAR(got[0][j].item<double>(), expected, 1e-6) << "key " << j;
+    return sum;
+  };
+  double scopes_differ = 0;  // the inputs tell the scopes apart
+  for (int j = 0; j < 12; ++j) scopes_differ = std::max(scopes_differ, std::fabs(expected(11, j) - expected(9, j)));
+  EXPECT_GT(scopes_differ, 1e-3);
+  for (const std::string scope : {"all", "evictable"}) {
+    KVCompressMetric metric;
+    metric.window = 2;
+    metric.kernel = 3;
+    metric.protected_tail = 2;
+    metric.pool_scope = scope;
+    at::Tensor got = metric.compute(q, k);  // [1, 12]
+    ASSERT_EQ(got.sizes(), (std::vector<int64_t>{1, 12}));
+    for (int j = 0; j < 12; ++j)
+      EXPECT_NEAR(got[0][j].item<double>(), expected(scope == "all" ? 11 : 9, j), 1e-6)
+          << scope << ", key " << j;
   }
 }
 
@@ -149,7 +161,8 @@ TEST(KVCompress, ConfigValidation) {
   const MethodInfo& info = method_registry().get("kv_compress", "test");
   const json defaults = info.normalise_config(json::object(), "s");
   EXPECT_EQ(defaults, (json{{"variant", "w"}, {"window", 8}, {"kernel", 7}, {"aggregation", "l2"},
-                            {"skip_queries", 10}, {"protected", 8}, {"continual", false},
+                            {"skip_queries", 10}, {"protected", 8}, {"pool_scope", "all"},
+                            {"continual", false},
                             {"compression_rate", 0.0}, {"min_cache_tokens", 128}}));
   auto message = [&](const json& config, int64_t budget) -> std::string {
     try {
@@ -163,6 +176,7 @@ TEST(KVCompress, ConfigValidation) {
   EXPECT_NE(message({{"kernel", 2}}, 64).find("s.kernel"), std::string::npos);
   EXPECT_NE(message({{"window", 0}}, 64).find("s.window"), std::string::npos);
   EXPECT_NE(message({{"aggregation", "l3"}}, 64).find("s.aggregation"), std::string::npos);
+  EXPECT_NE(message({{"pool_scope", "tail"}}, 64).find("s.pool_scope"), std::string::npos);
   EXPECT_NE(message({{"protected", -1}}, 64).find("s.protected"), std::string::npos);
   EXPECT_NE(message({{"skip_queries", -1}}, 64).find("s.skip_queries"), std::string::npos);
   EXPECT_NE(message({{"block", 16}}, 64).find("block"), std::string::npos);
