@@ -37,6 +37,7 @@ std::string join_queries(const std::vector<std::string>& q) {
 RulerPrompt niah_prompt(const std::string& kind, const std::string& query, bool singular) {
   const std::string one = kind.substr(0, kind.size() - 1);  // numbers -> number
   RulerPrompt p;
+  p.singular = singular;
   if (singular) {
     p.intro = "A special magic " + one + " is hidden within the following text. Make sure to "
               "memorize it. I will quiz you about the " + one + " afterwards.\n";
@@ -207,9 +208,11 @@ class Niah : public RulerTask {
       return essay_haystack(essay, n, [&](int64_t sentences) {
         std::vector<EssayInsert> ins;
         for (size_t k = 0; k < needles.size(); ++k)
-          ins.push_back({depth_position(sentences, place.depths[k]), needles[k]});
+          ins.push_back({ruler_generator() ? ruler_depth_index(sentences, place.depths[k])
+                                           : depth_position(sentences, place.depths[k]),
+                         needles[k]});
         return ins;
-      });
+      }, /*ruler_join=*/ruler_generator());
     if (place.random) {
       const std::vector<std::string> distractors =
           spec_.haystack == "needle" ? distractor_needles(n, keys, haystack_seed, words)

@@ -86,17 +86,38 @@ std::string RulerPrompt::answer_start(const std::string& position) const {
   return position == "before" ? "\nAnswer:" : answer_prefix;
 }
 
+namespace {
+
+// niah.py's singular template: its replacements, in its order, on the whole template.
+std::string ruler_singular(std::string text) {
+  for (const auto& [from, to] : {std::pair<std::string, std::string>{"Some", "A"},
+                                 {"are all", "is"}, {"are", "is"}, {"answers", "answer"}})
+    for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
+      text.replace(at, from.size(), to);
+  return text;
+}
+
+}  // namespace
+
+ChatTemplateParts RulerTask::template_parts(const RulerPrompt& prompt) const {
+  ChatTemplateParts parts = chat_template_parts(params_.chat_template);
+  if (prompt.singular && ruler_generator()) {
+    parts.before = ruler_singular(parts.before);
+    parts.after = ruler_singular(parts.after);
+  }
+  return parts;
+}
+
 std::string RulerTask::compose(const RulerPrompt& prompt, const std::string& context,
                                const std::string& lead) const {
-  return apply_chat_template(params_.chat_template,
-                             lead + prompt.user_turn(context, params_.question_position)) +
+  const ChatTemplateParts parts = template_parts(prompt);
+  return parts.before + lead + prompt.user_turn(context, params_.question_position) + parts.after +
          prompt.answer_start(params_.question_position);
 }
 
 std::string RulerTask::question_tail(const RulerPrompt& prompt) const {
   if (params_.question_position != "after") return "";
-  return "\n" + prompt.question + chat_template_parts(params_.chat_template).after +
-         prompt.answer_prefix;
+  return "\n" + prompt.question + template_parts(prompt).after + prompt.answer_prefix;
 }
 
 namespace {
@@ -147,32 +168,43 @@ EssayWords EssayWords::load(const std::string& path) {
 }
 
 std::string essay_haystack(const EssayWords& essay, int64_t n,
-                           const std::function<std::vector<EssayInsert>(int64_t)>& inserts) {
+                           const std::function<std::vector<EssayInsert>(int64_t)>& inserts,
+                           bool ruler_join) {
   const size_t total = essay.words.size();
   auto ends_at = [&](int64_t i) { return bool(essay.ends_sentence[size_t(i) % total]); };
-  int64_t sentences = 0;
-  for (int64_t i = 0; i < n; ++i)
-    if (ends_at(i) || i == n - 1) ++sentences;  // a trailing fragment counts as a sentence
-  const std::vector<EssayInsert> ins = inserts(sentences);
-  std::string out;
-  size_t next = 0;
-  auto emit = [&](int64_t sentence) {
-    for (; next < ins.size() && ins[next].sentence <= sentence; ++next) {
-      if (!out.empty()) out += ' ';
-      out += ins[next].text;
-    }
-  };
-  int64_t sentence = 0;
-  bool at_sentence_start = true;
+  std::vector<std::string> sentences(1);  // a trailing fragment counts as a sentence
   for (int64_t i = 0; i < n; ++i) {
-    if (at_sentence_start) emit(sentence);
-    if (!out.empty()) out += ' ';
-    out += essay.words[size_t(i) % total];
-    at_sentence_start = ends_at(i);
-    if (at_sentence_start) ++sentence;
+    std::string& sentence = sentences.back();
+    sentence += (sentence.empty() ? "" : " ") + essay.words[size_t(i) % total];
+    if (ends_at(i) && i + 1 < n) sentences.emplace_back();
   }
-  emit(INT64_MAX);  // the rest go after the last sentence
+  if (n == 0) sentences.clear();
+  const std::vector<EssayInsert> ins = inserts(int64_t(sentences.size()));
+  // The pieces in order: the sentences before each insert (joined), the insert, ..., the rest.
+  std::vector<std::string> pieces;
+  size_t from = 0;
+  for (const EssayInsert& insert : ins) {
+    const size_t to = std::min(sentences.size(), size_t(std::max<int64_t>(insert.sentence, 0)));
+    std::string piece;
+    for (size_t s = from; s < std::max(from, to); ++s) piece += (piece.empty() ? "" : " ") + sentences[s];
+    pieces.push_back(piece);
+    pieces.push_back(insert.text);
+    from = std::max(from, to);
+  }
+  std::string rest;
+  for (size_t s = from; s < sentences.size(); ++s) rest += (rest.empty() ? "" : " ") + sentences[s];
+  pieces.push_back(rest);
+  std::string out;
+  for (const std::string& piece : pieces) {
+    if (!ruler_join && piece.empty()) continue;
+    if (!out.empty() || (ruler_join && &piece != &pieces.front())) out += ' ';
+    out += piece;
+  }
   return out;
+}
+
+int64_t ruler_depth_index(int64_t sentences, int depth_percent) {
+  return int64_t(double(sentences) * (double(depth_percent) / 100.0));
 }
 
 const std::vector<int>& ruler_depths() {
@@ -299,10 +331,14 @@ DatasetInfo ruler_dataset_info(const std::string& name, const std::string& descr
   info.name = name;
   info.description = description;
   info.source = "NVIDIA/RULER scripts/data/synthetic (generated, no download)";
+  info.revision = 1;
   info.fidelity =
       "not faithful yet: essays split into sentences at . ! ? (RULER: nltk's sent_tokenize); "
-      "RULER's chatglm-chat, Phi3 and other templates are not built in; generator kvbench_v1 "
-      "is kvbench's own older generator";
+      "each sample is filled to context_length on its own (RULER: one binary search per task "
+      "on a probe sample, then a sample that overflows drops whole steps of 500 essay words, "
+      "25 lines, 10 vt lines or 10 cwe words, and fwe grows in steps of context/32, so its "
+      "prompts can be up to a step shorter); RULER's chatglm-chat, Phi3 and other templates "
+      "are not built in; generator kvbench_v1 is kvbench's own older generator";
   info.questions_per_context =
       needs.several_keys ? "1, or with queries: separate one per key; with question_position: "
                            "after (before: the question is part of the context)"

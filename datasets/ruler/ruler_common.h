@@ -61,6 +61,9 @@ struct RulerPrompt {
   std::string intro;  // ends with its separator ("\n", "\n\n" or " ")
   std::string question;
   std::string answer_prefix;
+  // niah asking one value: RULER singularises its whole template then, the model template's
+  // text included (vicuna's "polite answers" becomes "polite answer").
+  bool singular = false;
   std::string user_turn(const std::string& context, const std::string& position) const;
   std::string answer_start(const std::string& position) const;
 };
@@ -85,9 +88,16 @@ struct EssayInsert {
 // The first `n` essay words (cycling through the essay when n exceeds it), joined by spaces,
 // with the inserts between sentences (RULER inserts needles between nltk sentences).
 // `inserts` is given the number of sentences among the n words and returns the inserts sorted
-// by sentence (0..sentences).
+// by sentence (0..sentences). `ruler_join`: the pieces (the sentences between two inserts, an
+// insert) joined by " " as niah.py joins them, an empty piece too, so an insert at sentence 0
+// starts with a space, one at the end ends with one, and two at one place have two between
+// them; otherwise (generator kvbench_v1) single spaces only.
 std::string essay_haystack(const EssayWords& essay, int64_t n,
-                           const std::function<std::vector<EssayInsert>(int64_t sentences)>& inserts);
+                           const std::function<std::vector<EssayInsert>(int64_t sentences)>& inserts,
+                           bool ruler_join);
+// niah.py's essay insertion index int(sentences * (depth / 100)), in floating point as Python
+// computes it: 150 sentences at depth 82 give 122 (82/100 is just below 0.82), not 123.
+int64_t ruler_depth_index(int64_t sentences, int depth_percent);
 
 // The 40 evenly spaced needle depths 0..100 of RULER (round(linspace(0, 100, 40))).
 const std::vector<int>& ruler_depths();
@@ -121,6 +131,9 @@ class RulerTask : public Dataset {
 
  protected:
   bool ruler_generator() const { return params_.generator == "ruler"; }
+  // The chat template's text before and after the user turn (RULER's model template), singular
+  // where the prompt is (generator ruler).
+  ChatTemplateParts template_parts(const RulerPrompt& prompt) const;
   // The prompt as RULER's prepare.py builds it, model_template.format(task) + answer_prefix:
   // the user turn (after `lead`) in chat_template, then the answer's start.
   std::string compose(const RulerPrompt& prompt, const std::string& context,

@@ -138,6 +138,7 @@ DatasetSpec parse_dataset(const json& entry, const std::string& where) {
   f.finish();
   const DatasetInfo& info = dataset_registry().get(spec.name, f.path("name"));
   spec.params = info.normalise_params(params ? *params : json::object(), f.path("params"));
+  spec.revision = info.revision;
   return spec;
 }
 
@@ -201,6 +202,7 @@ json Cell::to_json() const {
   if (device != "cpu") j["device"] = device;
   if (dtype != "f32") j["dtype"] = dtype;
   if (context_sharing != "none") j["context_sharing"] = context_sharing;
+  if (dataset.revision > 0) j["dataset"]["revision"] = dataset.revision;
   return j;
 }
 

@@ -13,7 +13,8 @@ using json = nlohmann::json;
 
 struct DatasetSpec {
   std::string name;
-  json params;  // normalised: every default filled in
+  json params;       // normalised: every default filled in
+  int revision = 0;  // DatasetInfo::revision, in the cell's config from 1 on
 };
 
 struct MethodSpec {

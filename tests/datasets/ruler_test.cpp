@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <fstream>
 
+#include "datasets/ruler/ruler_common.h"
 #include "engine/common/error.h"
 #include "tests/datasets/dataset_test_util.h"
 
@@ -328,6 +329,59 @@ TEST(RulerGenerators, WordTaskDeterminism) {
   EXPECT_NE(mv[0].prompt.find("What are all the special magic numbers for "), std::string::npos);
   auto cwe = make_dataset("cwe", params_for(data, 16384, 1))->samples(byte_tokenizer(), 3);
   EXPECT_EQ(cwe[0].answers.size(), 10u);
+}
+
+// Essay needles as niah.py places and joins them (generator ruler): at int(S * (depth / 100))
+// in floating point, the pieces joined by one space each, an empty one too; kvbench_v1 joins
+// with single spaces only.
+TEST(RulerEssay, NeedlesGoWhereNiahPyPutsThemJoinedAsItJoins) {
+  EXPECT_EQ(ruler_depth_index(150, 82), 122);  // 82 / 100 is a little below 0.82 in binary
+  EXPECT_EQ(depth_position(150, 82), 123);     // kvbench_v1's integer arithmetic
+  EXPECT_EQ(ruler_depth_index(39, 100), 39);
+  EssayWords essay;
+  essay.words = {"A", "b.", "C", "d.", "E."};  // sentences "A b." "C d." "E."
+  essay.ends_sentence = {false, true, false, true, true};
+  const auto at = [&](std::vector<EssayInsert> inserts, bool ruler) {
+    return essay_haystack(essay, 5, [&](int64_t sentences) {
+      EXPECT_EQ(sentences, 3);
+      return inserts;
+    }, ruler);
+  };
+  EXPECT_EQ(at({{0, "N"}}, true), " N A b. C d. E.");
+  EXPECT_EQ(at({{0, "N"}}, false), "N A b. C d. E.");
+  EXPECT_EQ(at({{3, "N"}}, true), "A b. C d. E. N ");
+  EXPECT_EQ(at({{1, "N"}, {1, "M"}}, true), "A b. N  M C d. E.");
+  EXPECT_EQ(at({{1, "N"}, {1, "M"}}, false), "A b. N M C d. E.");
+  EXPECT_EQ(at({{1, "N"}, {2, "M"}}, true), "A b. N C d. M E.");
+  // A trailing fragment is a sentence of its own.
+  EXPECT_EQ(essay_haystack(essay, 3, [](int64_t sentences) {
+              EXPECT_EQ(sentences, 2);
+              return std::vector<EssayInsert>{{2, "N"}};
+            }, true),
+            "A b. C N ");
+}
+
+// niah.py singularises its whole template when one value is asked for, the model template's
+// text too: vicuna's system message says "answer" then (generator ruler only).
+TEST(RulerGenerators, ASingularQuestionSingularisesTheChatTemplateToo) {
+  json p = params_for("", 2048, 1);
+  p["chat_template"] = "vicuna";
+  const std::string one = make_dataset("niah_multikey_3", p)->samples(byte_tokenizer(), 1)[0].prompt;
+  EXPECT_EQ(one.rfind("A chat between a curious user and an artificial intelligence assistant. "
+                      "The assistant gives helpful, detailed, and polite answer to the user's "
+                      "questions. USER: A special magic uuid is hidden", 0), 0u) << one.substr(0, 300);
+  p["generator"] = "kvbench_v1";
+  EXPECT_NE(make_dataset("niah_multikey_3", p)->samples(byte_tokenizer(), 1)[0].prompt.find("polite answers"),
+            std::string::npos);
+}
+
+TEST(RulerGenerators, APluralQuestionKeepsTheChatTemplatesAnswers) {
+  KVB_REQUIRE_SHARED_DATA(data);
+  json p = params_for(data, 2048, 1);
+  p["chat_template"] = "vicuna";
+  const std::string many = make_dataset("niah_multivalue", p)->samples(byte_tokenizer(), 1)[0].prompt;
+  EXPECT_NE(many.find("polite answers to the user's questions. USER: Some special magic"),
+            std::string::npos) << many.substr(0, 300);
 }
 
 // A context that takes every word of the lists and has room left is refused: RULER would

@@ -189,6 +189,21 @@ TEST(SuiteValidation, EmptyDatasetsAndModels) {
   expect_message(error_of(j), "$.models", "non-empty array");
 }
 
+// A dataset's revision (bumped when its samples change) is part of its cells' configs from 1 on,
+// so results of an earlier revision are redone; revision 0 leaves configs as they were.
+TEST(SuiteCells, ADatasetsRevisionIsPartOfItsCellsConfig) {
+  json j = good();
+  j["datasets"] = {{{"name", "passkey"}, {"params", {{"context_length", 128}}}},
+                   {{"name", "niah_multikey_3"}, {"params", {{"context_length", 1024}}}}};
+  const std::vector<Cell> cells = parse_suite(j, "t.json").cells();
+  ASSERT_FALSE(cells.empty());
+  for (const Cell& c : cells) {
+    const json dataset = c.to_json()["dataset"];
+    if (c.dataset.name == "passkey") EXPECT_FALSE(dataset.contains("revision")) << dataset;
+    else EXPECT_EQ(dataset.value("revision", 0), 1) << dataset;
+  }
+}
+
 // A label is one line of text (a table row, a plot tic, a progress line).
 TEST(SuiteValidation, ALabelWithAControlCharacterIsRefused) {
   for (const char* label : {"a\nb", "a\tb"}) {
