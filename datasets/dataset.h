@@ -105,11 +105,12 @@ struct DatasetInfo {
   // `where` and the field.
   std::function<json(const json& params, const std::string& where)> normalise_params;
   std::function<std::unique_ptr<Dataset>(const json& params)> create;
-  // Bumped whenever the samples some params give change (a generator fix): from 1 on it is
-  // part of each cell's config (Cell::to_json), so a result of an earlier revision is redone,
-  // never mixed with the new one. History: RULER tasks 1 (2026-11-29, niah.py's essay joins
-  // and depths, its singular template).
-  int revision = 0;
+  // The revision of the samples the normalised `params` give, bumped whenever a generator fix
+  // changes them: from 1 on it is part of each cell's config (Cell::to_json), so a result of
+  // an earlier revision is redone, never mixed with the new one. Null: 0. History: niah tasks
+  // under generator ruler 1 (2026-11-29, niah.py's essay joins and depths, its singular
+  // template).
+  std::function<int(const json& params)> revision;
   int sort_key() const { return 0; }
 };
 

@@ -373,7 +373,8 @@ std::optional<std::string> heatmap_plot(const ReportData& data, const std::strin
     ytics += (y ? ", " : "") + tic_label(std::to_string(int(ys[y] * 100 + 0.5)) + "%") + " " +
              std::to_string(y);
   return datablock("h", rows) + "set title " +
-         quoted(dataset + " accuracy: " + method + " at budget " + std::to_string(budget)) +
+         quoted(dataset + " accuracy: " + method + " at budget " + std::to_string(budget) +
+                (data.only_model.empty() ? "" : " on " + data.only_model)) +
          "\nset xlabel 'context length (tokens)'\nset ylabel 'needle depth'\nset xtics (" +
          xtics + ")\nset ytics (" + ytics + ")\nset xrange [-0.5:" + number(xs.size() - 0.5) +
          "]\nset yrange [-0.5:" + number(ys.size() - 0.5) + "]\nset cbrange [0:100]\n"
@@ -454,27 +455,36 @@ std::vector<PlotFile> write_plots(const ReportData& data, const std::string& out
   for (const std::string& g : groups_of(data))
     if (auto t = group_table(data, g, score))
       emit("score_" + slug(g), "Score vs budget: " + g, line_plot(*t, styles, axis_label(*t, t->unit)));
-  if (auto avg = average_table(data, score))
-    emit("score_average", "Score vs budget, average across datasets",
-         line_plot(*avg, styles, axis_label(*avg, "mean score")));
-  if (auto t = summary_table(data, *spec_named("recall")))
-    emit("recall_vs_budget", "Recall vs budget", line_plot(*t, styles, axis_label(*t, "recall")));
-  if (auto t = summary_table(data, *spec_named("kv_resident_bytes")))
-    emit("kv_memory_vs_budget", "Resident KV memory vs budget",
-         "set yrange [0:*]\n" + line_plot(*t, styles, axis_label(*t, t->unit)));
   const int64_t budget = options.budget.value_or(budgets.back());
-  emit("latency_breakdown", "Decode latency breakdown at budget " + std::to_string(budget),
-       latency_plot(data, budget));
-  emit("recall_per_layer", "Recall per layer at budget " + std::to_string(budget),
-       recall_layer_plot(data, budget, styles));
   for (const auto& [window_group, shared_group] : shared_context_groups(data))
     emit("shared_context_" + slug(window_group),
          window_group + ": the question in the window vs the context shared",
          sharing_plot(data, window_group, shared_group, budget));
-  for (const std::string& dataset : needle_datasets(data))
-    for (const std::string& m : methods_of(data))
-      emit("needle_" + slug(dataset) + "_" + slug(m), dataset + " accuracy heatmap: " + m,
-           heatmap_plot(data, dataset, m, budget));
+  // Summaries across datasets: one set per model where the run has several (never averaged
+  // across models), named and titled with it.
+  for (const ReportData& one : per_model(data)) {
+    const std::string name_end = one.only_model.empty() ? "" : "_" + slug(one.only_model);
+    const std::string title_end = one.only_model.empty() ? "" : " on " + one.only_model;
+    if (auto avg = average_table(one, score))
+      emit("score_average" + name_end, "Score vs budget, average across datasets" + title_end,
+           line_plot(*avg, styles, axis_label(*avg, "mean score")));
+    if (auto t = summary_table(one, *spec_named("recall")))
+      emit("recall_vs_budget" + name_end, "Recall vs budget" + title_end,
+           line_plot(*t, styles, axis_label(*t, "recall")));
+    if (auto t = summary_table(one, *spec_named("kv_resident_bytes")))
+      emit("kv_memory_vs_budget" + name_end, "Resident KV memory vs budget" + title_end,
+           "set yrange [0:*]\n" + line_plot(*t, styles, axis_label(*t, t->unit)));
+    emit("latency_breakdown" + name_end,
+         "Decode latency breakdown at budget " + std::to_string(budget) + title_end,
+         latency_plot(one, budget));
+    emit("recall_per_layer" + name_end,
+         "Recall per layer at budget " + std::to_string(budget) + title_end,
+         recall_layer_plot(one, budget, styles));
+    for (const std::string& dataset : needle_datasets(one))
+      for (const std::string& m : methods_of(one))
+        emit("needle_" + slug(dataset) + "_" + slug(m) + name_end,
+             dataset + " accuracy heatmap: " + m + title_end, heatmap_plot(one, dataset, m, budget));
+  }
   return out;
 }
 

@@ -22,7 +22,8 @@ std::vector<MetricTable> all_tables(const ReportData& data) {
   for (const MetricSpec& spec : report_metrics()) {
     for (const std::string& g : groups_of(data))
       if (auto t = group_table(data, g, spec)) out.push_back(*t);
-    if (auto avg = average_table(data, spec)) out.push_back(*avg);
+    for (const ReportData& model : per_model(data))  // an average never mixes models
+      if (auto avg = average_table(model, spec)) out.push_back(*avg);
     if (&spec == &report_metrics().front())  // after the scores: what sharing the context cost
       for (MetricTable& drop : sharing_drop_tables(data)) out.push_back(std::move(drop));
   }
@@ -66,9 +67,17 @@ std::string missing_heading(const ReportData& data) {
            "stored under its name (other configs of it too) and cells it lacks go unnamed: " +
            data.missing_unknown;
   if (data.missing.empty()) return "";
-  return std::to_string(data.missing.size()) + " of the suite's " +
-         std::to_string(data.suite_cells) + " cells have no complete result in this database " +
-         "(what `kvbench run` would still run; shards run elsewhere come in with `kvbench merge`):";
+  std::string heading = std::to_string(data.missing.size()) + " of the suite's " +
+                        std::to_string(data.suite_cells) +
+                        " cells have no complete result in this database (what `kvbench run` "
+                        "would still run; shards run elsewhere come in with `kvbench merge`)";
+  if (data.stored_otherwise > 0)
+    heading += "; " + std::to_string(data.stored_otherwise) +
+               (data.stored_otherwise == 1 ? " result" : " results") +
+               " of this suite config, in the tables, stored under configs it does not expand to "
+               "here (other paths, e.g. ${SHARED} elsewhere, or an earlier kvbench), so a run "
+               "here would redo their cells";
+  return heading + ":";
 }
 
 std::vector<std::string> missing_lines(const ReportData& data) {
@@ -79,6 +88,12 @@ std::vector<std::string> missing_lines(const ReportData& data) {
     lines.push_back("... and " + std::to_string(data.missing.size() - kMissingShown) +
                     " more (`kvbench plan` lists the suite's cells)");
   return lines;
+}
+
+// "cells of run 3 (2): git commit `abc`, threads `1`" (or "... same build and machine").
+std::string other_run_line(const OtherRun& r) {
+  return "cells of run " + std::to_string(r.id) + " (" + std::to_string(r.cells) + "): " +
+         (r.differs.empty() ? "same build and machine" : r.differs);
 }
 
 bool untrained(const ReportData& data) {
@@ -178,6 +193,7 @@ std::string report_markdown(const ReportData& data, const std::vector<PlotFile>&
   }
   md += "## Provenance\n\n";
   for (const auto& [key, value] : data.provenance) md += "- " + key + ": `" + value + "`\n";
+  for (const OtherRun& r : data.other_runs) md += "- " + other_run_line(r) + "\n";
   md += "\nReproduce:\n\n```sh\n" + data.command + "\n" + report_command + "\n```\n\n";
   std::string section;
   for (const MetricTable& t : all_tables(data)) {
@@ -213,6 +229,8 @@ std::string report_html(const ReportData& data, const std::vector<PlotFile>& plo
   h += "<h2>Provenance</h2>\n<dl>";
   for (const auto& [key, value] : data.provenance)
     h += "<dt>" + html_escape(key) + "</dt><dd><code>" + html_escape(value) + "</code></dd>";
+  for (const OtherRun& r : data.other_runs)
+    h += "<dt>run " + std::to_string(r.id) + "</dt><dd>" + html_escape(other_run_line(r)) + "</dd>";
   h += "</dl>\n<h3>Reproduce</h3>\n<pre>" + html_escape(data.command + "\n" + report_command) +
        "</pre>\n<h3>Suite</h3>\n<pre>" + html_escape(json::parse(data.suite_json).dump(2)) + "</pre>\n";
   std::string section;

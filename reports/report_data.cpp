@@ -61,6 +61,22 @@ CellData load_cell(const ResultStore& store, const CellRow& row) {
   return cell;
 }
 
+// The build and machine fields of run `other`'s provenance that differ from run `run`'s.
+std::string differing_provenance(const ResultStore& store, int64_t run, int64_t other) {
+  const auto fields = store.run_fields(run);
+  std::string out;
+  for (const auto& [name, value] : store.run_fields(other)) {
+    static const std::set<std::string> compared = {"git commit", "build type", "LibTorch",
+                                                   "device", "threads", "host"};
+    if (!compared.count(name)) continue;
+    const auto mine = std::find_if(fields.begin(), fields.end(),
+                                   [&](const auto& f) { return f.first == name; });
+    if (mine == fields.end() || mine->second != value)
+      out += (out.empty() ? "" : ", ") + name + " `" + value + "`";
+  }
+  return out;
+}
+
 }  // namespace
 
 ReportData load_report_data(const ResultStore& store, std::optional<int64_t> run_id,
@@ -77,18 +93,42 @@ ReportData load_report_data(const ResultStore& store, std::optional<int64_t> run
   RunCells cells = run_cells(store, *run_id);
   // A resumed or merged run's cells come from other runs too: each of their commands, in the
   // order their cells appear, after this run's own.
-  std::set<int64_t> commands_of = {*run_id};
   for (const CellRow& row : cells.rows) {
     if (row.status != "complete") continue;
     data.cells.push_back(load_cell(store, row));
-    if (commands_of.insert(row.run_id).second)
+    if (row.run_id == *run_id) continue;
+    auto other = std::find_if(data.other_runs.begin(), data.other_runs.end(),
+                              [&](const OtherRun& r) { return r.id == row.run_id; });
+    if (other == data.other_runs.end()) {
       data.command += "\n" + store.run_info(row.run_id).command;
+      data.other_runs.push_back({row.run_id, 0, differing_provenance(store, *run_id, row.run_id)});
+      other = data.other_runs.end() - 1;
+    }
+    ++other->cells;
   }
   label_groups(data.cells);
   data.suite_cells = cells.suite_cells;
   data.missing = std::move(cells.missing);
+  data.stored_otherwise = cells.stored_otherwise;
   data.missing_unknown = std::move(cells.unexpanded);
   return data;
+}
+
+std::vector<ReportData> per_model(const ReportData& data) {
+  std::vector<std::string> models;
+  for (const CellData& c : data.cells)
+    if (std::find(models.begin(), models.end(), c.model) == models.end()) models.push_back(c.model);
+  if (models.size() <= 1) return {data};
+  std::vector<ReportData> out;
+  for (const std::string& model : models) {
+    ReportData one = data;
+    one.cells.clear();
+    for (const CellData& c : data.cells)
+      if (c.model == model) one.cells.push_back(c);
+    one.only_model = model;
+    out.push_back(std::move(one));
+  }
+  return out;
 }
 
 std::vector<std::string> groups_of(const ReportData& data) {

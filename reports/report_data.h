@@ -32,22 +32,40 @@ struct CellData {
   std::vector<SampleScore> samples;
 };
 
+// A run whose complete cells a report shows beside the reported run's (resumed, merged shards).
+struct OtherRun {
+  int64_t id = 0;
+  int cells = 0;
+  // Its provenance fields that differ from the reported run's ("git commit `abc`, threads
+  // `1`"), "" where none does.
+  std::string differs;
+};
+
 struct ReportData {
   int64_t run_id = 0;
   std::vector<std::pair<std::string, std::string>> provenance;  // runs row: suite, commit, ...
   std::string suite_name, suite_json;
   std::string command;  // the run's command, then those of other runs whose cells it lists, a line each
+  std::vector<OtherRun> other_runs;  // in order of first appearance
   // The complete cells of the run's suite, in stored order (harness/runner/run_cells.h: which
   // rows those are).
   std::vector<CellData> cells;
   int64_t suite_cells = 0;           // RunCells' fields
   std::vector<MissingCell> missing;
+  int64_t stored_otherwise = 0;      // RunCells' field
   std::string missing_unknown;       // RunCells::unexpanded
+  // Set by per_model(): the one model (with its device suffix) these cells are of, out of the
+  // run's several; summaries across datasets (averages, plots) name it.
+  std::string only_model;
 };
 
 // Loads run `run_id` (or the latest run when none). InputError when the database holds no run.
 ReportData load_report_data(const ResultStore& store, std::optional<int64_t> run_id,
                             const std::string& db_path);
+
+// The data once per model, each with only that model's cells and `only_model` set, where the
+// cells are of several models (averages across datasets never mix models); else {data}.
+std::vector<ReportData> per_model(const ReportData& data);
 
 // Group names in order of first appearance.
 std::vector<std::string> groups_of(const ReportData& data);

@@ -34,7 +34,8 @@ std::string heading(const ReportData& data, const MetricSpec& spec, const std::s
   const std::string unit = unit_of(data, spec, group);
   const std::string what = spec.title + " (" + (unit.empty() ? "" : unit + ", ") +
                            better_direction(spec, unit) + ")";
-  if (group.empty()) return what + ", average across datasets";
+  if (group.empty())
+    return what + ", average across datasets" + (data.only_model.empty() ? "" : " on " + data.only_model);
   return group == unit ? what : what + " on " + group;
 }
 

@@ -68,7 +68,12 @@ void print_not_run(const RunCells& run, std::ostream& out) {
   for (const MissingCell& m : run.missing)
     if (m.state == "not run") not_run.push_back(m.description);
   if (not_run.empty()) return;
-  out << "\n" << not_run.size() << " of the suite's " << run.suite_cells << " cells not run yet:\n";
+  out << "\n" << not_run.size() << " of the suite's " << run.suite_cells << " cells not run yet";
+  if (run.stored_otherwise > 0)
+    out << " under the configs they expand to here (" << run.stored_otherwise
+        << (run.stored_otherwise == 1 ? " row above is" : " rows above are")
+        << " stored under other configs: other paths, or an earlier kvbench)";
+  out << ":\n";
   for (size_t i = 0; i < not_run.size() && i < kShown; ++i) out << "  " << not_run[i] << "\n";
   if (not_run.size() > kShown) out << "  ... and " << not_run.size() - kShown << " more\n";
 }

@@ -194,6 +194,8 @@ ResultStore::ResultStore(const std::string& path) : path_(path) {
   try {
     // A read-only file is still read by show and report; writing to it is a DatabaseError
     // ("attempt to write a readonly database").
+    // Before the journal mode changes: that rewrites the file's header.
+    if (schema_version() == 0) refuse_foreign_database();
     if (sqlite3_db_readonly(db_, "main") != 1) set_wal_mode();
     exec("PRAGMA foreign_keys=ON; PRAGMA synchronous=NORMAL;");
     // Several processes may open a new or old database at once: creating and migrating
@@ -301,16 +303,20 @@ int64_t ResultStore::add_columns(int64_t from, const std::string& table,
   return version;
 }
 
+void ResultStore::refuse_foreign_database() const {
+  Statement tables(db_, "SELECT count(*) FROM sqlite_master");
+  tables.step();
+  if (tables.integer(0) > 0)  // some other program's database: never write to it
+    throw InputError(path_ + ": an SQLite database of another program (it has tables but no "
+                     "schema_version), not a kvbench results database");
+}
+
 int64_t ResultStore::create_schema() {
   int64_t version = 0;
   in_transaction([&] {
     version = schema_version();
     if (version != 0) return;  // another process created it meanwhile
-    Statement tables(db_, "SELECT count(*) FROM sqlite_master");
-    tables.step();
-    if (tables.integer(0) > 0)  // some other program's database: never add tables to it
-      throw InputError(path_ + ": an SQLite database of another program (it has tables but no "
-                       "schema_version), not a kvbench results database");
+    refuse_foreign_database();  // it may have appeared since the constructor's check
     exec(schema());
     exec("INSERT INTO schema_version VALUES (" + std::to_string(kSchemaVersion) + ")");
     version = kSchemaVersion;
@@ -552,6 +558,12 @@ std::vector<CellRow> ResultStore::cells_of_run(int64_t run_id) const {
                        "WHERE run_id IN (SELECT id FROM runs WHERE suite = "
                        "(SELECT suite FROM runs WHERE id = ?)) ORDER BY id");
   s.bind(1, run_id);
+  return read_cells(s);
+}
+
+std::vector<CellRow> ResultStore::cells_with_config(const std::string& config_json) const {
+  Statement s(db_, std::string(kCellColumns) + "WHERE config_json = ? ORDER BY id");
+  s.bind(1, config_json);
   return read_cells(s);
 }
 

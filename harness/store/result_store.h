@@ -111,6 +111,8 @@ class ResultStore {
   std::optional<int64_t> latest_run() const;
   std::vector<CellRow> cells_of_run(int64_t run_id) const;
   std::vector<CellRow> all_cells() const;  // every cell of the database, by id
+  // The rows stored under one normalised config (any run, any suite), by id.
+  std::vector<CellRow> cells_with_config(const std::string& config_json) const;
   // The provenance a run was begun with (RunInfo's fields); InputError for no such run.
   RunInfo run_info(int64_t run_id) const;
   std::vector<MetricRow> cell_metrics(int64_t cell_id) const;  // cell-level only
@@ -134,6 +136,8 @@ class ResultStore {
   void set_wal_mode();
   // 0: no schema_version table; -1: the table is empty.
   int64_t schema_version() const;
+  // InputError when the file, without kvbench's schema_version, has tables of its own.
+  void refuse_foreign_database() const;
   int64_t create_schema();  // each returns the version it leaves
   int64_t migrate_from_1();  // returns the new version
   int64_t migrate_from_2();

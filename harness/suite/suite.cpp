@@ -138,7 +138,7 @@ DatasetSpec parse_dataset(const json& entry, const std::string& where) {
   f.finish();
   const DatasetInfo& info = dataset_registry().get(spec.name, f.path("name"));
   spec.params = info.normalise_params(params ? *params : json::object(), f.path("params"));
-  spec.revision = info.revision;
+  spec.revision = info.revision ? info.revision(spec.params) : 0;
   return spec;
 }
 

@@ -14,7 +14,7 @@ using json = nlohmann::json;
 struct DatasetSpec {
   std::string name;
   json params;       // normalised: every default filled in
-  int revision = 0;  // DatasetInfo::revision, in the cell's config from 1 on
+  int revision = 0;  // DatasetInfo::revision of the params, in the cell's config from 1 on
 };
 
 struct MethodSpec {

@@ -110,6 +110,7 @@ TEST(ReportTables, ReproduceNamesTheCommandOfEveryRunItsCellsCameFrom) {
   info.suite = "fake";
   info.suite_json = R"({"name": "fake"})";
   info.command = "kvbench run fake --shard 1/2";
+  info.threads = 4;  // the first run's are 0
   const int64_t second = store.begin_run(info);
   const int64_t id = store.claim_cell(second, test::fake_config(cells[1]), "random-tiny",
                                       cells[1].dataset, cells[1].method, cells[1].budget,
@@ -119,6 +120,12 @@ TEST(ReportTables, ReproduceNamesTheCommandOfEveryRunItsCellsCameFrom) {
   const ReportData data = load(store);
   EXPECT_EQ(data.run_id, second);
   EXPECT_EQ(data.command, "kvbench run fake --shard 1/2\nkvbench run fake");
+  // Its provenance names the other run and what differs in it.
+  ASSERT_EQ(data.other_runs.size(), 1u);
+  EXPECT_EQ(data.other_runs[0].cells, 1);
+  EXPECT_EQ(data.other_runs[0].differs, "threads `0`");
+  EXPECT_NE(report_markdown(data, {}, "kvbench report").find("- cells of run 1 (1): threads `0`\n"),
+            std::string::npos);
 }
 
 // A run that did not finish says so above its tables; a finished one does not.
@@ -234,6 +241,58 @@ TEST(ReportTables, ShowsTheCellsOfItsOwnSuiteConfigWhoeverStoredThem) {
   EXPECT_EQ(data.cells[0].metrics.at("score"), 100);
   EXPECT_TRUE(data.missing.empty());
   EXPECT_EQ(data.command, "kvbench run subset # 50.000000\nkvbench run s # 100.000000");
+}
+
+// A result its suite config's run stored under a config the suite no longer expands to here (an
+// earlier kvbench without the dataset's revision; paths that resolve elsewhere) is still shown,
+// and its cell listed as one a run here would redo; once redone, only the new row shows.
+TEST(ReportTables, ResultsStoredUnderAnotherConfigOfTheSuiteStillShow) {
+  test::TempDir dir;
+  ResultStore store(dir.file("r.db"));
+  const json suite = {{"name", "s"},
+                      {"models", {"kvbench-tiny-v2"}},
+                      {"datasets", {{{"name", "niah_multikey_3"}, {"params", {{"samples", 1}}}},
+                                    {{"name", "passkey"}, {"params", {{"samples", 1}}}}}},
+                      {"methods", {"full"}},
+                      {"budgets", {32}},
+                      {"seeds", {0}}};
+  const std::vector<Cell> cells = parse_suite(suite, "s.json").cells();
+  ASSERT_EQ(cells.size(), 2u);
+  json old_niah = cells[0].to_json();
+  ASSERT_TRUE(old_niah["dataset"].contains("revision"));
+  old_niah["dataset"].erase("revision");  // as a build before the revision stored it
+  json moved_passkey = cells[1].to_json();
+  moved_passkey["dataset"]["params"]["context_length"] = 999;  // another machine's expansion
+  RunInfo info;
+  info.suite = "s";
+  info.suite_json = suite.dump();
+  info.command = "kvbench run s";
+  const auto complete = [&](int64_t run, const std::string& key, const Cell& c, double score) {
+    store.complete_cell(
+        store.claim_cell(run, key, c.model, c.dataset.name, c.method.label, c.budget, c.seed).cell_id,
+        {}, {{std::nullopt, "score", score, "x"}}, 0.1);
+  };
+  const int64_t first = store.begin_run(info);
+  complete(first, old_niah.dump(), cells[0], 10);
+  complete(first, moved_passkey.dump(), cells[1], 20);
+  store.finish_run(first, "complete");
+  ReportData data = load_report_data(store, first, "r.db");
+  EXPECT_EQ(data.cells.size(), 2u);
+  EXPECT_EQ(data.stored_otherwise, 2);
+  EXPECT_EQ(data.missing.size(), 2u);
+  EXPECT_NE(report_markdown(data, {}, "kvbench report").find("2 results of this suite config, in the tables, stored under configs"),
+            std::string::npos);
+
+  const int64_t second = store.begin_run(info);  // the niah cell redone under its new key
+  complete(second, cells[0].key(), cells[0], 30);
+  store.finish_run(second, "complete");
+  data = load_report_data(store, second, "r.db");
+  ASSERT_EQ(data.cells.size(), 2u);
+  for (const CellData& c : data.cells)
+    EXPECT_EQ(c.metrics.at("score"), c.dataset == "passkey" ? 20 : 30) << c.dataset;
+  EXPECT_EQ(data.stored_otherwise, 1);
+  ASSERT_EQ(data.missing.size(), 1u);
+  EXPECT_EQ(data.missing[0].description, "full @ - on passkey (kvbench-tiny-v2, seed 0)");
 }
 
 // An interrupted run whose suite a later run finished says so, not that its tables are partial.
@@ -401,6 +460,37 @@ std::string plot_script(const ReportFiles& files, const std::string& out, const 
     if (p.name == name) return slurp(out + "/plots/" + name + ".gp");
   ADD_FAILURE() << "no plot " << name;
   return "";
+}
+
+// Several models: each gets its own average table and its own summary plots and heatmaps
+// (named and titled with it); nothing is averaged across models.
+TEST(ReportPlots, SummariesAreOnePerModelNeverAveragedAcrossThem) {
+  if (!std::filesystem::exists(kGnuplot)) GTEST_SKIP() << "skipped: " << kGnuplot << " is absent (apt-get install gnuplot-nox)";
+  test::TempDir dir;
+  std::vector<FakeCell> cells;
+  for (const std::string model : {"m-a", "m-b"})
+    for (int64_t context : {256, 512})
+      for (int64_t budget : {32, 64}) {
+        FakeCell c{"passkey", context, "h2o", budget, 0, {model == "m-a" ? 100.0 : 0.0, 0}};
+        c.model = model;
+        cells.push_back(c);
+      }
+  ReportOptions o = report_of(dir, cells);
+  const ReportFiles files = write_report(o);
+  std::set<std::string> names;
+  for (const PlotFile& p : files.plots) names.insert(p.name);
+  for (const std::string name : {"score_average_m_a", "score_average_m_b", "recall_vs_budget_m_a",
+                                 "latency_breakdown_m_b", "needle_passkey_h2o_m_a",
+                                 "needle_passkey_h2o_m_b"})
+    EXPECT_TRUE(names.count(name)) << name;
+  EXPECT_FALSE(names.count("score_average"));
+  EXPECT_NE(plot_script(files, o.out, "needle_passkey_h2o_m_b").find("at budget 64 on m-b"),
+            std::string::npos);
+  const std::string md = slurp(files.markdown);
+  // m-a scores 50 everywhere, m-b 0: an average across models would read 25.
+  EXPECT_NE(md.find("average across datasets on m-a"), std::string::npos) << md;
+  EXPECT_NE(md.find("average across datasets on m-b"), std::string::npos) << md;
+  EXPECT_EQ(md.find("25.00"), std::string::npos) << md;
 }
 
 // A method label with a '%' (gnuplot reads tic labels as formats) is drawn as written, and the

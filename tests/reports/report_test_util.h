@@ -21,12 +21,13 @@ struct FakeCell {
   std::string unit = "passkey_accuracy";  // the score's unit (the dataset's metric)
   bool shared_context = false;            // context_sharing: per_sample
   std::vector<MetricRow> extra_metrics;   // stored beside the ones above
+  std::string model = "random-tiny";
 };
 
 inline std::string fake_config(const FakeCell& c) {
   nlohmann::json params = {{"context_length", c.context}, {"samples", c.sample_scores.size()}};
   nlohmann::json config = {
-      {"model", "random-tiny"},
+      {"model", c.model},
       {"dataset", {{"name", c.dataset}, {"params", params}}},
       {"method", {{"name", c.method}, {"label", c.method}, {"config", nlohmann::json::object()}}},
       {"budget", c.budget ? nlohmann::json(*c.budget) : nlohmann::json()},
@@ -43,7 +44,7 @@ inline int64_t fill_store(ResultStore& store, const std::vector<FakeCell>& cells
   info.command = "kvbench run fake";
   const int64_t run = store.begin_run(info);
   for (const FakeCell& c : cells) {
-    const int64_t id = store.claim_cell(run, fake_config(c), "random-tiny", c.dataset, c.method,
+    const int64_t id = store.claim_cell(run, fake_config(c), c.model, c.dataset, c.method,
                                         c.budget, c.seed).cell_id;
     std::vector<SampleRow> samples;
     double sum = 0;

@@ -179,8 +179,14 @@ TEST(ResultStoreSchema, ForeignSqliteDatabaseIsInputError) {
     } catch (const InputError& e) {
       EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
     }
-    // Nothing of the kvbench schema was left in it.
+    // Nothing of the kvbench schema was left in it, and its journal mode is its own (WAL
+    // rewrites the header).
     ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    sqlite3_stmt* mode = nullptr;
+    ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &mode, nullptr), SQLITE_OK);
+    ASSERT_EQ(sqlite3_step(mode), SQLITE_ROW);
+    EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(mode, 0)), "delete");
+    sqlite3_finalize(mode);
     EXPECT_EQ(query_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'schema_version'"), 0);
     EXPECT_EQ(query_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'table'"), 1);
     sqlite3_close(db);
