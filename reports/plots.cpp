@@ -444,9 +444,12 @@ std::vector<PlotFile> write_plots(const ReportData& data, const std::string& out
   const auto styles = method_styles(methods_of(data));
   const std::vector<int64_t> budgets = budgets_of(data);
   std::vector<PlotFile> out;
-  auto emit = [&](const std::string& name, const std::string& title,
+  std::set<std::string> names;  // two titles may slug alike ("on m-a", "on m_a"): numbered then
+  auto emit = [&](const std::string& slugged, const std::string& title,
                   const std::optional<std::string>& script) {
     if (!script) return;
+    std::string name = slugged;
+    for (int n = 2; !names.insert(name).second; ++n) name = slugged + "_" + std::to_string(n);
     render(dir, name, *script, options.gnuplot);
     out.push_back({name, title});
   };

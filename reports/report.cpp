@@ -74,9 +74,8 @@ std::string missing_heading(const ReportData& data) {
   if (data.stored_otherwise > 0)
     heading += "; " + std::to_string(data.stored_otherwise) +
                (data.stored_otherwise == 1 ? " result" : " results") +
-               " of this suite config, in the tables, stored under configs it does not expand to "
-               "here (other paths, e.g. ${SHARED} elsewhere, or an earlier kvbench), so a run "
-               "here would redo their cells";
+               " in the tables stored under another config of their cell (other paths, e.g. "
+               "${SHARED} elsewhere, or an earlier kvbench), so a run here would redo those cells";
   return heading + ":";
 }
 

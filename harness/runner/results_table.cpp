@@ -56,8 +56,8 @@ void print_model_notes(const std::set<std::string>& models, std::ostream& out) {
         << display_path(trained_model_dir("kvbench-tiny-v2") + "/README.md") << "\n";
 }
 
-// The suite's cells that have no row at all (those with one are in the table), or why the
-// suite could not be expanded.
+// The suite's cells not run here yet (those with a row are in the table; one shown from another
+// config of it says so), or why the suite could not be expanded.
 void print_not_run(const RunCells& run, std::ostream& out) {
   constexpr size_t kShown = 10;
   if (!run.unexpanded.empty())
@@ -66,13 +66,14 @@ void print_not_run(const RunCells& run, std::ostream& out) {
         << run.unexpanded << "\n";
   std::vector<std::string> not_run;
   for (const MissingCell& m : run.missing)
-    if (m.state == "not run") not_run.push_back(m.description);
+    if (m.state.rfind("not run", 0) == 0)
+      not_run.push_back(m.description + (m.state == "not run" ? "" : m.state.substr(7)));
   if (not_run.empty()) return;
   out << "\n" << not_run.size() << " of the suite's " << run.suite_cells << " cells not run yet";
   if (run.stored_otherwise > 0)
     out << " under the configs they expand to here (" << run.stored_otherwise
         << (run.stored_otherwise == 1 ? " row above is" : " rows above are")
-        << " stored under other configs: other paths, or an earlier kvbench)";
+        << " stored under another config of its cell: other paths, or an earlier kvbench)";
   out << ":\n";
   for (size_t i = 0; i < not_run.size() && i < kShown; ++i) out << "  " << not_run[i] << "\n";
   if (not_run.size() > kShown) out << "  ... and " << not_run.size() - kShown << " more\n";

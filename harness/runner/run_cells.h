@@ -1,10 +1,10 @@
-// The cells a run's tables show (`kvbench run`'s table, `show`, `report`): those stored by the
-// runs of its suite config (the same suite JSON, overrides applied, as stored with the run), and
-// any cell of that suite, as it expands here, stored under its key by another suite's run (a
-// run skips a cell complete under its key). So a run of the suite with other --set values is
-// never mixed in. Where a cell was stored twice under two configs of the same cell (an earlier
-// kvbench normalised it differently, e.g. a dataset revision), the row under the config it
-// expands to here is shown.
+// The cells a run's tables show (`kvbench run`'s table, `show`, `report`): its suite, as stored
+// with the run (overrides applied) and expanded here, one row per cell: the cell's complete row
+// under its key (whichever run or suite stored it: a run skips a cell complete under its key),
+// else a complete row that a run of the same suite JSON stored under another config of the
+// cell (an earlier kvbench normalised it differently, or ${SHARED} lay elsewhere), else its
+// failed or running row. So a run of the suite with other --set values is never mixed in, and
+// a cell redone under its new key shows once.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -18,7 +18,9 @@ namespace kvb {
 // `kvbench run` of it here would still run.
 struct MissingCell {
   std::string description;  // Cell::description()
-  std::string state;        // "not run", "failed: <first line of its error>", "begun, not finished"
+  // "not run", "failed: <first line of its error>", "begun, not finished"; with " (a result
+  // under another config of it is shown)" where one is.
+  std::string state;
 };
 
 struct RunCells {
@@ -26,9 +28,9 @@ struct RunCells {
   std::vector<CellRow> rows;
   int64_t suite_cells = 0;           // the cells the suite expands to here
   std::vector<MissingCell> missing;  // in the suite's order
-  // Rows of the suite config's runs stored under configs it does not expand to here (other
-  // paths, e.g. ${SHARED} elsewhere; an earlier kvbench): shown, yet a run here would redo
-  // their cells, which `missing` lists.
+  // Cells shown by a complete row stored under another config of them (other paths, e.g.
+  // ${SHARED} elsewhere; an earlier kvbench): a run here would redo them, and `missing` lists
+  // them too.
   int64_t stored_otherwise = 0;
   // Why the suite cannot be expanded here (a dataset file it names is absent on this machine),
   // "" when it was. Then `rows` are every row stored under the suite's name, other configs of

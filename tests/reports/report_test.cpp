@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "engine/common/error.h"
+#include "harness/runner/run_cells.h"
 #include "harness/suite/suite.h"
 #include "reports/plots.h"
 #include "reports/report.h"
@@ -244,8 +245,9 @@ TEST(ReportTables, ShowsTheCellsOfItsOwnSuiteConfigWhoeverStoredThem) {
 }
 
 // A result its suite config's run stored under a config the suite no longer expands to here (an
-// earlier kvbench without the dataset's revision; paths that resolve elsewhere) is still shown,
-// and its cell listed as one a run here would redo; once redone, only the new row shows.
+// earlier kvbench without the dataset's revision; the model or ${SHARED} in another folder) is
+// still shown, its cell listed as one a run here would redo; once redone under its key here,
+// only the new row shows (nothing counted twice), and a failed redo leaves one row.
 TEST(ReportTables, ResultsStoredUnderAnotherConfigOfTheSuiteStillShow) {
   test::TempDir dir;
   ResultStore store(dir.file("r.db"));
@@ -262,15 +264,18 @@ TEST(ReportTables, ResultsStoredUnderAnotherConfigOfTheSuiteStillShow) {
   ASSERT_TRUE(old_niah["dataset"].contains("revision"));
   old_niah["dataset"].erase("revision");  // as a build before the revision stored it
   json moved_passkey = cells[1].to_json();
-  moved_passkey["dataset"]["params"]["context_length"] = 999;  // another machine's expansion
+  moved_passkey["model"] = "/elsewhere/kvbench-tiny-v2";  // another machine's folders
+  moved_passkey["method"]["config"]["added_later"] = 1;     // another build's normalisation
   RunInfo info;
   info.suite = "s";
   info.suite_json = suite.dump();
   info.command = "kvbench run s";
+  const auto claim = [&](int64_t run, const std::string& key, const Cell& c) {
+    return store.claim_cell(run, key, c.model, c.dataset.name, c.method.label, c.budget, c.seed)
+        .cell_id;
+  };
   const auto complete = [&](int64_t run, const std::string& key, const Cell& c, double score) {
-    store.complete_cell(
-        store.claim_cell(run, key, c.model, c.dataset.name, c.method.label, c.budget, c.seed).cell_id,
-        {}, {{std::nullopt, "score", score, "x"}}, 0.1);
+    store.complete_cell(claim(run, key, c), {}, {{std::nullopt, "score", score, "x"}}, 0.1);
   };
   const int64_t first = store.begin_run(info);
   complete(first, old_niah.dump(), cells[0], 10);
@@ -280,19 +285,33 @@ TEST(ReportTables, ResultsStoredUnderAnotherConfigOfTheSuiteStillShow) {
   EXPECT_EQ(data.cells.size(), 2u);
   EXPECT_EQ(data.stored_otherwise, 2);
   EXPECT_EQ(data.missing.size(), 2u);
-  EXPECT_NE(report_markdown(data, {}, "kvbench report").find("2 results of this suite config, in the tables, stored under configs"),
+  EXPECT_NE(report_markdown(data, {}, "kvbench report")
+                .find("2 results in the tables stored under another config of their cell"),
             std::string::npos);
 
-  const int64_t second = store.begin_run(info);  // the niah cell redone under its new key
+  const int64_t second = store.begin_run(info);  // niah redone here; passkey's redo fails
   complete(second, cells[0].key(), cells[0], 30);
-  store.finish_run(second, "complete");
+  store.fail_cell(claim(second, cells[1].key(), cells[1]), "out of memory", 0.1);
+  store.finish_run(second, "failures");
+  const RunCells rows = run_cells(store, second);
+  ASSERT_EQ(rows.rows.size(), 2u);  // one a cell: niah's new row, passkey's complete old one
   data = load_report_data(store, second, "r.db");
   ASSERT_EQ(data.cells.size(), 2u);
   for (const CellData& c : data.cells)
     EXPECT_EQ(c.metrics.at("score"), c.dataset == "passkey" ? 20 : 30) << c.dataset;
   EXPECT_EQ(data.stored_otherwise, 1);
   ASSERT_EQ(data.missing.size(), 1u);
-  EXPECT_EQ(data.missing[0].description, "full @ - on passkey (kvbench-tiny-v2, seed 0)");
+  EXPECT_EQ(data.missing[0].state, "failed: out of memory (a result under another config of it is shown)");
+
+  const int64_t third = store.begin_run(info);  // passkey redone here too
+  complete(third, cells[1].key(), cells[1], 40);
+  store.finish_run(third, "complete");
+  data = load_report_data(store, third, "r.db");
+  ASSERT_EQ(data.cells.size(), 2u);
+  for (const CellData& c : data.cells)
+    EXPECT_EQ(c.metrics.at("score"), c.dataset == "passkey" ? 40 : 30) << c.dataset;
+  EXPECT_EQ(data.stored_otherwise, 0);
+  EXPECT_TRUE(data.missing.empty());
 }
 
 // An interrupted run whose suite a later run finished says so, not that its tables are partial.
@@ -468,7 +487,7 @@ TEST(ReportPlots, SummariesAreOnePerModelNeverAveragedAcrossThem) {
   if (!std::filesystem::exists(kGnuplot)) GTEST_SKIP() << "skipped: " << kGnuplot << " is absent (apt-get install gnuplot-nox)";
   test::TempDir dir;
   std::vector<FakeCell> cells;
-  for (const std::string model : {"m-a", "m-b"})
+  for (const std::string model : {"m-a", "m_a"})  // their names slug alike
     for (int64_t context : {256, 512})
       for (int64_t budget : {32, 64}) {
         FakeCell c{"passkey", context, "h2o", budget, 0, {model == "m-a" ? 100.0 : 0.0, 0}};
@@ -479,17 +498,22 @@ TEST(ReportPlots, SummariesAreOnePerModelNeverAveragedAcrossThem) {
   const ReportFiles files = write_report(o);
   std::set<std::string> names;
   for (const PlotFile& p : files.plots) names.insert(p.name);
-  for (const std::string name : {"score_average_m_a", "score_average_m_b", "recall_vs_budget_m_a",
-                                 "latency_breakdown_m_b", "needle_passkey_h2o_m_a",
-                                 "needle_passkey_h2o_m_b"})
+  // Each model's own files: the second model's names, which slug alike, numbered.
+  for (const std::string name : {"score_average_m_a", "score_average_m_a_2", "recall_vs_budget_m_a",
+                                 "latency_breakdown_m_a_2", "needle_passkey_h2o_m_a",
+                                 "needle_passkey_h2o_m_a_2", "score_passkey_context_length_256_on_m_a",
+                                 "score_passkey_context_length_256_on_m_a_2"})
     EXPECT_TRUE(names.count(name)) << name;
+  EXPECT_EQ(names.size(), files.plots.size()) << "a name twice";
   EXPECT_FALSE(names.count("score_average"));
-  EXPECT_NE(plot_script(files, o.out, "needle_passkey_h2o_m_b").find("at budget 64 on m-b"),
+  EXPECT_NE(plot_script(files, o.out, "needle_passkey_h2o_m_a").find("at budget 64 on m-a"),
+            std::string::npos);
+  EXPECT_NE(plot_script(files, o.out, "needle_passkey_h2o_m_a_2").find("at budget 64 on m_a"),
             std::string::npos);
   const std::string md = slurp(files.markdown);
-  // m-a scores 50 everywhere, m-b 0: an average across models would read 25.
+  // m-a scores 50 everywhere, m_a 0: an average across models would read 25.
   EXPECT_NE(md.find("average across datasets on m-a"), std::string::npos) << md;
-  EXPECT_NE(md.find("average across datasets on m-b"), std::string::npos) << md;
+  EXPECT_NE(md.find("average across datasets on m_a"), std::string::npos) << md;
   EXPECT_EQ(md.find("25.00"), std::string::npos) << md;
 }
 
