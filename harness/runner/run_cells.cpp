@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -32,25 +33,45 @@ json without_folders(const json& value) {
   if (!value.is_string()) return value;
   const std::string text = value.get<std::string>();
   if (text.find('/') == std::string::npos) return value;
-  return std::filesystem::path(text).filename().string();
+  std::filesystem::path path = std::filesystem::path(text).lexically_normal();
+  if (path.filename().empty()) path = path.parent_path();  // "a/b/" names b
+  return path.filename().string();
 }
 
-// Whether a row stored by a run of the same suite JSON, under a config that is not `cell`'s key
-// here, is `cell`'s: the same method label, budget, seed, model, device, dtype, sharing and
-// generation settings, and the dataset params both have equal (paths by their last component).
-// Fields that only one has, a dataset revision, the method's config (a newer build may add a
-// field with its default) are not compared: within one suite, a label names one method config.
+const json& object_at(const json& config, const char* key) {
+  static const json empty = json::object();
+  const auto it = config.is_object() ? config.find(key) : config.end();
+  return config.is_object() && it != config.end() && it->is_object() ? *it : empty;
+}
+
+// A config without what a newer build may change about the same cell: the dataset's revision
+// and the method's config (a new field with its default; within one suite a label names one
+// method config).
+std::string core(const json& config) {
+  if (!config.is_object()) return config.dump();
+  json out = config;
+  if (out.contains("dataset") && out["dataset"].is_object()) out["dataset"].erase("revision");
+  if (out.contains("method") && out["method"].is_object()) out["method"].erase("config");
+  return out.dump();
+}
+
+// The core, and besides it where paths may lie elsewhere: the same method label, budget, seed,
+// model, device, dtype, sharing and generation settings, and the dataset params both have equal
+// (paths by their last component; a param only one has is not compared).
 bool same_cell(const json& stored, const json& cell) {
+  if (!stored.is_object()) return false;
   for (const char* key : {"budget", "seed", "max_new_tokens", "recall", "device", "dtype",
                           "context_sharing"})
     if (stored.value(key, json()) != cell.value(key, json())) return false;
   if (without_folders(stored.value("model", json())) != without_folders(cell.value("model", json())))
     return false;
-  const json& sm = stored.value("method", json::object()), &cm = cell.at("method");
-  if (sm.value("label", "") != cm.value("label", "")) return false;
-  const json& sd = stored.value("dataset", json::object()), &cd = cell.at("dataset");
-  if (sd.value("name", "") != cd.value("name", "")) return false;
-  const json sp = sd.value("params", json::object()), cp = cd.value("params", json::object());
+  if (object_at(stored, "method").value("label", json()) != object_at(cell, "method").value("label", json()))
+    return false;
+  const json& sd = object_at(stored, "dataset");
+  const json& cd = object_at(cell, "dataset");
+  if (sd.value("name", json()) != cd.value("name", json())) return false;
+  const json& sp = object_at(sd, "params");
+  const json& cp = object_at(cd, "params");
   for (const auto& [name, value] : sp.items())
     if (cp.contains(name) && without_folders(value) != without_folders(cp[name])) return false;
   return true;
@@ -59,6 +80,32 @@ bool same_cell(const json& stored, const json& cell) {
 // `row` replaces `kept` unless `kept` is complete: a complete row, else the newest.
 void keep(std::optional<CellRow>& kept, const CellRow& row) {
   if (!kept || kept->status != "complete") kept = row;
+}
+
+// For the cells without a row under their key (`open`: their configs), the complete rows of
+// `elsewhere` that are theirs: first by their core config, then by same_cell; a row that would
+// be two cells' is nobody's. The newest such row of a cell. Index into `open` -> row.
+std::map<size_t, const CellRow*> stand_ins(const std::vector<json>& open,
+                                           const std::vector<std::pair<json, const CellRow*>>& elsewhere) {
+  std::map<size_t, const CellRow*> out;
+  std::set<const CellRow*> taken;
+  const auto assign = [&](const std::function<bool(const json&, size_t)>& matches) {
+    for (const auto& [stored, row] : elsewhere) {
+      if (row->status != "complete" || taken.count(row)) continue;
+      std::vector<size_t> cells;
+      for (size_t c = 0; c < open.size(); ++c)
+        if (matches(stored, c)) cells.push_back(c);
+      if (cells.size() != 1) continue;  // none, or ambiguous
+      taken.insert(row);
+      const CellRow*& kept = out[cells[0]];
+      if (!kept || row->id > kept->id) kept = row;
+    }
+  };
+  std::vector<std::string> cores;
+  for (const json& config : open) cores.push_back(core(config));
+  assign([&](const json& stored, size_t c) { return core(stored) == cores[c]; });
+  assign([&](const json& stored, size_t c) { return !out.count(c) && same_cell(stored, open[c]); });
+  return out;
 }
 
 }  // namespace
@@ -91,32 +138,29 @@ RunCells run_cells(const ResultStore& store, int64_t run_id) {
     if (!keys.count(row.config_json) && of_this_config(row.run_id))
       elsewhere.emplace_back(json::parse(row.config_json), &row);
 
-  // Each cell's row: complete under its key; else complete under another config of it (shown,
-  // but a run here would redo the cell); else its failed or running row under its key.
+  // Each cell's row: its complete row under its key, else its failed or running one there (a
+  // redo that failed shows as failed), else a complete row stored under another config of it
+  // (shown, though a run here would redo the cell).
   std::vector<CellRow> shown;
-  std::set<const CellRow*> claimed;  // rows of `elsewhere` some cell took as its own
-  for (const Cell& cell : cells) {
-    std::optional<CellRow> under_key, stand_in;
-    for (const CellRow& row : store.cells_with_config(cell.key())) keep(under_key, row);
-    const json config = cell.to_json();
-    for (const auto& [stored, row] : elsewhere)
-      if (!claimed.count(row) && same_cell(stored, config)) {
-        claimed.insert(row);
-        if (row->status == "complete") keep(stand_in, *row);
-      }
-    const bool complete = under_key && under_key->status == "complete";
-    if (complete) {
-      shown.push_back(*under_key);
-      continue;
-    }
-    if (stand_in) shown.push_back(*stand_in), ++out.stored_otherwise;
-    else if (under_key) shown.push_back(*under_key);
+  std::vector<std::optional<CellRow>> under_key(cells.size());
+  std::vector<size_t> open_cells;  // no row under their key
+  std::vector<json> open_configs;
+  for (size_t c = 0; c < cells.size(); ++c) {
+    for (const CellRow& row : store.cells_with_config(cells[c].key())) keep(under_key[c], row);
+    if (!under_key[c]) open_cells.push_back(c), open_configs.push_back(cells[c].to_json());
+  }
+  std::map<size_t, const CellRow*> stand_in_of;  // cell -> its row under another config
+  for (const auto& [open, row] : stand_ins(open_configs, elsewhere)) stand_in_of[open_cells[open]] = row;
+  for (size_t c = 0; c < cells.size(); ++c) {
+    const std::optional<CellRow>& row = under_key[c];
+    if (row) shown.push_back(*row);
+    if (row && row->status == "complete") continue;
+    const auto stand_in = stand_in_of.find(c);
+    if (stand_in != stand_in_of.end()) shown.push_back(*stand_in->second), ++out.stored_otherwise;
     std::string state = "not run";
-    if (under_key)
-      state = under_key->status == "failed" ? "failed: " + first_line(under_key->error)
-                                            : "begun, not finished";
-    if (stand_in) state += " (a result under another config of it is shown)";
-    out.missing.push_back({cell.description(), state});
+    if (row) state = row->status == "failed" ? "failed: " + first_line(row->error) : "begun, not finished";
+    if (stand_in != stand_in_of.end()) state += " (a result under another config of it is shown)";
+    out.missing.push_back({cells[c].description(), state});
   }
   std::sort(shown.begin(), shown.end(), [](const CellRow& a, const CellRow& b) { return a.id < b.id; });
   out.rows = std::move(shown);

@@ -1,10 +1,10 @@
 // The cells a run's tables show (`kvbench run`'s table, `show`, `report`): its suite, as stored
 // with the run (overrides applied) and expanded here, one row per cell: the cell's complete row
 // under its key (whichever run or suite stored it: a run skips a cell complete under its key),
-// else a complete row that a run of the same suite JSON stored under another config of the
-// cell (an earlier kvbench normalised it differently, or ${SHARED} lay elsewhere), else its
-// failed or running row. So a run of the suite with other --set values is never mixed in, and
-// a cell redone under its new key shows once.
+// else its failed or running row there, else a complete row that a run of the same suite JSON
+// stored under another config of the cell (an earlier kvbench normalised it differently, or
+// ${SHARED} lay elsewhere; a row that could be two cells' is neither's). So a run of the suite
+// with other --set values is never mixed in, and a cell redone under its new key shows once.
 #pragma once
 #include <cstdint>
 #include <string>
