@@ -11,7 +11,6 @@
 #include "cli/commands.h"
 #include "engine/device.h"
 #include "harness/runner/results_table.h"
-#include "harness/runner/run_cells.h"
 #include "harness/runner/runner.h"
 #include "harness/runner/stop_signals.h"
 #include "harness/scaleout/workers.h"
@@ -105,10 +104,18 @@ int run_workers(RunArguments o, const Suite& suite, const RunOptions& options) {
   const int stopped_by = undone ? StopSignals::requested() : 0;
   store.finish_run(run, stopped_by ? "interrupted" : outcome.exit_code == 0 ? "complete" : "failures");
   print_run(store, run, std::cout);
+  // This run's cells (its shard's), each by its rows under its key.
   int ran = 0, complete_before = 0, failed = 0;
-  for (const CellRow& cell : run_cells(store, run).rows) {
-    if (cell.status == "failed") ++failed;
-    else if (cell.status == "complete") ++(cell.run_id == run ? ran : complete_before);
+  for (const Cell& cell : cells) {
+    bool complete = false, ran_here = false, failed_here = false;
+    for (const CellRow& row : store.cells_with_config(cell.key())) {
+      complete |= row.status == "complete";
+      ran_here |= row.status == "complete" && row.run_id == run;
+      failed_here |= row.status == "failed" && row.run_id == run;
+    }
+    if (ran_here) ++ran;
+    else if (complete) ++complete_before;
+    else if (failed_here) ++failed;
   }
   std::cout << "\nrun " << run << ": " << o.workers << " workers";
   if (outcome.replaced > 0) std::cout << " (" << outcome.replaced << " killed and started again)";

@@ -24,6 +24,9 @@ std::optional<std::vector<Cell>> suite_cells(const RunInfo& info, int64_t run_id
   } catch (const InputError& e) {
     why = e.what();
     return std::nullopt;
+  } catch (const json::exception&) {
+    why = "its stored suite JSON does not parse";
+    return std::nullopt;
   }
 }
 
@@ -82,29 +85,33 @@ void keep(std::optional<CellRow>& kept, const CellRow& row) {
   if (!kept || kept->status != "complete") kept = row;
 }
 
-// For the cells without a row under their key (`open`: their configs), the complete rows of
-// `elsewhere` that are theirs: first by their core config, then by same_cell; a row that would
-// be two cells' is nobody's. The newest such row of a cell. Index into `open` -> row.
-std::map<size_t, const CellRow*> stand_ins(const std::vector<json>& open,
+// For the cells without a row under their key (`open[c]`), the complete rows of `elsewhere`
+// that are theirs: a row that matches exactly one of the suite's cells (`configs`), first by
+// their core configs, then by same_cell, and that cell is open and not given one by the first
+// pass; a row that could be two cells' is nobody's. The newest such row of a cell.
+std::map<size_t, const CellRow*> stand_ins(const std::vector<json>& configs,
+                                           const std::vector<bool>& open,
                                            const std::vector<std::pair<json, const CellRow*>>& elsewhere) {
   std::map<size_t, const CellRow*> out;
   std::set<const CellRow*> taken;
   const auto assign = [&](const std::function<bool(const json&, size_t)>& matches) {
+    std::map<size_t, const CellRow*> found;
     for (const auto& [stored, row] : elsewhere) {
       if (row->status != "complete" || taken.count(row)) continue;
       std::vector<size_t> cells;
-      for (size_t c = 0; c < open.size(); ++c)
+      for (size_t c = 0; c < configs.size(); ++c)
         if (matches(stored, c)) cells.push_back(c);
-      if (cells.size() != 1) continue;  // none, or ambiguous
+      if (cells.size() != 1 || !open[cells[0]] || out.count(cells[0])) continue;
       taken.insert(row);
-      const CellRow*& kept = out[cells[0]];
+      const CellRow*& kept = found[cells[0]];
       if (!kept || row->id > kept->id) kept = row;
     }
+    out.insert(found.begin(), found.end());
   };
   std::vector<std::string> cores;
-  for (const json& config : open) cores.push_back(core(config));
+  for (const json& config : configs) cores.push_back(core(config));
   assign([&](const json& stored, size_t c) { return core(stored) == cores[c]; });
-  assign([&](const json& stored, size_t c) { return !out.count(c) && same_cell(stored, open[c]); });
+  assign([&](const json& stored, size_t c) { return same_cell(stored, configs[c]); });
   return out;
 }
 
@@ -135,22 +142,25 @@ RunCells run_cells(const ResultStore& store, int64_t run_id) {
   };
   std::vector<std::pair<json, const CellRow*>> elsewhere;  // (its config, the row)
   for (const CellRow& row : of_suite)
-    if (!keys.count(row.config_json) && of_this_config(row.run_id))
-      elsewhere.emplace_back(json::parse(row.config_json), &row);
+    if (!keys.count(row.config_json) && of_this_config(row.run_id)) {
+      json config = json::parse(row.config_json, nullptr, /*allow_exceptions=*/false);
+      if (!config.is_discarded()) elsewhere.emplace_back(std::move(config), &row);  // else nobody's
+    }
 
   // Each cell's row: its complete row under its key, else its failed or running one there (a
   // redo that failed shows as failed), else a complete row stored under another config of it
   // (shown, though a run here would redo the cell).
   std::vector<CellRow> shown;
   std::vector<std::optional<CellRow>> under_key(cells.size());
-  std::vector<size_t> open_cells;  // no row under their key
-  std::vector<json> open_configs;
+  std::vector<json> configs;
+  std::vector<bool> open;  // no row under its key
   for (size_t c = 0; c < cells.size(); ++c) {
     for (const CellRow& row : store.cells_with_config(cells[c].key())) keep(under_key[c], row);
-    if (!under_key[c]) open_cells.push_back(c), open_configs.push_back(cells[c].to_json());
+    configs.push_back(cells[c].to_json());
+    open.push_back(!under_key[c]);
   }
-  std::map<size_t, const CellRow*> stand_in_of;  // cell -> its row under another config
-  for (const auto& [open, row] : stand_ins(open_configs, elsewhere)) stand_in_of[open_cells[open]] = row;
+  // cell -> its row under another config
+  const std::map<size_t, const CellRow*> stand_in_of = stand_ins(configs, open, elsewhere);
   for (size_t c = 0; c < cells.size(); ++c) {
     const std::optional<CellRow>& row = under_key[c];
     if (row) shown.push_back(*row);

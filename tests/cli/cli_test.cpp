@@ -1037,16 +1037,21 @@ std::map<std::string, std::string> results_by_config(const std::string& db) {
   return out;
 }
 
+// A passkey suite on random-tiny for the workers' tests.
+json workers_suite(int64_t context, int samples, int max_new_tokens, const json& methods) {
+  return {{"name", "workers"},
+          {"models", {"random-tiny"}},
+          {"datasets",
+           {{{"name", "passkey"},
+             {"params", {{"context_length", context}, {"samples", samples},
+                         {"max_new_tokens", max_new_tokens}}}}}},
+          {"methods", methods},
+          {"budgets", {64, 128}}};
+}
+
 TEST(CliWorkers, TwoWorkersOnTheCpuEqualOneProcess) {
   test::TempDir dir;
-  const json suite = {
-      {"name", "workers"},
-      {"models", {"random-tiny"}},
-      {"datasets",
-       {{{"name", "passkey"},
-         {"params", {{"context_length", 512}, {"samples", 2}, {"max_new_tokens", 4}}}}}},
-      {"methods", {"full", "streaming_llm", "oracle_topk"}},
-      {"budgets", {64, 128}}};
+  const json suite = workers_suite(512, 2, 4, {"full", "streaming_llm", "oracle_topk"});
   const std::string file = write_suite(dir, "workers.json", suite);
   const std::vector<Output> r = kvbench_all(
       {{"run", file, "--db", dir.file("one.db"), "--threads", "1"},
@@ -1066,6 +1071,19 @@ TEST(CliWorkers, TwoWorkersOnTheCpuEqualOneProcess) {
   EXPECT_EQ(results_by_config(dir.file("two.db")), one);
   const auto cells = cells_by_config(dir.file("two.db"));
   for (const auto& [config, rows] : cells) EXPECT_EQ(rows.size(), 1u) << config;
+}
+
+// The workers' final counts are of the run's own cells: a shard's, not the whole suite's.
+TEST(CliWorkers, TheCountsAreOfTheShardsCells) {
+  test::TempDir dir;
+  const json suite = workers_suite(256, 1, 2, {"full", "streaming_llm"});
+  const std::string file = write_suite(dir, "workers.json", suite);
+  const Output all = kvbench({"run", file, "--db", dir.file("r.db"), "--threads", "1"}, dir.path());
+  ASSERT_EQ(all.code, 0) << describe(all);
+  const Output shard = kvbench({"run", file, "--db", dir.file("r.db"), "--workers", "2",
+                                "--threads", "1", "--shard", "0/2"}, dir.path());
+  ASSERT_EQ(shard.code, 0) << describe(shard);
+  EXPECT_TRUE(contains(shard.out, ": 2 workers, 0 ran, 2 already complete, 0 failed")) << shard.out;
 }
 
 TEST(CliWorkers, DevicesNeedCudaAndOneGpuPerWorker) {

@@ -573,9 +573,30 @@ TEST(ReportTables, AStandInGoesToItsOwnCellOrToNone) {
   EXPECT_TRUE(rows.rows.empty());  // "final" names both cells' folders
   EXPECT_EQ(rows.missing.size(), 2u);
 
+  // A moved row that could be either cell's stays nobody's even once one of them is complete
+  // under its key here.
+  test::TempDir third;
+  ResultStore half(third.file("r.db"));
+  const int64_t half_run = half.begin_run(info);
+  half.complete_cell(half.claim_cell(half_run, cells[0].key(), cells[0].model, "passkey", "full",
+                                     cells[0].budget, cells[0].seed).cell_id,
+                     {}, {{std::nullopt, "score", 1, "x"}}, 0.1);
+  half.complete_cell(half.claim_cell(half_run, R"({"model": "/elsewhere/a/final"})", "m",
+                                     "passkey", "full", 32, 0).cell_id, {}, {}, 0.1);
+  json moved_a = cells[0].to_json();
+  moved_a["model"] = "/elsewhere/a/final";
+  half.complete_cell(half.claim_cell(half_run, moved_a.dump(), "m", "passkey", "full",
+                                     cells[0].budget, cells[0].seed).cell_id, {}, {}, 0.1);
+  half.finish_run(half_run, "complete");
+  const RunCells half_rows = run_cells(half, half_run);
+  EXPECT_EQ(half_rows.rows.size(), 1u);
+  ASSERT_EQ(half_rows.missing.size(), 1u);
+  EXPECT_EQ(half_rows.missing[0].state, "not run");
+
   // A stored config of another shape (a damaged or foreign row) is nobody's, not an exception.
   const int64_t odd = moved.begin_run(info);
   for (const std::string config : {R"({"method": "full", "dataset": "passkey"})", R"([1, 2])",
+                                   "not json",
                                    R"({"method": {"label": null}, "dataset": {"params": 3}})"})
     moved.complete_cell(moved.claim_cell(odd, config, "m", "passkey", "full", 32, 0).cell_id, {},
                         {}, 0.1);
