@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <iostream>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "cli/commands.h"
@@ -106,7 +107,9 @@ int run_workers(RunArguments o, const Suite& suite, const RunOptions& options) {
   print_run(store, run, std::cout);
   // This run's cells (its shard's), each by its rows under its key.
   int ran = 0, complete_before = 0, failed = 0;
+  std::set<std::string> counted;  // a key once (an axis value listed twice is one cell)
   for (const Cell& cell : cells) {
+    if (!counted.insert(cell.key()).second) continue;
     bool complete = false, ran_here = false, failed_here = false;
     for (const CellRow& row : store.cells_with_config(cell.key())) {
       complete |= row.status == "complete";

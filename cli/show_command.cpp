@@ -5,8 +5,9 @@
 
 #include "cli/commands.h"
 #include "engine/common/error.h"
-#include "harness/runner/run_cells.h"
+#include "engine/common/json_fields.h"
 #include "harness/runner/results_table.h"
+#include "harness/runner/run_cells.h"
 #include "harness/store/result_store.h"
 
 namespace kvb {
@@ -44,7 +45,7 @@ void add_show_command(CLI::App& app, std::vector<Command>& out) {
     }
     print_run(store, run_id, std::cout);
     if (o->config) {
-      std::cout << "\nsuite JSON:\n" << json::parse(store.run_info(run_id).suite_json).dump(2)
+      std::cout << "\nsuite JSON:\n" << indented_json(store.run_info(run_id).suite_json)
                 << "\n\ncell configs:\n";
       for (const CellRow& cell : run_cells(store, run_id).rows)
         std::cout << cell.id << "  " << cell.config_json << "\n";

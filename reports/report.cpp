@@ -8,6 +8,7 @@
 
 #include "engine/common/error.h"
 #include "engine/common/files.h"
+#include "engine/common/json_fields.h"
 #include "reports/tables.h"
 
 namespace kvb {
@@ -231,7 +232,7 @@ std::string report_html(const ReportData& data, const std::vector<PlotFile>& plo
   for (const OtherRun& r : data.other_runs)
     h += "<dt>run " + std::to_string(r.id) + "</dt><dd>" + html_escape(other_run_line(r)) + "</dd>";
   h += "</dl>\n<h3>Reproduce</h3>\n<pre>" + html_escape(data.command + "\n" + report_command) +
-       "</pre>\n<h3>Suite</h3>\n<pre>" + html_escape(json::parse(data.suite_json).dump(2)) + "</pre>\n";
+       "</pre>\n<h3>Suite</h3>\n<pre>" + html_escape(indented_json(data.suite_json)) + "</pre>\n";
   std::string section;
   for (const MetricTable& t : all_tables(data)) {
     if (t.spec.title != section) h += "<h2>" + html_escape(section = t.spec.title) + "</h2>\n";

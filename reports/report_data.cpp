@@ -4,6 +4,7 @@
 #include <set>
 
 #include "engine/common/error.h"
+#include "engine/common/json_fields.h"
 #include "harness/suite/suite.h"
 
 namespace kvb {
@@ -41,13 +42,14 @@ void label_groups(std::vector<CellData>& cells) {
 
 CellData load_cell(const ResultStore& store, const CellRow& row) {
   CellData cell;
-  const json config = json::parse(row.config_json);
+  const json config = stored_object(row.config_json);
   cell.model = row.model + device_suffix(config);  // a bf16 or GPU run is its own group
   cell.dataset = row.dataset + sharing_suffix(config);  // shared contexts are their own group
   cell.method = row.method;
   cell.budget = row.budget;
   cell.seed = row.seed;
-  cell.dataset_params = config.at("dataset").value("params", json::object());
+  const json dataset = config.value("dataset", json::object());
+  cell.dataset_params = dataset.is_object() ? dataset.value("params", json::object()) : json::object();
   for (const MetricRow& m : store.cell_metrics(row.id)) {
     cell.metrics[m.name] = m.value;
     if (m.name == "score") cell.score_unit = m.unit;

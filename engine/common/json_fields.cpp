@@ -134,4 +134,14 @@ std::vector<std::string> unknown_config_keys(const json& object, const std::stri
   return unknown;
 }
 
+json stored_object(const std::string& text) {
+  json value = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  return value.is_object() ? value : json::object();
+}
+
+std::string indented_json(const std::string& text) {
+  const json value = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  return value.is_discarded() ? text : value.dump(2);
+}
+
 }  // namespace kvb

@@ -62,6 +62,12 @@ json read_json_file(const std::string& path);
 // Parses one JSON object (a jsonl line, say); anything else is an InputError at `where`.
 json parse_json_object(const std::string& text, const std::string& where);
 
+// A stored JSON object read back for display (a results database's config): {} where the text
+// is not one, so a damaged row is shown, not a crash.
+json stored_object(const std::string& text);
+// `text` indented when it is JSON, else as it is.
+std::string indented_json(const std::string& text);
+
 // The keys of a model file's `object` (config.json, tokenizer_config.json) that `is_known`
 // refuses. Unless `allow_unknown`, the first is an InputError "<file>: field '<key>': unknown
 // key: kvbench cannot tell whether it changes <what_it_may_change>, ..." that names the flag

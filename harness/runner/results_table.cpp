@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/common/format.h"
+#include "engine/common/json_fields.h"
 #include "engine/model/llama_model.h"
 #include "harness/runner/run_cells.h"
 #include "harness/suite/suite.h"
@@ -108,7 +109,7 @@ void print_run(const ResultStore& store, int64_t run_id, std::ostream& out) {
     if (m.count("model_trained") && m["model_trained"].first == 0) untrained = true;
     if (cell.status == "failed") errors.push_back(cell.method + ": " + cell.error);
     models.insert(cell.model);
-    const json config = json::parse(cell.config_json);
+    const json config = stored_object(cell.config_json);
     rows.push_back({cell.method, cell.budget ? std::to_string(*cell.budget) : "-",
                     cell.dataset + sharing_suffix(config), cell.model + device_suffix(config),
                     std::to_string(cell.seed), cell.status, value("score", 2),

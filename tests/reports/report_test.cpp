@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "engine/common/error.h"
+#include "harness/runner/results_table.h"
 #include "harness/runner/run_cells.h"
 #include "harness/suite/suite.h"
 #include "reports/plots.h"
@@ -350,6 +351,27 @@ TEST(ReportTables, AnInterruptedRunFinishedLaterSaysSo) {
   EXPECT_NE(md.find("> This run did not finish (status: interrupted); its suite's cells are all "
                     "complete in this database (later runs finished them)."),
             std::string::npos) << md;
+}
+
+// A damaged database (stored suite JSON and a cell's config that do not parse) is shown, not
+// an internal error.
+TEST(ReportTables, ADamagedRunIsShownNotACrash) {
+  test::TempDir dir;
+  ResultStore store(dir.file("r.db"));
+  RunInfo info;
+  info.suite = "s";
+  info.suite_json = "{";
+  info.command = "kvbench run s";
+  const int64_t run = store.begin_run(info);
+  store.complete_cell(store.claim_cell(run, "not json", "m", "passkey", "full", 32, 0).cell_id, {},
+                      {{std::nullopt, "score", 100, "passkey_accuracy"}}, 0.1);
+  store.finish_run(run, "complete");
+  std::ostringstream table;
+  EXPECT_NO_THROW(print_run(store, run, table));
+  EXPECT_NE(table.str().find("its stored suite JSON does not parse"), std::string::npos) << table.str();
+  const ReportData data = load_report_data(store, run, "r.db");
+  ASSERT_EQ(data.cells.size(), 1u);
+  EXPECT_NE(report_html(data, {}, "", "kvbench report").find("<pre>{</pre>"), std::string::npos);
 }
 
 TEST(ReportTables, ASuiteThatCannotBeExpandedHereSaysSo) {
