@@ -12,6 +12,14 @@ TEST(RulerMetrics, StringMatchAllIsTheFractionFound) {
   EXPECT_EQ(string_match_all("anything", {}), 0.0);
 }
 
+// Both sides folded as Python's str.lower() folds them, beyond ASCII (Python:
+// "ÉTÉ".lower() == "été", "\u212a".lower() == "k", the Kelvin sign).
+TEST(RulerMetrics, CaseFoldsAsPythonsLower) {
+  EXPECT_EQ(string_match_all("Un ÉTÉ chaud", {"été"}), 100.0);
+  EXPECT_EQ(string_match_all("the \u212a key", {"k key"}), 100.0);
+  EXPECT_EQ(string_match_part("UN ÉTÉ", {"hiver", "un été"}), 100.0);
+}
+
 TEST(RulerMetrics, StringMatchPartIsAny) {
   EXPECT_EQ(string_match_part("it is PARIS", {"London", "paris"}), 100.0);
   EXPECT_EQ(string_match_part("it is Rome", {"London", "paris"}), 0.0);
