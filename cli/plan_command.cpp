@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "engine/common/error.h"
 #include "engine/common/files.h"
+#include "engine/common/format.h"
 #include "harness/scaleout/shard.h"
 #include "harness/scaleout/slurm.h"
 
@@ -63,8 +64,7 @@ void add_plan_command(CLI::App& app, std::vector<Command>& out) {
                 << p.cell.seed << "\n";
     std::cout << "\n";
     // The command of each shard names the same --set values: without them it splits other cells.
-    std::string sets;
-    for (const std::string& set : o->overrides) sets += " --set " + shell_quote(set);
+    const std::string sets = set_flags(o->overrides);
     for (int s = 0; s < plan.shards; ++s)
       std::cout << "shard " << s << "/" << plan.shards << ": " << plan.shard_cells[size_t(s)]
                 << " cells, cost " << plan.shard_cost[size_t(s)] << "  (kvbench run "

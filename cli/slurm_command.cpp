@@ -13,6 +13,7 @@
 
 #include "cli/commands.h"
 #include "engine/common/error.h"
+#include "engine/common/format.h"
 #include "harness/runner/runner.h"
 #include "harness/scaleout/shard.h"
 #include "harness/scaleout/slurm.h"

@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "engine/common/error.h"
+#include "engine/common/format.h"
 #include "reports/tables.h"
 
 namespace kvb {
@@ -45,12 +46,6 @@ std::string tic_label(const std::string& text) {
   return quoted(std::as_const(out));
 }
 
-std::string shell_quoted(const std::string& text) {
-  std::string out = "'";
-  for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
 std::string number(double v) {
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%.10g", v);
@@ -79,8 +74,8 @@ void render(const std::string& dir, const std::string& name, const std::string& 
             const std::string& gnuplot) {
   std::ofstream(dir + "/" + name + ".gp") << wrap(name, script);
   const std::string log = dir + "/" + name + ".log";
-  const std::string command = "cd " + shell_quoted(dir) + " && " + shell_quoted(gnuplot) + " " +
-                              shell_quoted(name + ".gp") + " > " + shell_quoted(log) + " 2>&1";
+  const std::string command = "cd " + shell_quote(dir) + " && " + shell_quote(gnuplot) + " " +
+                              shell_quote(name + ".gp") + " > " + shell_quote(log) + " 2>&1";
   const int rc = std::system(command.c_str());
   for (const char* ext : {".png", ".svg"}) {
     const fs::path out = dir + "/" + name + ext;

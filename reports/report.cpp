@@ -20,10 +20,11 @@ namespace fs = std::filesystem;
 // scores, the drop of each dataset run with its context shared.
 std::vector<MetricTable> all_tables(const ReportData& data) {
   std::vector<MetricTable> out;
+  const std::vector<ReportData> models = per_model(data);  // an average never mixes models
   for (const MetricSpec& spec : report_metrics()) {
     for (const std::string& g : groups_of(data))
       if (auto t = group_table(data, g, spec)) out.push_back(*t);
-    for (const ReportData& model : per_model(data))  // an average never mixes models
+    for (const ReportData& model : models)
       if (auto avg = average_table(model, spec)) out.push_back(*avg);
     if (&spec == &report_metrics().front())  // after the scores: what sharing the context cost
       for (MetricTable& drop : sharing_drop_tables(data)) out.push_back(std::move(drop));
@@ -83,7 +84,8 @@ std::string missing_heading(const ReportData& data) {
 std::vector<std::string> missing_lines(const ReportData& data) {
   std::vector<std::string> lines;
   for (size_t i = 0; i < data.missing.size() && i < kMissingShown; ++i)
-    lines.push_back(data.missing[i].description + ": " + data.missing[i].state);
+    lines.push_back(data.missing[i].description + ": " + data.missing[i].state +
+                    data.missing[i].shown_note());
   if (data.missing.size() > kMissingShown)
     lines.push_back("... and " + std::to_string(data.missing.size() - kMissingShown) +
                     " more (`kvbench plan` lists the suite's cells)");

@@ -63,9 +63,11 @@ CellData load_cell(const ResultStore& store, const CellRow& row) {
   return cell;
 }
 
-// The build and machine fields of run `other`'s provenance that differ from run `run`'s.
-std::string differing_provenance(const ResultStore& store, int64_t run, int64_t other) {
-  const auto fields = store.run_fields(run);
+// The build and machine fields of run `other`'s provenance that differ from `fields` (the
+// reported run's).
+std::string differing_provenance(const ResultStore& store,
+                                 const std::vector<std::pair<std::string, std::string>>& fields,
+                                 int64_t other) {
   std::string out;
   for (const auto& [name, value] : store.run_fields(other)) {
     static const std::set<std::string> compared = {"git commit", "build type", "LibTorch",
@@ -103,7 +105,7 @@ ReportData load_report_data(const ResultStore& store, std::optional<int64_t> run
                               [&](const OtherRun& r) { return r.id == row.run_id; });
     if (other == data.other_runs.end()) {
       data.command += "\n" + store.run_info(row.run_id).command;
-      data.other_runs.push_back({row.run_id, 0, differing_provenance(store, *run_id, row.run_id)});
+      data.other_runs.push_back({row.run_id, 0, differing_provenance(store, data.provenance, row.run_id)});
       other = data.other_runs.end() - 1;
     }
     ++other->cells;

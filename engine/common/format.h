@@ -20,4 +20,7 @@ std::vector<std::string> split(const std::string& text, char sep);
 // The parts with `sep` between them.
 std::string join(const std::vector<std::string>& parts, const std::string& sep);
 
+// Quotes `s` for a POSIX shell (single quotes).
+std::string shell_quote(const std::string& s);
+
 }  // namespace kvb

@@ -67,8 +67,7 @@ void print_not_run(const RunCells& run, std::ostream& out) {
         << run.unexpanded << "\n";
   std::vector<std::string> not_run;
   for (const MissingCell& m : run.missing)
-    if (m.state.rfind("not run", 0) == 0)
-      not_run.push_back(m.description + (m.state == "not run" ? "" : m.state.substr(7)));
+    if (m.state == "not run") not_run.push_back(m.description + m.shown_note());
   if (not_run.empty()) return;
   out << "\n" << not_run.size() << " of the suite's " << run.suite_cells << " cells not run yet";
   if (run.stored_otherwise > 0)

@@ -127,9 +127,17 @@ RunCells run_cells(const ResultStore& store, int64_t run_id) {
     return out;
   }
   std::vector<Cell> cells;  // a key once (the store holds one result per key)
+  std::vector<json> configs;       // their configs
+  std::vector<std::string> cell_keys;  // and keys
   std::set<std::string> keys;
-  for (const Cell& cell : *expanded)
-    if (keys.insert(cell.key()).second) cells.push_back(cell);
+  for (const Cell& cell : *expanded) {
+    json config = cell.to_json();
+    std::string key = config.dump();
+    if (!keys.insert(key).second) continue;
+    cells.push_back(cell);
+    configs.push_back(std::move(config));
+    cell_keys.push_back(std::move(key));
+  }
   out.suite_cells = int64_t(cells.size());
 
   // Rows the runs of this suite config stored under keys the suite does not expand to here.
@@ -152,11 +160,9 @@ RunCells run_cells(const ResultStore& store, int64_t run_id) {
   // (shown, though a run here would redo the cell).
   std::vector<CellRow> shown;
   std::vector<std::optional<CellRow>> under_key(cells.size());
-  std::vector<json> configs;
   std::vector<bool> open;  // no row under its key
   for (size_t c = 0; c < cells.size(); ++c) {
-    for (const CellRow& row : store.cells_with_config(cells[c].key())) keep(under_key[c], row);
-    configs.push_back(cells[c].to_json());
+    for (const CellRow& row : store.cells_with_config(cell_keys[c])) keep(under_key[c], row);
     open.push_back(!under_key[c]);
   }
   // cell -> its row under another config
@@ -169,8 +175,7 @@ RunCells run_cells(const ResultStore& store, int64_t run_id) {
     if (stand_in != stand_in_of.end()) shown.push_back(*stand_in->second), ++out.stored_otherwise;
     std::string state = "not run";
     if (row) state = row->status == "failed" ? "failed: " + first_line(row->error) : "begun, not finished";
-    if (stand_in != stand_in_of.end()) state += " (a result under another config of it is shown)";
-    out.missing.push_back({cells[c].description(), state});
+    out.missing.push_back({cells[c].description(), state, stand_in != stand_in_of.end()});
   }
   std::sort(shown.begin(), shown.end(), [](const CellRow& a, const CellRow& b) { return a.id < b.id; });
   out.rows = std::move(shown);

@@ -18,9 +18,12 @@ namespace kvb {
 // `kvbench run` of it here would still run.
 struct MissingCell {
   std::string description;  // Cell::description()
-  // "not run", "failed: <first line of its error>", "begun, not finished"; with " (a result
-  // under another config of it is shown)" where one is.
-  std::string state;
+  std::string state;        // "not run", "failed: <first line of its error>", "begun, not finished"
+  bool stand_in_shown = false;  // a complete row under another config of it is in the table
+  // What a listing adds after the cell: " (a result under another config of it is shown)", or "".
+  std::string shown_note() const {
+    return stand_in_shown ? " (a result under another config of it is shown)" : "";
+  }
 };
 
 struct RunCells {

@@ -3,6 +3,8 @@
 #include <filesystem>
 #include <sstream>
 
+#include "engine/common/format.h"
+
 namespace kvb {
 namespace {
 
@@ -24,18 +26,14 @@ std::string header(const SlurmOptions& o, const std::string& job_name, const std
   return s.str();
 }
 
-std::string set_args(const SlurmOptions& o) {
-  std::string out;
-  for (const std::string& v : o.overrides) out += " --set " + shell_quote(v);
-  return out;
-}
+std::string set_args(const SlurmOptions& o) { return set_flags(o.overrides); }
 
 }  // namespace
 
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
+std::string set_flags(const std::vector<std::string>& overrides) {
+  std::string out;
+  for (const std::string& v : overrides) out += " --set " + shell_quote(v);
+  return out;
 }
 
 std::string shard_db_path(const SlurmOptions& o, int shard) {

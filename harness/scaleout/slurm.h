@@ -27,7 +27,7 @@ struct SlurmOptions {
 std::string shard_db_path(const SlurmOptions& o, int shard);
 std::string array_script(const SlurmOptions& o);
 std::string merge_script(const SlurmOptions& o);
-// Quotes `s` for a POSIX shell (single quotes).
-std::string shell_quote(const std::string& s);
+// " --set 'a=1,2' --set 'b=x'": the overrides as `kvbench run` flags, quoted for a shell.
+std::string set_flags(const std::vector<std::string>& overrides);
 
 }  // namespace kvb

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "engine/common/error.h"
+#include "engine/common/format.h"
 #include "harness/scaleout/slurm.h"
 #include "tests/test_util.h"
 
