@@ -2,6 +2,8 @@
 // numbered list where 10 words appear 30 times and the others 3 times (6 and 1 below 4096
 // tokens); the model must list the 10 most common. One solved example precedes the task.
 #include <algorithm>
+#include <cmath>
+#include <optional>
 #include <set>
 
 #include "datasets/ruler/ruler_common.h"
@@ -43,6 +45,11 @@ std::string word_list(const std::vector<std::string>& words, Frequencies f, uint
   return numbered(list);
 }
 
+// common_words_extraction.py's sizing: tokens per word from a probe of 4096 words, bounds
+// [10, max(int(context_length // per_word) * 2, 20)], and a step of 10 words.
+constexpr int64_t kProbeWords = 4096;
+constexpr int64_t kStep = 10;
+
 class CommonWords : public RulerTask {
  public:
   using RulerTask::RulerTask;
@@ -53,49 +60,101 @@ class CommonWords : public RulerTask {
     unique.insert(lists.adjectives.begin(), lists.adjectives.end());
     unique.insert(lists.verbs.begin(), lists.verbs.end());
     const std::vector<std::string> pool(unique.begin(), unique.end());
-    // RULER's frequencies for short contexts, where 30 repeats would not fit.
-    const bool short_context = params_.context_length < 4096;
-    const Frequencies example_f = short_context ? Frequencies{3, 1} : Frequencies{10, 3};
-    const size_t example_words = short_context ? 20 : 40;
-    const Frequencies f = short_context ? Frequencies{6, 1} : Frequencies{30, 3};
+    std::optional<int64_t> task_size;  // generator ruler: the task's size, from a probe sample
+    if (ruler_generator()) {
+      std::mt19937_64 probe_rng(probe_seed(seed));
+      task_size = ruler_size(tokenizer, draw_record(probe_rng, pool));
+    }
     std::mt19937_64 rng(seed);
     std::vector<Sample> out;
     for (int i = 0; i < params_.samples; ++i) {
-      // A permutation of the pool: the task takes a prefix (its first 10 are the common
-      // words whatever the size), the example takes words from the far end.
-      std::vector<std::string> perm = pool;
-      portable_shuffle(perm, rng);
-      const std::vector<std::string> example(perm.end() - long(example_words), perm.end());
-      perm.resize(perm.size() - example_words);
-      const uint64_t example_seed = rng(), list_seed = rng();
-      const std::vector<std::string> example_answer(example.begin(), example.begin() + kCommon);
-      const std::string shown_example =
-          compose(cwe_prompt(), word_list(example, example_f, example_seed)) +
-          " " + numbered(example_answer);
-      auto render = [&](int64_t n) {
-        const std::vector<std::string> words(perm.begin(), perm.begin() + kCommon + long(n));
-        return shown_example + "\n" +
-               compose(cwe_prompt(), word_list(words, f, list_seed));
-      };
-      const int64_t words_left = int64_t(perm.size()) - kCommon;
-      const int64_t max_n = std::min<int64_t>(words_left, params_.context_length);
-      FittedText fitted = fit_prompt(tokenizer, max_n, render);
-      // Every word fits with room to spare: RULER would then draw all the words from its
-      // json/english_words.json (an 8.5 MB dictionary) and fill the context; kvbench has no
-      // such list, and a prompt short of context_length would be silently easier.
-      if (fitted.n == words_left)
-        throw InputError("cwe: context_length " + std::to_string(params_.context_length) +
-                         " takes more words than the " + std::to_string(pool.size()) +
-                         " distinct ones of wordlist_dir's three lists (RULER then draws from "
-                         "its json/english_words.json, which kvbench does not read); use a "
-                         "smaller context_length");
-      std::string text = std::move(fitted.text);
+      const CweRecord r = draw_record(rng, pool);
+      auto render = [&](int64_t n) { return this->render(r, n); };
+      std::string text =
+          task_size ? ruler_sample(*task_size, kStep, render, [&](const std::string& t) {
+                        return ruler_fits(tokenizer, t);
+                      }).text
+                    : kvbench_v1_fit(tokenizer, r);
       out.push_back(make_sample("cwe", i, std::move(text),
-                                std::vector<std::string>(perm.begin(), perm.begin() + kCommon),
-                                json::object(),
-                                question_tail(cwe_prompt())));
+                                std::vector<std::string>(r.words.begin(), r.words.begin() + kCommon),
+                                json::object(), question_tail(cwe_prompt())));
     }
     return out;
+  }
+
+ private:
+  // A permutation of the pool: the task takes a prefix (its first 10 are the common words
+  // whatever the size), the example takes words from the far end.
+  struct CweRecord {
+    std::vector<std::string> words;  // the task's candidates, in order
+    std::string shown_example;       // the solved example and its newline
+    uint64_t list_seed = 0;
+    size_t pool = 0;                 // distinct words of the lists
+  };
+
+  bool short_context() const { return params_.context_length < 4096; }
+  // RULER's frequencies for short contexts, where 30 repeats would not fit.
+  Frequencies frequencies() const { return short_context() ? Frequencies{6, 1} : Frequencies{30, 3}; }
+
+  CweRecord draw_record(std::mt19937_64& rng, const std::vector<std::string>& pool) const {
+    const Frequencies example_f = short_context() ? Frequencies{3, 1} : Frequencies{10, 3};
+    const size_t example_words = short_context() ? 20 : 40;
+    CweRecord r;
+    r.pool = pool.size();
+    r.words = pool;
+    portable_shuffle(r.words, rng);
+    const std::vector<std::string> example(r.words.end() - long(example_words), r.words.end());
+    r.words.resize(r.words.size() - example_words);
+    const uint64_t example_seed = rng();
+    r.list_seed = rng();
+    const std::vector<std::string> example_answer(example.begin(), example.begin() + kCommon);
+    r.shown_example = compose(cwe_prompt(), word_list(example, example_f, example_seed)) + " " +
+                      numbered(example_answer) + "\n";
+    return r;
+  }
+
+  // The prompt with `total` words (RULER's num_words), the first 10 the common ones.
+  std::string render(const CweRecord& r, int64_t total) const {
+    if (total > int64_t(r.words.size())) refuse_beyond_lists(r);
+    const std::vector<std::string> words(r.words.begin(), r.words.begin() + long(total));
+    return r.shown_example + compose(cwe_prompt(), word_list(words, frequencies(), r.list_seed));
+  }
+
+  // RULER draws beyond its three lists from its json/english_words.json (an 8.5 MB
+  // dictionary); kvbench has no such list, and a prompt short of context_length would be
+  // silently easier.
+  [[noreturn]] void refuse_beyond_lists(const CweRecord& r) const {
+    throw InputError("cwe: context_length " + std::to_string(params_.context_length) +
+                     " takes more words than the " + std::to_string(r.pool) +
+                     " distinct ones of wordlist_dir's three lists (RULER then draws from its "
+                     "json/english_words.json, which kvbench does not read); use a smaller "
+                     "context_length");
+  }
+
+  int64_t ruler_size(const Tokenizer& tokenizer, const CweRecord& probe) const {
+    if (int64_t(probe.words.size()) < kProbeWords)
+      throw InputError("cwe: RULER sizes the task on a probe of " + std::to_string(kProbeWords) +
+                       " words; wordlist_dir's three lists hold " + std::to_string(probe.pool) +
+                       " distinct ones, " + std::to_string(probe.pool - probe.words.size()) +
+                       " of them for the example (RULER then draws from its "
+                       "json/english_words.json, which kvbench does not read)");
+    const double per_word =
+        double(ruler_tokens(tokenizer, render(probe, kProbeWords))) / double(kProbeWords);
+    const int64_t upper = std::max<int64_t>(
+        int64_t(std::floor(double(params_.context_length) / per_word)) * 2, 2 * kStep);
+    return ruler_binary_search(kStep, upper, [&](int64_t n) {
+      return ruler_fits(tokenizer, render(probe, n));
+    });
+  }
+
+  // kvbench_v1: each sample filled on its own with the common words and n others; every word
+  // fitting with room to spare is refused as above.
+  std::string kvbench_v1_fit(const Tokenizer& tokenizer, const CweRecord& r) const {
+    const int64_t others = int64_t(r.words.size()) - kCommon;
+    FittedText fitted = fit_prompt(tokenizer, std::min<int64_t>(others, params_.context_length),
+                                   [&](int64_t n) { return render(r, kCommon + n); });
+    if (fitted.n == others) refuse_beyond_lists(r);
+    return std::move(fitted.text);
   }
 };
 

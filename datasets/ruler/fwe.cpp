@@ -2,6 +2,7 @@
 // 6-letter words with Zipf (alpha = 2) counts; the model must name the three most frequent,
 // the top-ranked "word" being "..." noise to ignore.
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include "datasets/ruler/ruler_common.h"
@@ -54,25 +55,63 @@ std::string coded_text(const std::vector<std::string>& vocab, int64_t n, uint64_
   return out;
 }
 
+// What one sample draws: its vocabulary and the seed of its shuffle.
+struct FweRecord {
+  std::vector<std::string> vocab;
+  uint64_t text_seed = 0;
+};
+
 class FrequentWords : public RulerTask {
  public:
   using RulerTask::RulerTask;
 
   std::vector<Sample> samples(const Tokenizer& tokenizer, uint64_t seed) const override {
+    std::optional<int64_t> task_size;  // generator ruler: the task's size, from a probe sample
+    if (ruler_generator()) {
+      std::mt19937_64 probe_rng(probe_seed(seed));
+      task_size = ruler_size(tokenizer, draw_record(probe_rng));
+    }
     std::mt19937_64 rng(seed);
     std::vector<Sample> out;
     for (int i = 0; i < params_.samples; ++i) {
-      const std::vector<std::string> vocab = coded_vocab(rng);
-      const uint64_t text_seed = rng();
-      auto render = [&](int64_t n) {
-        return compose(fwe_prompt(), coded_text(vocab, n, text_seed));
-      };
-      std::string text = fit_prompt(tokenizer, params_.context_length, render).text;
-      out.push_back(make_sample("fwe", i, std::move(text), {vocab[1], vocab[2], vocab[3]},
-                                json::object(),
-                                question_tail(fwe_prompt())));
+      const FweRecord r = draw_record(rng);
+      auto render = [&](int64_t n) { return compose(fwe_prompt(), coded_text(r.vocab, n, r.text_seed)); };
+      std::string text = task_size ? ruler_sample(*task_size, ruler_step(), render,
+                                                  [&](const std::string& t) {
+                                                    return ruler_fits(tokenizer, t);
+                                                  }).text
+                                   : fit_prompt(tokenizer, params_.context_length, render).text;
+      out.push_back(make_sample("fwe", i, std::move(text), {r.vocab[1], r.vocab[2], r.vocab[3]},
+                                json::object(), question_tail(fwe_prompt())));
     }
     return out;
+  }
+
+ private:
+  FweRecord draw_record(std::mt19937_64& rng) const {
+    FweRecord r;
+    r.vocab = coded_vocab(rng);
+    r.text_seed = rng();
+    return r;
+  }
+
+  // freq_words_extraction.py's room for the prompt (max_seq_length less tokens_to_generate)
+  // and its step, a 32nd of it.
+  int64_t room() const { return params_.context_length - params_.max_new_tokens; }
+  int64_t ruler_step() const { return room() / 32; }
+
+  // freq_words_extraction.py's size: from room / 6 words up by steps while the probe's prompt
+  // is shorter than the room, then one step back.
+  int64_t ruler_size(const Tokenizer& tokenizer, const FweRecord& probe) const {
+    if (ruler_step() < 1)
+      throw InputError("context_length " + std::to_string(params_.context_length) +
+                       " leaves less than 32 tokens beside max_new_tokens " +
+                       std::to_string(params_.max_new_tokens) + " (fwe grows in 32nds of that)");
+    int64_t n = room() / 6;
+    while (ruler_tokens(tokenizer, compose(fwe_prompt(), coded_text(probe.vocab, n, probe.text_seed))) <
+           room())
+      n += ruler_step();
+    return n - ruler_step();
   }
 };
 

@@ -2,6 +2,7 @@
 // "One of the special magic {numbers|words|uuids} for {key} is: {value}." hidden in a noise,
 // essay or distractor-needle haystack; the model must return the values of the asked keys.
 #include <algorithm>
+#include <optional>
 
 #include "datasets/ruler/ruler_common.h"
 #include "datasets/synthetic/haystack.h"
@@ -79,6 +80,15 @@ struct Placement {
   }
 };
 
+// What one sample draws before its size is known, so that every candidate size holds the
+// same needles (distractors come from their own stream, `haystack_seed`).
+struct NiahRecord {
+  std::vector<std::string> keys, needles, queries, answers;
+  std::vector<std::vector<std::string>> values;  // per key
+  Placement place;
+  uint64_t haystack_seed = 0;
+};
+
 class Niah : public RulerTask {
  public:
   Niah(const std::string& name, const NiahSpec& spec, const RulerParams& p)
@@ -89,85 +99,120 @@ class Niah : public RulerTask {
     if (!params_.wordlist_dir.empty()) words = WordLists::load(params_.wordlist_dir);
     EssayWords essay;
     if (spec_.haystack == "essay") essay = EssayWords::load(params_.haystack_file);
+    const Resources res{tokenizer, words, essay};
+    std::optional<int64_t> task_size;  // generator ruler: the task's size, from a probe sample
+    if (ruler_generator()) {
+      std::mt19937_64 probe_rng(probe_seed(seed));
+      const NiahRecord probe = draw_record(probe_rng, words);
+      const RulerPrompt prompt = sized_prompt(tokenizer, probe);
+      auto render = [&](int64_t n) { return this->render(res, probe, prompt, n); };
+      task_size = ruler_task_size(tokenizer, ruler_step(), params_.context_length, render, [&](int64_t n) {
+        return fits(tokenizer, probe, prompt, render(n));
+      });
+    }
     std::mt19937_64 rng(seed);
     std::vector<Sample> out;
     for (int i = 0; i < params_.samples; ++i)
-      for (Sample& s : one_record(tokenizer, rng, i, words, essay)) out.push_back(std::move(s));
+      for (Sample& s : one_record(res, draw_record(rng, words), i, task_size))
+        out.push_back(std::move(s));
     return out;
   }
 
  private:
-  // Sample `index`: RULER's one question, or with `queries: separate` one question per key
-  // ("<task>-<index>.q<k>", context "<task>-<index>").
-  std::vector<Sample> one_record(const Tokenizer& tokenizer, std::mt19937_64& rng, int index,
-                                 const WordLists& words, const EssayWords& essay) const {
-    // Everything random is drawn before the size search, so every candidate size holds the
-    // same needles; distractors come from their own stream (`haystack_seed`).
-    std::vector<std::string> keys, needles;
-    std::vector<std::vector<std::string>> values;
-    while (int(keys.size()) < spec_.num_keys) {
+  struct Resources {
+    const Tokenizer& tokenizer;
+    const WordLists& words;
+    const EssayWords& essay;
+  };
+
+  // niah.py's step (`incremental`): 500 essay words, 25 lines of noise or distractor needles,
+  // 5 lines where context_length < 4096.
+  int64_t ruler_step() const {
+    if (spec_.haystack == "essay") return 500;
+    return params_.context_length < 4096 ? 5 : 25;
+  }
+
+  NiahRecord draw_record(std::mt19937_64& rng, const WordLists& words) const {
+    NiahRecord r;
+    while (int(r.keys.size()) < spec_.num_keys) {
       std::string key = random_value(rng, spec_.key_kind, &words);
-      if (std::find(keys.begin(), keys.end(), key) != keys.end()) continue;  // keys distinct
-      keys.push_back(key);
-      values.emplace_back();
+      if (std::find(r.keys.begin(), r.keys.end(), key) != r.keys.end()) continue;  // distinct
+      r.keys.push_back(key);
+      r.values.emplace_back();
       for (int v = 0; v < spec_.num_values; ++v) {
-        values.back().push_back(random_value(rng, spec_.value_kind, &words));
-        needles.push_back(needle_text(spec_.value_kind, key, values.back().back()));
+        r.values.back().push_back(random_value(rng, spec_.value_kind, &words));
+        r.needles.push_back(needle_text(spec_.value_kind, key, r.values.back().back()));
       }
     }
-    portable_shuffle(needles, rng);
-    const std::vector<int> depths = draw_depths(rng, int(needles.size()));
-    std::vector<std::string> queries, answers;
+    portable_shuffle(r.needles, rng);
+    r.place.depths = draw_depths(rng, int(r.needles.size()));
     for (int64_t k : sample_indices(rng, spec_.num_keys, spec_.num_queries)) {
-      queries.push_back(keys[size_t(k)]);
-      for (const std::string& v : values[size_t(k)]) answers.push_back(v);
+      r.queries.push_back(r.keys[size_t(k)]);
+      for (const std::string& v : r.values[size_t(k)]) r.answers.push_back(v);
     }
-    const uint64_t haystack_seed = rng();
+    r.haystack_seed = rng();
     // RULER's line haystacks place the needles before units drawn at random for each size.
-    const bool random_places = ruler_generator() && spec_.haystack != "essay";
-    const uint64_t places_seed = random_places ? rng() : 0;
+    r.place.random = ruler_generator() && spec_.haystack != "essay";
+    r.place.seed = r.place.random ? rng() : 0;
+    return r;
+  }
+
+  RulerPrompt asking(const NiahRecord& r, size_t k) const {
+    return niah_prompt(spec_.value_kind, r.keys[k], r.values[k].size() == 1);
+  }
+
+  // The prompt the sample is sized with: RULER's joint question, or with separate questions the
+  // longest (generator ruler: every question must fit; kvbench_v1 sized with the first key's).
+  RulerPrompt sized_prompt(const Tokenizer& tokenizer, const NiahRecord& r) const {
+    if (params_.queries != "separate")
+      return niah_prompt(spec_.value_kind, join_queries(r.queries), r.answers.size() == 1);
+    return asking(r, ruler_generator() ? longest_question(tokenizer, r) : 0);
+  }
+
+  std::string render(const Resources& res, const NiahRecord& r, const RulerPrompt& prompt,
+                     int64_t n) const {
+    return compose(prompt, haystack(n, r, res.words, res.essay));
+  }
+
+  // Generator ruler's rule for a prompt; with separate questions every key's must fit (a
+  // question's first tokens may merge with the context's).
+  bool fits(const Tokenizer& tokenizer, const NiahRecord& r, const RulerPrompt& sized,
+            const std::string& text) const {
+    if (params_.queries == "separate") return every_question_fits(tokenizer, text, sized, r);
+    return ruler_fits(tokenizer, text);
+  }
+
+  // Sample `index`: RULER's one question, or with `queries: separate` one question per key
+  // ("<task>-<index>.q<k>", context "<task>-<index>"). Generator ruler: from the task's size
+  // down by whole steps until it fits; kvbench_v1: filled to context_length on its own.
+  std::vector<Sample> one_record(const Resources& res, const NiahRecord& r, int index,
+                                 std::optional<int64_t> task_size) const {
     const bool separate = params_.queries == "separate";
-    const auto asking = [&](size_t k) {
-      return niah_prompt(spec_.value_kind, keys[k], values[k].size() == 1);
-    };
-    // Separate questions: sized with the longest (generator ruler: every question must fit;
-    // kvbench_v1 sized with the first key's).
-    const RulerPrompt prompt =
-        separate ? asking(ruler_generator() ? longest_question(tokenizer, keys.size(), asking) : 0)
-                 : niah_prompt(spec_.value_kind, join_queries(queries), answers.size() == 1);
-    const Placement place{depths, random_places, places_seed};
-    auto render = [&](int64_t n) {
-      return compose(prompt, haystack(n, needles, place, keys, haystack_seed, words, essay));
-    };
-    // One step of n: one noise sentence (a 5-sentence noise unit under generator ruler), one
-    // essay word, or one distractor needle.
+    const RulerPrompt prompt = sized_prompt(res.tokenizer, r);
+    auto render = [&](int64_t n) { return this->render(res, r, prompt, n); };
+    // kvbench_v1's step of n: one noise sentence, one essay word, or one distractor needle.
     const int64_t max_n =
         spec_.haystack == "needle" ? params_.context_length / 8 : params_.context_length;
-    auto [n, text] = fit_prompt(tokenizer, max_n, render);
-    if (separate && ruler_generator()) {  // a question's first tokens may merge with the context's
-      while (n > 0 && !every_question_fits(tokenizer, text, prompt, keys.size(), asking))
-        text = render(--n);
-      if (!every_question_fits(tokenizer, text, prompt, keys.size(), asking))
-        throw InputError("context_length " + std::to_string(params_.context_length) +
-                         " is too short for the longest question with max_new_tokens " +
-                         std::to_string(params_.max_new_tokens) + " beside it");
-    }
-    const json placed = place.percents(n, needles.size());
-    json meta = {{"depths", placed}, {"queries", queries}};
+    auto [n, text] =
+        task_size ? ruler_sample(*task_size, ruler_step(), render,
+                                 [&](const std::string& t) { return fits(res.tokenizer, r, prompt, t); })
+                  : fit_prompt(res.tokenizer, max_n, render);
+    const json placed = r.place.percents(n, r.needles.size());
+    json meta = {{"depths", placed}, {"queries", r.queries}};
     if (placed.size() == 1)  // one needle: a heatmap coordinate
       meta["depth"] = placed[0].get<double>() / 100.0;
     const std::string tail = question_tail(prompt);
-    if (!separate) return {make_sample(name_, index, std::move(text), answers, meta, tail)};
+    if (!separate) return {make_sample(name_, index, std::move(text), r.answers, meta, tail)};
     // Separate: the same context (with the intro every key's question has), then each key's
     // own question.
     const std::string context = text.substr(0, text.size() - tail.size());
     std::vector<Sample> out;
-    for (size_t k = 0; k < keys.size(); ++k) {
-      const RulerPrompt asked = asking(k);
+    for (size_t k = 0; k < r.keys.size(); ++k) {
+      const RulerPrompt asked = asking(r, k);
       if (asked.intro != prompt.intro) throw std::logic_error(name_ + ": intros differ");
       const std::string question = question_tail(asked);
-      Sample s = make_sample(name_, index, context + question, values[k],
-                             {{"depths", placed}, {"queries", {keys[k]}}}, question);
+      Sample s = make_sample(name_, index, context + question, r.values[k],
+                             {{"depths", placed}, {"queries", {r.keys[k]}}}, question);
       s.id += ".q" + std::to_string(k + 1);
       s.context_id = name_ + "-" + std::to_string(index);
       out.push_back(std::move(s));
@@ -176,11 +221,10 @@ class Niah : public RulerTask {
   }
 
   // The key whose question (its tail, after the context) has the most tokens.
-  size_t longest_question(const Tokenizer& tokenizer, size_t keys,
-                          const std::function<RulerPrompt(size_t)>& asking) const {
+  size_t longest_question(const Tokenizer& tokenizer, const NiahRecord& r) const {
     size_t best = 0, most = 0;
-    for (size_t k = 0; k < keys; ++k) {
-      const size_t tokens = tokenizer.encode(question_tail(asking(k)), false).size();
+    for (size_t k = 0; k < r.keys.size(); ++k) {
+      const size_t tokens = tokenizer.encode(question_tail(asking(r, k)), false).size();
       if (tokens > most) most = tokens, best = k;
     }
     return best;
@@ -189,21 +233,17 @@ class Niah : public RulerTask {
   // Whether `text`'s context followed by each key's question fits (the sizing rule of
   // generator ruler: no BOS, max_new_tokens beside it).
   bool every_question_fits(const Tokenizer& tokenizer, const std::string& text,
-                           const RulerPrompt& sized, size_t keys,
-                           const std::function<RulerPrompt(size_t)>& asking) const {
+                           const RulerPrompt& sized, const NiahRecord& r) const {
     const std::string context = text.substr(0, text.size() - question_tail(sized).size());
-    for (size_t k = 0; k < keys; ++k) {
-      const int64_t tokens =
-          int64_t(tokenizer.encode(context + question_tail(asking(k)), false).size());
-      if (tokens + params_.max_new_tokens > params_.context_length) return false;
-    }
+    for (size_t k = 0; k < r.keys.size(); ++k)
+      if (!ruler_fits(tokenizer, context + question_tail(asking(r, k)))) return false;
     return true;
   }
 
-  std::string haystack(int64_t n, const std::vector<std::string>& needles,
-                       const Placement& place, const std::vector<std::string>& keys,
-                       uint64_t haystack_seed, const WordLists& words,
+  std::string haystack(int64_t n, const NiahRecord& r, const WordLists& words,
                        const EssayWords& essay) const {
+    const std::vector<std::string>& needles = r.needles;
+    const Placement& place = r.place;
     if (spec_.haystack == "essay")
       return essay_haystack(essay, n, [&](int64_t sentences) {
         std::vector<EssayInsert> ins;
@@ -215,7 +255,7 @@ class Niah : public RulerTask {
       }, /*ruler_join=*/ruler_generator());
     if (place.random) {
       const std::vector<std::string> distractors =
-          spec_.haystack == "needle" ? distractor_needles(n, keys, haystack_seed, words)
+          spec_.haystack == "needle" ? distractor_needles(n, r.keys, r.haystack_seed, words)
                                      : std::vector<std::string>();
       return ruler_lines(n, [&](int64_t i) {
         return spec_.haystack == "needle" ? distractors[size_t(i)] : ruler_noise_unit();
@@ -227,7 +267,7 @@ class Niah : public RulerTask {
         ins.push_back({depth_position(n, place.depths[k]), needles[k]});
       return noise_haystack(n, ins);
     }
-    return needle_haystack(n, needles, place.depths, keys, haystack_seed, words);
+    return needle_haystack(n, needles, place.depths, r.keys, r.haystack_seed, words);
   }
 
   // n needles of other keys (the same kinds), drawn in order from `haystack_seed`.

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "datasets/metrics/ruler_metrics.h"
@@ -51,8 +52,9 @@ ConfigFields<RulerParams> RulerParams::fields(const RulerNeeds& needs) {
       // its identity with a config of the new default.
       .field("generator", &P::generator,
              "ruler: as RULER's prepare scripts (the prompt without BOS plus max_new_tokens "
-             "fit context_length; noise and needle haystacks of whole-unit lines, needles at "
-             "random units; RULER's vt example); kvbench_v1: kvbench before 2026-11-29, the "
+             "fit context_length; one size per task from a probe sample, each sample whole "
+             "steps below it until it fits; noise and needle haystacks of whole-unit lines, "
+             "needles at random units; RULER's vt example); kvbench_v1: kvbench before 2026-11-29, the "
              "tiny models' (the prompt with BOS fills context_length; noise by the sentence, "
              "needles at 40 fixed depths; a 10-sentence vt example)",
              check::one_of({"ruler", "kvbench_v1"}))
@@ -302,6 +304,51 @@ FittedText RulerTask::fit_prompt(const Tokenizer& tokenizer, int64_t max_n,
   }
 }
 
+int64_t ruler_binary_search(int64_t lower, int64_t upper, const std::function<bool(int64_t)>& fits) {
+  std::optional<int64_t> found;
+  const int64_t fallback = lower;
+  while (lower <= upper) {
+    const int64_t mid = (lower + upper) / 2;
+    if (fits(mid)) {
+      found = mid;
+      lower = mid + 1;
+    } else {
+      upper = mid - 1;
+    }
+  }
+  return found.value_or(fallback);
+}
+
+int64_t RulerTask::ruler_tokens(const Tokenizer& tokenizer, const std::string& text) const {
+  return int64_t(tokenizer.encode(text, /*add_special=*/false).size());
+}
+
+bool RulerTask::ruler_fits(const Tokenizer& tokenizer, const std::string& text) const {
+  return ruler_tokens(tokenizer, text) + params_.max_new_tokens <= params_.context_length;
+}
+
+int64_t RulerTask::ruler_task_size(const Tokenizer& tokenizer, int64_t step, int64_t length,
+                                   const std::function<std::string(int64_t)>& per_unit_probe,
+                                   const std::function<bool(int64_t)>& fits_probe) const {
+  const double per_unit = double(ruler_tokens(tokenizer, per_unit_probe(step))) / double(step);
+  const int64_t upper =
+      std::max<int64_t>(int64_t(double(length) / per_unit * 3.0), 2 * step);
+  return ruler_binary_search(step, upper, fits_probe);
+}
+
+FittedText RulerTask::ruler_sample(int64_t size, int64_t step,
+                                   const std::function<std::string(int64_t)>& render,
+                                   const std::function<bool(const std::string&)>& fits) const {
+  for (int64_t n = size;; n -= n > step ? step : 1) {
+    std::string text = render(n);
+    if (fits(text)) return {n, std::move(text)};
+    if (n == 0)
+      throw InputError("context_length " + std::to_string(params_.context_length) +
+                       " is too short for the task's template and question with max_new_tokens " +
+                       std::to_string(params_.max_new_tokens) + " beside them (generator ruler)");
+  }
+}
+
 double RulerTask::score(const Sample& sample, const std::string& prediction) const {
   return string_match_all(prediction, sample.answers);
 }
@@ -331,15 +378,18 @@ DatasetInfo ruler_dataset_info(const std::string& name, const std::string& descr
   info.name = name;
   info.description = description;
   info.source = "NVIDIA/RULER scripts/data/synthetic (generated, no download)";
-  if (name.rfind("niah_", 0) == 0)  // what changed on 2026-11-29: niah under generator ruler
-    info.revision = [](const json& params) { return params.value("generator", "") == "ruler" ? 1 : 0; };
+  // Revisions of generator ruler: 1 (2026-11-29, niah only) the essay joins and depths and
+  // the singular template; 2 for niah, 1 for the others (2026-11-30) RULER's sizing: one size
+  // per task from a probe, whole steps down per sample.
+  const int revision = name.rfind("niah_", 0) == 0 ? 2 : 1;
+  info.revision = [revision](const json& params) {
+    return params.value("generator", "") == "ruler" ? revision : 0;
+  };
   info.fidelity =
       "not faithful yet: essays split into sentences at . ! ? (RULER: nltk's sent_tokenize); "
-      "each sample is filled to context_length on its own (RULER: one binary search per task "
-      "on a probe sample, then a sample that overflows drops whole steps of 500 essay words, "
-      "25 lines, 10 vt lines or 10 cwe words, and fwe grows in steps of context/32, so its "
-      "prompts can be up to a step shorter); RULER's chatglm-chat, Phi3 and other templates "
-      "are not built in; generator kvbench_v1 is kvbench's own older generator";
+      "the task's size is searched on one probe sample drawn once (RULER draws a new one for "
+      "each size it tries); RULER's chatglm-chat, Phi3 and other templates are not built in; "
+      "generator kvbench_v1 is kvbench's own older generator";
   info.questions_per_context =
       needs.several_keys ? "1, or with queries: separate one per key; with question_position: "
                            "after (before: the question is part of the context)"

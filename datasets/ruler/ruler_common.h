@@ -118,6 +118,11 @@ std::vector<int64_t> ruler_positions(uint64_t seed, int64_t n, int k);
 // Those places as depths in percent of the n units, ascending (sample metadata).
 std::vector<double> ruler_position_percents(uint64_t seed, int64_t n, int k);
 
+// RULER's binary search for a task's haystack size (niah.py, variable_tracking.py,
+// common_words_extraction.py): mid = (lower + upper) / 2 until the bounds cross, keeping the
+// last mid that fits; `lower` itself where none does (RULER's fallback, its step).
+int64_t ruler_binary_search(int64_t lower, int64_t upper, const std::function<bool(int64_t)>& fits);
+
 // Random values and keys, RULER's kinds: "numbers" (7 digits), "words" (adjective-noun),
 // "uuids" (version-4 UUID text).
 std::string random_value(std::mt19937_64& rng, const std::string& kind, const WordLists* words);
@@ -143,9 +148,33 @@ class RulerTask : public Dataset {
   // precedes the context.
   std::string question_tail(const RulerPrompt& prompt) const;
   // The largest render(n), n in [0, max_n], that fits context_length under the generator's
-  // rule (render grows with n); InputError when render(0) does not fit.
+  // rule (render grows with n); InputError when render(0) does not fit. Generator kvbench_v1:
+  // each sample filled on its own.
   FittedText fit_prompt(const Tokenizer& tokenizer, int64_t max_n,
                         const std::function<std::string(int64_t)>& render) const;
+
+  // Generator ruler's sizing, as RULER's prepare scripts size a task: one haystack size for the
+  // whole task, found on a probe sample (ruler_task_size, or the task's own search), then each
+  // sample from that size drops whole steps until it fits (ruler_sample).
+  // A prompt's tokens without BOS (RULER's text_to_tokens).
+  int64_t ruler_tokens(const Tokenizer& tokenizer, const std::string& text) const;
+  // Whether a prompt fits: its tokens without BOS plus max_new_tokens within context_length.
+  bool ruler_fits(const Tokenizer& tokenizer, const std::string& text) const;
+  // niah.py's and variable_tracking.py's size: tokens per unit from `per_unit_probe(step)`,
+  // bounds [step, max(int(length / per_unit * 3), 2 * step)], then ruler_binary_search with
+  // `fits_probe`. `length`: RULER's max_seq_length (context_length; vt's example: 500).
+  int64_t ruler_task_size(const Tokenizer& tokenizer, int64_t step, int64_t length,
+                          const std::function<std::string(int64_t)>& per_unit_probe,
+                          const std::function<bool(int64_t)>& fits_probe) const;
+  // A sample of the task's `size`: render(n) from n = size down by `step` until fits(text).
+  // At n <= step, where RULER retries forever, one unit at a time (a tokenizer whose step of
+  // haystack alone overflows, e.g. bytes); InputError where even n = 0 does not fit.
+  FittedText ruler_sample(int64_t size, int64_t step,
+                          const std::function<std::string(int64_t)>& render,
+                          const std::function<bool(const std::string&)>& fits) const;
+  // A different stream of the seed for the probe sample, so that the samples themselves are
+  // drawn as before the sizing changed.
+  static uint64_t probe_seed(uint64_t seed) { return seed ^ 0x5052'4f42'4550'524fULL; }
   // A sample with id "<task>-<i>", the answers, max_new_tokens and the prompt filled in; its
   // question marked when `question_tail` (question_tail()'s) ends the prompt.
   Sample make_sample(const std::string& task, int index, std::string prompt,

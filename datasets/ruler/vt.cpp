@@ -3,6 +3,7 @@
 // every variable holding the value. One solved in-context example precedes the task, as in
 // RULER (generator ruler: RULER's; kvbench_v1: kvbench's before 2026-11-29).
 #include <algorithm>
+#include <optional>
 
 #include "datasets/ruler/ruler_common.h"
 #include "datasets/synthetic/haystack.h"
@@ -14,6 +15,7 @@ namespace {
 constexpr int kHops = 4;
 constexpr int64_t kExampleNoise = 10;  // kvbench_v1: noise sentences of the worked example
 constexpr int64_t kRulerExampleTokens = 500;  // RULER sizes its worked example to 500 tokens
+constexpr int64_t kExampleStep = 5;           // ... in steps of 5 noise units
 
 struct Chain {
   std::vector<std::string> vars;   // X0 .. X4, all holding `value`
@@ -77,6 +79,13 @@ std::string join(const std::vector<std::string>& v, const std::string& sep) {
   return out;
 }
 
+// What one sample draws: the worked example's chain (new names and value in the example's
+// shape) and the task's chain, with the seed of the task's line places (generator ruler).
+struct VtRecord {
+  Chain example, chain;
+  uint64_t places_seed = 0;
+};
+
 class VariableTracking : public RulerTask {
  public:
   using RulerTask::RulerTask;
@@ -85,48 +94,89 @@ class VariableTracking : public RulerTask {
     std::mt19937_64 rng(seed);
     const bool ruler = ruler_generator();
     const RulerExample shape = ruler ? ruler_example(tokenizer, rng()) : RulerExample{};
+    std::optional<int64_t> task_size;  // generator ruler: the task's size, from a probe sample
+    if (ruler) {
+      std::mt19937_64 probe_rng(probe_seed(seed));
+      const VtRecord probe = draw_record(probe_rng);
+      // RULER estimates the tokens per unit without the example, then sizes with it.
+      task_size = ruler_task_size(
+          tokenizer, ruler_step(), params_.context_length,
+          [&](int64_t n) { return render(probe, shape, n, /*with_example=*/false); },
+          [&](int64_t n) { return ruler_fits(tokenizer, render(probe, shape, n, true)); });
+    }
     std::vector<Sample> out;
     for (int i = 0; i < params_.samples; ++i) {
-      const Chain example = draw_chain(rng, ruler ? 3 : 5, ruler);
-      const Chain chain = draw_chain(rng, 5, ruler);
-      const uint64_t places_seed = ruler ? rng() : 0;
-      const std::string shown_example =
-          ruler ? solved_example(example, ruler_chain_context(example, shape.noise, shape.seed))
-                : solved_example(example, chain_context(example, kExampleNoise));
-      auto render = [&](int64_t n) {
-        // The example goes inside the user turn, before the task (RULER).
-        return compose(vt_prompt(chain.value),
-                       ruler ? ruler_chain_context(chain, n, places_seed) : chain_context(chain, n),
-                       shown_example + (ruler ? "\n" : "\n\n"));
-      };
-      auto [n, text] = fit_prompt(tokenizer, params_.context_length, render);
+      const VtRecord r = draw_record(rng);
+      auto render_n = [&](int64_t n) { return render(r, shape, n, true); };
+      auto [n, text] =
+          task_size ? ruler_sample(*task_size, ruler_step(), render_n,
+                                   [&](const std::string& t) { return ruler_fits(tokenizer, t); })
+                    : fit_prompt(tokenizer, params_.context_length, render_n);
       // Each line's place in percent of the n noise units (line j before the j-th place).
       const json depths =
-          ruler ? json(ruler_position_percents(places_seed, n, int(chain.lines.size())))
-                : json(chain.depths);
-      out.push_back(make_sample("vt", i, std::move(text), chain.vars,
-                                {{"depths", depths}, {"value", chain.value}},
-                                question_tail(vt_prompt(chain.value))));
+          ruler ? json(ruler_position_percents(r.places_seed, n, int(r.chain.lines.size())))
+                : json(r.chain.depths);
+      out.push_back(make_sample("vt", i, std::move(text), r.chain.vars,
+                                {{"depths", depths}, {"value", r.chain.value}},
+                                question_tail(vt_prompt(r.chain.value))));
     }
     return out;
   }
 
  private:
-  // The worked example's noise units and the seed of its lines' places: RULER builds it once,
-  // as large as fits kRulerExampleTokens (no BOS, no answer), then gives each sample new names
-  // and a new value in it.
+  // The worked example's noise units and the seed of its lines' places: RULER builds it once
+  // (variable_tracking.py's first call, 500 tokens, no BOS, no answer, steps of 5), then gives
+  // each sample new names and a new value in it.
   struct RulerExample {
     int64_t noise = 0;
     uint64_t seed = 0;
   };
+
+  // variable_tracking.py's step: 10 noise units, 5 where context_length < 4096.
+  int64_t ruler_step() const { return params_.context_length < 4096 ? 5 : 10; }
+
+  VtRecord draw_record(std::mt19937_64& rng) const {
+    const bool ruler = ruler_generator();
+    VtRecord r;
+    r.example = draw_chain(rng, ruler ? 3 : 5, ruler);
+    r.chain = draw_chain(rng, 5, ruler);
+    r.places_seed = ruler ? rng() : 0;
+    return r;
+  }
+
+  // The prompt with n noise units; the example goes inside the user turn, before the task
+  // (RULER).
+  std::string render(const VtRecord& r, const RulerExample& shape, int64_t n,
+                     bool with_example) const {
+    const bool ruler = ruler_generator();
+    const std::string shown_example =
+        ruler ? solved_example(r.example, ruler_chain_context(r.example, shape.noise, shape.seed))
+              : solved_example(r.example, chain_context(r.example, kExampleNoise));
+    return compose(vt_prompt(r.chain.value),
+                   ruler ? ruler_chain_context(r.chain, n, r.places_seed) : chain_context(r.chain, n),
+                   with_example ? shown_example + (ruler ? "\n" : "\n\n") : "");
+  }
+
+  // RULER's example: its size by the binary search on a probe chain, then the example itself
+  // (another chain) from that size down by steps of 5 until it fits.
   RulerExample ruler_example(const Tokenizer& tokenizer, uint64_t seed) const {
     std::mt19937_64 rng(seed);
-    const Chain sized = draw_chain(rng, 3, /*ruler=*/true);
+    const Chain probe = draw_chain(rng, 3, /*ruler=*/true);
+    const uint64_t probe_places = rng();
+    const Chain example = draw_chain(rng, 3, /*ruler=*/true);
     const uint64_t places = rng();
-    auto render = [&](int64_t n) { return unwrapped(sized, ruler_chain_context(sized, n, places)); };
+    auto fits = [&](const std::string& text) {
+      return ruler_tokens(tokenizer, text) <= kRulerExampleTokens;
+    };
+    auto probe_text = [&](int64_t n) {
+      return unwrapped(probe, ruler_chain_context(probe, n, probe_places));
+    };
+    const int64_t size = ruler_task_size(tokenizer, kExampleStep, kRulerExampleTokens, probe_text,
+                                         [&](int64_t n) { return fits(probe_text(n)); });
     try {
-      return {fit_to_tokens(tokenizer, kRulerExampleTokens, kRulerExampleTokens, render,
-                            /*count_bos=*/false).n,
+      return {ruler_sample(size, kExampleStep, [&](int64_t n) {
+                return unwrapped(example, ruler_chain_context(example, n, places));
+              }, fits).n,
               places};
     } catch (const InputError&) {
       throw InputError("vt: RULER's worked example does not fit its " +
