@@ -7,6 +7,7 @@
 #include <cctype>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <tuple>
@@ -42,6 +43,17 @@ std::set<ActivityType> activities(bool device_kernels) {
 
 bool is_scope(const std::string& name) { return name.rfind(kScopePrefix, 0) == 0; }
 
+// LibTorch 1.13 gives start and duration in whole microseconds, each truncated, so a scope's
+// computed end can fall up to 2 us before its true end, and a short operator ending the scope
+// (the logits' select ending the prefill) can seem to start after it: outside every scope.
+// Such an operator, within that slack of the scope just closed, takes its phase rather than
+// "none". (Widening the scope instead would swallow the next scope starting right after it.)
+#if TORCH_VERSION_MAJOR >= 2
+constexpr int64_t kScopeEndSlackNs = 0;
+#else
+constexpr int64_t kScopeEndSlackNs = 2000;
+#endif
+
 // A CUDA runtime or driver call (cudaLaunchKernel, cuLaunchKernel, cudaStreamSynchronize): a
 // host event of Kineto's own, nested in the operator that made it, and what a kernel links to.
 bool is_cuda_call(const std::string& name) {
@@ -74,8 +86,13 @@ std::vector<HostEvent> nest_host_events(const std::vector<profiler::KinetoEvent>
       return std::tie(a.start, b.end) < std::tie(b.start, a.end);
     });
     std::vector<size_t> open;  // indices into `list`, outermost first
+    std::optional<size_t> closed_scope;  // the outermost scope the last pops closed
     for (size_t i = 0; i < list.size(); ++i) {
-      while (!open.empty() && list[open.back()].end <= list[i].start) open.pop_back();
+      for (; !open.empty() && list[open.back()].end <= list[i].start; open.pop_back())
+        if (is_scope(events[list[open.back()].index].name())) closed_scope = open.back();
+      if (open.empty() && closed_scope &&
+          list[i].end <= list[*closed_scope].end + kScopeEndSlackNs)
+        list[i].phase = list[*closed_scope].phase;  // in its last microseconds (above)
       if (!open.empty()) {
         const HostEvent& parent = list[open.back()];
         // No event outlives the one it started in: a CUDA call's clock (CUPTI's) and the
