@@ -107,9 +107,9 @@ struct DatasetInfo {
   std::function<std::unique_ptr<Dataset>(const json& params)> create;
   // The revision of the samples the normalised `params` give, bumped whenever a generator fix
   // changes them: from 1 on it is part of each cell's config (Cell::to_json), so a result of
-  // an earlier revision is redone, never mixed with the new one. Null: 0. History: niah tasks
-  // under generator ruler 1 (2026-11-29, niah.py's essay joins and depths, its singular
-  // template).
+  // an earlier revision is redone, never mixed with the new one. Null: 0. History, under
+  // generator ruler: niah 1 (2026-11-29, niah.py's essay joins and depths, its singular
+  // template); niah 2, vt, cwe and fwe 1 (2026-11-30, RULER's sizing of a task).
   std::function<int(const json& params)> revision;
   int sort_key() const { return 0; }
 };

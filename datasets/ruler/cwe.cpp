@@ -73,7 +73,7 @@ class CommonWords : public RulerTask {
       std::string text =
           task_size ? ruler_sample(*task_size, kStep, render, [&](const std::string& t) {
                         return ruler_fits(tokenizer, t);
-                      }).text
+                      }, /*min_n=*/kCommon).text
                     : kvbench_v1_fit(tokenizer, r);
       out.push_back(make_sample("cwe", i, std::move(text),
                                 std::vector<std::string>(r.words.begin(), r.words.begin() + kCommon),
@@ -115,7 +115,8 @@ class CommonWords : public RulerTask {
 
   // The prompt with `total` words (RULER's num_words), the first 10 the common ones.
   std::string render(const CweRecord& r, int64_t total) const {
-    if (total > int64_t(r.words.size())) refuse_beyond_lists(r);
+    if (total > int64_t(r.words.size()))
+      refuse_beyond_lists(r, "RULER's size search tries " + std::to_string(total) + " words, more");
     const std::vector<std::string> words(r.words.begin(), r.words.begin() + long(total));
     return r.shown_example + compose(cwe_prompt(), word_list(words, frequencies(), r.list_seed));
   }
@@ -123,12 +124,13 @@ class CommonWords : public RulerTask {
   // RULER draws beyond its three lists from its json/english_words.json (an 8.5 MB
   // dictionary); kvbench has no such list, and a prompt short of context_length would be
   // silently easier.
-  [[noreturn]] void refuse_beyond_lists(const CweRecord& r) const {
-    throw InputError("cwe: context_length " + std::to_string(params_.context_length) +
-                     " takes more words than the " + std::to_string(r.pool) +
-                     " distinct ones of wordlist_dir's three lists (RULER then draws from its "
-                     "json/english_words.json, which kvbench does not read); use a smaller "
-                     "context_length");
+  [[noreturn]] void refuse_beyond_lists(const CweRecord& r, const std::string& what) const {
+    throw InputError("cwe: context_length " + std::to_string(params_.context_length) + ": " +
+                     what + " than the " + std::to_string(r.words.size()) +
+                     " that wordlist_dir's three lists hold beside the example's " +
+                     std::to_string(r.pool - r.words.size()) +
+                     " (RULER then draws from its json/english_words.json, which kvbench does "
+                     "not read); use a smaller context_length");
   }
 
   int64_t ruler_size(const Tokenizer& tokenizer, const CweRecord& probe) const {
@@ -153,7 +155,7 @@ class CommonWords : public RulerTask {
     const int64_t others = int64_t(r.words.size()) - kCommon;
     FittedText fitted = fit_prompt(tokenizer, std::min<int64_t>(others, params_.context_length),
                                    [&](int64_t n) { return render(r, kCommon + n); });
-    if (fitted.n == others) refuse_beyond_lists(r);
+    if (fitted.n == others) refuse_beyond_lists(r, "it takes more words");
     return std::move(fitted.text);
   }
 };

@@ -338,14 +338,17 @@ int64_t RulerTask::ruler_task_size(const Tokenizer& tokenizer, int64_t step, int
 
 FittedText RulerTask::ruler_sample(int64_t size, int64_t step,
                                    const std::function<std::string(int64_t)>& render,
-                                   const std::function<bool(const std::string&)>& fits) const {
-  for (int64_t n = size;; n -= n > step ? step : 1) {
+                                   const std::function<bool(const std::string&)>& fits,
+                                   int64_t min_n) const {
+  for (int64_t n = size;;) {
     std::string text = render(n);
     if (fits(text)) return {n, std::move(text)};
-    if (n == 0)
+    const int64_t next = n - (n > step ? step : 1);
+    if (next < min_n)
       throw InputError("context_length " + std::to_string(params_.context_length) +
                        " is too short for the task's template and question with max_new_tokens " +
                        std::to_string(params_.max_new_tokens) + " beside them (generator ruler)");
+    n = next;
   }
 }
 
@@ -387,9 +390,12 @@ DatasetInfo ruler_dataset_info(const std::string& name, const std::string& descr
   };
   info.fidelity =
       "not faithful yet: essays split into sentences at . ! ? (RULER: nltk's sent_tokenize); "
-      "the task's size is searched on one probe sample drawn once (RULER draws a new one for "
-      "each size it tries); RULER's chatglm-chat, Phi3 and other templates are not built in; "
-      "generator kvbench_v1 is kvbench's own older generator";
+      "the task's size is searched on one probe sample drawn once (niah, vt, cwe: RULER draws "
+      "a new one for each size it tries); a sample that overflows the task's size keeps its "
+      "needles, chain or words a step smaller (RULER draws new ones for each retry); where even "
+      "one step overflows (RULER retries forever), samples go down one unit at a time; RULER's "
+      "chatglm-chat, Phi3 and other templates are not built in; generator kvbench_v1 is "
+      "kvbench's own older generator";
   info.questions_per_context =
       needs.several_keys ? "1, or with queries: separate one per key; with question_position: "
                            "after (before: the question is part of the context)"

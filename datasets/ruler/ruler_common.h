@@ -166,14 +166,17 @@ class RulerTask : public Dataset {
   int64_t ruler_task_size(const Tokenizer& tokenizer, int64_t step, int64_t length,
                           const std::function<std::string(int64_t)>& per_unit_probe,
                           const std::function<bool(int64_t)>& fits_probe) const;
-  // A sample of the task's `size`: render(n) from n = size down by `step` until fits(text).
-  // At n <= step, where RULER retries forever, one unit at a time (a tokenizer whose step of
-  // haystack alone overflows, e.g. bytes); InputError where even n = 0 does not fit.
+  // A sample of the task's `size`: render(n) from n = size down by `step` until fits(text),
+  // the sample's own random draws kept (RULER draws new ones for each retry). At n <= step,
+  // where RULER retries forever, one unit at a time (a tokenizer whose step of haystack alone
+  // overflows, e.g. bytes); InputError where n would go below `min_n` (cwe: its 10 common
+  // words) and nothing fitted.
   FittedText ruler_sample(int64_t size, int64_t step,
                           const std::function<std::string(int64_t)>& render,
-                          const std::function<bool(const std::string&)>& fits) const;
-  // A different stream of the seed for the probe sample, so that the samples themselves are
-  // drawn as before the sizing changed.
+                          const std::function<bool(const std::string&)>& fits,
+                          int64_t min_n = 0) const;
+  // A different stream of the seed for the probe sample, so that the samples' own draws
+  // (needles, chains, words) are those of the earlier revision.
   static uint64_t probe_seed(uint64_t seed) { return seed ^ 0x5052'4f42'4550'524fULL; }
   // A sample with id "<task>-<i>", the answers, max_new_tokens and the prompt filled in; its
   // question marked when `question_tail` (question_tail()'s) ends the prompt.

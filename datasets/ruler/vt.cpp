@@ -98,11 +98,15 @@ class VariableTracking : public RulerTask {
     if (ruler) {
       std::mt19937_64 probe_rng(probe_seed(seed));
       const VtRecord probe = draw_record(probe_rng);
-      // RULER estimates the tokens per unit without the example, then sizes with it.
-      task_size = ruler_task_size(
-          tokenizer, ruler_step(), params_.context_length,
-          [&](int64_t n) { return render(probe, shape, n, /*with_example=*/false); },
-          [&](int64_t n) { return ruler_fits(tokenizer, render(probe, shape, n, true)); });
+      // RULER estimates the tokens per unit without the example, then sizes with the
+      // example's tokens counted apart (its text as built, before new names and value).
+      auto task_alone = [&](int64_t n) { return render(probe, shape, n, /*with_example=*/false); };
+      task_size = ruler_task_size(tokenizer, ruler_step(), params_.context_length, task_alone,
+                                  [&](int64_t n) {
+                                    return ruler_tokens(tokenizer, task_alone(n)) +
+                                               shape.tokens + params_.max_new_tokens <=
+                                           params_.context_length;
+                                  });
     }
     std::vector<Sample> out;
     for (int i = 0; i < params_.samples; ++i) {
@@ -130,6 +134,7 @@ class VariableTracking : public RulerTask {
   struct RulerExample {
     int64_t noise = 0;
     uint64_t seed = 0;
+    int64_t tokens = 0;  // of the example as built, answered (RULER's example_tokens)
   };
 
   // variable_tracking.py's step: 10 noise units, 5 where context_length < 4096.
@@ -174,10 +179,12 @@ class VariableTracking : public RulerTask {
     const int64_t size = ruler_task_size(tokenizer, kExampleStep, kRulerExampleTokens, probe_text,
                                          [&](int64_t n) { return fits(probe_text(n)); });
     try {
-      return {ruler_sample(size, kExampleStep, [&](int64_t n) {
-                return unwrapped(example, ruler_chain_context(example, n, places));
-              }, fits).n,
-              places};
+      const int64_t noise = ruler_sample(size, kExampleStep, [&](int64_t n) {
+                              return unwrapped(example, ruler_chain_context(example, n, places));
+                            }, fits).n;
+      const std::string answered =
+          solved_example(example, ruler_chain_context(example, noise, places));
+      return {noise, places, ruler_tokens(tokenizer, answered)};
     } catch (const InputError&) {
       throw InputError("vt: RULER's worked example does not fit its " +
                        std::to_string(kRulerExampleTokens) + " tokens in this tokenizer");

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <fstream>
+#include <set>
+#include <sstream>
 
 #include "datasets/ruler/ruler_common.h"
 #include "engine/common/error.h"
@@ -64,19 +66,21 @@ bool is_var(const std::string& s, size_t letters) {
 
 // RULER's sizing: the prompt without BOS plus tokens_to_generate fit max_seq_length, so with
 // max_new_tokens 50 (fwe's) a 2048-token fwe prompt is at most 1998 byte tokens; kvbench_v1
-// fills 2048 with BOS. freq_words_extraction.py grows its probe by a 32nd of those 1998 (62
-// words of 7 bytes, 434 bytes at most) while it is shorter, then takes a step back: the prompt
-// is within one such step below.
+// fills 2048 with BOS. freq_words_extraction.py's size, traced in Python on the prompt's 365
+// tokens around its coded text (a token a byte, and one for the leading word boundary; 6-letter
+// words, "..." at rank 1, Zipf counts floor(n/(k^2 zeta(2))), spaces between): from 1998 // 6
+// = 333 by 1998 // 32 = 62 while shorter than 1998 tokens: 333 gives 1956, 395 gives 2248, so
+// one step back: 333, 314 words, 1956 tokens. With max_new_tokens 500: 258 gives 1576 >= 1548
+// at once, so 210: 1334 tokens. Filling each sample on its own would take it to within a word
+// of 1998 (or 1548).
 TEST(RulerGenerators, PromptsLeaveRoomForTheAnswerAsRulerSizesThem) {
   json p = params_for("", 2048, 1);
   const Sample ruler = make_dataset("fwe", p)->samples(byte_tokenizer(), 3).at(0);
   EXPECT_EQ(ruler.max_new_tokens, 50);
-  EXPECT_LE(byte_tokenizer().encode(ruler.prompt, false).size(), 1998u);
-  EXPECT_GT(byte_tokenizer().encode(ruler.prompt, false).size(), 1998u - 62 * 7);
-  p["max_new_tokens"] = 500;  // 1548 left, steps of 48 words
+  EXPECT_EQ(byte_tokenizer().encode(ruler.prompt, false).size(), 1956u);
+  p["max_new_tokens"] = 500;
   const Sample longer = make_dataset("fwe", p)->samples(byte_tokenizer(), 3).at(0);
-  EXPECT_LE(byte_tokenizer().encode(longer.prompt, false).size(), 1548u);
-  EXPECT_GT(byte_tokenizer().encode(longer.prompt, false).size(), 1548u - 48 * 7);
+  EXPECT_EQ(byte_tokenizer().encode(longer.prompt, false).size(), 1334u);
   p["generator"] = "kvbench_v1";
   const Sample old = make_dataset("fwe", p)->samples(byte_tokenizer(), 3).at(0);
   EXPECT_LE(token_count(byte_tokenizer(), old.prompt), 2048);
@@ -290,7 +294,6 @@ TEST(RulerGenerators, PromptsFitTheirBudgetByteTokenizer) {
       expect_fits("vt", p, byte_tokenizer());
       expect_fits("fwe", p, byte_tokenizer());
     }
-  // One distractor needle with uuids is ~115 bytes: 2% needs >= 6k tokens.
   expect_fits("niah_multikey_3", params_for("", 8192), byte_tokenizer());
 }
 
@@ -437,10 +440,54 @@ TEST(RulerGenerators, APluralQuestionKeepsTheChatTemplatesAnswers) {
             std::string::npos) << many.substr(0, 300);
 }
 
+// common_words_extraction.py's steps: 10 words. Words differ in length, so samples overflow the
+// probe's size now and then; each then holds 10, 20, ... words fewer, and with those 10 more
+// it would not fit. Below its 10 common words a sample is refused, never cut (RULER retries
+// forever there).
+TEST(RulerSizing, CweSamplesDropWholeStepsOfTenWords) {
+  KVB_REQUIRE_SHARED_DATA(data);
+  const std::string intro = "Below is a numbered list of words.";
+  int dropped = 0, total = 0;
+  for (uint64_t seed = 0; seed < 6; ++seed) {
+    const std::vector<Sample> samples =
+        make_dataset("cwe", params_for(data, 8192, 6))->samples(byte_tokenizer(), seed);
+    std::vector<int64_t> sizes;
+    for (const Sample& s : samples) {
+      // The task's list: after the solved example's, up to the question.
+      const size_t from = s.prompt.rfind(intro), to = s.prompt.rfind("\nQuestion:");
+      ASSERT_LT(from, to);
+      std::set<std::string> words;
+      std::istringstream entries(s.prompt.substr(from + intro.size(), to - from - intro.size()));
+      for (std::string token, previous; entries >> token; previous = token)
+        if (!previous.empty() && previous.back() == '.' &&
+            std::isdigit(static_cast<unsigned char>(previous[0])))
+          words.insert(token);
+      for (const std::string& a : s.answers) EXPECT_TRUE(words.count(a)) << s.id << ": " << a;
+      sizes.push_back(int64_t(words.size()));
+    }
+    const int64_t size = *std::max_element(sizes.begin(), sizes.end());
+    for (size_t i = 0; i < samples.size(); ++i, ++total) {
+      EXPECT_EQ((size - sizes[i]) % 10, 0) << "seed " << seed << " " << samples[i].id << ": "
+                                           << sizes[i] << " words, task " << size;
+      dropped += sizes[i] < size;
+    }
+  }
+  EXPECT_GT(dropped, 0) << "no sample overflowed the task's size: the seeds test nothing";
+  EXPECT_LT(dropped, total);
+  json p = params_for(data, 1400, 1);  // the example and 10 words x 6 overflow 1400 bytes
+  try {
+    const Sample s = make_dataset("cwe", p)->samples(byte_tokenizer(), 0).at(0);
+    ADD_FAILURE() << "a list short of its 10 common words: " << s.prompt;
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("is too short"), std::string::npos) << e.what();
+  }
+}
+
 // Lists too short for what RULER's sizing draws are refused: RULER would switch to its
 // english_words.json, and a short prompt would be silently easier. common_words_extraction.py
 // probes 4096 words (so 120 words fail at any length), then its binary search tries about
-// context_length / tokens-per-word words (14000 at 262144 bytes, more than 4200 words hold).
+// context_length / tokens-per-word words: at 262144 bytes more than the 4160 that 4200 words
+// leave beside the example's 40.
 TEST(RulerGenerators, CweRefusesAContextItsWordListsCannotFill) {
   auto lists = [](test::TempDir& dir, int per_file) {
     const char* files[] = {"nounlist.txt", "adjectivelist.txt", "verblist.txt"};
@@ -467,7 +514,9 @@ TEST(RulerGenerators, CweRefusesAContextItsWordListsCannotFill) {
   p["generator"] = "kvbench_v1";  // filled on its own: 120 words fill 2048 bytes, not 16384
   EXPECT_EQ(make_dataset("cwe", p)->samples(byte_tokenizer(), 1).size(), 1u);
   p["context_length"] = 16384;
-  EXPECT_NE(refusal(p).find("the 120 distinct ones of wordlist_dir's three lists"), std::string::npos)
+  EXPECT_NE(refusal(p).find("it takes more words than the 80 that wordlist_dir's three lists hold "
+                            "beside the example's 40"),
+            std::string::npos)
       << refusal(p);
 
   test::TempDir large;
@@ -475,7 +524,9 @@ TEST(RulerGenerators, CweRefusesAContextItsWordListsCannotFill) {
   p = {{"context_length", 2048}, {"samples", 1}, {"wordlist_dir", large.path()}};
   EXPECT_EQ(make_dataset("cwe", p)->samples(byte_tokenizer(), 1).size(), 1u);
   p["context_length"] = 262144;
-  EXPECT_NE(refusal(p).find("takes more words than the 4200 distinct ones"), std::string::npos)
+  EXPECT_NE(refusal(p).find("RULER's size search tries"), std::string::npos) << refusal(p);
+  EXPECT_NE(refusal(p).find("words, more than the 4160 that wordlist_dir's three lists hold"),
+            std::string::npos)
       << refusal(p);
 }
 
