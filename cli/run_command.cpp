@@ -100,8 +100,10 @@ int run_workers(RunArguments o, const Suite& suite, const RunOptions& options) {
   // waits for them.
   const StopSignals stop;
   const WorkersOutcome outcome = supervise_workers("/proc/self/exe", launches, progress, std::cerr);
-  const bool undone = std::any_of(cells.begin(), cells.end(),
-                                  [&](const Cell& c) { return !store.cell_complete(c.key()); });
+  ModelFingerprints fingerprints;
+  const bool undone = std::any_of(cells.begin(), cells.end(), [&](const Cell& c) {
+    return !store.cell_complete(c.key(), fingerprints.of(c.model));
+  });
   const int stopped_by = undone ? StopSignals::requested() : 0;
   store.finish_run(run, stopped_by ? "interrupted" : outcome.exit_code == 0 ? "complete" : "failures");
   print_run(store, run, std::cout);

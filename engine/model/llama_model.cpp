@@ -580,6 +580,12 @@ std::vector<std::string> LlamaModel::builtin_model_names() {
   return names;
 }
 
+std::string LlamaModel::folder_of(const std::string& reference) {
+  for (const BuiltinModel& b : kBuiltinModels)
+    if (reference == b.name) return b.config ? "" : trained_model_dir(reference);
+  return reference;
+}
+
 std::shared_ptr<LlamaModel> LlamaModel::from_reference(const std::string& reference,
                                                        const LoadOptions& options) {
   for (const BuiltinModel& b : kBuiltinModels) {

@@ -101,6 +101,9 @@ struct LlamaModel {
   // "kvbench-tiny", "kvbench-tiny-v2", "random-tiny", "random-llama3-8b-4layers",
   // "random-llama3-8b".
   static std::vector<std::string> builtin_model_names();
+  // The folder `reference` loads from: a trained built-in's (trained_model_dir), the
+  // reference itself where it is no built-in name, "" for a model generated from a seed.
+  static std::string folder_of(const std::string& reference);
 
   // A copy with every weight on `device` in `dtype` (RoPE frequencies stay fp32).
   std::shared_ptr<LlamaModel> to(at::Device device, at::ScalarType dtype) const;

@@ -14,6 +14,7 @@
 #include "datasets/dataset.h"
 #include "engine/common/error.h"
 #include "engine/device.h"
+#include "engine/model/checkpoint_fingerprint.h"
 #include "engine/sdpa_reference.h"
 #include "engine/session.h"
 #include "harness/runner/progress.h"
@@ -574,6 +575,12 @@ class Heartbeat {
 
 }  // namespace
 
+const std::string& ModelFingerprints::of(const std::string& model) {
+  auto it = known_.find(model);
+  if (it == known_.end()) it = known_.emplace(model, checkpoint_fingerprint(model)).first;
+  return it->second;
+}
+
 void forget_for_fresh(ResultStore& store, const Suite& suite, std::ostream& progress) {
   std::vector<std::string> keys;
   for (const Cell& cell : suite.cells()) keys.push_back(cell.key());
@@ -597,19 +604,27 @@ RunSummary run_suite(const Suite& suite, const RunOptions& options, std::ostream
   std::map<std::string, std::shared_ptr<LlamaModel>> models;
   std::unique_ptr<ModelView> view;  // what methods see of the model in `models`
   bool stopped = false;  // cells left undone by a stop request
+  ModelFingerprints fingerprints;
   for (size_t i = 0; i < cells.size() && !stopped; ++i) {
     stopped = StopSignals::requested() != 0;
     if (stopped) break;
     const Cell& cell = cells[i];
     const int index = int(i);
     const std::string key = cell.key();
-    if (store.cell_complete(key)) {  // a read: resuming takes no write lock per complete cell
+    const std::string& fingerprint = fingerprints.of(cell.model);
+    // A read: resuming takes no write lock per complete cell.
+    if (store.cell_complete(key, fingerprint)) {
       progress.cell_skipped(index, cell.description());
       ++summary.skipped;
       continue;
     }
-    const CellClaim claim = store.claim_cell(summary.run_id, key, cell.model, cell.dataset.name,
-                                         cell.method.label, cell.budget, int64_t(cell.seed));
+    if (store.cell_complete(key))
+      progress_out << "note: " << cell.description() << ": its stored result ran another model "
+                   << "under that name (" << cell.model << " is now " << fingerprint
+                   << "): redone, and replaced once complete\n";
+    const CellClaim claim =
+        store.claim_cell(summary.run_id, key, cell.model, cell.dataset.name, cell.method.label,
+                         cell.budget, int64_t(cell.seed), fingerprint);
     if (claim.cell_id == 0) {  // another process completed it meanwhile, or runs it
       if (claim.held_by == "already complete") {
         progress.cell_skipped(index, cell.description());

@@ -91,6 +91,16 @@ CellResult run_cell(const Cell& cell, const LlamaModel& model,
 
 RunSummary run_suite(const Suite& suite, const RunOptions& options, std::ostream& progress);
 
+// Each model reference's checkpoint_fingerprint, computed once: a stored result is the cell's
+// only while the model under its name is the one it ran with (ResultStore::cell_complete).
+class ModelFingerprints {
+ public:
+  const std::string& of(const std::string& model);
+
+ private:
+  std::map<std::string, std::string> known_;
+};
+
 // --fresh: forgets the suite's runs and cells and any other suite's stored result of one of its
 // cells (ResultStore::forget_suite), saying on `progress` how many of those there were.
 void forget_for_fresh(ResultStore& store, const Suite& suite, std::ostream& progress);

@@ -76,7 +76,9 @@ const Table kCells = {
      // Version 3: who runs a 'running' row (cells are claimed, not assumed).
      {"claim_host", "TEXT"},
      {"claim_pid", "INTEGER"},
-     {"heartbeat_at", "TEXT"}},
+     {"heartbeat_at", "TEXT"},
+     // Version 5: checkpoint_fingerprint of the model the cell ran with ('': not a folder).
+     {"model_fingerprint", "TEXT"}},
     ""};
 const Table kSamples = {
     "samples",
@@ -205,6 +207,7 @@ ResultStore::ResultStore(const std::string& path) : path_(path) {
     if (found == 1) found = migrate_from_1();
     if (found == 2) found = migrate_from_2();
     if (found == 3) found = migrate_from_3();
+    if (found == 4) found = migrate_from_4();
     if (found != kSchemaVersion)
       throw InputError(path + ": schema_version is " + std::to_string(found) + ", this kvbench "
                        "reads version " + std::to_string(kSchemaVersion));
@@ -288,6 +291,10 @@ int64_t ResultStore::migrate_from_2() {
 }
 int64_t ResultStore::migrate_from_3() {
   return add_columns(3, kRuns.name, column_definitions(kRuns, {"pid", "heartbeat_at"}));
+}
+
+int64_t ResultStore::migrate_from_4() {
+  return add_columns(4, kCells.name, column_definitions(kCells, {"model_fingerprint"}));
 }
 
 int64_t ResultStore::add_columns(int64_t from, const std::string& table,
@@ -422,25 +429,40 @@ int64_t ResultStore::forget_suite(const std::string& suite,
   return others;
 }
 
-bool ResultStore::cell_complete(const std::string& config_json) const {
-  Statement s(db_, "SELECT count(*) FROM cells WHERE config_json = ? AND status = 'complete'");
-  s.bind(1, config_json).step();
-  return s.integer(0) > 0;
+namespace {
+
+// Whether a complete row's model (its fingerprint, NULL before version 5) may stand for the
+// model of `fingerprint`: either is unknown, or they are equal.
+bool same_model(const std::string& stored, const std::string& fingerprint) {
+  return stored.empty() || fingerprint.empty() || stored == fingerprint;
+}
+
+}  // namespace
+
+bool ResultStore::cell_complete(const std::string& config_json,
+                                const std::string& model_fingerprint) const {
+  Statement s(db_, "SELECT coalesce(model_fingerprint, '') FROM cells "
+                   "WHERE config_json = ? AND status = 'complete'");
+  s.bind(1, config_json);
+  while (s.step())
+    if (same_model(s.text(0), model_fingerprint)) return true;
+  return false;
 }
 
 CellClaim ResultStore::claim_cell(int64_t run_id, const std::string& config_json,
                               const std::string& model, const std::string& dataset,
                               const std::string& method, std::optional<int64_t> budget,
-                              int64_t seed) {
+                              int64_t seed, const std::string& model_fingerprint) {
   CellClaim claim;
   in_transaction([&] {
     Statement rows(db_,
         "SELECT status, coalesce(claim_host, ''), coalesce(claim_pid, 0), " +
-        std::string(kAgeOfHeartbeat) +
+        std::string(kAgeOfHeartbeat) + ", coalesce(model_fingerprint, '')"
         " FROM cells WHERE config_json = ? AND (status != 'failed' OR run_id = ?)");
     rows.bind(1, config_json).bind(2, run_id);
     while (rows.step()) {
       if (rows.text(0) == "complete") {
+        if (!same_model(rows.text(4), model_fingerprint)) continue;  // another model's: redone
         claim.held_by = "already complete";
         return;
       }
@@ -457,12 +479,12 @@ CellClaim ResultStore::claim_cell(int64_t run_id, const std::string& config_json
     drop.bind(1, config_json).run();
     Statement s(db_,
         "INSERT INTO cells (run_id, config_json, model, dataset, method, budget, seed, status, "
-        "started_at, claim_host, claim_pid, heartbeat_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?)");
+        "started_at, claim_host, claim_pid, heartbeat_at, model_fingerprint) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?)");
     const std::string now = utc_now();
     s.bind(1, run_id).bind(2, config_json).bind(3, model).bind(4, dataset).bind(5, method)
         .bind(6, budget).bind(7, seed).bind(8, now).bind(9, this_host())
-        .bind(10, int64_t(getpid())).bind(11, now)
+        .bind(10, int64_t(getpid())).bind(11, now).bind(12, model_fingerprint)
         .run();
     claim.cell_id = sqlite3_last_insert_rowid(db_);
   });
@@ -482,9 +504,9 @@ void ResultStore::complete_cell(int64_t cell_id, const std::vector<SampleRow>& s
                                 const std::vector<MetricRow>& metrics, double elapsed_s) {
   exec("BEGIN IMMEDIATE");
   try {
-    Statement ours(db_, "SELECT count(*) FROM cells WHERE id = ? AND status = 'running'");
-    ours.bind(1, cell_id).step();
-    if (ours.integer(0) == 0)
+    Statement ours(db_, "SELECT coalesce(model_fingerprint, '') FROM cells "
+                        "WHERE id = ? AND status = 'running'");
+    if (!ours.bind(1, cell_id).step())
       throw std::runtime_error("the cell's claim was taken over by another process (its "
                                "heartbeat was older than " +
                                std::to_string(int(kClaimTimeoutS)) + " s)");
@@ -500,6 +522,15 @@ void ResultStore::complete_cell(int64_t cell_id, const std::vector<SampleRow>& s
     Statement s(db_, "UPDATE cells SET status = 'complete', finished_at = ?, elapsed_s = ? "
                      "WHERE id = ?");
     s.bind(1, utc_now()).bind(2, elapsed_s).bind(3, cell_id).run();
+    // A result of the cell run with another model (claim_cell let this one redo it) goes: a
+    // key holds one model's result.
+    if (const std::string fingerprint = ours.text(0); !fingerprint.empty()) {
+      Statement replaced(db_,
+          "DELETE FROM cells WHERE status = 'complete' AND id != ?1 "
+          "AND config_json = (SELECT config_json FROM cells WHERE id = ?1) "
+          "AND coalesce(model_fingerprint, '') NOT IN ('', ?2)");
+      replaced.bind(1, cell_id).bind(2, fingerprint).run();
+    }
     exec("COMMIT");
   } catch (...) {
     rollback(db_);

@@ -59,7 +59,7 @@ void require_results_database(const std::string& path);
 class ResultStore {
  public:
   // 2: runs.warnings; 3: cells' claims; 4: runs' processes
-  static constexpr int kSchemaVersion = 4;
+  static constexpr int kSchemaVersion = 5;
   // A running cell (run) of another host whose heartbeat is older than this is taken over
   // (marked interrupted).
   static constexpr double kClaimTimeoutS = 300;
@@ -85,16 +85,22 @@ class ResultStore {
   // (claim_cell's liveness rule). Returns how many of those other suites' cells went.
   int64_t forget_suite(const std::string& suite, const std::vector<std::string>& cell_keys);
 
-  bool cell_complete(const std::string& config_json) const;
+  // Whether a complete row holds the cell of `config_json`, run with the model of
+  // `model_fingerprint` (checkpoint_fingerprint): the row's is that one, or either is unknown
+  // ("", or a row stored before schema version 5), so "" asks for any complete row.
+  bool cell_complete(const std::string& config_json, const std::string& model_fingerprint = "") const;
   // Claims the cell of `config_json` for this process, in one transaction: unless a complete
   // row exists, a live process runs it (this host: its pid lives; another host: its
   // heartbeat is younger than kClaimTimeoutS) or it failed in run `run_id` (a fellow worker's
   // failure), replaces any failed or abandoned row with a "running" row claimed by this host
   // and pid. Several processes on one database thus never
-  // run one cell at once, and an abandoned cell (a killed worker's) is redone.
+  // run one cell at once, and an abandoned cell (a killed worker's) is redone. A complete row
+  // of another model (cell_complete's rule on `model_fingerprint`) does not hold the cell:
+  // completing this claim deletes it.
   CellClaim claim_cell(int64_t run_id, const std::string& config_json, const std::string& model,
                    const std::string& dataset, const std::string& method,
-                   std::optional<int64_t> budget, int64_t seed);
+                   std::optional<int64_t> budget, int64_t seed,
+                   const std::string& model_fingerprint = "");
   // Renews the heartbeat of a running run and of its running cell (0: none), from any
   // connection to the database.
   void heartbeat(int64_t run_id, int64_t cell_id);
@@ -142,6 +148,7 @@ class ResultStore {
   int64_t migrate_from_1();  // returns the new version
   int64_t migrate_from_2();
   int64_t migrate_from_3();
+  int64_t migrate_from_4();
   // Adds `columns` ("name definition", from the schema's lists) to `table` and bumps the
   // version, when it is `from` inside the transaction.
   int64_t add_columns(int64_t from, const std::string& table,

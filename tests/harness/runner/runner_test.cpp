@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -277,6 +278,37 @@ TEST_F(RunnerTest, FixedFailingCellCompletesOnRerun) {
   EXPECT_EQ(second.skipped, 2);
   EXPECT_EQ(second.ran, 2) << log.str();
   EXPECT_EQ(second.failed, 0) << log.str();
+}
+
+// A result is reused only while the model under its name is the one it ran with: a model
+// folder saved over with other weights (a retrained checkpoint) has its cells redone, each
+// replacing the other model's result once complete; the same weights again are skipped.
+TEST_F(RunnerTest, AModelSavedOverItsFolderHasItsCellsRedone) {
+  const std::string folder = dir.file("model");
+  save_model(*LlamaModel::random(random_tiny_config(), 1), folder);
+  json j = small_suite();
+  j["models"] = {folder};
+  const Suite suite = parse_suite(j, "runner_test.json");
+  std::ostringstream log1, log2, log3;
+  ASSERT_EQ(run_suite(suite, options(), log1).ran, 2) << log1.str();
+  EXPECT_EQ(run_suite(suite, options(), log2).skipped, 2) << log2.str();
+  const std::map<std::string, Row> before = cell_rows(options().db_path);
+
+  std::filesystem::remove_all(folder);
+  save_model(*LlamaModel::random(random_tiny_config(), 2), folder);
+  const RunSummary retrained = run_suite(suite, options(), log3);
+  EXPECT_EQ(retrained.ran, 2) << log3.str();
+  EXPECT_EQ(retrained.skipped, 0) << log3.str();
+  EXPECT_NE(log3.str().find("its stored result ran another model under that name"),
+            std::string::npos) << log3.str();
+  const std::map<std::string, Row> after = cell_rows(options().db_path);  // one row a key
+  ASSERT_EQ(after.size(), before.size());
+  for (const auto& [key, row] : after) {
+    EXPECT_EQ(row.status, "complete") << key;
+    EXPECT_EQ(row.run_id, retrained.run_id) << key;
+  }
+  std::ostringstream log4;
+  EXPECT_EQ(run_suite(suite, options(), log4).skipped, 2) << log4.str();
 }
 
 TEST_F(RunnerTest, UnopenableDatabaseIsInputError) {

@@ -67,7 +67,7 @@ TEST(ResultStoreSchema, CreatedWithCurrentVersion) {
   const std::string path = dir.file("sub/folder/r.db");  // folders are created
   {
     ResultStore store(path);
-    EXPECT_EQ(query_int(store.handle(), "SELECT version FROM schema_version"), 4);
+    EXPECT_EQ(query_int(store.handle(), "SELECT version FROM schema_version"), 5);
     EXPECT_EQ(query_int(store.handle(), "SELECT count(*) FROM schema_version"), 1);
     for (const char* table : {"runs", "cells", "samples", "metrics"})
       EXPECT_EQ(query_int(store.handle(), std::string("SELECT count(*) FROM sqlite_master WHERE "
@@ -99,9 +99,9 @@ TEST(ResultStoreSchema, OtherVersionIsInputError) {
   EXPECT_NE(m.find("schema_version is 99"), std::string::npos) << m;
 }
 
-// A version-1 database (no runs.warnings, no cell claims, no run processes) is upgraded in
-// place when opened, through versions 2 and 3 to 4; its runs keep their provenance and get no
-// warnings.
+// A version-1 database (no runs.warnings, no cell claims, no run processes, no model
+// fingerprints) is upgraded in place when opened, through versions 2, 3 and 4 to 5; its runs
+// keep their provenance and get no warnings.
 TEST(ResultStoreSchema, VersionOneIsMigrated) {
   test::TempDir dir;
   const std::string path = dir.file("v1.db");
@@ -115,14 +115,16 @@ TEST(ResultStoreSchema, VersionOneIsMigrated) {
                            "ALTER TABLE cells DROP COLUMN heartbeat_at; "
                            "ALTER TABLE runs DROP COLUMN pid; "
                            "ALTER TABLE runs DROP COLUMN heartbeat_at; "
+                           "ALTER TABLE cells DROP COLUMN model_fingerprint; "
                            "UPDATE schema_version SET version = 1", nullptr, nullptr, nullptr),
               SQLITE_OK);
   }
   ResultStore store(path);
-  EXPECT_EQ(query_int(store.handle(), "SELECT version FROM schema_version"), 4);
+  EXPECT_EQ(query_int(store.handle(), "SELECT version FROM schema_version"), 5);
   EXPECT_EQ(query_int(store.handle(), "SELECT count(*) FROM pragma_table_info('cells') WHERE "
-                                      "name IN ('claim_host', 'claim_pid', 'heartbeat_at')"),
-            3);
+                                      "name IN ('claim_host', 'claim_pid', 'heartbeat_at', "
+                                      "'model_fingerprint')"),
+            4);
   EXPECT_EQ(query_int(store.handle(), "SELECT count(*) FROM pragma_table_info('runs') WHERE "
                                       "name IN ('pid', 'heartbeat_at')"),
             2);
@@ -305,6 +307,43 @@ TEST_F(ResultStoreCells, FailedRowsOfAReplacedCellLeaveNoOrphans) {
                                           std::to_string(second)),
             1);
   EXPECT_EQ(query_int(store.handle(), "PRAGMA foreign_key_check"), -1);  // no violations
+}
+
+// A complete row holds its cell for the model it ran with: for another model's fingerprint the
+// cell is claimable, and completing that claim deletes the other model's row (samples and
+// all). An unknown fingerprint ("": no folder, or a row stored before schema version 5)
+// matches any.
+TEST_F(ResultStoreCells, ACompleteRowHoldsItsCellForItsOwnModel) {
+  const int64_t run = store.begin_run(run_info());
+  const std::string config = "{\"m\":1}";
+  const int64_t first = store.claim_cell(run, config, "m", "d", "x", 8, 0, "v1:aaaa").cell_id;
+  store.complete_cell(first, {SampleRow{"s0", 10, "p", "[]", 0}}, {}, 0.1);
+  EXPECT_TRUE(store.cell_complete(config, "v1:aaaa"));
+  EXPECT_TRUE(store.cell_complete(config, ""));
+  EXPECT_TRUE(store.cell_complete(config));
+  EXPECT_FALSE(store.cell_complete(config, "v1:bbbb"));
+  EXPECT_EQ(store.claim_cell(run, config, "m", "d", "x", 8, 0, "v1:aaaa").held_by,
+            "already complete");
+  EXPECT_EQ(store.claim_cell(run, config, "m", "d", "x", 8, 0, "").held_by, "already complete");
+
+  const int64_t rerun = store.begin_run(run_info());
+  const int64_t second = store.claim_cell(rerun, config, "m", "d", "x", 8, 0, "v1:bbbb").cell_id;
+  ASSERT_GT(second, 0);
+  EXPECT_TRUE(store.cell_complete(config, "v1:aaaa"));  // until the new one completes
+  store.complete_cell(second, {SampleRow{"s0", 10, "q", "[]", 1}}, {}, 0.1);
+  EXPECT_EQ(rows_of(config), 1);
+  EXPECT_EQ(query_int(store.handle(), "SELECT id FROM cells"), second);
+  EXPECT_EQ(query_int(store.handle(), "SELECT count(*) FROM samples"), 1);
+  EXPECT_FALSE(store.cell_complete(config, "v1:aaaa"));
+  EXPECT_TRUE(store.cell_complete(config, "v1:bbbb"));
+
+  // A row of unknown model stands for any, and is not replaced.
+  const std::string old = "{\"m\":2}";
+  const int64_t unknown = store.claim_cell(run, old, "m", "d", "x", 8, 0).cell_id;
+  store.complete_cell(unknown, {}, {}, 0.1);
+  EXPECT_TRUE(store.cell_complete(old, "v1:cccc"));
+  EXPECT_EQ(store.claim_cell(rerun, old, "m", "d", "x", 8, 0, "v1:cccc").held_by,
+            "already complete");
 }
 
 TEST_F(ResultStoreCells, SamplesAndMetricsRoundTrip) {
