@@ -440,6 +440,37 @@ TEST(RulerGenerators, APluralQuestionKeepsTheChatTemplatesAnswers) {
             std::string::npos) << many.substr(0, 300);
 }
 
+// variable_tracking.py's steps: 10 noise units at >= 4096 tokens. In stories260K's tokens the
+// chain's names (5 random letters, each named twice) differ in length by a few tokens, so at
+// 5000 tokens, where the room for the noise ends within that spread, some samples overflow the
+// probe's size and hold 10, 20, ... units fewer; the worked example's noise is apart (before
+// the task's intro).
+TEST(RulerSizing, VtSamplesDropWholeStepsOfTenNoiseUnits) {
+  KVB_REQUIRE_STORIES260K(dir);
+  const auto tokenizer = Tokenizer::load(dir);
+  const std::string intro = "Memorize and track the chain(s) of variable assignment";
+  int dropped = 0, total = 0;
+  for (uint64_t seed = 0; seed < 8; ++seed) {
+    const std::vector<Sample> samples =
+        make_dataset("vt", params_for("", 5000, 6))->samples(*tokenizer, seed);
+    std::vector<int64_t> sizes;
+    for (const Sample& s : samples) {
+      int64_t units = 0;
+      for (const std::string& line : lines_of(s.prompt.substr(s.prompt.rfind(intro))))
+        units += line == kNoiseUnit;
+      sizes.push_back(units);
+    }
+    const int64_t size = *std::max_element(sizes.begin(), sizes.end());
+    for (size_t i = 0; i < samples.size(); ++i, ++total) {
+      EXPECT_EQ((size - sizes[i]) % 10, 0) << "seed " << seed << " " << samples[i].id << ": "
+                                           << sizes[i] << " units, task " << size;
+      dropped += sizes[i] < size;
+    }
+  }
+  EXPECT_GT(dropped, 0) << "no sample overflowed the task's size: the seeds test nothing";
+  EXPECT_LT(dropped, total);
+}
+
 // common_words_extraction.py's steps: 10 words. Words differ in length, so samples overflow the
 // probe's size now and then; each then holds 10, 20, ... words fewer, and with those 10 more
 // it would not fit. Below its 10 common words a sample is refused, never cut (RULER retries
