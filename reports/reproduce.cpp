@@ -50,24 +50,6 @@ PaperTable load_paper_table(const std::string& paper, const std::string& table) 
   return t;
 }
 
-ReproductionMode parse_mode(const json& j, const std::string& where) {
-  ReproductionMode m;
-  JsonFields f(j, where);
-  f.require("description", m.description);
-  f.get("comparable", m.comparable);
-  const json* budgets = f.raw("budgets");
-  const json* suite = f.raw("suite");
-  f.finish();
-  if (!budgets || !budgets->is_object()) throw InputError(f.path("budgets") + ": expected an object");
-  for (const auto& [column, b] : budgets->items()) {
-    if (!b.is_number_integer() || b.get<int64_t>() <= 0)
-      throw InputError(f.path("budgets") + "." + column + ": expected a positive integer");
-    m.budgets[column] = b.get<int64_t>();
-  }
-  if (!suite || !suite->is_object()) throw InputError(f.path("suite") + ": expected an object");
-  m.suite = *suite;
-  return m;
-}
 
 Claim parse_claim(const json& j, const std::string& where) {
   Claim c;
@@ -189,6 +171,30 @@ std::vector<std::string> reproduction_names() {
   return names;
 }
 
+ReproductionMode parse_reproduction_mode(const json& j, const std::string& where) {
+  ReproductionMode m;
+  JsonFields f(j, where);
+  f.require("description", m.description);
+  f.get("comparable", m.comparable);
+  const json* budgets = f.raw("budgets");
+  const json* suite = f.raw("suite");
+  f.finish();
+  if (!budgets || !budgets->is_object()) throw InputError(f.path("budgets") + ": expected an object");
+  for (const auto& [column, b] : budgets->items()) {
+    if (!b.is_number_integer() || b.get<int64_t>() <= 0)
+      throw InputError(f.path("budgets") + "." + column + ": expected a positive integer");
+    m.budgets[column] = b.get<int64_t>();
+  }
+  if (!suite || !suite->is_object()) throw InputError(f.path("suite") + ": expected an object");
+  // The comparison averages a method's cells into one column per budget: one model's.
+  if (!suite->contains("models") || !(*suite)["models"].is_array() ||
+      (*suite)["models"].size() != 1)
+    throw InputError(f.path("suite") + ".models: expected exactly one model (the comparison "
+                     "with the paper's table is of one model's averages)");
+  m.suite = *suite;
+  return m;
+}
+
 Reproduction load_reproduction(const std::string& name) {
   const std::string path = kReportsDir + "/reproductions/" + name + ".json";
   if (!std::filesystem::exists(path)) {
@@ -214,8 +220,8 @@ Reproduction load_reproduction(const std::string& name) {
   for (size_t i = 0; claims && i < claims->size(); ++i)
     r.claims.push_back(parse_claim((*claims)[i], f.path("claims") + "[" + std::to_string(i) + "]"));
   if (!miniature) throw InputError(f.path("miniature") + ": missing required field");
-  r.miniature = parse_mode(*miniature, f.path("miniature"));
-  if (real) r.real = parse_mode(*real, f.path("real"));
+  r.miniature = parse_reproduction_mode(*miniature, f.path("miniature"));
+  if (real) r.real = parse_reproduction_mode(*real, f.path("real"));
   return r;
 }
 

@@ -46,6 +46,9 @@ struct Reproduction {
 };
 
 std::vector<std::string> reproduction_names();
+// A "miniature" or "real" object of a definition (`where`: its JSON path, for messages): its
+// suite names exactly one model, since the comparison is of one model's averages.
+ReproductionMode parse_reproduction_mode(const json& j, const std::string& where);
 // Reads reports/reproductions/<name>.json and its paper table. InputError naming file and field.
 Reproduction load_reproduction(const std::string& name);
 

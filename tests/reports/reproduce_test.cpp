@@ -32,6 +32,22 @@ TEST(Reproduce, EveryDefinitionLoads) {
   EXPECT_THROW(load_reproduction("no_such"), InputError);
 }
 
+// A definition whose suite has two models is refused: the comparison would average them.
+TEST(Reproduce, ASuiteOfTwoModelsIsRefused) {
+  json mode = {{"description", "d"},
+               {"budgets", {{"1/5", 205}}},
+               {"suite", {{"models", {"${MODEL}"}}, {"datasets", {"passkey"}}}}};
+  EXPECT_EQ(parse_reproduction_mode(mode, "r.json: $.miniature").budgets.at("1/5"), 205);
+  mode["suite"]["models"] = {"${MODEL}", "random-tiny"};
+  try {
+    parse_reproduction_mode(mode, "r.json: $.miniature");
+    ADD_FAILURE() << "two models accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("r.json: $.miniature.suite.models: expected exactly one model"),
+              std::string::npos) << e.what();
+  }
+}
+
 TEST(Reproduce, SuiteGetsPlaceholdersAndMappedBudgets) {
   const Reproduction r = load_reproduction("kvcompress_longbench");
   const json s = reproduction_suite(r, *r.real, {"/m", "/d", "/s"}, "repro_x");
