@@ -25,6 +25,7 @@ struct RunArguments {
   std::string suite, db, shard;
   std::vector<std::string> overrides;
   bool fresh = false, allow_unknown_config_keys = false, cuda_graphs = false;
+  bool redo_changed_models = false;
   int threads = 0;
   std::string device, dtype, cache_dir, devices;
   int workers = 1;
@@ -84,6 +85,8 @@ int run_workers(RunArguments o, const Suite& suite, const RunOptions& options) {
   }
   ResultStore store(options.db_path);
   if (options.fresh) forget_for_fresh(store, suite, std::cerr);  // once, here
+  ModelFingerprints fingerprints;
+  settle_changed_models(store, cells, options.redo_changed_models, fingerprints, std::cerr);
   const int64_t run = store.begin_run(info);
   std::vector<WorkerLaunch> launches;
   for (int i = 0; i < o.workers; ++i)
@@ -100,7 +103,6 @@ int run_workers(RunArguments o, const Suite& suite, const RunOptions& options) {
   // waits for them.
   const StopSignals stop;
   const WorkersOutcome outcome = supervise_workers("/proc/self/exe", launches, progress, std::cerr);
-  ModelFingerprints fingerprints;
   const bool undone = std::any_of(cells.begin(), cells.end(), [&](const Cell& c) {
     return !store.cell_complete(c.key(), fingerprints.of(c.model));
   });
@@ -152,6 +154,10 @@ void add_run_command(CLI::App& app, std::vector<Command>& out, const std::string
   cmd->add_option("--dtype", o->dtype, "Compute dtype of every cell: f32, bf16, f16 (the same "
                                        "as --set dtype=...; default: the suite's, else f32)");
   cmd->add_flag("--fresh", o->fresh, "Forget this suite's earlier results in the database first");
+  cmd->add_flag("--redo-changed-models", o->redo_changed_models,
+                "Redo the cells whose stored results ran another model under the name the suite "
+                "gives it (a checkpoint saved over its folder, another folder at a relative "
+                "path), forgetting those results; without it such a run is refused (exit 2)");
   cmd->add_option("--shard", o->shard,
                   "Run only shard i of N (i/N, 0-based: 0/4 .. 3/4), the share `kvbench plan "
                   "SUITE --shards N` shows; default database results/runs/<suite>.shard-i-of-N.db. "
@@ -197,6 +203,7 @@ void add_run_command(CLI::App& app, std::vector<Command>& out, const std::string
                             : (std::filesystem::path(options.db_path).parent_path() /
                                "kvbench-cache").string();
     options.fresh = o->fresh;
+    options.redo_changed_models = o->redo_changed_models;
     options.command = command_line;
     options.progress = isatty(STDERR_FILENO) ? Progress::Style::live : Progress::Style::lines;
     { ResultStore opened(options.db_path); }  // a bad database is the one line, before any other

@@ -33,6 +33,10 @@ ConfigFields<RulerParams> RulerParams::fields(const RulerNeeds& needs) {
            "PaulGrahamEssays.json ({\"text\": ...}), the essay haystack");
   resource(needs.words, "wordlist_dir", &P::wordlist_dir,
            "folder with nounlist.txt, adjectivelist.txt, verblist.txt");
+  if (needs.qa_file)  // only the qa tasks know it: other tasks' stored configs keep their keys
+    f = f.required("data_file", &P::data_file,
+                   "the QA file RULER's download_qa_dataset.sh fetches: SQuAD's dev-v2.0.json "
+                   "(qa_1) or HotpotQA's hotpot_dev_distractor_v1.json (qa_2)");
   if (needs.several_keys)
     f = f.added_field("queries", &P::queries,
                       "joint: RULER's question; separate: every key asked in a question of its "
@@ -67,6 +71,10 @@ ConfigFields<RulerParams> RulerParams::fields(const RulerNeeds& needs) {
           throw InputError(f.path("haystack_file") + ": " + p.haystack_file + ": no such file");
         if (needs.words && !std::filesystem::is_directory(p.wordlist_dir))
           throw InputError(f.path("wordlist_dir") + ": " + p.wordlist_dir + ": no such folder");
+        if (needs.qa_file && !std::filesystem::is_regular_file(p.data_file))
+          throw InputError(f.path("data_file") + ": " + p.data_file + ": no such file");
+        if (needs.qa_file && p.generator != "ruler")
+          throw InputError(f.path("generator") + ": the qa tasks have RULER's generator only");
         if (p.queries == "separate" && p.question_position != "after")
           throw InputError(f.path("queries") + ": separate questions follow the context "
                            "(question_position after)");
@@ -384,7 +392,7 @@ DatasetInfo ruler_dataset_info(const std::string& name, const std::string& descr
   // Revisions of generator ruler: 1 (2026-11-29, niah only) the essay joins and depths and
   // the singular template; 2 for niah, 1 for the others (2026-11-30) RULER's sizing: one size
   // per task from a probe, whole steps down per sample.
-  const int revision = name.rfind("niah_", 0) == 0 ? 2 : 1;
+  const int revision = name.rfind("niah_", 0) == 0 ? 2 : name.rfind("qa_", 0) == 0 ? 0 : 1;
   info.revision = [revision](const json& params) {
     return params.value("generator", "") == "ruler" ? revision : 0;
   };

@@ -19,6 +19,7 @@ struct RulerNeeds {
   bool words = false;  // wordlist_dir (nounlist.txt, adjectivelist.txt, verblist.txt)
   int default_max_new_tokens = 128;
   bool several_keys = false;  // needles of several keys: `queries` may ask each separately
+  bool qa_file = false;       // data_file (SQuAD or HotpotQA dev JSON; qa_1, qa_2)
 };
 
 struct RulerParams {
@@ -26,6 +27,7 @@ struct RulerParams {
   int samples = 8;
   std::string haystack_file;       // PaulGrahamEssays.json ({"text": ...})
   std::string wordlist_dir;        // folder with the three word lists
+  std::string data_file;           // qa_1: SQuAD's dev-v2.0.json; qa_2: hotpot_dev_distractor_v1.json
   std::string question_position = "after";  // "after" (RULER) or "before" the context
   int max_new_tokens = 128;
   // "joint": RULER's one question about the queried keys; "separate": one question per key,

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "datasets/dataset.h"
@@ -581,6 +582,32 @@ const std::string& ModelFingerprints::of(const std::string& model) {
   return it->second;
 }
 
+void settle_changed_models(ResultStore& store, const std::vector<Cell>& cells, bool redo,
+                           ModelFingerprints& fingerprints, std::ostream& progress) {
+  std::vector<std::pair<std::string, std::string>> changed;  // key, the model's fingerprint now
+  const Cell* first = nullptr;
+  std::set<std::string> seen;
+  for (const Cell& cell : cells) {
+    const std::string key = cell.key();
+    if (!seen.insert(key).second) continue;
+    const std::string& fingerprint = fingerprints.of(cell.model);
+    if (!store.cell_complete(key) || store.cell_complete(key, fingerprint)) continue;
+    changed.emplace_back(key, fingerprint);
+    if (!first) first = &cell;
+  }
+  if (changed.empty()) return;
+  const std::string count = std::to_string(changed.size()) + (changed.size() == 1 ? " cell" : " cells");
+  if (!redo)
+    throw InputError(store.path() + ": " + count + " of this run stored results of another "
+                     "model under the name they give it (" + first->model + " is now " +
+                     fingerprints.of(first->model) + "; first: " + first->description() +
+                     "): --redo-changed-models forgets those results and redoes the cells, or "
+                     "use another --db");
+  const int64_t forgotten = store.forget_other_models(changed);
+  progress << "--redo-changed-models: forgot " << forgotten << " results of another model ("
+           << count << "); they are redone\n";
+}
+
 void forget_for_fresh(ResultStore& store, const Suite& suite, std::ostream& progress) {
   std::vector<std::string> keys;
   for (const Cell& cell : suite.cells()) keys.push_back(cell.key());
@@ -594,6 +621,9 @@ RunSummary run_suite(const Suite& suite, const RunOptions& options, std::ostream
   if (options.fresh && !options.join_run) forget_for_fresh(store, suite, progress_out);
   const std::vector<Cell> cells =
       options.shard ? cells_of_shard(suite.cells(), *options.shard) : suite.cells();
+  ModelFingerprints fingerprints;
+  if (!options.join_run)  // a worker's supervisor settled them
+    settle_changed_models(store, cells, options.redo_changed_models, fingerprints, progress_out);
   RunSummary summary;
   summary.run_id = options.join_run ? *options.join_run
                                     : store.begin_run(current_run_info(
@@ -604,7 +634,6 @@ RunSummary run_suite(const Suite& suite, const RunOptions& options, std::ostream
   std::map<std::string, std::shared_ptr<LlamaModel>> models;
   std::unique_ptr<ModelView> view;  // what methods see of the model in `models`
   bool stopped = false;  // cells left undone by a stop request
-  ModelFingerprints fingerprints;
   for (size_t i = 0; i < cells.size() && !stopped; ++i) {
     stopped = StopSignals::requested() != 0;
     if (stopped) break;
@@ -618,10 +647,6 @@ RunSummary run_suite(const Suite& suite, const RunOptions& options, std::ostream
       ++summary.skipped;
       continue;
     }
-    if (store.cell_complete(key))
-      progress_out << "note: " << cell.description() << ": its stored result ran another model "
-                   << "under that name (" << cell.model << " is now " << fingerprint
-                   << "): redone, and replaced once complete\n";
     const CellClaim claim =
         store.claim_cell(summary.run_id, key, cell.model, cell.dataset.name, cell.method.label,
                          cell.budget, int64_t(cell.seed), fingerprint);

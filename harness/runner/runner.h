@@ -36,6 +36,9 @@ struct RunOptions {
   // Decode steps on a GPU replay CUDA graphs where the method allows (SessionOptions); a cell
   // that did records the metric cuda_graph_steps_share. Timing only, not part of the config.
   bool cuda_graphs = false;
+  // Cells whose stored result ran another model under the name they give it are redone (the
+  // results forgotten first) instead of refused (settle_changed_models).
+  bool redo_changed_models = false;
 };
 
 struct RunSummary {
@@ -100,6 +103,13 @@ class ModelFingerprints {
  private:
   std::map<std::string, std::string> known_;
 };
+
+// Before a run begins: the `cells` whose only complete results in `store` ran another model
+// under the name they give it (their fingerprints differ) are an InputError naming them and the
+// way out, or with `redo` those results are forgotten (said on `progress`) so the run redoes
+// them. A stored result is thus never silently another model's.
+void settle_changed_models(ResultStore& store, const std::vector<Cell>& cells, bool redo,
+                           ModelFingerprints& fingerprints, std::ostream& progress);
 
 // --fresh: forgets the suite's runs and cells and any other suite's stored result of one of its
 // cells (ResultStore::forget_suite), saying on `progress` how many of those there were.

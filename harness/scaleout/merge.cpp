@@ -39,9 +39,22 @@ struct Candidate {
   size_t source = 0;
   int64_t id = 0, run_id = 0;
   std::string status, when;  // finished_at, or started_at when unfinished
+  std::string model_fingerprint;
   // Better = complete before failed before running, then later, then from a later input.
   auto rank() const { return std::make_tuple(status_rank(status), when, source); }
 };
+
+// Two complete results of one cell that ran different models under the name the cell gives
+// (shards run on machines with different checkpoints at one path): neither can be chosen.
+void refuse_two_models(const Candidate& a, const Candidate& b,
+                       const std::vector<std::string>& sources, const std::string& config) {
+  if (a.status != "complete" || b.status != "complete" || a.model_fingerprint.empty() ||
+      b.model_fingerprint.empty() || a.model_fingerprint == b.model_fingerprint)
+    return;
+  throw InputError("merge: " + sources[a.source] + " and " + sources[b.source] +
+                   " hold results of one cell run with different models under the name it gives (" +
+                   a.model_fingerprint + ", " + b.model_fingerprint + "): " + config);
+}
 
 // One run row of one input.
 struct RunRow {
@@ -152,8 +165,9 @@ MergeSummary merge_databases(const std::string& out, const std::vector<std::stri
       for (const SourceDatabase::Cell& c : src.cells()) {
         ++rows;
         Candidate cand{.source = si, .id = c.id, .run_id = c.run_id, .status = c.status,
-                       .when = c.when};
+                       .when = c.when, .model_fingerprint = c.model_fingerprint};
         auto it = best.find(c.config_json);
+        if (it != best.end()) refuse_two_models(it->second, cand, sources, c.config_json);
         if (it == best.end() || it->second.rank() < cand.rank()) best[c.config_json] = cand;
       }
     }

@@ -207,8 +207,12 @@ ResultStore::ResultStore(const std::string& path) : path_(path) {
     if (found == 1) found = migrate_from_1();
     if (found == 2) found = migrate_from_2();
     if (found == 3) found = migrate_from_3();
-    if (found == 4) found = migrate_from_4();
-    if (found != kSchemaVersion)
+    // A version-4 file this process may only read (show, report, check an archive) is read as
+    // it is: version 5 only added cells.model_fingerprint, which no reader reads.
+    const bool read_only = sqlite3_db_readonly(db_, "main") == 1;
+    if (found == 4 && !read_only) found = migrate_from_4();
+    has_fingerprints_ = found >= 5;
+    if (found != kSchemaVersion && !(found == 4 && read_only))
       throw InputError(path + ": schema_version is " + std::to_string(found) + ", this kvbench "
                        "reads version " + std::to_string(kSchemaVersion));
   } catch (const std::runtime_error& e) {
@@ -441,8 +445,9 @@ bool same_model(const std::string& stored, const std::string& fingerprint) {
 
 bool ResultStore::cell_complete(const std::string& config_json,
                                 const std::string& model_fingerprint) const {
-  Statement s(db_, "SELECT coalesce(model_fingerprint, '') FROM cells "
-                   "WHERE config_json = ? AND status = 'complete'");
+  Statement s(db_, std::string("SELECT ") +
+                       (has_fingerprints_ ? "coalesce(model_fingerprint, '')" : "''") +
+                       " FROM cells WHERE config_json = ? AND status = 'complete'");
   s.bind(1, config_json);
   while (s.step())
     if (same_model(s.text(0), model_fingerprint)) return true;
@@ -462,8 +467,11 @@ CellClaim ResultStore::claim_cell(int64_t run_id, const std::string& config_json
     rows.bind(1, config_json).bind(2, run_id);
     while (rows.step()) {
       if (rows.text(0) == "complete") {
-        if (!same_model(rows.text(4), model_fingerprint)) continue;  // another model's: redone
-        claim.held_by = "already complete";
+        // Another model's result (stored since the run checked: settle_changed_models) holds
+        // the cell too: one key, one result.
+        claim.held_by = same_model(rows.text(4), model_fingerprint)
+                            ? "already complete"
+                            : "complete, run with another model under that name";
         return;
       }
       if (rows.text(0) == "failed") {  // by a fellow worker of this run: not tried twice
@@ -491,6 +499,22 @@ CellClaim ResultStore::claim_cell(int64_t run_id, const std::string& config_json
   return claim;
 }
 
+int64_t ResultStore::forget_other_models(
+    const std::vector<std::pair<std::string, std::string>>& keys_and_fingerprints) {
+  int64_t forgotten = 0;
+  in_transaction([&] {
+    forgotten = 0;
+    for (const auto& [key, fingerprint] : keys_and_fingerprints) {
+      if (fingerprint.empty()) continue;  // an unknown model is no other model
+      Statement s(db_, "DELETE FROM cells WHERE config_json = ? AND status = 'complete' AND "
+                       "coalesce(model_fingerprint, '') NOT IN ('', ?)");
+      s.bind(1, key).bind(2, fingerprint).run();
+      forgotten += sqlite3_changes(db_);
+    }
+  });
+  return forgotten;
+}
+
 void ResultStore::heartbeat(int64_t run_id, int64_t cell_id) {
   in_transaction([&] {
     Statement run(db_, "UPDATE runs SET heartbeat_at = ? WHERE id = ? AND status = 'running'");
@@ -504,9 +528,9 @@ void ResultStore::complete_cell(int64_t cell_id, const std::vector<SampleRow>& s
                                 const std::vector<MetricRow>& metrics, double elapsed_s) {
   exec("BEGIN IMMEDIATE");
   try {
-    Statement ours(db_, "SELECT coalesce(model_fingerprint, '') FROM cells "
-                        "WHERE id = ? AND status = 'running'");
-    if (!ours.bind(1, cell_id).step())
+    Statement ours(db_, "SELECT count(*) FROM cells WHERE id = ? AND status = 'running'");
+    ours.bind(1, cell_id).step();
+    if (ours.integer(0) == 0)
       throw std::runtime_error("the cell's claim was taken over by another process (its "
                                "heartbeat was older than " +
                                std::to_string(int(kClaimTimeoutS)) + " s)");
@@ -522,15 +546,6 @@ void ResultStore::complete_cell(int64_t cell_id, const std::vector<SampleRow>& s
     Statement s(db_, "UPDATE cells SET status = 'complete', finished_at = ?, elapsed_s = ? "
                      "WHERE id = ?");
     s.bind(1, utc_now()).bind(2, elapsed_s).bind(3, cell_id).run();
-    // A result of the cell run with another model (claim_cell let this one redo it) goes: a
-    // key holds one model's result.
-    if (const std::string fingerprint = ours.text(0); !fingerprint.empty()) {
-      Statement replaced(db_,
-          "DELETE FROM cells WHERE status = 'complete' AND id != ?1 "
-          "AND config_json = (SELECT config_json FROM cells WHERE id = ?1) "
-          "AND coalesce(model_fingerprint, '') NOT IN ('', ?2)");
-      replaced.bind(1, cell_id).bind(2, fingerprint).run();
-    }
     exec("COMMIT");
   } catch (...) {
     rollback(db_);
@@ -749,12 +764,12 @@ std::vector<SourceDatabase::Run> SourceDatabase::runs() const {
 }
 
 std::vector<SourceDatabase::Cell> SourceDatabase::cells() const {
-  Statement s(db_, "SELECT id, run_id, config_json, status, coalesce(finished_at, started_at) "
-                   "FROM src.cells");
+  Statement s(db_, "SELECT id, run_id, config_json, status, coalesce(finished_at, started_at), "
+                   "coalesce(model_fingerprint, '') FROM src.cells");
   std::vector<Cell> out;
   while (s.step())
     out.push_back(Cell{.id = s.integer(0), .run_id = s.integer(1), .config_json = s.text(2),
-                       .status = s.text(3), .when = s.text(4)});
+                       .status = s.text(3), .when = s.text(4), .model_fingerprint = s.text(5)});
   return out;
 }
 

@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "harness/store/database_error.h"
@@ -89,18 +90,23 @@ class ResultStore {
   // `model_fingerprint` (checkpoint_fingerprint): the row's is that one, or either is unknown
   // ("", or a row stored before schema version 5), so "" asks for any complete row.
   bool cell_complete(const std::string& config_json, const std::string& model_fingerprint = "") const;
+  const std::string& path() const { return path_; }
   // Claims the cell of `config_json` for this process, in one transaction: unless a complete
   // row exists, a live process runs it (this host: its pid lives; another host: its
   // heartbeat is younger than kClaimTimeoutS) or it failed in run `run_id` (a fellow worker's
   // failure), replaces any failed or abandoned row with a "running" row claimed by this host
   // and pid. Several processes on one database thus never
   // run one cell at once, and an abandoned cell (a killed worker's) is redone. A complete row
-  // of another model (cell_complete's rule on `model_fingerprint`) does not hold the cell:
-  // completing this claim deletes it.
+  // of another model (cell_complete's rule on `model_fingerprint`) holds the cell too, with
+  // its own `held_by`: the runner refuses such cells before it begins (settle_changed_models).
   CellClaim claim_cell(int64_t run_id, const std::string& config_json, const std::string& model,
                    const std::string& dataset, const std::string& method,
                    std::optional<int64_t> budget, int64_t seed,
                    const std::string& model_fingerprint = "");
+  // Deletes, under each key, the complete rows of another model than its fingerprint (both
+  // known and different; samples and metrics with them), in one transaction. Returns how many.
+  int64_t forget_other_models(
+      const std::vector<std::pair<std::string, std::string>>& keys_and_fingerprints);
   // Renews the heartbeat of a running run and of its running cell (0: none), from any
   // connection to the database.
   void heartbeat(int64_t run_id, int64_t cell_id);
@@ -154,6 +160,7 @@ class ResultStore {
   int64_t add_columns(int64_t from, const std::string& table,
                       const std::vector<std::string>& columns);
   std::string path_;
+  bool has_fingerprints_ = true;  // false: a version-4 file read as it is (read-only)
   sqlite3* db_ = nullptr;
 };
 
@@ -186,6 +193,7 @@ class SourceDatabase {
     int64_t id = 0, run_id = 0;
     std::string config_json, status;
     std::string when;  // finished_at, or started_at when unfinished
+    std::string model_fingerprint;  // "" unknown
   };
   std::vector<Cell> cells() const;
 

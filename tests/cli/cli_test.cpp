@@ -21,6 +21,7 @@
 #include "engine/decode_graphs.h"
 #include "engine/model/llama_model.h"
 #include "engine/model/model_config.h"
+#include "harness/store/result_store.h"
 #include "harness/suite/suite.h"
 #include "methods/method.h"
 #include "tests/cli/kvbench_process.h"
@@ -1199,6 +1200,26 @@ TEST(CliFaults, AReadOnlyDatabaseIsExit2BeforeAnyCell) {
   const Output show = wait_for(show_pid, dir.path(), "show");
   EXPECT_EQ(show.code, 0) << describe(show);
   EXPECT_TRUE(contains(show.out, "suite: smoke")) << describe(show);
+  // A version-4 file (before model fingerprints) is read as it is, not migrated, and a run on
+  // it fails as on any file it may only read.
+  fs::permissions(db, fs::perms::owner_read | fs::perms::owner_write);
+  {
+    ResultStore store(db);
+    ASSERT_EQ(sqlite3_exec(store.handle(), "ALTER TABLE cells DROP COLUMN model_fingerprint; "
+                           "UPDATE schema_version SET version = 4", nullptr, nullptr, nullptr),
+              SQLITE_OK);
+  }
+  fs::permissions(db, fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read);
+  const std::string v4 = read_file(db);
+  const pid_t old_show_pid = spawn({"show", "--db", db}, dir.path(), "show4", *launcher);
+  const Output old_show = wait_for(old_show_pid, dir.path(), "show4");
+  EXPECT_EQ(old_show.code, 0) << describe(old_show);
+  EXPECT_TRUE(contains(old_show.out, "suite: smoke")) << describe(old_show);
+  const pid_t old_run_pid = spawn({"run", "smoke", "--db", db}, dir.path(), "run4", *launcher);
+  const Output old_run = wait_for(old_run_pid, dir.path(), "run4");
+  EXPECT_EQ(old_run.code, 2) << describe(old_run);
+  EXPECT_TRUE(contains(old_run.err, "attempt to write a readonly database")) << describe(old_run);
+  EXPECT_EQ(read_file(db), v4);
   fs::permissions(db, fs::perms::owner_read | fs::perms::owner_write);
 }
 

@@ -280,35 +280,49 @@ TEST_F(RunnerTest, FixedFailingCellCompletesOnRerun) {
   EXPECT_EQ(second.failed, 0) << log.str();
 }
 
-// A result is reused only while the model under its name is the one it ran with: a model
-// folder saved over with other weights (a retrained checkpoint) has its cells redone, each
-// replacing the other model's result once complete; the same weights again are skipped.
-TEST_F(RunnerTest, AModelSavedOverItsFolderHasItsCellsRedone) {
+// A result is reused only while the model under its name is the one it ran with: once a
+// model folder is saved over with other weights (a retrained checkpoint), a run is refused
+// before it begins (nothing written); with redo_changed_models the other model's results are
+// forgotten and the cells redone; the same weights again are skipped.
+TEST_F(RunnerTest, AModelSavedOverItsFolderIsRefusedOrRedone) {
   const std::string folder = dir.file("model");
   save_model(*LlamaModel::random(random_tiny_config(), 1), folder);
   json j = small_suite();
   j["models"] = {folder};
   const Suite suite = parse_suite(j, "runner_test.json");
-  std::ostringstream log1, log2, log3;
+  std::ostringstream log1, log2, log3, log4, log5;
   ASSERT_EQ(run_suite(suite, options(), log1).ran, 2) << log1.str();
   EXPECT_EQ(run_suite(suite, options(), log2).skipped, 2) << log2.str();
   const std::map<std::string, Row> before = cell_rows(options().db_path);
+  const int64_t runs = count(ResultStore(options().db_path), "SELECT count(*) FROM runs");
 
   std::filesystem::remove_all(folder);
   save_model(*LlamaModel::random(random_tiny_config(), 2), folder);
-  const RunSummary retrained = run_suite(suite, options(), log3);
-  EXPECT_EQ(retrained.ran, 2) << log3.str();
-  EXPECT_EQ(retrained.skipped, 0) << log3.str();
-  EXPECT_NE(log3.str().find("its stored result ran another model under that name"),
-            std::string::npos) << log3.str();
+  try {
+    run_suite(suite, options(), log3);
+    ADD_FAILURE() << "ran on another model's results";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("2 cells of this run stored results of another model "
+                                         "under the name they give it (" + folder + " is now v1:"),
+              std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--redo-changed-models"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(cell_rows(options().db_path), before);
+  EXPECT_EQ(count(ResultStore(options().db_path), "SELECT count(*) FROM runs"), runs);
+
+  RunOptions redo = options();
+  redo.redo_changed_models = true;
+  const RunSummary retrained = run_suite(suite, redo, log4);
+  EXPECT_EQ(retrained.ran, 2) << log4.str();
+  EXPECT_NE(log4.str().find("--redo-changed-models: forgot 2 results of another model"),
+            std::string::npos) << log4.str();
   const std::map<std::string, Row> after = cell_rows(options().db_path);  // one row a key
   ASSERT_EQ(after.size(), before.size());
   for (const auto& [key, row] : after) {
     EXPECT_EQ(row.status, "complete") << key;
     EXPECT_EQ(row.run_id, retrained.run_id) << key;
   }
-  std::ostringstream log4;
-  EXPECT_EQ(run_suite(suite, options(), log4).skipped, 2) << log4.str();
+  EXPECT_EQ(run_suite(suite, options(), log5).skipped, 2) << log5.str();
 }
 
 TEST_F(RunnerTest, UnopenableDatabaseIsInputError) {

@@ -217,6 +217,29 @@ TEST_F(MergeTest, KeepsTheCompleteRowOfACellRunTwice) {
   EXPECT_EQ(missing_cells(dir.file("partial.db"), suite).size(), 1u);
 }
 
+// Two inputs whose complete results of one cell ran different models under the name it gives
+// (their fingerprints differ) are refused, nothing written; the same model, or an unknown one
+// (a row stored before fingerprints), merges.
+TEST_F(MergeTest, RefusesOneCellsResultsOfTwoModels) {
+  run(small_suite(), dir.file("a.db"));
+  run(small_suite(), dir.file("b.db"));
+  exec(dir.file("a.db"), "UPDATE cells SET model_fingerprint = 'v1:aaaa'");
+  exec(dir.file("b.db"), "UPDATE cells SET model_fingerprint = 'v1:aaaa'");
+  EXPECT_EQ(merge_databases(dir.file("same.db"), {dir.file("a.db"), dir.file("b.db")}).cells, 3);
+  exec(dir.file("b.db"), "UPDATE cells SET model_fingerprint = NULL");
+  EXPECT_EQ(merge_databases(dir.file("unknown.db"), {dir.file("a.db"), dir.file("b.db")}).cells, 3);
+  exec(dir.file("b.db"), "UPDATE cells SET model_fingerprint = 'v1:bbbb'");
+  try {
+    merge_databases(dir.file("two.db"), {dir.file("a.db"), dir.file("b.db")});
+    ADD_FAILURE() << "merged two models' results";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("hold results of one cell run with different models "
+                                         "under the name it gives (v1:aaaa, v1:bbbb)"),
+              std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(dir.file("two.db")));
+}
+
 TEST_F(MergeTest, RefusesMixedSuitesAndSchemaVersionsWritingNothing) {
   run(small_suite(), dir.file("a.db"));
   json other = small_suite("other-suite");

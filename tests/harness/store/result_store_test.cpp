@@ -309,10 +309,10 @@ TEST_F(ResultStoreCells, FailedRowsOfAReplacedCellLeaveNoOrphans) {
   EXPECT_EQ(query_int(store.handle(), "PRAGMA foreign_key_check"), -1);  // no violations
 }
 
-// A complete row holds its cell for the model it ran with: for another model's fingerprint the
-// cell is claimable, and completing that claim deletes the other model's row (samples and
-// all). An unknown fingerprint ("": no folder, or a row stored before schema version 5)
-// matches any.
+// A complete row holds its cell for the model it ran with: for another model's fingerprint
+// cell_complete is false but the row still holds the cell (claims say so) until
+// forget_other_models deletes it (samples and all). An unknown fingerprint ("": no folder, or
+// a row stored before schema version 5) matches any and is never forgotten as another's.
 TEST_F(ResultStoreCells, ACompleteRowHoldsItsCellForItsOwnModel) {
   const int64_t run = store.begin_run(run_info());
   const std::string config = "{\"m\":1}";
@@ -325,25 +325,26 @@ TEST_F(ResultStoreCells, ACompleteRowHoldsItsCellForItsOwnModel) {
   EXPECT_EQ(store.claim_cell(run, config, "m", "d", "x", 8, 0, "v1:aaaa").held_by,
             "already complete");
   EXPECT_EQ(store.claim_cell(run, config, "m", "d", "x", 8, 0, "").held_by, "already complete");
-
   const int64_t rerun = store.begin_run(run_info());
+  EXPECT_EQ(store.claim_cell(rerun, config, "m", "d", "x", 8, 0, "v1:bbbb").held_by,
+            "complete, run with another model under that name");
+
+  EXPECT_EQ(store.forget_other_models({{config, "v1:aaaa"}, {config, ""}}), 0);
+  EXPECT_EQ(store.forget_other_models({{config, "v1:bbbb"}}), 1);
+  EXPECT_EQ(rows_of(config), 0);
+  EXPECT_EQ(query_int(store.handle(), "SELECT count(*) FROM samples"), 0);
   const int64_t second = store.claim_cell(rerun, config, "m", "d", "x", 8, 0, "v1:bbbb").cell_id;
   ASSERT_GT(second, 0);
-  EXPECT_TRUE(store.cell_complete(config, "v1:aaaa"));  // until the new one completes
   store.complete_cell(second, {SampleRow{"s0", 10, "q", "[]", 1}}, {}, 0.1);
-  EXPECT_EQ(rows_of(config), 1);
-  EXPECT_EQ(query_int(store.handle(), "SELECT id FROM cells"), second);
-  EXPECT_EQ(query_int(store.handle(), "SELECT count(*) FROM samples"), 1);
   EXPECT_FALSE(store.cell_complete(config, "v1:aaaa"));
   EXPECT_TRUE(store.cell_complete(config, "v1:bbbb"));
 
-  // A row of unknown model stands for any, and is not replaced.
+  // A row of unknown model stands for any, and is not forgotten.
   const std::string old = "{\"m\":2}";
   const int64_t unknown = store.claim_cell(run, old, "m", "d", "x", 8, 0).cell_id;
   store.complete_cell(unknown, {}, {}, 0.1);
   EXPECT_TRUE(store.cell_complete(old, "v1:cccc"));
-  EXPECT_EQ(store.claim_cell(rerun, old, "m", "d", "x", 8, 0, "v1:cccc").held_by,
-            "already complete");
+  EXPECT_EQ(store.forget_other_models({{old, "v1:cccc"}}), 0);
 }
 
 TEST_F(ResultStoreCells, SamplesAndMetricsRoundTrip) {
