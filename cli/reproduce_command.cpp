@@ -25,7 +25,7 @@ void add_reproduce_command(CLI::App& app, std::vector<Command>& out, const std::
   struct Options {
     std::string name, model, data, db, out, shared = shared_folder();
     int threads = 0;
-    bool list = false, context_sharing = false;
+    bool list = false, context_sharing = false, redo_changed_models = false;
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
@@ -46,6 +46,9 @@ void add_reproduce_command(CLI::App& app, std::vector<Command>& out, const std::
                 "(context_sharing per_sample) and show each method's drop after the comparison");
   cmd->add_option("--threads", o->threads, "Intra-op CPU threads (default: all cores)")
       ->check(non_negative("all cores"));
+  cmd->add_flag("--redo-changed-models", o->redo_changed_models,
+                "Redo the cells whose stored results ran another model under the name the "
+                "reproduction gives it, forgetting those results (else such a run is refused)");
   out.push_back({cmd, [o, command_line] {
     if (o->list || o->name.empty()) {
       for (const std::string& n : reproduction_names())
@@ -79,6 +82,7 @@ void add_reproduce_command(CLI::App& app, std::vector<Command>& out, const std::
     options.db_path = o->db.empty() ? default_db_path(suite_name) : o->db;
     options.threads = configure_threads(o->threads);
     options.command = command_line;
+    options.redo_changed_models = o->redo_changed_models;
     options.progress = isatty(STDERR_FILENO) ? Progress::Style::live : Progress::Style::lines;
     std::cerr << "reproduce " << r.name << ": " << suite.cells().size() << " cells -> "
               << options.db_path << "\n";

@@ -109,7 +109,7 @@ void add_slurm_command(CLI::App& app, std::vector<Command>& out) {
     std::vector<std::string> overrides, extra;
     int shards = 0, cpus_per_task = 4;
     std::optional<int> gpus_per_task;
-    bool submit = false;
+    bool submit = false, redo_changed_models = false;
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
@@ -143,6 +143,9 @@ void add_slurm_command(CLI::App& app, std::vector<Command>& out) {
   cmd->add_option("--kvbench", o->kvbench, "kvbench binary the jobs run (default: this one)");
   cmd->add_option("--job-name", o->job_name, "Job name (default kvb-<suite>)");
   cmd->add_flag("--submit", o->submit, "Submit the array and the merge job with sbatch");
+  cmd->add_flag("--redo-changed-models", o->redo_changed_models,
+                "Each shard's run redoes the cells whose stored results ran another model under "
+                "the name the suite gives it (`kvbench run --redo-changed-models`)");
   cmd->add_option("--array", o->array,
                   "With --submit: submit only these array tasks (e.g. 1 or 0,2), to rerun shards "
                   "that failed or were cancelled; a new merge job follows them");
@@ -172,6 +175,7 @@ void add_slurm_command(CLI::App& app, std::vector<Command>& out) {
     s.mem = o->mem;
     s.gpus_per_task = o->gpus_per_task;
     s.cpus_per_task = o->cpus_per_task;
+    s.redo_changed_models = o->redo_changed_models;
     s.extra_sbatch = o->extra;
     if (!o->array.empty() && !o->submit) throw InputError("--array: only with --submit");
     if (!o->array.empty()) check_array_tasks(o->array, o->shards);

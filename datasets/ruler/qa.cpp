@@ -54,7 +54,7 @@ std::map<std::string, int64_t> index_docs(const std::set<std::string>& distinct,
 
 // SQuAD: {"data": [{"paragraphs": [{"context", "qas": [{"question", "answers": [{"text"}],
 // "is_impossible"}]}]}]}. Unanswerable questions (is_impossible true) are left out, as qa.py
-// does; a file without the field (SQuAD v1.1) has none.
+// does; a file without the field (SQuAD v1.1, which qa.py cannot read) has none.
 QaFile read_squad(const std::string& path) {
   const json file = read_json_file(path);
   const json& articles = array_field(file, "data", path);
@@ -74,6 +74,8 @@ QaFile read_squad(const std::string& path) {
       const int64_t own = index.at(p["context"]);
       const json& qas = array_field(p, "qas", path + ": a paragraph");
       for (const json& qa : qas) {
+        if (qa.is_object() && qa.contains("is_impossible") && !qa["is_impossible"].is_boolean())
+          throw InputError(path + ": a question's \"is_impossible\" is not true or false");
         if (qa.is_object() && qa.value("is_impossible", false)) continue;
         Question q{text_field(qa, "question", path + ": a question"), {}, {own}, {}};
         for (const json& answer : array_field(qa, "answers", path + ": question " + q.query))
@@ -223,7 +225,9 @@ DatasetInfo qa_info(const std::string& name, const std::string& description) {
       "follows qa.py (sized by its binary search on question 0, steps of 10 documents, "
       "documents drawn per sample, shuffled by the task's seed, string_match_part); not "
       "faithful yet: the probe's documents are drawn once (qa.py draws them anew for each size "
-      "it tries), and a sample that overflows keeps its draw a step smaller (qa.py draws anew)";
+      "it tries), and a sample that overflows keeps its draw a step smaller (qa.py draws anew); "
+      "at 10 documents or fewer a sample that overflows loses one document at a time down to "
+      "its own (qa.py retries forever); SQuAD v1.1 files are read (no unanswerable questions)";
   return info;
 }
 

@@ -75,6 +75,9 @@ ConfigFields<RulerParams> RulerParams::fields(const RulerNeeds& needs) {
           throw InputError(f.path("data_file") + ": " + p.data_file + ": no such file");
         if (needs.qa_file && p.generator != "ruler")
           throw InputError(f.path("generator") + ": the qa tasks have RULER's generator only");
+        if (needs.qa_file && p.question_position != "after")
+          throw InputError(f.path("question_position") + ": the qa tasks ask after their "
+                           "documents only (RULER's template)");
         if (p.queries == "separate" && p.question_position != "after")
           throw InputError(f.path("queries") + ": separate questions follow the context "
                            "(question_position after)");

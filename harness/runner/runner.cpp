@@ -654,6 +654,12 @@ RunSummary run_suite(const Suite& suite, const RunOptions& options, std::ostream
       if (claim.held_by == "already complete") {
         progress.cell_skipped(index, cell.description());
         ++summary.skipped;
+      } else if (claim.held_by.rfind("complete, ", 0) == 0) {  // since settle_changed_models
+        progress.cell_started(index, cell.description());
+        progress.cell_finished(index, "FAILED: a run of another model under the name " +
+                                          cell.model + " stored its result meanwhile",
+                               0.0);
+        ++summary.failed;
       } else {
         progress.cell_elsewhere(index, cell.description(), claim.held_by);
         ++summary.elsewhere;

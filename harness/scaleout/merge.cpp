@@ -44,16 +44,19 @@ struct Candidate {
   auto rank() const { return std::make_tuple(status_rank(status), when, source); }
 };
 
-// Two complete results of one cell that ran different models under the name the cell gives
-// (shards run on machines with different checkpoints at one path): neither can be chosen.
-void refuse_two_models(const Candidate& a, const Candidate& b,
+// The known model fingerprint of one cell's complete results in the inputs, and the input that
+// holds it first: two of them (shards run on machines with different checkpoints at one path)
+// leave no result to choose.
+void refuse_two_models(std::map<std::string, size_t>& seen, const Candidate& cand,
                        const std::vector<std::string>& sources, const std::string& config) {
-  if (a.status != "complete" || b.status != "complete" || a.model_fingerprint.empty() ||
-      b.model_fingerprint.empty() || a.model_fingerprint == b.model_fingerprint)
-    return;
-  throw InputError("merge: " + sources[a.source] + " and " + sources[b.source] +
-                   " hold results of one cell run with different models under the name it gives (" +
-                   a.model_fingerprint + ", " + b.model_fingerprint + "): " + config);
+  if (cand.status != "complete" || cand.model_fingerprint.empty()) return;
+  seen.emplace(cand.model_fingerprint, cand.source);
+  if (seen.size() < 2) return;
+  const auto& [a, a_source] = *seen.begin();
+  const auto& [b, b_source] = *std::next(seen.begin());
+  throw InputError("merge: " + sources[a_source] + " and " + sources[b_source] +
+                   " hold results of one cell run with different models under the name it "
+                   "gives (" + a + ", " + b + "): " + config);
 }
 
 // One run row of one input.
@@ -150,6 +153,7 @@ MergeSummary merge_databases(const std::string& out, const std::vector<std::stri
 
     // 2. Choose one row per config, and the runs those rows belong to.
     std::map<std::string, Candidate> best;
+    std::map<std::string, std::map<std::string, size_t>> models_of;  // config -> fingerprints
     std::map<std::string, RunRow> runs;                     // identity -> chosen row
     std::vector<std::map<int64_t, std::string>> run_identity(sources.size());  // old id -> identity
     int64_t rows = 0;
@@ -166,8 +170,8 @@ MergeSummary merge_databases(const std::string& out, const std::vector<std::stri
         ++rows;
         Candidate cand{.source = si, .id = c.id, .run_id = c.run_id, .status = c.status,
                        .when = c.when, .model_fingerprint = c.model_fingerprint};
+        refuse_two_models(models_of[c.config_json], cand, sources, c.config_json);
         auto it = best.find(c.config_json);
-        if (it != best.end()) refuse_two_models(it->second, cand, sources, c.config_json);
         if (it == best.end() || it->second.rank() < cand.rank()) best[c.config_json] = cand;
       }
     }

@@ -60,7 +60,7 @@ std::string array_script(const SlurmOptions& o) {
     << " on $(hostname), job ${SLURM_ARRAY_JOB_ID:-?}_${shard} -> ${db}\" >&2\n";
   s << "exec " << shell_quote(o.kvbench) << " run " << shell_quote(o.suite) << set_args(o)
     << " --shard \"${shard}/" << o.shards << "\" --db \"${db}\" --threads "
-    << o.cpus_per_task << "\n";
+    << o.cpus_per_task << (o.redo_changed_models ? " --redo-changed-models" : "") << "\n";
   return s.str();
 }
 

@@ -20,6 +20,7 @@ struct SlurmOptions {
   std::string partition, time, account, mem;
   std::optional<int> gpus_per_task;
   int cpus_per_task = 4;               // also the run's --threads
+  bool redo_changed_models = false;    // passed on to each shard's run
   std::vector<std::string> extra_sbatch;  // extra #SBATCH options, verbatim
 };
 

@@ -479,6 +479,45 @@ TEST(CliRun, GoodSuiteRunsAndShowPrintsTable) {
   EXPECT_TRUE(contains(again.out, "0 ran, 2 already complete, 0 failed")) << again.out;
 }
 
+// A model folder saved over with other weights: `kvbench run` (alone or with --workers) is
+// refused before anything runs, exit 2, the error one line naming the database; with
+// --redo-changed-models the cells are redone; then a run skips them.
+TEST(CliRun, AChangedModelIsRefusedUnlessRedone) {
+  test::TempDir dir;
+  const std::string model = dir.file("model");
+  save_model(*LlamaModel::random(random_tiny_config(), 1), model);
+  json suite = small_suite("changed");
+  suite["models"] = {model};
+  const std::string file = write_suite(dir, "changed.json", suite);
+  const std::string db = dir.file("changed.db");
+  const std::vector<std::string> run = {"run", file, "--db", db, "--threads", "1"};
+  ASSERT_EQ(kvbench(run, dir.path()).code, 0);
+  std::filesystem::remove_all(model);
+  save_model(*LlamaModel::random(random_tiny_config(), 2), model);
+  const std::string error = "kvbench: error: " + db + ": 2 cells of this run stored results of "
+                            "another model under the name they give it (" + model + " is now v1:";
+  for (const std::vector<std::string>& extra : {std::vector<std::string>{},
+                                                std::vector<std::string>{"--workers", "2"}}) {
+    std::vector<std::string> args = run;
+    args.insert(args.end(), extra.begin(), extra.end());
+    const Output refused = kvbench(args, dir.path());
+    EXPECT_EQ(refused.code, 2) << describe(refused);
+    ASSERT_TRUE(contains(refused.err, error)) << describe(refused);
+    EXPECT_EQ(lines(refused.err.substr(refused.err.find(error))), 1u) << describe(refused);
+    EXPECT_FALSE(contains(refused.err, "[1/")) << describe(refused);  // no cell began
+  }
+  std::vector<std::string> redo = run;
+  redo.insert(redo.end(), {"--redo-changed-models", "--workers", "2"});
+  const Output redone = kvbench(redo, dir.path());
+  EXPECT_EQ(redone.code, 0) << describe(redone);
+  EXPECT_TRUE(contains(redone.err, "--redo-changed-models: forgot 2 results of another model"))
+      << describe(redone);
+  EXPECT_TRUE(contains(redone.out, "2 ran, 0 already complete, 0 failed")) << redone.out;
+  const Output again = kvbench(run, dir.path());
+  EXPECT_EQ(again.code, 0) << describe(again);
+  EXPECT_TRUE(contains(again.out, "0 ran, 2 already complete, 0 failed")) << again.out;
+}
+
 TEST(CliRun, FailingCellExitsOne) {
   test::TempDir dir;
   json suite = small_suite("failing");

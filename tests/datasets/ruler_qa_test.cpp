@@ -200,6 +200,14 @@ TEST(RulerQa, TheFileIsRequiredAndOnlyRulersGenerator) {
   std::ofstream(dir.file("bad.json")) << R"({"data": [{"paragraphs": [{"qas": []}]}]})";
   EXPECT_THROW(make_dataset("qa_1", params(dir.file("bad.json"), 2048, 1))->samples(byte_tokenizer(), 0),
                InputError);
+  std::ofstream(dir.file("null.json"))
+      << R"({"data": [{"paragraphs": [{"context": "c", "qas": [{"question": "q", )"
+      << R"("answers": [{"text": "a"}], "is_impossible": null}]}]}]})";
+  EXPECT_THROW(make_dataset("qa_1", params(dir.file("null.json"), 2048, 1))->samples(byte_tokenizer(), 0),
+               InputError);
+  json before = params(dir.file("squad.json"), 2048, 1);
+  before["question_position"] = "before";
+  EXPECT_THROW(make_dataset("qa_1", before), InputError);
 }
 
 }  // namespace

@@ -238,6 +238,16 @@ TEST_F(MergeTest, RefusesOneCellsResultsOfTwoModels) {
               std::string::npos) << e.what();
   }
   EXPECT_FALSE(fs::exists(dir.file("two.db")));
+  // Also with a result of unknown model between them (the latest, so the one chosen).
+  run(small_suite(), dir.file("c.db"));
+  exec(dir.file("a.db"), "UPDATE cells SET finished_at = '2026-01-01T00:00:00Z'");
+  exec(dir.file("b.db"), "UPDATE cells SET model_fingerprint = NULL, "
+                         "finished_at = '2026-01-03T00:00:00Z'");
+  exec(dir.file("c.db"), "UPDATE cells SET model_fingerprint = 'v1:cccc', "
+                         "finished_at = '2026-01-02T00:00:00Z'");
+  EXPECT_THROW(merge_databases(dir.file("three.db"), {dir.file("a.db"), dir.file("b.db"),
+                                                      dir.file("c.db")}),
+               InputError);
 }
 
 TEST_F(MergeTest, RefusesMixedSuitesAndSchemaVersionsWritingNothing) {

@@ -184,6 +184,11 @@ TEST(SlurmScripts, ArrayTaskPicksItsShardAndMergeWaits) {
     EXPECT_NE(merge.find(line), std::string::npos) << line << "\n" << merge;
   EXPECT_EQ(merge.find("--gpus-per-task"), std::string::npos) << "the merge needs no GPU";
   EXPECT_EQ(merge.find("--array"), std::string::npos);
+  EXPECT_EQ(array.find("--redo-changed-models"), std::string::npos);
+  SlurmOptions redo = o;
+  redo.redo_changed_models = true;
+  EXPECT_NE(array_script(redo).find("--threads 2 --redo-changed-models\n"), std::string::npos)
+      << array_script(redo);
   EXPECT_EQ(shard_db_path(o, 1), "results/runs/smoke.shard-1-of-3.db");
   EXPECT_EQ(shell_quote("it's"), "'it'\\''s'");
   // Both are valid bash, and the array task's database follows SLURM_ARRAY_TASK_ID.
