@@ -48,6 +48,8 @@ bool is_scope(const std::string& name) { return name.rfind(kScopePrefix, 0) == 0
 // (the logits' select ending the prefill) can seem to start after it: outside every scope.
 // Such an operator, within that slack of the scope just closed, takes its phase rather than
 // "none". (Widening the scope instead would swallow the next scope starting right after it.)
+// Only where no scope is left open: one ending a nested scope (select in decode) still counts
+// in the enclosing scope's phase there.
 #if TORCH_VERSION_MAJOR >= 2
 constexpr int64_t kScopeEndSlackNs = 0;
 #else
@@ -90,7 +92,7 @@ std::vector<HostEvent> nest_host_events(const std::vector<profiler::KinetoEvent>
     for (size_t i = 0; i < list.size(); ++i) {
       for (; !open.empty() && list[open.back()].end <= list[i].start; open.pop_back())
         if (is_scope(events[list[open.back()].index].name())) closed_scope = open.back();
-      if (open.empty() && closed_scope &&
+      if (kScopeEndSlackNs > 0 && open.empty() && closed_scope &&
           list[i].end <= list[*closed_scope].end + kScopeEndSlackNs)
         list[i].phase = list[*closed_scope].phase;  // in its last microseconds (above)
       if (!open.empty()) {

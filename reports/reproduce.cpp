@@ -50,7 +50,6 @@ PaperTable load_paper_table(const std::string& paper, const std::string& table) 
   return t;
 }
 
-
 Claim parse_claim(const json& j, const std::string& where) {
   Claim c;
   JsonFields f(j, where);

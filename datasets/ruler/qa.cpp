@@ -143,7 +143,7 @@ class QuestionAnswering : public RulerTask {
                                         : read_hotpotqa(params_.data_file);
     if (int64_t(file.questions.size()) < params_.samples)
       throw InputError(params_.data_file + ": " + std::to_string(file.questions.size()) +
-                       " answerable questions, fewer than samples " +
+                       (name_ == "qa_1" ? " answerable" : "") + " questions, fewer than samples " +
                        std::to_string(params_.samples) + " (qa.py takes the first ones in order)");
     // qa.py sizes the task on question 0, with documents drawn anew for each size it tries.
     const int64_t size = ruler_task_size(
@@ -173,8 +173,9 @@ class QuestionAnswering : public RulerTask {
 
  private:
   // The prompt of question `index` with `count` documents: qa.py's choice (its own documents,
-  // then its article's other paragraphs, then others drawn from `docs_seed`; every document,
-  // repeated, where `count` reaches the file's), shuffled by a generator seeded with the task's
+  // then its article's other paragraphs, then others drawn from `docs_seed`; where `count`
+  // reaches the file's documents, all of them in order, repeated to `count`, as qa.py at its
+  // 2025 head does), shuffled by a generator seeded with the task's
   // seed alone (qa.py's random.Random(random_seed), the same for every sample).
   std::string render(const QaFile& file, int index, int64_t count, uint64_t docs_seed,
                      uint64_t task_seed) const {
@@ -221,6 +222,7 @@ DatasetInfo qa_info(const std::string& name, const std::string& description) {
   });
   info.source = "NVIDIA/RULER scripts/data/synthetic/qa.py on your copy of its QA file "
                 "(download_qa_dataset.sh)";
+  info.questions_per_context = "1 (question_position after only)";
   info.fidelity =
       "follows qa.py (sized by its binary search on question 0, steps of 10 documents, "
       "documents drawn per sample, shuffled by the task's seed, string_match_part); not "

@@ -301,17 +301,11 @@ std::string random_value(std::mt19937_64& rng, const std::string& kind, const Wo
 
 FittedText RulerTask::fit_prompt(const Tokenizer& tokenizer, int64_t max_n,
                                  const std::function<std::string(int64_t)>& render) const {
-  const bool ruler = ruler_generator();
-  const int64_t target = ruler ? params_.context_length - params_.max_new_tokens
-                               : params_.context_length;
   try {
-    return fit_to_tokens(tokenizer, target, max_n, render, /*count_bos=*/!ruler);
+    return fit_to_tokens(tokenizer, params_.context_length, max_n, render, /*count_bos=*/true);
   } catch (const InputError&) {
     throw InputError("context_length " + std::to_string(params_.context_length) +
-                     " is too short for the task's template and question" +
-                     (ruler ? " with max_new_tokens " + std::to_string(params_.max_new_tokens) +
-                                  " beside them (generator ruler)"
-                            : std::string()));
+                     " is too short for the task's template and question");
   }
 }
 
@@ -354,8 +348,9 @@ FittedText RulerTask::ruler_sample(int64_t size, int64_t step,
   for (int64_t n = size;;) {
     std::string text = render(n);
     if (fits(text)) return {n, std::move(text)};
-    const int64_t next = n - (n > step ? step : 1);
-    if (next < min_n)
+    // A whole step, but never past min_n (a size that is no multiple of the step).
+    const int64_t next = n > step ? std::max(n - step, min_n) : n - 1;
+    if (next < min_n || next == n)
       throw InputError("context_length " + std::to_string(params_.context_length) +
                        " is too short for the task's template and question with max_new_tokens " +
                        std::to_string(params_.max_new_tokens) + " beside them (generator ruler)");
@@ -404,9 +399,10 @@ DatasetInfo ruler_dataset_info(const std::string& name, const std::string& descr
       "the task's size is searched on one probe sample drawn once (niah, vt, cwe: RULER draws "
       "a new one for each size it tries); a sample that overflows the task's size keeps its "
       "needles, chain or words a step smaller (RULER draws new ones for each retry); where even "
-      "one step overflows (RULER retries forever), samples go down one unit at a time; RULER's "
-      "chatglm-chat, Phi3 and other templates are not built in; generator kvbench_v1 is "
-      "kvbench's own older generator";
+      "one step overflows (RULER retries forever), samples go down one unit at a time; cwe "
+      "refuses a sample short of its 10 common words and word lists its sizing would exhaust "
+      "(RULER: english_words.json); RULER's chatglm-chat, Phi3 and other templates are not "
+      "built in; generator kvbench_v1 is kvbench's own older generator";
   info.questions_per_context =
       needs.several_keys ? "1, or with queries: separate one per key; with question_position: "
                            "after (before: the question is part of the context)"

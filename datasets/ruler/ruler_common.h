@@ -149,9 +149,9 @@ class RulerTask : public Dataset {
   // "\n" + question, the template's end, the answer prefix; "" for "before", where the question
   // precedes the context.
   std::string question_tail(const RulerPrompt& prompt) const;
-  // The largest render(n), n in [0, max_n], that fits context_length under the generator's
-  // rule (render grows with n); InputError when render(0) does not fit. Generator kvbench_v1:
-  // each sample filled on its own.
+  // Generator kvbench_v1's sizing: the largest render(n), n in [0, max_n], whose tokens with
+  // BOS fit context_length (render grows with n), each sample filled on its own; InputError
+  // when render(0) does not fit.
   FittedText fit_prompt(const Tokenizer& tokenizer, int64_t max_n,
                         const std::function<std::string(int64_t)>& render) const;
 
@@ -168,11 +168,11 @@ class RulerTask : public Dataset {
   int64_t ruler_task_size(const Tokenizer& tokenizer, int64_t step, int64_t length,
                           const std::function<std::string(int64_t)>& per_unit_probe,
                           const std::function<bool(int64_t)>& fits_probe) const;
-  // A sample of the task's `size`: render(n) from n = size down by `step` until fits(text),
-  // the sample's own random draws kept (RULER draws new ones for each retry). At n <= step,
-  // where RULER retries forever, one unit at a time (a tokenizer whose step of haystack alone
-  // overflows, e.g. bytes); InputError where n would go below `min_n` (cwe: its 10 common
-  // words) and nothing fitted.
+  // A sample of the task's `size`: render(n) from n = size down by `step` (never past `min_n`)
+  // until fits(text), the sample's own random draws kept (RULER draws new ones for each
+  // retry). At n <= step, where RULER retries forever, one unit at a time (a tokenizer whose
+  // step of haystack alone overflows, e.g. bytes); InputError once n = min_n does not fit
+  // (cwe: its 10 common words; qa: the question's own documents).
   FittedText ruler_sample(int64_t size, int64_t step,
                           const std::function<std::string(int64_t)>& render,
                           const std::function<bool(const std::string&)>& fits,

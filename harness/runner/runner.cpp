@@ -624,6 +624,7 @@ RunSummary run_suite(const Suite& suite, const RunOptions& options, std::ostream
   ModelFingerprints fingerprints;
   if (!options.join_run)  // a worker's supervisor settled them
     settle_changed_models(store, cells, options.redo_changed_models, fingerprints, progress_out);
+  for (const Cell& cell : cells) fingerprints.of(cell.model);  // each model's, as the run begins
   RunSummary summary;
   summary.run_id = options.join_run ? *options.join_run
                                     : store.begin_run(current_run_info(
@@ -654,7 +655,7 @@ RunSummary run_suite(const Suite& suite, const RunOptions& options, std::ostream
       if (claim.held_by == "already complete") {
         progress.cell_skipped(index, cell.description());
         ++summary.skipped;
-      } else if (claim.held_by.rfind("complete, ", 0) == 0) {  // since settle_changed_models
+      } else if (claim.other_model) {  // stored since settle_changed_models
         progress.cell_started(index, cell.description());
         progress.cell_finished(index, "FAILED: a run of another model under the name " +
                                           cell.model + " stored its result meanwhile",

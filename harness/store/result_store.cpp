@@ -208,7 +208,8 @@ ResultStore::ResultStore(const std::string& path) : path_(path) {
     if (found == 2) found = migrate_from_2();
     if (found == 3) found = migrate_from_3();
     // A version-4 file this process may only read (show, report, check an archive) is read as
-    // it is: version 5 only added cells.model_fingerprint, which no reader reads.
+    // it is: version 5 only added cells.model_fingerprint, which show, report and check do not
+    // read (cell_complete reads none there; merge takes version-5 inputs only).
     const bool read_only = sqlite3_db_readonly(db_, "main") == 1;
     if (found == 4 && !read_only) found = migrate_from_4();
     has_fingerprints_ = found >= 5;
@@ -469,9 +470,9 @@ CellClaim ResultStore::claim_cell(int64_t run_id, const std::string& config_json
       if (rows.text(0) == "complete") {
         // Another model's result (stored since the run checked: settle_changed_models) holds
         // the cell too: one key, one result.
-        claim.held_by = same_model(rows.text(4), model_fingerprint)
-                            ? "already complete"
-                            : "complete, run with another model under that name";
+        claim.other_model = !same_model(rows.text(4), model_fingerprint);
+        claim.held_by = claim.other_model ? "complete, run with another model under that name"
+                                          : "already complete";
         return;
       }
       if (rows.text(0) == "failed") {  // by a fellow worker of this run: not tried twice

@@ -41,6 +41,7 @@ struct MetricRow {
 // The outcome of claiming a cell: ours to run (cell_id > 0), or held by someone else.
 struct CellClaim {
   int64_t cell_id = 0;
+  bool other_model = false;  // held by a complete result of another model (held_by says so)
   // When not ours: "already complete", "running in <host> pid <pid>", "failed in this run".
   std::string held_by;
 };
@@ -59,7 +60,7 @@ void require_results_database(const std::string& path);
 
 class ResultStore {
  public:
-  // 2: runs.warnings; 3: cells' claims; 4: runs' processes
+  // 2: runs.warnings; 3: cells' claims; 4: runs' processes; 5: cells.model_fingerprint
   static constexpr int kSchemaVersion = 5;
   // A running cell (run) of another host whose heartbeat is older than this is taken over
   // (marked interrupted).

@@ -162,7 +162,7 @@ TEST(RulerQa, SquadAsksItsAnswerableQuestionsInOrderWithTheirArticle) {
 TEST(RulerQa, HotpotDocumentsAreTitleAndJoinedSentencesInStepsOfTen) {
   test::TempDir dir;
   const std::string file = written(dir, "hotpot.json", hotpot_file());
-  int not_first = 0;
+  int not_first = 0, dropped = 0;
   for (uint64_t seed = 0; seed < 4; ++seed) {
     std::vector<int64_t> sizes;
     for (const Sample& s : make_dataset("qa_2", params(file, 3000, 3))->samples(byte_tokenizer(), seed)) {
@@ -179,9 +179,45 @@ TEST(RulerQa, HotpotDocumentsAreTitleAndJoinedSentencesInStepsOfTen) {
       sizes.push_back(int64_t(docs.size()));
     }
     const int64_t size = *std::max_element(sizes.begin(), sizes.end());
-    for (int64_t n : sizes) EXPECT_EQ((size - n) % 10, 0) << n << " documents, task " << size;
+    for (int64_t n : sizes) {
+      EXPECT_EQ((size - n) % 10, 0) << n << " documents, task " << size;
+      dropped += n < size;
+    }
   }
   EXPECT_GT(not_first, 0);
+  EXPECT_GT(dropped, 0) << "no sample overflowed the task's size: the steps went untested";
+}
+
+// A sample that overflows the task's size steps down by 10 documents but never past its own:
+// question 1's ten documents (one of them 700 bytes long) overflow the size question 0 gave
+// (between 10 and 20 here), and fit as the 10 alone, where a whole step would have left fewer
+// than its own ten.
+TEST(RulerQa, ASampleStepsDownToItsOwnDocumentsNotPastThem) {
+  test::TempDir dir;
+  json items = json::array();
+  for (int q = 0; q < 2; ++q) {
+    json context = json::array();
+    for (int d = 0; d < 10; ++d) {
+      std::string text = "Short page " + std::to_string(d) + ".";
+      if (q == 1 && d == 0) text = std::string(700, 'x');
+      context.push_back(json::array({"Q" + std::to_string(q) + "D" + std::to_string(d),
+                                     json::array({text})}));
+    }
+    items.push_back({{"question", "Which " + std::to_string(q) + "?"}, {"answer", "a"},
+                     {"context", context}});
+  }
+  for (int i = 0; i < 40; ++i)
+    items.push_back({{"question", "filler?"}, {"answer", "none"},
+                     {"context", json::array({json::array({"F" + std::to_string(i),
+                                                           json::array({filler(i)})})})}});
+  const std::string file = written(dir, "hotpot.json", items);
+  const std::vector<Sample> samples =
+      make_dataset("qa_2", params(file, 1900, 2))->samples(byte_tokenizer(), 0);
+  const int64_t size = samples.at(0).meta.at("documents");  // question 0 fits the task's size
+  EXPECT_GT(size, 10);
+  EXPECT_LT(size, 20);
+  EXPECT_EQ(samples.at(1).meta.at("documents"), 10);
+  EXPECT_EQ(documents(samples.at(1).prompt).size(), 10u);
 }
 
 TEST(RulerQa, TheFileIsRequiredAndOnlyRulersGenerator) {

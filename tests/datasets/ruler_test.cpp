@@ -472,9 +472,8 @@ TEST(RulerSizing, VtSamplesDropWholeStepsOfTenNoiseUnits) {
 }
 
 // common_words_extraction.py's steps: 10 words. Words differ in length, so samples overflow the
-// probe's size now and then; each then holds 10, 20, ... words fewer, and with those 10 more
-// it would not fit. Below its 10 common words a sample is refused, never cut (RULER retries
-// forever there).
+// probe's size now and then; each then holds 10, 20, ... words fewer. Below its 10 common words
+// a sample is refused, never cut (RULER retries forever there).
 TEST(RulerSizing, CweSamplesDropWholeStepsOfTenWords) {
   KVB_REQUIRE_SHARED_DATA(data);
   const std::string intro = "Below is a numbered list of words.";
