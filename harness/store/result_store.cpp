@@ -347,6 +347,8 @@ std::string this_host() {
 // Seconds since a row's heartbeat_at (a huge number when it has none), as SQL.
 constexpr const char* kAgeOfHeartbeat =
     "coalesce((julianday('now') - julianday(heartbeat_at)) * 86400.0, 1e18)";
+constexpr const char* kAgeOfRunHeartbeat =  // the same, of `r`, a run joined to its cells
+    "coalesce((julianday('now') - julianday(r.heartbeat_at)) * 86400.0, 1e18)";
 
 // Whether the process that runs a row (a cell's claim, a run) still does. This process's own
 // rows are leftovers of its earlier work; on this host a pid that no longer lives is gone
@@ -422,6 +424,22 @@ int64_t ResultStore::forget_suite(const std::string& suite,
                          " is still running (process " + std::to_string(run.pid) + " on " +
                          run.host + "); --fresh would delete its results under it: wait for it "
                          "or stop it");
+    // Another suite's live run would lose from its tables the results it stored of these cells.
+    for (const std::string& key : cell_keys) {
+      Statement live(db_, "SELECT r.id, r.suite, coalesce(r.host, ''), coalesce(r.pid, 0), " +
+                              std::string(kAgeOfRunHeartbeat) +
+                              " FROM cells c JOIN runs r ON r.id = c.run_id WHERE "
+                              "c.config_json = ? AND c.status != 'running' AND "
+                              "r.status = 'running' AND r.suite != ?");
+      live.bind(1, key).bind(2, suite);
+      while (live.step())
+        if (process_alive(live.text(2), live.integer(3), live.real(4)))
+          throw InputError(path_ + ": run " + std::to_string(live.integer(0)) + " of suite " +
+                           live.text(1) + " is still running (process " +
+                           std::to_string(live.integer(3)) + " on " + live.text(2) +
+                           ") and holds results of this suite's cells; --fresh would delete "
+                           "them under it: wait for it or stop it");
+    }
     Statement s(db_, "DELETE FROM runs WHERE suite = ?");
     s.bind(1, suite).run();
     // A running cell stays: its process finishes it, or a later claim takes it over.

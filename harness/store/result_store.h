@@ -83,8 +83,8 @@ class ResultStore {
   void add_run_warning(int64_t run_id, const std::string& warning);
   // Deletes every run and cell of `suite` and any other suite's finished cell under one of
   // `cell_keys` (the suite's cells: a run would skip it, so --fresh would not redo it); an
-  // InputError, deleting nothing, while a run of it is still running in a process that lives
-  // (claim_cell's liveness rule). Returns how many of those other suites' cells went.
+  // InputError, deleting nothing, while a run of it, or a run of another suite holding such a
+  // cell, is still running in a process that lives (claim_cell's liveness rule). Returns how many of those other suites' cells went.
   int64_t forget_suite(const std::string& suite, const std::vector<std::string>& cell_keys);
 
   // Whether a complete row holds the cell of `config_json`, run with the model of

@@ -201,6 +201,17 @@ class ResultStoreCells : public ::testing::Test {
   std::string path = dir.file("r.db");
   ResultStore store{path};
 
+  // Run `run` as held by process `pid` of this host (0: none, a process that is gone).
+  void run_held_by(int64_t run, int64_t pid) {
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    ASSERT_EQ(sqlite3_exec(store.handle(),
+                           ("UPDATE runs SET host = '" + std::string(host) + "', pid = " +
+                            std::to_string(pid) + " WHERE id = " + std::to_string(run)).c_str(),
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+  }
+
   int64_t rows_of(const std::string& config) {
     return query_int(store.handle(),
                      "SELECT count(*) FROM cells WHERE config_json = '" + config + "'");
@@ -431,6 +442,7 @@ TEST_F(ResultStoreCells, ForgetSuiteForgetsOtherSuitesResultsOfItsCells) {
   store.claim_cell(other, "{\"running\":1}", "m", "d", "x", 8, 0);
   const int64_t own = store.claim_cell(other, "{\"own\":1}", "m", "d", "x", 8, 0).cell_id;
   store.complete_cell(own, {}, {}, 0);
+  store.finish_run(other, "interrupted");  // a live one keeps its results (the test below)
   EXPECT_EQ(store.forget_suite("s", {"{\"shared\":1}", "{\"running\":1}", "{\"absent\":1}"}), 1);
   EXPECT_FALSE(store.cell_complete("{\"shared\":1}"));
   EXPECT_TRUE(store.cell_complete("{\"own\":1}"));
@@ -445,15 +457,7 @@ TEST_F(ResultStoreCells, ForgetSuiteRefusesWhileAnotherProcessRunsIt) {
   const int64_t run = store.begin_run(run_info("s"));
   const int64_t cell = store.claim_cell(run, "{\"g\":1}", "m", "d", "x", 8, 0).cell_id;
   store.complete_cell(cell, {}, {}, 0);
-  char host[256] = {};
-  gethostname(host, sizeof(host) - 1);
-  const auto held_by = [&](int64_t pid) {
-    ASSERT_EQ(sqlite3_exec(store.handle(),
-                           ("UPDATE runs SET host = '" + std::string(host) + "', pid = " +
-                            std::to_string(pid) + " WHERE id = " + std::to_string(run)).c_str(),
-                           nullptr, nullptr, nullptr),
-              SQLITE_OK);
-  };
+  const auto held_by = [&](int64_t pid) { run_held_by(run, pid); };
   held_by(int64_t(getppid()));  // a process that lives: the test's parent
   try {
     store.forget_suite("s", {});
@@ -475,6 +479,28 @@ TEST_F(ResultStoreCells, ForgetSuiteRefusesWhileAnotherProcessRunsIt) {
   EXPECT_EQ(status(), "running, but its process is gone (interrupted)");
   store.forget_suite("s", {});
   EXPECT_FALSE(store.cell_complete("{\"g\":1}"));
+}
+
+// --fresh also forgets another suite's results of its cells, but not from under that suite's
+// run while its process lives.
+TEST_F(ResultStoreCells, ForgetSuiteLeavesAnotherSuitesLiveRunItsResults) {
+  const int64_t other = store.begin_run(run_info("other"));
+  const int64_t cell = store.claim_cell(other, "{\"h\":1}", "m", "d", "x", 8, 0).cell_id;
+  store.complete_cell(cell, {}, {}, 0);
+  const auto held_by = [&](int64_t pid) { run_held_by(other, pid); };
+  held_by(int64_t(getppid()));  // a process that lives
+  try {
+    store.forget_suite("s", {"{\"h\":1}"});
+    ADD_FAILURE() << "forgot the results of another suite's live run";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("run " + std::to_string(other) + " of suite other is "
+                                         "still running"),
+              std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(store.cell_complete("{\"h\":1}"));
+  held_by(0);  // its process is gone
+  EXPECT_EQ(store.forget_suite("s", {"{\"h\":1}"}), 1);
+  EXPECT_FALSE(store.cell_complete("{\"h\":1}"));
 }
 
 TEST_F(ResultStoreCells, CellsOfRunShowTheWholeSuite) {
