@@ -71,9 +71,7 @@ class CommonWords : public RulerTask {
       const CweRecord r = draw_record(rng, pool);
       auto render = [&](int64_t n) { return this->render(r, n); };
       std::string text =
-          task_size ? ruler_sample(*task_size, kStep, render, [&](const std::string& t) {
-                        return ruler_fits(tokenizer, t);
-                      }, /*min_n=*/kCommon).text
+          task_size ? ruler_sample(tokenizer, *task_size, kStep, render, /*min_n=*/kCommon).text
                     : kvbench_v1_fit(tokenizer, r);
       out.push_back(make_sample("cwe", i, std::move(text),
                                 std::vector<std::string>(r.words.begin(), r.words.begin() + kCommon),

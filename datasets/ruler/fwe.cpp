@@ -75,11 +75,8 @@ class FrequentWords : public RulerTask {
     std::vector<Sample> out;
     for (int i = 0; i < params_.samples; ++i) {
       const FweRecord r = draw_record(rng);
-      auto render = [&](int64_t n) { return compose(fwe_prompt(), coded_text(r.vocab, n, r.text_seed)); };
-      std::string text = task_size ? ruler_sample(*task_size, ruler_step(), render,
-                                                  [&](const std::string& t) {
-                                                    return ruler_fits(tokenizer, t);
-                                                  }).text
+      auto render = [&](int64_t n) { return this->render(r, n); };
+      std::string text = task_size ? ruler_sample(tokenizer, *task_size, ruler_step(), render).text
                                    : fit_prompt(tokenizer, params_.context_length, render).text;
       out.push_back(make_sample("fwe", i, std::move(text), {r.vocab[1], r.vocab[2], r.vocab[3]},
                                 json::object(), question_tail(fwe_prompt())));
@@ -95,6 +92,11 @@ class FrequentWords : public RulerTask {
     return r;
   }
 
+  // The prompt with the coded text of Zipf parameter n.
+  std::string render(const FweRecord& r, int64_t n) const {
+    return compose(fwe_prompt(), coded_text(r.vocab, n, r.text_seed));
+  }
+
   // freq_words_extraction.py's room for the prompt (max_seq_length less tokens_to_generate)
   // and its step, a 32nd of it.
   int64_t room() const { return params_.context_length - params_.max_new_tokens; }
@@ -108,9 +110,7 @@ class FrequentWords : public RulerTask {
                        " leaves less than 32 tokens beside max_new_tokens " +
                        std::to_string(params_.max_new_tokens) + " (fwe grows in 32nds of that)");
     int64_t n = room() / 6;
-    while (ruler_tokens(tokenizer, compose(fwe_prompt(), coded_text(probe.vocab, n, probe.text_seed))) <
-           room())
-      n += ruler_step();
+    while (ruler_tokens(tokenizer, render(probe, n)) < room()) n += ruler_step();
     return n - ruler_step();
   }
 };

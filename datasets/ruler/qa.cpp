@@ -156,8 +156,8 @@ class QuestionAnswering : public RulerTask {
       const Question& q = file.questions[size_t(i)];
       const uint64_t docs_seed = rng();
       auto [n, text] = ruler_sample(
-          size, kStep, [&](int64_t docs) { return render(file, i, docs, docs_seed, seed); },
-          [&](const std::string& t) { return ruler_fits(tokenizer, t); },
+          tokenizer, size, kStep,
+          [&](int64_t docs) { return render(file, i, docs, docs_seed, seed); },
           /*min_n=*/int64_t(q.own.size()));
       out.push_back(make_sample(name_, i, std::move(text), q.answers,
                                 {{"documents", n}, {"question_index", i}},

@@ -358,6 +358,13 @@ FittedText RulerTask::ruler_sample(int64_t size, int64_t step,
   }
 }
 
+FittedText RulerTask::ruler_sample(const Tokenizer& tokenizer, int64_t size, int64_t step,
+                                   const std::function<std::string(int64_t)>& render,
+                                   int64_t min_n) const {
+  return ruler_sample(size, step, render,
+                      [&](const std::string& text) { return ruler_fits(tokenizer, text); }, min_n);
+}
+
 double RulerTask::score(const Sample& sample, const std::string& prediction) const {
   return string_match_all(prediction, sample.answers);
 }

@@ -177,6 +177,10 @@ class RulerTask : public Dataset {
                           const std::function<std::string(int64_t)>& render,
                           const std::function<bool(const std::string&)>& fits,
                           int64_t min_n = 0) const;
+  // The same with ruler_fits as `fits` (a prompt of one question).
+  FittedText ruler_sample(const Tokenizer& tokenizer, int64_t size, int64_t step,
+                          const std::function<std::string(int64_t)>& render,
+                          int64_t min_n = 0) const;
   // A different stream of the seed for the probe sample, so that the samples' own draws
   // (needles, chains, words) are those of the earlier revision.
   static uint64_t probe_seed(uint64_t seed) { return seed ^ 0x5052'4f42'4550'524fULL; }

@@ -113,8 +113,7 @@ class VariableTracking : public RulerTask {
       const VtRecord r = draw_record(rng);
       auto render_n = [&](int64_t n) { return render(r, shape, n, true); };
       auto [n, text] =
-          task_size ? ruler_sample(*task_size, ruler_step(), render_n,
-                                   [&](const std::string& t) { return ruler_fits(tokenizer, t); })
+          task_size ? ruler_sample(tokenizer, *task_size, ruler_step(), render_n)
                     : fit_prompt(tokenizer, params_.context_length, render_n);
       // Each line's place in percent of the n noise units (line j before the j-th place).
       const json depths =

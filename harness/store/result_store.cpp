@@ -344,11 +344,11 @@ std::string this_host() {
   return name;
 }
 
-// Seconds since a row's heartbeat_at (a huge number when it has none), as SQL.
-constexpr const char* kAgeOfHeartbeat =
-    "coalesce((julianday('now') - julianday(heartbeat_at)) * 86400.0, 1e18)";
-constexpr const char* kAgeOfRunHeartbeat =  // the same, of `r`, a run joined to its cells
-    "coalesce((julianday('now') - julianday(r.heartbeat_at)) * 86400.0, 1e18)";
+// Seconds since a row's heartbeat_at (a huge number when it has none), as SQL; `prefix`
+// names its table in a join ("r.").
+std::string age_of_heartbeat(const std::string& prefix = "") {
+  return "coalesce((julianday('now') - julianday(" + prefix + "heartbeat_at)) * 86400.0, 1e18)";
+}
 
 // Whether the process that runs a row (a cell's claim, a run) still does. This process's own
 // rows are leftovers of its earlier work; on this host a pid that no longer lives is gone
@@ -366,7 +366,7 @@ struct RunningRun {
 };
 std::vector<RunningRun> running_runs(sqlite3* db, const std::string& suite) {
   Statement s(db, "SELECT id, coalesce(host, ''), coalesce(pid, 0), " +
-                      std::string(kAgeOfHeartbeat) +
+                      age_of_heartbeat() +
                       " FROM runs WHERE suite = ? AND status = 'running'");
   s.bind(1, suite);
   std::vector<RunningRun> out;
@@ -427,7 +427,7 @@ int64_t ResultStore::forget_suite(const std::string& suite,
     // Another suite's live run would lose from its tables the results it stored of these cells.
     for (const std::string& key : cell_keys) {
       Statement live(db_, "SELECT r.id, r.suite, coalesce(r.host, ''), coalesce(r.pid, 0), " +
-                              std::string(kAgeOfRunHeartbeat) +
+                              age_of_heartbeat("r.") +
                               " FROM cells c JOIN runs r ON r.id = c.run_id WHERE "
                               "c.config_json = ? AND c.status != 'running' AND "
                               "r.status = 'running' AND r.suite != ?");
@@ -481,7 +481,7 @@ CellClaim ResultStore::claim_cell(int64_t run_id, const std::string& config_json
   in_transaction([&] {
     Statement rows(db_,
         "SELECT status, coalesce(claim_host, ''), coalesce(claim_pid, 0), " +
-        std::string(kAgeOfHeartbeat) + ", coalesce(model_fingerprint, '')"
+        age_of_heartbeat() + ", coalesce(model_fingerprint, '')"
         " FROM cells WHERE config_json = ? AND (status != 'failed' OR run_id = ?)");
     rows.bind(1, config_json).bind(2, run_id);
     while (rows.step()) {
@@ -688,7 +688,7 @@ std::map<std::string, double> ResultStore::sample_metric(int64_t cell_id,
 std::vector<std::pair<std::string, std::string>> ResultStore::run_fields(int64_t run_id) const {
   Statement s(db_, "SELECT suite, command, started_at, coalesce(finished_at, ''), status, "
                    "git_commit, build_type, torch_version, device, threads, host, warnings, "
-                   "coalesce(pid, 0), " + std::string(kAgeOfHeartbeat) +
+                   "coalesce(pid, 0), " + age_of_heartbeat() +
                    " FROM runs WHERE id = ?");
   s.bind(1, run_id);
   if (!s.step()) throw InputError(path_ + ": no run with id " + std::to_string(run_id));

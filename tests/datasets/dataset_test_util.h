@@ -1,7 +1,9 @@
 // Helpers for the dataset tests: registry lookup, the two test tokenizers.
 #pragma once
+#include <algorithm>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "datasets/dataset.h"
 #include "engine/model/llama_model.h"
@@ -38,5 +40,31 @@ inline std::string shared_data_dir() {
   if (dir_var.empty())                                    \
   GTEST_SKIP() << "skipped: "                             \
                << ::kvb::test::shared_absent("${SHARED}/data (haystack essays, word lists)")
+
+// RULER's sizing seen in its samples (NVIDIA/RULER's prepare scripts): a task's samples hold
+// its size or whole steps less. Counts, over the tasks checked, the samples that held less.
+struct StepDrops {
+  int dropped = 0, total = 0;
+
+  // One task's samples and each one's haystack units (`what`: "units", "words"...): each is
+  // the largest or whole `step`s below it. Returns, per sample, whether it held less.
+  std::vector<bool> check(const std::vector<Sample>& samples, const std::vector<int64_t>& sizes,
+                          int64_t step, const std::string& what, uint64_t seed) {
+    const int64_t size = *std::max_element(sizes.begin(), sizes.end());
+    std::vector<bool> less;
+    for (size_t i = 0; i < samples.size(); ++i, ++total) {
+      EXPECT_EQ((size - sizes[i]) % step, 0) << "seed " << seed << " " << samples[i].id << ": "
+                                             << sizes[i] << " " << what << ", task " << size;
+      less.push_back(sizes[i] < size);
+      dropped += less.back();
+    }
+    return less;
+  }
+  // Some sample held less (else the seeds test no step), not all.
+  void expect_some_dropped() const {
+    EXPECT_GT(dropped, 0) << "no sample overflowed the task's size: the seeds test nothing";
+    EXPECT_LT(dropped, total);
+  }
+};
 
 }  // namespace kvb::test

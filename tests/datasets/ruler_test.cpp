@@ -332,7 +332,7 @@ TEST(RulerSizing, NoiseSamplesDropWholeStepsFromTheTasksSize) {
   KVB_REQUIRE_SHARED_DATA(data);
   const int64_t length = 8143, step = 25;
   const int64_t unit_bytes = int64_t(std::string(kNoiseUnit).size()) + 1;  // and its newline
-  int dropped = 0, total = 0;
+  test::StepDrops drops;
   for (uint64_t seed = 0; seed < 10; ++seed) {
     const std::vector<Sample> samples =
         make_dataset("niah_single_1", params_for(data, length, 12))->samples(byte_tokenizer(), seed);
@@ -342,20 +342,15 @@ TEST(RulerSizing, NoiseSamplesDropWholeStepsFromTheTasksSize) {
       for (const std::string& line : lines_of(s.prompt)) units += line == kNoiseUnit;
       sizes.push_back(units);
     }
-    const int64_t size = *std::max_element(sizes.begin(), sizes.end());
-    for (size_t i = 0; i < samples.size(); ++i, ++total) {
+    const std::vector<bool> less = drops.check(samples, sizes, step, "units", seed);
+    for (size_t i = 0; i < samples.size(); ++i) {
       const int64_t bytes = int64_t(byte_tokenizer().encode(samples[i].prompt, false).size());
       EXPECT_LE(bytes + 128, length) << samples[i].id;
-      EXPECT_EQ((size - sizes[i]) % step, 0)
-          << "seed " << seed << " " << samples[i].id << ": " << sizes[i] << " units, task " << size;
-      if (sizes[i] < size) {
-        ++dropped;
+      if (less[i])
         EXPECT_GT(bytes + step * unit_bytes + 128, length) << samples[i].id << " would fit a step more";
-      }
     }
   }
-  EXPECT_GT(dropped, 0) << "no sample overflowed the task's size: the seed tests nothing";
-  EXPECT_LT(dropped, total);
+  drops.expect_some_dropped();
 }
 
 TEST(RulerGenerators, EssayAndWordTasksFit) {
@@ -449,7 +444,7 @@ TEST(RulerSizing, VtSamplesDropWholeStepsOfTenNoiseUnits) {
   KVB_REQUIRE_STORIES260K(dir);
   const auto tokenizer = Tokenizer::load(dir);
   const std::string intro = "Memorize and track the chain(s) of variable assignment";
-  int dropped = 0, total = 0;
+  test::StepDrops drops;
   for (uint64_t seed = 0; seed < 8; ++seed) {
     const std::vector<Sample> samples =
         make_dataset("vt", params_for("", 5000, 6))->samples(*tokenizer, seed);
@@ -460,15 +455,9 @@ TEST(RulerSizing, VtSamplesDropWholeStepsOfTenNoiseUnits) {
         units += line == kNoiseUnit;
       sizes.push_back(units);
     }
-    const int64_t size = *std::max_element(sizes.begin(), sizes.end());
-    for (size_t i = 0; i < samples.size(); ++i, ++total) {
-      EXPECT_EQ((size - sizes[i]) % 10, 0) << "seed " << seed << " " << samples[i].id << ": "
-                                           << sizes[i] << " units, task " << size;
-      dropped += sizes[i] < size;
-    }
+    drops.check(samples, sizes, 10, "units", seed);
   }
-  EXPECT_GT(dropped, 0) << "no sample overflowed the task's size: the seeds test nothing";
-  EXPECT_LT(dropped, total);
+  drops.expect_some_dropped();
 }
 
 // common_words_extraction.py's steps: 10 words. Words differ in length, so samples overflow the
@@ -477,7 +466,7 @@ TEST(RulerSizing, VtSamplesDropWholeStepsOfTenNoiseUnits) {
 TEST(RulerSizing, CweSamplesDropWholeStepsOfTenWords) {
   KVB_REQUIRE_SHARED_DATA(data);
   const std::string intro = "Below is a numbered list of words.";
-  int dropped = 0, total = 0;
+  test::StepDrops drops;
   for (uint64_t seed = 0; seed < 6; ++seed) {
     const std::vector<Sample> samples =
         make_dataset("cwe", params_for(data, 8192, 6))->samples(byte_tokenizer(), seed);
@@ -495,15 +484,9 @@ TEST(RulerSizing, CweSamplesDropWholeStepsOfTenWords) {
       for (const std::string& a : s.answers) EXPECT_TRUE(words.count(a)) << s.id << ": " << a;
       sizes.push_back(int64_t(words.size()));
     }
-    const int64_t size = *std::max_element(sizes.begin(), sizes.end());
-    for (size_t i = 0; i < samples.size(); ++i, ++total) {
-      EXPECT_EQ((size - sizes[i]) % 10, 0) << "seed " << seed << " " << samples[i].id << ": "
-                                           << sizes[i] << " words, task " << size;
-      dropped += sizes[i] < size;
-    }
+    drops.check(samples, sizes, 10, "words", seed);
   }
-  EXPECT_GT(dropped, 0) << "no sample overflowed the task's size: the seeds test nothing";
-  EXPECT_LT(dropped, total);
+  drops.expect_some_dropped();
   json p = params_for(data, 1400, 1);  // the example and 10 words x 6 overflow 1400 bytes
   try {
     const Sample s = make_dataset("cwe", p)->samples(byte_tokenizer(), 0).at(0);
