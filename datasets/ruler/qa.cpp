@@ -80,6 +80,9 @@ QaFile read_squad(const std::string& path) {
         Question q{text_field(qa, "question", path + ": a question"), {}, {own}, {}};
         for (const json& answer : array_field(qa, "answers", path + ": question " + q.query))
           q.answers.push_back(text_field(answer, "text", path + ": an answer of " + q.query));
+        // It could never be scored (qa.py's string_match_part fails on it).
+        if (q.answers.empty())
+          throw InputError(path + ": answerable question \"" + q.query + "\" has no answers");
         for (int64_t d : article_docs)
           if (d != own) q.more.push_back(d);
         out.questions.push_back(std::move(q));

@@ -240,6 +240,16 @@ TEST(RulerQa, TheFileIsRequiredAndOnlyRulersGenerator) {
       << R"("answers": [{"text": "a"}], "is_impossible": null}]}]}]})";
   EXPECT_THROW(make_dataset("qa_1", params(dir.file("null.json"), 2048, 1))->samples(byte_tokenizer(), 0),
                InputError);
+  std::ofstream(dir.file("none.json"))
+      << R"({"data": [{"paragraphs": [{"context": "c", "qas": [{"question": "q", )"
+      << R"("answers": [], "is_impossible": false}]}]}]})";
+  try {
+    make_dataset("qa_1", params(dir.file("none.json"), 2048, 1))->samples(byte_tokenizer(), 0);
+    ADD_FAILURE() << "a question without answers accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("answerable question \"q\" has no answers"),
+              std::string::npos) << e.what();
+  }
   json before = params(dir.file("squad.json"), 2048, 1);
   before["question_position"] = "before";
   EXPECT_THROW(make_dataset("qa_1", before), InputError);
