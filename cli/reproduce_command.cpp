@@ -84,8 +84,8 @@ void add_reproduce_command(CLI::App& app, std::vector<Command>& out, const std::
     options.command = command_line;
     options.redo_changed_models = o->redo_changed_models;
     options.progress = isatty(STDERR_FILENO) ? Progress::Style::live : Progress::Style::lines;
-    std::cerr << "reproduce " << r.name << ": " << suite.cells().size() << " cells -> "
-              << options.db_path << "\n";
+    options.header = "reproduce " + r.name + ": " + std::to_string(suite.cells().size()) +
+                     " cells -> " + options.db_path;
     const RunSummary summary = run_suite(suite, options, std::cerr);
     if (summary.stopped_by) finish_stopped(summary.stopped_by);  // no comparison of a part
     ResultStore store(options.db_path);

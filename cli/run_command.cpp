@@ -7,6 +7,7 @@
 #include <iostream>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "cli/commands.h"
@@ -69,7 +70,8 @@ WorkerGpus worker_gpus_of(const RunArguments& o) {
 
 // `kvbench run --workers N`: begins one run, has N worker processes (this executable) share
 // its cells through the store's claims, shows their progress as one, prints the table once.
-// Returns the largest exit code of the workers.
+// Returns 0, 1 where a cell failed, or a larger exit code of a worker (one ended by a stop
+// this process was asked for aside); a stop that left cells undone ends this process by it.
 int run_workers(RunArguments o, const Suite& suite, const RunOptions& options) {
   const WorkerGpus gpus = worker_gpus_of(o);
   const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
@@ -107,8 +109,6 @@ int run_workers(RunArguments o, const Suite& suite, const RunOptions& options) {
     return !store.cell_complete(c.key(), fingerprints.of(c.model));
   });
   const int stopped_by = undone ? StopSignals::requested() : 0;
-  store.finish_run(run, stopped_by ? "interrupted" : outcome.exit_code == 0 ? "complete" : "failures");
-  print_run(store, run, std::cout);
   // This run's cells (its shard's), each by its rows under its key.
   int ran = 0, complete_before = 0, failed = 0;
   std::set<std::string> counted;  // a key once (an axis value listed twice is one cell)
@@ -124,12 +124,16 @@ int run_workers(RunArguments o, const Suite& suite, const RunOptions& options) {
     else if (complete) ++complete_before;
     else if (failed_here) ++failed;
   }
+  // A worker stopped after every cell was done leaves nothing undone: the run is complete.
+  const int exit_code = std::max(outcome.exit_code, failed > 0 ? 1 : 0);
+  store.finish_run(run, stopped_by ? "interrupted" : exit_code == 0 ? "complete" : "failures");
+  print_run(store, run, std::cout);
   std::cout << "\nrun " << run << ": " << o.workers << " workers";
   if (outcome.replaced > 0) std::cout << " (" << outcome.replaced << " killed and started again)";
   std::cout << ", " << ran << " ran, " << complete_before << " already complete, " << failed
             << " failed; database " << options.db_path << "\n";
   if (stopped_by) finish_stopped(stopped_by);
-  return outcome.exit_code;
+  return exit_code;
 }
 
 }  // namespace
@@ -215,12 +219,13 @@ void add_run_command(CLI::App& app, std::vector<Command>& out, const std::string
       const RunSummary summary = run_suite(suite, options, std::cerr);
       return summary.stopped_by ? 128 + summary.stopped_by : summary.failed > 0 ? 1 : 0;
     }
-    std::cerr << "suite " << suite.name << ": " << suite.cells().size() << " cells";
+    std::ostringstream header;
+    header << "suite " << suite.name << ": " << suite.cells().size() << " cells";
     if (options.shard)
-      std::cerr << ", shard " << shard_text(*options.shard) << ": "
-                << cells_of_shard(suite.cells(), *options.shard).size() << " of them";
-    std::cerr << " -> "
-              << options.db_path << " (" << options.threads << " threads)\n";
+      header << ", shard " << shard_text(*options.shard) << ": "
+             << cells_of_shard(suite.cells(), *options.shard).size() << " of them";
+    header << " -> " << options.db_path << " (" << options.threads << " threads)";
+    options.header = header.str();
     RunSummary summary = run_suite(suite, options, std::cerr);
     ResultStore store(options.db_path);
     print_run(store, summary.run_id, std::cout);

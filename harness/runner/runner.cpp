@@ -625,6 +625,7 @@ RunSummary run_suite(const Suite& suite, const RunOptions& options, std::ostream
   if (!options.join_run)  // a worker's supervisor settled them
     settle_changed_models(store, cells, options.redo_changed_models, fingerprints, progress_out);
   for (const Cell& cell : cells) fingerprints.of(cell.model);  // each model's, as the run begins
+  if (!options.header.empty()) progress_out << options.header << "\n";
   RunSummary summary;
   summary.run_id = options.join_run ? *options.join_run
                                     : store.begin_run(current_run_info(
@@ -636,8 +637,12 @@ RunSummary run_suite(const Suite& suite, const RunOptions& options, std::ostream
   std::unique_ptr<ModelView> view;  // what methods see of the model in `models`
   bool stopped = false;  // cells left undone by a stop request
   for (size_t i = 0; i < cells.size() && !stopped; ++i) {
-    stopped = StopSignals::requested() != 0;
-    if (stopped) break;
+    if (StopSignals::requested()) {  // stopped, unless other processes did the cells left
+      stopped = std::any_of(cells.begin() + long(i), cells.end(), [&](const Cell& c) {
+        return !store.cell_complete(c.key(), fingerprints.of(c.model));
+      });
+      break;
+    }
     const Cell& cell = cells[i];
     const int index = int(i);
     const std::string key = cell.key();

@@ -39,6 +39,9 @@ struct RunOptions {
   // Cells whose stored result ran another model under the name they give it are redone (the
   // results forgotten first) instead of refused (settle_changed_models).
   bool redo_changed_models = false;
+  // A line for the progress stream once the run's checks have passed, before its first cell
+  // (the CLI's "suite NAME: N cells -> DB"); none where empty.
+  std::string header;
 };
 
 struct RunSummary {

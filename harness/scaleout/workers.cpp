@@ -73,6 +73,15 @@ int exit_code_of(int status) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+// Whether a worker that ended with `code` while this process is being stopped ended by that
+// stop: by one of the stop signals, or by finish_stopped's exit 128 + N.
+bool ended_by_stop(int code) {
+  if (!StopSignals::requested()) return false;
+  for (const int signal : {SIGINT, SIGTERM, SIGHUP, SIGUSR1})
+    if (code == 128 + signal) return true;
+  return false;
+}
+
 }  // namespace
 
 std::vector<std::string> worker_gpus(int workers, const std::string& devices,
@@ -151,6 +160,10 @@ WorkersOutcome supervise_workers(const std::string& executable,
         continue;
       }
       const int code = exit_code_of(status);
+      if (ended_by_stop(code)) {  // not a failure: the run says what the stop left undone
+        ++outcome.stopped;
+        continue;
+      }
       if (code != 0) log << "worker " << of[k] << ": exit " << code << "\n" << std::flush;
       outcome.exit_code = std::max(outcome.exit_code, code);
     }

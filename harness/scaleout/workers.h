@@ -27,8 +27,11 @@ std::vector<std::string> worker_gpus(int workers, const std::string& devices,
                                      const char* visible);
 
 struct WorkersOutcome {
-  int exit_code = 0;  // the largest exit code of the workers that finished (128+N: signal N)
-  int replaced = 0;   // workers killed by a signal and started again
+  // The largest exit code of the workers that finished (128+N: signal N), those that ended by
+  // a stop this process was asked for (StopSignals) left out: they are counted in `stopped`.
+  int exit_code = 0;
+  int replaced = 0;  // workers killed by a signal and started again
+  int stopped = 0;   // workers that ended by the stop
 };
 
 // Runs each launch as a process of `executable` and waits for them all. Their stdout is

@@ -2,8 +2,12 @@
 #include "harness/scaleout/workers.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+
+#include <sstream>
 
 #include "engine/common/error.h"
+#include "harness/runner/stop_signals.h"
 
 namespace kvb {
 namespace {
@@ -29,6 +33,39 @@ TEST(WorkerGpus, RefusesWhatDoesNotName1GpuPerWorker) {
       EXPECT_EQ(std::string(e.what()).rfind("--devices: ", 0), 0u) << e.what();
     }
   }
+}
+
+// Workers run by /bin/sh: `script` is what each runs.
+std::vector<WorkerLaunch> shell_workers(const std::vector<std::string>& scripts) {
+  std::vector<WorkerLaunch> launches;
+  for (const std::string& script : scripts) launches.push_back({.args = {"-c", script}});
+  return launches;
+}
+
+TEST(SuperviseWorkers, AFailedWorkersExitCodeIsTheOutcome) {
+  std::ostringstream display, log;
+  Progress progress(display, 1, Progress::Style::lines, 2);
+  const WorkersOutcome outcome =
+      supervise_workers("/bin/sh", shell_workers({"exit 0", "exit 3"}), progress, log);
+  EXPECT_EQ(outcome.exit_code, 3);
+  EXPECT_EQ(outcome.stopped, 0);
+  EXPECT_NE(log.str().find("worker 1: exit 3"), std::string::npos) << log.str();
+}
+
+// A stop asked of the supervisor reaches its workers (SIGUSR1); those that end by it are not
+// failures (a run whose cells were all done by then is complete), one failing still is.
+TEST(SuperviseWorkers, WorkersEndedByTheStopAreNotFailures) {
+  const StopSignals stop;
+  ASSERT_EQ(raise(SIGUSR1), 0);  // the supervisor's own stop, as `kill -USR1 <supervisor>`
+  ASSERT_EQ(StopSignals::requested(), SIGUSR1);
+  std::ostringstream display, log;
+  Progress progress(display, 1, Progress::Style::lines, 3);
+  const WorkersOutcome outcome = supervise_workers(
+      "/bin/sh", shell_workers({"exec sleep 30", "exec sleep 30", "exit 3"}), progress, log);
+  EXPECT_EQ(outcome.stopped, 2);
+  EXPECT_EQ(outcome.exit_code, 3);
+  EXPECT_EQ(outcome.replaced, 0);  // not started again while stopping
+  EXPECT_EQ(log.str().find("exit 138"), std::string::npos) << log.str();
 }
 
 }  // namespace
