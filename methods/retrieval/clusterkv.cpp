@@ -6,7 +6,9 @@
 // centroids are ranked by q.mu (inner product, not cosine) and clusters are taken in that order
 // until B - 16 entries, the last one trimmed. Tokens generated during decoding are attended
 // directly until m = 320 of them have accumulated; those are then clustered on their own into
-// C+ = 4 clusters, appended to the index. Layers 0 and 1 attend to everything.
+// C+ = 4 clusters, appended to the index (the paper, and the efficiency code; the accuracy code
+// behind the paper's accuracy numbers never clusters decode tokens: `decode_interval: 0`).
+// Layers 0 and 1 attend to everything.
 //
 // Index (Fig. 8), per layer and KV head: centroids [C, d], cluster sizes [C], their prefix sums
 // (start of each cluster's members) [C], and the member indices sorted by label [N].
@@ -15,7 +17,8 @@
 // In the harness (see `fidelity` below):
 // - `recent: on_top` (default; the reference, accuracy/cluster_attention.py): sinks + B - sinks
 //   clustered entries + every unclustered decode token (the current one included), so step t
-//   attends B + 1 .. B + m entries, as the prefill-eviction family attends B + t - 1.
+//   attends B + 1 .. B + m entries, as the prefill-eviction family attends B + t - 1; with
+//   `decode_interval: 0` (the accuracy code, which clusters the prompt only) B + t.
 //   `recent: in_budget`: exactly B = sinks + clustered + recent, the newest recent tokens first;
 //   once the recent tokens fill B - sinks (after B - sinks decode steps: 16 at B = 32) no
 //   cluster is attended until the next re-clustering, and the method is sinks + a window.
@@ -166,7 +169,7 @@ struct ClusterKVConfig {
   int64_t clusters = 0;             // C0 fixed (> 0), or 0: max(1, L / tokens_per_cluster)
   int64_t tokens_per_cluster = 80;  // the paper's C0 = L/80
   std::string recent = "on_top";    // unclustered decode tokens: on top of B (reference) or in B
-  int64_t decode_interval = 320;    // m
+  int64_t decode_interval = 320;    // m; 0: decode tokens are never clustered
   int64_t decode_clusters = 4;      // C+ (the paper; the code's default is 8)
   int max_iterations = 20;
   std::string kmeans_dtype = "float32";  // the assignments' products: float32 or the keys' dtype
@@ -193,7 +196,9 @@ struct ClusterKVConfig {
                    "unclustered decode tokens: on_top of B (the reference) or in_budget",
                    check::one_of({"on_top", "in_budget"}))
             .field("decode_interval", &C::decode_interval,
-                   "m: decode tokens are clustered every m steps", check::at_least(1))
+                   "m: decode tokens are clustered every m steps (the paper; 0: never, every "
+                   "decode token attended on top of B, as the accuracy code)",
+                   check::at_least(0))
             .field("decode_clusters", &C::decode_clusters,
                    "C+: clusters made of each m decode tokens (the paper; the code: 8)",
                    check::at_least(1))
@@ -213,7 +218,7 @@ struct ClusterKVConfig {
                    "last R steps (0: no cache)",
                    check::at_least(0))
             .rule([](C& c, const JsonFields& f) {
-              if (c.decode_clusters > c.decode_interval)
+              if (c.decode_interval > 0 && c.decode_clusters > c.decode_interval)
                 throw InputError(f.path("decode_clusters") + ": " +
                                  std::to_string(c.decode_clusters) +
                                  " clusters cannot be made from decode_interval = " +
@@ -232,10 +237,12 @@ struct ClusterKVConfig {
     return std::min(c0, n);
   }
   // Unclustered decode tokens after decode step t (the current one included): every m of them
-  // are clustered when the (m+1)-th arrives.
-  int64_t unclustered(int64_t step) const { return (step - 1) % decode_interval + 1; }
+  // are clustered when the (m+1)-th arrives (m = 0: none ever is).
+  int64_t unclustered(int64_t step) const {
+    return decode_interval > 0 ? (step - 1) % decode_interval + 1 : step;
+  }
   // The budget rule: on_top attends sinks + B - sinks clustered + every unclustered decode
-  // token (B + 1 at the first step, up to B + m); in_budget attends exactly B.
+  // token (B + 1 at the first step, up to B + m; B + t with m = 0); in_budget attends exactly B.
   AttendedRange attended(int64_t budget, int64_t entries, int64_t step) const {
     if (recent == "in_budget") return {double(budget), double(budget)};
     const int64_t s = std::min(sinks, entries - step), recent_tokens = unclustered(step);
@@ -311,7 +318,7 @@ class ClusterKV : public RetrievalMethod {
 
   // Every m decode tokens (the current one excepted) become C+ new clusters, their keys read
   // from the pool then (the pool holds them as the model made them): no operator at the
-  // other steps.
+  // other steps, nor ever with m = 0.
   void on_append(int layer, const at::Tensor&, const at::Tensor&, LayerKV& kv) override {
     if (layer < dense_layers()) return;
     join_side_stream();  // where a caller skipped after_prefill
@@ -319,7 +326,7 @@ class ClusterKV : public RetrievalMethod {
     ++ix.steps;
     ++ix.entries;
     const int64_t m = config_.decode_interval;
-    if (ix.entries - 1 - ix.clustered_end >= m) {  // entries clustered_end .. entries-1 unclustered
+    if (m > 0 && ix.entries - 1 - ix.clustered_end >= m) {  // entries clustered_end .. entries-1 unclustered
       add_clusters(layer, kv.keys_in_range(ix.clustered_end, ix.clustered_end + m),  // [Hkv, m, d]
                    config_.decode_clusters, ix.clustered_end);
       ix.clustered_end += m;
@@ -492,7 +499,9 @@ KVB_REGISTER_METHOD(make_method_info<ClusterKV, ClusterKVConfig>({
                 "numbers uses 400, equal to L/80 at 32k), q.mu ranking, last cluster trimmed to "
                 "B - sinks, every unclustered decode token attended on top of B as the reference "
                 "(recent: in_budget keeps exactly B, the clusters vanish after B - sinks decode "
-                "steps), m=320 decode tokens -> C+=4 clusters (code: 8), layers 0-1 dense, R=1 "
+                "steps), m=320 decode tokens -> C+=4 clusters as the paper and its efficiency "
+                "code (which makes 8; the accuracy code behind the paper's accuracy numbers "
+                "never clusters decode tokens: decode_interval: 0), layers 0-1 dense, R=1 "
                 "cache counted; batched over KV heads; GQA: group's queries summed per KV head "
                 "(reference: per query head); K-means products in fp32 as the accuracy code "
                 "(kmeans_dtype: keys, the efficiency code's products in the model's dtype); "
@@ -500,12 +509,12 @@ KVB_REGISTER_METHOD(make_method_info<ClusterKV, ClusterKVConfig>({
                 "exactly max_iterations steps without a host read, the prompt's on a GPU side "
                 "stream beside the prefill)",
     .presets = {{"sjtu-zhao-lab",
-                 "sjtu-zhao-lab/ClusterKV, the code behind the paper's numbers: accuracy/patch.py "
-                 "(--nlist 400, --sink 16, --fit_iter 20), accuracy/cluster_attention.py (decode "
-                 "tokens on top of B), clusterkv/clusterkv_models/llama.py (window 320, "
-                 "window_nlist 8)",
+                 "sjtu-zhao-lab/ClusterKV's accuracy code, behind the paper's accuracy numbers: "
+                 "accuracy/patch.py (--nlist 400, --sink 16, --fit_iter 20), "
+                 "accuracy/cluster_attention.py (the prompt clustered once; every decode token "
+                 "attended on top of B, never clustered)",
                  {{"clusters", 400}, {"sinks", 16}, {"max_iterations", 20}, {"recent", "on_top"},
-                  {"decode_interval", 320}, {"decode_clusters", 8}}},
+                  {"decode_interval", 0}}},
                 {"efficiency",
                  "sjtu-zhao-lab/ClusterKV's efficiency code, behind the paper's latency numbers: "
                  "clusterkv_utils.build_cluster (products in the model's dtype, exactly niter = "

@@ -57,7 +57,9 @@ TEST(Presets, H2OKVCompressAndStreamingLLMReferences) {
   fork["window"] = 32;
   fork["protected"] = 50;
   EXPECT_EQ(preset("kv_compress:vllm-kvcompress"), fork);
-  EXPECT_EQ(preset("streaming_llm:mit-han-lab"), (json{{"sinks", 4}}));
+  EXPECT_EQ(preset("streaming_llm:mit-han-lab"), (json{{"sinks", 4}, {"decode_eviction", true}}));
+  EXPECT_EQ(preset("streaming_llm:kvcache-factory"),
+            (json{{"sinks", 4}, {"decode_eviction", false}}));
 }
 
 TEST(Presets, EveryPresetNormalisesAndNamesItsReference) {

@@ -29,9 +29,9 @@ std::vector<int64_t> join(std::vector<int64_t> a, const std::vector<int64_t>& b)
 }
 
 // StreamingLLM at B = 16 over a 40-token prompt on random-tiny, `steps` decode steps.
-InspectTrace streaming_trace(int steps) {
+InspectTrace streaming_trace(int steps, const json& config = json::object()) {
   auto model = LlamaModel::from_reference("random-tiny");
-  auto method = test::make_method("streaming_llm");
+  auto method = test::make_method("streaming_llm", config);
   InspectRequest request;
   request.prompt = prompt(40);
   request.budget = 16;
@@ -54,6 +54,20 @@ TEST(Inspect, RecordsWhatStreamingLLMKeepsAndAttends) {
             << "layer " << l << " head " << h << " step " << t;
     }
   EXPECT_TRUE(trace.qk.empty());
+}
+
+// decode_eviction: false (KVCache-Factory's): the same cut after the prefill, then the cache
+// grows: step t attends the kept entries and the t decode tokens.
+TEST(Inspect, StreamingLLMWithoutDecodeEvictionKeepsEveryDecodeToken) {
+  const InspectTrace trace = streaming_trace(3, {{"decode_eviction", false}});
+  ASSERT_EQ(trace.attended.size(), 3u);
+  for (int l = 0; l < 4; ++l)
+    for (int h = 0; h < 2; ++h) {
+      EXPECT_EQ(trace.kept[l][h], join(range(0, 4), range(29, 40)));
+      for (int64_t t = 1; t <= 3; ++t)
+        EXPECT_EQ(trace.attended[size_t(t - 1)][l][h], join(range(0, 4), range(29, 40 + t)))
+            << "layer " << l << " head " << h << " step " << t;
+    }
 }
 
 TEST(Inspect, RecordsTheUnionOfAPerQueryHeadSelectionAndDumpsQK) {

@@ -249,6 +249,24 @@ TEST(ClusterKV, ReclusteringAfterMStepsAddsCPlusClusters) {
     EXPECT_TRUE(std::binary_search(sel.begin(), sel.end(), p)) << p;
 }
 
+// decode_interval: 0, the accuracy code's: no decode token is ever clustered; step t attends
+// B + t entries, every decode token among them.
+TEST(ClusterKV, DecodeInterval0NeverClustersDecodeTokens) {
+  at::manual_seed(4);
+  const int64_t d = 8, B = 40, steps = 12;
+  at::Tensor k = at::randn({1, 80, d});
+  Driver drv({{"clusters", 3}, {"decode_interval", 0}, {"decode_clusters", 8}}, k, B);
+  at::Tensor dir = at::randn({1, d});
+  at::Tensor q = dir.repeat({2, 1});
+  for (int64_t t = 0; t < steps; ++t) {
+    std::vector<int64_t> sel = drv.step(dir * (20.0 + double(t)), q);
+    EXPECT_EQ(int64_t(sel.size()), B + t + 1);
+    for (int64_t p = 80; p <= 80 + t; ++p)
+      EXPECT_TRUE(std::binary_search(sel.begin(), sel.end(), p)) << p;
+  }
+  EXPECT_EQ(drv.method->counters().at("clusters_per_head"), 3.0);
+}
+
 // 16 sinks, then two groups of 12 keys: along e_0 (entries 16..27) and along e_1 (28..39),
 // which cosine K-means with 2 clusters separates whatever its initial centroids.
 at::Tensor two_groups(int64_t d) {
@@ -348,7 +366,7 @@ TEST(ClusterKV, ClusterCountIsLOver80OrFixed) {
   // The code's values, by name.
   const json code = resolve_method("clusterkv:sjtu-zhao-lab", json::object(), "t", "t.c").config;
   EXPECT_EQ(code.at("clusters"), 400);
-  EXPECT_EQ(code.at("decode_clusters"), 8);
+  EXPECT_EQ(code.at("decode_interval"), 0);  // its accuracy code clusters the prompt only
   EXPECT_EQ(code.at("recent"), "on_top");
 }
 
