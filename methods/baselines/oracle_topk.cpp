@@ -1,6 +1,8 @@
 // Oracle top-k: at every decode step and KV head, attend to the B keys with the largest true
 // attention weight (softmax of q.k over all resident keys, summed over the GQA group).
-// The ideal selection: the upper bound in PQCache's tables.
+// The ideal selection of B keys. (PQCache's tables compare with an oracle of their own, which
+// keeps the sinks and a local window and takes the true top-k of the keys between: a weaker
+// one where the window holds keys the plain top-B would not take.)
 #include "engine/kernel_adapter.h"
 #include "methods/common/config.h"
 #include "methods/common/selection.h"

@@ -3,9 +3,12 @@
 //
 // Offline (paper Section 4.2, gen_llama_skewing_matrix.py): per layer and head, post-RoPE Q and
 // K of a calibration text (first 2048 tokens); Q = Uq Sq Vq^T; the skewing matrix A is Vq with
-// columns ordered by descending Sq x Sk. A is orthogonal, so (qA).(kA) = q.k, but in the skewed
-// basis a few channels dominate. Partial channels: the union of the top int(d r) channels by
-// sum |Q A| and by sum |K A| (r = 0.2).
+// columns ordered by descending Sq x Sk (the reference scatters them in another order, which
+// changes nothing: A stays orthogonal and the partial channels are a set). A is orthogonal, so (qA).(kA) = q.k, but in the skewed basis a
+// few channels dominate. Partial channels: the union of the top int(d r) channels by
+// sum |Q A| and by sum |K A| (r = 0.2), over the same calibration tokens. (The reference picks
+// them in a separate step, gen_partial_weight.py, from one short fixed prompt of its own; its
+// system path, speedup/flexgen, from each prompt's queries at prefill.)
 // Decode (Section 4.3): for layer i+1 >= 2, q~ = RoPE(x_i Wq_{i+1}) A on the partial channels,
 // where x_i is layer i's attention input (after its RMSNorm); scores against the partial skewed
 // keys / sqrt(d); per head, count the keys with score >= max - alpha; the count is averaged over
@@ -455,7 +458,9 @@ KVB_REGISTER_METHOD(make_method_info<InfiniGen, InfiniGenConfig>({
     .budget_tolerance = 0.0,
     .fidelity =
         "follows snu-comparch/InfiniGen's Llama path (skewing A = Vq ordered by Sq*Sk, partial "
-        "channels r=0.2 by |QA| and |KA|, speculation from the previous layer's attention input "
+        "channels r=0.2 by |QA| and |KA| on the calibration text itself (the reference: on one "
+        "short prompt of its own, gen_partial_weight.py), speculation from the previous "
+        "layer's attention input "
         "with the next layer's Wq, keys with score >= max - alpha fetched, alpha=5, "
         "scores/sqrt(d), the count averaged over heads and capped by B, layers 0-1 dense); "
         "calibration: kvbench's fixed text methods/retrieval/infinigen_calibration.txt (the "

@@ -125,42 +125,42 @@ int64_t LfuBlockCache::access(const std::vector<int64_t>& token_blocks) {
 }
 
 void LfuBlockCache::admit() {
-  // The step's blocks, most referenced first (ties: lower id), at most capacity of them.
+  // The step's blocks, most referenced first (ties: lower id), at most capacity of them: the
+  // reference's top-k blocks by tokens (torch.topk, sorted=False: it leaves their order to the
+  // implementation, and the order decides which new blocks push which out).
   const size_t admitted = std::min(touched_.size(), size_t(capacity_));
   std::partial_sort(touched_.begin(), touched_.begin() + std::ptrdiff_t(admitted), touched_.end(),
                     [this](int64_t a, int64_t b) {
                       const int32_t ra = references_[size_t(a)], rb = references_[size_t(b)];
                       return ra != rb ? ra > rb : a < b;
                     });
-  ++clock_;
-  // The victims in the order they go: the cached blocks this step does not admit, least
-  // frequently used first (ties: least recently used, then lower id). Nothing admitted this
-  // step is evicted by it, so their order does not change while it runs.
-  std::vector<int64_t> kept(touched_.begin(), touched_.begin() + std::ptrdiff_t(admitted));
-  std::sort(kept.begin(), kept.end());
-  std::vector<std::pair<int64_t, const Entry*>> victims;
-  for (const auto& cached : entries_)
-    if (!std::binary_search(kept.begin(), kept.end(), cached.first))
-      victims.emplace_back(cached.first, &cached.second);
-  std::sort(victims.begin(), victims.end(), [](const auto& a, const auto& b) {
-    if (a.second->frequency != b.second->frequency)
-      return a.second->frequency < b.second->frequency;
-    if (a.second->last_used != b.second->last_used)
-      return a.second->last_used < b.second->last_used;
-    return a.first < b.first;
-  });
-  size_t next_victim = 0;
+  std::vector<int64_t> kept;  // earlier_blocks: the blocks no victim is taken from, sorted
+  if (eviction_ == Eviction::earlier_blocks) {
+    kept.assign(touched_.begin(), touched_.begin() + std::ptrdiff_t(admitted));
+    std::sort(kept.begin(), kept.end());
+  }
   for (size_t i = 0; i < admitted; ++i) {
     const int64_t block = touched_[i];
+    const int64_t now = ++admissions_;
     auto it = entries_.find(block);
-    if (it != entries_.end()) {
-      ++it->second.frequency;
-      it->second.last_used = clock_;
+    if (it != entries_.end()) {  // one use more: the last to reach its new frequency
+      Entry& e = it->second;
+      by_use_.erase({e.frequency, e.reached, block});
+      e = Entry{e.frequency + 1, now};
+      by_use_.insert({e.frequency, e.reached, block});
       continue;
     }
-    if (int64_t(entries_.size()) >= capacity_) entries_.erase(victims[next_victim++].first);
-    entries_[block] = Entry{1, clock_};
+    if (int64_t(entries_.size()) >= capacity_) evict(kept);
+    entries_[block] = Entry{1, now};
+    by_use_.insert({1, now, block});
   }
+}
+
+void LfuBlockCache::evict(const std::vector<int64_t>& admitted) {
+  auto victim = by_use_.begin();
+  while (std::binary_search(admitted.begin(), admitted.end(), std::get<2>(*victim))) ++victim;
+  entries_.erase(std::get<2>(*victim));
+  by_use_.erase(victim);
 }
 
 const ConfigFields<PQCacheConfig>& PQCacheConfig::fields() {
@@ -184,7 +184,12 @@ const ConfigFields<PQCacheConfig>& PQCacheConfig::fields() {
           .field("cache_block", &C::cache_block, "tokens per block of the LFU cache",
                  check::at_least(1))
           .field("cache_tokens", &C::cache_tokens, "LFU cache capacity per layer, tokens",
-                 check::at_least(0));
+                 check::at_least(0))
+          .field("cache_eviction", &C::cache_eviction,
+                 "which cached block a new one evicts, the least frequently used of: any_block "
+                 "(the reference's LFU, the step's blocks inserted one by one, so new blocks can "
+                 "push each other out) or earlier_blocks (those the step does not admit)",
+                 check::one_of({"any_block", "earlier_blocks"}));
   return f;
 }
 
@@ -216,7 +221,11 @@ void PQCache::begin(const MethodContext& context) {
     topk_ = rest - local_;
   }
   index_.assign(context.num_layers, PQIndex{});
-  cache_.assign(context.num_layers, LfuBlockCache(config_.cache_tokens / config_.cache_block));
+  cache_.assign(context.num_layers,
+                LfuBlockCache(config_.cache_tokens / config_.cache_block,
+                              config_.cache_eviction == "any_block"
+                                  ? LfuBlockCache::Eviction::any_block
+                                  : LfuBlockCache::Eviction::earlier_blocks));
   pending_blocks_.assign(context.num_layers, {});
 }
 
@@ -389,10 +398,17 @@ KVB_REGISTER_METHOD(make_method_info<PQCache, PQCacheConfig>({
     .fidelity =
         "follows the paper and HugoZHL/PQCache (m=2, b=6, 32 sinks, local:top-k 1:1, PQ on every "
         "layer, softmax of PQ scores summed over the GQA group, nearest-centroid codes for tokens "
-        "leaving the window, 128-token LFU block cache of 4096 tokens per layer, hits counted); "
+        "leaving the window, 128-token LFU block cache of 4096 tokens per layer, the step's top-32 blocks inserted in "
+        "turn, a new one evicting the least frequently used, this step's too, as the "
+        "reference's lfu_cache.cc, hits counted; cache_eviction: earlier_blocks spares the "
+        "step's blocks); "
         "harness choices: budget mode (ratio 0, default) attends exactly B = sinks + local + top-k "
         "+ 1 with sinks reduced to (B-1)/2 when B < 65; Lloyd K-means runs synchronously to tol "
-        "1e-4 or max_iter=100 (the reference bounds iterations by overlap time); 2^b centroids "
+        "1e-4 or max_iter=100 (the reference bounds iterations by overlap time) on the prompt's "
+        "keys (the reference's also reads the local window's rows of its host buffer before "
+        "they are copied there: stale or random rows, a defect not reproduced); the step's "
+        "blocks enter the cache most referenced first (the reference's order is torch.topk's "
+        "unsorted one); 2^b centroids "
         "become min(2^b, keys) on short prompts; ties at the top-k's last score go to the lower "
         "token index on every device (the reference's torch.topk leaves them to the "
         "implementation, and tokens with equal codes tie); the softmax's weights are computed once per "

@@ -10,6 +10,8 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
+#include <tuple>
 #include <vector>
 
 #include "engine/common/host_worker.h"
@@ -38,25 +40,38 @@ at::Tensor pq_reconstruct(const at::Tensor& centroids, const at::Tensor& codes);
 // layer's KV heads, LFU eviction.
 class LfuBlockCache {
  public:
-  explicit LfuBlockCache(int64_t capacity_blocks) : capacity_(capacity_blocks) {}
+  // Which cached block a new one evicts (the least frequently used; of those, the one that
+  // reached its frequency first).
+  enum class Eviction {
+    any_block,       // any, one this step admitted too (the reference's lfu_cache.cc inserts
+                     // the step's blocks one by one: new blocks can push each other out)
+    earlier_blocks,  // only blocks this step does not admit (kvbench's rule before 2026-11-29)
+  };
+  explicit LfuBlockCache(int64_t capacity_blocks, Eviction eviction = Eviction::any_block)
+      : capacity_(capacity_blocks), eviction_(eviction) {}
   // One decode step: `token_blocks` holds the block of every fetched token (all heads). Returns
-  // how many were hits against the cache as it was, then admits the step's blocks (the most
-  // referenced first, at most `capacity`): a cached block's frequency grows by one, a new one
-  // enters with frequency 1 and evicts the least frequently used block not admitted in this
-  // step (ties: least recently used).
+  // how many were hits against the cache as it was, then admits the step's blocks in turn (the
+  // most referenced first, ties: lower id; at most `capacity`): a cached block's frequency grows
+  // by one, a new one enters with frequency 1 and, the cache full, evicts as `eviction` says.
   int64_t access(const std::vector<int64_t>& token_blocks);
   bool contains(int64_t block) const { return entries_.count(block) != 0; }
   int64_t size() const { return int64_t(entries_.size()); }
 
  private:
   struct Entry {
-    int64_t frequency = 0, last_used = 0;
+    int64_t frequency = 0;
+    int64_t reached = 0;  // when it reached that frequency (admissions counted)
   };
   // Admits the step's touched_ blocks (references_ holds their counts).
   void admit();
+  // Removes the block to evict: the first of by_use_ (not one of `admitted`, sorted, with
+  // earlier_blocks).
+  void evict(const std::vector<int64_t>& admitted);
   int64_t capacity_;
-  int64_t clock_ = 0;
+  Eviction eviction_;
+  int64_t admissions_ = 0;
   std::map<int64_t, Entry> entries_;
+  std::set<std::tuple<int64_t, int64_t, int64_t>> by_use_;  // (frequency, reached, block)
   std::vector<int32_t> references_;  // per block id: this step's tokens in it (0 between steps)
   std::vector<int64_t> touched_;     // this step's blocks
 };
@@ -72,6 +87,7 @@ struct PQCacheConfig {
   double tol = 1e-4;         // K-means convergence tolerance
   int64_t cache_block = 128;    // tokens per block of the LFU cache
   int64_t cache_tokens = 4096;  // LFU cache capacity per layer, tokens
+  std::string cache_eviction = "any_block";  // LfuBlockCache::Eviction, by name
 
   static const ConfigFields<PQCacheConfig>& fields();
   void check_budget(int64_t budget, const std::string& where) const;

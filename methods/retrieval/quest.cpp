@@ -7,15 +7,21 @@
 //
 // In the harness (see `fidelity` below):
 // - `selection` (what B buys):
-//   kernel (default; the reference's kernel path, the spec's default): floor(B/16) pages in
-//     all, the current one included and counted, so a head attends (floor(B/16) - 1) x 16 +
-//     the current page's filled entries: between B - 15 - B%16 and B - B%16.
+//   kernel (default; the reference's kernel path, the spec's default): floor(B/P) pages in
+//     all (P = page_size, 16), the current one included and counted, so a head attends
+//     (floor(B/P) - 1) x P + the current page's filled entries: between B - P + 1 - B%P and
+//     B - B%P.
 //   fill (a kvbench option, not in the reference): the current page, whole pages by score, and
 //     the room left (< 16) filled with the leading entries of the next-ranked page: exactly B.
 //   evaluation (the reference's accuracy-evaluation path, evaluation/quest_attention.py, which
 //     produced the paper's accuracy numbers): each query head takes its top max(3, B/16) pages,
 //     the current page a candidate like any other (not forced: the current token may go
 //     unattended, as there).
+//   Every selection applies only where a head holds more than B entries (the spec's "prompts
+//   shorter than B are not compressed"): the reference kernel goes sparse as soon as the pages
+//   outnumber floor(B/P), so where B is not a multiple of P and floor(B/P) x P < n <= B it
+//   attends fewer entries than kvbench's dense head; its evaluation path always selects, so
+//   there it drops the lowest-ranked page even when all n <= B entries would fit.
 // - GQA: the reference repeats KV and selects per query head. Default: one selection per KV
 //   head with the group's query heads' page scores summed. `gqa: per_query_head`: as the reference,
 //   each query head ranks the pages itself and attends only to its own selection (B per query
@@ -320,14 +326,17 @@ KVB_REGISTER_METHOD(make_method_info<Quest, QuestConfig>({
     .family = "retrieval",
     .uses_budget = true,
     .budget_tolerance = 0.0,
-    .fidelity = "pages of 16 with per-channel min/max keys, score sum_c max(q_c*kmax_c, "
-                "q_c*kmin_c), layers 0-1 dense (as the reference); selection=kernel (default, "
-                "the reference kernel): floor(B/16) pages incl. the current one, <= B; fill: "
-                "exactly B, the room after whole pages filled from the next-ranked page (kvbench's "
-                "option); evaluation: the reference's accuracy-evaluation path, max(3, B/16) pages "
-                "per query head, current page not forced; GQA: group's scores summed per KV head "
-                "(gqa: per_query_head: each query head selects and attends on its own, as the "
-                "reference)",
+    .fidelity = "pages of page_size = 16 with per-channel min/max keys, score sum_c "
+                "max(q_c*kmax_c, q_c*kmin_c), layers 0-1 dense (as the reference); "
+                "selection=kernel (default, the reference kernel): floor(B/page_size) pages incl. "
+                "the current one, <= B; fill: exactly B, the room after whole pages filled from "
+                "the next-ranked page (kvbench's option); evaluation: the reference's "
+                "accuracy-evaluation path, max(3, B/page_size) pages per query head, current page "
+                "not forced; a head of n <= B entries stays dense, as the spec (the reference "
+                "kernel goes sparse once its pages outnumber floor(B/page_size); its evaluation "
+                "path always drops a page where n is not a whole number of pages); GQA: group's "
+                "scores summed per KV head (gqa: per_query_head: each query head selects and "
+                "attends on its own, as the reference)",
     .presets = {{"evaluation",
                  "mit-han-lab/Quest evaluation/quest_attention.py, the accuracy-evaluation path "
                  "behind Quest's accuracy numbers and ClusterKV's Quest baseline "

@@ -181,8 +181,31 @@ TEST(PQCache, TopKByCombinationIsTheCompositionsUpToNearTies) {
   }
 }
 
+// The reference's LFU (HugoZHL/PQCache lfu_cache.cc, traced by hand): the step's blocks are
+// inserted one by one, and a new block evicts the least frequently used one, the earliest to
+// reach that frequency, even one this step inserted: new blocks push each other out.
 TEST(PQCache, LfuBlockCacheCountsHitsOnAHandCase) {
   LfuBlockCache cache(2);
+  EXPECT_EQ(cache.access({0, 0, 1}), 0);  // cold: 0 (freq 1), then 1 (freq 1)
+  EXPECT_EQ(cache.access({0, 2}), 1);     // 0 hits, freq 2; 2 evicts 1 (freq 1): {0:2, 2:1}
+  EXPECT_TRUE(cache.contains(0));
+  EXPECT_TRUE(cache.contains(2));
+  EXPECT_FALSE(cache.contains(1));
+  // 2 hits. 1 (2 tokens) goes in first and evicts 2 (freq 1, below 0's 2); then 2 evicts 1,
+  // the least frequent block, inserted this very step.
+  EXPECT_EQ(cache.access({1, 1, 2}), 1);
+  EXPECT_TRUE(cache.contains(0));
+  EXPECT_TRUE(cache.contains(2));
+  EXPECT_FALSE(cache.contains(1));
+  EXPECT_EQ(cache.access({1, 1, 2}), 1);  // the same again: 1 never stays
+  EXPECT_FALSE(cache.contains(1));
+  EXPECT_EQ(cache.access({0}), 1);  // 0 still there (freq 3)
+  EXPECT_EQ(cache.size(), 2);
+}
+
+// cache_eviction: earlier_blocks: a new block evicts only blocks the step does not admit.
+TEST(PQCache, LfuBlockCacheSparingTheStepsBlocksOnAHandCase) {
+  LfuBlockCache cache(2, LfuBlockCache::Eviction::earlier_blocks);
   EXPECT_EQ(cache.access({0, 0, 1}), 0);  // cold: {0:1, 1:1}
   EXPECT_EQ(cache.access({0, 2}), 1);     // 0 hits; 2 evicts 1 (freq 1): {0:2, 2:1}
   EXPECT_TRUE(cache.contains(0));
@@ -198,14 +221,15 @@ TEST(PQCache, LfuBlockCacheCountsHitsOnAHandCase) {
   EXPECT_EQ(cache.size(), 2);
 }
 
-// The LFU rule as Section 3.4 of the paper states it, written plainly for this test (maps
-// and sets, every token looked up): the hits against the cache before the step, then the
-// step's blocks admitted, most referenced first (ties: lower id), at most `capacity`; a new
-// block evicts the least frequently used block not admitted this step (ties: least recently
-// used, then lower id).
+// Both LFU rules written plainly for this test (maps and sets, every token looked up, victims
+// found by a scan): the hits against the cache before the step, then the step's blocks
+// admitted in turn, most referenced first (ties: lower id), at most `capacity`; a cached one's
+// frequency grows, a new one evicts the least frequently used block (ties: the earliest to
+// reach its frequency), with `spare_the_step` not one the step admits.
 class PlainLfu {
  public:
-  explicit PlainLfu(size_t capacity) : capacity_(capacity) {}
+  PlainLfu(size_t capacity, bool spare_the_step)
+      : capacity_(capacity), spare_the_step_(spare_the_step) {}
   int64_t access(const std::vector<int64_t>& blocks) {
     int64_t hits = 0;
     std::map<int64_t, int64_t> references;
@@ -217,29 +241,29 @@ class PlainLfu {
     std::stable_sort(order.begin(), order.end(),
                      [](const auto& a, const auto& b) { return a.second > b.second; });
     if (order.size() > capacity_) order.resize(capacity_);
-    ++clock_;
     std::set<int64_t> admitted;
     for (const auto& entry : order) admitted.insert(entry.first);
     for (const auto& entry : order) {
       const int64_t block = entry.first;
+      ++time_;
       if (frequency_.count(block)) {
         ++frequency_[block];
-        last_used_[block] = clock_;
+        reached_[block] = time_;
         continue;
       }
       if (frequency_.size() >= capacity_) {
         int64_t victim = -1;
         for (const auto& [b, f] : frequency_) {
-          if (admitted.count(b)) continue;
+          if (spare_the_step_ && admitted.count(b)) continue;
           if (victim < 0 || f < frequency_[victim] ||
-              (f == frequency_[victim] && last_used_[b] < last_used_[victim]))
+              (f == frequency_[victim] && reached_[b] < reached_[victim]))
             victim = b;
         }
         frequency_.erase(victim);
-        last_used_.erase(victim);
+        reached_.erase(victim);
       }
       frequency_[block] = 1;
-      last_used_[block] = clock_;
+      reached_[block] = time_;
     }
     return hits;
   }
@@ -247,30 +271,34 @@ class PlainLfu {
 
  private:
   size_t capacity_;
-  int64_t clock_ = 0;
-  std::map<int64_t, int64_t> frequency_, last_used_;
+  bool spare_the_step_;
+  int64_t time_ = 0;
+  std::map<int64_t, int64_t> frequency_, reached_;
 };
 
-// Random steps of few and of many blocks (ties in reference counts and in frequency and
-// recency; more distinct blocks a step than the cache holds, and fewer), capacities from 1 to
-// 40: the same hits every step and the same blocks cached after it.
-TEST(PQCache, LfuBlockCacheFollowsThePapersRule) {
+// Random steps of few and of many blocks (ties in reference counts and in frequency; more
+// distinct blocks a step than the cache holds, and fewer), capacities from 1 to 40, both
+// rules: the same hits every step and the same blocks cached after it.
+TEST(PQCache, LfuBlockCacheFollowsItsRule) {
   std::mt19937_64 random(5);
-  for (const int64_t capacity : {1, 2, 3, 8, 32, 40})
-    for (const int64_t universe : {4, 50, 1100}) {
-      SCOPED_TRACE("capacity " + std::to_string(capacity) + ", blocks < " +
-                   std::to_string(universe));
-      LfuBlockCache cache(capacity);
-      PlainLfu plain(static_cast<size_t>(capacity));
-      for (int step = 0; step < 60; ++step) {
-        std::vector<int64_t> blocks(static_cast<size_t>(1 + random() % 300));
-        const int64_t hot = 1 + int64_t(random() % uint64_t(universe));  // often few blocks
-        for (int64_t& b : blocks) b = int64_t(random() % uint64_t(step % 3 == 0 ? universe : hot));
-        ASSERT_EQ(cache.access(blocks), plain.access(blocks)) << "step " << step;
-        for (int64_t b = 0; b < universe; ++b)
-          ASSERT_EQ(cache.contains(b), plain.contains(b)) << "step " << step << ", block " << b;
+  for (const bool spare : {false, true})
+    for (const int64_t capacity : {1, 2, 3, 8, 32, 40})
+      for (const int64_t universe : {4, 50, 1100}) {
+        SCOPED_TRACE(std::string(spare ? "earlier_blocks" : "any_block") + ", capacity " +
+                     std::to_string(capacity) + ", blocks < " + std::to_string(universe));
+        LfuBlockCache cache(capacity, spare ? LfuBlockCache::Eviction::earlier_blocks
+                                            : LfuBlockCache::Eviction::any_block);
+        PlainLfu plain(static_cast<size_t>(capacity), spare);
+        for (int step = 0; step < 60; ++step) {
+          std::vector<int64_t> blocks(static_cast<size_t>(1 + random() % 300));
+          const int64_t hot = 1 + int64_t(random() % uint64_t(universe));  // often few blocks
+          for (int64_t& b : blocks)
+            b = int64_t(random() % uint64_t(step % 3 == 0 ? universe : hot));
+          ASSERT_EQ(cache.access(blocks), plain.access(blocks)) << "step " << step;
+          for (int64_t b = 0; b < universe; ++b)
+            ASSERT_EQ(cache.contains(b), plain.contains(b)) << "step " << step << ", block " << b;
+        }
       }
-    }
 }
 
 TEST(PQCache, CountsCacheAndIndexBytesInASession) {
