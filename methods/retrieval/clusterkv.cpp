@@ -494,8 +494,11 @@ KVB_REGISTER_METHOD(make_method_info<ClusterKV, ClusterKVConfig>({
     .family = "retrieval",
     .uses_budget = true,
     .budget_tolerance = 0.0,
-    .fidelity = "paper: 16 sinks, cosine K-means (raw-key means, 20 Lloyd steps, seeded random "
-                "init) with C0 = L/80 (clusters: N fixes it; the code that produced the paper's "
+    .fidelity = "paper: 16 sinks, cosine K-means (raw-key means, 20 Lloyd steps, from C "
+                "distinct seeded random keys per head, as the efficiency code's torch.randint "
+                "draw (one draw with repeats for all heads there); the accuracy code's RAFT fit "
+                "starts from its default k-means|| and stops once the centroids move less than "
+                "1e-4, neither reproduced) with C0 = L/80 (clusters: N fixes it; the code that produced the paper's "
                 "numbers uses 400, equal to L/80 at 32k), q.mu ranking, last cluster trimmed to "
                 "B - sinks, every unclustered decode token attended on top of B as the reference "
                 "(recent: in_budget keeps exactly B, the clusters vanish after B - sinks decode "
