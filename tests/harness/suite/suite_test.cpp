@@ -410,7 +410,8 @@ TEST(SuiteExpansion, NormalisedConfigHasDefaults) {
   EXPECT_EQ(full["max_new_tokens"], 0);
 
   const json streaming = cells[2].to_json();
-  EXPECT_EQ(streaming["method"]["config"], (json{{"sinks", 4}}));  // the default
+  EXPECT_EQ(streaming["method"]["config"],
+            (json{{"sinks", 4}, {"decode_eviction", true}}));  // the defaults
   EXPECT_EQ(streaming["budget"], 32);
   // The key is the dump of the normalised JSON.
   EXPECT_EQ(json::parse(cells[2].key()), streaming);
@@ -441,7 +442,7 @@ TEST(SuiteOverrides, MethodsKeepFileConfigsAndAddDefaults) {
   ASSERT_EQ(s.methods.size(), 2u);
   EXPECT_EQ(s.methods[0].name, "streaming_llm");
   EXPECT_EQ(s.methods[0].label, "s8");
-  EXPECT_EQ(s.methods[0].config, (json{{"sinks", 8}}));
+  EXPECT_EQ(s.methods[0].config, (json{{"sinks", 8}, {"decode_eviction", true}}));
   EXPECT_EQ(s.methods[1].name, "oracle_topk");
   EXPECT_EQ(s.methods[1].label, "oracle_topk");
   EXPECT_EQ(s.methods[1].config, json::object());
