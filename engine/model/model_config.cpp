@@ -181,7 +181,7 @@ const std::vector<ConfigKey>& key_table() {
       {"num_key_value_heads", true, "KV heads (GQA); defaults to num_attention_heads"},
       {"head_dim", true, "per-head width; defaults to hidden_size / num_attention_heads"},
       {"vocab_size", true, "embedding rows"},
-      {"max_position_embeddings", true, "checked by the datasets' context lengths"},
+      {"max_position_embeddings", true, "required; not enforced on context lengths (transformers does not either)"},
       {"rms_norm_eps", true, "RMSNorm epsilon"},
       {"rope_theta", true, "RoPE base (transformers < 5)"},
       {"rope_scaling", true, "RoPE scaling (transformers < 5): default, linear, llama3; others refused"},
@@ -419,34 +419,43 @@ void read_biases(ModelConfig& c, const Fields& f, const std::string& path) {
   if (f.boolean("mlp_bias", false)) fail(path, "mlp_bias", "true is not implemented (MLP biases)");
 }
 
-// The window of the sliding layers, 0 when no layer slides.
+// Whether `layer_types` (absent: none) names a sliding layer; refuses a malformed list.
+bool any_sliding_layer(const ModelConfig& c, const Fields& f, const std::string& path) {
+  const json* types = f.find("layer_types");
+  if (!types) return false;
+  if (!types->is_array() || int(types->size()) != c.num_hidden_layers)
+    fail(path, "layer_types", "must be a list of num_hidden_layers strings");
+  bool sliding = false;
+  for (const json& t : *types) {
+    if (t == "sliding_attention") sliding = true;
+    else if (t != "full_attention")
+      fail(path, "layer_types", "unsupported layer type " + t.dump() +
+                                    " (supported: full_attention, sliding_attention)");
+  }
+  return sliding;
+}
+
+// The window of the sliding layers, 0 when no layer slides, as each transformers class decides.
 int read_sliding_window(const ModelConfig& c, const Fields& f, const std::string& path) {
   const int window = f.integer("sliding_window", 0);
   if (f.find("sliding_window") && window <= 0) fail(path, "sliding_window", "must be > 0 or null");
-  if (const json* types = f.find("layer_types")) {
-    if (!types->is_array() || int(types->size()) != c.num_hidden_layers)
-      fail(path, "layer_types", "must be a list of num_hidden_layers strings");
-    bool sliding = false;
-    for (const json& t : *types) {
-      if (t == "sliding_attention") sliding = true;
-      else if (t != "full_attention")
-        fail(path, "layer_types", "unsupported layer type " + t.dump() +
-                                      " (supported: full_attention, sliding_attention)");
-    }
-    if (sliding && window <= 0) fail(path, "layer_types", "sliding_attention needs sliding_window");
-    return sliding ? window : 0;
-  }
-  // MistralAttention slides on every layer; MistralConfig's window is 4096 where the key is
-  // absent (null: none).
+  const bool sliding_layers = any_sliding_layer(c, f, path);
+  // MistralAttention slides on every layer (MistralConfig has no layer_types: a list is
+  // unused); the window is 4096 where the key is absent (null: none).
   if (c.model_type == "mistral") return f.written("sliding_window") ? window : 4096;
   if (c.model_type == "qwen2" || c.model_type == "qwen3") {
-    if (!f.boolean("use_sliding_window", false) || window <= 0) return 0;
-    // As transformers builds layer_types: layers from max_window_layers on slide.
-    return f.integer("max_window_layers", 28) < c.num_hidden_layers ? window : 0;
+    // Qwen2Config/Qwen3Config: no window at all unless use_sliding_window, then 4096 where the
+    // key is absent (null: none); the sliding layers are layer_types' where it is given, else
+    // those from max_window_layers on.
+    if (!f.boolean("use_sliding_window", false)) return 0;
+    const int w = f.written("sliding_window") ? window : 4096;
+    if (f.find("layer_types")) return sliding_layers ? w : 0;
+    return f.integer("max_window_layers", 28) < c.num_hidden_layers ? w : 0;
   }
-  if (window > 0)
-    fail(path, "sliding_window", c.model_type + " has no sliding-window attention in transformers; "
-                                  "remove the key or set it to null");
+  if (window > 0 || sliding_layers)
+    fail(path, window > 0 ? "sliding_window" : "layer_types",
+         c.model_type + " has no sliding-window attention in transformers; remove the key or "
+                        "set it to null");
   return 0;
 }
 
@@ -509,8 +518,14 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& path, bool 
   c.num_hidden_layers = f.integer("num_hidden_layers");
   c.num_attention_heads = f.integer("num_attention_heads");
   const ClassDefaults defaults = class_defaults(c.model_type);
-  c.num_key_value_heads =
-      f.integer("num_key_value_heads", defaults.kv_heads > 0 ? defaults.kv_heads : c.num_attention_heads);
+  // The class's default where the key is absent; null means num_attention_heads in every class
+  // but GlmConfig, which keeps the null (its attention cannot then be built).
+  if (c.model_type == "glm" && f.written("num_key_value_heads") && !f.find("num_key_value_heads"))
+    f.fail("num_key_value_heads", "null is not accepted for glm (give the number)");
+  c.num_key_value_heads = f.integer(
+      "num_key_value_heads", defaults.kv_heads > 0 && !f.written("num_key_value_heads")
+                                 ? defaults.kv_heads
+                                 : c.num_attention_heads);
   c.vocab_size = f.integer("vocab_size");
   c.max_position_embeddings = f.integer("max_position_embeddings");
   bool explicit_head_dim = f.find("head_dim") != nullptr || defaults.head_dim > 0;
@@ -521,8 +536,9 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& path, bool 
   read_rope_into(c, f, path);
   c.tie_word_embeddings = f.boolean("tie_word_embeddings", false);
   read_biases(c, f, path);
-  if (const std::string act = f.string("hidden_act", "silu"); act != "silu")
-    f.fail("hidden_act", "unsupported '" + act + "' (supported: silu)");
+  // transformers' ACT2FN maps "swish" to the same SiLU.
+  if (const std::string act = f.string("hidden_act", "silu"); act != "silu" && act != "swish")
+    f.fail("hidden_act", "unsupported '" + act + "' (supported: silu, swish)");
   require_value(f, "is_encoder_decoder", false);
   require_value(f, "add_cross_attention", false);
   c.sliding_window = read_sliding_window(c, f, path);

@@ -243,9 +243,13 @@ TEST(ModelConfig, ErrorsNameFileAndField) {
        "no sliding-window attention"},
       {"unknown layer type", [](json& j) { j["layer_types"] = {"full_attention", "chunked"}; },
        "layer_types", "unsupported layer type"},
-      {"sliding layer without window", [](json& j) {
+      {"llama sliding layer", [](json& j) {
          j["layer_types"] = {"full_attention", "sliding_attention"};
-       }, "layer_types", "needs sliding_window"},
+       }, "layer_types", "no sliding-window attention"},
+      {"glm null kv heads", [](json& j) {
+         j["model_type"] = "glm";
+         j["num_key_value_heads"] = nullptr;
+       }, "num_key_value_heads", "null is not accepted for glm"},
       {"encoder-decoder", [](json& j) { j["is_encoder_decoder"] = true; }, "is_encoder_decoder",
        "must be false"},
       {"model_type vs nothing", [](json& j) { j["model_type"] = "qwen3_moe"; }, "model_type",
@@ -394,6 +398,20 @@ TEST(ModelConfig, OmittedKeysTakeTheirClassDefaults) {
   m.erase("num_key_value_heads");
   EXPECT_EQ(ModelConfig::from_json(m, kPath).num_key_value_heads, 8);
   EXPECT_EQ(ModelConfig::from_json(m, kPath).head_dim, 8);  // hidden / heads, as Llama
+  // null is not absent: every class but GlmConfig turns it into num_attention_heads.
+  for (const char* type : {"mistral", "qwen2", "qwen3", "llama"}) {
+    json n = llama();
+    n["model_type"] = type;
+    n["num_key_value_heads"] = nullptr;
+    EXPECT_EQ(ModelConfig::from_json(n, kPath).num_key_value_heads, n["num_attention_heads"])
+        << type;
+  }
+}
+
+TEST(ModelConfig, SwishIsSilu) {
+  json j = llama();
+  j["hidden_act"] = "swish";  // transformers' ACT2FN: the same SiLU
+  EXPECT_NO_THROW(ModelConfig::from_json(j, kPath));
 }
 
 TEST(ModelConfig, SlidingWindowOnlyWhereALayerSlides) {
@@ -418,6 +436,27 @@ TEST(ModelConfig, SlidingWindowOnlyWhereALayerSlides) {
   q["max_window_layers"] = 1;
   EXPECT_EQ(ModelConfig::from_json(q, kPath).sliding_window, 4096);
   expect_round_trip(ModelConfig::from_json(q, kPath));
+  // Qwen2Config's window where the key is absent is 4096 (null: none).
+  q["sliding_window"] = 1024;
+  EXPECT_EQ(ModelConfig::from_json(q, kPath).sliding_window, 1024);
+  q.erase("sliding_window");
+  EXPECT_EQ(ModelConfig::from_json(q, kPath).sliding_window, 4096);
+  q["sliding_window"] = nullptr;
+  EXPECT_EQ(ModelConfig::from_json(q, kPath).sliding_window, 0);
+  // layer_types, where given, say which layers slide; without use_sliding_window none does.
+  q.erase("sliding_window");
+  q["layer_types"] = {"full_attention", "sliding_attention"};
+  EXPECT_EQ(ModelConfig::from_json(q, kPath).sliding_window, 4096);
+  q["max_window_layers"] = 0;
+  q["layer_types"] = {"full_attention", "full_attention"};
+  EXPECT_EQ(ModelConfig::from_json(q, kPath).sliding_window, 0);
+  q["layer_types"] = {"sliding_attention", "sliding_attention"};
+  q["use_sliding_window"] = false;
+  EXPECT_EQ(ModelConfig::from_json(q, kPath).sliding_window, 0);
+  // MistralConfig has no layer_types: every layer slides whatever a list says.
+  m["sliding_window"] = 16;
+  m["layer_types"] = {"full_attention", "full_attention"};
+  EXPECT_EQ(ModelConfig::from_json(m, kPath).sliding_window, 16);
 }
 
 TEST(ModelConfig, NotAnObject) {
