@@ -100,6 +100,15 @@ SpecialIds special_ids(const tok::BpeTokenizer& tokenizer, const json& tokenizer
                                      "post_processor template");
     ids.prefix = template_prefix;
   } else if (config_bos >= 0) {
+    // transformers rebuilds the template with tokenizer_config.json's BOS only where the file
+    // sets add_bos_token (transformers 5; in 4, LlamaTokenizerFast always, the base class
+    // never): without it, which of two BOS tokens is added depends on the class.
+    if (template_prefix.size() == 1 && config_bos != template_prefix[0] &&
+        !config.contains("add_bos_token"))
+      fail(config_file, "bos_token",
+           "\"" + bos + "\" is not the BOS of tokenizer.json's post_processor template (id " +
+               std::to_string(template_prefix[0]) + "), and without add_bos_token transformers' "
+               "tokenizer classes differ on which one they add: set add_bos_token");
     ids.prefix = {config_bos};
   } else {
     ids.prefix = template_prefix;

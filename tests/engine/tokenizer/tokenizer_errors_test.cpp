@@ -107,6 +107,18 @@ TEST(TokenizerErrors, BadConfigTokens) {
                "/tokenizer_config.json: ", "add_eos_token");
 }
 
+// A BOS in tokenizer_config.json other than the template's: which one transformers adds
+// depends on its tokenizer class, unless add_bos_token is set (then the file's, rebuilt).
+TEST(TokenizerErrors, ABosOtherThanTheTemplatesNeedsAddBosToken) {
+  const std::string llama3 = tokenizer_test::byte_level_tokenizer_json(true).dump();
+  const std::string message = load_error(llama3, {{"bos_token", "<|eot_id|>"}});
+  expect_error(message, "/tokenizer_config.json: ", "bos_token");
+  EXPECT_NE(message.find("set add_bos_token"), std::string::npos) << message;
+  EXPECT_EQ(load_error(llama3, {{"bos_token", "<|eot_id|>"}, {"add_bos_token", true}}),
+            "no error");
+  EXPECT_EQ(load_error(llama3, {{"bos_token", "<|endoftext|>"}}), "no error");  // the same one
+}
+
 // Settings that make transformers encode otherwise than tokenizer.json says: refused where true.
 TEST(TokenizerErrors, UnreproducedSettings) {
   for (const char* key : {"split_special_tokens", "from_slow", "add_prefix_space", "do_lower_case"}) {
