@@ -159,4 +159,34 @@ std::vector<int64_t> budgets_of(const ReportData& data) {
   return {budgets.begin(), budgets.end()};
 }
 
+
+std::string missing_heading(const ReportData& data) {
+  if (!data.missing_unknown.empty())
+    return "The suite's cells could not be listed here, so the tables show every complete cell "
+           "stored under its name (other configs of it too) and cells it lacks go unnamed: " +
+           data.missing_unknown;
+  if (data.missing.empty()) return "";
+  std::string heading = std::to_string(data.missing.size()) + " of the suite's " +
+                        std::to_string(data.suite_cells) +
+                        " cells have no complete result in this database (what `kvbench run` "
+                        "would still run; shards run elsewhere come in with `kvbench merge`)";
+  if (data.stored_otherwise > 0)
+    heading += "; " + std::to_string(data.stored_otherwise) +
+               (data.stored_otherwise == 1 ? " result" : " results") +
+               " in the tables stored under another config of their cell (other paths, e.g. "
+               "${SHARED} elsewhere, or an earlier kvbench), so a run here would redo those cells";
+  return heading + ":";
+}
+
+std::vector<std::string> missing_lines(const ReportData& data) {
+  std::vector<std::string> lines;
+  for (size_t i = 0; i < data.missing.size() && i < kMissingShown; ++i)
+    lines.push_back(data.missing[i].description + ": " + data.missing[i].state +
+                    data.missing[i].shown_note());
+  if (data.missing.size() > kMissingShown)
+    lines.push_back("... and " + std::to_string(data.missing.size() - kMissingShown) +
+                    " more (`kvbench plan` lists the suite's cells)");
+  return lines;
+}
+
 }  // namespace kvb

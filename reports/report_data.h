@@ -67,6 +67,12 @@ ReportData load_report_data(const ResultStore& store, std::optional<int64_t> run
 // cells are of several models (averages across datasets never mix models); else {data}.
 std::vector<ReportData> per_model(const ReportData& data);
 
+// The suite's cells without a complete result: a heading naming how many (or why they could
+// not be listed; "" when none is missing), then a line each for the first kMissingShown.
+constexpr size_t kMissingShown = 40;
+std::string missing_heading(const ReportData& data);
+std::vector<std::string> missing_lines(const ReportData& data);
+
 // Group names in order of first appearance.
 std::vector<std::string> groups_of(const ReportData& data);
 // Method labels, budget-less (reference) methods first, then in order of first appearance.

@@ -281,8 +281,20 @@ std::string compare_with_paper(const Reproduction& r, const ReproductionMode& mo
   if (r.table)
     md += "Paper: " + r.table->paper + " (" + r.table->url + "), " + r.table->title + ", " +
           r.table->model + "; " + r.table->metric + ".\n\n";
+  const size_t datasets = groups_of(ours).size();
   md += "Ours: " + mode.description + " Metric: " + unit + (lower_better ? " (lower is better)" : "") +
-        ", the mean across datasets; run " + std::to_string(ours.run_id) + ".\n\n";
+        (datasets > 1 ? ", the mean across its " + std::to_string(datasets) + " datasets with results"
+                      : ", on its one dataset with results") +
+        "; run " + std::to_string(ours.run_id) + ".\n\n";
+  // The paper's numbers cover all its datasets and methods; a mean over part of them is not
+  // theirs (a dataset whose cells all failed drops out of it).
+  if (!all.missing.empty()) {
+    const std::string heading = missing_heading(all);
+    md += "**Partial: the comparison below leaves out what is missing, where the paper's numbers "
+          "cover everything.** " + heading + "\n\n";
+    for (const std::string& line : missing_lines(all)) md += "- " + line + "\n";
+    md += "\n";
+  }
   std::vector<std::string> methods;
   if (r.table) {
     for (const auto& [m, v] : r.table->reference) methods.push_back(m);

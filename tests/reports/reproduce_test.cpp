@@ -76,8 +76,10 @@ TEST(Reproduce, ComparesWithPaperAndJudgesClaims) {
                    .sample_scores = {40}, .shared_context = true});
   cells.push_back({"passkey", 256, "h2o", 128, 0, {0}});  // a score of 0 keeps 0% of Full
   test::fill_store(store, cells);
-  const std::string md =
-      compare_with_paper(r, *r.real, load_report_data(store, std::nullopt, "r.db"));
+  ReportData data = load_report_data(store, std::nullopt, "r.db");
+  const std::string md = compare_with_paper(r, *r.real, data);
+  EXPECT_NE(md.find(", on its one dataset with results; run "), std::string::npos) << md;
+  EXPECT_EQ(md.find("Partial"), std::string::npos) << md;
   EXPECT_NE(md.find("| kv_compress | 128 | 128 | 37.64 | 27.640 | -10.00 |"), std::string::npos) << md;
   EXPECT_NE(md.find("| full | - | - | 42.51 | 40.000 | -2.51 | 100.0 | 100.0 | 0.0 |"), std::string::npos) << md;
   EXPECT_NE(md.find("| h2o | 128 | 128 | 34.40 | 0.000 | -34.40 | 80.9 | 0.0 | -80.9 |"), std::string::npos) << md;
@@ -89,6 +91,16 @@ TEST(Reproduce, ComparesWithPaperAndJudgesClaims) {
             std::string::npos) << md;
   EXPECT_NE(md.find("(not in the paper)"), std::string::npos) << md;
   EXPECT_NE(md.find("| kv_compress | 5.00 (n=1) |"), std::string::npos) << md;
+  // A cell of the suite without a result: the comparison says it is partial, and which.
+  data.suite_cells = 40;
+  data.missing_unknown.clear();  // the fake suite cannot be expanded; a real one can
+  data.missing = {MissingCell{.description = "snapkv @ 128 on qasper", .state = "failed: oom"}};
+  const std::string partial = compare_with_paper(r, *r.real, data);
+  EXPECT_NE(partial.find("**Partial: the comparison below leaves out what is missing"),
+            std::string::npos) << partial;
+  EXPECT_NE(partial.find("1 of the suite's 40 cells have no complete result"), std::string::npos)
+      << partial;
+  EXPECT_NE(partial.find("- snapkv @ 128 on qasper: failed: oom\n"), std::string::npos) << partial;
 }
 
 // A miniature runs other budgets than the paper's: a verdict names both. A claim that Full
