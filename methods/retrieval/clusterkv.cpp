@@ -28,6 +28,10 @@
 //   keeps the ~80 keys per cluster the authors tuned at any length, 400 is what their runs
 //   used (the reproductions use it: preset clusterkv:sjtu-zhao-lab). C0 is capped by the number
 //   of keys to cluster.
+// - `init`: "random" (default) starts K-means from C distinct random keys per head, as the
+//   efficiency code (clusterkv_utils.build_cluster: torch.randint positions, shared by the
+//   heads and possibly repeated); "kmeans_parallel" from k-means||, as RAFT's fit does by
+//   default, which the accuracy code calls (kmeans_parallel_init; preset sjtu-zhao-lab).
 // - GQA: one selection per KV head, scores of the group's query heads summed (q.mu is linear,
 //   so that is (sum of the group's q).mu); the reference repeats KV and selects per query head.
 // - The cache of the last R steps is counted, not simulated as memory: a lookup is a clustered
@@ -98,11 +102,19 @@ KMeansResult cosine_kmeans(const at::Tensor& keys, int64_t clusters, uint64_t se
 KMeansResult cosine_kmeans(const at::Tensor& keys, const at::Tensor& init, int max_iterations,
                            bool products_in_keys_dtype, bool stop_when_converged) {
   const int64_t H = keys.size(0), d = keys.size(2), clusters = init.size(1);
+  const at::Tensor kf = keys.to(at::kFloat);
+  return cosine_kmeans_from(keys, kf.gather(1, init.unsqueeze(-1).expand({H, clusters, d})),
+                            max_iterations, products_in_keys_dtype, stop_when_converged);
+}
+
+KMeansResult cosine_kmeans_from(const at::Tensor& keys, const at::Tensor& centroids,
+                                int max_iterations, bool products_in_keys_dtype,
+                                bool stop_when_converged) {
   at::Tensor kf = keys.to(at::kFloat).contiguous();  // [H, n, d] what the means add up
   const at::Tensor assigned = products_in_keys_dtype ? keys.contiguous() : kf;  // what the products read
   KMeansResult r;
-  r.centroids = kf.gather(1, init.unsqueeze(-1).expand({H, clusters, d})).clone();  // [H, C, d]
-  r.labels = cosine_assign(assigned, r.centroids);                                   // [H, n]
+  r.centroids = centroids.to(at::kFloat).contiguous().clone();  // [H, C, d]
+  r.labels = cosine_assign(assigned, r.centroids);              // [H, n]
   while (r.iterations < max_iterations) {
     r.centroids = cluster_means(kf, r.labels, r.centroids);
     ++r.iterations;
@@ -116,6 +128,142 @@ KMeansResult cosine_kmeans(const at::Tensor& keys, const at::Tensor& init, int m
     }
   }
   return r;
+}
+
+namespace {
+
+// RAFT's cosine distance 1 - cos(x, c) of unit rows `xu` [n, d] to rows `c` [m, d] -> [n, m],
+// never below 0 (rounding).
+at::Tensor cosine_distance(const at::Tensor& xu, const at::Tensor& c) {
+  const at::Tensor cu = c / c.norm(2, -1, true).clamp_min(1e-12);
+  return (1.0 - at::mm(xu, cu.t())).clamp_min(0.0);
+}
+
+// `count` indices of [0, weights.size()) drawn with probability proportional to `weights`
+// (uniformly where they sum to 0), with replacement.
+std::vector<int64_t> draw_proportional(const at::Tensor& weights, int64_t count,
+                                       std::mt19937_64& rng) {
+  const at::Tensor w = weights.to(at::kCPU, at::kDouble).contiguous();
+  const double* p = w.data_ptr<double>();
+  std::vector<double> cumulative(size_t(w.numel()));
+  std::partial_sum(p, p + w.numel(), cumulative.begin());
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < count; ++i) {
+    const double total = cumulative.back();
+    if (!(total > 0)) {
+      out.push_back(int64_t(rng() % uint64_t(w.numel())));
+      continue;
+    }
+    const double u = std::uniform_real_distribution<double>(0.0, total)(rng);
+    const auto at = std::upper_bound(cumulative.begin(), cumulative.end(), u);
+    out.push_back(std::min<int64_t>(int64_t(at - cumulative.begin()), w.numel() - 1));
+  }
+  return out;
+}
+
+// RAFT's kmeansPlusPlus (greedy k-means++) on points [K, d]: a random first point, then each
+// pick the best (lowest summed distance to the nearest pick) of 2 + floor(ln C) points drawn in
+// proportion to their cosine distance to the nearest pick. -> [C, d]
+at::Tensor greedy_kmeans_plus_plus(const at::Tensor& points, int64_t clusters,
+                                   std::mt19937_64& rng) {
+  const int64_t K = points.size(0);
+  const int64_t trials = 2 + int64_t(std::floor(std::log(double(clusters))));
+  const at::Tensor unit = points / points.norm(2, -1, true).clamp_min(1e-12);  // [K, d]
+  std::vector<int64_t> picked = {int64_t(rng() % uint64_t(K))};
+  at::Tensor nearest = cosine_distance(unit, points.narrow(0, picked[0], 1)).squeeze(1);  // [K]
+  while (int64_t(picked.size()) < clusters) {
+    const std::vector<int64_t> drawn = draw_proportional(nearest, trials, rng);
+    const at::Tensor candidates = points.index_select(0, host_to_device(drawn, points.device()));
+    const at::Tensor with = at::minimum(nearest.unsqueeze(0),
+                                        cosine_distance(unit, candidates).t());  // [trials, K]
+    const int64_t best = with.sum(1).argmin().item<int64_t>();
+    picked.push_back(drawn[size_t(best)]);
+    nearest = with[best];
+  }
+  return points.index_select(0, host_to_device(picked, points.device()));
+}
+
+// RAFT's kmeans_fit_main with its default parameters on weighted points [K, d] (weights [K]):
+// squared-Euclidean Lloyd steps from `centroids` [C, d], a cluster without weight keeping its
+// centroid, until the centroids' summed squared move is below 1e-4 or 300 steps. -> [C, d]
+at::Tensor weighted_euclidean_lloyd(const at::Tensor& points, const at::Tensor& weights,
+                                    at::Tensor centroids) {
+  const at::Tensor norms = points.pow(2).sum(1, true);  // [K, 1]
+  for (int step = 0; step < 300; ++step) {
+    const at::Tensor d2 = norms - 2 * at::mm(points, centroids.t()) +
+                          centroids.pow(2).sum(1).unsqueeze(0);  // [K, C]
+    const at::Tensor labels = d2.argmin(1);
+    const at::Tensor sums = at::zeros_like(centroids).index_add_(0, labels, points * weights.unsqueeze(1));
+    const at::Tensor mass = at::zeros({centroids.size(0)}, weights.options()).index_add_(0, labels, weights);
+    const at::Tensor moved =
+        at::where(mass.unsqueeze(1) > 0, sums / mass.clamp_min(1e-30).unsqueeze(1), centroids);
+    const double shift = (moved - centroids).pow(2).sum().item<double>();
+    centroids = moved;
+    if (shift < 1e-4) break;
+  }
+  return centroids;
+}
+
+// One head's k-means|| start: keys [n, d] float32 -> [C, d].
+at::Tensor kmeans_parallel_head(const at::Tensor& keys, int64_t clusters, std::mt19937_64& rng) {
+  const int64_t n = keys.size(0);
+  const double oversampling = 2.0;
+  const at::Tensor unit = keys / keys.norm(2, -1, true).clamp_min(1e-12);  // [n, d]
+  std::vector<int64_t> chosen = {int64_t(rng() % uint64_t(n))};
+  at::Tensor is_chosen = at::zeros({n}, keys.options().dtype(at::kBool));
+  is_chosen[chosen[0]] = true;
+  at::Tensor nearest = cosine_distance(unit, keys.narrow(0, chosen[0], 1)).squeeze(1);  // [n]
+  const double psi0 = nearest.sum().item<double>();
+  const int rounds = psi0 > 1.0 ? std::min(8, int(std::ceil(std::log(psi0)))) : 0;
+  for (int round = 0; round < rounds; ++round) {
+    const double psi = nearest.sum().item<double>();
+    if (!(psi > 0)) break;
+    std::vector<float> uniform(static_cast<size_t>(n));
+    std::uniform_real_distribution<float> draw(0.0f, 1.0f);
+    for (float& u : uniform) u = draw(rng);
+    const at::Tensor u =
+        at::from_blob(uniform.data(), {n}, at::kFloat).to(keys.device(), false, /*copy=*/true);
+    const at::Tensor take = (nearest * (oversampling * double(clusters) / psi) > u) & ~is_chosen;
+    const at::Tensor added = take.nonzero().squeeze(1);  // [a]
+    if (added.numel() == 0) continue;
+    is_chosen.index_fill_(0, added, true);
+    const at::Tensor added_host = added.to(at::kCPU);
+    chosen.insert(chosen.end(), added_host.data_ptr<int64_t>(),
+                  added_host.data_ptr<int64_t>() + added_host.numel());
+    nearest = at::minimum(nearest, std::get<0>(cosine_distance(unit, keys.index_select(0, added)).min(1)));
+  }
+  const at::Tensor candidates = keys.index_select(0, host_to_device(chosen, keys.device()));
+  const int64_t K = candidates.size(0);
+  if (K == clusters) return candidates;
+  if (K < clusters) {  // topped up with random keys not already candidates
+    std::vector<int64_t> others;
+    const at::Tensor free = (~is_chosen).nonzero().squeeze(1).to(at::kCPU);
+    others.assign(free.data_ptr<int64_t>(), free.data_ptr<int64_t>() + free.numel());
+    for (int64_t i = 0; i < clusters - K; ++i)
+      std::swap(others[size_t(i)], others[size_t(i + int64_t(rng() % uint64_t(others.size() - size_t(i))))]);
+    others.resize(size_t(clusters - K));
+    return at::cat({keys.index_select(0, host_to_device(others, keys.device())), candidates});
+  }
+  // Each candidate weighted by the keys nearest to it (cosine), then reduced to C.
+  const at::Tensor owner = cosine_distance(unit, candidates).argmin(1);  // [n]
+  const at::Tensor weights = at::zeros({K}, keys.options()).index_add_(
+      0, owner, at::ones({n}, keys.options()));
+  return weighted_euclidean_lloyd(candidates, weights,
+                                  greedy_kmeans_plus_plus(candidates, clusters, rng));
+}
+
+}  // namespace
+
+at::Tensor kmeans_parallel_init(const at::Tensor& keys, int64_t clusters, uint64_t seed) {
+  const int64_t H = keys.size(0), n = keys.size(1);
+  if (clusters < 1 || clusters > n)
+    throw std::logic_error("kmeans_parallel_init: need 1 <= clusters <= keys, got " +
+                           std::to_string(clusters) + " for " + std::to_string(n));
+  const at::Tensor kf = keys.to(at::kFloat).contiguous();
+  std::mt19937_64 rng(seed);
+  std::vector<at::Tensor> heads;
+  for (int64_t h = 0; h < H; ++h) heads.push_back(kmeans_parallel_head(kf[h], clusters, rng));
+  return at::stack(heads);  // [H, C, d]
 }
 
 uint64_t clusterkv_seed(uint64_t seed, int layer, int64_t batch) {
@@ -172,6 +320,7 @@ struct ClusterKVConfig {
   int64_t decode_interval = 320;    // m; 0: decode tokens are never clustered
   int64_t decode_clusters = 4;      // C+ (the paper; the code's default is 8)
   int max_iterations = 20;
+  std::string init = "random";  // the K-means start: random keys, or kmeans_parallel (RAFT's)
   std::string kmeans_dtype = "float32";  // the assignments' products: float32 or the keys' dtype
   int64_t cache_steps = 1;          // R
   std::string build = "inline";     // the prompt's clustering: inline or overlap (see above)
@@ -204,6 +353,11 @@ struct ClusterKVConfig {
                    check::at_least(1))
             .field("max_iterations", &C::max_iterations, "K-means iterations at most",
                    check::at_least(1))
+            .field("init", &C::init,
+                   "the K-means start: random, C distinct random keys per head (the efficiency "
+                   "code's torch.randint start), or kmeans_parallel, k-means|| as RAFT's fit "
+                   "starts by default (the accuracy code's pylibraft K-means)",
+                   check::one_of({"random", "kmeans_parallel"}))
             .field("kmeans_dtype", &C::kmeans_dtype,
                    "the K-means assignments' products: float32 (the accuracy code clusters in "
                    "fp32) or keys, the model's dtype (the efficiency code; tensor cores in bf16)",
@@ -218,6 +372,9 @@ struct ClusterKVConfig {
                    "last R steps (0: no cache)",
                    check::at_least(0))
             .rule([](C& c, const JsonFields& f) {
+              if (c.init == "kmeans_parallel" && c.build == "overlap")
+                throw InputError(f.path("init") + ": kmeans_parallel reads the device on the "
+                                 "host, which build: overlap never does (use init: random)");
               if (c.decode_interval > 0 && c.decode_clusters > c.decode_interval)
                 throw InputError(f.path("decode_clusters") + ": " +
                                  std::to_string(c.decode_clusters) +
@@ -410,6 +567,9 @@ class ClusterKV : public RetrievalMethod {
     KMeansResult r =
         init.defined()
             ? cosine_kmeans(keys, init, config_.max_iterations, in_keys_dtype, until_converged)
+        : config_.init == "kmeans_parallel"
+            ? cosine_kmeans_from(keys, kmeans_parallel_init(keys, clusters, seed),
+                                 config_.max_iterations, in_keys_dtype, until_converged)
             : cosine_kmeans(keys, clusters, seed, config_.max_iterations, in_keys_dtype,
                             until_converged);
     ClusterMetadata m = cluster_metadata(r.labels, clusters, offset);
@@ -496,9 +656,10 @@ KVB_REGISTER_METHOD(make_method_info<ClusterKV, ClusterKVConfig>({
     .budget_tolerance = 0.0,
     .fidelity = "paper: 16 sinks, cosine K-means (raw-key means, 20 Lloyd steps, from C "
                 "distinct seeded random keys per head, as the efficiency code's torch.randint "
-                "draw (one draw with repeats for all heads there); the accuracy code's RAFT fit "
-                "starts from its default k-means|| and stops once the centroids move less than "
-                "1e-4, neither reproduced) with C0 = L/80 (clusters: N fixes it; the code that produced the paper's "
+                "draw (one draw with repeats for all heads there); init: kmeans_parallel starts "
+                "as the accuracy code's RAFT fit, k-means|| with RAFT's steps and defaults but "
+                "kvbench's random numbers; RAFT stops once the centroids move less than 1e-4, "
+                "kvbench once no label changes) with C0 = L/80 (clusters: N fixes it; the code that produced the paper's "
                 "numbers uses 400, equal to L/80 at 32k), q.mu ranking, last cluster trimmed to "
                 "B - sinks, every unclustered decode token attended on top of B as the reference "
                 "(recent: in_budget keeps exactly B, the clusters vanish after B - sinks decode "
@@ -515,15 +676,17 @@ KVB_REGISTER_METHOD(make_method_info<ClusterKV, ClusterKVConfig>({
                  "sjtu-zhao-lab/ClusterKV's accuracy code, behind the paper's accuracy numbers: "
                  "accuracy/patch.py (--nlist 400, --sink 16, --fit_iter 20), "
                  "accuracy/cluster_attention.py (the prompt clustered once; every decode token "
-                 "attended on top of B, never clustered)",
+                 "attended on top of B, never clustered; pylibraft's fit, which starts from "
+                 "k-means||)",
                  {{"clusters", 400}, {"sinks", 16}, {"max_iterations", 20}, {"recent", "on_top"},
-                  {"decode_interval", 0}}},
+                  {"decode_interval", 0}, {"init", "kmeans_parallel"}}},
                 {"efficiency",
                  "sjtu-zhao-lab/ClusterKV's efficiency code, behind the paper's latency numbers: "
                  "clusterkv_utils.build_cluster (products in the model's dtype, exactly niter = "
                  "20 Lloyd steps) and ClusterKVController.overlap_build (the prompt's clustering "
                  "beside the prefill); the cluster counts stay the defaults",
-                 {{"kmeans_dtype", "keys"}, {"build", "overlap"}, {"max_iterations", 20}}}},
+                 {{"kmeans_dtype", "keys"}, {"build", "overlap"}, {"max_iterations", 20},
+                  {"init", "random"}}}},
 }));
 
 }  // namespace

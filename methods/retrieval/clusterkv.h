@@ -39,6 +39,23 @@ std::vector<int64_t> kmeans_init_positions(int64_t H, int64_t n, int64_t cluster
 KMeansResult cosine_kmeans(const at::Tensor& keys, const at::Tensor& init, int max_iterations,
                            bool products_in_keys_dtype = false, bool stop_when_converged = true);
 
+// The same from given initial centroids [H, C, d] (any dtype; kept in fp32).
+KMeansResult cosine_kmeans_from(const at::Tensor& keys, const at::Tensor& centroids,
+                                int max_iterations, bool products_in_keys_dtype = false,
+                                bool stop_when_converged = true);
+
+// Initial centroids [H, C, d] float32 for keys [H, n, d] as RAFT's K-means fit starts by
+// default (ClusterKV's accuracy code: pylibraft's fit, cosine metric), per head: k-means||
+// ("Scalable K-Means++", Bahmani et al. 2012) with oversampling factor 2: a random first key,
+// then min(8, ceil(ln psi)) rounds, each taking every key x with probability
+// 2 C d(x) / psi (d: cosine distance 1 - cos to the nearest candidate, psi their sum); more
+// than C candidates are weighted by the keys nearest each, reduced to C by greedy k-means++
+// (2 + floor(ln C) trials a pick) and refined by weighted Euclidean Lloyd steps (at most 300,
+// until the centroids move less than 1e-4, RAFT's defaults); fewer are topped up with random
+// keys. Random draws from std::mt19937_64 seeded with `seed` (RAFT's own generators are not
+// reproduced). Reads the device on the host. 1 <= C <= n.
+at::Tensor kmeans_parallel_init(const at::Tensor& keys, int64_t clusters, uint64_t seed);
+
 // The seed of the `batch`-th clustering (0 = the prompt's, then one per m decode tokens) of
 // `layer` in a sequence run with `seed`.
 uint64_t clusterkv_seed(uint64_t seed, int layer, int64_t batch);

@@ -47,6 +47,46 @@ TEST(ClusterKV, KMeansConvergesToAFixedPointOfLloyd) {
   }
 }
 
+// 99 keys near e_0 and one along e_1, 2 clusters. k-means|| (init: kmeans_parallel) puts the
+// outlier in a cluster of its own from every seed here (100 of 100): it is the farthest key
+// from any first pick, so the rounds take it (probability 2C d / psi) and the reduction keeps
+// it. From 2 random keys (2 in 100 start with it) Lloyd's steps get there 46 times in 100.
+TEST(ClusterKV, KMeansParallelStartsFromTheOutlier) {
+  const int64_t d = 4, n = 100;
+  int alone_parallel = 0, alone_random = 0;
+  for (uint64_t seed = 0; seed < 100; ++seed) {
+    at::manual_seed(int64_t(seed));
+    at::Tensor keys = test::unit(0, d).repeat({n, 1}) + at::randn({n, d}) * 0.05;
+    keys[n - 1] = test::unit(1, d);
+    keys = keys.unsqueeze(0);  // [1, n, d]
+    const auto outlier_alone = [&](const KMeansResult& r) {
+      const at::Tensor labels = r.labels[0];
+      return (labels == labels[n - 1]).sum().item<int64_t>() == 1;
+    };
+    const at::Tensor start = kmeans_parallel_init(keys, 2, seed);
+    ASSERT_EQ(start.sizes(), (std::vector<int64_t>{1, 2, d}));
+    ASSERT_TRUE(start.isfinite().all().item<bool>());
+    alone_parallel += outlier_alone(cosine_kmeans_from(keys, start, 20));
+    alone_random += outlier_alone(cosine_kmeans(keys, 2, seed, 20));
+  }
+  EXPECT_GE(alone_parallel, 90);
+  EXPECT_LE(alone_random, 60);  // 46
+}
+
+// k-means|| with fewer candidates than clusters tops them up with other keys: C = n gives every
+// key, once; and one seed gives one start.
+TEST(ClusterKV, KMeansParallelCoversEveryKeyWhenCIsN) {
+  at::manual_seed(3);
+  const at::Tensor keys = grouped_keys(2, 5, 2, 6);  // [2, 10, 6]
+  const at::Tensor start = kmeans_parallel_init(keys, 10, 7);
+  for (int64_t h = 0; h < 2; ++h) {
+    const at::Tensor sorted_start = std::get<0>(start[h].sum(1).sort());
+    const at::Tensor sorted_keys = std::get<0>(keys[h].sum(1).sort());
+    EXPECT_TRUE(at::allclose(sorted_start, sorted_keys)) << h;
+  }
+  EXPECT_TRUE(kmeans_parallel_init(keys, 3, 7).equal(kmeans_parallel_init(keys, 3, 7)));
+}
+
 // kmeans_dtype: keys. The products run in the keys' dtype: centroids [1, 0.01] and [1, 0] score
 // key [1, 0] as 0.99995 and 1 in fp32, both 1 in bf16 (whose spacing below 1 is 2^-8), where
 // the tie goes to the lower id.
@@ -367,6 +407,7 @@ TEST(ClusterKV, ClusterCountIsLOver80OrFixed) {
   const json code = resolve_method("clusterkv:sjtu-zhao-lab", json::object(), "t", "t.c").config;
   EXPECT_EQ(code.at("clusters"), 400);
   EXPECT_EQ(code.at("decode_interval"), 0);  // its accuracy code clusters the prompt only
+  EXPECT_EQ(code.at("init"), "kmeans_parallel");  // pylibraft's fit starts from k-means||
   EXPECT_EQ(code.at("recent"), "on_top");
 }
 
@@ -426,6 +467,12 @@ TEST(ClusterKV, BadConfigsFailAtValidationNamingTheField) {
   EXPECT_NE(e.find("kmeans_dtype"), std::string::npos) << e;
   e = test::suite_error({{"name", "clusterkv"}, {"config", {{"build", "side_stream"}}}}, {64});
   EXPECT_NE(e.find("build"), std::string::npos) << e;
+  e = test::suite_error({{"name", "clusterkv"}, {"config", {{"init", "kmeans++"}}}}, {64});
+  EXPECT_NE(e.find("init"), std::string::npos) << e;
+  e = test::suite_error(
+      {{"name", "clusterkv"}, {"config", {{"init", "kmeans_parallel"}, {"build", "overlap"}}}},
+      {64});
+  EXPECT_NE(e.find("init: kmeans_parallel reads the device on the host"), std::string::npos) << e;
   e = test::suite_error({{"name", "clusterkv"}, {"config", {{"decode_intervall", 4}}}}, {64});
   EXPECT_NE(e.find("decode_intervall"), std::string::npos) << e;
   e = test::suite_error("clusterkv", {16});
