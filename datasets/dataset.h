@@ -109,7 +109,8 @@ struct DatasetInfo {
   // changes them: from 1 on it is part of each cell's config (Cell::to_json), so a result of
   // an earlier revision is redone, never mixed with the new one. Null: 0. History, under
   // generator ruler: niah 1 (2026-11-29, niah.py's essay joins and depths, its singular
-  // template); niah 2, vt, cwe and fwe 1 (2026-11-30, RULER's sizing of a task).
+  // template); niah 2, vt, cwe and fwe 1 (2026-11-30, RULER's sizing of a task); perplexity 1
+  // (2026-11-29, a cell's score pooled over its tokens, not its windows' mean).
   std::function<int(const json& params)> revision;
   int sort_key() const { return 0; }
 };

@@ -246,6 +246,7 @@ at::Tensor Session::decode(int token) {
   const c10::InferenceMode inference;  // as in prefill
   const DeviceSyncCounter syncs(model_.device());
   RECORD_USER_SCOPE("kvbench::decode");  // the phases' scopes: engine/op_profile.h
+  const double fidelity_before = timings_.fidelity_s, fidelity_host_before = timings_.fidelity_host_s;
   const PhaseClock::Mark start = clock_.mark();
   {
     RECORD_USER_SCOPE("kvbench::select");
@@ -272,6 +273,8 @@ at::Tensor Session::decode(int token) {
   timings_.decode_syncs += syncs.count();
   timings_.syncs_counted = syncs.counting();
   clock_.settle();  // the caller's read of the token waits for the GPU here anyway
+  timings_.decode_s -= timings_.fidelity_s - fidelity_before;  // settled: both intervals known
+  timings_.decode_host_s -= timings_.fidelity_host_s - fidelity_host_before;
   return out;
 }
 
@@ -506,15 +509,15 @@ at::Tensor Session::decode_attention(int layer, const at::Tensor& q, const Selec
   }
   add_phase(start, &timings_.attention_s[size_t(layer)], &timings_.attention_host_s);
   if (options_.track_fidelity) {
+    const PhaseClock::Mark fidelity_start = clock_.mark();
     const std::vector<std::vector<int64_t>> lists = chosen.all ? resident_entries(kv) : chosen.lists();
     for (int64_t h = 0; h < Hkv; ++h) {
-      std::vector<int64_t> entries;  // the union over the KV head's units
-      for (int64_t u = h * units_per_head; u < (h + 1) * units_per_head; ++u)
-        entries.insert(entries.end(), lists[size_t(u)].begin(), lists[size_t(u)].end());
-      std::sort(entries.begin(), entries.end());
-      entries.erase(std::unique(entries.begin(), entries.end()), entries.end());
-      measure_fidelity(layer, int(h), q.narrow(0, h * g, g), entries, out.narrow(0, h * g, g));
+      const auto first = lists.begin() + (chosen.all ? h : h * units_per_head);
+      const std::vector<std::vector<int64_t>> units_of_head(
+          first, first + (chosen.all ? 1 : units_per_head));
+      measure_fidelity(layer, int(h), q.narrow(0, h * g, g), units_of_head, out.narrow(0, h * g, g));
     }
+    add_phase(fidelity_start, &timings_.fidelity_s, &timings_.fidelity_host_s);
   }
   if (wanted) {
     const PhaseClock::Mark hook_start = clock_.mark();
@@ -528,22 +531,28 @@ at::Tensor Session::decode_attention(int layer, const at::Tensor& q, const Selec
 }
 
 void Session::measure_fidelity(int layer, int head, const at::Tensor& q_group,
-                               const std::vector<int64_t>& logical, const at::Tensor& out_head) {
+                               const std::vector<std::vector<int64_t>>& lists,
+                               const at::Tensor& out_head) {
   const LayerKV& full = shadow_[layer];
   const double scale = 1.0 / std::sqrt(double(full.head_dim()));
   at::Tensor probs = at::softmax(at::matmul(q_group, full.keys(head).t()).to(at::kFloat).mul_(scale), -1);  // [g, N]
   at::Tensor full_out = at::matmul(probs, full.values(head).to(at::kFloat));  // [g, d]
-  // Shadow entries sit at logical index == position; the method's attended positions:
+  // Shadow entries sit at logical index == position. Per list: the share of the true top-b
+  // keys of its attention (the group's summed, or its query head's) among the entries it attends.
   const std::vector<int64_t>& positions = kv_[layer].positions(head);
-  std::vector<int64_t> attended_positions;
-  for (int64_t i : logical) attended_positions.push_back(positions[size_t(i)]);
-  at::Tensor attended = at::zeros({full.size(head)}, probs.options().dtype(at::kBool))
-      .index_fill_(0, at::tensor(attended_positions, at::kLong).to(probs.device()), true);
-  const int64_t b = options_.budget > 0 ? std::min(options_.budget, full.size(head))
-                                        : int64_t(logical.size());
-  at::Tensor top = std::get<1>(at::topk(probs.sum(0), b));  // I_true
-  const double hits = attended.index_select(0, top).sum().item<double>();
-  fidelity_.recall_sum[layer] += hits / double(b);
+  double recall = 0;
+  for (size_t u = 0; u < lists.size(); ++u) {
+    std::vector<int64_t> attended_positions;
+    for (int64_t i : lists[u]) attended_positions.push_back(positions[size_t(i)]);
+    at::Tensor attended = at::zeros({full.size(head)}, probs.options().dtype(at::kBool))
+        .index_fill_(0, at::tensor(attended_positions, at::kLong).to(probs.device()), true);
+    const int64_t b = options_.budget > 0 ? std::min(options_.budget, full.size(head))
+                                          : int64_t(lists[u].size());
+    const at::Tensor weights = lists.size() == 1 ? probs.sum(0) : probs[int64_t(u)];  // [N]
+    at::Tensor top = std::get<1>(at::topk(weights, b));  // I_true
+    recall += attended.index_select(0, top).sum().item<double>() / double(b);
+  }
+  fidelity_.recall_sum[layer] += recall / double(lists.size());
   fidelity_.output_error_sum[layer] +=
       ((out_head.to(at::kFloat) - full_out).norm() / full_out.norm().clamp_min(1e-30)).item<double>();
   ++fidelity_.count[layer];

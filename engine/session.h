@@ -62,6 +62,9 @@ struct SessionTimings {
   // The host's time in those two phases (on a GPU: launching their work, and any wait for the
   // device; where it matches the device's time, the phase is bound by the host).
   double select_host_s = 0, attention_host_s = 0;
+  // The recall measurement in the decode steps (SessionOptions::track_fidelity: a full
+  // attention per step), left out of decode_s and decode_host_s: not the method's cost.
+  double fidelity_s = 0, fidelity_host_s = 0;
   int64_t decode_steps = 0;
   // The kernel of the prefill's causal attention: ATen's fused one by SDPBackend's number (1
   // flash, 2 memory-efficient, 3 cuDNN: engine/prefill_attention.h), or -1 for the explicit
@@ -170,9 +173,12 @@ class Session {
   // the host's into *host_total.
   void add_phase(const PhaseClock::Mark& start, double* total, double* host_total);
   // Compares KV head `head`'s attended entries (logical indices of kv_, host) and its output
-  // out_head [g, d] with full attention over the shadow copy. q_group: [g, d].
+  // out_head [g, d] with full attention over the shadow copy. q_group: [g, d]. `lists`: the
+  // KV head's one list, scored against the top-B keys of the group's summed attention, or one
+  // per query head (a per-query-head selection), each scored against its own head's top-B and
+  // the recall the mean of the group's.
   void measure_fidelity(int layer, int head, const at::Tensor& q_group,
-                        const std::vector<int64_t>& logical, const at::Tensor& out_head);
+                        const std::vector<std::vector<int64_t>>& lists, const at::Tensor& out_head);
 
   const LlamaModel& model_;
   Method& method_;

@@ -136,6 +136,8 @@ KVB_REGISTER_DATASET(make_dataset_info<Perplexity, PerplexityParams>({
     .description = "perplexity of eval_tokens after prefix_tokens, teacher-forced, over a text file",
     .source = "PG19-style language modelling (ClusterKV Fig. 10)",
     .required_params = {"text_file"},
+    // 1: a cell's score is the perplexity of all its tokens (was the mean of its windows').
+    .revision = [](const json&) { return 1; },
 }));
 
 }  // namespace

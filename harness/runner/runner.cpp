@@ -342,12 +342,20 @@ void check_same_context(const Sample& sample, const SplitPrompt& split,
                            "questions' of context " + sample.context_id);
 }
 
-double mean_of(const std::vector<MetricRow>& rows, const std::string& name) {
-  double sum = 0;
-  int count = 0;
+// Per-sample metric `name` averaged with each sample weighted by its continuation_tokens: a
+// teacher-forced cell's value over all its scored tokens, whatever its windows' lengths.
+double token_weighted_mean(const std::vector<MetricRow>& rows, const std::string& name) {
+  std::map<std::string, double> tokens;
   for (const MetricRow& r : rows)
-    if (r.name == name) sum += r.value, ++count;
-  return count ? sum / count : 0.0;
+    if (r.sample_id && r.name == "continuation_tokens") tokens[*r.sample_id] = r.value;
+  double sum = 0, weight = 0;
+  for (const MetricRow& r : rows)
+    if (r.sample_id && r.name == name) {
+      const double w = tokens.at(*r.sample_id);
+      sum += r.value * w;
+      weight += w;
+    }
+  return weight > 0 ? sum / weight : 0.0;
 }
 
 // The reference row of a latency cell: every layer's dense decode attention through ATen's
@@ -370,6 +378,19 @@ void add_sdpa_reference(std::vector<MetricRow>& out, const LlamaModel& model,
                           .value = double(context), .unit = "tokens"});
 }
 
+// A method counter of a cell (sums and sample counts by name): the mean over the samples that
+// reported it, except the cache hit rate, which is the cell's hits over its lookups (a mean of
+// the samples' rates would weigh a sample of few lookups as one of many).
+double pooled_counter(const std::map<std::string, std::pair<double, int>>& sums,
+                      const std::string& name) {
+  const auto hits = sums.find("cache_hits"), lookups = sums.find("cache_lookups");
+  if (name == "cache_hit_rate" && hits != sums.end() && lookups != sums.end() &&
+      lookups->second.first > 0)
+    return hits->second.first / lookups->second.first;
+  const auto& [sum, samples] = sums.at(name);
+  return sum / double(samples);
+}
+
 }  // namespace
 
 CellResult run_cell(const Cell& cell, const LlamaModel& model,
@@ -383,7 +404,9 @@ CellResult run_cell(const Cell& cell, const LlamaModel& model,
   CellResult result;
   CellTotals totals;
   double score_sum = 0;
-  std::map<std::string, double> method_counters;  // summed over samples
+  // The method's counters summed over the samples that report each, and how many did (a
+  // sample the method never compressed reports no cache lookups, say).
+  std::map<std::string, std::pair<double, int>> method_counters;
   std::map<std::string, std::vector<int>> shared_contexts;  // context_id -> its tokens
   int questions = 0;  // answers scored: a sample's, and its follow-up turns
   std::vector<std::string> answers;  // each sample's own, for score_breakdown
@@ -419,7 +442,10 @@ CellResult run_cell(const Cell& cell, const LlamaModel& model,
       answered.push_back(std::move(turn));
     totals.prompt_tokens += int64_t(prompt.size());
     totals.add(session);
-    for (const auto& [name, value] : method->counters()) method_counters[name] += value;
+    for (const auto& [name, value] : method->counters()) {
+      method_counters[name].first += value;
+      ++method_counters[name].second;
+    }
     for (const auto& [asked, result_of] : answered) {
       score_sum += result_of.score;
       ++questions;
@@ -442,17 +468,24 @@ CellResult run_cell(const Cell& cell, const LlamaModel& model,
     result.metrics.push_back(
         MetricRow{.sample_id = std::nullopt, .name = name, .value = value, .unit = unit});
   };
-  cell_metric("score", score_sum / std::max(1, questions), dataset->metric_name());  // per answer
+  // Per answer; a teacher-forced cell's perplexity is that of all its tokens, exp of their
+  // mean NLL (a mean of the windows' perplexities would sit above it).
+  cell_metric("score",
+              dataset->teacher_forced() ? std::exp(token_weighted_mean(result.metrics, "nll"))
+                                        : score_sum / std::max(1, questions),
+              dataset->metric_name());
   for (const Dataset::CellMetric& m : dataset->score_breakdown(samples, answers))
     cell_metric(m.name, m.value, m.unit);
   cell_metric("samples", double(samples.size()), "count");
   if (questions != int(samples.size())) cell_metric("questions", double(questions), "count");
   cell_metric("model_trained", model.trained ? 1.0 : 0.0, "bool");
   if (dataset->teacher_forced()) {
-    cell_metric("agreement_with_full", mean_of(result.metrics, "agreement_with_full"), "%");
-    cell_metric("nll", mean_of(result.metrics, "nll"), "nats/token");
+    cell_metric("agreement_with_full", token_weighted_mean(result.metrics, "agreement_with_full"),
+                "%");
+    cell_metric("nll", token_weighted_mean(result.metrics, "nll"), "nats/token");
   }
-  for (const auto& [name, sum] : method_counters) cell_metric("method." + name, sum / n, "");
+  for (const auto& [name, sum] : method_counters)
+    cell_metric("method." + name, pooled_counter(method_counters, name), "");
   // Not where the cell also holds an uncompressed cache (the teacher-forced datasets' Full
   // reference, recall's shadow copy): its peak would be at least Full's whatever the method.
   const bool only_the_method = !dataset->teacher_forced() && !cell.recall;

@@ -1,6 +1,8 @@
 // The perplexity dataset: consecutive windows of prefix + eval tokens, teacher forced.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <fstream>
 
 #include "engine/common/error.h"
@@ -77,6 +79,21 @@ TEST(Perplexity, TheRunnerFeedsTheWindowsTokensNotTheirText) {
       ++continuations;
     }
   EXPECT_EQ(continuations, 2);
+  // The cell's score is the perplexity of its 18 tokens, exp of their mean NLL (the windows
+  // are equally long here), not the mean of the two windows' perplexities, which is larger.
+  std::vector<double> nll, window_ppl;
+  double cell_score = 0, cell_nll = 0;
+  for (const MetricRow& m : result.metrics) {
+    if (m.sample_id && m.name == "nll") nll.push_back(m.value);
+    if (!m.sample_id && m.name == "score") cell_score = m.value;
+    if (!m.sample_id && m.name == "nll") cell_nll = m.value;
+  }
+  for (const SampleRow& row : result.samples) window_ppl.push_back(row.score);
+  ASSERT_EQ(nll.size(), 2u);
+  ASSERT_NE(nll[0], nll[1]);
+  EXPECT_NEAR(cell_nll, (nll[0] + nll[1]) / 2, 1e-12);
+  EXPECT_NEAR(cell_score, std::exp((nll[0] + nll[1]) / 2), 1e-9);
+  EXPECT_GT((window_ppl[0] + window_ppl[1]) / 2, cell_score);
   // windows "text", kvbench's earlier way, feeds the text encoded again.
   auto as_text = make_dataset("perplexity", {{"text_file", tmp.file("accents.txt")}, {"prefix_tokens", 31},
                                              {"eval_tokens", 9}, {"samples", 2}, {"windows", "text"}});

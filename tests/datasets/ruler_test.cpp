@@ -42,7 +42,9 @@ void expect_fits(const std::string& task, const json& params, const Tokenizer& t
     const int64_t target = ruler ? length - s.max_new_tokens : length;
     const int64_t n = int64_t(tokenizer.encode(s.prompt, /*add_special=*/!ruler).size());
     EXPECT_LE(n, target) << task << " " << s.id;
-    if (!ruler) EXPECT_GE(double(n), 0.98 * double(target)) << task << " " << s.id << " at " << length;
+    if (!ruler) {
+      EXPECT_GE(double(n), 0.98 * double(target)) << task << " " << s.id << " at " << length;
+    }
     ASSERT_FALSE(s.answers.empty());
     if (task == "cwe" || task == "fwe") continue;  // their answers are in the text, just often
     for (const std::string& a : s.answers)
@@ -346,8 +348,9 @@ TEST(RulerSizing, NoiseSamplesDropWholeStepsFromTheTasksSize) {
     for (size_t i = 0; i < samples.size(); ++i) {
       const int64_t bytes = int64_t(byte_tokenizer().encode(samples[i].prompt, false).size());
       EXPECT_LE(bytes + 128, length) << samples[i].id;
-      if (less[i])
+      if (less[i]) {
         EXPECT_GT(bytes + step * unit_bytes + 128, length) << samples[i].id << " would fit a step more";
+      }
     }
   }
   drops.expect_some_dropped();

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 
 #include <fstream>
@@ -196,6 +197,50 @@ TEST(Session, AttendedTallyMergesDeviceAndHostSteps) {
   EXPECT_EQ(a.sum, (std::vector<double>{8, 20, 4, 4}));
   EXPECT_EQ(a.min, (std::vector<int64_t>{3, 9, 4, 4}));
   EXPECT_EQ(a.max, (std::vector<int64_t>{5, 11, 4, 4}));
+}
+
+// A per-query-head selection: each even query head attends the B keys it weighs most, each
+// odd one the B it weighs least (q.k ranks them as the softmax does).
+class TopAndBottomPerQueryHead : public Method {
+ public:
+  Selection select(int, const at::Tensor& q, const LayerKV& kv) override {
+    const int64_t Hkv = kv.num_heads(), g = q.size(0) / Hkv;
+    std::vector<std::vector<int64_t>> lists;
+    for (int64_t j = 0; j < q.size(0); ++j) {
+      const at::Tensor scores = at::matmul(kv.keys(int(j / g)).to(at::kFloat), q[j].to(at::kFloat));
+      const at::Tensor picked = std::get<1>(scores.topk(context_.budget, 0, /*largest=*/j % 2 == 0));
+      const at::Tensor sorted = std::get<0>(picked.sort()).contiguous();
+      lists.emplace_back(sorted.data_ptr<int64_t>(), sorted.data_ptr<int64_t>() + sorted.numel());
+    }
+    return Selection::from_lists(lists, /*per_query_head=*/true, q.device());
+  }
+};
+
+// Recall scores a per-query-head selection per query head, against that head's own top-B:
+// (1 + 0) / 2 at every layer. Scoring the group's union against the group's summed top-B would
+// credit the odd heads with the even heads' keys.
+TEST(Session, RecallOfAPerQueryHeadSelectionIsEachHeadsOwn) {
+  auto model = LlamaModel::from_reference("random-tiny");
+  ASSERT_EQ(model->config.num_attention_heads / model->config.num_key_value_heads, 2);
+  TopAndBottomPerQueryHead method;
+  Session session(*model, method, SessionOptions{.budget = 8, .track_fidelity = true});
+  std::vector<int> prompt;
+  for (int i = 0; i < 40; ++i) prompt.push_back(3 + (i * 37) % 200);
+  session.prefill(prompt);
+  const auto begin = std::chrono::steady_clock::now();
+  for (int t = 0; t < 3; ++t) session.decode(5 + t);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  // The measurement's time is its own, not the decode steps': the two add up to at most the
+  // steps' wall time (counted twice, they would not).
+  const SessionTimings& timings = session.timings();
+  EXPECT_GT(timings.fidelity_s, 0.0);
+  EXPECT_GT(timings.decode_s, 0.0);
+  EXPECT_LE(timings.decode_s + timings.fidelity_s, wall);
+  const FidelityCounts& f = session.fidelity();
+  for (size_t l = 0; l < f.count.size(); ++l) {
+    ASSERT_GT(f.count[l], 0);
+    EXPECT_NEAR(f.recall_sum[l] / double(f.count[l]), 0.5, 1e-12) << "layer " << l;
+  }
 }
 
 TEST(Rope, Llama3ScalingKeepsHighFrequenciesAndSlowsLowOnes) {
