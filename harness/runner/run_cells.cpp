@@ -47,12 +47,13 @@ const json& object_at(const json& config, const char* key) {
   return config.is_object() && it != config.end() && it->is_object() ? *it : empty;
 }
 
-// A config without what a newer build may change about the same cell: the dataset's revision
-// and the method's config (a new field with its default; within one suite a label names one
-// method config).
+// A config without what a newer build may change about the same cell: the dataset's revision,
+// the recall measurement's, and the method's config (a new field with its default; within one
+// suite a label names one method config).
 std::string core(const json& config) {
   if (!config.is_object()) return config.dump();
   json out = config;
+  out.erase("recall_revision");
   if (out.contains("dataset") && out["dataset"].is_object()) out["dataset"].erase("revision");
   if (out.contains("method") && out["method"].is_object()) out["method"].erase("config");
   return out.dump();

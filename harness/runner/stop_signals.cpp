@@ -43,6 +43,7 @@ StopSignals::StopSignals() {
 
 StopSignals::~StopSignals() {
   for (size_t i = 0; i < std::size(kSignals); ++i) sigaction(kSignals[i], &previous_[i], nullptr);
+  g_requested = 0;  // the request was this scope's: a later run_cell must not see it
 }
 
 int StopSignals::requested() { return g_requested.load(); }

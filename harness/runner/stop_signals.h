@@ -17,7 +17,7 @@ namespace kvb {
 class StopSignals {
  public:
   StopSignals();  // installs the handlers, forgetting any earlier request
-  ~StopSignals();  // restores the handlers it replaced
+  ~StopSignals();  // restores the handlers it replaced and forgets the request
   StopSignals(const StopSignals&) = delete;
   StopSignals& operator=(const StopSignals&) = delete;
 

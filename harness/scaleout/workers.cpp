@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -36,8 +37,21 @@ struct Worker {
 Worker start_worker(const std::string& executable, const WorkerLaunch& launch) {
   int fds[2];
   if (pipe(fds) != 0) throw std::runtime_error("--workers: cannot create a pipe");
+  // The stop signals are held back across the fork: one sent to the child before it runs the
+  // executable would otherwise reach this process's handler in it (setting a flag exec then
+  // forgets) instead of stopping it. The child takes the default actions, then receives them.
+  sigset_t stops, previous;
+  sigemptyset(&stops);
+  for (const int signal : {SIGINT, SIGTERM, SIGHUP, SIGUSR1}) sigaddset(&stops, signal);
+  pthread_sigmask(SIG_BLOCK, &stops, &previous);
   const pid_t pid = fork();
   if (pid == 0) {
+    for (const int signal : {SIGINT, SIGTERM, SIGHUP, SIGUSR1}) {
+      struct sigaction current {};
+      sigaction(signal, nullptr, &current);
+      if (current.sa_handler != SIG_IGN) ::signal(signal, SIG_DFL);  // ignored stays ignored
+    }
+    pthread_sigmask(SIG_SETMASK, &previous, nullptr);
     close(fds[0]);
     dup2(fds[1], STDERR_FILENO);
     close(fds[1]);
@@ -50,6 +64,7 @@ Worker start_worker(const std::string& executable, const WorkerLaunch& launch) {
     execv(executable.c_str(), argv.data());
     _exit(127);
   }
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   close(fds[1]);
   if (pid < 0) {
     close(fds[0]);

@@ -203,6 +203,9 @@ json Cell::to_json() const {
   if (dtype != "f32") j["dtype"] = dtype;
   if (context_sharing != "none") j["context_sharing"] = context_sharing;
   if (dataset.revision > 0) j["dataset"]["revision"] = dataset.revision;
+  // How recall is measured, where it is: 1 since a per-query-head selection is scored per query
+  // head (2026-11-29; before, the group's union), so earlier recall results are redone.
+  if (recall) j["recall_revision"] = 1;
   return j;
 }
 

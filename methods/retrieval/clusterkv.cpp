@@ -162,12 +162,12 @@ std::vector<int64_t> draw_proportional(const at::Tensor& weights, int64_t count,
 }
 
 // RAFT's kmeansPlusPlus (greedy k-means++) on points [K, d]: a random first point, then each
-// pick the best (lowest summed distance to the nearest pick) of 2 + floor(ln C) points drawn in
+// pick the best (lowest summed distance to the nearest pick) of 2 + ceil(ln C) points drawn in
 // proportion to their cosine distance to the nearest pick. -> [C, d]
 at::Tensor greedy_kmeans_plus_plus(const at::Tensor& points, int64_t clusters,
                                    std::mt19937_64& rng) {
   const int64_t K = points.size(0);
-  const int64_t trials = 2 + int64_t(std::floor(std::log(double(clusters))));
+  const int64_t trials = 2 + int64_t(std::ceil(std::log(double(clusters))));
   const at::Tensor unit = points / points.norm(2, -1, true).clamp_min(1e-12);  // [K, d]
   std::vector<int64_t> picked = {int64_t(rng() % uint64_t(K))};
   at::Tensor nearest = cosine_distance(unit, points.narrow(0, picked[0], 1)).squeeze(1);  // [K]

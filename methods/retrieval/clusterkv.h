@@ -50,7 +50,7 @@ KMeansResult cosine_kmeans_from(const at::Tensor& keys, const at::Tensor& centro
 // then min(8, ceil(ln psi)) rounds, each taking every key x with probability
 // 2 C d(x) / psi (d: cosine distance 1 - cos to the nearest candidate, psi their sum); more
 // than C candidates are weighted by the keys nearest each, reduced to C by greedy k-means++
-// (2 + floor(ln C) trials a pick) and refined by weighted Euclidean Lloyd steps (at most 300,
+// (2 + ceil(ln C) trials a pick) and refined by weighted Euclidean Lloyd steps (at most 300,
 // until the centroids move less than 1e-4, RAFT's defaults); fewer are topped up with random
 // keys. Random draws from std::mt19937_64 seeded with `seed` (RAFT's own generators are not
 // reproduced). Reads the device on the host. 1 <= C <= n.

@@ -134,6 +134,7 @@ void LfuBlockCache::admit() {
                       const int32_t ra = references_[size_t(a)], rb = references_[size_t(b)];
                       return ra != rb ? ra > rb : a < b;
                     });
+  ++steps_;
   std::vector<int64_t> kept;  // earlier_blocks: the blocks no victim is taken from, sorted
   if (eviction_ == Eviction::earlier_blocks) {
     kept.assign(touched_.begin(), touched_.begin() + std::ptrdiff_t(admitted));
@@ -141,7 +142,8 @@ void LfuBlockCache::admit() {
   }
   for (size_t i = 0; i < admitted; ++i) {
     const int64_t block = touched_[i];
-    const int64_t now = ++admissions_;
+    // any_block: the order of insertion; earlier_blocks: the step (its ties to the lower id).
+    const int64_t now = eviction_ == Eviction::any_block ? ++admissions_ : steps_;
     auto it = entries_.find(block);
     if (it != entries_.end()) {  // one use more: the last to reach its new frequency
       Entry& e = it->second;

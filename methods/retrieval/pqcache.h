@@ -60,7 +60,9 @@ class LfuBlockCache {
  private:
   struct Entry {
     int64_t frequency = 0;
-    int64_t reached = 0;  // when it reached that frequency (admissions counted)
+    // When it reached that frequency: admissions counted (any_block), or steps (earlier_blocks,
+    // whose blocks of one step tie, the lower id first).
+    int64_t reached = 0;
   };
   // Admits the step's touched_ blocks (references_ holds their counts).
   void admit();
@@ -69,7 +71,7 @@ class LfuBlockCache {
   void evict(const std::vector<int64_t>& admitted);
   int64_t capacity_;
   Eviction eviction_;
-  int64_t admissions_ = 0;
+  int64_t admissions_ = 0, steps_ = 0;
   std::map<int64_t, Entry> entries_;
   std::set<std::tuple<int64_t, int64_t, int64_t>> by_use_;  // (frequency, reached, block)
   std::vector<int32_t> references_;  // per block id: this step's tokens in it (0 between steps)

@@ -415,6 +415,12 @@ TEST(SuiteExpansion, NormalisedConfigHasDefaults) {
   EXPECT_EQ(streaming["budget"], 32);
   // The key is the dump of the normalised JSON.
   EXPECT_EQ(json::parse(cells[2].key()), streaming);
+  EXPECT_FALSE(streaming.contains("recall_revision"));
+  // A recall cell names how its recall is measured: results of an earlier measurement redone.
+  Cell with_recall = cells[2];
+  with_recall.recall = true;
+  EXPECT_EQ(with_recall.to_json()["recall_revision"], 1);
+  EXPECT_NE(with_recall.key(), cells[2].key());
 
   // Spelling a default out, or leaving it implicit, gives the same cell.
   json explicit_defaults = product_suite();

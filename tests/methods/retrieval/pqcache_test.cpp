@@ -225,7 +225,8 @@ TEST(PQCache, LfuBlockCacheSparingTheStepsBlocksOnAHandCase) {
 // found by a scan): the hits against the cache before the step, then the step's blocks
 // admitted in turn, most referenced first (ties: lower id), at most `capacity`; a cached one's
 // frequency grows, a new one evicts the least frequently used block (ties: the earliest to
-// reach its frequency), with `spare_the_step` not one the step admits.
+// reach its frequency, by admission; with `spare_the_step` by step, then the lower id), with
+// `spare_the_step` not one the step admits.
 class PlainLfu {
  public:
   PlainLfu(size_t capacity, bool spare_the_step)
@@ -243,12 +244,14 @@ class PlainLfu {
     if (order.size() > capacity_) order.resize(capacity_);
     std::set<int64_t> admitted;
     for (const auto& entry : order) admitted.insert(entry.first);
+    ++step_;
     for (const auto& entry : order) {
       const int64_t block = entry.first;
-      ++time_;
+      ++admissions_;
+      const int64_t time = spare_the_step_ ? step_ : admissions_;
       if (frequency_.count(block)) {
         ++frequency_[block];
-        reached_[block] = time_;
+        reached_[block] = time;
         continue;
       }
       if (frequency_.size() >= capacity_) {
@@ -263,7 +266,7 @@ class PlainLfu {
         reached_.erase(victim);
       }
       frequency_[block] = 1;
-      reached_[block] = time_;
+      reached_[block] = time;
     }
     return hits;
   }
@@ -272,7 +275,7 @@ class PlainLfu {
  private:
   size_t capacity_;
   bool spare_the_step_;
-  int64_t time_ = 0;
+  int64_t admissions_ = 0, step_ = 0;
   std::map<int64_t, int64_t> frequency_, reached_;
 };
 
