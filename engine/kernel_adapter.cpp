@@ -22,6 +22,10 @@
 
 namespace kvb {
 
+at::Tensor unit_rows(const at::Tensor& x) {
+  return x / x.norm(2, -1, /*keepdim=*/true).clamp_min(1e-12);
+}
+
 namespace {
 
 // The CPU kernel's element type for a pool dtype (none: the kernel does not read it).
@@ -328,8 +332,7 @@ void check_pq_shapes(const at::Tensor& q, const at::Tensor& centroids, const at:
 // The centroids [H, C, d] L2-normalised in fp32, then in the keys' dtype: what both GPU paths'
 // products read.
 at::Tensor normalised_centroids(const at::Tensor& centroids, at::ScalarType keys_type) {
-  const at::Tensor c = centroids.to(at::kFloat);
-  return (c / c.norm(2, -1, /*keepdim=*/true).clamp_min(1e-12)).to(keys_type);
+  return unit_rows(centroids.to(at::kFloat)).to(keys_type);
 }
 
 at::Tensor cosine_assign_aten(const at::Tensor& keys, const at::Tensor& centroids,

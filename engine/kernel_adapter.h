@@ -183,6 +183,9 @@ inline int64_t cosine_assign_chunk(int64_t H, int64_t C, int64_t block_elements)
 at::Tensor cosine_assign(const at::Tensor& keys, const at::Tensor& centroids,
                          KernelPath path = KernelPath::kAuto,
                          int64_t block_elements = kAssignBlockElements);
+// x [..., d] with each row scaled to L2 norm 1 (a zero row stays zero), in x's dtype: how
+// cosine_assign normalises its centroids (in fp32, then cast to the keys' dtype).
+at::Tensor unit_rows(const at::Tensor& x);
 // New centroids: the mean of the RAW member keys; a cluster without members keeps `old`.
 // keys: [H, n, d], labels: [H, n], old: [H, C, d]. Returns [H, C, d] float32.
 at::Tensor cluster_means(const at::Tensor& keys, const at::Tensor& labels, const at::Tensor& old,

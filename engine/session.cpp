@@ -246,7 +246,8 @@ at::Tensor Session::decode(int token) {
   const c10::InferenceMode inference;  // as in prefill
   const DeviceSyncCounter syncs(model_.device());
   RECORD_USER_SCOPE("kvbench::decode");  // the phases' scopes: engine/op_profile.h
-  const double fidelity_before = timings_.fidelity_s, fidelity_host_before = timings_.fidelity_host_s;
+  const double fidelity_before = timings_.fidelity_s;
+  const double fidelity_host_before = timings_.fidelity_host_s;
   const PhaseClock::Mark start = clock_.mark();
   {
     RECORD_USER_SCOPE("kvbench::select");
@@ -515,7 +516,8 @@ at::Tensor Session::decode_attention(int layer, const at::Tensor& q, const Selec
       const auto first = lists.begin() + (chosen.all ? h : h * units_per_head);
       const std::vector<std::vector<int64_t>> units_of_head(
           first, first + (chosen.all ? 1 : units_per_head));
-      measure_fidelity(layer, int(h), q.narrow(0, h * g, g), units_of_head, out.narrow(0, h * g, g));
+      measure_fidelity(layer, int(h), q.narrow(0, h * g, g), units_of_head,
+                       out.narrow(0, h * g, g));
     }
     add_phase(fidelity_start, &timings_.fidelity_s, &timings_.fidelity_host_s);
   }

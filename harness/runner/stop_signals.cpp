@@ -35,14 +35,15 @@ StopSignals::StopSignals() {
   action.sa_handler = on_stop_signal;
   action.sa_flags = SA_RESTART;  // the runner polls the flag; system calls carry on
   sigemptyset(&action.sa_mask);
-  for (size_t i = 0; i < std::size(kSignals); ++i) {
-    sigaction(kSignals[i], nullptr, &previous_[i]);
-    if (previous_[i].sa_handler != SIG_IGN) sigaction(kSignals[i], &action, nullptr);
+  for (size_t i = 0; i < std::size(kStopSignals); ++i) {
+    sigaction(kStopSignals[i], nullptr, &previous_[i]);
+    if (previous_[i].sa_handler != SIG_IGN) sigaction(kStopSignals[i], &action, nullptr);
   }
 }
 
 StopSignals::~StopSignals() {
-  for (size_t i = 0; i < std::size(kSignals); ++i) sigaction(kSignals[i], &previous_[i], nullptr);
+  for (size_t i = 0; i < std::size(kStopSignals); ++i)
+    sigaction(kStopSignals[i], &previous_[i], nullptr);
   g_requested = 0;  // the request was this scope's: a later run_cell must not see it
 }
 

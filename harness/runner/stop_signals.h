@@ -14,6 +14,10 @@
 
 namespace kvb {
 
+// The signals that ask a run to stop (above); a --workers supervisor's children take their
+// default actions until they install their own handlers (scaleout/workers.cpp).
+inline constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGUSR1};
+
 class StopSignals {
  public:
   StopSignals();  // installs the handlers, forgetting any earlier request
@@ -25,8 +29,7 @@ class StopSignals {
   static int requested();
 
  private:
-  static constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGUSR1};
-  struct sigaction previous_[std::size(kSignals)] = {};
+  struct sigaction previous_[std::size(kStopSignals)] = {};
 };
 
 // Thrown before a sample once a stop is requested; the cell is given up, not failed.

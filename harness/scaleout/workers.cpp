@@ -42,11 +42,11 @@ Worker start_worker(const std::string& executable, const WorkerLaunch& launch) {
   // forgets) instead of stopping it. The child takes the default actions, then receives them.
   sigset_t stops, previous;
   sigemptyset(&stops);
-  for (const int signal : {SIGINT, SIGTERM, SIGHUP, SIGUSR1}) sigaddset(&stops, signal);
+  for (const int signal : kStopSignals) sigaddset(&stops, signal);
   pthread_sigmask(SIG_BLOCK, &stops, &previous);
   const pid_t pid = fork();
   if (pid == 0) {
-    for (const int signal : {SIGINT, SIGTERM, SIGHUP, SIGUSR1}) {
+    for (const int signal : kStopSignals) {
       struct sigaction current {};
       sigaction(signal, nullptr, &current);
       if (current.sa_handler != SIG_IGN) ::signal(signal, SIG_DFL);  // ignored stays ignored
@@ -92,7 +92,7 @@ int exit_code_of(int status) {
 // stop: by one of the stop signals, or by finish_stopped's exit 128 + N.
 bool ended_by_stop(int code) {
   if (!StopSignals::requested()) return false;
-  for (const int signal : {SIGINT, SIGTERM, SIGHUP, SIGUSR1})
+  for (const int signal : kStopSignals)
     if (code == 128 + signal) return true;
   return false;
 }

@@ -135,8 +135,7 @@ namespace {
 // RAFT's cosine distance 1 - cos(x, c) of unit rows `xu` [n, d] to rows `c` [m, d] -> [n, m],
 // never below 0 (rounding).
 at::Tensor cosine_distance(const at::Tensor& xu, const at::Tensor& c) {
-  const at::Tensor cu = c / c.norm(2, -1, true).clamp_min(1e-12);
-  return (1.0 - at::mm(xu, cu.t())).clamp_min(0.0);
+  return (1.0 - at::mm(xu, unit_rows(c).t())).clamp_min(0.0);
 }
 
 // `count` indices of [0, weights.size()) drawn with probability proportional to `weights`
@@ -168,7 +167,7 @@ at::Tensor greedy_kmeans_plus_plus(const at::Tensor& points, int64_t clusters,
                                    std::mt19937_64& rng) {
   const int64_t K = points.size(0);
   const int64_t trials = 2 + int64_t(std::ceil(std::log(double(clusters))));
-  const at::Tensor unit = points / points.norm(2, -1, true).clamp_min(1e-12);  // [K, d]
+  const at::Tensor unit = unit_rows(points);  // [K, d]
   std::vector<int64_t> picked = {int64_t(rng() % uint64_t(K))};
   at::Tensor nearest = cosine_distance(unit, points.narrow(0, picked[0], 1)).squeeze(1);  // [K]
   while (int64_t(picked.size()) < clusters) {
@@ -193,8 +192,10 @@ at::Tensor weighted_euclidean_lloyd(const at::Tensor& points, const at::Tensor& 
     const at::Tensor d2 = norms - 2 * at::mm(points, centroids.t()) +
                           centroids.pow(2).sum(1).unsqueeze(0);  // [K, C]
     const at::Tensor labels = d2.argmin(1);
-    const at::Tensor sums = at::zeros_like(centroids).index_add_(0, labels, points * weights.unsqueeze(1));
-    const at::Tensor mass = at::zeros({centroids.size(0)}, weights.options()).index_add_(0, labels, weights);
+    const at::Tensor sums =
+        at::zeros_like(centroids).index_add_(0, labels, points * weights.unsqueeze(1));  // [C, d]
+    const at::Tensor mass =
+        at::zeros({centroids.size(0)}, weights.options()).index_add_(0, labels, weights);  // [C]
     const at::Tensor moved =
         at::where(mass.unsqueeze(1) > 0, sums / mass.clamp_min(1e-30).unsqueeze(1), centroids);
     const double shift = (moved - centroids).pow(2).sum().item<double>();
@@ -208,7 +209,7 @@ at::Tensor weighted_euclidean_lloyd(const at::Tensor& points, const at::Tensor& 
 at::Tensor kmeans_parallel_head(const at::Tensor& keys, int64_t clusters, std::mt19937_64& rng) {
   const int64_t n = keys.size(0);
   const double oversampling = 2.0;
-  const at::Tensor unit = keys / keys.norm(2, -1, true).clamp_min(1e-12);  // [n, d]
+  const at::Tensor unit = unit_rows(keys);  // [n, d]
   std::vector<int64_t> chosen = {int64_t(rng() % uint64_t(n))};
   at::Tensor is_chosen = at::zeros({n}, keys.options().dtype(at::kBool));
   is_chosen[chosen[0]] = true;
@@ -230,7 +231,8 @@ at::Tensor kmeans_parallel_head(const at::Tensor& keys, int64_t clusters, std::m
     const at::Tensor added_host = added.to(at::kCPU);
     chosen.insert(chosen.end(), added_host.data_ptr<int64_t>(),
                   added_host.data_ptr<int64_t>() + added_host.numel());
-    nearest = at::minimum(nearest, std::get<0>(cosine_distance(unit, keys.index_select(0, added)).min(1)));
+    nearest = at::minimum(
+        nearest, std::get<0>(cosine_distance(unit, keys.index_select(0, added)).min(1)));
   }
   const at::Tensor candidates = keys.index_select(0, host_to_device(chosen, keys.device()));
   const int64_t K = candidates.size(0);
@@ -240,7 +242,8 @@ at::Tensor kmeans_parallel_head(const at::Tensor& keys, int64_t clusters, std::m
     const at::Tensor free = (~is_chosen).nonzero().squeeze(1).to(at::kCPU);
     others.assign(free.data_ptr<int64_t>(), free.data_ptr<int64_t>() + free.numel());
     for (int64_t i = 0; i < clusters - K; ++i)
-      std::swap(others[size_t(i)], others[size_t(i + int64_t(rng() % uint64_t(others.size() - size_t(i))))]);
+      std::swap(others[size_t(i)],
+                others[size_t(i) + size_t(rng() % uint64_t(others.size() - size_t(i)))]);
     others.resize(size_t(clusters - K));
     return at::cat({keys.index_select(0, host_to_device(others, keys.device())), candidates});
   }
@@ -483,7 +486,8 @@ class ClusterKV : public RetrievalMethod {
     ++ix.steps;
     ++ix.entries;
     const int64_t m = config_.decode_interval;
-    if (m > 0 && ix.entries - 1 - ix.clustered_end >= m) {  // entries clustered_end .. entries-1 unclustered
+    // Entries clustered_end .. entries-1 are unclustered.
+    if (m > 0 && ix.entries - 1 - ix.clustered_end >= m) {
       add_clusters(layer, kv.keys_in_range(ix.clustered_end, ix.clustered_end + m),  // [Hkv, m, d]
                    config_.decode_clusters, ix.clustered_end);
       ix.clustered_end += m;
@@ -659,7 +663,8 @@ KVB_REGISTER_METHOD(make_method_info<ClusterKV, ClusterKVConfig>({
                 "draw (one draw with repeats for all heads there); init: kmeans_parallel starts "
                 "as the accuracy code's RAFT fit, k-means|| with RAFT's steps and defaults but "
                 "kvbench's random numbers; RAFT stops once the centroids move less than 1e-4, "
-                "kvbench once no label changes) with C0 = L/80 (clusters: N fixes it; the code that produced the paper's "
+                "kvbench once no label changes) with C0 = L/80 (clusters: N fixes it; the code "
+                "that produced the paper's "
                 "numbers uses 400, equal to L/80 at 32k), q.mu ranking, last cluster trimmed to "
                 "B - sinks, every unclustered decode token attended on top of B as the reference "
                 "(recent: in_budget keeps exactly B, the clusters vanish after B - sinks decode "

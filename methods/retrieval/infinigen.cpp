@@ -4,8 +4,8 @@
 // Offline (paper Section 4.2, gen_llama_skewing_matrix.py): per layer and head, post-RoPE Q and
 // K of a calibration text (first 2048 tokens); Q = Uq Sq Vq^T; the skewing matrix A is Vq with
 // columns ordered by descending Sq x Sk (the reference scatters them in another order, which
-// changes nothing: A stays orthogonal and the partial channels are a set). A is orthogonal, so (qA).(kA) = q.k, but in the skewed basis a
-// few channels dominate. Partial channels: the union of the top int(d r) channels by
+// changes nothing: A stays orthogonal and the partial channels are a set). A is orthogonal, so
+// (qA).(kA) = q.k, but in the skewed basis a few channels dominate. Partial channels: the union of the top int(d r) channels by
 // sum |Q A| and by sum |K A| (r = 0.2), over the same calibration tokens. (The reference picks
 // them in a separate step, gen_partial_weight.py, from one short fixed prompt of its own; its
 // system path, speedup/flexgen, from each prompt's queries at prefill.)

@@ -400,8 +400,8 @@ KVB_REGISTER_METHOD(make_method_info<PQCache, PQCacheConfig>({
     .fidelity =
         "follows the paper and HugoZHL/PQCache (m=2, b=6, 32 sinks, local:top-k 1:1, PQ on every "
         "layer, softmax of PQ scores summed over the GQA group, nearest-centroid codes for tokens "
-        "leaving the window, 128-token LFU block cache of 4096 tokens per layer, the step's top-32 blocks inserted in "
-        "turn, a new one evicting the least frequently used, this step's too, as the "
+        "leaving the window, 128-token LFU block cache of 4096 tokens per layer, the step's "
+        "top-32 blocks inserted in turn, a new one evicting the least frequently used, this step's too, as the "
         "reference's lfu_cache.cc, hits counted; cache_eviction: earlier_blocks spares the "
         "step's blocks); "
         "harness choices: budget mode (ratio 0, default) attends exactly B = sinks + local + top-k "
