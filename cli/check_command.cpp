@@ -21,7 +21,7 @@ std::pair<std::string, double> parse_tolerance(const std::string& text) {
     size_t used = 0;
     if (eq == std::string::npos || eq == 0) throw std::invalid_argument("no =");
     const double v = std::stod(text.substr(eq + 1), &used);
-    if (used != text.size() - eq - 1 || v < 0) throw std::invalid_argument("bad number");
+    if (used != text.size() - eq - 1 || !(v >= 0)) throw std::invalid_argument("bad number");
     return {text.substr(0, eq), v};
   } catch (const std::exception&) {
     throw InputError("--tolerance " + text + ": expected METRIC=NUMBER (>= 0), e.g. score=0.5");
@@ -39,12 +39,18 @@ void add_baseline(CLI::App& app, std::vector<Command>& out) {
   cmd->add_option("--db", o->db, "Results database")->required();
   cmd->add_option("--out", o->file, "Baseline JSON to write (e.g. results/baselines/smoke.json)")
       ->required();
-  cmd->add_option("--metrics", o->metrics, "Cell metrics to record, where a cell has them")
-      ->capture_default_str()->delimiter(',');
-  out.push_back({cmd, [o] {
+  CLI::Option* metrics_given =
+      cmd->add_option("--metrics", o->metrics, "Cell metrics to record, where a cell has them")
+          ->capture_default_str()
+          ->delimiter(',');
+  out.push_back({cmd, [o, metrics_given] {
     require_results_database(o->db);
-    ResultStore store(o->db);
+    ResultStore store(o->db, ResultStore::Access::read);
     const json baseline = make_baseline(store, o->metrics, o->db);
+    if (metrics_given->count() > 0)  // a misspelt name would record nothing, and check nothing
+      for (const std::string& m : o->metrics)
+        if (!records_metric(baseline["cells"], m))
+          throw InputError("--metrics " + m + ": no complete cell of " + o->db + " has it");
     const std::filesystem::path parent = std::filesystem::path(o->file).parent_path();
     if (!parent.empty()) std::filesystem::create_directories(parent);
     write_file_atomically(o->file, baseline.dump(2) + "\n");
@@ -75,7 +81,7 @@ void add_check(CLI::App& app, std::vector<Command>& out) {
   out.push_back({cmd, [o] {
     require_results_database(o->db);
     const json baseline = read_json_file(o->file);
-    ResultStore store(o->db);
+    ResultStore store(o->db, ResultStore::Access::read);
     CheckOptions options;
     for (const std::string& t : o->tolerances) options.tolerances.insert(parse_tolerance(t));
     options.allow_improvements = o->allow_improvements;

@@ -14,7 +14,7 @@ namespace {
 
 struct InspectOptions {
   std::string model, method = "full", prompt, tokens, dataset, dataset_params = "{}", out;
-  std::string needle, gnuplot = "/usr/bin/gnuplot", cache_dir;
+  std::string needle, gnuplot = "gnuplot", cache_dir;
   ComputeOptions compute;
   int64_t budget = 0;
   int sample = 0, steps = 8, threads = 0;
@@ -73,7 +73,7 @@ void add_inspect_command(CLI::App& app, std::vector<Command>& out) {
   cmd->add_option("--out", o->out, "Output folder")->required();
   cmd->add_flag("--dump-qk", o->dump_qk, "Also write qk.safetensors: every layer's post-RoPE "
                                          "q and k of the prompt and of each decode step (fp32)");
-  cmd->add_option("--gnuplot", o->gnuplot, "gnuplot binary (default /usr/bin/gnuplot)");
+  cmd->add_option("--gnuplot", o->gnuplot, "gnuplot binary: a path, or a name looked up in PATH (default gnuplot)");
   cmd->add_option("--threads", o->threads, "CPU threads (default: all cores)")
       ->check(CLI::NonNegativeNumber);
   add_compute_options(cmd, o->compute);

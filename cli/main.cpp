@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "cli/usage.h"
 #include "engine/common/error.h"
+#include "engine/common/format.h"
 #include "engine/common/heap.h"
 #include "engine/common/thread_pools.h"
 
@@ -25,7 +26,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show the help of every subcommand");
   std::string command_line;
-  for (int i = 0; i < argc; ++i) command_line += (i ? " " : "") + std::string(argv[i]);
+  for (int i = 0; i < argc; ++i) command_line += (i ? " " : "") + kvb::shell_word(argv[i]);
   kvb::register_commands(app, command_line);
   const std::string unknown_command =
       kvb::unknown_command_message(app, std::vector<std::string>(argv + 1, argv + argc));

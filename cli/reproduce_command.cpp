@@ -3,11 +3,11 @@
 // difference and which of the paper's claims hold in our run.
 #include <unistd.h>
 
-#include <fstream>
 #include <iostream>
 
 #include "cli/commands.h"
 #include "engine/common/error.h"
+#include "engine/common/files.h"
 #include "engine/common/shared_folder.h"
 #include "harness/runner/runner.h"
 #include "harness/runner/stop_signals.h"
@@ -92,7 +92,7 @@ void add_reproduce_command(CLI::App& app, std::vector<Command>& out, const std::
     const std::string md =
         compare_with_paper(r, mode, load_report_data(store, summary.run_id, options.db_path));
     std::cout << md;
-    if (!o->out.empty()) std::ofstream(o->out) << md;
+    if (!o->out.empty()) write_file_atomically(o->out, md);
     return summary.failed > 0 ? 1 : 0;
   }});
 }

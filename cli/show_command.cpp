@@ -28,7 +28,7 @@ void add_show_command(CLI::App& app, std::vector<Command>& out) {
                 "normalised config JSON, as stored");
   out.push_back({cmd, [o] {
     require_results_database(o->db);
-    ResultStore store(o->db);
+    ResultStore store(o->db, ResultStore::Access::read);
     int64_t run_id = 0;
     if (o->run == "last") {
       auto latest = store.latest_run();

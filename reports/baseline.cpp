@@ -139,21 +139,31 @@ void compare_cell(const json& expected, const StoredCell& actual,
       report.regressions.push_back(name + " no longer recorded: " + what);
       continue;
     }
-    const double diff = it->second - base, tol = tolerance(tolerances, name);
-    if (std::fabs(diff) <= tol || (std::isnan(diff) && std::isnan(base))) continue;
-    const std::string line = name + ": " + what + ": " + number(base) + " -> " + number(it->second) +
+    const double now = it->second, diff = now - base, tol = tolerance(tolerances, name);
+    if (std::fabs(diff) <= tol) continue;
+    const std::string line = name + ": " + what + ": " + number(base) + " -> " + number(now) +
                              " (" + (diff > 0 ? "+" : "") + number(diff) + ", tolerance " +
                              number(tol) + ")";
     const int d = direction(name, unit);
-    if (d != 0 && diff * d < 0) report.regressions.push_back(line);
-    else report.changes.push_back(line);
+    if (!std::isfinite(now)) report.regressions.push_back(line + ": not a finite number");
+    else if (d == 0) report.changes.push_back(line);
+    else if (diff * d < 0) report.regressions.push_back(line);
+    else report.improvements.push_back(line);
   }
   if (!options.ignore_predictions && expected.contains("predictions_digest") &&
       expected["predictions_digest"] != actual.predictions_digest)
-    report.changes.push_back("predictions changed: " + what);
+    report.improvements.push_back("predictions changed: " + what);
 }
 
 }  // namespace
+
+bool records_metric(const json& cells, const std::string& metric) {
+  for (const json& cell : cells)
+    if (cell.is_object() && cell.contains("metrics") && cell["metrics"].is_object() &&
+        cell["metrics"].contains(metric))
+      return true;
+  return false;
+}
 
 const std::vector<std::string>& default_baseline_metrics() {
   static const std::vector<std::string> metrics = {
@@ -168,8 +178,13 @@ json make_baseline(const ResultStore& store, const std::vector<std::string>& met
   for (const StoredCell& c : stored_cells(store)) {
     if (c.status != "complete") continue;
     json values = json::object();
-    for (const std::string& m : metrics)
-      if (c.metrics.count(m)) values[m] = c.metrics.at(m);
+    for (const std::string& m : metrics) {
+      if (!c.metrics.count(m)) continue;
+      if (!std::isfinite(c.metrics.at(m)))
+        throw InputError(where + ": " + m + " of " + describe(json::parse(c.config)) + " is " +
+                         number(c.metrics.at(m)) + ": a baseline records finite numbers");
+      values[m] = c.metrics.at(m);
+    }
     cells.push_back({{"config", json::parse(c.config)},
                      {"score_unit", c.score_unit},
                      {"metrics", values},
@@ -191,11 +206,15 @@ CheckReport check_baseline(const ResultStore& store, const json& baseline,
   if (baseline["cells"].empty())
     throw InputError(path + ": $.cells: empty (a baseline of no cell would pass every check)");
   std::map<std::string, double> tolerances = read_tolerances(baseline, path);
-  for (const auto& [name, value] : options.tolerances) tolerances[name] = value;
+  for (const auto& [name, value] : options.tolerances) {
+    tolerances[name] = value;
+    if (name != "default" && !records_metric(baseline["cells"], name))
+      throw InputError("--tolerance " + name + ": no cell of " + path + " records that metric");
+  }
   std::map<std::string, StoredCell> actual;
   for (StoredCell& c : stored_cells(store)) actual[c.config] = std::move(c);
   CheckReport report;
-  report.changes_fail = !options.allow_improvements;
+  report.improvements_fail = !options.allow_improvements;
   std::map<std::string, bool> seen;
   const json& cells = baseline["cells"];
   for (size_t i = 0; i < cells.size(); ++i) {
@@ -206,9 +225,11 @@ CheckReport check_baseline(const ResultStore& store, const json& baseline,
     seen[key] = true;
     auto it = actual.find(key);
     if (it == actual.end() || it->second.status != "complete") {
+      const std::string& error = it == actual.end() ? "" : it->second.error;
       report.missing.push_back(describe(expected["config"]) +
                                (it == actual.end() ? std::string(": not in the database")
-                                                   : ": " + it->second.status + " " + it->second.error));
+                                                   : ": " + it->second.status + " " +
+                                                         error.substr(0, error.find('\n'))));
       continue;
     }
     ++report.compared;
@@ -222,14 +243,16 @@ CheckReport check_baseline(const ResultStore& store, const json& baseline,
 std::string CheckReport::text() const {
   std::string out;
   for (const auto& r : regressions) out += "REGRESSION " + r + "\n";
-  for (const auto& c : changes) out += std::string(changes_fail ? "CHANGED " : "note: changed ") + c + "\n";
+  for (const auto& c : changes) out += "CHANGED " + c + "\n";
+  for (const auto& c : improvements)
+    out += std::string(improvements_fail ? "CHANGED " : "note: changed ") + c + "\n";
   for (const auto& m : missing) out += "MISSING " + m + "\n";
   for (const auto& a : added) out += "note: new cell, not in the baseline: " + a + "\n";
   out += "check: " + std::to_string(compared) + " cells compared, " +
-         std::to_string(regressions.size()) + " regressions, " + std::to_string(changes.size()) +
-         " other changes, " + std::to_string(missing.size()) + " missing, " +
+         std::to_string(regressions.size()) + " regressions, " +
+         std::to_string(changes.size() + improvements.size()) + " other changes, " + std::to_string(missing.size()) + " missing, " +
          std::to_string(added.size()) + " new: " + (passed() ? "PASS" : "FAIL") + "\n";
-  if (!changes.empty() && changes_fail)
+  if (!changes.empty() || (!improvements.empty() && improvements_fail))
     out += "(an intended change? regenerate the baseline with `kvbench baseline` and commit it "
            "with the change)\n";
   return out;

@@ -8,8 +8,10 @@
 #include <iostream>
 
 #include "engine/common/error.h"
+#include "engine/common/format.h"
 #include "engine/session.h"
 #include "engine/model/safetensors.h"
+#include "reports/plots.h"
 
 namespace kvb {
 namespace {
@@ -179,13 +181,16 @@ std::string heatmap_script(const InspectTrace& trace, const json& about,
 }
 
 // Renders <dir>/attended.gp with gnuplot; false (and a note on stderr) when it is missing.
-bool render_heatmap(const std::string& dir, const std::string& gnuplot) {
-  if (!fs::exists(gnuplot)) {
-    std::cerr << "note: " << gnuplot
-              << " not found: attended.png not rendered (attended.gp kept)\n";
+bool render_heatmap(const std::string& dir, const std::string& gnuplot_name) {
+  std::string gnuplot;
+  try {
+    gnuplot = find_gnuplot(gnuplot_name);
+  } catch (const InputError& e) {
+    std::cerr << "note: " << e.what() << ": attended.png not rendered (attended.gp kept)\n";
     return false;
   }
-  const std::string command = "cd '" + dir + "' && '" + gnuplot + "' attended.gp 2> attended.log";
+  const std::string command = "cd " + shell_quote(dir) + " && " + shell_quote(gnuplot) +
+                              " attended.gp 2> attended.log";
   if (std::system(command.c_str()) != 0 || !fs::exists(dir + "/attended.png"))
     throw std::runtime_error("gnuplot failed on " + dir + "/attended.gp (log: " + dir +
                              "/attended.log)");

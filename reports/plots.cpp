@@ -1,6 +1,6 @@
 #include "reports/plots.h"
 
-#include <utility>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -11,8 +11,10 @@
 #include <functional>
 #include <set>
 #include <stdexcept>
+#include <utility>
 
 #include "engine/common/error.h"
+#include "engine/common/files.h"
 #include "engine/common/format.h"
 #include "reports/tables.h"
 
@@ -72,20 +74,20 @@ std::string wrap(const std::string& name, const std::string& body) {
 
 void render(const std::string& dir, const std::string& name, const std::string& script,
             const std::string& gnuplot) {
-  std::ofstream(dir + "/" + name + ".gp") << wrap(name, script);
+  write_file_atomically(dir + "/" + name + ".gp", wrap(name, script));
   const std::string log = dir + "/" + name + ".log";
   const std::string command = "cd " + shell_quote(dir) + " && " + shell_quote(gnuplot) + " " +
                               shell_quote(name + ".gp") + " > " + shell_quote(log) + " 2>&1";
   const int rc = std::system(command.c_str());
   for (const char* ext : {".png", ".svg"}) {
     const fs::path out = dir + "/" + name + ext;
-    if (rc != 0 || !fs::exists(out) || fs::file_size(out) == 0) {
-      std::ifstream in(log);
-      std::string first_error;
-      std::getline(in, first_error);
-      throw std::runtime_error("gnuplot failed on " + dir + "/" + name + ".gp: " + first_error +
-                               " (log: " + log + ")");
-    }
+    if (rc == 0 && fs::exists(out) && fs::file_size(out) > 0) continue;
+    std::ifstream in(log);
+    std::string said;
+    while (said.empty() && std::getline(in, said)) said.erase(0, said.find_first_not_of(" \t"));
+    throw InputError(gnuplot + " failed on plot " + name + ": " +
+                     (said.empty() ? "no output, exit status " + std::to_string(rc) : said) +
+                     " (--gnuplot names another, --no-plots skips the plots)");
   }
   fs::remove(log);
 }
@@ -429,12 +431,27 @@ std::map<std::string, MethodStyle> method_styles(const std::vector<std::string>&
   return out;
 }
 
+std::string find_gnuplot(const std::string& name) {
+  const std::string hint = " (install Debian's gnuplot-nox, or pass --gnuplot PATH, or --no-plots)";
+  auto executable = [](const fs::path& p) {
+    return fs::is_regular_file(p) && access(p.c_str(), X_OK) == 0;
+  };
+  if (name.find('/') != std::string::npos) {
+    const fs::path path = fs::absolute(name);
+    if (!executable(path)) throw InputError(name + ": no executable gnuplot there" + hint);
+    return path.string();
+  }
+  const char* path = std::getenv("PATH");
+  for (const std::string& dir : split(path ? path : "", ':'))
+    if (!dir.empty() && executable(fs::path(dir) / name))
+      return fs::absolute(fs::path(dir) / name).string();
+  throw InputError(name + ": gnuplot not found in PATH" + hint);
+}
+
 std::vector<PlotFile> write_plots(const ReportData& data, const std::string& out_dir,
                                   const PlotOptions& options) {
   const std::string dir = fs::absolute(out_dir).string();  // gnuplot runs inside it
-  if (!fs::exists(options.gnuplot))
-    throw InputError(options.gnuplot + ": gnuplot not found (install Debian's gnuplot-nox, or "
-                     "pass --gnuplot PATH, or --no-plots)");
+  const std::string gnuplot = find_gnuplot(options.gnuplot);
   fs::create_directories(dir);
   const auto styles = method_styles(methods_of(data));
   const std::vector<int64_t> budgets = budgets_of(data);
@@ -445,7 +462,7 @@ std::vector<PlotFile> write_plots(const ReportData& data, const std::string& out
     if (!script) return;
     std::string name = slugged;
     for (int n = 2; !names.insert(name).second; ++n) name = slugged + "_" + std::to_string(n);
-    render(dir, name, *script, options.gnuplot);
+    render(dir, name, *script, gnuplot);
     out.push_back({name, title});
   };
   if (budgets.empty()) return out;  // only reference methods: nothing varies with the budget

@@ -11,7 +11,7 @@
 namespace kvb {
 
 struct PlotOptions {
-  std::string gnuplot = "/usr/bin/gnuplot";
+  std::string gnuplot = "gnuplot";  // a path, or a name looked up in PATH (find_gnuplot)
   // The budget of the per-budget plots (latency breakdown, recall per layer, needle
   // heatmaps); none: the largest budget in the data.
   std::optional<int64_t> budget;
@@ -36,8 +36,12 @@ struct MethodStyle {
 // markers and dashes in order of appearance.
 std::map<std::string, MethodStyle> method_styles(const std::vector<std::string>& methods);
 
+// The absolute path of the gnuplot `name` names: a path (relative to the current folder) or,
+// without a '/', the first executable of that name in PATH. InputError where there is none.
+std::string find_gnuplot(const std::string& name);
+
 // Writes and renders every plot the data supports into `dir`. Throws InputError when gnuplot
-// is missing, std::runtime_error when it fails (naming the script and its log).
+// is missing or fails (naming the plot and the first line gnuplot printed).
 std::vector<PlotFile> write_plots(const ReportData& data, const std::string& dir,
                                   const PlotOptions& options);
 

@@ -1,6 +1,10 @@
 #include "reports/report.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -150,29 +154,33 @@ const char* kCss =
 
 std::string report_markdown(const ReportData& data, const std::vector<PlotFile>& plots,
                             const std::string& report_command) {
-  std::string md = "# kvbench report: " + data.suite_name + "\n\nRun " +
-                   std::to_string(data.run_id) + " on " + models_of(data) + ". Each cell is the "
-                   "mean over seeds, with the number of samples behind it.\n\n";
+  std::string md = "# kvbench report: " + markdown_text(data.suite_name) + "\n\nRun " +
+                   std::to_string(data.run_id) + " on " + markdown_text(models_of(data)) +
+                   ". Each cell is the mean over seeds, with the number of samples behind it."
+                   "\n\n";
   if (untrained(data)) md += std::string("> ") + kUntrainedNote + "\n\n";
-  if (const std::string note = unfinished_note(data); !note.empty()) md += "> " + note + "\n\n";
+  if (const std::string note = unfinished_note(data); !note.empty())
+    md += "> " + markdown_text(note) + "\n\n";
   if (const std::string heading = missing_heading(data); !heading.empty()) {
-    md += "> " + heading + "\n>\n";
-    for (const std::string& line : missing_lines(data)) md += "> - " + line + "\n";
+    md += "> " + markdown_text(heading) + "\n>\n";
+    for (const std::string& line : missing_lines(data))
+      md += "> - " + markdown_text(line) + "\n";
     md += "\n";
   }
   md += "## Provenance\n\n";
   for (const auto& [key, value] : data.provenance) md += "- " + key + ": `" + value + "`\n";
-  for (const OtherRun& r : data.other_runs) md += "- " + other_run_line(r) + "\n";
+  for (const OtherRun& r : data.other_runs)
+    md += "- " + markdown_text(other_run_line(r)) + "\n";
   md += "\nReproduce:\n\n```sh\n" + data.command + "\n" + report_command + "\n```\n\n";
   std::string section;
   for (const MetricTable& t : all_tables(data)) {
-    if (t.spec.title != section) md += "## " + (section = t.spec.title) + "\n\n";
-    md += "### " + t.heading + "\n\n" + to_markdown(t) + "\n";
+    if (t.spec.title != section) md += "## " + markdown_text(section = t.spec.title) + "\n\n";
+    md += "### " + markdown_text(t.heading) + "\n\n" + to_markdown(t) + "\n";
   }
   if (!plots.empty()) md += "## Plots\n\n";
   for (const PlotFile& p : plots)
-    md += "### " + p.title + "\n\n![" + p.title + "](plots/" + p.name + ".png) ([SVG](plots/" +
-          p.name + ".svg))\n\n";
+    md += "### " + markdown_text(p.title) + "\n\n![" + markdown_text(p.title) + "](plots/" +
+          p.name + ".png) ([SVG](plots/" + p.name + ".svg))\n\n";
   return md;
 }
 
@@ -217,9 +225,10 @@ std::string report_html(const ReportData& data, const std::vector<PlotFile>& plo
 
 ReportFiles write_report(const ReportOptions& options) {
   require_results_database(options.db);
-  ResultStore store(options.db);
+  ResultStore store(options.db, ResultStore::Access::read);
   const ReportData data = load_report_data(store, options.run, options.db);
-  if (data.cells.empty())
+  // A run whose cells all failed is reported: its list of failures is the report.
+  if (data.cells.empty() && missing_heading(data).empty())
     throw InputError(options.db + ": run " + std::to_string(data.run_id) + " has no complete cells");
   if (const std::optional<int64_t> asked = options.plot.budget) {  // before anything is written
     const std::vector<int64_t> budgets = budgets_of(data);
@@ -231,14 +240,29 @@ ReportFiles write_report(const ReportOptions& options) {
                        (known.empty() ? "none" : known) + ")");
     }
   }
+  PlotOptions plot = options.plot;
+  const bool plots = options.plots && !data.cells.empty();
+  if (plots) plot.gnuplot = find_gnuplot(plot.gnuplot);  // before anything is written
   fs::create_directories(options.out);
   ReportFiles files;
+  // The plots are drawn into a folder of their own, which replaces plots/ once the report is
+  // written: a gnuplot failing halfway leaves the earlier report whole (its folder removed).
   const std::string plot_dir = options.out + "/plots";
-  if (options.plots) files.plots = write_plots(data, plot_dir, options.plot);
-  files.markdown = options.out + "/report.md";
-  files.html = options.out + "/index.html";
-  write_file_atomically(files.markdown, report_markdown(data, files.plots, options.command));
-  write_file_atomically(files.html, report_html(data, files.plots, plot_dir, options.command));
+  const std::string drawing = options.out + "/.plots-" + std::to_string(getpid());
+  remove_tree(drawing);
+  try {
+    if (plots) files.plots = write_plots(data, drawing, plot);
+    files.markdown = options.out + "/report.md";
+    files.html = options.out + "/index.html";
+    write_file_atomically(files.markdown, report_markdown(data, files.plots, options.command));
+    write_file_atomically(files.html, report_html(data, files.plots, drawing, options.command));
+  } catch (...) {
+    remove_tree(drawing);
+    throw;
+  }
+  if (!remove_tree(plot_dir))
+    throw InputError(plot_dir + ": cannot replace it (" + std::strerror(errno) + ")");
+  if (plots) fs::rename(drawing, plot_dir);
   return files;
 }
 

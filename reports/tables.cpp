@@ -160,6 +160,21 @@ std::vector<MetricTable> sharing_drop_tables(const ReportData& data) {
   return out;
 }
 
+std::string markdown_text(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '|': out += "\\|"; break;
+      case '\\': out += "\\\\"; break;
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
 std::string to_markdown(const MetricTable& t) {
   std::string out = "| method |";
   std::string rule = "|---|";
@@ -174,7 +189,7 @@ std::string to_markdown(const MetricTable& t) {
   out += "\n" + rule + "\n";
   for (const std::string& method : t.methods) {
     bool any = false;
-    std::string row = "| " + method + (t.is_reference(method) ? " (reference)" : "") + " |";
+    std::string row = "| " + markdown_text(method) + (t.is_reference(method) ? " (reference)" : "") + " |";
     const std::vector<int64_t> columns =
         t.budgets.empty() ? std::vector<int64_t>{MetricTable::kNoBudget} : t.budgets;
     for (int64_t b : columns) {

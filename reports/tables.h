@@ -64,6 +64,9 @@ std::vector<std::pair<std::string, std::string>> shared_context_groups(const Rep
 std::vector<MetricTable> sharing_drop_tables(const ReportData& data);
 
 std::string to_markdown(const MetricTable& table);
+// Text from the suite or the results (labels, names, errors) as Markdown shows it literally,
+// in a table cell too: '|' and '\\' escaped, '<', '>' and '&' as entities (no raw HTML).
+std::string markdown_text(const std::string& text);
 // "12.50 (n=3)" or "-".
 std::string format_stat(const std::optional<Stat>& stat, int decimals);
 

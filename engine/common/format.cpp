@@ -1,6 +1,9 @@
 #include "engine/common/format.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
+#include <cstring>
 
 namespace kvb {
 
@@ -29,6 +32,13 @@ std::string shell_quote(const std::string& s) {
   std::string out = "'";
   for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return out + "'";
+}
+
+std::string shell_word(const std::string& s) {
+  const bool plain = !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) {
+    return std::isalnum(c) || std::strchr("_./:=,+@%-", c) != nullptr;
+  });
+  return plain ? s : shell_quote(s);
 }
 
 }  // namespace kvb

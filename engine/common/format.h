@@ -22,5 +22,8 @@ std::string join(const std::vector<std::string>& parts, const std::string& sep);
 
 // Quotes `s` for a POSIX shell (single quotes).
 std::string shell_quote(const std::string& s);
+// `s` as one shell word: as it is where nothing in it is special to a shell (letters, digits,
+// and _ . / : = , + @ % -), else shell_quote(s). For command lines people read and paste.
+std::string shell_word(const std::string& s);
 
 }  // namespace kvb

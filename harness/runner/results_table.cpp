@@ -106,7 +106,10 @@ void print_run(const ResultStore& store, int64_t run_id, std::ostream& out) {
       return m.count(name) ? fixed(m[name].first * scale, decimals) : std::string("-");
     };
     if (m.count("model_trained") && m["model_trained"].first == 0) untrained = true;
-    if (cell.status == "failed") errors.push_back(cell.method + ": " + cell.error);
+    if (cell.status == "failed")  // one line each, the cell named as its row
+      errors.push_back(cell.method + " @ " +
+                       (cell.budget ? std::to_string(*cell.budget) : std::string("-")) + " on " +
+                       cell.dataset + ": " + cell.error.substr(0, cell.error.find('\n')));
     models.insert(cell.model);
     const json config = stored_object(cell.config_json);
     rows.push_back({cell.method, cell.budget ? std::to_string(*cell.budget) : "-",

@@ -240,7 +240,7 @@ MergeSummary merge_databases(const std::string& out, const std::vector<std::stri
 
 std::vector<Cell> missing_cells(const std::string& db, const Suite& suite) {
   if (!fs::is_regular_file(db)) throw InputError(db + ": no such database");
-  ResultStore store(db);
+  ResultStore store(db, ResultStore::Access::read);
   std::vector<Cell> missing;
   std::set<std::string> seen;
   for (const Cell& c : suite.cells()) {

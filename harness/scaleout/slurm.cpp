@@ -1,15 +1,50 @@
 #include "harness/scaleout/slurm.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <sstream>
+#include <utility>
 
+#include <nlohmann/json.hpp>
+
+#include "engine/common/error.h"
 #include "engine/common/format.h"
 
 namespace kvb {
 namespace {
 
+using json = nlohmann::json;
+
+bool has_control_character(const std::string& v) {
+  return std::any_of(v.begin(), v.end(),
+                     [](unsigned char c) { return c < 0x20 || c == 0x7f; });
+}
+
+// A value of an #SBATCH line: sbatch splits it at blanks and expands '%' patterns in file
+// names, and a newline would start a line of its own; such values are refused, not quoted.
+void check_sbatch_value(const std::string& flag, const std::string& value) {
+  const bool plain = !has_control_character(value) &&
+                     value.find_first_of(" \t\"'\\%") == std::string::npos;
+  if (!plain)
+    throw InputError(flag + " " + json(value).dump() +
+                     ": an #SBATCH value cannot hold blanks, quotes, '\\' or '%'");
+}
+
 std::string header(const SlurmOptions& o, const std::string& job_name, const std::string& log,
                    bool resources) {
+  check_sbatch_value("--job-name", job_name);
+  check_sbatch_value("--chdir (the working directory)", o.workdir);
+  check_sbatch_value("--dir", o.script_dir);
+  for (const auto& [flag, value] : {std::pair{"--partition", &o.partition},
+                                    {"--account", &o.account}, {"--time", &o.time},
+                                    {"--mem", &o.mem}})
+    check_sbatch_value(flag, *value);
+  for (const std::string& extra : o.extra_sbatch)
+    if (has_control_character(extra))
+      throw InputError("--sbatch-option " + json(extra).dump() + ": a control character");
+  for (const std::string* path : {&o.kvbench, &o.merged_db, &o.suite})
+    if (has_control_character(*path))
+      throw InputError(json(*path).dump() + ": a control character in a path a script names");
   std::ostringstream s;
   s << "#!/bin/bash\n";
   s << "#SBATCH --job-name=" << job_name << "\n";

@@ -163,10 +163,17 @@ std::string uri_path(const std::string& path) {
 // A connection to `path`, created when absent. `immutable`: read-only without SQLite's shared
 // memory file, for a WAL database in a folder this process cannot write (SQLite cannot read
 // it otherwise); it does not see changes a writer has not yet checkpointed.
-sqlite3* open_database(const std::string& path, bool immutable) {
+// write: created where missing; read: an existing file, never written; immutable: read
+// without locks or a -shm file (a file in a folder this process may not write).
+enum class Open { write, read, immutable };
+
+sqlite3* open_database(const std::string& path, Open mode) {
   sqlite3* db = nullptr;
-  const int rc = immutable ? sqlite3_open_v2(("file:" + uri_path(path) + "?immutable=1").c_str(),
-                                             &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr)
+  const int rc =
+      mode == Open::immutable
+          ? sqlite3_open_v2(("file:" + uri_path(path) + "?immutable=1").c_str(), &db,
+                            SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr)
+      : mode == Open::read ? sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr)
                            : sqlite3_open(path.c_str(), &db);
   if (rc != SQLITE_OK) {
     const std::string message = db ? sqlite3_errmsg(db) : "out of memory";
@@ -179,49 +186,75 @@ sqlite3* open_database(const std::string& path, bool immutable) {
 
 }  // namespace
 
-ResultStore::ResultStore(const std::string& path) : path_(path) {
-  std::error_code error;
-  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  if (!parent.empty()) std::filesystem::create_directories(parent, error);
-  if (error) throw DatabaseError(path + ": cannot create its folder: " + error.message());
-  db_ = open_database(path, false);
+ResultStore::ResultStore(const std::string& path, Access access) : path_(path) {
+  const bool reader = access == Access::read;
+  if (!reader) {
+    std::error_code error;
+    const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+    if (!parent.empty()) std::filesystem::create_directories(parent, error);
+    if (error) throw DatabaseError(path + ": cannot create its folder: " + error.message());
+  }
+  db_ = open_database(path, reader ? Open::read : Open::write);
   if (sqlite3_db_readonly(db_, "main") == 1) {  // a file this process may only read
     try {
       schema_version();
-    } catch (const DatabaseError&) {
+    } catch (const std::runtime_error&) {  // e.g. no -shm file it may create: read it as is
       sqlite3_close(db_);
-      db_ = open_database(path, true);
+      db_ = open_database(path, Open::immutable);
     }
   }
   try {
     // A read-only file is still read by show and report; writing to it is a DatabaseError
     // ("attempt to write a readonly database").
     // Before the journal mode changes: that rewrites the file's header.
-    if (schema_version() == 0) refuse_foreign_database();
-    if (sqlite3_db_readonly(db_, "main") != 1) set_wal_mode();
+    int64_t found = schema_version();
+    if (found == 0) refuse_foreign_database();
+    if (found > kSchemaVersion) throw newer_schema(found);
+    const bool read_only = sqlite3_db_readonly(db_, "main") == 1;
+    if (read_only && found == 0)
+      throw InputError(path + ": no kvbench schema in it (an empty SQLite database)");
+    // A version-4 file this process may only read (show, report, check an archive) is read as
+    // it is: version 5 only added cells.model_fingerprint, which show, report and check do not
+    // read (cell_complete reads none there; merge takes version-5 inputs only). An older one
+    // is migrated in a copy in memory.
+    if (read_only && found < 4) copy_into_memory();
+    if (!read_only) set_wal_mode();
     exec("PRAGMA foreign_keys=ON; PRAGMA synchronous=NORMAL;");
     // Several processes may open a new or old database at once: creating and migrating
     // re-check the version inside their write transaction, so one does it, the others see it.
-    int64_t found = schema_version();
     if (found == 0) found = create_schema();
     if (found == 1) found = migrate_from_1();
     if (found == 2) found = migrate_from_2();
     if (found == 3) found = migrate_from_3();
-    // A version-4 file this process may only read (show, report, check an archive) is read as
-    // it is: version 5 only added cells.model_fingerprint, which show, report and check do not
-    // read (cell_complete reads none there; merge takes version-5 inputs only).
-    const bool read_only = sqlite3_db_readonly(db_, "main") == 1;
     if (found == 4 && !read_only) found = migrate_from_4();
     has_fingerprints_ = found >= 5;
-    if (found != kSchemaVersion && !(found == 4 && read_only))
-      throw InputError(path + ": schema_version is " + std::to_string(found) + ", this kvbench "
-                       "reads version " + std::to_string(kSchemaVersion));
+    if (found != kSchemaVersion && found != 4) throw newer_schema(found);
+    if (reader) exec("PRAGMA query_only=1");  // the copy in memory too
   } catch (const std::runtime_error& e) {
     sqlite3_close(db_);
     db_ = nullptr;
     if (dynamic_cast<const InputError*>(&e)) throw;
     throw InputError(path + ": not a kvbench results database (" + e.what() + ")");
   }
+}
+
+InputError ResultStore::newer_schema(int64_t found) const {
+  return InputError(path_ + ": schema_version is " + std::to_string(found) +
+                    ", this kvbench reads version " + std::to_string(kSchemaVersion));
+}
+
+void ResultStore::copy_into_memory() {
+  sqlite3* memory = open_database(":memory:", Open::write);
+  sqlite3_backup* backup = sqlite3_backup_init(memory, "main", db_, "main");
+  const int rc = backup ? sqlite3_backup_step(backup, -1) : sqlite3_errcode(memory);
+  sqlite3_backup_finish(backup);
+  if (rc != SQLITE_DONE) {
+    const std::string message = sqlite3_errmsg(memory);
+    sqlite3_close(memory);
+    throw DatabaseError(path_ + ": cannot read it into memory: " + message);
+  }
+  sqlite3_close(db_);
+  db_ = memory;
 }
 
 ResultStore::~ResultStore() { sqlite3_close(db_); }

@@ -70,7 +70,11 @@ class ResultStore {
 
   // Opens (creating the file, its folder and the schema on first use). A database with another
   // schema version is an InputError.
-  explicit ResultStore(const std::string& path);
+  // StoreAccess::read (show, report, check, baseline): the file is never written, nor created,
+  // switched to WAL or migrated; a file of an older schema is read from a migrated copy in
+  // memory. Writing through such a store is a DatabaseError (query_only).
+  enum class Access { write, read };
+  explicit ResultStore(const std::string& path, Access access = Access::write);
   ~ResultStore();
   ResultStore(const ResultStore&) = delete;
   ResultStore& operator=(const ResultStore&) = delete;
@@ -151,6 +155,8 @@ class ResultStore {
   int64_t schema_version() const;
   // InputError when the file, without kvbench's schema_version, has tables of its own.
   void refuse_foreign_database() const;
+  InputError newer_schema(int64_t found) const;  // "schema_version is N, this kvbench reads..."
+  void copy_into_memory();  // replaces db_ by a copy of its file in memory
   int64_t create_schema();  // each returns the version it leaves
   int64_t migrate_from_1();  // returns the new version
   int64_t migrate_from_2();

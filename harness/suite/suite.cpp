@@ -1,6 +1,7 @@
 #include "harness/suite/suite.h"
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -271,6 +272,20 @@ Suite load_suite(const std::string& name_or_path, const std::vector<std::string>
 
 namespace {
 
+// A suite's name names files (results/runs/NAME.db, its shards' databases, Slurm scripts and
+// logs) and stands in shell scripts: letters, digits, '.', '_' and '-', not starting with '.'
+// or '-'.
+void check_suite_name(const std::string& name, const std::string& where) {
+  const bool safe =
+      !name.empty() && name.front() != '.' && name.front() != '-' &&
+      std::all_of(name.begin(), name.end(), [](unsigned char c) {
+        return std::isalnum(c) || c == '.' || c == '_' || c == '-';
+      });
+  if (!safe)
+    throw InputError(where + ": " + json(name).dump() + " names files and scripts: use letters, "
+                     "digits, '.', '_' and '-' (not first: '.', '-')");
+}
+
 // The suite of `written` (the file's JSON after --set overrides), ${SHARED} expanded in its
 // models and dataset params, validated completely.
 Suite validate_suite(const json& written, const std::string& path) {
@@ -282,6 +297,7 @@ Suite validate_suite(const json& written, const std::string& path) {
   s.source = written;
   JsonFields f(j, at_path(path, "$"));
   f.require("name", s.name);
+  check_suite_name(s.name, f.path("name"));
   f.get("description", s.description);
   f.require("models", s.models);
   for (size_t i = 0; i < s.models.size(); ++i)

@@ -23,6 +23,8 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -414,6 +416,25 @@ bool allow_shared(Kernel kernel, size_t bytes) {
   return false;
 }
 
+// `compute()` (>= 0) once per device: the CUDA runtime keeps a kernel's shared-memory opt-in,
+// and so its occupancy, per device, and a process may use several. `cache`: one per quantity.
+constexpr int kMaxDevices = 64;
+using PerDevice = std::array<std::atomic<int>, kMaxDevices>;  // value + 1; 0: not yet known
+template <typename Compute>
+int once_per_device(PerDevice& cache, Compute compute) {
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kMaxDevices) {
+    cudaGetLastError();
+    return compute();
+  }
+  int known = cache[size_t(device)].load(std::memory_order_relaxed);
+  if (known == 0) {
+    known = compute() + 1;
+    cache[size_t(device)].store(known, std::memory_order_relaxed);
+  }
+  return known - 1;
+}
+
 // Launch<T, W, G>::act(c, what) starts a pass-1 kernel or counts its resident blocks; W:
 // channels per lane (Scalar) or lanes per row (Vector). The count is taken once per kernel,
 // with the shared memory of its largest call (G query heads of its widest d): never more
@@ -422,9 +443,11 @@ template <typename T, int CPL, int G>
 struct Scalar {
   static int act(const Call& c, Pass1 what) {
     if (what == Pass1::kBlocksPerSm) {
-      static const int blocks = blocks_per_sm(scalar_split_kernel<T, CPL, G>,
-                                              size_t(kWarps * G * 32 * CPL) * sizeof(float));
-      return blocks;
+      static PerDevice blocks;
+      return once_per_device(blocks, [] {
+        return blocks_per_sm(scalar_split_kernel<T, CPL, G>,
+                             size_t(kWarps * G * 32 * CPL) * sizeof(float));
+      });
     }
     const size_t shared = size_t(kWarps * c.g * c.d) * sizeof(float);
     scalar_split_kernel<T, CPL, G>
@@ -438,13 +461,16 @@ struct Scalar {
 template <typename T, int LPR, int G>
 struct Vector {
   static int act(const Call& c, Pass1 what) {
-    // Its ring is 48 KiB, beyond the default limit with the static arrays: opted in once.
-    static const bool opted_in = allow_shared(vector_split_kernel<T, LPR, G>, kVectorSharedBytes);
-    (void)opted_in;
-    if (what == Pass1::kBlocksPerSm) {
-      static const int blocks = blocks_per_sm(vector_split_kernel<T, LPR, G>, kVectorSharedBytes);
-      return blocks;
-    }
+    // Its ring is 48 KiB, beyond the default limit with the static arrays: opted in once on
+    // each device (before its occupancy is asked).
+    static PerDevice opted_in, blocks;
+    once_per_device(opted_in, [] {
+      return allow_shared(vector_split_kernel<T, LPR, G>, kVectorSharedBytes) ? 1 : 0;
+    });
+    if (what == Pass1::kBlocksPerSm)
+      return once_per_device(blocks, [] {
+        return blocks_per_sm(vector_split_kernel<T, LPR, G>, kVectorSharedBytes);
+      });
     vector_split_kernel<T, LPR, G>
         <<<dim3(unsigned(c.splits), unsigned(c.units)), kWarps * 32, kVectorSharedBytes, c.stream>>>(
             c.q, c.q_type, static_cast<const T*>(c.k_pool), static_cast<const T*>(c.v_pool), c.indptr,
@@ -515,7 +541,8 @@ int64_t decode_attention_splits(kernels::KvElement type, const void* k_pool, con
   // As many blocks as the GPU holds at once (one wave: a second, partly filled wave would
   // double the time of a step whose blocks all take the same time), but no split of fewer
   // than kRowsPerSplit rows.
-  static const int sms = multiprocessors();
+  static PerDevice sm_counts;
+  const int sms = once_per_device(sm_counts, multiprocessors);
   Call c;
   c.k_pool = k_pool, c.v_pool = v_pool, c.g = g, c.d = d;
   const int64_t resident = int64_t(pass1(c, type, Pass1::kBlocksPerSm)) * sms;

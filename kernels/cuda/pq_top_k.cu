@@ -296,7 +296,7 @@ void pq_top_k(const void* q, kernels::KvElement q_type, const float* centroids,
       slices > kPqTopKMaxSlices || (slices > 1 && !partial))
     throw std::invalid_argument(
         "kvb::cuda::pq_top_k: needs 1 <= K <= 256, K^m <= 4096 code combinations, their tables "
-        "in 46 KiB of shared memory, 0 <= k <= n below 2^31 - 2^13, H <= 65535 and 1 to 64 "
+        "in 45 KiB of shared memory, 0 <= k <= n below 2^31 - 2^13, H <= 65535 and 1 to 64 "
         "slices (several: the partial counts' buffer)");
   if (H == 0) return;
   const cudaStream_t st = static_cast<cudaStream_t>(stream);

@@ -408,7 +408,7 @@ at::Tensor pq_top_k(const at::Tensor& q, const at::Tensor& centroids, const at::
                     double scale, int64_t k, int64_t lead, int64_t trailing, int64_t slices) {
   require(pq_top_k_supported(q, centroids),
           "pq_top_k: needs fp32 CUDA centroids [H, m, K, s] with K <= 256 and K^m <= 4096, "
-          "and q [H, g, m*s] whose tables fit 46 KiB");
+          "and q [H, g, m*s] whose tables fit 45 KiB");
   require_device("pq_top_k", centroids, {&centroids}, 4);
   require_device("pq_top_k", centroids, {&q, &codes}, 3);
   const int64_t H = centroids.size(0), m = centroids.size(1), K = centroids.size(2),

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <fstream>
 #include <sys/wait.h>
 
@@ -78,10 +79,63 @@ TEST(Check, ChangedPredictionsAndImprovementsFailUnlessAllowed) {
   const CheckReport strict = check(dir.file("b.db"), baseline);
   EXPECT_FALSE(strict.passed());
   EXPECT_TRUE(strict.regressions.empty());
-  EXPECT_EQ(strict.changes.size(), 2u) << strict.text();  // h2o score, full predictions
+  EXPECT_EQ(strict.improvements.size(), 2u) << strict.text();  // h2o score, full predictions
   CheckOptions allow;
   allow.allow_improvements = true;
   EXPECT_TRUE(check(dir.file("b.db"), baseline, allow).passed());
+}
+
+// A metric with no better direction, or a value no longer finite, is never an improvement: a
+// cell attending three times its budget passed --allow-improvements as a note, as did a score
+// of inf.
+TEST(Check, NeutralMetricsAndNonFiniteValuesFailEvenWhenImprovementsAreAllowed) {
+  test::TempDir dir;
+  std::vector<FakeCell> base = cells();
+  base[1].extra_metrics = {{std::nullopt, "attended_mean", 32, "entries"}};
+  fill(dir.file("a.db"), base);
+  const json baseline = baseline_of(dir.file("a.db"));
+  CheckOptions allow;
+  allow.allow_improvements = true;
+  std::vector<FakeCell> wider = base;
+  wider[1].extra_metrics = {{std::nullopt, "attended_mean", 96, "entries"}};
+  fill(dir.file("wider.db"), wider);
+  const CheckReport w = check(dir.file("wider.db"), baseline, allow);
+  EXPECT_FALSE(w.passed()) << w.text();
+  ASSERT_EQ(w.changes.size(), 1u) << w.text();
+  EXPECT_NE(w.changes[0].find("attended_mean: h2o @ 32"), std::string::npos) << w.changes[0];
+  std::vector<FakeCell> infinite = base;
+  infinite[2].sample_scores = {100, std::numeric_limits<double>::infinity()};
+  infinite[0].kv_bytes = -std::numeric_limits<double>::infinity();  // "better": lower
+  fill(dir.file("inf.db"), infinite);
+  const CheckReport i = check(dir.file("inf.db"), baseline, allow);
+  EXPECT_FALSE(i.passed()) << i.text();
+  EXPECT_EQ(i.regressions.size(), 2u) << i.text();
+}
+
+// JSON has no inf (the library writes null, which the check then refused as its own
+// baseline's malformed field): `kvbench baseline` refuses it, naming cell and metric.
+TEST(Check, ABaselineOfANonFiniteValueIsRefused) {
+  test::TempDir dir;
+  std::vector<FakeCell> c = cells();
+  c[1].sample_scores = {std::numeric_limits<double>::infinity()};
+  fill(dir.file("inf.db"), c);
+  try {
+    baseline_of(dir.file("inf.db"));
+    ADD_FAILURE() << "an infinite score recorded";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("score of h2o @ 32"), std::string::npos) << e.what();
+  }
+}
+
+// A tolerance for a metric no cell records (a misspelling) configured nothing and was ignored.
+TEST(Check, AToleranceForAnUnrecordedMetricIsRefused) {
+  test::TempDir dir;
+  fill(dir.file("a.db"), cells());
+  CheckOptions options;
+  options.tolerances["scor"] = 1;
+  EXPECT_THROW(check(dir.file("a.db"), baseline_of(dir.file("a.db")), options), InputError);
+  options.tolerances = {{"default", 1}, {"score", 1}};
+  EXPECT_TRUE(check(dir.file("a.db"), baseline_of(dir.file("a.db")), options).passed());
 }
 
 TEST(Check, MissingCellFailsNewCellIsANote) {
@@ -165,6 +219,13 @@ TEST(CheckCli, ExitCodes) {
   EXPECT_EQ(run("check --db " + dir.file("b.db") + " --baseline " + base), 1);
   EXPECT_EQ(run("check --db " + dir.file("b.db") + " --baseline " + base + " --tolerance score=60"), 0);
   EXPECT_EQ(run("check --db " + dir.file("b.db") + " --baseline " + base + " --tolerance score"), 2);
+  EXPECT_EQ(run("check --db " + dir.file("b.db") + " --baseline " + base + " --tolerance score=nan"), 2);
+  // --metrics naming what no cell has recorded {} for every cell: a check of nothing.
+  EXPECT_EQ(run("baseline --db " + dir.file("a.db") + " --out " + dir.file("m.json") +
+                " --metrics scor,recal"), 2);
+  EXPECT_FALSE(std::filesystem::exists(dir.file("m.json")));
+  EXPECT_EQ(run("baseline --db " + dir.file("a.db") + " --out " + dir.file("m.json") +
+                " --metrics score,recall"), 0);
   EXPECT_EQ(run("check --db " + dir.file("missing.db") + " --baseline " + base), 2);
   fill(dir.file("empty.db"), {});
   EXPECT_EQ(run("baseline --db " + dir.file("empty.db") + " --out " + dir.file("e.json")), 2);

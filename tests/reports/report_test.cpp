@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -759,6 +760,110 @@ TEST(Report, ABudgetNoCellHasIsRefusedBeforeAnythingIsWritten) {
               std::string::npos) << e.what();
   }
   EXPECT_FALSE(std::filesystem::exists(o.out));
+}
+
+// A '|' in a label split its row into one cell too many (the values shifted a column), and a
+// label or suite name went into the Markdown as raw HTML.
+TEST(ReportTables, LabelsAreMarkdownTextNotSyntax) {
+  test::TempDir dir;
+  std::vector<test::FakeCell> cells = fake_cells();
+  for (test::FakeCell& c : cells)
+    if (c.method == "h2o") c.method = "<b>h2o</b> a|b";
+  ResultStore store(dir.file("r.db"));
+  test::fill_store(store, cells);
+  const std::string md = report_markdown(load(store), {}, "kvbench report");
+  const size_t row = md.find("| &lt;b&gt;h2o&lt;/b&gt; a\\|b |");
+  ASSERT_NE(row, std::string::npos) << md;
+  const std::string line = md.substr(row, md.find('\n', row) - row);
+  const size_t header = md.find("| method |");
+  const std::string head = md.substr(header, md.find('\n', header) - header);
+  // As many unescaped separators as the header has.
+  auto separators = [](const std::string& text) {
+    int n = 0;
+    for (size_t i = 0; i < text.size(); ++i) n += text[i] == '|' && (i == 0 || text[i - 1] != '\\');
+    return n;
+  };
+  EXPECT_EQ(separators(line), separators(head)) << line << "\n" << head;
+  EXPECT_EQ(md.find("<b>"), std::string::npos) << md;
+}
+
+// A run whose every cell failed was refused ("no complete cells"): its failures are the report.
+TEST(Report, ARunWhoseCellsAllFailedIsReportedWithItsFailures) {
+  test::TempDir dir;
+  {
+    ResultStore store(dir.file("r.db"));
+    const json suite_json = {
+        {"name", "failing"},
+        {"models", {"kvbench-tiny-v2"}},
+        {"datasets", {{{"name", "passkey"}, {"params", {{"context_length", 256}, {"samples", 1}}}}}},
+        {"methods", {"h2o"}},
+        {"budgets", {32}}};
+    const Cell cell = parse_suite(suite_json, "failing.json").cells().at(0);
+    RunInfo info;
+    info.suite = "failing";
+    info.suite_json = suite_json.dump();
+    info.command = "kvbench run failing.json";
+    const int64_t run = store.begin_run(info);
+    const int64_t id = store.claim_cell(run, cell.key(), cell.model, cell.dataset.name,
+                                        cell.method.name, cell.budget, cell.seed).cell_id;
+    store.fail_cell(id, "out of memory\nat layer 3", 0.1);
+    store.finish_run(run, "failures");
+  }
+  ReportOptions o;
+  o.db = dir.file("r.db");
+  o.out = dir.file("out");
+  o.plot.gnuplot = "/nonexistent/gnuplot";  // no plot to draw: not even looked for
+  const ReportFiles files = write_report(o);
+  const std::string md = slurp(files.markdown);
+  EXPECT_NE(md.find("failed: out of memory"), std::string::npos) << md;
+  EXPECT_EQ(md.find("at layer 3"), std::string::npos) << md;
+}
+
+// gnuplot failing on a plot left a report of two runs: the new .gp beside the old pictures,
+// report.md and index.html, and a stray log. It now leaves the earlier report as it was.
+TEST(Report, AGnuplotThatFailsLeavesTheEarlierReportWhole) {
+  if (!std::filesystem::exists(kGnuplot)) GTEST_SKIP() << "skipped: " << kGnuplot << " is absent (apt-get install gnuplot-nox)";
+  test::TempDir dir;
+  ReportOptions o = report_of(dir, fake_cells());
+  write_report(o);
+  const auto listing = [&] {
+    std::vector<std::string> names;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(o.out))
+      names.push_back(e.path().string() + ":" +
+                      (e.is_regular_file() ? slurp(e.path().string()) : std::string("dir")));
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+  const std::vector<std::string> before = listing();
+  ASSERT_GT(before.size(), 3u);
+  o.plot.gnuplot = "/bin/false";
+  try {
+    write_report(o);
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("/bin/false failed on plot "), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("exit status"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(listing(), before);
+}
+
+// A relative --gnuplot was checked from the current folder and run from plots/ (not found);
+// a bare name was refused though in PATH.
+TEST(ReportPlots, GnuplotIsARelativePathOrANameInPath) {
+  if (!std::filesystem::exists(kGnuplot)) GTEST_SKIP() << "skipped: " << kGnuplot << " is absent (apt-get install gnuplot-nox)";
+  EXPECT_EQ(find_gnuplot(kGnuplot), kGnuplot);
+  const char* path = std::getenv("PATH");
+  setenv("PATH", "/nonexistent:/usr/bin", 1);
+  EXPECT_EQ(find_gnuplot("gnuplot"), kGnuplot);
+  EXPECT_THROW(find_gnuplot("no-such-gnuplot"), InputError);
+  setenv("PATH", path ? path : "", 1);
+  const std::filesystem::path here = std::filesystem::current_path();
+  std::filesystem::current_path("/usr");
+  EXPECT_EQ(find_gnuplot("bin/gnuplot"), kGnuplot);
+  EXPECT_EQ(find_gnuplot("./bin/gnuplot"), "/usr/./bin/gnuplot");
+  std::filesystem::current_path(here);
+  EXPECT_THROW(find_gnuplot("/etc/passwd"), InputError);  // not executable
 }
 
 TEST(Report, MissingDatabaseIsAnInputError) {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <random>
 #include <set>
@@ -209,6 +210,41 @@ TEST(SlurmScripts, ArrayTaskPicksItsShardAndMergeWaits) {
   EXPECT_EQ(db, "results/runs/smoke.shard-2-of-3.db");
   EXPECT_NE(std::system(("bash " + dir.file("probe.sh") + " 2>/dev/null").c_str()), 0)
       << "outside an array task the script refuses to run";
+}
+
+// sbatch splits an #SBATCH value at blanks and expands '%' in file names, and a newline would
+// start a script line of its own: such values are refused, naming the flag.
+TEST(SlurmScripts, ValuesSbatchWouldSplitOrExpandAreRefused) {
+  SlurmOptions o;
+  o.suite = "smoke";
+  o.suite_name = "smoke";
+  o.kvbench = "/opt/kvbench";
+  o.workdir = "/work/dir";
+  o.script_dir = "/work/dir/results/slurm/smoke-2shards";
+  o.merged_db = "results/runs/smoke.db";
+  o.job_name = "kvb-smoke";
+  EXPECT_NO_THROW(array_script(o));
+  const std::vector<std::pair<std::function<void(SlurmOptions&)>, std::string>> edits = {
+      {[](SlurmOptions& s) { s.workdir = "/work/my dir"; }, "--chdir"},
+      {[](SlurmOptions& s) { s.script_dir = "/work/100%"; }, "--dir"},
+      {[](SlurmOptions& s) { s.job_name = "a'b"; }, "--job-name"},
+      {[](SlurmOptions& s) { s.partition = "gpu\nrm -rf x"; }, "--partition"},
+      {[](SlurmOptions& s) { s.mem = "16 G"; }, "--mem"},
+      {[](SlurmOptions& s) { s.extra_sbatch = {"--qos=a\necho x"}; }, "--sbatch-option"},
+      {[](SlurmOptions& s) { s.merged_db = "a\nb.db"; }, "control character"}};
+  for (const auto& [edit, named] : edits) {
+    SlurmOptions bad = o;
+    edit(bad);
+    for (auto script : {array_script, merge_script}) {
+      try {
+        script(bad);
+        ADD_FAILURE() << "accepted an edit naming " << named;
+      } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find(named), std::string::npos) << e.what();
+        EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+      }
+    }
+  }
 }
 
 }  // namespace

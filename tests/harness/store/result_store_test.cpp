@@ -7,7 +7,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "engine/common/error.h"
 #include "tests/test_util.h"
@@ -99,6 +101,13 @@ TEST(ResultStoreSchema, OtherVersionIsInputError) {
   EXPECT_NE(m.find("schema_version is 99"), std::string::npos) << m;
 }
 
+// A version-5 database made a version-1 one: its columns since dropped, its version set.
+const char* const kToVersionOne =
+    "ALTER TABLE runs DROP COLUMN warnings; ALTER TABLE cells DROP COLUMN claim_host; "
+    "ALTER TABLE cells DROP COLUMN claim_pid; ALTER TABLE cells DROP COLUMN heartbeat_at; "
+    "ALTER TABLE runs DROP COLUMN pid; ALTER TABLE runs DROP COLUMN heartbeat_at; "
+    "ALTER TABLE cells DROP COLUMN model_fingerprint; UPDATE schema_version SET version = 1";
+
 // A version-1 database (no runs.warnings, no cell claims, no run processes, no model
 // fingerprints) is upgraded in place when opened, through versions 2, 3 and 4 to 5; its runs
 // keep their provenance and get no warnings.
@@ -109,15 +118,7 @@ TEST(ResultStoreSchema, VersionOneIsMigrated) {
   {
     ResultStore store(path);
     run = store.begin_run(RunInfo{"s", "{}", "kvbench run s", "abc", "Release", "1.13", "cpu", "h", 1});
-    ASSERT_EQ(sqlite3_exec(store.handle(), "ALTER TABLE runs DROP COLUMN warnings; "
-                           "ALTER TABLE cells DROP COLUMN claim_host; "
-                           "ALTER TABLE cells DROP COLUMN claim_pid; "
-                           "ALTER TABLE cells DROP COLUMN heartbeat_at; "
-                           "ALTER TABLE runs DROP COLUMN pid; "
-                           "ALTER TABLE runs DROP COLUMN heartbeat_at; "
-                           "ALTER TABLE cells DROP COLUMN model_fingerprint; "
-                           "UPDATE schema_version SET version = 1", nullptr, nullptr, nullptr),
-              SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(store.handle(), kToVersionOne, nullptr, nullptr, nullptr), SQLITE_OK);
   }
   ResultStore store(path);
   EXPECT_EQ(query_int(store.handle(), "SELECT version FROM schema_version"), 5);
@@ -134,6 +135,55 @@ TEST(ResultStoreSchema, VersionOneIsMigrated) {
   const auto fields = store.run_fields(run);
   EXPECT_EQ(fields.back(), (std::pair<std::string, std::string>{"warnings", "w1; w2"}));
   EXPECT_EQ(fields.front(), (std::pair<std::string, std::string>{"suite", "s"}));
+}
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// show, report, check and baseline open the store for reading: `kvbench show` of an archived
+// version-1 file migrated it and switched it to WAL, and a newer file was switched to WAL
+// before it was refused. Read access leaves every byte as it was.
+TEST(ResultStoreSchema, ReadingNeverWritesTheFile) {
+  test::TempDir dir;
+  const std::string old = dir.file("v1.db"), newer = dir.file("v9.db");
+  for (const std::string& path : {old, newer}) {
+    ResultStore store(path);
+    store.begin_run(RunInfo{"s", "{}", "kvbench run s", "abc", "Release", "1.13", "cpu", "h", 1});
+    const std::string edit = std::string(path == old ? kToVersionOne
+                                                     : "UPDATE schema_version SET version = 9") +
+                             "; ";
+    ASSERT_EQ(sqlite3_exec(store.handle(), (edit + "PRAGMA journal_mode=DELETE").c_str(),
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+  }
+  const std::string old_bytes = file_bytes(old), newer_bytes = file_bytes(newer);
+  {
+    ResultStore store(old, ResultStore::Access::read);  // a migrated copy in memory
+    EXPECT_EQ(store.run_info(1).suite, "s");
+    EXPECT_EQ(store.run_fields(1).front(),
+              (std::pair<std::string, std::string>{"suite", "s"}));
+    EXPECT_THROW(store.add_run_warning(1, "w"), DatabaseError);  // the copy is read-only too
+  }
+  EXPECT_EQ(file_bytes(old), old_bytes);
+  EXPECT_NE(open_error(newer).find("schema_version is 9"), std::string::npos);
+  try {
+    ResultStore store(newer, ResultStore::Access::read);
+    ADD_FAILURE() << "a newer schema read";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("schema_version is 9"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(file_bytes(newer), newer_bytes);
+  EXPECT_FALSE(std::filesystem::exists(newer + "-wal"));
+  // A current file read while nobody writes it: unchanged too, and never created.
+  const std::string current = dir.file("v5.db");
+  { ResultStore store(current); }
+  const std::string current_bytes = file_bytes(current);
+  { ResultStore store(current, ResultStore::Access::read); }
+  EXPECT_EQ(file_bytes(current), current_bytes);
+  EXPECT_THROW(ResultStore(dir.file("none.db"), ResultStore::Access::read), InputError);
+  EXPECT_FALSE(std::filesystem::exists(dir.file("none.db")));
 }
 
 TEST(ResultStoreSchema, EmptyVersionTableIsInputError) {

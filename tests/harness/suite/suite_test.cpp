@@ -222,6 +222,22 @@ TEST(SuiteValidation, ALabelWithAControlCharacterIsRefused) {
   }
 }
 
+// A suite's name names files (results/runs/NAME.db) and stands in Slurm scripts, where one of
+// `s$(cmd)` ran the command and one of "../x" wrote the database elsewhere.
+TEST(SuiteValidation, ANameThatIsNoPlainFileNameIsRefused) {
+  for (const char* name : {"s$(echo hi)", "a b", "../up", "x/y", ".hidden", "-flag", "a\nb", "",
+                           "o<b>&\"s\"", "%s"}) {
+    json j = good();
+    j["name"] = name;
+    expect_message(error_of(j), "$.name", "names files and scripts");
+  }
+  for (const char* name : {"smoke", "longbench_e-2.v1", "A9"}) {
+    json j = good();
+    j["name"] = name;
+    EXPECT_EQ(parse_suite(j, kPath).name, name);
+  }
+}
+
 TEST(SuiteValidation, DuplicateMethodLabels) {
   json j = good();
   j["methods"] = {"streaming_llm", {{"name", "streaming_llm"}, {"config", {{"sinks", 8}}}}};
