@@ -40,7 +40,8 @@ int run_selected_command(const CLI::App& app) {
 }
 
 int configure_threads(int requested) {
-  const int threads = requested > 0 ? requested : int(std::max(1u, std::thread::hardware_concurrency()));
+  const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = requested > 0 ? requested : cores;
   at::set_num_threads(threads);
   return at::get_num_threads();
 }

@@ -32,6 +32,10 @@ std::vector<int> prompt_ids(const InspectOptions& o, const LlamaModel& model, st
     check_token_ids(ids, model.config.vocab_size);
     return ids;
   }
+  if (o.dataset.empty() && (o.dataset_params != "{}" || o.sample != 0 || o.seed != 0))
+    throw InputError("inspect: --dataset-params, --sample and --seed choose a sample of "
+                     "--dataset, which " + std::string(o.prompt.empty() ? "--tokens" : "--prompt") +
+                     " replaces");
   if (!o.prompt.empty()) return model.tokenizer->encode(o.prompt, /*add_special=*/true);
   const DatasetInfo& info = dataset_registry().get(o.dataset, "--dataset");
   const json params = info.normalise_params(parse_json_object(o.dataset_params, "--dataset-params"),
@@ -57,7 +61,7 @@ void add_inspect_command(CLI::App& app, std::vector<Command>& out) {
   add_model_option(cmd, o->model);
   cmd->add_option("--method", o->method, "KV method or method:preset (default full; see "
                                          "`kvbench list methods`)");
-  cmd->add_option("--budget", o->budget, "Budget B for the method")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--budget", o->budget, "Budget B for the method")->check(non_negative());
   cmd->add_option("--prompt", o->prompt, "Prompt text (BOS added as the tokenizer says)");
   cmd->add_option("--tokens", o->tokens, "Prompt as comma-separated token ids, e.g. 1,403,407");
   cmd->add_option("--dataset", o->dataset, "A dataset (`kvbench list datasets`); with --sample");
@@ -69,13 +73,14 @@ void add_inspect_command(CLI::App& app, std::vector<Command>& out) {
                                          "(default with --dataset: the sample's first answer, "
                                          "when the prompt contains it)");
   cmd->add_option("--steps", o->steps, "Greedy decode steps recorded (default 8)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   cmd->add_option("--out", o->out, "Output folder")->required();
   cmd->add_flag("--dump-qk", o->dump_qk, "Also write qk.safetensors: every layer's post-RoPE "
                                          "q and k of the prompt and of each decode step (fp32)");
-  cmd->add_option("--gnuplot", o->gnuplot, "gnuplot binary: a path, or a name looked up in PATH (default gnuplot)");
+  cmd->add_option("--gnuplot", o->gnuplot,
+                  "gnuplot binary: a path, or a name looked up in PATH (default gnuplot)");
   cmd->add_option("--threads", o->threads, "CPU threads (default: all cores)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(thread_count());
   add_compute_options(cmd, o->compute);
   add_cache_dir_option(cmd, o->cache_dir);
   add_allow_unknown_config_keys_flag(cmd, o->allow_unknown_config_keys);
@@ -84,6 +89,8 @@ void add_inspect_command(CLI::App& app, std::vector<Command>& out) {
         resolve_method(o->method, json::object(), "--method", "--method " + o->method);
     if (choice.info->uses_budget && o->budget <= 0)
       throw InputError("--budget: method " + o->method + " needs a budget > 0");
+    if (!choice.info->uses_budget && o->budget > 0)
+      throw InputError("--budget: method " + o->method + " takes no budget");
     if (choice.info->uses_budget)
       choice.info->check_budget(choice.config, o->budget, "--method " + o->method);
     configure_threads(o->threads);

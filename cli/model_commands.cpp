@@ -157,7 +157,8 @@ void add_model_commands(CLI::App& app, std::vector<Command>& out) {
                                                  "continuation and tokens/s");
   add_model_option(gen, o->model);
   gen->add_option("--prompt", o->prompt, "Prompt text (BOS is added as the tokenizer says)")->required();
-  gen->add_option("--max-new", o->max_new, "Maximum new tokens (stops earlier on EOS)")
+  gen->add_option("--max-new", o->max_new,
+                  "Maximum new tokens (default 64; stops earlier on EOS)")
       ->check(positive());
   gen->add_option("--method", o->method, "KV method or method:preset (default full; see `kvbench list methods`)");
   gen->add_option("--budget", o->budget, "Budget B for the method")->check(non_negative());
@@ -167,7 +168,7 @@ void add_model_commands(CLI::App& app, std::vector<Command>& out) {
   for (size_t i = 2; i < templates.size(); ++i) template_help += ", " + templates[i];
   gen->add_option("--chat-template", o->chat_template, template_help)->check(one_of(templates));
   gen->add_option("--threads", o->threads, "CPU threads (default: all cores)")
-      ->check(non_negative("all cores"));
+      ->check(thread_count());
   add_compute_options(gen, o->compute);
   add_cache_dir_option(gen, o->cache_dir);
   add_allow_unknown_config_keys_flag(gen, o->allow_unknown_config_keys);
@@ -192,10 +193,14 @@ void add_model_commands(CLI::App& app, std::vector<Command>& out) {
     const json& config = choice.config;
     if (info.uses_budget && o->budget <= 0)
       throw InputError("--budget: method " + o->method + " needs a budget > 0");
+    if (!info.uses_budget && o->budget > 0)
+      throw InputError("--budget: method " + o->method + " takes no budget");
     if (info.uses_budget) info.check_budget(config, o->budget, "--method " + o->method);
     configure_threads(o->threads);
     auto model = load_for_cli(o->model, o->compute, o->allow_unknown_config_keys);
-    const std::string text = apply_chat_template(chat_template_for(o->chat_template, o->model), o->prompt);
+    const std::string text =
+        apply_chat_template(chat_template_for(o->chat_template, o->model), o->prompt);
+    check_chat_template_tokens(text, *model->tokenizer, "--chat-template " + o->chat_template);
     std::unique_ptr<Method> method = info.create(config);
     const ModelView view(*model, o->cache_dir);
     Session session(*model, *method, SessionOptions{.budget = o->budget, .model_view = &view,
@@ -234,7 +239,7 @@ void add_model_commands(CLI::App& app, std::vector<Command>& out) {
   fwd->add_flag("--all-positions", o->all_positions,
                 "Write logits for every position ([L][V]) instead of the last one ([V])");
   fwd->add_option("--threads", o->threads, "CPU threads (default: all cores)")
-      ->check(non_negative("all cores"));
+      ->check(thread_count());
   add_compute_options(fwd, o->compute);
   add_allow_unknown_config_keys_flag(fwd, o->allow_unknown_config_keys);
   out.push_back({fwd, [o] {

@@ -3,6 +3,7 @@
 // difference and which of the paper's claims hold in our run.
 #include <unistd.h>
 
+#include <filesystem>
 #include <iostream>
 
 #include "cli/commands.h"
@@ -45,7 +46,7 @@ void add_reproduce_command(CLI::App& app, std::vector<Command>& out, const std::
                 "Also run every cell with its context compressed before the question "
                 "(context_sharing per_sample) and show each method's drop after the comparison");
   cmd->add_option("--threads", o->threads, "Intra-op CPU threads (default: all cores)")
-      ->check(non_negative("all cores"));
+      ->check(thread_count());
   cmd->add_flag("--redo-changed-models", o->redo_changed_models,
                 "Redo the cells whose stored results ran another model under the name the "
                 "reproduction gives it, forgetting those results (else such a run is refused)");
@@ -53,10 +54,21 @@ void add_reproduce_command(CLI::App& app, std::vector<Command>& out, const std::
     if (o->list || o->name.empty()) {
       for (const std::string& n : reproduction_names())
         std::cout << n << "  " << load_reproduction(n).title << "\n";
-      return o->list ? 0 : 2;
+      if (o->list) return 0;
+      std::cerr << "kvbench: error: reproduce: missing NAME (one of those listed above)\n";
+      return 2;
     }
     const Reproduction r = load_reproduction(o->name);
     const bool real = !o->model.empty();
+    if (!real && !o->data.empty())
+      throw InputError("--data: the LongBench files of the paper's setting, which runs with "
+                       "--model (the miniature reads none)");
+    if (!o->out.empty()) {  // before the run, not after it
+      const std::filesystem::path folder =
+          std::filesystem::absolute(o->out).parent_path();
+      if (!std::filesystem::is_directory(folder))
+        throw InputError("--out " + o->out + ": no folder " + folder.string());
+    }
     if (real && !r.real)
       throw InputError("reproduce " + o->name + ": has no paper-scale setting, only the miniature "
                        "(run it without --model)");

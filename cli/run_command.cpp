@@ -167,7 +167,7 @@ void add_run_command(CLI::App& app, std::vector<Command>& out, const std::string
                   "SUITE --shards N` shows; default database results/runs/<suite>.shard-i-of-N.db. "
                   "Combine the shards with `kvbench merge`");
   cmd->add_option("--threads", o->threads, "Intra-op CPU threads (default: all cores)")
-      ->check(non_negative("all cores"));
+      ->check(thread_count());
   cmd->add_option("--cache-dir", o->cache_dir,
                   "Where methods keep what they derive from a model and reuse across runs "
                   "(InfiniGen's calibrations; default: kvbench-cache/ beside the database)");
@@ -175,7 +175,7 @@ void add_run_command(CLI::App& app, std::vector<Command>& out, const std::string
                   "Run N worker processes on this machine sharing the database: each claims the "
                   "next free cell; on the CPU they split the cores, with --device cuda worker i "
                   "uses GPU i (or the i-th of --devices)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   cmd->add_option("--devices", o->devices,
                   "With --workers and --device cuda: the GPU of each worker, e.g. 0,2,3");
   cmd->add_option("--worker-of-run", o->worker_of_run,
@@ -185,6 +185,8 @@ void add_run_command(CLI::App& app, std::vector<Command>& out, const std::string
   add_cuda_graphs_flag(cmd, o->cuda_graphs);
   out.push_back({cmd, [o, command_line] {
     check_cuda_graphs_flag(o->cuda_graphs);
+    if (!o->devices.empty() && o->workers <= 1)
+      throw InputError("--devices: names the GPU of each worker of --workers N (N > 1)");
     std::vector<std::string> overrides = o->overrides;
     if (!o->device.empty()) parse_device(o->device, "--device");  // usable here?
     if (!o->dtype.empty()) parse_dtype(o->dtype, "--dtype");     // blamed on the flag typed

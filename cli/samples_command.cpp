@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "engine/common/error.h"
 #include "engine/common/format.h"
+#include "engine/common/shared_folder.h"
 #include "engine/model/llama_model.h"
 #include "harness/runner/runner.h"
 
@@ -288,20 +289,25 @@ void add_samples_command(CLI::App& app, std::vector<Command>& out) {
   cmd->add_option("suite", o->suite, "Suite name or path to a suite JSON file")->required();
   cmd->add_option("--set", o->overrides, "Override an axis, as in `kvbench run`. Repeatable");
   cmd->add_option("--dataset", o->dataset, "Only this dataset's cells");
-  cmd->add_option("--model", o->model, "Only this model's cells (as the suite names it)");
+  cmd->add_option("--model", o->model,
+                  "Only this model's cells (as the suite names it, ${SHARED} included)");
   cmd->add_option("--seed", o->seed, "Only this seed's cells");
   cmd->add_option("-n,--samples", o->samples,
                   "Samples shown of each group (dataset and its params, model, seed, context "
                   "sharing; default 1)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   cmd->add_option("--chars", o->chars,
                   "Bytes shown of each end of a long prompt (default 300, whole characters; a "
                   "prompt that would lose less than 200 bytes is shown whole)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   cmd->add_flag("--full", o->full, "Show whole prompts");
   cmd->add_flag("--json", o->json, "Print JSON (whole prompts) instead of text");
   add_allow_unknown_config_keys_flag(cmd, o->allow_unknown_config_keys);
-  out.push_back({cmd, [o] { return run_samples(*o); }});
+  out.push_back({cmd, [o] {
+    SamplesOptions options = *o;
+    options.model = expand_shared(o->model);  // as the suite names it, ${SHARED} too
+    return run_samples(options);
+  }});
 }
 
 }  // namespace kvb

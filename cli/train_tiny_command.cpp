@@ -38,7 +38,7 @@ void add_train_tiny_command(CLI::App& app, std::vector<Command>& out, const std:
                 "Write the recipe that would train (after --recipe and --scale) as JSON and exit");
   cmd->add_option("--seed", o->seed, "Seed of the initial weights and of the training data");
   cmd->add_option("--threads", o->threads, "Intra-op threads (0: all cores)")
-      ->check(non_negative("all cores"));
+      ->check(thread_count());
   cmd->add_option("--wordlists", o->sources.wordlist_dir, "Folder with nounlist.txt, adjectivelist.txt, verblist.txt")
       ->capture_default_str();
   cmd->add_option("--haystack", o->sources.haystack_file, "PaulGrahamEssays.json")->capture_default_str();

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <string>
+#include <thread>
 
 namespace kvb {
 namespace {
@@ -111,6 +113,20 @@ CLI::Validator non_negative(const std::string& zero_means) {
                (zero_means.empty() ? "" : " (0: " + zero_means + ")");
       },
       "NONNEGATIVE");
+}
+
+CLI::Validator thread_count() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        if (std::string bad = non_negative("all cores")(text); !bad.empty()) return bad;
+        const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+        // Far beyond the cores a pool only waits and switches (100000 took minutes to start).
+        const int most = std::max(256, 4 * cores);
+        if (std::strtod(text.c_str(), nullptr) <= most) return "";
+        return text + " is more than " + std::to_string(most) + " threads (this machine has " +
+               std::to_string(cores) + " cores)";
+      },
+      "THREADS");
 }
 
 CLI::Validator positive() {

@@ -49,6 +49,13 @@ struct Sample {
   // the same text before their question_offset.
   size_t question_offset = std::string::npos;
   std::string context_id;
+  // The end of the prompt the reference reads through decode steps, one token each, not the
+  // prefill (Quest's and ClusterKV's LongBench pred.py, "simulate decoding in the question
+  // stage"): of the prompt text as the model reads it (chat template applied), the part from
+  // the last `decoded_anchor` when that lies within its last `decoded_chars` characters (code
+  // points), else its last `decoded_chars`; encoded apart, without BOS. 0: all prefilled.
+  size_t decoded_chars = 0;
+  std::string decoded_anchor;
   // Questions asked after this sample's answer in the same session, in order, as a chat's next
   // turns: each turn's text is read right after the previous answer (the model's own), and its
   // answer generated and scored like the sample's with the turn's answers.

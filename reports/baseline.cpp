@@ -205,7 +205,13 @@ CheckReport check_baseline(const ResultStore& store, const json& baseline,
     throw InputError(path + ": $.cells: expected an array");
   if (baseline["cells"].empty())
     throw InputError(path + ": $.cells: empty (a baseline of no cell would pass every check)");
+  for (const auto& [key, value] : baseline.items())
+    if (key != "format" && key != "tolerances" && key != "cells")
+      throw InputError(path + ": $." + key + ": unknown key (expected format, tolerances, cells)");
   std::map<std::string, double> tolerances = read_tolerances(baseline, path);
+  for (const auto& [name, value] : tolerances)
+    if (name != "default" && !records_metric(baseline["cells"], name))
+      throw InputError(path + ": $.tolerances." + name + ": no cell of it records that metric");
   for (const auto& [name, value] : options.tolerances) {
     tolerances[name] = value;
     if (name != "default" && !records_metric(baseline["cells"], name))

@@ -123,6 +123,28 @@ std::string longbench_truncate(const Tokenizer& tokenizer, const std::string& pr
 
 namespace {
 
+// The reference scripts that read the end of each prompt through decode steps, and per task
+// the text whose last occurrence begins that end when it lies within the last 100 characters
+// (Quest's evaluation/LongBench/pred.py, ClusterKV's accuracy/LongBench/pred.py: "simulate
+// decoding in the question stage"). A task without an anchor: the last 100 characters.
+constexpr size_t kDecodedChars = 100;
+const std::map<std::string, std::map<std::string, std::string>> kDecodedAnchors = {
+    {"quest",
+     {{"qasper", "Question:"}, {"hotpotqa", "Question:"}, {"multifieldqa_en", "Now,"},
+      {"gov_report", "Now,"}, {"triviaqa", "Answer the question"},
+      {"narrativeqa", "Do not provide"}}},
+    {"clusterkv",
+     {{"qasper", "Question:"}, {"hotpotqa", "Question:"}, {"2wikimqa", "Question:"},
+      {"musique", "Question:"}, {"multifieldqa_en", "Now,"}, {"gov_report", "Now,"},
+      {"qmsum", "Now,"}, {"triviaqa", "Answer the question"},
+      {"narrativeqa", "Do not provide"}, {"passage_retrieval_en", "The following is an abstract."}}}};
+
+std::vector<std::string> anchored_tasks(const std::string& script) {
+  std::vector<std::string> tasks;
+  for (const auto& [task, anchor] : kDecodedAnchors.at(script)) tasks.push_back(task);
+  return tasks;
+}
+
 struct LongBenchParams {
   std::string dataset;
   std::string data_dir;
@@ -132,6 +154,8 @@ struct LongBenchParams {
   std::string chat_template = "reference";
   int samples = 0;  // 0 = all records
   std::string jieba_dict;  // the Chinese word metrics' dictionary; "" = Debian's python3-jieba
+  // Whose pred.py builds the prompts: longbench (THUDM's), quest or clusterkv (see below).
+  std::string pred_script = "longbench";
 
   std::string file() const { return data_dir + "/" + dataset + ".jsonl"; }
 
@@ -160,6 +184,24 @@ struct LongBenchParams {
                     },
                     // Written only when set, so that earlier configs' cells keep their ids.
                     [](const P& p) { return p.jieba_dict.empty() ? json() : json(p.jieba_dict); })
+            .custom("pred_script", "string",
+                    "whose pred.py: longbench (THUDM's: the prompt prefilled whole), quest "
+                    "(mit-han-lab/Quest's evaluation: the question's last <= 100 characters read "
+                    "through decode steps) or clusterkv (sjtu-zhao-lab/ClusterKV's accuracy "
+                    "code: the same with its anchors, triviaqa in the chat template; the 10 "
+                    "tasks it anchors)",
+                    [](const json& v, const std::string& path, P& p) {
+                      if (!v.is_string()) throw InputError(path + ": expected a string, got " +
+                                                           json_type_name(v));
+                      p.pred_script = v.get<std::string>();
+                      if (!kDecodedAnchors.count(p.pred_script) && p.pred_script != "longbench")
+                        throw InputError(path + ": \"" + p.pred_script + "\": expected one of "
+                                         "longbench, quest, clusterkv");
+                    },
+                    // Written only when not THUDM's, so that earlier cells keep their ids.
+                    [](const P& p) {
+                      return p.pred_script == "longbench" ? json() : json(p.pred_script);
+                    })
             .rule(check_params);
     return f;
   }
@@ -183,6 +225,10 @@ struct LongBenchParams {
         throw InputError(f.path("chat_template") + ": " + e.what());
       }
     }
+    if (p.pred_script == "clusterkv" &&
+        !kDecodedAnchors.at("clusterkv").count(longbench_task_of(p.dataset)))
+      throw InputError(f.path("pred_script") + ": ClusterKV's pred.py reads only " +
+                       join(anchored_tasks("clusterkv"), ", ") + " (it asserts on the others)");
     if (!std::filesystem::is_regular_file(p.file()))
       throw InputError(f.path("data_dir") + ": " + p.file() + ": no such file");
   }
@@ -214,7 +260,8 @@ class LongBench : public Dataset {
       const std::string tail = longbench_question_tail(task_.prompt, r.input);
       const bool marked = !tail.empty() && ends_with(s.prompt, tail);
       if (marked) s.question_offset = s.prompt.size() - tail.size();
-      if (task_.chat_template) {
+      // ClusterKV's pred.py leaves triviaqa out of THUDM's unwrapped tasks.
+      if (task_.chat_template || (params_.pred_script == "clusterkv" && name_ == "triviaqa")) {
         if (params_.chat_template == "auto" || params_.chat_template == "reference") {
           s.chat_template = "auto";  // the runner's model's
           // pred.py, KVCache-Factory's run_longbench.py and AdaKV's pred.py wrap no Mistral
@@ -225,6 +272,12 @@ class LongBench : public Dataset {
           if (marked) s.question_offset += wrapped.find(s.prompt);  // the template wraps it
           s.prompt = wrapped;
         }
+      }
+      if (const auto script = kDecodedAnchors.find(params_.pred_script);
+          script != kDecodedAnchors.end()) {
+        s.decoded_chars = kDecodedChars;
+        const auto anchor = script->second.find(name_);
+        if (anchor != script->second.end()) s.decoded_anchor = anchor->second;
       }
       if (task_.stop_at_newline) {
         s.stop_texts = {"\n"};
@@ -306,7 +359,11 @@ KVB_REGISTER_DATASET(make_dataset_info<LongBench, LongBenchParams>({
                 "named: llama2_longbench ([INST]{prompt}[/INST]), vicuna (LongChat, Vicuna; not "
                 "detected), none (Llama-3); LongBench-E's range scores as eval.py --e computes "
                 "them (numpy's pairwise mean and rounding); every record scored with the last "
-                "record's all_classes, as eval.py",
+                "record's all_classes, as eval.py; pred_script quest / clusterkv read the "
+                "question's last <= 100 characters through decode steps as those papers' "
+                "pred.py (where a tokenizer adds no BOS their code drops the end's first token "
+                "instead: not reproduced; ClusterKV counts glm4's truncation without its "
+                "special tokens, kvbench with them: 2 tokens fewer kept)",
     .questions_per_context = "1: the template's text after {context} (question, instructions), "
                              "unmarked where truncation cut into it; records that repeat a "
                              "context are its questions",

@@ -41,7 +41,8 @@ void JsonFields::finish() const {
     for (const auto& k : seen_) known += (known.empty() ? "" : ", ") + k;
     throw InputError(where_ + ": unknown key \"" + item.key() + "\"" +
                      did_you_mean(item.key(), {seen_.begin(), seen_.end()}) +
-                     " (expected one of: " + known + ")");
+                     (known.empty() ? std::string(" (it takes none)")
+                                    : " (expected one of: " + known + ")"));
   }
 }
 

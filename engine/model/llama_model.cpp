@@ -67,6 +67,12 @@ Checkpoint open_checkpoint(const std::string& dir) {
   return checkpoint;
 }
 
+}  // namespace
+
+void check_checkpoint_files(const std::string& dir) { open_checkpoint(dir); }
+
+namespace {
+
 class WeightReader {
  public:
   WeightReader(Checkpoint checkpoint, const LoadOptions& options)

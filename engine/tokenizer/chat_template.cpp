@@ -1,6 +1,9 @@
 // Built-in chat templates: the single-user-turn prompt of each model family, without Jinja.
 #include <nlohmann/json.hpp>
 
+#include <string>
+#include <vector>
+
 #include "engine/common/error.h"
 #include "engine/tokenizer/tokenizer.h"
 
@@ -32,6 +35,20 @@ bool contains(const std::string& text, const char* marker) {
 }
 
 }  // namespace
+
+void check_chat_template_tokens(const std::string& prompt, const Tokenizer& tokenizer,
+                                const std::string& where) {
+  static const std::vector<std::string> markers = {
+      "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>",  // llama3
+      "<|im_start|>", "<|im_end|>",                             // qwen2, chatml
+      "<|user|>", "<|assistant|>"};                             // glm4
+  for (const std::string& marker : markers)
+    if (prompt.find(marker) != std::string::npos &&
+        tokenizer.encode(marker, /*add_special=*/false).size() != 1)
+      throw InputError(where + ": the prompt's chat template marker " + marker + " is no token "
+                       "of this model's tokenizer (it would be read as text; a template of "
+                       "another model family?)");
+}
 
 std::string apply_chat_template(const std::string& template_name, const std::string& user_message) {
   if (template_name == "none") return user_message;

@@ -197,7 +197,9 @@ std::vector<int> encode_prompt(const LlamaModel& model, const Sample& sample) {
     ids.insert(ids.end(), sample.prompt_ids.begin(), sample.prompt_ids.end());
     return ids;
   }
-  return model.tokenizer->encode(prompt_text(model, sample), /*add_special=*/true);
+  const std::string text = prompt_text(model, sample);
+  check_chat_template_tokens(text, *model.tokenizer, "sample " + sample.id);
+  return model.tokenizer->encode(text, /*add_special=*/true);
 }
 
 SplitPrompt split_prompt(const LlamaModel& model, const Sample& sample) {
@@ -224,6 +226,20 @@ SplitPrompt split_prompt(const LlamaModel& model, const Sample& sample,
     ++shared;
   return SplitPrompt{.context = std::vector<int>(prompt.begin(), prompt.begin() + shared),
                      .question = std::vector<int>(prompt.begin() + shared, prompt.end())};
+}
+
+SplitPrompt split_decoded_end(const LlamaModel& model, const Sample& sample) {
+  const std::string text = prompt_text(model, sample);
+  // Python's len and slices count code points: step back over UTF-8 continuation bytes.
+  size_t at = text.size();
+  for (size_t chars = 0; at > 0 && chars < sample.decoded_chars; ++chars)
+    do --at; while (at > 0 && (static_cast<unsigned char>(text[at]) & 0xC0) == 0x80);
+  const size_t anchor = sample.decoded_anchor.empty() ? std::string::npos
+                                                      : text.rfind(sample.decoded_anchor);
+  if (anchor != std::string::npos) at = std::max(at, anchor);
+  return SplitPrompt{
+      .context = model.tokenizer->encode(text.substr(0, at), /*add_special=*/true),
+      .question = model.tokenizer->encode(text.substr(at), /*add_special=*/false)};
 }
 
 namespace {
@@ -430,9 +446,15 @@ CellResult run_cell(const Cell& cell, const LlamaModel& model,
     if (dataset->teacher_forced()) {
       outcome = teacher_force(sample, model, session, prompt);
     } else if (cell.context_sharing == "per_sample") {
+      if (sample.decoded_chars > 0)
+        throw InputError("sample " + sample.id + ": context_sharing per_sample and its "
+                         "dataset's decoded question end (pred_script) split it two ways");
       const SplitPrompt split = split_prompt(model, sample, prompt);
       check_same_context(sample, split, shared_contexts);
       outcome = answer_after_context(*dataset, sample, model, session, split, max_new, chat);
+    } else if (sample.decoded_chars > 0) {
+      outcome = answer_after_context(*dataset, sample, model, session,
+                                     split_decoded_end(model, sample), max_new, chat);
     } else {
       outcome = answer(*dataset, sample, model, session, session.prefill(prompt), max_new, chat);
     }
@@ -559,6 +581,7 @@ void check_model_configs(const Suite& suite, bool allow_unknown_config_keys) {
     if (LlamaModel::is_builtin_reference(cell.model) || !seen.insert(cell.model).second) continue;
     ModelConfig::load(cell.model + "/config.json", allow_unknown_config_keys);
     Tokenizer::load(cell.model, allow_unknown_config_keys);
+    check_checkpoint_files(cell.model);  // a truncated weights file: refused, not N failed cells
   }
 }
 

@@ -87,6 +87,11 @@ SplitPrompt split_prompt(const LlamaModel& model, const Sample& sample);
 SplitPrompt split_prompt(const LlamaModel& model, const Sample& sample,
                          const std::vector<int>& prompt);
 
+// A sample with a decoded end (Sample::decoded_chars > 0) split as its reference splits it:
+// the prompt text before that end, encoded with BOS, and the end encoded apart without it
+// (its tokens need not be the prompt's own: a tokenizer may begin a text with a space).
+SplitPrompt split_decoded_end(const LlamaModel& model, const Sample& sample);
+
 // Runs one cell on `model`; `on_sample(done, total)` reports progress. Throws on failure, and
 // RunStopped before a sample once StopSignals has a stop request.
 // `view`: what methods see of the model, kept across cells (null: one per sample).
@@ -118,8 +123,9 @@ void settle_changed_models(ResultStore& store, const std::vector<Cell>& cells, b
 // cells (ResultStore::forget_suite), saying on `progress` how many of those there were.
 void forget_for_fresh(ResultStore& store, const Suite& suite, std::ostream& progress);
 
-// Reads the config.json and the tokenizer of every model folder of the suite, so that a config
-// kvbench refuses is an InputError before anything runs (not a failed cell).
+// Reads the config.json, the tokenizer and the safetensors headers of every model folder of the
+// suite, so that a config or a checkpoint kvbench refuses is an InputError before anything
+// runs (not a failed cell).
 void check_model_configs(const Suite& suite, bool allow_unknown_config_keys);
 
 // The devices `cells` run on, in suite order ("cpu", "cuda:0", ...).

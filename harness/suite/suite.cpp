@@ -346,9 +346,36 @@ Suite validate_suite(const json& written, const std::string& path) {
       throw InputError(f.path("context_sharing") + ": per_sample needs datasets that mark their "
                        "questions, and " + s.datasets[i].name + " does not (kvbench list "
                        "datasets says which do)");
+    else if (s.datasets[i].params.contains("pred_script"))  // its own split of the question
+      throw InputError(f.path("context_sharing") + ": per_sample splits the prompts of " +
+                       s.datasets[i].params.value("dataset", s.datasets[i].name) +
+                       " otherwise than its pred_script " +
+                       s.datasets[i].params["pred_script"].get<std::string>() + " does");
   for (const std::string& v : s.context_sharing)
     if (std::find(kContextSharing.begin(), kContextSharing.end(), v) == kContextSharing.end())
       throw InputError(f.path("context_sharing") + ": \"" + v + "\" is not one of none, per_sample");
+  // An axis listing a value twice would list its cells twice (counted twice by run, once by
+  // plan, the second run of each "already complete").
+  const auto once_each = [&](const std::string& axis, const std::vector<std::string>& values) {
+    std::set<std::string> seen;
+    for (const std::string& v : values)
+      if (!seen.insert(v).second)
+        throw InputError(f.path(axis) + ": " + v + " is listed twice");
+  };
+  const auto texts = [](const auto& values) {
+    std::vector<std::string> out;
+    for (const auto& v : values) out.push_back(json(v).dump());
+    return out;
+  };
+  once_each("budgets", texts(budgets));
+  once_each("seeds", texts(seeds));
+  once_each("models", texts(s.models));
+  once_each("devices", texts(s.devices));
+  once_each("dtypes", texts(s.dtypes));
+  once_each("context_sharing", texts(s.context_sharing));
+  std::vector<std::string> datasets;
+  for (const DatasetSpec& d : s.datasets) datasets.push_back(json{{d.name, d.params}}.dump());
+  once_each("datasets", datasets);
   s.budgets = budgets;
   s.seeds.assign(seeds.begin(), seeds.end());
   std::set<std::string> labels;

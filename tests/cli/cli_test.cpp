@@ -80,6 +80,16 @@ TEST(CliUsage, MessagesNameTheMistakeAndSuggestTheFix) {
       {{"run", "smoke", "--fersh"}, {"run: unknown option --fersh (did you mean --fresh?)"}},
       {{"report", "--db"}, {"report: --db needs a value"}},
       {{"plan", "smoke", "--shards", "0"}, {"plan: --shards: 0 is not positive"}},
+      // 100000 threads took minutes to start, printing nothing.
+      {{"run", "smoke", "--threads", "100000"}, {"run: --threads: 100000 is more than ", " cores)"}},
+      // CLI11's own checks said "Value 0 not in range 0.000000 to 1797693...".
+      {{"run", "smoke", "--workers", "0"}, {"run: --workers: 0 is not positive"}},
+      {{"samples", "smoke", "-n", "-1"}, {"samples: ", "-1 is negative"}},
+      // Flags that changed nothing were ignored.
+      {{"run", "smoke", "--devices", "0,1"}, {"--devices: names the GPU of each worker"}},
+      {{"reproduce", "clusterkv_table1", "--data", "/tmp"}, {"--data: the LongBench files"}},
+      {{"generate", "--model", "random-tiny", "--prompt", "a", "--budget", "5"},
+       {"--budget: method full takes no budget"}},
   };
   std::vector<std::vector<std::string>> invocations;
   for (const auto& c : cases) invocations.push_back(c.first);

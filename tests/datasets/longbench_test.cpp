@@ -10,6 +10,7 @@
 #include "datasets/metrics/longbench_metrics.h"
 #include "engine/common/error.h"
 #include "tests/datasets/dataset_test_util.h"
+#include "tests/test_util.h"
 
 namespace kvb {
 namespace {
@@ -89,6 +90,50 @@ TEST(LongBenchLoader, ChatTemplateAutoNamedAndNeverForSixDatasets) {
   EXPECT_EQ(t.chat_template, "none");
   EXPECT_EQ(t.prompt.find("<|start_header_id|>"), std::string::npos);
   EXPECT_EQ(t.prompt.substr(0, 30), "Please determine the type of t");
+}
+
+// Quest's and ClusterKV's pred.py read each prompt's last <= 100 characters through decode
+// steps, from the task's anchor when it lies within them (the runner splits the prompt the
+// model reads: split_decoded_end, tested in tests/harness/runner/context_sharing_test.cpp).
+TEST(LongBenchLoader, PredScriptsMarkTheEndTheirReferenceDecodes) {
+  test::TempDir dir;
+  std::ofstream(dir.file("triviaqa.jsonl"))
+      << json{{"input", "Who?"}, {"context", "Q: x A: y"}, {"answers", {"y"}}, {"length", 9},
+              {"all_classes", nullptr}, {"_id", "t0"}}.dump() << "\n";
+  const std::string good = kFixtures + "/good";
+  const Sample thudm =
+      make_dataset("longbench", {{"dataset", "hotpotqa"}, {"data_dir", good}})
+          ->samples(byte_tokenizer(), 0)[0];
+  EXPECT_EQ(thudm.decoded_chars, 0u);
+  const Sample quest = make_dataset("longbench", {{"dataset", "hotpotqa"}, {"data_dir", good},
+                                                  {"pred_script", "quest"}})
+                           ->samples(byte_tokenizer(), 0)[0];
+  EXPECT_EQ(quest.decoded_chars, 100u);
+  EXPECT_EQ(quest.decoded_anchor, "Question:");
+  EXPECT_EQ(quest.prompt, thudm.prompt);
+  // Quest anchors no passage_count: its last 100 characters; ClusterKV's pred.py asserts.
+  const Sample count = make_dataset("longbench", {{"dataset", "passage_count"}, {"data_dir", good},
+                                                  {"pred_script", "quest"}})
+                           ->samples(byte_tokenizer(), 0)[0];
+  EXPECT_EQ(count.decoded_chars, 100u);
+  EXPECT_EQ(count.decoded_anchor, "");
+  EXPECT_NE(error_of([&] {
+              make_dataset("longbench", {{"dataset", "passage_count"}, {"data_dir", good},
+                                         {"pred_script", "clusterkv"}});
+            }).find("pred_script: ClusterKV's pred.py reads only 2wikimqa, gov_report"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              make_dataset("longbench", {{"dataset", "hotpotqa"}, {"data_dir", good},
+                                         {"pred_script", "h2o"}});
+            }).find("expected one of longbench, quest, clusterkv"),
+            std::string::npos);
+  // ClusterKV wraps triviaqa in the chat template, which THUDM's and Quest's leave unwrapped.
+  for (const char* script : {"longbench", "quest", "clusterkv"}) {
+    const Sample t = make_dataset("longbench", {{"dataset", "triviaqa"}, {"data_dir", dir.path()},
+                                                {"pred_script", script}})
+                         ->samples(byte_tokenizer(), 0)[0];
+    EXPECT_EQ(t.chat_template, std::string(script) == "clusterkv" ? "auto" : "none") << script;
+  }
 }
 
 TEST(LongBenchLoader, MiddleTruncationKeepsBothHalves) {

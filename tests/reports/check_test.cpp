@@ -136,6 +136,13 @@ TEST(Check, AToleranceForAnUnrecordedMetricIsRefused) {
   EXPECT_THROW(check(dir.file("a.db"), baseline_of(dir.file("a.db")), options), InputError);
   options.tolerances = {{"default", 1}, {"score", 1}};
   EXPECT_TRUE(check(dir.file("a.db"), baseline_of(dir.file("a.db")), options).passed());
+  // The file's own, and a key of the file kvbench does not know, alike.
+  json misspelt = baseline_of(dir.file("a.db"));
+  misspelt["tolerances"]["scor"] = 1;
+  EXPECT_THROW(check(dir.file("a.db"), misspelt), InputError);
+  json extra = baseline_of(dir.file("a.db"));
+  extra["tolerance"] = json::object();
+  EXPECT_THROW(check(dir.file("a.db"), extra), InputError);
 }
 
 TEST(Check, MissingCellFailsNewCellIsANote) {

@@ -63,6 +63,53 @@ TEST(ContextSharing, SplitPromptIsThePromptCutBeforeTheQuestion) {
   EXPECT_THROW(split_prompt(*model, unmarked), InputError);
 }
 
+// A decoded end (LongBench's pred_script quest / clusterkv) is cut as Quest's and ClusterKV's
+// pred.py cut it: from the anchor's last occurrence when within the last 100 characters,
+// else the last 100 characters (code points, as Python counts them), the two parts encoded
+// apart, the end without BOS.
+TEST(ContextSharing, ADecodedEndIsCutAsItsReferenceCutsIt) {
+  auto model = LlamaModel::from_reference("kvbench-tiny");
+  const Tokenizer& t = *model->tokenizer;
+  Sample s;
+  s.id = "s";
+  s.decoded_chars = 100;
+  s.decoded_anchor = "Question:";
+  s.prompt = "The door is red. Question: what colour is the door?\nAnswer:";
+  SplitPrompt split = split_decoded_end(*model, s);
+  EXPECT_EQ(split.context, t.encode("The door is red. ", /*add_special=*/true));
+  EXPECT_EQ(split.question,
+            t.encode("Question: what colour is the door?\nAnswer:", /*add_special=*/false));
+  // The anchor further back than 100 characters: the last 100, each 'é' one character.
+  std::string tail;
+  for (int i = 0; i < 100; ++i) tail += "\xc3\xa9";
+  s.prompt = "Question: the door. " + std::string(30, 'x') + tail;
+  split = split_decoded_end(*model, s);
+  EXPECT_EQ(split.context, t.encode("Question: the door. " + std::string(30, 'x'), true));
+  EXPECT_EQ(split.question, t.encode(tail, false));
+  // No anchor: the last 100 characters.
+  s.decoded_anchor = "";
+  s.prompt = "abc" + tail;
+  EXPECT_EQ(split_decoded_end(*model, s).question, t.encode(tail, false));
+  // context_sharing per_sample splits it otherwise: a suite asking both is refused.
+  const json suite = {
+      {"name", "both"},
+      {"models", {"kvbench-tiny"}},
+      {"datasets", {{{"name", "longbench"},
+                     {"params", {{"dataset", "hotpotqa"},
+                                 {"data_dir", std::string(KVBENCH_SOURCE_DIR) +
+                                                  "/tests/data/longbench/good"},
+                                 {"pred_script", "quest"}}}}}},
+      {"methods", {"full"}},
+      {"context_sharing", {"none", "per_sample"}}};
+  try {
+    parse_suite(suite, "both.json");
+    ADD_FAILURE() << "per_sample beside pred_script accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("otherwise than its pred_script quest"),
+              std::string::npos) << e.what();
+  }
+}
+
 // Full KV: reading the question after the context (decode path) gives the answers of reading
 // it with the context (one prefill), token for token.
 TEST(ContextSharing, FullAttentionAnswersTheSameWithAndWithoutSharing) {

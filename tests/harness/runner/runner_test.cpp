@@ -353,6 +353,45 @@ namespace {
 
 // "auto" wraps a prompt in the model's own template family, except the families the sample
 // leaves unwrapped (LongBench's reference scripts wrap no Mistral prompt).
+// A truncated weights file was found by each cell's load: the run recorded every cell as
+// failed (exit 1) where generate refuses the folder (exit 2). The pre-run check reads the
+// safetensors headers too.
+TEST_F(RunnerTest, ATruncatedCheckpointIsRefusedBeforeTheRun) {
+  const std::string folder = dir.file("model");
+  save_model(*LlamaModel::random(random_tiny_config(), 1), folder);
+  json j = small_suite();
+  j["models"] = {folder};
+  const Suite suite = parse_suite(j, "runner_test.json");
+  EXPECT_NO_THROW(check_model_configs(suite, false));
+  const std::string weights = folder + "/model.safetensors";
+  std::filesystem::resize_file(weights, std::filesystem::file_size(weights) / 2);
+  try {
+    check_model_configs(suite, false);
+    ADD_FAILURE() << "a truncated checkpoint passed";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(weights), std::string::npos) << e.what();
+  }
+}
+
+// A template's special markers spelt out as text where the model's tokenizer has no such
+// token (llama3's on a SentencePiece model): a different prompt, refused.
+TEST(EncodePrompt, AChatTemplateMarkerThatIsNoTokenIsRefused) {
+  auto model = LlamaModel::from_reference("kvbench-tiny");
+  Sample s;
+  s.id = "s";
+  s.prompt = "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>";
+  try {
+    encode_prompt(*model, s);
+    ADD_FAILURE() << "llama3's markers read as text";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("sample s: the prompt's chat template marker "
+                                         "<|start_header_id|> is no token"),
+              std::string::npos) << e.what();
+  }
+  s.prompt = "[INST] Hi [/INST]";  // Llama-2's tags are text in its own tokenizer too
+  EXPECT_NO_THROW(encode_prompt(*model, s));
+}
+
 TEST(EncodePrompt, AutoWrapsInTheModelsFamilyUnlessTheSampleLeavesItUnwrapped) {
   auto model = LlamaModel::from_reference("kvbench-tiny");
   Sample s;
