@@ -27,15 +27,15 @@ std::vector<int> prompt_ids(const InspectOptions& o, const LlamaModel& model, st
                             json& about) {
   const int given = !o.prompt.empty() + !o.tokens.empty() + !o.dataset.empty();
   if (given != 1) throw InputError("inspect: give exactly one of --prompt, --tokens, --dataset");
+  if (o.dataset.empty() && (o.dataset_params != "{}" || o.sample != 0 || o.seed != 0))
+    throw InputError("inspect: --dataset-params, --sample and --seed choose a sample of "
+                     "--dataset, which " + std::string(o.prompt.empty() ? "--tokens" : "--prompt") +
+                     " replaces");
   if (!o.tokens.empty()) {
     std::vector<int> ids = parse_token_list(o.tokens);
     check_token_ids(ids, model.config.vocab_size);
     return ids;
   }
-  if (o.dataset.empty() && (o.dataset_params != "{}" || o.sample != 0 || o.seed != 0))
-    throw InputError("inspect: --dataset-params, --sample and --seed choose a sample of "
-                     "--dataset, which " + std::string(o.prompt.empty() ? "--tokens" : "--prompt") +
-                     " replaces");
   if (!o.prompt.empty()) return model.tokenizer->encode(o.prompt, /*add_special=*/true);
   const DatasetInfo& info = dataset_registry().get(o.dataset, "--dataset");
   const json params = info.normalise_params(parse_json_object(o.dataset_params, "--dataset-params"),

@@ -198,9 +198,10 @@ void add_model_commands(CLI::App& app, std::vector<Command>& out) {
     if (info.uses_budget) info.check_budget(config, o->budget, "--method " + o->method);
     configure_threads(o->threads);
     auto model = load_for_cli(o->model, o->compute, o->allow_unknown_config_keys);
-    const std::string text =
-        apply_chat_template(chat_template_for(o->chat_template, o->model), o->prompt);
-    check_chat_template_tokens(text, *model->tokenizer, "--chat-template " + o->chat_template);
+    const std::string chat_template = chat_template_for(o->chat_template, o->model);
+    check_chat_template_tokens(chat_template, *model->tokenizer,
+                               "--chat-template " + o->chat_template);
+    const std::string text = apply_chat_template(chat_template, o->prompt);
     std::unique_ptr<Method> method = info.create(config);
     const ModelView view(*model, o->cache_dir);
     Session session(*model, *method, SessionOptions{.budget = o->budget, .model_view = &view,

@@ -22,7 +22,9 @@ void add_report_command(CLI::App& app, std::vector<Command>& out, const std::str
   cmd->add_option("--budget", *budget, "Budget of the latency breakdown, per-layer recall and "
                                        "needle heatmaps (default: the largest)")
       ->check(positive());
-  cmd->add_option("--gnuplot", o->plot.gnuplot, "gnuplot binary")->capture_default_str();
+  cmd->add_option("--gnuplot", o->plot.gnuplot,
+                  "gnuplot binary: a path, or a name looked up in PATH")
+      ->capture_default_str();
   cmd->add_flag("--no-plots", *no_plots, "Tables and HTML only");
   out.push_back({cmd, [o, run, budget, no_plots, command_line] {
     if (*run > 0) o->run = *run;

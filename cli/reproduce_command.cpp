@@ -68,6 +68,8 @@ void add_reproduce_command(CLI::App& app, std::vector<Command>& out, const std::
           std::filesystem::absolute(o->out).parent_path();
       if (!std::filesystem::is_directory(folder))
         throw InputError("--out " + o->out + ": no folder " + folder.string());
+      if (std::filesystem::is_directory(o->out) || o->out.back() == '/')
+        throw InputError("--out " + o->out + ": a folder, not the file to write");
     }
     if (real && !r.real)
       throw InputError("reproduce " + o->name + ": has no paper-scale setting, only the miniature "

@@ -53,7 +53,8 @@ struct Sample {
   // prefill (Quest's and ClusterKV's LongBench pred.py, "simulate decoding in the question
   // stage"): of the prompt text as the model reads it (chat template applied), the part from
   // the last `decoded_anchor` when that lies within its last `decoded_chars` characters (code
-  // points), else its last `decoded_chars`; encoded apart, without BOS. 0: all prefilled.
+  // points), else its last `decoded_chars`; encoded apart, its first token (BOS) dropped.
+  // 0: all prefilled.
   size_t decoded_chars = 0;
   std::string decoded_anchor;
   // Questions asked after this sample's answer in the same session, in order, as a chat's next

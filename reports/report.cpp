@@ -3,8 +3,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -245,7 +243,7 @@ ReportFiles write_report(const ReportOptions& options) {
   if (plots) plot.gnuplot = find_gnuplot(plot.gnuplot);  // before anything is written
   fs::create_directories(options.out);
   ReportFiles files;
-  // The plots are drawn into a folder of their own, which replaces plots/ once the report is
+  // The plots are drawn into a folder of their own and moved into plots/ once the report is
   // written: a gnuplot failing halfway leaves the earlier report whole (its folder removed).
   const std::string plot_dir = options.out + "/plots";
   const std::string drawing = options.out + "/.plots-" + std::to_string(getpid());
@@ -260,9 +258,12 @@ ReportFiles write_report(const ReportOptions& options) {
     remove_tree(drawing);
     throw;
   }
-  if (!remove_tree(plot_dir))
-    throw InputError(plot_dir + ": cannot replace it (" + std::strerror(errno) + ")");
-  if (plots) fs::rename(drawing, plot_dir);
+  if (plots) {  // each file over its namesake; other files in plots/ are left as they are
+    fs::create_directories(plot_dir);
+    for (const auto& entry : fs::directory_iterator(drawing))
+      fs::rename(entry.path(), fs::path(plot_dir) / entry.path().filename());
+  }
+  remove_tree(drawing);
   return files;
 }
 

@@ -172,8 +172,9 @@ struct LongBenchParams {
                    check::at_least(2))
             .field("chat_template", &P::chat_template,
                    "for the tasks LongBench wraps in a chat template: reference (the model's "
-                   "own family, but none for Mistral, as pred.py, KVCache-Factory and AdaKV "
-                   "wrap it), auto (the model's own, every family) or a named template")
+                   "own family, but none for Mistral, as KVCache-Factory and AdaKV wrap it; "
+                   "README: where they differ), auto (the model's own, every family) or a "
+                   "named template")
             .field("samples", &P::samples, "records used (0: all)", check::at_least(0))
             .custom("jieba_dict", "string",
                     "the Chinese word metrics' dictionary (\"\": Debian's python3-jieba)",
@@ -268,6 +269,7 @@ class LongBench : public Dataset {
           // prompt (they name Llama-2, Llama-3 or LongChat/Vicuna models only).
           if (params_.chat_template == "reference") s.auto_chat_unwrapped = {"mistral"};
         } else {
+          check_chat_template_tokens(params_.chat_template, tokenizer, "chat_template");
           const std::string wrapped = apply_chat_template(params_.chat_template, s.prompt);
           if (marked) s.question_offset += wrapped.find(s.prompt);  // the template wraps it
           s.prompt = wrapped;
@@ -361,9 +363,10 @@ KVB_REGISTER_DATASET(make_dataset_info<LongBench, LongBenchParams>({
                 "them (numpy's pairwise mean and rounding); every record scored with the last "
                 "record's all_classes, as eval.py; pred_script quest / clusterkv read the "
                 "question's last <= 100 characters through decode steps as those papers' "
-                "pred.py (where a tokenizer adds no BOS their code drops the end's first token "
-                "instead: not reproduced; ClusterKV counts glm4's truncation without its "
-                "special tokens, kvbench with them: 2 tokens fewer kept)",
+                "pred.py, the end's first token dropped as there (BOS; GLM-4's <sop> is fed); "
+                "not reproduced: ClusterKV counts glm4's truncation without its special "
+                "tokens (kvbench with them: 2 tokens fewer kept) and wraps Llama-2 and Vicuna "
+                "prompts in nothing (kvbench's chat_template reference wraps them)",
     .questions_per_context = "1: the template's text after {context} (question, instructions), "
                              "unmarked where truncation cut into it; records that repeat a "
                              "context are its questions",

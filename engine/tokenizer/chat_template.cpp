@@ -36,18 +36,20 @@ bool contains(const std::string& text, const char* marker) {
 
 }  // namespace
 
-void check_chat_template_tokens(const std::string& prompt, const Tokenizer& tokenizer,
+void check_chat_template_tokens(const std::string& template_name, const Tokenizer& tokenizer,
                                 const std::string& where) {
   static const std::vector<std::string> markers = {
       "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>",  // llama3
       "<|im_start|>", "<|im_end|>",                             // qwen2, chatml
       "<|user|>", "<|assistant|>"};                             // glm4
+  const ChatTemplateParts parts = chat_template_parts(template_name);
+  const std::string added = parts.before + parts.after;
   for (const std::string& marker : markers)
-    if (prompt.find(marker) != std::string::npos &&
+    if (added.find(marker) != std::string::npos &&
         tokenizer.encode(marker, /*add_special=*/false).size() != 1)
-      throw InputError(where + ": the prompt's chat template marker " + marker + " is no token "
-                       "of this model's tokenizer (it would be read as text; a template of "
-                       "another model family?)");
+      throw InputError(where + ": " + template_name + "'s " + marker + " is no token of this "
+                       "model's tokenizer (it would be read as text; a template of another "
+                       "model family?)");
 }
 
 std::string apply_chat_template(const std::string& template_name, const std::string& user_message) {

@@ -69,11 +69,11 @@ struct ChatTemplateParts {
   std::string before, after;
 };
 ChatTemplateParts chat_template_parts(const std::string& template_name);
-// InputError naming `where` when `prompt` holds a chat template's marker that its family's
-// tokenizers hold as one special token (llama3's <|eot_id|>, chatml's <|im_start|>, glm4's
-// <|user|>) and `tokenizer` has no such token: the model would read it spelt out as text, a
-// template applied to a model not of its family.
-void check_chat_template_tokens(const std::string& prompt, const Tokenizer& tokenizer,
+// InputError naming `where` when the text `template_name` puts around a message holds a marker
+// its family's tokenizers hold as one special token (llama3's <|eot_id|>, chatml's
+// <|im_start|>, glm4's <|user|>) and `tokenizer` has no such token: the model would read it
+// spelt out as text, a template applied to a model not of its family.
+void check_chat_template_tokens(const std::string& template_name, const Tokenizer& tokenizer,
                                 const std::string& where);
 // The names apply_chat_template knows, "none" first.
 const std::vector<std::string>& chat_template_names();

@@ -18,7 +18,7 @@ std::string first_line(const std::string& text) { return text.substr(0, text.fin
 
 std::optional<std::vector<Cell>> suite_cells(const RunInfo& info, int64_t run_id, std::string& why) {
   try {
-    return parse_suite(json::parse(info.suite_json),
+    return parse_stored_suite(json::parse(info.suite_json),
                        "suite " + info.suite + " as stored with run " + std::to_string(run_id))
         .cells();
   } catch (const InputError& e) {

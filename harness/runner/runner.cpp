@@ -197,9 +197,9 @@ std::vector<int> encode_prompt(const LlamaModel& model, const Sample& sample) {
     ids.insert(ids.end(), sample.prompt_ids.begin(), sample.prompt_ids.end());
     return ids;
   }
-  const std::string text = prompt_text(model, sample);
-  check_chat_template_tokens(text, *model.tokenizer, "sample " + sample.id);
-  return model.tokenizer->encode(text, /*add_special=*/true);
+  if (const ChatTemplateChoice choice = chat_template_choice(model, sample); choice.applied)
+    check_chat_template_tokens(choice.name, *model.tokenizer, "sample " + sample.id);
+  return model.tokenizer->encode(prompt_text(model, sample), /*add_special=*/true);
 }
 
 SplitPrompt split_prompt(const LlamaModel& model, const Sample& sample) {
@@ -237,9 +237,14 @@ SplitPrompt split_decoded_end(const LlamaModel& model, const Sample& sample) {
   const size_t anchor = sample.decoded_anchor.empty() ? std::string::npos
                                                       : text.rfind(sample.decoded_anchor);
   if (anchor != std::string::npos) at = std::max(at, anchor);
+  // The references encode the end as a sequence of its own and drop its first token: BOS
+  // where that is the prefix (GLM-4's "[gMASK]<sop>" keeps its <sop>; a tokenizer adding
+  // nothing loses the end's first token, as there).
+  std::vector<int> end = model.tokenizer->encode(text.substr(at), /*add_special=*/true);
+  if (!end.empty()) end.erase(end.begin());
   return SplitPrompt{
       .context = model.tokenizer->encode(text.substr(0, at), /*add_special=*/true),
-      .question = model.tokenizer->encode(text.substr(at), /*add_special=*/false)};
+      .question = std::move(end)};
 }
 
 namespace {

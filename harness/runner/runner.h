@@ -88,8 +88,9 @@ SplitPrompt split_prompt(const LlamaModel& model, const Sample& sample,
                          const std::vector<int>& prompt);
 
 // A sample with a decoded end (Sample::decoded_chars > 0) split as its reference splits it:
-// the prompt text before that end, encoded with BOS, and the end encoded apart without it
-// (its tokens need not be the prompt's own: a tokenizer may begin a text with a space).
+// the prompt text before that end, encoded with BOS, and the end encoded apart, its first
+// token dropped (BOS; its tokens need not be the prompt's own: a tokenizer may begin a text
+// with a space).
 SplitPrompt split_decoded_end(const LlamaModel& model, const Sample& sample);
 
 // Runs one cell on `model`; `on_sample(done, total)` reports progress. Throws on failure, and

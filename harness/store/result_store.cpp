@@ -160,12 +160,13 @@ std::string uri_path(const std::string& path) {
   return out;
 }
 
-// A connection to `path`, created when absent. `immutable`: read-only without SQLite's shared
-// memory file, for a WAL database in a folder this process cannot write (SQLite cannot read
-// it otherwise); it does not see changes a writer has not yet checkpointed.
-// write: created where missing; read: an existing file, never written; immutable: read
-// without locks or a -shm file (a file in a folder this process may not write).
-enum class Open { write, read, immutable };
+// A connection to `path`. write: the file created where absent. existing: the file must
+// exist (read-only where this process may only read it; the caller writes nothing through it,
+// and as a connection that may write, it removes the -wal and -shm files it opened on close).
+// immutable: read-only without SQLite's shared memory file, for a WAL database in a folder
+// this process cannot write (SQLite cannot read it otherwise); it does not see changes a
+// writer has not yet checkpointed.
+enum class Open { write, existing, immutable };
 
 sqlite3* open_database(const std::string& path, Open mode) {
   sqlite3* db = nullptr;
@@ -173,8 +174,9 @@ sqlite3* open_database(const std::string& path, Open mode) {
       mode == Open::immutable
           ? sqlite3_open_v2(("file:" + uri_path(path) + "?immutable=1").c_str(), &db,
                             SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr)
-      : mode == Open::read ? sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr)
-                           : sqlite3_open(path.c_str(), &db);
+      : mode == Open::existing
+          ? sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr)
+          : sqlite3_open(path.c_str(), &db);
   if (rc != SQLITE_OK) {
     const std::string message = db ? sqlite3_errmsg(db) : "out of memory";
     sqlite3_close(db);
@@ -194,7 +196,7 @@ ResultStore::ResultStore(const std::string& path, Access access) : path_(path) {
     if (!parent.empty()) std::filesystem::create_directories(parent, error);
     if (error) throw DatabaseError(path + ": cannot create its folder: " + error.message());
   }
-  db_ = open_database(path, reader ? Open::read : Open::write);
+  db_ = open_database(path, reader ? Open::existing : Open::write);
   if (sqlite3_db_readonly(db_, "main") == 1) {  // a file this process may only read
     try {
       schema_version();
@@ -210,14 +212,15 @@ ResultStore::ResultStore(const std::string& path, Access access) : path_(path) {
     int64_t found = schema_version();
     if (found == 0) refuse_foreign_database();
     if (found > kSchemaVersion) throw newer_schema(found);
-    const bool read_only = sqlite3_db_readonly(db_, "main") == 1;
+    // Nothing written: a reader, or a file this process may only read.
+    const bool read_only = reader || sqlite3_db_readonly(db_, "main") == 1;
     if (read_only && found == 0)
       throw InputError(path + ": no kvbench schema in it (an empty SQLite database)");
-    // A version-4 file this process may only read (show, report, check an archive) is read as
-    // it is: version 5 only added cells.model_fingerprint, which show, report and check do not
-    // read (cell_complete reads none there; merge takes version-5 inputs only). An older one
-    // is migrated in a copy in memory.
-    if (read_only && found < 4) copy_into_memory();
+    // A version-4 file is read as it is (show, report, check an archive): version 5 only added
+    // cells.model_fingerprint, which show, report and check do not read (cell_complete reads
+    // none there; merge takes version-5 inputs only). A reader migrates an older one in a copy
+    // in memory; a writer that may not write it fails to migrate it (an InputError).
+    if (reader && found < 4) copy_into_memory();
     if (!read_only) set_wal_mode();
     exec("PRAGMA foreign_keys=ON; PRAGMA synchronous=NORMAL;");
     // Several processes may open a new or old database at once: creating and migrating
@@ -229,7 +232,7 @@ ResultStore::ResultStore(const std::string& path, Access access) : path_(path) {
     if (found == 4 && !read_only) found = migrate_from_4();
     has_fingerprints_ = found >= 5;
     if (found != kSchemaVersion && found != 4) throw newer_schema(found);
-    if (reader) exec("PRAGMA query_only=1");  // the copy in memory too
+    if (reader) exec("PRAGMA query_only=1");  // the file's connection, or the copy in memory
   } catch (const std::runtime_error& e) {
     sqlite3_close(db_);
     db_ = nullptr;

@@ -70,9 +70,10 @@ class ResultStore {
 
   // Opens (creating the file, its folder and the schema on first use). A database with another
   // schema version is an InputError.
-  // StoreAccess::read (show, report, check, baseline): the file is never written, nor created,
-  // switched to WAL or migrated; a file of an older schema is read from a migrated copy in
-  // memory. Writing through such a store is a DatabaseError (query_only).
+  // Access::read (show, report, check, baseline): the file is never written, nor created,
+  // switched to WAL or migrated, and no -wal or -shm file is left beside it; a file of an older
+  // schema is read from a migrated copy in memory. Writing through such a store is a
+  // DatabaseError (query_only).
   enum class Access { write, read };
   explicit ResultStore(const std::string& path, Access access = Access::write);
   ~ResultStore();

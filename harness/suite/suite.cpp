@@ -287,8 +287,9 @@ void check_suite_name(const std::string& name, const std::string& where) {
 }
 
 // The suite of `written` (the file's JSON after --set overrides), ${SHARED} expanded in its
-// models and dataset params, validated completely.
-Suite validate_suite(const json& written, const std::string& path) {
+// models and dataset params, validated completely; `stored`: a suite stored with an earlier
+// run, its name and repeated axis values as an earlier kvbench took them.
+Suite validate_suite(const json& written, const std::string& path, bool stored) {
   json j = written;
   for (const char* axis : {"models", "datasets"})
     if (j.contains(axis)) j[axis] = with_shared_folder(j[axis]);
@@ -297,7 +298,7 @@ Suite validate_suite(const json& written, const std::string& path) {
   s.source = written;
   JsonFields f(j, at_path(path, "$"));
   f.require("name", s.name);
-  check_suite_name(s.name, f.path("name"));
+  if (!stored) check_suite_name(s.name, f.path("name"));
   f.get("description", s.description);
   f.require("models", s.models);
   for (size_t i = 0; i < s.models.size(); ++i)
@@ -367,15 +368,17 @@ Suite validate_suite(const json& written, const std::string& path) {
     for (const auto& v : values) out.push_back(json(v).dump());
     return out;
   };
-  once_each("budgets", texts(budgets));
-  once_each("seeds", texts(seeds));
-  once_each("models", texts(s.models));
-  once_each("devices", texts(s.devices));
-  once_each("dtypes", texts(s.dtypes));
-  once_each("context_sharing", texts(s.context_sharing));
-  std::vector<std::string> datasets;
-  for (const DatasetSpec& d : s.datasets) datasets.push_back(json{{d.name, d.params}}.dump());
-  once_each("datasets", datasets);
+  if (!stored) {
+    once_each("budgets", texts(budgets));
+    once_each("seeds", texts(seeds));
+    once_each("models", texts(s.models));
+    once_each("devices", texts(s.devices));
+    once_each("dtypes", texts(s.dtypes));
+    once_each("context_sharing", texts(s.context_sharing));
+    std::vector<std::string> datasets;
+    for (const DatasetSpec& d : s.datasets) datasets.push_back(json{{d.name, d.params}}.dump());
+    once_each("datasets", datasets);
+  }
   s.budgets = budgets;
   s.seeds.assign(seeds.begin(), seeds.end());
   std::set<std::string> labels;
@@ -410,10 +413,15 @@ Suite parse_suite(const json& source, const std::string& path,
   std::map<std::string, std::string> flags;  // suite key -> the --set text that replaced it
   for (const auto& o : overrides) flags[apply_override(written, o)] = o;
   try {
-    return validate_suite(written, path);
+    return validate_suite(written, path, /*stored=*/false);
   } catch (const InputError& e) {
     throw blame_override_flag(e, path, flags);
   }
+}
+
+Suite parse_stored_suite(const json& source, const std::string& path) {
+  if (!source.is_object()) throw InputError(at_path(path, "$") + ": expected an object");
+  return validate_suite(source, path, /*stored=*/true);
 }
 
 }  // namespace kvb

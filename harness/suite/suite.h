@@ -84,5 +84,8 @@ std::vector<std::string> builtin_suite_names();
 // Reads, applies `overrides` ("key=v1,v2"), validates. InputError names file, JSON path, expectation.
 Suite load_suite(const std::string& name_or_path, const std::vector<std::string>& overrides = {});
 Suite parse_suite(const json& j, const std::string& path, const std::vector<std::string>& overrides = {});
+// A suite stored with a run (runs.suite_json): as parse_suite, but its name and an axis listing
+// a value twice are taken as the kvbench that ran it took them (rules added since).
+Suite parse_stored_suite(const json& j, const std::string& path);
 
 }  // namespace kvb

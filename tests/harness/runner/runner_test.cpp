@@ -374,21 +374,25 @@ TEST_F(RunnerTest, ATruncatedCheckpointIsRefusedBeforeTheRun) {
 }
 
 // A template's special markers spelt out as text where the model's tokenizer has no such
-// token (llama3's on a SentencePiece model): a different prompt, refused.
+// token (llama3's on a SentencePiece model): a different prompt, refused. The same text in the
+// sample's own words is the sample's.
 TEST(EncodePrompt, AChatTemplateMarkerThatIsNoTokenIsRefused) {
   auto model = LlamaModel::from_reference("kvbench-tiny");
   Sample s;
   s.id = "s";
-  s.prompt = "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>";
+  s.prompt = "Hi";
+  s.chat_template = "auto";
+  model->tokenizer_config = {{"chat_template", "{{ '<|start_header_id|>' + m + '<|eot_id|>' }}"}};
+  ASSERT_EQ(chat_template_choice(*model, s).name, "llama3");
   try {
     encode_prompt(*model, s);
     ADD_FAILURE() << "llama3's markers read as text";
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("sample s: the prompt's chat template marker "
-                                         "<|start_header_id|> is no token"),
+    EXPECT_NE(std::string(e.what()).find("sample s: llama3's <|start_header_id|> is no token"),
               std::string::npos) << e.what();
   }
-  s.prompt = "[INST] Hi [/INST]";  // Llama-2's tags are text in its own tokenizer too
+  s.chat_template = "none";
+  s.prompt = "a quoted <|im_start|> in the sample's text";
   EXPECT_NO_THROW(encode_prompt(*model, s));
 }
 

@@ -182,6 +182,8 @@ TEST(ResultStoreSchema, ReadingNeverWritesTheFile) {
   const std::string current_bytes = file_bytes(current);
   { ResultStore store(current, ResultStore::Access::read); }
   EXPECT_EQ(file_bytes(current), current_bytes);
+  EXPECT_FALSE(std::filesystem::exists(current + "-wal"));  // removed on close, as a writer's
+  EXPECT_FALSE(std::filesystem::exists(current + "-shm"));
   EXPECT_THROW(ResultStore(dir.file("none.db"), ResultStore::Access::read), InputError);
   EXPECT_FALSE(std::filesystem::exists(dir.file("none.db")));
 }
