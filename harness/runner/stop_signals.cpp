@@ -21,8 +21,15 @@ std::atomic<int> g_requested{0};  // lock-free: safe to touch from a signal hand
 
 void on_stop_signal(int signal) {
   const int first = g_requested.exchange(signal);
-  if (first != 0 && signal != SIGUSR1) die_by(signal);  // asked twice: stop now
-  if (first != 0) return;
+  // Asked twice: stop now. A --workers worker gets a terminal's or Slurm's stop twice, sent to
+  // the process group and passed on by its supervisor as SIGUSR1, in either order (SIGUSR1
+  // first where both are pending): one request, the group's signal the one kept. (Taken as a
+  // second, it ended the worker at once and left its cell claimed.)
+  if (first != 0 && first != SIGUSR1 && signal != SIGUSR1) die_by(signal);
+  if (first != 0) {
+    if (signal == SIGUSR1) g_requested = first;
+    return;
+  }
   const char message[] = "\nkvbench: stopping before the next sample (again to stop at once)\n";
   [[maybe_unused]] const ssize_t written = write(STDERR_FILENO, message, sizeof(message) - 1);
 }

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <sstream>
@@ -70,6 +72,33 @@ TEST(SuperviseWorkers, WorkersEndedByTheStopAreNotFailures) {
   EXPECT_EQ(outcome.exit_code, 0);
   EXPECT_EQ(outcome.replaced, 0);  // not started again while stopping
   EXPECT_EQ(log.str().find("exit 138"), std::string::npos) << log.str();
+}
+
+// The stop sent to a run's process group reaches a worker twice: the group's SIGTERM and its
+// supervisor's SIGUSR1, the latter handled first where both are pending (lower number). That
+// was taken as a second request and ended the worker at once, its cell left claimed; a real
+// second request (the group's signal again) still ends it.
+TEST(StopSignalsTest, TheSupervisorsPassOnAndTheGroupsSignalAreOneRequest) {
+  for (const bool again : {false, true}) {
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      const StopSignals stop;
+      raise(SIGUSR1);
+      raise(SIGTERM);
+      if (again) raise(SIGTERM);
+      _exit(StopSignals::requested() == SIGTERM ? 0 : 1);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    if (again) {  // ended at once: by the signal, or 128 + it (raised inside its handler)
+      EXPECT_TRUE((WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) ||
+                  (WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGTERM))
+          << status;
+    } else {
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    }
+  }
 }
 
 }  // namespace
