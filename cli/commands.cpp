@@ -2,7 +2,6 @@
 
 #include <ATen/Parallel.h>
 
-#include <thread>
 
 #include "engine/common/error.h"
 #include "engine/decode_graphs.h"
@@ -40,8 +39,7 @@ int run_selected_command(const CLI::App& app) {
 }
 
 int configure_threads(int requested) {
-  const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
-  const int threads = requested > 0 ? requested : cores;
+  const int threads = requested > 0 ? requested : machine_cores();
   at::set_num_threads(threads);
   return at::get_num_threads();
 }

@@ -8,7 +8,6 @@
 #include <optional>
 #include <set>
 #include <sstream>
-#include <thread>
 
 #include "cli/commands.h"
 #include "engine/device.h"
@@ -74,8 +73,7 @@ WorkerGpus worker_gpus_of(const RunArguments& o) {
 // this process was asked for aside); a stop that left cells undone ends this process by it.
 int run_workers(RunArguments o, const Suite& suite, const RunOptions& options) {
   const WorkerGpus gpus = worker_gpus_of(o);
-  const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
-  if (o.threads <= 0) o.threads = std::max(1, cores / o.workers);
+  if (o.threads <= 0) o.threads = std::max(1, machine_cores() / o.workers);
   const std::vector<Cell> cells =
       options.shard ? cells_of_shard(suite.cells(), *options.shard) : suite.cells();
   RunInfo info = current_run_info(suite, cells, options.command, o.threads);

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
-#include <thread>
 
 #include "cli/commands.h"
 #include "engine/common/error.h"
@@ -82,9 +81,8 @@ void add_train_tiny_command(CLI::App& app, std::vector<Command>& out, const std:
     std::cerr << "threads: " << configure_threads(o->threads) << "\n";
     options.out_dir = o->out_dir;
     options.seed = o->seed;
-    const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
     options.data_threads = o->data_threads > 0 ? o->data_threads
-                           : options.device.is_cuda() ? std::clamp(cores - 2, 1, 8)
+                           : options.device.is_cuda() ? std::clamp(machine_cores() - 2, 1, 8)
                                                       : 1;
     options.sources = o->sources;
     train_tiny_model(options, command_line, std::cerr);

@@ -115,11 +115,13 @@ CLI::Validator non_negative(const std::string& zero_means) {
       "NONNEGATIVE");
 }
 
+int machine_cores() { return int(std::max(1u, std::thread::hardware_concurrency())); }
+
 CLI::Validator thread_count() {
   return CLI::Validator(
       [](std::string& text) -> std::string {
         if (std::string bad = non_negative("all cores")(text); !bad.empty()) return bad;
-        const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+        const int cores = machine_cores();
         // Far beyond the cores a pool only waits and switches (100000 took minutes to start).
         const int most = std::max(256, 4 * cores);
         if (std::strtod(text.c_str(), nullptr) <= most) return "";

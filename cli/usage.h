@@ -21,6 +21,8 @@ std::string usage_error_message(const CLI::App& app, const CLI::ParseError& e);
 // more (0: all cores)".
 CLI::Validator non_negative(const std::string& zero_means = "");
 CLI::Validator positive();
+// The machine's cores (hardware threads), at least 1.
+int machine_cores();
 // --threads: 0 (all cores) up to max(256, 4 x the machine's cores).
 CLI::Validator thread_count();
 CLI::Validator one_of(const std::vector<std::string>& values);

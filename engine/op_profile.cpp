@@ -178,8 +178,7 @@ std::vector<ProfileRow> OpProfile::finish(int64_t steps, const std::string& trac
       result->save(trace_path);
     } catch (const std::exception& e) {
       // Its first line: a c10::Error's message goes on with LibTorch's backtrace.
-      const std::string what = e.what();
-      if (trace_note) *trace_note = what.substr(0, what.find('\n'));
+      if (trace_note) *trace_note = first_line(e.what());
     }
   }
   return rows;

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "engine/common/error.h"
+#include "engine/common/format.h"
 #include "harness/scaleout/shard.h"
 
 namespace kvb {
@@ -208,15 +209,17 @@ CheckReport check_baseline(const ResultStore& store, const json& baseline,
   for (const auto& [key, value] : baseline.items())
     if (key != "format" && key != "tolerances" && key != "cells")
       throw InputError(path + ": $." + key + ": unknown key (expected format, tolerances, cells)");
+  // A tolerance for a metric no cell records (a misspelling) would configure nothing.
+  const auto check_recorded = [&](const std::map<std::string, double>& given,
+                                  const std::string& where) {
+    for (const auto& [name, value] : given)
+      if (name != "default" && !records_metric(baseline["cells"], name))
+        throw InputError(where + name + ": no cell of " + path + " records that metric");
+  };
   std::map<std::string, double> tolerances = read_tolerances(baseline, path);
-  for (const auto& [name, value] : tolerances)
-    if (name != "default" && !records_metric(baseline["cells"], name))
-      throw InputError(path + ": $.tolerances." + name + ": no cell of it records that metric");
-  for (const auto& [name, value] : options.tolerances) {
-    tolerances[name] = value;
-    if (name != "default" && !records_metric(baseline["cells"], name))
-      throw InputError("--tolerance " + name + ": no cell of " + path + " records that metric");
-  }
+  check_recorded(tolerances, path + ": $.tolerances.");
+  check_recorded(options.tolerances, "--tolerance ");
+  for (const auto& [name, value] : options.tolerances) tolerances[name] = value;
   std::map<std::string, StoredCell> actual;
   for (StoredCell& c : stored_cells(store)) actual[c.config] = std::move(c);
   CheckReport report;
@@ -231,11 +234,10 @@ CheckReport check_baseline(const ResultStore& store, const json& baseline,
     seen[key] = true;
     auto it = actual.find(key);
     if (it == actual.end() || it->second.status != "complete") {
-      const std::string& error = it == actual.end() ? "" : it->second.error;
       report.missing.push_back(describe(expected["config"]) +
                                (it == actual.end() ? std::string(": not in the database")
                                                    : ": " + it->second.status + " " +
-                                                         error.substr(0, error.find('\n'))));
+                                                         first_line(it->second.error)));
       continue;
     }
     ++report.compared;
@@ -256,7 +258,8 @@ std::string CheckReport::text() const {
   for (const auto& a : added) out += "note: new cell, not in the baseline: " + a + "\n";
   out += "check: " + std::to_string(compared) + " cells compared, " +
          std::to_string(regressions.size()) + " regressions, " +
-         std::to_string(changes.size() + improvements.size()) + " other changes, " + std::to_string(missing.size()) + " missing, " +
+         std::to_string(changes.size() + improvements.size()) + " other changes, " +
+         std::to_string(missing.size()) + " missing, " +
          std::to_string(added.size()) + " new: " + (passed() ? "PASS" : "FAIL") + "\n";
   if (!changes.empty() || (!improvements.empty() && improvements_fail))
     out += "(an intended change? regenerate the baseline with `kvbench baseline` and commit it "

@@ -137,7 +137,8 @@ const std::map<std::string, std::map<std::string, std::string>> kDecodedAnchors 
      {{"qasper", "Question:"}, {"hotpotqa", "Question:"}, {"2wikimqa", "Question:"},
       {"musique", "Question:"}, {"multifieldqa_en", "Now,"}, {"gov_report", "Now,"},
       {"qmsum", "Now,"}, {"triviaqa", "Answer the question"},
-      {"narrativeqa", "Do not provide"}, {"passage_retrieval_en", "The following is an abstract."}}}};
+      {"narrativeqa", "Do not provide"},
+      {"passage_retrieval_en", "The following is an abstract."}}}};
 
 std::vector<std::string> anchored_tasks(const std::string& script) {
   std::vector<std::string> tasks;
@@ -250,6 +251,12 @@ class LongBench : public Dataset {
   std::vector<Sample> samples(const Tokenizer& tokenizer, uint64_t /*seed*/) const override {
     std::vector<Sample> out;
     const std::vector<LongBenchRecord> records = read_longbench_jsonl(params_.file(), params_.samples);
+    // ClusterKV's pred.py leaves triviaqa out of THUDM's unwrapped tasks.
+    const bool wrapped =
+        task_.chat_template || (params_.pred_script == "clusterkv" && name_ == "triviaqa");
+    const bool named = params_.chat_template != "auto" && params_.chat_template != "reference";
+    if (wrapped && named)
+      check_chat_template_tokens(params_.chat_template, tokenizer, "chat_template");
     for (const LongBenchRecord& r : records) {
       Sample s;
       s.id = r.id;
@@ -261,18 +268,16 @@ class LongBench : public Dataset {
       const std::string tail = longbench_question_tail(task_.prompt, r.input);
       const bool marked = !tail.empty() && ends_with(s.prompt, tail);
       if (marked) s.question_offset = s.prompt.size() - tail.size();
-      // ClusterKV's pred.py leaves triviaqa out of THUDM's unwrapped tasks.
-      if (task_.chat_template || (params_.pred_script == "clusterkv" && name_ == "triviaqa")) {
-        if (params_.chat_template == "auto" || params_.chat_template == "reference") {
+      if (wrapped) {
+        if (!named) {
           s.chat_template = "auto";  // the runner's model's
           // pred.py, KVCache-Factory's run_longbench.py and AdaKV's pred.py wrap no Mistral
           // prompt (they name Llama-2, Llama-3 or LongChat/Vicuna models only).
           if (params_.chat_template == "reference") s.auto_chat_unwrapped = {"mistral"};
         } else {
-          check_chat_template_tokens(params_.chat_template, tokenizer, "chat_template");
-          const std::string wrapped = apply_chat_template(params_.chat_template, s.prompt);
-          if (marked) s.question_offset += wrapped.find(s.prompt);  // the template wraps it
-          s.prompt = wrapped;
+          const std::string around = apply_chat_template(params_.chat_template, s.prompt);
+          if (marked) s.question_offset += around.find(s.prompt);  // the template wraps it
+          s.prompt = around;
         }
       }
       if (const auto script = kDecodedAnchors.find(params_.pred_script);

@@ -20,6 +20,9 @@ std::vector<std::string> split(const std::string& text, char sep);
 // The parts with `sep` between them.
 std::string join(const std::vector<std::string>& parts, const std::string& sep);
 
+// `text` up to its first newline (a stored error or a LibTorch message, for one-line lists).
+inline std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
 // Quotes `s` for a POSIX shell (single quotes).
 std::string shell_quote(const std::string& s);
 // `s` as one shell word: as it is where nothing in it is special to a shell (letters, digits,

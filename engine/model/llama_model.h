@@ -111,17 +111,17 @@ struct LlamaModel {
   at::ScalarType dtype() const { return embed.scalar_type(); }
 };
 
+// Opens the checkpoint of folder `dir` as LlamaModel::load does, without loading a tensor: its
+// files and index, each safetensors header (lengths, dtypes, offsets within the file). An
+// InputError naming the file where load would refuse them; cheap (a map of each header).
+void check_checkpoint_files(const std::string& dir);
+
 // Writes `model` as a Hugging Face folder `dir`: config.json, model.safetensors (or, with
 // shards > 1, model-0000i-of-0000N.safetensors plus model.safetensors.index.json),
 // tokenizer.json and tokenizer_config.json. Weights are stored as `dtype` (F32, F16 or BF16).
 // Everything is written into a temp folder beside `dir`, then renamed into place, so `dir` is
 // either complete or untouched; `dir` must not exist or be an empty folder (else InputError).
 // `extra_json` adds files (name -> content) to the folder, e.g. a training record.
-// Opens the checkpoint of folder `dir` as LlamaModel::load does, without loading a tensor: its
-// files and index, each safetensors header (lengths, dtypes, offsets within the file). An
-// InputError naming the file where load would refuse them; cheap (a map of each header).
-void check_checkpoint_files(const std::string& dir);
-
 void save_model(const LlamaModel& model, const std::string& dir, int shards = 1,
                 at::ScalarType dtype = at::kFloat,
                 const std::map<std::string, nlohmann::json>& extra_json = {});

@@ -109,7 +109,7 @@ void print_run(const ResultStore& store, int64_t run_id, std::ostream& out) {
     if (cell.status == "failed")  // one line each, the cell named as its row
       errors.push_back(cell.method + " @ " +
                        (cell.budget ? std::to_string(*cell.budget) : std::string("-")) + " on " +
-                       cell.dataset + ": " + cell.error.substr(0, cell.error.find('\n')));
+                       cell.dataset + ": " + first_line(cell.error));
     models.insert(cell.model);
     const json config = stored_object(cell.config_json);
     rows.push_back({cell.method, cell.budget ? std::to_string(*cell.budget) : "-",

@@ -8,13 +8,11 @@
 #include <set>
 
 #include "engine/common/error.h"
+#include "engine/common/format.h"
 #include "harness/suite/suite.h"
 
 namespace kvb {
 namespace {
-
-// The first line of a stored error, for a one-line list entry.
-std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
 std::optional<std::vector<Cell>> suite_cells(const RunInfo& info, int64_t run_id, std::string& why) {
   try {

@@ -186,7 +186,9 @@ ChatTemplateChoice chat_template_choice(const LlamaModel& model, const Sample& s
 
 std::string prompt_text(const LlamaModel& model, const Sample& sample) {
   const ChatTemplateChoice choice = chat_template_choice(model, sample);
-  return choice.applied ? apply_chat_template(choice.name, sample.prompt) : sample.prompt;
+  if (!choice.applied) return sample.prompt;
+  check_chat_template_tokens(choice.name, *model.tokenizer, "sample " + sample.id);
+  return apply_chat_template(choice.name, sample.prompt);
 }
 
 std::vector<int> encode_prompt(const LlamaModel& model, const Sample& sample) {
@@ -197,8 +199,6 @@ std::vector<int> encode_prompt(const LlamaModel& model, const Sample& sample) {
     ids.insert(ids.end(), sample.prompt_ids.begin(), sample.prompt_ids.end());
     return ids;
   }
-  if (const ChatTemplateChoice choice = chat_template_choice(model, sample); choice.applied)
-    check_chat_template_tokens(choice.name, *model.tokenizer, "sample " + sample.id);
   return model.tokenizer->encode(prompt_text(model, sample), /*add_special=*/true);
 }
 

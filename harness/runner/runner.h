@@ -68,7 +68,9 @@ struct ChatTemplateChoice {
   bool applied;         // false for "none" and for a family the dataset leaves unwrapped
 };
 ChatTemplateChoice chat_template_choice(const LlamaModel& model, const Sample& sample);
-// A sample's prompt text as the model reads it: its chat template applied (before BOS).
+// A sample's prompt text as the model reads it: its chat template applied (before BOS); an
+// InputError where the template's markers are no tokens of the model's tokenizer
+// (check_chat_template_tokens).
 std::string prompt_text(const LlamaModel& model, const Sample& sample);
 // A sample's prompt as the runner feeds it: its chat template applied, BOS added (or BOS and
 // its prompt_ids, where the dataset gives the tokens).
