@@ -54,7 +54,7 @@ class CommonWords : public RulerTask {
  public:
   using RulerTask::RulerTask;
 
-  std::vector<Sample> samples(const Tokenizer& tokenizer, uint64_t seed) const override {
+  std::vector<Sample> task_samples(const Tokenizer& tokenizer, uint64_t seed) const override {
     const WordLists lists = WordLists::load(params_.wordlist_dir);
     std::set<std::string> unique(lists.nouns.begin(), lists.nouns.end());
     unique.insert(lists.adjectives.begin(), lists.adjectives.end());

@@ -65,7 +65,7 @@ class FrequentWords : public RulerTask {
  public:
   using RulerTask::RulerTask;
 
-  std::vector<Sample> samples(const Tokenizer& tokenizer, uint64_t seed) const override {
+  std::vector<Sample> task_samples(const Tokenizer& tokenizer, uint64_t seed) const override {
     std::optional<int64_t> task_size;  // generator ruler: the task's size, from a probe sample
     if (ruler_generator()) {
       std::mt19937_64 probe_rng(probe_seed(seed));

@@ -94,7 +94,7 @@ class Niah : public RulerTask {
   Niah(const std::string& name, const NiahSpec& spec, const RulerParams& p)
       : RulerTask(p), name_(name), spec_(spec) {}
 
-  std::vector<Sample> samples(const Tokenizer& tokenizer, uint64_t seed) const override {
+  std::vector<Sample> task_samples(const Tokenizer& tokenizer, uint64_t seed) const override {
     WordLists words;
     if (!params_.wordlist_dir.empty()) words = WordLists::load(params_.wordlist_dir);
     EssayWords essay;

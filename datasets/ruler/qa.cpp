@@ -141,7 +141,7 @@ class QuestionAnswering : public RulerTask {
  public:
   QuestionAnswering(const std::string& name, const RulerParams& p) : RulerTask(p), name_(name) {}
 
-  std::vector<Sample> samples(const Tokenizer& tokenizer, uint64_t seed) const override {
+  std::vector<Sample> task_samples(const Tokenizer& tokenizer, uint64_t seed) const override {
     const QaFile file = name_ == "qa_1" ? read_squad(params_.data_file)
                                         : read_hotpotqa(params_.data_file);
     if (int64_t(file.questions.size()) < params_.samples)

@@ -112,6 +112,11 @@ std::string ruler_singular(std::string text) {
 
 }  // namespace
 
+std::vector<Sample> RulerTask::samples(const Tokenizer& tokenizer, uint64_t seed) const {
+  check_chat_template_tokens(params_.chat_template, tokenizer, "chat_template");
+  return task_samples(tokenizer, seed);
+}
+
 ChatTemplateParts RulerTask::template_parts(const RulerPrompt& prompt) const {
   ChatTemplateParts parts = chat_template_parts(params_.chat_template);
   if (prompt.singular && ruler_generator()) {

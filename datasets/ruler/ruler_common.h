@@ -133,10 +133,14 @@ std::string random_value(std::mt19937_64& rng, const std::string& kind, const Wo
 class RulerTask : public Dataset {
  public:
   explicit RulerTask(RulerParams p) : params_(std::move(p)) {}
+  // The task's samples, once its chat template is known to suit the tokenizer
+  // (check_chat_template_tokens: llama3's markers on a model without them are refused).
+  std::vector<Sample> samples(const Tokenizer& tokenizer, uint64_t seed) const final;
   double score(const Sample& sample, const std::string& prediction) const override;
   std::string metric_name() const override { return "string_match_all"; }
 
  protected:
+  virtual std::vector<Sample> task_samples(const Tokenizer& tokenizer, uint64_t seed) const = 0;
   bool ruler_generator() const { return params_.generator == "ruler"; }
   // The chat template's text before and after the user turn (RULER's model template), singular
   // where the prompt is (generator ruler).

@@ -90,7 +90,7 @@ class VariableTracking : public RulerTask {
  public:
   using RulerTask::RulerTask;
 
-  std::vector<Sample> samples(const Tokenizer& tokenizer, uint64_t seed) const override {
+  std::vector<Sample> task_samples(const Tokenizer& tokenizer, uint64_t seed) const override {
     std::mt19937_64 rng(seed);
     const bool ruler = ruler_generator();
     const RulerExample shape = ruler ? ruler_example(tokenizer, rng()) : RulerExample{};

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "engine/common/error.h"
@@ -202,8 +203,8 @@ const std::vector<ConfigKey>& key_table() {
       // Known not to change greedy inference.
       {"transformers_version", false, "bookkeeping"},
       {"_name_or_path", false, "bookkeeping"},
-      {"torch_dtype", false, "storage dtype; kvbench computes in --dtype"},
-      {"dtype", false, "storage dtype (transformers >= 5); kvbench computes in --dtype"},
+      {"torch_dtype", true, "storage dtype, a torch dtype name; kvbench computes in --dtype"},
+      {"dtype", true, "storage dtype (transformers >= 5); must agree with torch_dtype"},
       {"use_cache", false, "kvbench always caches KV"},
       {"initializer_range", false, "training only"},
       {"attention_dropout", false, "training only (no dropout at inference)"},
@@ -459,6 +460,26 @@ int read_sliding_window(const ModelConfig& c, const Fields& f, const std::string
   return 0;
 }
 
+// config.json's storage dtype ("torch_dtype", "dtype" since transformers 5): kvbench reads each
+// tensor's dtype from the safetensors header, so the value changes nothing, but a value that
+// is no torch dtype (transformers' getattr(torch, name) would fail on it) is refused rather
+// than read without being understood, as are the two keys disagreeing.
+void check_storage_dtype(const Fields& f) {
+  static const std::set<std::string> torch_names = {
+      "float32", "float64", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2",
+      "float8_e4m3fnuz", "float8_e5m2fnuz", "int8", "uint8", "int16", "int32", "int64", "bool"};
+  std::string stated;
+  for (const char* field : {"torch_dtype", "dtype"}) {
+    if (!f.find(field)) continue;
+    const std::string name = f.string(field);
+    if (!torch_names.count(name))
+      f.fail(field, "'" + name + "' is no torch dtype name (float32, float16, bfloat16, ...)");
+    if (!stated.empty() && name != stated)
+      f.fail(field, "'" + name + "' disagrees with torch_dtype '" + stated + "'");
+    stated = name;
+  }
+}
+
 void require_value(const Fields& f, const char* field, bool must_be) {
   if (f.boolean(field, must_be) != must_be)
     f.fail(field, std::string("must be ") + (must_be ? "true" : "false") + " (not implemented)");
@@ -541,6 +562,7 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& path, bool 
     f.fail("hidden_act", "unsupported '" + act + "' (supported: silu, swish)");
   require_value(f, "is_encoder_decoder", false);
   require_value(f, "add_cross_attention", false);
+  check_storage_dtype(f);
   c.sliding_window = read_sliding_window(c, f, path);
   c.bos_token_id = f.integer("bos_token_id", -1);
   c.eos_token_ids = f.find("eos_token_id") ? f.integers("eos_token_id") : defaults.eos_token_ids;

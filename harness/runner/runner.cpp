@@ -445,6 +445,7 @@ CellResult run_cell(const Cell& cell, const LlamaModel& model,
     options.cuda_graphs = cuda_graphs;
     Session session(model, *method, options);
     const std::vector<int> prompt = encode_prompt(model, sample);
+    int64_t prompt_length = int64_t(prompt.size());  // the tokens the session reads
     const int max_new = cell.max_new_tokens > 0 ? cell.max_new_tokens : sample.max_new_tokens;
     const bool chat = !sample.follow_ups.empty();
     SampleOutcome outcome;
@@ -458,8 +459,9 @@ CellResult run_cell(const Cell& cell, const LlamaModel& model,
       check_same_context(sample, split, shared_contexts);
       outcome = answer_after_context(*dataset, sample, model, session, split, max_new, chat);
     } else if (sample.decoded_chars > 0) {
-      outcome = answer_after_context(*dataset, sample, model, session,
-                                     split_decoded_end(model, sample), max_new, chat);
+      const SplitPrompt split = split_decoded_end(model, sample);  // encoded apart: other tokens
+      prompt_length = int64_t(split.context.size() + split.question.size());
+      outcome = answer_after_context(*dataset, sample, model, session, split, max_new, chat);
     } else {
       outcome = answer(*dataset, sample, model, session, session.prefill(prompt), max_new, chat);
     }
@@ -467,7 +469,7 @@ CellResult run_cell(const Cell& cell, const LlamaModel& model,
     std::vector<std::pair<Sample, SampleOutcome>> answered = {{sample, outcome}};
     for (auto& turn : answer_follow_ups(*dataset, sample, model, session, cell.max_new_tokens))
       answered.push_back(std::move(turn));
-    totals.prompt_tokens += int64_t(prompt.size());
+    totals.prompt_tokens += prompt_length;
     totals.add(session);
     for (const auto& [name, value] : method->counters()) {
       method_counters[name].first += value;
@@ -477,7 +479,7 @@ CellResult run_cell(const Cell& cell, const LlamaModel& model,
       score_sum += result_of.score;
       ++questions;
       result.samples.push_back(SampleRow{.sample_id = asked.id,
-                                         .input_length = int64_t(prompt.size()),
+                                         .input_length = prompt_length,
                                          .prediction = result_of.prediction,
                                          .answers_json = json(asked.answers).dump(),
                                          .score = result_of.score});

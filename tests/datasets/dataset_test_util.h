@@ -1,11 +1,13 @@
 // Helpers for the dataset tests: registry lookup, the two test tokenizers.
 #pragma once
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "datasets/dataset.h"
+#include "engine/common/error.h"
 #include "engine/model/llama_model.h"
 #include "tests/test_util.h"
 
@@ -21,6 +23,16 @@ inline std::unique_ptr<Dataset> make_dataset(const std::string& name, const json
 inline const Tokenizer& byte_tokenizer() {
   static const std::shared_ptr<LlamaModel> model = LlamaModel::from_reference("random-tiny");
   return *model->tokenizer;
+}
+
+// The message of the InputError `f` throws, or "no error".
+inline std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "no error";
 }
 
 inline int64_t token_count(const Tokenizer& t, const std::string& text) {

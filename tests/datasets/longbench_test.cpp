@@ -16,18 +16,11 @@ namespace kvb {
 namespace {
 
 using test::byte_tokenizer;
+using test::error_of;
 using test::make_dataset;
 
 const std::string kFixtures = std::string(KVBENCH_SOURCE_DIR) + "/tests/data/longbench";
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 TEST(LongBenchConfig, All21DatasetsHaveATemplateAndLength) {
   ASSERT_EQ(longbench_datasets().size(), 21u);

@@ -10,11 +10,13 @@
 #include "datasets/ruler/ruler_common.h"
 #include "engine/common/error.h"
 #include "tests/datasets/dataset_test_util.h"
+#include "tests/engine/tokenizer/fixtures.h"
 
 namespace kvb {
 namespace {
 
 using test::byte_tokenizer;
+using test::error_of;
 using test::make_dataset;
 using test::token_count;
 
@@ -176,12 +178,31 @@ TEST(RulerGenerators, VtIsRulersExampleAndChain) {
   EXPECT_GT(noise, 5);
 }
 
+// The byte-level BPE fixture with llama3's chat markers as special tokens.
+const Tokenizer& llama3_marked_tokenizer() {
+  static const std::unique_ptr<Tokenizer> tokenizer = [] {
+    json t = tokenizer_test::byte_level_tokenizer_json(/*llama3=*/true);
+    for (const auto& [id, marker] : {std::pair<int, const char*>{269, "<|start_header_id|>"},
+                                     {270, "<|end_header_id|>"}})
+      t["added_tokens"].push_back({{"id", id}, {"content", marker}, {"single_word", false},
+                                   {"lstrip", false}, {"rstrip", false}, {"normalized", false},
+                                   {"special", true}});
+    return Tokenizer::from_json(t, json::object(), "llama3-marked");
+  }();
+  return *tokenizer;
+}
+
 // RULER's model templates wrap the task's text (prepare.py: model_template.format(task) +
 // answer_prefix), vt's worked example inside the user turn, and count in the length.
 TEST(RulerGenerators, AChatTemplateWrapsTheUserTurnBeforeTheAnswerPrefix) {
   json p = params_for("", 2048, 1);
   p["chat_template"] = "llama3";
-  const Sample fwe = make_dataset("fwe", p)->samples(byte_tokenizer(), 2).at(0);
+  // llama3's markers are no tokens of the byte tokenizer: the model would read them spelt out.
+  for (const char* task : {"fwe", "vt"})  // every task samples through RulerTask::samples
+    EXPECT_NE(error_of([&] { make_dataset(task, p)->samples(byte_tokenizer(), 2); })
+                  .find("chat_template: llama3's <|start_header_id|> is no token"),
+              std::string::npos) << task;
+  const Sample fwe = make_dataset("fwe", p)->samples(llama3_marked_tokenizer(), 2).at(0);
   const std::string user = "<|start_header_id|>user<|end_header_id|>\n\n";
   EXPECT_EQ(fwe.prompt.rfind(user + "Read the following coded text", 0), 0u) << fwe.prompt.substr(0, 80);
   const std::string end = "?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n Answer: "
@@ -190,7 +211,7 @@ TEST(RulerGenerators, AChatTemplateWrapsTheUserTurnBeforeTheAnswerPrefix) {
   ASSERT_GE(fwe.prompt.size(), end.size());
   EXPECT_EQ(fwe.prompt.substr(fwe.prompt.size() - end.size()), end);
   EXPECT_EQ(fwe.prompt.substr(fwe.question_offset, 11), "\nQuestion: ");
-  expect_fits("fwe", p, byte_tokenizer());
+  expect_fits("fwe", p, llama3_marked_tokenizer());
 
   p["chat_template"] = "llama2";
   const Sample vt = make_dataset("vt", p)->samples(byte_tokenizer(), 2).at(0);

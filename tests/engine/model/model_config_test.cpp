@@ -341,6 +341,25 @@ TEST(ModelConfig, KnownInertKeysOfRealCheckpointsAreAccepted) {
   for (const ConfigKey& k : config_key_table()) EXPECT_TRUE(k.why && *k.why) << k.key;
 }
 
+TEST(ModelConfig, StorageDtypeMustBeATorchDtypeAndAgree) {
+  json j = llama();
+  j["torch_dtype"] = nullptr;  // transformers writes null for a config made without one
+  EXPECT_NO_THROW(ModelConfig::from_json(j, kPath));
+  j["torch_dtype"] = "banana";
+  std::string msg = error_of(j);
+  EXPECT_NE(msg.find("torch_dtype"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'banana' is no torch dtype name"), std::string::npos) << msg;
+  j["torch_dtype"] = 16;
+  EXPECT_NE(error_of(j).find("must be a string"), std::string::npos);
+  j["torch_dtype"] = "float16";
+  j["dtype"] = "bfloat16";
+  msg = error_of(j);
+  EXPECT_NE(msg.find("field 'dtype'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("disagrees with torch_dtype 'float16'"), std::string::npos) << msg;
+  j["dtype"] = "float16";
+  EXPECT_NO_THROW(ModelConfig::from_json(j, kPath));
+}
+
 TEST(ModelConfig, Qwen3AndGlmArchitectures) {
   json q = llama();
   q["model_type"] = "qwen3";

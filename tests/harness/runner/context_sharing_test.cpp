@@ -110,6 +110,39 @@ TEST(ContextSharing, ADecodedEndIsCutAsItsReferenceCutsIt) {
   }
 }
 
+// A decoded end's sample reads its context and its end encoded apart: its input length (and the
+// cell's prompt_tokens) counts those tokens, not the whole prompt's encoding.
+TEST(ContextSharing, ADecodedEndsInputLengthIsTheTokensRead) {
+  auto model = LlamaModel::from_reference("kvbench-tiny");
+  const DatasetInfo& dataset = dataset_registry().get("longbench", "test");
+  const json params = dataset.normalise_params(
+      {{"dataset", "hotpotqa"},
+       {"data_dir", std::string(KVBENCH_SOURCE_DIR) + "/tests/data/longbench/good"},
+       {"pred_script", "quest"}},
+      "test");
+  const MethodInfo& full = method_registry().get("full", "test");
+  const Cell cell{.model = "kvbench-tiny",
+                  .dataset = {.name = "longbench", .params = params},
+                  .method = {.name = "full", .label = "full",
+                             .config = full.normalise_config(json::object(), "test")},
+                  .max_new_tokens = 1};
+  const std::vector<Sample> samples = dataset.create(params)->samples(*model->tokenizer, 0);
+  const CellResult result = run_cell(cell, *model, [](int, int) {});
+  ASSERT_EQ(result.samples.size(), samples.size());
+  ASSERT_FALSE(samples.empty());
+  double total = 0;
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const SplitPrompt split = split_decoded_end(*model, samples[i]);
+    const int64_t read = int64_t(split.context.size() + split.question.size());
+    EXPECT_EQ(result.samples[i].input_length, read) << samples[i].id;
+    EXPECT_NE(read, int64_t(encode_prompt(*model, samples[i]).size())) << samples[i].id;
+    total += double(read);
+  }
+  for (const MetricRow& m : result.metrics)
+    if (m.name == "prompt_tokens" && !m.sample_id)
+      EXPECT_DOUBLE_EQ(m.value, total / double(samples.size()));
+}
+
 // Full KV: reading the question after the context (decode path) gives the answers of reading
 // it with the context (one prefill), token for token.
 TEST(ContextSharing, FullAttentionAnswersTheSameWithAndWithoutSharing) {
