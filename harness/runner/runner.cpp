@@ -399,20 +399,21 @@ void add_sdpa_reference(std::vector<MetricRow>& out, const LlamaModel& model,
                           .value = double(context), .unit = "tokens"});
 }
 
-// A method counter of a cell (sums and sample counts by name): the mean over the samples that
-// reported it, except the cache hit rate, which is the cell's hits over its lookups (a mean of
-// the samples' rates would weigh a sample of few lookups as one of many).
+}  // namespace
+
 double pooled_counter(const std::map<std::string, std::pair<double, int>>& sums,
                       const std::string& name) {
-  const auto hits = sums.find("cache_hits"), lookups = sums.find("cache_lookups");
-  if (name == "cache_hit_rate" && hits != sums.end() && lookups != sums.end() &&
-      lookups->second.first > 0)
-    return hits->second.first / lookups->second.first;
+  static const std::map<std::string, std::pair<std::string, std::string>> rates = {
+      {"cache_hit_rate", {"cache_hits", "cache_lookups"}},
+      {"fetched_bytes_per_step", {"fetched_bytes", "fetch_steps"}}};
+  if (const auto rate = rates.find(name); rate != rates.end()) {
+    const auto num = sums.find(rate->second.first), den = sums.find(rate->second.second);
+    if (num != sums.end() && den != sums.end() && den->second.first > 0)
+      return num->second.first / den->second.first;
+  }
   const auto& [sum, samples] = sums.at(name);
   return sum / double(samples);
 }
-
-}  // namespace
 
 CellResult run_cell(const Cell& cell, const LlamaModel& model,
                     const std::function<void(int, int)>& on_sample, const ModelView* view,

@@ -95,6 +95,14 @@ SplitPrompt split_prompt(const LlamaModel& model, const Sample& sample,
 // with a space).
 SplitPrompt split_decoded_end(const LlamaModel& model, const Sample& sample);
 
+// A method counter of a cell from its samples' (`sums`: by name, the sum and the number of
+// samples that reported it): the mean over those samples, except a rate, which is the cell's
+// numerator over its denominator: the cache hit rate its hits over its lookups, the bytes
+// fetched per step its bytes over its steps (a mean of the samples' rates would weigh a sample
+// of few lookups or steps as one of many).
+double pooled_counter(const std::map<std::string, std::pair<double, int>>& sums,
+                      const std::string& name);
+
 // Runs one cell on `model`; `on_sample(done, total)` reports progress. Throws on failure, and
 // RunStopped before a sample once StopSignals has a stop request.
 // `view`: what methods see of the model, kept across cells (null: one per sample).

@@ -98,7 +98,11 @@ std::map<std::string, double> RetrievalMethod::counters() const {
   const double fetched =
       fetched_bytes_ + (device_fetched_bytes_.defined() ? device_fetched_bytes_.item<double>() : 0.0);
   // A sample the method never compressed fetched nothing: it reports none.
-  if (steps_ > 0 && fetched > 0) c["fetched_bytes_per_step"] = fetched / double(steps_);
+  if (steps_ > 0 && fetched > 0) {
+    c["fetched_bytes"] = fetched;
+    c["fetch_steps"] = double(steps_);
+    c["fetched_bytes_per_step"] = fetched / double(steps_);
+  }
   c["index_bytes"] = double(std::accumulate(index_bytes_.begin(), index_bytes_.end(), int64_t(0)));
   if (cache_lookups_ > 0) {
     const double hits = double(cache_hits_) +

@@ -66,5 +66,56 @@ TEST(MethodCounters, AnUncompressedSampleLeavesTheHitRateAlone) {
   }
 }
 
+// Two samples: 100 bytes in 1 step and 900 bytes in 9 steps. The cell fetched 1000 bytes in 10
+// steps, 100 a step (the mean of the samples' rates, 100 and 100, agrees here); 100 bytes in 1
+// step and 100 in 9: 200 over 10, 20 a step, where the mean of 100 and 11.1 would be 55.6.
+TEST(MethodCounters, RatesArePooledOverTheCell) {
+  using Sums = std::map<std::string, std::pair<double, int>>;
+  const Sums sums = {{"fetched_bytes", {200, 2}},
+                     {"fetch_steps", {10, 2}},
+                     {"fetched_bytes_per_step", {100 + 100.0 / 9, 2}},
+                     {"cache_hits", {3, 2}},
+                     {"cache_lookups", {4, 2}},
+                     {"cache_hit_rate", {1 + 0.5 / 3, 2}},
+                     {"index_bytes", {30, 2}}};
+  EXPECT_DOUBLE_EQ(pooled_counter(sums, "fetched_bytes_per_step"), 20);
+  EXPECT_DOUBLE_EQ(pooled_counter(sums, "cache_hit_rate"), 0.75);
+  EXPECT_DOUBLE_EQ(pooled_counter(sums, "index_bytes"), 15);
+  EXPECT_DOUBLE_EQ(pooled_counter(sums, "fetched_bytes"), 100);
+}
+
+// The bytes fetched per step are the cell's bytes over its steps, as the hit rate is its hits
+// over its lookups: two compressed samples whose answers end after different step counts.
+TEST(MethodCounters, FetchedBytesPerStepIsTheCellsBytesOverItsSteps) {
+  test::TempDir dir;
+  std::string a, b;
+  for (int i = 0; i < 300; ++i) a += "the cat sat on the mat and looked at the door. ";
+  for (int i = 0; i < 200; ++i) b += "a dog ran to the red barn, then slept. ";
+  {
+    std::ofstream out(dir.file("trec.jsonl"));
+    for (const auto& [id, context] : {std::pair<std::string, std::string>{"a", a}, {"b", b}})
+      out << json{{"input", "What?"}, {"context", context}, {"answers", {"yes"}},
+                  {"length", 3}, {"dataset", "trec"}, {"language", "en"},
+                  {"all_classes", {"yes", "no"}}, {"_id", id}}
+                 .dump()
+          << "\n";
+  }
+  auto model = LlamaModel::from_reference("kvbench-tiny");
+  const json params = dataset_registry().get("longbench", "test").normalise_params(
+      {{"dataset", "trec"}, {"data_dir", dir.path()}}, "test");
+  const Cell cell{.model = "kvbench-tiny",
+                  .dataset = {.name = "longbench", .params = params},
+                  .method = {.name = "pqcache", .label = "pqcache",
+                             .config = method_registry().get("pqcache", "test").normalise_config(
+                                 json::object(), "test")},
+                  .budget = 80,
+                  .max_new_tokens = 8};
+  const std::map<std::string, double> m = cell_metrics(run_cell(cell, *model, [](int, int) {}));
+  // Both are means over the same two samples: their ratio is the sums' ratio.
+  EXPECT_NEAR(m.at("method.fetched_bytes_per_step"),
+              m.at("method.fetched_bytes") / m.at("method.fetch_steps"),
+              1e-9 * m.at("method.fetched_bytes_per_step"));
+}
+
 }  // namespace
 }  // namespace kvb
