@@ -64,6 +64,8 @@ void list_datasets() {
               << (d->questions_per_context.empty()
                       ? "no (its samples do not mark their question)"
                       : "per_sample; questions per context: " + d->questions_per_context)
+              << (d->reference_shares_context ? " (the reference's way: a suite must state it)"
+                                              : "")
               << "\n";
     std::cout << "    defaults: " << d->default_params().dump() << "\n";
     if (!d->required_params.empty()) {

@@ -103,6 +103,10 @@ struct DatasetInfo {
   // (kvbench list datasets); "" when its samples do not mark their question (question_offset),
   // so it cannot share contexts.
   std::string questions_per_context;
+  // Whether its reference prefills (and compresses) a context before reading the questions
+  // about it (SCBench): a suite must then state context_sharing, since the default "none"
+  // prefills each question with its context, which the reference never does.
+  bool reference_shares_context = false;
   // Params without a default, which a suite must give (shown by `kvbench list datasets`).
   std::vector<std::string> required_params;
   // Every other param with its default (`kvbench list datasets`).
@@ -118,7 +122,9 @@ struct DatasetInfo {
   // an earlier revision is redone, never mixed with the new one. Null: 0. History, under
   // generator ruler: niah 1 (2026-11-29, niah.py's essay joins and depths, its singular
   // template); niah 2, vt, cwe and fwe 1 (2026-11-30, RULER's sizing of a task); perplexity 1
-  // (2026-11-29, a cell's score pooled over its tokens, not its windows' mean).
+  // (2026-11-29, a cell's score pooled over its tokens, not its windows' mean); scbench 1
+  // (2026-11-30, multi_turn's first question in the shared context, no cut where max_length
+  // leaves no room for one, as run_scbench.py).
   std::function<int(const json& params)> revision;
   int sort_key() const { return 0; }
 };

@@ -21,20 +21,25 @@ at::Tensor chunked_causal_attention(const at::Tensor& q, const at::Tensor& k, co
       std::max<int64_t>(1, std::min<int64_t>(L, score_bytes / (int64_t(sizeof(float)) * Hq * L)));
   const double scale = 1.0 / std::sqrt(double(d));
   at::Tensor out = at::empty({Hkv, g, L, d}, q.options());
+  // Scores, softmax and P.V in fp32 whatever the model's dtype (widened as read), as the decode
+  // kernels compute them: a 16-bit product would round the scores (and P) first, so a token
+  // would be attended otherwise prefilled than decoded (context_sharing's two ways of reading
+  // one prompt would differ under bf16).
+  const at::ScalarType score_type = attention_score_type(q);
+  const at::Tensor k_scores = k.to(score_type), v_scores = v.to(score_type);
   at::Tensor q_grouped = q.view({Hkv, g, L, d});
   for (int64_t c0 = 0; c0 < L; c0 += chunk) {
     const int64_t n = std::min(chunk, L - c0), keys = c0 + n;
-    at::Tensor qc = q_grouped.narrow(2, c0, n).reshape({Hkv, g * n, d});
-    at::Tensor scores = at::bmm(qc, k.narrow(1, 0, keys).transpose(1, 2))
-                            .to(attention_score_type(q))
+    at::Tensor qc = q_grouped.narrow(2, c0, n).reshape({Hkv, g * n, d}).to(score_type);
+    at::Tensor scores = at::bmm(qc, k_scores.narrow(1, 0, keys).transpose(1, 2))
                             .mul_(scale)
                             .view({Hkv, g, n, keys});
     // Query c0+i sees keys 0..c0+i.
     at::Tensor mask = at::arange(keys, longs).unsqueeze(0) >
                       (at::arange(n, longs) + c0).unsqueeze(1);  // [n, keys]
     scores.masked_fill_(mask, -std::numeric_limits<float>::infinity());
-    at::Tensor probs = at::softmax(scores, -1).view({Hkv, g * n, keys}).to(v.scalar_type());
-    out.narrow(2, c0, n).copy_(at::bmm(probs, v.narrow(1, 0, keys)).view({Hkv, g, n, d}));
+    at::Tensor probs = at::softmax(scores, -1).view({Hkv, g * n, keys});
+    out.narrow(2, c0, n).copy_(at::bmm(probs, v_scores.narrow(1, 0, keys)).view({Hkv, g, n, d}));
   }
   return out.view({Hq, L, d});
 }

@@ -452,13 +452,15 @@ at::Tensor gathered_decode_attention(const at::Tensor& q, const LayerKV& kv,
     at::Tensor at_slot =
         (first.unsqueeze(1) + in_unit).clamp_max(std::max<int64_t>(rows.size(0) - 1, 0));
     at::Tensor padded = rows.index_select(0, at_slot.reshape({-1}));      // [units * longest]
-    at::Tensor keys = kv.key_pool().index_select(0, padded).view({units, longest, d});
-    at::Tensor values = kv.value_pool().index_select(0, padded).view({units, longest, d});
-    at::Tensor scores = at::bmm(q.view({units, per_unit, d}), keys.transpose(1, 2))
-                            .to(attention_score_type(q)).mul_(1.0 / std::sqrt(double(d)));
+    // In fp32 (16-bit K/V widened as gathered), as the kernels compute: no rounded scores or P.
+    const at::ScalarType score_type = attention_score_type(q);
+    at::Tensor keys = kv.key_pool().index_select(0, padded).view({units, longest, d}).to(score_type);
+    at::Tensor values = kv.value_pool().index_select(0, padded).view({units, longest, d}).to(score_type);
+    at::Tensor scores = at::bmm(q.view({units, per_unit, d}).to(score_type), keys.transpose(1, 2))
+                            .mul_(1.0 / std::sqrt(double(d)));
     scores.masked_fill_(valid.logical_not().unsqueeze(1), -std::numeric_limits<float>::infinity());
     p = at::softmax(scores, -1).nan_to_num_(0.0);  // a unit with no entries: all zero
-    out = at::bmm(p.to(values.scalar_type()), values);
+    out = at::bmm(p, values).to(q.scalar_type());
   }
   if (probs) {
     std::vector<int64_t> n = attended.host_counts;  // read from the device only where unknown
@@ -536,8 +538,10 @@ void Session::measure_fidelity(int layer, int head, const at::Tensor& q_group,
                                const std::vector<std::vector<int64_t>>& lists,
                                const at::Tensor& out_head) {
   const LayerKV& full = shadow_[layer];
-  const double scale = 1.0 / std::sqrt(double(full.head_dim()));
-  at::Tensor probs = at::softmax(at::matmul(q_group, full.keys(head).t()).to(at::kFloat).mul_(scale), -1);  // [g, N]
+  // In fp32 whatever the model's dtype (a 16-bit product rounds near-ties together), as Oracle
+  // top-k scores (methods/common/selection.cpp): its recall is then 1 in bf16 too.
+  at::Tensor logits = at::matmul(q_group.to(at::kFloat), full.keys(head).to(at::kFloat).t());
+  at::Tensor probs = at::softmax(logits.div_(std::sqrt(double(full.head_dim()))), -1);  // [g, N]
   at::Tensor full_out = at::matmul(probs, full.values(head).to(at::kFloat));  // [g, d]
   // Shadow entries sit at logical index == position. Per list: the share of the true top-b
   // keys of its attention (the group's summed, or its query head's) among the entries it attends.
@@ -551,7 +555,9 @@ void Session::measure_fidelity(int layer, int head, const at::Tensor& q_group,
     const int64_t b = options_.budget > 0 ? std::min(options_.budget, full.size(head))
                                           : int64_t(lists[u].size());
     const at::Tensor weights = lists.size() == 1 ? probs.sum(0) : probs[int64_t(u)];  // [N]
-    at::Tensor top = std::get<1>(at::topk(weights, b));  // I_true
+    // I_true; ties to the earliest entry, as Oracle's top_k_indices (at::topk's order is not
+    // fixed).
+    at::Tensor top = std::get<1>(at::sort(weights, /*stable=*/true, 0, /*descending=*/true)).narrow(0, 0, b);
     recall += attended.index_select(0, top).sum().item<double>() / double(b);
   }
   fidelity_.recall_sum[layer] += recall / double(lists.size());

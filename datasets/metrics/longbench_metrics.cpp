@@ -502,14 +502,13 @@ double longbench_record_score(const std::string& dataset, const std::string& pre
   return best;
 }
 
-namespace {
-
-// Python's round(x, 2): printf rounds the exact binary value, ties to even, as Python does.
 double python_round_2(double x) {
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%.2f", x);
   return std::strtod(buf, nullptr);
 }
+
+namespace {
 
 // np.add.reduce over a contiguous float64 array: numpy's pairwise summation (8 running sums up
 // to 128 items, halves at a multiple of 8 above).

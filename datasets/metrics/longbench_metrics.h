@@ -9,6 +9,10 @@
 
 namespace kvb {
 
+// Python's round(x, 2): printf rounds the exact binary value, ties to even, as Python does
+// (round(0.125, 2) is 0.12, round(0.625, 2) 0.62).
+double python_round_2(double x);
+
 // SQuAD-style normalisation: lower-case, drop ASCII punctuation, articles a/an/the -> " ",
 // collapse whitespace (Python str.split() whitespace).
 std::string normalize_answer(const std::string& s);

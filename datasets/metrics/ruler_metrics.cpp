@@ -20,12 +20,15 @@ bool contains_ci(const std::string& lowered_prediction, const std::string& refer
 
 }  // namespace
 
+size_t references_found(const std::string& prediction, const std::vector<std::string>& references) {
+  const std::string pred = python_lower(prediction);
+  return size_t(std::count_if(references.begin(), references.end(),
+                              [&](const std::string& r) { return contains_ci(pred, r); }));
+}
+
 double string_match_all(const std::string& prediction, const std::vector<std::string>& references) {
   if (references.empty()) return 0.0;
-  const std::string pred = python_lower(prediction);
-  const auto found = std::count_if(references.begin(), references.end(),
-                                   [&](const std::string& r) { return contains_ci(pred, r); });
-  return 100.0 * double(found) / double(references.size());
+  return 100.0 * double(references_found(prediction, references)) / double(references.size());
 }
 
 double string_match_part(const std::string& prediction, const std::vector<std::string>& references) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "datasets/metrics/longbench_metrics.h"
 #include "datasets/metrics/ruler_metrics.h"
 
 namespace kvb {
@@ -34,8 +35,9 @@ double scbench_contains_score(const std::string& prediction, const std::string& 
 }
 
 double scbench_vt_score(const std::string& prediction, const std::vector<std::string>& references) {
-  const double share = string_match_all(prediction, references) / 100.0;
-  return std::round(share * 100.0);  // round(share, 2) * 100
+  if (references.empty()) return 0.0;
+  const double share = double(references_found(prediction, references)) / double(references.size());
+  return python_round_2(share) * 100.0;  // compute_scores.py's string_match_all: round(share, 2)
 }
 
 double scbench_qa_score(const std::string& prediction, const std::vector<std::string>& references) {

@@ -94,6 +94,7 @@ ScbenchTurn read_turn(const json& t, const std::string& task, const std::string&
   const json& answer = t["answer"];
   if (answer.is_array()) turn.answers = longbench_strings(answer, where + ".answer");
   else turn.answers = longbench_strings(json::array({answer}), where + ".answer");
+  if (turn.answers.empty()) throw InputError(where + ".answer: expected at least one answer");
   if (task == "choice_eng") {
     if (!t.contains("options") || !t["options"].is_array() || t["options"].size() != 4)
       throw InputError(where + ".options: expected 4 options");
@@ -186,7 +187,9 @@ class Scbench : public Dataset {
       const int64_t limit = params_.max_length - room - (multi_turn ? 0 : 1000);
       const std::string head = multi_turn ? templates_.intro() + r.context + templates_.first_question(r.turns[0])
                                           : templates_.intro() + r.context;
-      const std::string first = longbench_truncate(tokenizer, head, std::max<int64_t>(2, limit));
+      // run_scbench.py's truncate_input keeps the input whole where the limit is below 2 (a
+      // negative one, or a middle cut of 0 tokens a side, input[0:0] + input[-0:]).
+      const std::string first = limit < 2 ? head : longbench_truncate(tokenizer, head, limit);
       // The context part of the (possibly cut) first prompt: all but turn 0's question.
       const std::string question = multi_turn ? templates_.first_question(r.turns[0]) : "";
       if (!ends_with(first, question))
@@ -208,7 +211,10 @@ class Scbench : public Dataset {
           s.id = r.id + ".q" + std::to_string(k + 1);
           s.prompt = first + templates_.request(r.turns[k]);
         }
-        s.question_offset = context_end;
+        // What SCBench prefills (and a method compresses) before reading on: the context
+        // (multi_request, test_scdq), or the first turn with its question (multi_turn: test
+        // prefills turn 0's prompt whole, each later turn is read after it).
+        s.question_offset = multi_turn ? first.size() : context_end;
         out.push_back(std::move(s));
       }
     }
@@ -235,7 +241,14 @@ KVB_REGISTER_DATASET(make_dataset_info<Scbench, ScbenchParams>({
                    "multi-request, from your scbench_<task>.jsonl",
     .source = "microsoft/MInference scbench/ (templates of eval_utils.py, scores of "
               "compute_scores.py), without a chat template",
+    .fidelity = "turns joined as text and encoded once (SCBench encodes each turn apart and "
+                "joins the ids: a SentencePiece tokenizer reads \"Answer: a1\" there, "
+                "\"Answer:a1\" here); each turn recomputed from the context (with per_sample, "
+                "its first turn prefilled and the rest read after it, as SCBench's cache holds "
+                "them)",
     .questions_per_context = "the record's turns (max_turns)",
+    .reference_shares_context = true,
+    .revision = [](const json&) { return 1; },
 }));
 
 }  // namespace

@@ -1,5 +1,9 @@
-// Passkey retrieval in InfiniteBench's format: a 5-digit pass key hidden at some depth in a
-// repeated noise text; the model must repeat it.
+// Passkey retrieval: a 5-digit pass key hidden at some depth in a repeated noise text (the
+// noise and key sentences of InfiniteBench's passkey task); the model must repeat it, scored as
+// InfiniteBench scores it. The wording around the context is Landmark Attention's, which Quest's
+// passkey test uses: an instruction ending "... the important information there.", the question
+// followed by the answer's start "The pass key is" (InfiniteBench: "... important information.",
+// its question, and the answer's start only in some models' templates).
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -30,7 +34,7 @@ struct PasskeyParams {
                    check::at_least(1))
             .added_field("keys", &P::keys,
                    "pass keys per context, of doors of different colours, each its own question "
-                   "about the one context (1: InfiniteBench's single key and wording)",
+                   "about the one context (1: a single key, no door)",
                    check::in_interval("[1, 8]"));
     return f;
   }
@@ -106,11 +110,21 @@ Sample asking(const std::string& id, const std::string& context, const Needle& n
   return s;
 }
 
-// Both datasets' scoring: 100 when the answer holds the pass key.
+// The answer's first run of ASCII digits ("" when none), InfiniteBench's first_int_match:
+// re.split("[^0-9]", pred)'s first non-empty piece.
+std::string first_digit_run(const std::string& prediction) {
+  const auto is_digit = [](char c) { return c >= '0' && c <= '9'; };
+  const auto begin = std::find_if(prediction.begin(), prediction.end(), is_digit);
+  return std::string(begin, std::find_if_not(begin, prediction.end(), is_digit));
+}
+
+// Both datasets' scoring, InfiniteBench's get_score_one_passkey: 100 when the answer's first
+// number is the pass key (Quest's passkey.py compares the first \d+ match likewise), so
+// "714321", "1. 71432" or another door's key first score 0.
 class PasskeyScored : public Dataset {
  public:
   double score(const Sample& sample, const std::string& prediction) const override {
-    return prediction.find(sample.answers[0]) != std::string::npos ? 100.0 : 0.0;
+    return first_digit_run(prediction) == sample.answers[0] ? 100.0 : 0.0;
   }
   std::string metric_name() const override { return "passkey_accuracy"; }
 };
@@ -144,7 +158,8 @@ class Passkey : public PasskeyScored {
 KVB_REGISTER_DATASET(make_dataset_info<Passkey, PasskeyParams>({
     .name = "passkey",
     .description = "pass key hidden in repeated noise text, depths spread evenly",
-    .source = "InfiniteBench passkey format",
+    .source = "InfiniteBench's noise, key sentence and scoring; Landmark/Quest's instruction and "
+              "answer start",
     .questions_per_context = "`keys` (one question per pass key)",
 }));
 

@@ -41,7 +41,7 @@ struct CellTotals {
   int prefill_attention_kernel = -1;  // the last session's (the same shapes in every sample)
   bool syncs_counted = false;
   std::vector<double> attention_s;  // per layer
-  double kv_bytes = 0, fragmentation = 0;
+  double kv_bytes = 0, kv_used_bytes = 0, fragmentation = 0;
   int64_t prompt_tokens = 0;
   std::vector<double> recall_sum, output_error_sum;  // per layer
   std::vector<int64_t> fidelity_count;
@@ -87,7 +87,10 @@ struct CellTotals {
     for (size_t l = 0; l < t.attention_s.size(); ++l) attention_s[l] += t.attention_s[l];
     kv_bytes += double(s.kv_allocated_bytes());
     double frag = 0;
-    for (const LayerKV& layer : s.kv()) frag += layer.fragmentation();
+    for (const LayerKV& layer : s.kv()) {
+      frag += layer.fragmentation();
+      kv_used_bytes += double(layer.used_bytes());
+    }
     fragmentation += s.kv().empty() ? 0 : frag / double(s.kv().size());
   }
 
@@ -98,6 +101,9 @@ struct CellTotals {
     };
     metric("prompt_tokens", double(prompt_tokens) / samples, "tokens");
     metric("kv_resident_bytes", kv_bytes / samples, "bytes");
+    // The blocks the heads hold: capacity's growth by a quarter (kv_resident_bytes) can put two
+    // methods holding the same entries a fifth apart, depending on whether it happened.
+    metric("kv_used_bytes", kv_used_bytes / samples, "bytes");
     metric("kv_fragmentation", fragmentation / samples, "ratio");
     metric("prefill_s", prefill_s / samples, "s");
     metric("prefill_method_share", prefill_s > 0 ? prefill_method_s / prefill_s : 0, "ratio");

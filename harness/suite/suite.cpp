@@ -328,6 +328,7 @@ Suite validate_suite(const json& written, const std::string& path, bool stored) 
   f.get("seeds", seeds);
   f.get("max_new_tokens", s.max_new_tokens);
   f.get("recall", s.recall);
+  const bool sharing_stated = f.raw("context_sharing") != nullptr;
   if (const json* sharing = f.raw("context_sharing"); sharing && sharing->is_string())
     s.context_sharing = {sharing->get<std::string>()};  // one value, or a list (an axis)
   else
@@ -341,6 +342,12 @@ Suite validate_suite(const json& written, const std::string& path, bool stored) 
   if (s.max_new_tokens < 0) throw InputError(f.path("max_new_tokens") + ": must be >= 0");
   if (s.context_sharing.empty())
     throw InputError(f.path("context_sharing") + ": expected a non-empty array");
+  for (const DatasetSpec& d : s.datasets)
+    if (!sharing_stated && dataset_registry().get(d.name, "").reference_shares_context)
+      throw InputError(f.path("context_sharing") + ": " + d.name + "'s reference prefills and "
+                       "compresses a context before reading its questions: state per_sample "
+                       "(the reference's way) or none (each question prefilled with its "
+                       "context)");
   const bool shares = std::count(s.context_sharing.begin(), s.context_sharing.end(), "per_sample");
   for (size_t i = 0; shares && i < s.datasets.size(); ++i)
     if (dataset_registry().get(s.datasets[i].name, "").questions_per_context.empty())

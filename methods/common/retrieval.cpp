@@ -18,9 +18,10 @@ void RetrievalMethod::begin(const MethodContext& context) {
 Selection RetrievalMethod::select(int layer, const at::Tensor& q, const LayerKV& kv) {
   if (layer == 0) ++steps_;
   if (layer < dense_layers()) return Selection::everything();
+  const int64_t all_up_to = attends_all_up_to();
   std::vector<int> sparse_heads;
   for (int h = 0; h < kv.num_heads(); ++h)
-    if (kv.size(h) > context_.budget) sparse_heads.push_back(h);
+    if (kv.size(h) > all_up_to) sparse_heads.push_back(h);
   if (sparse_heads.empty()) return Selection::everything();
   const int64_t entry_bytes = 2 * int64_t(kv.head_dim()) * int64_t(kv.key_pool().element_size());
   if (int(sparse_heads.size()) == kv.num_heads()) {
@@ -61,7 +62,7 @@ Selection RetrievalMethod::select(int layer, const at::Tensor& q, const LayerKV&
     fetched_bytes_ += double(int64_t(fetched.size()) * entry_bytes);
   }
   for (int h = 0; h < kv.num_heads(); ++h)
-    if (kv.size(h) <= context_.budget)
+    if (kv.size(h) <= all_up_to)
       for (int j = 0; j < g; ++j) {
         lists[size_t(h) * g + j].resize(kv.size(h));
         std::iota(lists[size_t(h) * g + j].begin(), lists[size_t(h) * g + j].end(), 0);

@@ -34,6 +34,9 @@ class RetrievalMethod : public Method {
                                                           const LayerKV& kv,
                                                           const std::vector<int>& heads);
   virtual bool per_query_head() const { return false; }
+  // A head holding at most this many entries attends to all of them (its selection would be
+  // all of them): the budget B, or what a method's own rule derives (a ratio of the prompt).
+  virtual int64_t attends_all_up_to() const { return context_.budget; }
   // The same selection built on the device, for a layer whose every KV head holds more than B
   // entries: rows [Hkv, k] logical indices (with per_query_head(): [Hq, k], query head q's list
   // of KV head q / g), every unit the same k, ascending; undefined rows where the method has

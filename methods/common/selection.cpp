@@ -9,11 +9,12 @@ namespace kvb {
 
 namespace {
 
-// softmax(q.k / sqrt(d)) summed over the group's query heads. q: [..., g, d], keys: [..., n, d]
+// softmax(q.k / sqrt(d)) summed over the group's query heads, in fp32 whatever the model's
+// dtype (a 16-bit product would round near-ties together). q: [..., g, d], keys: [..., n, d]
 // -> [..., n].
 at::Tensor summed_group_softmax(const at::Tensor& q, const at::Tensor& keys) {
-  at::Tensor logits = at::matmul(q, keys.transpose(-1, -2)) / std::sqrt(double(q.size(-1)));  // [..., g, n]
-  return at::softmax(logits.to(at::kFloat), -1).sum(-2);
+  at::Tensor logits = at::matmul(q.to(at::kFloat), keys.to(at::kFloat).transpose(-1, -2));  // [..., g, n]
+  return at::softmax(logits.div_(std::sqrt(double(q.size(-1)))), -1).sum(-2);
 }
 
 }  // namespace

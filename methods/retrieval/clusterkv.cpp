@@ -32,8 +32,11 @@
 //   efficiency code (clusterkv_utils.build_cluster: torch.randint positions, shared by the
 //   heads and possibly repeated); "kmeans_parallel" from k-means||, as RAFT's fit does by
 //   default, which the accuracy code calls (kmeans_parallel_init; preset sjtu-zhao-lab).
-// - GQA: one selection per KV head, scores of the group's query heads summed (q.mu is linear,
-//   so that is (sum of the group's q).mu); the reference repeats KV and selects per query head.
+// - GQA (`gqa`): "per_kv_head" (default) makes one selection per KV head, scores of the group's
+//   query heads summed (q.mu is linear, so that is (sum of the group's q).mu);
+//   "per_query_head" (preset sjtu-zhao-lab) lets every query head rank its KV head's clusters by
+//   its own q.mu, as the accuracy code, which repeats the centroids to the query heads (its
+//   cache then counted per query head, as cluster_cache_simulator.py).
 // - The cache of the last R steps is counted, not simulated as memory: a lookup is a clustered
 //   entry selected at this step (sinks and recent tokens stay on the device), a hit is one that
 //   was selected in one of the last R steps.
@@ -327,6 +330,7 @@ struct ClusterKVConfig {
   std::string kmeans_dtype = "float32";  // the assignments' products: float32 or the keys' dtype
   int64_t cache_steps = 1;          // R
   std::string build = "inline";     // the prompt's clustering: inline or overlap (see above)
+  std::string gqa = "per_kv_head";  // one selection per KV head, or per query head (see above)
 
   static const ConfigFields<ClusterKVConfig>& fields() {
     using C = ClusterKVConfig;
@@ -374,6 +378,12 @@ struct ClusterKVConfig {
                    "R: a selected clustered entry is a cache hit when it was selected in the "
                    "last R steps (0: no cache)",
                    check::at_least(0))
+            .added_field("gqa", &C::gqa,
+                   "per_kv_head: one selection per KV head, the group's queries summed (q.mu is "
+                   "linear); per_query_head: each query head ranks the clusters by its own q.mu "
+                   "and attends its own selection, as the accuracy code (cluster_attention.py "
+                   "repeats the centroids to every query head)",
+                   check::one_of({"per_kv_head", "per_query_head"}))
             .rule([](C& c, const JsonFields& f) {
               if (c.init == "kmeans_parallel" && c.build == "overlap")
                 throw InputError(f.path("init") + ": kmeans_parallel reads the device on the "
@@ -436,7 +446,9 @@ class ClusterKV : public RetrievalMethod {
     ix.centroids = at::empty({H, 0, d}, k.options().dtype(at::kFloat));
     ix.sizes = ix.starts = at::empty({H, 0}, k.options().dtype(index_dtype(k)));
     ix.members = at::empty({H, 0}, k.options().dtype(index_dtype(k)));
-    ix.last_selected = at::full({H, L}, -1, k.options().dtype(at::kLong));
+    // Per selection unit: a KV head, or each of its group's query heads.
+    const int64_t units = per_query_head() ? H * context_.group_size() : H;
+    ix.last_selected = at::full({units, L}, -1, k.options().dtype(at::kLong));
     const int64_t n = L - ix.sinks;
     if (n > 0) {
       const at::Tensor keys = k.narrow(1, ix.sinks, n);  // [H, n, d]
@@ -509,7 +521,10 @@ class ClusterKV : public RetrievalMethod {
   }
 
  protected:
-  // q: [Hq, d]. Per KV head, sinks + trimmed clusters + recent, on the device.
+  bool per_query_head() const override { return config_.gqa == "per_query_head"; }
+
+  // q: [Hq, d]. Per KV head (or per query head: gqa per_query_head), sinks + trimmed clusters +
+  // recent, on the device.
   DeviceRows select_rows(int layer, const at::Tensor& q, const LayerKV& kv) override {
     LayerIndex& ix = index_[layer];
     const int64_t Hkv = kv.num_heads(), g = q.size(0) / Hkv, d = q.size(1);
@@ -523,21 +538,31 @@ class ClusterKV : public RetrievalMethod {
     const int64_t recent = on_top ? unclustered : std::min(unclustered, room);
     const int64_t take = on_top ? room : room - recent;  // clustered entries to select
     const int64_t taken = std::clamp<int64_t>(take, 0, ix.members.size(1));
-    at::Tensor scores;  // [Hkv, C], read only where clusters are taken
-    if (taken > 0) {
+    const bool each_query = per_query_head();
+    const int64_t units = each_query ? Hkv * g : Hkv;  // selections: one per row of scores
+    at::Tensor scores;  // [units, C], read only where clusters are taken
+    if (taken > 0 && each_query) {
+      // Every query head's own q.mu, in fp32: [Hkv, C, d] x [Hkv, d, g] -> [Hkv, g, C].
+      at::Tensor q_heads = q.reshape({Hkv, g, d}).to(at::kFloat).transpose(1, 2);
+      scores = at::bmm(ix.centroids, q_heads).transpose(1, 2).reshape({units, -1});
+    } else if (taken > 0) {
       // The group's queries summed in fp32 by one operator (a 16-bit q is widened as it is
       // read: no copy first). [Hkv, d, 1]
       at::Tensor q_group = q.reshape({Hkv, g, d}).sum(1, /*keepdim=*/false, at::kFloat).unsqueeze(-1);
       scores = at::bmm(ix.centroids, q_group).squeeze(-1);
     } else {
-      scores = at::empty({Hkv, ix.centroids.size(1)}, ix.centroids.options());
+      scores = at::empty({units, ix.centroids.size(1)}, ix.centroids.options());
     }
+    // Each query head reads its KV head's clusters: the index repeated to the query heads.
+    const auto per_unit = [&](const at::Tensor& t) {
+      return each_query ? t.repeat_interleave(g, 0) : t;
+    };
     // Sinks, the clusters' members and the recent entries, ascending (one kernel on a GPU).
     ClusterCacheStep cache;
     const bool counted = config_.cache_steps > 0 && taken > 0;
-    if (counted) cache = cache_step(ix, taken * Hkv);
-    return {cluster_rows(scores, ix.sizes, ix.starts, ix.members, taken, ix.sinks, n - recent, n,
-                         counted ? &cache : nullptr)};
+    if (counted) cache = cache_step(ix, taken * units);
+    return {cluster_rows(scores, per_unit(ix.sizes), per_unit(ix.starts), per_unit(ix.members),
+                         taken, ix.sinks, n - recent, n, counted ? &cache : nullptr)};
   }
 
  private:
@@ -672,7 +697,7 @@ KVB_REGISTER_METHOD(make_method_info<ClusterKV, ClusterKVConfig>({
                 "code (which makes 8; the accuracy code behind the paper's accuracy numbers "
                 "never clusters decode tokens: decode_interval: 0), layers 0-1 dense, R=1 "
                 "cache counted; batched over KV heads; GQA: group's queries summed per KV head "
-                "(reference: per query head); K-means products in fp32 as the accuracy code "
+                "(the accuracy code: per query head, gqa: per_query_head, its preset's); K-means products in fp32 as the accuracy code "
                 "(kmeans_dtype: keys, the efficiency code's products in the model's dtype); "
                 "clustering inline until no label changes (build: overlap, the efficiency code's: "
                 "exactly max_iterations steps without a host read, the prompt's on a GPU side "
@@ -682,9 +707,9 @@ KVB_REGISTER_METHOD(make_method_info<ClusterKV, ClusterKVConfig>({
                  "accuracy/patch.py (--nlist 400, --sink 16, --fit_iter 20), "
                  "accuracy/cluster_attention.py (the prompt clustered once; every decode token "
                  "attended on top of B, never clustered; pylibraft's fit, which starts from "
-                 "k-means||)",
+                 "k-means||; each query head's own selection)",
                  {{"clusters", 400}, {"sinks", 16}, {"max_iterations", 20}, {"recent", "on_top"},
-                  {"decode_interval", 0}, {"init", "kmeans_parallel"}}},
+                  {"decode_interval", 0}, {"init", "kmeans_parallel"}, {"gqa", "per_query_head"}}},
                 {"efficiency",
                  "sjtu-zhao-lab/ClusterKV's efficiency code, behind the paper's latency numbers: "
                  "clusterkv_utils.build_cluster (products in the model's dtype, exactly niter = "

@@ -333,7 +333,8 @@ const ConfigFields<InfiniGenConfig>& InfiniGenConfig::fields() {
           .field("calibration_tokens", &C::calibration_tokens,
                  "tokens of the calibration text or prompt used", check::at_least(2))
           .field("budget_ratio", &C::budget_ratio,
-                 "> 0: cap the fetch at int(n x ratio) (the reference's budget); 0: at B",
+                 "> 0: cap the fetch at int(n x ratio) (the reference's budget) on every "
+                 "prompt, whatever the cell's budget; 0: at B",
                  check::in_interval("[0, 1]"))
           .field("fill_to_budget", &C::fill_to_budget,
                  "attend exactly the cap, top by speculative score, not the threshold count")

@@ -126,6 +126,11 @@ class InfiniGen : public RetrievalMethod {
   }
 
  protected:
+  // B; with budget_ratio every head is sparse, its cap int(n x ratio) whatever B (the
+  // reference's fetch_max = int(src_len x budget), on every prompt).
+  int64_t attends_all_up_to() const override {
+    return config_.budget_ratio > 0.0 ? 0 : context_.budget;
+  }
   DeviceRows select_rows(int layer, const at::Tensor& q, const LayerKV& kv) override;
 
  private:

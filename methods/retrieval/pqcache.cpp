@@ -172,7 +172,8 @@ const ConfigFields<PQCacheConfig>& PQCacheConfig::fields() {
           .field("sinks", &C::sinks, "initial tokens always attended", check::at_least(0))
           .field("ratio", &C::ratio,
                  "> 0: attend (L - sinks) x ratio tokens beyond sinks and the current one (the "
-                 "paper: 1/5, 1/10); 0: split the budget B exactly",
+                 "paper: 1/5, 1/10) on every prompt, whatever the cell's budget "
+                 "(method.derived_budget); 0: split the budget B exactly",
                  check::in_interval("[0, 1]"))
           .field("local_share", &C::local_share,
                  "share of those for the local window (the reference's recent_ratio)",
@@ -363,7 +364,10 @@ std::map<std::string, double> PQCache::counters() const {
   std::vector<int> layers(pending_blocks_.size());
   std::iota(layers.begin(), layers.end(), 0);
   self.settle_caches(layers);
-  return RetrievalMethod::counters();
+  std::map<std::string, double> c = RetrievalMethod::counters();
+  // derived_budget: the count the ratio gave this prompt (ratio mode only), as KV-Compress's.
+  if (config_.ratio > 0.0) c["derived_budget"] = double(attends_all_up_to());
+  return c;
 }
 
 std::vector<std::vector<int64_t>> PQCache::select_sparse(int layer, const at::Tensor&,

@@ -119,6 +119,9 @@ class PQCache : public RetrievalMethod {
   std::map<std::string, double> counters() const override;
 
  protected:
+  // sinks + local + top-k + 1: B in budget mode; in ratio mode the prompt's share, whatever B
+  // (the reference compresses every prompt by its ratio).
+  int64_t attends_all_up_to() const override { return sinks_ + local_ + topk_ + 1; }
   // sinks + top-k + local window + current, the same count for every head, on the device.
   DeviceRows select_rows(int layer, const at::Tensor& q, const LayerKV& kv) override;
   // The steps with nothing to rank (short prompts): sinks, recent candidates, window, current.

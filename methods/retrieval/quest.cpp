@@ -135,8 +135,9 @@ struct QuestConfig {
                    check::one_of({"per_kv_head", "per_query_head"}))
             .field("selection", &C::selection,
                    "kernel: floor(B/16) pages incl. the current one (the reference kernel); "
-                   "fill: exactly B; evaluation: max(3, B/16) pages per query head (the "
-                   "reference's accuracy path)",
+                   "fill: exactly B; evaluation: max(3, B/16) pages a selection (the "
+                   "reference's accuracy path, per query head there: with gqa per_query_head, "
+                   "as preset quest:evaluation)",
                    check::one_of({"kernel", "fill", "evaluation"}));
     return f;
   }

@@ -65,7 +65,8 @@ TEST_F(ScbenchFiles, MultiTurnCarriesTheReferenceAnswersOfEarlierTurns) {
   EXPECT_EQ(s[1].prompt, first + "v1\n\nKey: k2");
   for (const Sample& x : s) {
     EXPECT_EQ(x.context_id, "7");
-    EXPECT_EQ(x.prompt.substr(x.question_offset, 2), "\n\n");  // the context ends before it
+    // What SCBench prefills before reading on: the first turn whole, its question included.
+    EXPECT_EQ(x.question_offset, first.size());
     EXPECT_EQ(x.max_new_tokens, 150);
   }
   EXPECT_EQ(s[1].answers, (std::vector<std::string>{"v2"}));
@@ -84,6 +85,38 @@ TEST_F(ScbenchFiles, MultiRequestJoinsEachQuestionToTheContext) {
   ASSERT_EQ(choice.size(), 1u);
   EXPECT_EQ(choice[0].answers, (std::vector<std::string>{"y", "C"}));
   EXPECT_NE(choice[0].prompt.find("\nC. y\nD. z\n\nThe the correct answer is"), std::string::npos);
+}
+
+// run_scbench.py's truncate_input keeps the input whole where max_length minus the answers'
+// room leaves a limit below 2 (here 1024 - 2 x 150 - 1000 < 0): nothing is cut.
+TEST_F(ScbenchFiles, NoRoomLeftCutsNothing) {
+  const std::vector<Sample> s =
+      samples({{"task", "kv"}, {"mode", "multi_request"}, {"max_length", 1024}});
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].prompt,
+            "Extract the value corresponding to the specified key in the JSON object below.\n\n"
+            "{\"k1\": \"v1\", \"k2\": \"v2\"}Key: k1");
+}
+
+TEST_F(ScbenchFiles, AnEmptyAnswerListIsRefused) {
+  std::ofstream(dir.file("scbench_kv.jsonl"))
+      << R"({"id": 1, "context": "c", "multi_turns": [{"input": "Key: k1", "answer": []}]})"
+      << "\n";
+  try {
+    samples({{"task", "kv"}});
+    ADD_FAILURE() << "an empty answer list accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("multi_turns[0].answer: expected at least one answer"),
+              std::string::npos) << e.what();
+  }
+}
+
+TEST(ScbenchScores, VtRoundsAsPython) {
+  const std::vector<std::string> eight = {"V1", "V2", "V3", "V4", "V5", "V6", "V7", "V8"};
+  EXPECT_EQ(scbench_vt_score("v1", eight), 12);               // round(0.125, 2) = 0.12
+  EXPECT_EQ(scbench_vt_score("v1 v2 v3 v4 v5", eight), 62);   // round(0.625, 2) = 0.62
+  EXPECT_EQ(scbench_vt_score("v1 v2 v3", eight), 38);         // round(0.375, 2) = 0.38
+  EXPECT_EQ(scbench_vt_score("v1", {}), 0);
 }
 
 TEST_F(ScbenchFiles, TasksNotBuiltAreRefused) {

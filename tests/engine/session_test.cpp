@@ -243,6 +243,26 @@ TEST(Session, RecallOfAPerQueryHeadSelectionIsEachHeadsOwn) {
   }
 }
 
+// Oracle top-k attends the true top-B keys by definition: its recall is exactly 1 in bf16 too
+// (the reference scores and Oracle's both in fp32, ties to the earliest entry), and in f32.
+TEST(Session, OracleRecallIsOneInEveryDtype) {
+  for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    auto model = LlamaModel::from_reference("random-tiny", LoadOptions{.dtype = dtype});
+    const MethodInfo& info = method_registry().get("oracle_topk", "test");
+    std::unique_ptr<Method> oracle = info.create(info.normalise_config(json::object(), "test"));
+    Session session(*model, *oracle, SessionOptions{.budget = 8, .track_fidelity = true});
+    std::vector<int> prompt;
+    for (int i = 0; i < 60; ++i) prompt.push_back(3 + (i * 37) % 200);
+    session.prefill(prompt);
+    for (int t = 0; t < 4; ++t) session.decode(5 + t);
+    const FidelityCounts& f = session.fidelity();
+    for (size_t l = 0; l < f.count.size(); ++l) {
+      ASSERT_GT(f.count[l], 0);
+      EXPECT_EQ(f.recall_sum[l], double(f.count[l])) << at::toString(dtype) << " layer " << l;
+    }
+  }
+}
+
 TEST(Rope, Llama3ScalingKeepsHighFrequenciesAndSlowsLowOnes) {
   ModelConfig c = random_tiny_config();
   c.head_dim = 128;

@@ -13,6 +13,13 @@ json preset(const std::string& name) {
   return resolve_method(name, json::object(), "test", "test.config").config;
 }
 
+// ClusterKV's accuracy code repeats the centroids to every query head and selects per query
+// head (cluster_attention.py); kvbench's default sums the group's queries per KV head.
+TEST(Presets, ClusterKVAccuracyCodeSelectsPerQueryHead) {
+  EXPECT_EQ(preset("clusterkv:sjtu-zhao-lab").at("gqa"), "per_query_head");
+  EXPECT_FALSE(preset("clusterkv").contains("gqa"));  // the default, kept out of older configs
+}
+
 TEST(Presets, SnapKVReferences) {
   EXPECT_EQ(preset("snapkv:kvcache-factory"),
             (json{{"window", 8}, {"kernel", 7}, {"pooling", "max"}, {"group_reduce", "mean"},

@@ -48,6 +48,19 @@ void expect_message(const std::string& message, const std::string& json_path,
   EXPECT_EQ(message.find('\n'), std::string::npos) << "not one line: " << message;
 }
 
+// SCBench prefills a context before its questions: a suite that leaves context_sharing at its
+// default (each question prefilled with the context) is refused; stated either way, it runs.
+TEST(SuiteValidation, ScbenchNeedsContextSharingStated) {
+  json j = good();
+  j["datasets"] = {{{"name", "scbench"}, {"params", {{"task", "kv"}, {"data_dir", "/d"}}}}};
+  expect_message(error_of(j), "$.context_sharing",
+                 "scbench's reference prefills and compresses a context before reading its "
+                 "questions: state per_sample");
+  EXPECT_NO_THROW(parse_suite(j, kPath, {"context_sharing=per_sample"}));
+  j["context_sharing"] = "none";
+  EXPECT_NO_THROW(parse_suite(j, kPath));
+}
+
 TEST(SuiteValidation, GoodSuiteParses) {
   Suite s = parse_suite(good(), kPath);
   EXPECT_EQ(s.name, "t");

@@ -211,32 +211,44 @@ struct Driver {
     method->on_prefill(2, at::randn({2, L, d}), k, v, kv);
     position = L;
   }
-  std::vector<int64_t> step(const at::Tensor& kt /*[1, d]*/, const at::Tensor& q /*[2, d]*/) {
+  // Every list of the step's selection (one per KV head, or per query head), each sorted.
+  std::vector<std::vector<int64_t>> step_lists(const at::Tensor& kt /*[1, d]*/,
+                                               const at::Tensor& q /*[2, d]*/) {
     at::Tensor vt = at::randn({1, kt.size(1)});
     kv.append(kt, vt, position++);
     method->on_append(2, kt, vt, kv);
     Selection s = method->select(2, q, kv);
     EXPECT_FALSE(s.all);
-    std::vector<int64_t> sel = s.lists()[0];
-    std::sort(sel.begin(), sel.end());
-    return sel;
+    std::vector<std::vector<int64_t>> lists = s.lists();
+    for (std::vector<int64_t>& list : lists) std::sort(list.begin(), list.end());
+    return lists;
+  }
+  std::vector<int64_t> step(const at::Tensor& kt, const at::Tensor& q) {
+    return step_lists(kt, q)[0];
   }
 };
 
-// The first decode step: sinks + clusters ranked by (q0 + q1).mu, the last trimmed, + the
-// current token; `take` clustered entries.
-void check_first_step(const std::string& recent, int64_t take, int64_t expected_size) {
+// The first decode step: sinks + clusters ranked by q_sum.mu (q0 + q1, or with per_query_head
+// each query head's own q), the last trimmed, + the current token; `take` clustered entries.
+void check_first_step(const std::string& recent, int64_t take, int64_t expected_size,
+                      const std::string& gqa = "per_kv_head") {
   at::manual_seed(3);
   const int64_t d = 8, sinks = 16, C = 5, B = 48;
   at::Tensor k = at::cat({at::randn({1, sinks, d}) * 10.0, grouped_keys(1, 20, 5, d)}, 1);
   const int64_t L = k.size(1);  // 116
-  Driver drv({{"clusters", C}, {"recent", recent}}, k, B);
+  Driver drv({{"clusters", C}, {"recent", recent}, {"gqa", gqa}}, k, B);
   at::Tensor q = at::randn({2, d});
-  std::vector<int64_t> sel = drv.step(at::randn({1, d}), q);
+  if (gqa == "per_query_head") q[1] = -q[0];  // opposite rankings: the two lists must differ
+  const std::vector<std::vector<int64_t>> lists = drv.step_lists(at::randn({1, d}), q);
+  ASSERT_EQ(lists.size(), gqa == "per_query_head" ? 2u : 1u);
+  if (lists.size() == 2) EXPECT_NE(lists[0], lists[1]);
+  for (size_t unit = 0; unit < lists.size(); ++unit) {
+  const std::vector<int64_t>& sel = lists[unit];
 
-  // Independently: the same K-means (same seed), ranked by (q0 + q1).mu.
+  // Independently: the same K-means (same seed), ranked by q_sum.mu.
   KMeansResult r = cosine_kmeans(k.narrow(1, sinks, L - sinks), C, clusterkv_seed(0, 2, 0), 20);
-  at::Tensor score = at::matmul(r.centroids[0], q.sum(0));  // [C]
+  const at::Tensor q_sum = lists.size() == 2 ? q[int64_t(unit)] : q.sum(0);
+  at::Tensor score = at::matmul(r.centroids[0], q_sum);  // [C]
   std::vector<int64_t> order(C);
   for (int64_t c = 0; c < C; ++c) order[c] = c;
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
@@ -244,16 +256,18 @@ void check_first_step(const std::string& recent, int64_t take, int64_t expected_
   });
   std::vector<int64_t> expected;
   for (int64_t i = 0; i < sinks; ++i) expected.push_back(i);  // sinks
+  int64_t left = take;
   for (int64_t c : order)
-    for (int64_t i = 0; i < L - sinks && take > 0; ++i)
+    for (int64_t i = 0; i < L - sinks && left > 0; ++i)
       if (r.labels[0][i].item<int64_t>() == c) {
         expected.push_back(sinks + i);
-        --take;
+        --left;
       }
   expected.push_back(L);  // the current token
   std::sort(expected.begin(), expected.end());
-  EXPECT_EQ(sel, expected) << recent;
+  EXPECT_EQ(sel, expected) << recent << " " << gqa << " unit " << unit;
   EXPECT_EQ(int64_t(sel.size()), expected_size) << recent;
+  }
 }
 
 TEST(ClusterKV, SelectionCoversClustersInOrderOfQDotCentroid) {
@@ -261,6 +275,8 @@ TEST(ClusterKV, SelectionCoversClustersInOrderOfQDotCentroid) {
   check_first_step("on_top", 32, 49);
   // in_budget: the current token takes one of B's slots.
   check_first_step("in_budget", 31, 48);
+  // The accuracy code (preset sjtu-zhao-lab): each query head its own ranking and selection.
+  check_first_step("on_top", 32, 49, "per_query_head");
 }
 
 TEST(ClusterKV, ReclusteringAfterMStepsAddsCPlusClusters) {

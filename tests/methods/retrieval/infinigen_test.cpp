@@ -211,6 +211,10 @@ TEST(InfiniGen, DefaultAttendsTheThresholdCountCappedByTheBudget) {
   // The reference's ratio cap: int(n * 0.1) entries per head (n = 301, 302).
   auto ratio = test::make_method("infinigen", {{"budget_ratio", 0.1}, {"fill_to_budget", true}});
   EXPECT_DOUBLE_EQ(sparse_attended(*model, *ratio, 64, 2), 30.0);
+  // Whatever the cell's budget: the reference caps every prompt by its ratio (a B above the
+  // prompt's length attended every entry, as Full).
+  auto above = test::make_method("infinigen", {{"budget_ratio", 0.1}, {"fill_to_budget", true}});
+  EXPECT_DOUBLE_EQ(sparse_attended(*model, *above, 4096, 2), 30.0);
 }
 
 TEST(InfiniGen, PartialKeysKeepEveryEntryPastTheirBuffersGrowth) {

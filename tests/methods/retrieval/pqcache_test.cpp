@@ -320,6 +320,30 @@ TEST(PQCache, CountsCacheAndIndexBytesInASession) {
   EXPECT_NEAR(session.attended().sum[0] / 3.0, 64.0, 1e-9);
 }
 
+// Ratio mode compresses every prompt by its ratio, as the reference's pq_search.py: the cell's
+// budget changes nothing (a B above the prompt's length attended every entry, as Full), and
+// the derived count is reported.
+TEST(PQCache, RatioModeIgnoresTheBudget) {
+  auto model = LlamaModel::from_reference("random-tiny");
+  std::vector<int> prompt = {1};
+  for (int i = 1; i < 300; ++i) prompt.push_back(3 + (i * 37) % 250);
+  const auto run = [&](int64_t budget) {
+    auto method = test::make_method("pqcache", {{"ratio", 0.2}});
+    Session session(*model, *method, SessionOptions{.budget = budget});
+    session.prefill(prompt);
+    for (int t = 0; t < 2; ++t) session.decode(5 + t);
+    return std::make_pair(session.attended().sum[0] / 2.0, method->counters());
+  };
+  // sinks 32 + int(268 x 0.2 x 0.5) local 26 + 26 top-k + the current entry.
+  const auto [small, small_counters] = run(16);
+  const auto [large, large_counters] = run(4096);
+  EXPECT_DOUBLE_EQ(small, 85.0);
+  EXPECT_DOUBLE_EQ(large, 85.0);
+  EXPECT_DOUBLE_EQ(large_counters.at("derived_budget"), 85.0);
+  EXPECT_DOUBLE_EQ(small_counters.at("fetched_bytes_per_step"),
+                   large_counters.at("fetched_bytes_per_step"));
+}
+
 // The selection is made on the device and the LFU cache counted later, in batches of steps
 // (every layer's at once at the start of a step, on_decode_step, as a session calls it; or,
 // where nothing calls it, a layer's own every 64 steps) and at counters(): the hits are those
