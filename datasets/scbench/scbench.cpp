@@ -215,6 +215,7 @@ class Scbench : public Dataset {
         // (multi_request, test_scdq), or the first turn with its question (multi_turn: test
         // prefills turn 0's prompt whole, each later turn is read after it).
         s.question_offset = multi_turn ? first.size() : context_end;
+        s.question_encoded_apart = true;
         out.push_back(std::move(s));
       }
     }
@@ -241,11 +242,12 @@ KVB_REGISTER_DATASET(make_dataset_info<Scbench, ScbenchParams>({
                    "multi-request, from your scbench_<task>.jsonl",
     .source = "microsoft/MInference scbench/ (templates of eval_utils.py, scores of "
               "compute_scores.py), without a chat template",
-    .fidelity = "turns joined as text and encoded once (SCBench encodes each turn apart and "
-                "joins the ids: a SentencePiece tokenizer reads \"Answer: a1\" there, "
-                "\"Answer:a1\" here); each turn recomputed from the context (with per_sample, "
-                "its first turn prefilled and the rest read after it, as SCBench's cache holds "
-                "them)",
+    .fidelity = "a turn's later parts joined as text and encoded once (SCBench encodes each "
+                "turn apart and joins the ids: a SentencePiece tokenizer reads \"Answer: a1\" "
+                "there, \"Answer:a1\" here; with per_sample the shared context and the rest "
+                "are encoded apart, as there); each turn recomputed from the context (with "
+                "per_sample, its first turn prefilled and the rest read after it, as SCBench's "
+                "cache holds them)",
     .questions_per_context = "the record's turns (max_turns)",
     .reference_shares_context = true,
     .revision = [](const json&) { return 1; },

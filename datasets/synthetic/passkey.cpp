@@ -1,9 +1,10 @@
 // Passkey retrieval: a 5-digit pass key hidden at some depth in a repeated noise text (the
 // noise and key sentences of InfiniteBench's passkey task); the model must repeat it, scored as
-// InfiniteBench scores it. The wording around the context is Landmark Attention's, which Quest's
-// passkey test uses: an instruction ending "... the important information there.", the question
-// followed by the answer's start "The pass key is" (InfiniteBench: "... important information.",
-// its question, and the answer's start only in some models' templates).
+// InfiniteBench scores it. The instruction is the one InfiniteBench's paper prints ("... Find it
+// and memorize it. I will quiz you about the important information there."; its code drops
+// "there", Quest's passkey.py says "memorize them"), the question and the answer's start
+// Quest's ("What is the pass key? The pass key is"; InfiniteBench's code: "\n\nThe pass key is"
+// after its question).
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -44,7 +45,7 @@ struct PasskeyParams {
 const char* const kDoors[8] = {"red", "blue", "green", "yellow",
                                "white", "black", "orange", "purple"};
 
-// One pass key of a context: its door ("" for the single key of InfiniteBench's wording).
+// One pass key of a context: its door ("" for a single key, asked as "the pass key").
 struct Needle {
   std::string key, door;
   double depth = 0;
@@ -158,9 +159,10 @@ class Passkey : public PasskeyScored {
 KVB_REGISTER_DATASET(make_dataset_info<Passkey, PasskeyParams>({
     .name = "passkey",
     .description = "pass key hidden in repeated noise text, depths spread evenly",
-    .source = "InfiniteBench's noise, key sentence and scoring; Landmark/Quest's instruction and "
-              "answer start",
+    .source = "InfiniteBench's noise, key sentence, instruction (as its paper prints it) and "
+              "scoring; Quest's question and answer start",
     .questions_per_context = "`keys` (one question per pass key)",
+    .revision = [](const json&) { return 1; },  // 2026-11-30: scored by the first number
 }));
 
 struct MultiTurnParams {
@@ -219,8 +221,10 @@ KVB_REGISTER_DATASET(make_dataset_info<MultiTurn, MultiTurnParams>({
     .name = "multi_turn",
     .description = "a chat about one context: pass keys of coloured doors asked one per turn, "
                    "each after the previous answer",
-    .source = "kvbench (passkey's text, SCBench's multi-turn mode)",
+    .source = "kvbench (passkey's text; SCBench's multi-turn mode with the model's own answers "
+              "in the cache, its --disable_golden_context)",
     .questions_per_context = "`questions`, one per turn of one conversation",
+    .revision = [](const json&) { return 1; },  // 2026-11-30: scored by the first number
 }));
 
 }  // namespace

@@ -466,8 +466,10 @@ int read_sliding_window(const ModelConfig& c, const Fields& f, const std::string
 // than read without being understood, as are the two keys disagreeing.
 void check_storage_dtype(const Fields& f) {
   static const std::set<std::string> torch_names = {
-      "float32", "float64", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2",
-      "float8_e4m3fnuz", "float8_e5m2fnuz", "int8", "uint8", "int16", "int32", "int64", "bool"};
+      "float32", "float", "float64", "double", "float16", "half", "bfloat16", "float8_e4m3fn",
+      "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu", "int8", "uint8",
+      "int16", "short", "int32", "int", "int64", "long", "uint16", "uint32", "uint64", "bool",
+      "complex64", "cfloat", "complex128", "cdouble"};
   std::string stated;
   for (const char* field : {"torch_dtype", "dtype"}) {
     if (!f.find(field)) continue;

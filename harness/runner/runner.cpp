@@ -227,6 +227,10 @@ SplitPrompt split_prompt(const LlamaModel& model, const Sample& sample,
                      "its context cannot be told from its question");
   const std::vector<int> context = model.tokenizer->encode(
       text.substr(0, at + sample.question_offset), /*add_special=*/true);
+  if (sample.question_encoded_apart)
+    return SplitPrompt{.context = context,
+                       .question = model.tokenizer->encode(
+                           text.substr(at + sample.question_offset), /*add_special=*/false)};
   size_t shared = 0;
   while (shared < context.size() && shared < prompt.size() && context[shared] == prompt[shared])
     ++shared;
@@ -463,6 +467,7 @@ CellResult run_cell(const Cell& cell, const LlamaModel& model,
         throw InputError("sample " + sample.id + ": context_sharing per_sample and its "
                          "dataset's decoded question end (pred_script) split it two ways");
       const SplitPrompt split = split_prompt(model, sample, prompt);
+      prompt_length = int64_t(split.context.size() + split.question.size());
       check_same_context(sample, split, shared_contexts);
       outcome = answer_after_context(*dataset, sample, model, session, split, max_new, chat);
     } else if (sample.decoded_chars > 0) {

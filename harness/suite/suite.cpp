@@ -342,8 +342,8 @@ Suite validate_suite(const json& written, const std::string& path, bool stored) 
   if (s.max_new_tokens < 0) throw InputError(f.path("max_new_tokens") + ": must be >= 0");
   if (s.context_sharing.empty())
     throw InputError(f.path("context_sharing") + ": expected a non-empty array");
-  for (const DatasetSpec& d : s.datasets)
-    if (!sharing_stated && dataset_registry().get(d.name, "").reference_shares_context)
+  for (const DatasetSpec& d : s.datasets)  // a stored suite ran before the rule: taken as run
+    if (!stored && !sharing_stated && dataset_registry().get(d.name, "").reference_shares_context)
       throw InputError(f.path("context_sharing") + ": " + d.name + "'s reference prefills and "
                        "compresses a context before reading its questions: state per_sample "
                        "(the reference's way) or none (each question prefilled with its "

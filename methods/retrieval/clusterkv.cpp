@@ -582,7 +582,8 @@ class ClusterKV : public RetrievalMethod {
     at::Tensor sizes, starts;   // [Hkv, C] of index_dtype
     at::Tensor members;         // [Hkv, N] of index_dtype: entry indices sorted by label,
                                 // cluster by cluster
-    at::Tensor last_selected;   // [Hkv, >= entries] int64: the step each entry was last selected, or -1
+    at::Tensor last_selected;   // [units, >= entries] int64 (units: Hkv, or Hq under gqa
+                                // per_query_head): the step each entry was last selected, or -1
   };
 
   // Clusters keys [Hkv, n, d] (entries offset..offset+n-1) into `clusters` and appends them.

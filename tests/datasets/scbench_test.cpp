@@ -8,6 +8,7 @@
 #include "datasets/metrics/scbench_metrics.h"
 #include "engine/common/error.h"
 #include "engine/model/llama_model.h"
+#include "engine/session.h"
 #include "harness/runner/runner.h"
 #include "methods/method.h"
 #include "tests/test_util.h"
@@ -49,6 +50,16 @@ class ScbenchFiles : public ::testing::Test {
     p["data_dir"] = dir.path();
     return info.create(info.normalise_params(p, "test"))->samples(*model->tokenizer, 0);
   }
+  // Full on `model_name` under per_sample, `max_new` tokens an answer.
+  static Cell full_cell(const std::string& model_name, const json& params, int max_new) {
+    const MethodInfo& full = method_registry().get("full", "test");
+    return Cell{.model = model_name,
+                .dataset = {.name = "scbench", .params = params},
+                .method = {.name = "full", .label = "full",
+                           .config = full.normalise_config(json::object(), "test")},
+                .max_new_tokens = max_new,
+                .context_sharing = "per_sample"};
+  }
   test::TempDir dir;
   std::shared_ptr<LlamaModel> model = LlamaModel::from_reference("kvbench-tiny");
 };
@@ -85,6 +96,32 @@ TEST_F(ScbenchFiles, MultiRequestJoinsEachQuestionToTheContext) {
   ASSERT_EQ(choice.size(), 1u);
   EXPECT_EQ(choice[0].answers, (std::vector<std::string>{"y", "C"}));
   EXPECT_NE(choice[0].prompt.find("\nC. y\nD. z\n\nThe the correct answer is"), std::string::npos);
+}
+
+// A tokenizer that merges across the turns' boundary (kvbench-tiny-v2's BPE: the question's
+// trailing space with the gold answer after it) cut one context's turns at different tokens,
+// and per_sample refused the cell; the shared context and the rest are now encoded apart, as
+// SCBench encodes each turn.
+TEST_F(ScbenchFiles, TurnsShareTheirContextOnAMergingTokenizer) {
+  std::ofstream(dir.file("scbench_kv.jsonl"))
+      << R"({"id": 3, "context": "{\"alpha-1\": \"beta-2\", \"gamma-3\": \"delta-4\"}", )"
+      << R"("multi_turns": [{"input": "Key: \"alpha-1\"\nThe value of the key is: ", )"
+      << R"("answer": "beta-2"}, {"input": "Key: \"gamma-3\"\nThe value of the key is: ", )"
+      << R"("answer": "delta-4"}]})" << "\n";
+  auto v2 = LlamaModel::from_reference("kvbench-tiny-v2");
+  const DatasetInfo& info = dataset_registry().get("scbench", "test");
+  for (const char* mode : {"multi_turn", "multi_request"}) {
+    const json params = info.normalise_params(
+        {{"task", "kv"}, {"data_dir", dir.path()}, {"mode", mode}}, "test");
+    const std::vector<Sample> s = info.create(params)->samples(*v2->tokenizer, 0);
+    ASSERT_EQ(s.size(), 2u);
+    const SplitPrompt first = split_prompt(*v2, s[0]), second = split_prompt(*v2, s[1]);
+    EXPECT_EQ(first.context, second.context) << mode;
+    EXPECT_EQ(second.question, v2->tokenizer->encode(s[1].prompt.substr(s[1].question_offset),
+                                                     /*add_special=*/false)) << mode;
+    EXPECT_EQ(run_cell(full_cell("kvbench-tiny-v2", params, 2), *v2, [](int, int) {}).samples.size(),
+              2u) << mode;
+  }
 }
 
 // run_scbench.py's truncate_input keeps the input whole where max_length minus the answers'
@@ -132,25 +169,26 @@ TEST_F(ScbenchFiles, TasksNotBuiltAreRefused) {
   }
 }
 
-// Full answers every turn the same with the context shared (its cache computed once per
-// question from the same context tokens).
+// Full answers every turn with the context shared as it answers the same tokens (the context
+// with BOS, the rest encoded apart, as SCBench joins them) read in one prefill: the compressed
+// context's cache is computed once per question from the same context tokens.
 TEST_F(ScbenchFiles, FullAnswersTheSameWithTheContextShared) {
   const DatasetInfo& info = dataset_registry().get("scbench", "test");
-  const MethodInfo& full = method_registry().get("full", "test");
-  Cell cell{.model = "kvbench-tiny",
-            .dataset = {.name = "scbench",
-                        .params = info.normalise_params(
-                            {{"task", "kv"}, {"data_dir", dir.path()}}, "test")},
-            .method = {.name = "full", .label = "full",
-                       .config = full.normalise_config(json::object(), "test")},
-            .max_new_tokens = 4};
-  const auto no_progress = [](int, int) {};
-  const CellResult alone = run_cell(cell, *model, no_progress);
-  cell.context_sharing = "per_sample";
-  const CellResult shared = run_cell(cell, *model, no_progress);
-  ASSERT_EQ(alone.samples.size(), 2u);
-  for (size_t i = 0; i < 2; ++i)
-    EXPECT_EQ(shared.samples[i].prediction, alone.samples[i].prediction);
+  const json params = info.normalise_params({{"task", "kv"}, {"data_dir", dir.path()}}, "test");
+  const CellResult shared = run_cell(full_cell("kvbench-tiny", params, 4), *model, [](int, int) {});
+  const std::vector<Sample> s = info.create(params)->samples(*model->tokenizer, 0);
+  ASSERT_EQ(shared.samples.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    const SplitPrompt split = split_prompt(*model, s[i]);
+    std::vector<int> ids = split.context;
+    ids.insert(ids.end(), split.question.begin(), split.question.end());
+    Method uncompressed;
+    Session session(*model, uncompressed, SessionOptions{});
+    std::vector<int> stops = model->tokenizer->eos_ids();
+    stops.insert(stops.end(), model->config.eos_token_ids.begin(), model->config.eos_token_ids.end());
+    const std::vector<int> answer = session.generate(ids, 4, stops);
+    EXPECT_EQ(shared.samples[i].prediction, model->tokenizer->decode(answer)) << s[i].id;
+  }
 }
 
 }  // namespace

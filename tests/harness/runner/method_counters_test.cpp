@@ -84,8 +84,9 @@ TEST(MethodCounters, RatesArePooledOverTheCell) {
   EXPECT_DOUBLE_EQ(pooled_counter(sums, "fetched_bytes"), 100);
 }
 
-// The bytes fetched per step are the cell's bytes over its steps, as the hit rate is its hits
-// over its lookups: two compressed samples whose answers end after different step counts.
+// The cell reports its fetched bytes and steps beside the rate, and the rate is their ratio
+// (the pooling itself: RatesArePooledOverTheCell; PQCache in budget mode fetches the same bytes
+// every step, so a mean of the samples' rates would agree here).
 TEST(MethodCounters, FetchedBytesPerStepIsTheCellsBytesOverItsSteps) {
   test::TempDir dir;
   std::string a, b;
