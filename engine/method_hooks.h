@@ -113,7 +113,8 @@ class Method {
   virtual void on_append(int layer, const at::Tensor& k, const at::Tensor& v, LayerKV& kv) {}
 
   // Decode step: which entries to attend to. q: [Hq, d] (post-RoPE). The current token is
-  // resident already (appended just before) and must be in the selection.
+  // resident already (appended just before); a selection includes it unless its reference
+  // leaves it out (Quest's evaluation path ranks the current page like any other).
   virtual Selection select(int layer, const at::Tensor& q, const LayerKV& kv) {
     return Selection::everything();
   }

@@ -32,7 +32,7 @@ const MethodPreset& find_preset(const MethodInfo& info, const std::string& prese
 }  // namespace
 
 MethodChoice resolve_method(const std::string& name, const json& config, const std::string& where,
-                            const std::string& config_where) {
+                            const std::string& config_where, ConfigSource source) {
   const size_t colon = name.find(':');
   MethodChoice choice;
   choice.info = &method_registry().get(name.substr(0, colon), where);
@@ -45,6 +45,7 @@ MethodChoice resolve_method(const std::string& name, const json& config, const s
     throw InputError(config_where + ": expected an object, got " + json_type_name(config));
   if (config.is_object()) merged.update(config);  // the entry's own fields win over the preset's
   choice.config = choice.info->normalise_config(merged, config_where);
+  if (source == ConfigSource::given) choice.info->refuse_unused(choice.config, config_where);
   return choice;
 }
 

@@ -62,6 +62,10 @@ struct MethodInfo {
   // Validates `config` (defaults filled in) and returns it normalised; throws InputError
   // naming `where` and the field.
   std::function<json(const json& config, const std::string& where)> normalise_config;
+  // Refuses a normalised config's field set away from its default where the config's other
+  // fields make it unused (InputError naming `where` and the field): for configs given now,
+  // not for those stored with results, which ran as they read.
+  std::function<void(const json& config, const std::string& where)> refuse_unused;
   // Checks a normalised config against one budget (e.g. window <= budget), before any model
   // is loaded; InputError naming `where` and the field.
   std::function<void(const json& config, int64_t budget, const std::string& where)> check_budget;
@@ -80,10 +84,14 @@ struct MethodChoice {
   std::string preset;  // empty: the method's own defaults
   json config;         // normalised: the preset's fields, then `config`'s on top, then defaults
 };
+// Where a method config comes from: given now (a suite file, a flag), or stored with results
+// (a run's suite), which is read as it ran, without the rules added since.
+enum class ConfigSource { given, stored };
 // InputError at `where` for an unknown method or preset (listing the known ones) or a bad
 // config; the config's own errors name `config_where`.
 MethodChoice resolve_method(const std::string& name, const json& config, const std::string& where,
-                            const std::string& config_where);
+                            const std::string& config_where,
+                            ConfigSource source = ConfigSource::given);
 
 // Whether a config type declares its method's budget rule: AttendedRange attended(B, n, step).
 template <typename C, typename = void>
@@ -110,6 +118,9 @@ MethodInfo make_method_info(MethodInfo info) {
   info.config_fields = Config::fields().docs();
   info.normalise_config = [](const json& config, const std::string& where) {
     return Config::fields().write(Config::fields().read(config, where));
+  };
+  info.refuse_unused = [](const json& config, const std::string& where) {
+    Config::fields().refuse_unused(Config::fields().read(config, where), where);
   };
   info.check_budget = [](const json& config, int64_t budget, const std::string& where) {
     Config::fields().read(config, where).check_budget(budget, where);

@@ -486,7 +486,11 @@ std::vector<PlotFile> write_plots(const ReportData& data, const std::string& out
     if (auto t = summary_table(one, *spec_named("recall")))
       emit("recall_vs_budget" + name_end, "Recall vs budget" + title_end,
            line_plot(*t, styles, axis_label(*t, "recall")));
-    if (auto t = summary_table(one, *spec_named("kv_resident_bytes")))
+    // What the heads hold (results stored before kv_used_bytes: the pools' capacity).
+    if (auto t = summary_table(one, *spec_named("kv_used_bytes")))
+      emit("kv_memory_vs_budget" + name_end, "KV the heads hold vs budget" + title_end,
+           "set yrange [0:*]\n" + line_plot(*t, styles, axis_label(*t, t->unit)));
+    else if (auto t = summary_table(one, *spec_named("kv_resident_bytes")))
       emit("kv_memory_vs_budget" + name_end, "Resident KV memory vs budget" + title_end,
            "set yrange [0:*]\n" + line_plot(*t, styles, axis_label(*t, t->unit)));
     emit("latency_breakdown" + name_end,

@@ -122,6 +122,10 @@ class ConfigFields {
           .write = [member, write = f.write](const C& c, json& j) { write(c.*member, j); }});
     for (const auto& rule : inner.rules_)
       out.rules_.push_back([member, rule](C& c, const JsonFields& f) { rule(c.*member, f); });
+    for (const auto& u : inner.unused_)
+      out.unused_.push_back(
+          Unused{u.name, [member, unused = u.unused](const C& c) { return unused(c.*member); },
+                 u.when});
     return out;
   }
 
@@ -131,6 +135,32 @@ class ConfigFields {
     ConfigFields out = *this;
     out.rules_.push_back(std::move(check));
     return out;
+  }
+
+  // A field that another field's value makes unused (H2O's prefill window in decode mode):
+  // `when` says that condition for the error and for `kvbench list` ("mode is \"decode\"").
+  // refuse_unused then refuses the field set away from its default while `unused(c)` holds:
+  // the run would ignore it, and its results would be stored under a setting that never acted.
+  ConfigFields unused_when(const std::string& name, std::function<bool(const C&)> unused,
+                           std::string when) const {
+    ConfigFields out = *this;
+    for (Field& f : out.fields_)
+      if (f.name == name) f.doc += " [unused when " + when + "]";
+    out.unused_.push_back(Unused{name, std::move(unused), std::move(when)});
+    return out;
+  }
+
+  // InputError at `where`.<field> for the first field set away from its default where
+  // unused_when says nothing reads it.
+  void refuse_unused(const C& c, const std::string& where) const {
+    const json given = write(c), defaults = write(C{});
+    for (const Unused& u : unused_) {
+      const json value = given.value(u.name, json()), default_value = defaults.value(u.name, json());
+      if (u.unused(c) && value != default_value)
+        throw InputError(where + "." + u.name + ": " + value.dump() + " is set, but nothing reads "
+                         "it when " + u.when + "; leave it at its default, " +
+                         default_value.dump());
+    }
   }
 
   // Reads `j` (null reads as {}: every default) strictly over `c`'s values (the defaults);
@@ -218,8 +248,15 @@ class ConfigFields {
     else return "list";
   }
 
+  struct Unused {
+    std::string name;
+    std::function<bool(const C&)> unused;
+    std::string when;
+  };
+
   std::vector<Field> fields_;
   std::vector<std::function<void(C&, const JsonFields&)>> rules_;
+  std::vector<Unused> unused_;
 };
 
 }  // namespace kvb

@@ -86,7 +86,7 @@ void print_run(const ResultStore& store, int64_t run_id, std::ostream& out) {
     out << field.first << ": " << field.second << "\n";
   std::vector<std::vector<std::string>> rows = {
       {"method", "budget", "dataset", "model", "seed", "status", "score", "metric", "n",
-       "attended", "agree %", "recall", "KV MiB", "decode ms/tok"}};
+       "attended", "agree %", "recall", "KV MiB", "held MiB", "decode ms/tok"}};
   bool untrained = false;
   std::vector<std::string> errors;
   std::set<std::string> models;
@@ -118,6 +118,7 @@ void print_run(const ResultStore& store, int64_t run_id, std::ostream& out) {
                     m.count("score") ? m["score"].second : "-", value("samples", 0),
                     value("attended_mean", 1), value("agreement_with_full", 1),
                     value("recall", 3), value("kv_resident_bytes", 3, 1.0 / (1 << 20)),
+                    value("kv_used_bytes", 3, 1.0 / (1 << 20)),
                     value("decode_ms_per_token", 3)});
     if (!from_other_runs.empty()) rows.back().push_back(std::to_string(cell.run_id));
   }

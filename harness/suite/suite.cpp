@@ -143,7 +143,7 @@ DatasetSpec parse_dataset(const json& entry, const std::string& where) {
   return spec;
 }
 
-MethodSpec parse_method(const json& entry, const std::string& where) {
+MethodSpec parse_method(const json& entry, const std::string& where, ConfigSource source) {
   json obj = as_named_object(entry);
   JsonFields f(obj, where);
   MethodSpec spec;
@@ -161,7 +161,7 @@ MethodSpec parse_method(const json& entry, const std::string& where) {
   if (spec.label.empty()) spec.label = given;
   try {
     MethodChoice choice = resolve_method(given, config ? *config : json::object(), f.path("name"),
-                                         f.path("config"));
+                                         f.path("config"), source);
     spec.name = choice.info->name;
     spec.config = std::move(choice.config);
   } catch (const InputError& e) {
@@ -322,7 +322,12 @@ Suite validate_suite(const json& written, const std::string& path, bool stored) 
     if (!in_shared) throw;
     throw InputError(std::string(e.what()) + " (" + shared_folder_hint() + ")");
   }
-  s.methods = parse_list<MethodSpec>(f.raw("methods"), f.path("methods"), parse_method);
+  const ConfigSource source = stored ? ConfigSource::stored : ConfigSource::given;
+  s.methods = parse_list<MethodSpec>(
+      f.raw("methods"), f.path("methods"),
+      [source](const json& entry, const std::string& where) {
+        return parse_method(entry, where, source);
+      });
   std::vector<int64_t> budgets, seeds = {0};
   f.get("budgets", budgets);
   f.get("seeds", seeds);

@@ -18,7 +18,11 @@ const ConfigFields<SnapKVScoring>& SnapKVScoring::fields() {
           .field("gqa", &SnapKVScoring::gqa,
                  "per_kv_head: one selection per KV head; per_query_head: each query head "
                  "selects, the KV head keeps the union (references that repeat the KV)",
-                 check::one_of({"per_kv_head", "per_query_head"}));
+                 check::one_of({"per_kv_head", "per_query_head"}))
+          .unused_when("pooling", [](const SnapKVScoring& s) { return s.kernel == 1; },
+                       "kernel is 1 (no pooling)")
+          .unused_when("group_reduce", [](const SnapKVScoring& s) { return s.per_query_head(); },
+                       "gqa is \"per_query_head\" (no group is reduced)");
   return f;
 }
 

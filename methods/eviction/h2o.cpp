@@ -41,7 +41,11 @@ struct H2OConfig {
                    "decode mode: share of B for heavy hitters, the rest recent",
                    check::in_interval("(0, 1)"))
             .field("window", &H2OConfig::window, "prefill mode: recent tokens always kept",
-                   check::at_least(1));
+                   check::at_least(1))
+            .unused_when("heavy_ratio", [](const H2OConfig& c) { return c.mode == "prefill"; },
+                         "mode is \"prefill\"")
+            .unused_when("window", [](const H2OConfig& c) { return c.mode == "decode"; },
+                         "mode is \"decode\" (heavy_ratio splits B)");
     return f;
   }
   void check_budget(int64_t budget, const std::string& where) const {

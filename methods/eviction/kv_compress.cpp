@@ -130,6 +130,8 @@ struct KVCompressConfig {
                    "0: size the cache from B; >= 1: keep about L / rate (the fork's runner)")
             .field("min_cache_tokens", &C::min_cache_tokens,
                    "the smallest cache the rate mode gives", check::at_least(1))
+            .unused_when("min_cache_tokens", [](const C& c) { return c.compression_rate == 0.0; },
+                         "compression_rate is 0 (B sizes the cache)")
             .rule([](C& c, const JsonFields& f) {
               if (!(c.compression_rate == 0.0 || c.compression_rate >= 1.0))
                 throw InputError(f.path("compression_rate") +
@@ -157,7 +159,15 @@ struct KVCompressConfig {
         .field("pool_scope", &M::pool_scope,
                "KVC-w pools over all keys, the protected ones too (the paper's eq. 8 and the "
                "fork's max_pool1d), or over the evictable ones only (kvbench before 2026-11-29)",
-               check::one_of({"all", "evictable"}));
+               check::one_of({"all", "evictable"}))
+        .unused_when("window", [](const M& m) { return m.variant == "full"; },
+                     "variant is \"full\" (every query scores)")
+        .unused_when("kernel", [](const M& m) { return m.variant == "full"; },
+                     "variant is \"full\" (no pooling)")
+        .unused_when("pool_scope", [](const M& m) { return m.variant == "full" || m.kernel == 1; },
+                     "variant is \"full\" or kernel is 1 (no pooling)")
+        .unused_when("skip_queries", [](const M& m) { return m.variant == "w"; },
+                     "variant is \"w\" (the window's queries score)");
   }
   // In the rate mode B comes from the prompt; the smallest it can be is min_cache_tokens.
   void check_budget(int64_t budget, const std::string& where) const {

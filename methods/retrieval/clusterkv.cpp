@@ -384,6 +384,8 @@ struct ClusterKVConfig {
                    "and attends its own selection, as the accuracy code (cluster_attention.py "
                    "repeats the centroids to every query head)",
                    check::one_of({"per_kv_head", "per_query_head"}))
+            .unused_when("decode_clusters", [](const C& c) { return c.decode_interval == 0; },
+                         "decode_interval is 0 (decode tokens are never clustered)")
             .rule([](C& c, const JsonFields& f) {
               if (c.init == "kmeans_parallel" && c.build == "overlap")
                 throw InputError(f.path("init") + ": kmeans_parallel reads the device on the "

@@ -338,6 +338,8 @@ const ConfigFields<InfiniGenConfig>& InfiniGenConfig::fields() {
                  check::in_interval("[0, 1]"))
           .field("fill_to_budget", &C::fill_to_budget,
                  "attend exactly the cap, top by speculative score, not the threshold count")
+          .unused_when("alpha", [](const C& c) { return c.fill_to_budget; },
+                       "fill_to_budget is true (no threshold)")
           .rule([](C& c, const JsonFields& f) {
             if (c.calibration == "prompt" && !c.calibration_file.empty())
               throw InputError(f.path("calibration_file") + ": set, but calibration is "

@@ -192,7 +192,12 @@ const ConfigFields<PQCacheConfig>& PQCacheConfig::fields() {
                  "which cached block a new one evicts, the least frequently used of: any_block "
                  "(the reference's LFU, the step's blocks inserted one by one, so new blocks can "
                  "push each other out) or earlier_blocks (those the step does not admit)",
-                 check::one_of({"any_block", "earlier_blocks"}));
+                 check::one_of({"any_block", "earlier_blocks"}))
+          .unused_when("cache_block", [](const C& c) { return c.cache_tokens == 0; },
+                       "cache_tokens is 0 (no cache)")
+          .unused_when("cache_eviction",
+                       [](const C& c) { return c.cache_tokens < c.cache_block; },
+                       "cache_tokens < cache_block (no block fits: no cache)");
   return f;
 }
 

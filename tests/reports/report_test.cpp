@@ -503,6 +503,38 @@ std::string plot_script(const ReportFiles& files, const std::string& out, const 
   return "";
 }
 
+// What the heads hold has its table beside the pools' capacity, and the memory plot shows it
+// where the run stored it (results stored before kv_used_bytes plot the capacity).
+TEST(ReportTables, TheKVTheHeadsHoldIsShownBesideTheResidentKV) {
+  test::TempDir dir;
+  {
+    ResultStore store(dir.file("r.db"));
+    test::FakeCell h2o{.method = "h2o", .budget = 32, .sample_scores = {100}, .kv_bytes = 4096};
+    h2o.extra_metrics = {{std::nullopt, "kv_used_bytes", 3072, "bytes"}};
+    test::fill_store(store, {h2o});
+  }
+  ResultStore store(dir.file("r.db"));
+  const ReportData data = load(store);
+  std::map<std::string, const MetricSpec*> specs;
+  for (const MetricSpec& m : report_metrics()) specs[m.name] = &m;
+  ASSERT_EQ(groups_of(data).size(), 1u);
+  const std::string group = groups_of(data)[0];
+  const auto held = group_table(data, group, *specs.at("kv_used_bytes"));
+  ASSERT_TRUE(held);
+  EXPECT_DOUBLE_EQ(held->at("h2o", 32)->mean, 3.0);
+  EXPECT_NE(held->heading.find("KV the heads hold (KiB, lower is better)"), std::string::npos)
+      << held->heading;
+  EXPECT_DOUBLE_EQ(group_table(data, group, *specs.at("kv_resident_bytes"))->at("h2o", 32)->mean,
+                   4.0);
+  if (!std::filesystem::exists("/usr/bin/gnuplot")) GTEST_SKIP() << "no gnuplot: plot not drawn";
+  ReportOptions o{dir.file("r.db"), dir.file("out")};
+  o.plot.gnuplot = "/usr/bin/gnuplot";
+  const ReportFiles files = write_report(o);
+  const std::string memory = slurp(o.out + "/plots/kv_memory_vs_budget.gp");
+  EXPECT_NE(memory.find("set title 'KV the heads hold (KiB"), std::string::npos) << memory;
+  EXPECT_NE(memory.find("\n32 3\n"), std::string::npos) << memory;  // 3072 bytes, not 4096
+}
+
 // Several models: each gets its own average table and its own summary plots and heatmaps
 // (named and titled with it); nothing is averaged across models.
 TEST(ReportPlots, SummariesAreOnePerModelNeverAveragedAcrossThem) {

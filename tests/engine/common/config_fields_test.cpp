@@ -32,5 +32,50 @@ TEST(ConfigFields, AnAddedFieldIsWrittenOnlyAwayFromItsDefault) {
   EXPECT_EQ(docs[0].default_value, "8");
 }
 
+// A field another one makes unused: set away from its default there, it is refused (the run
+// would ignore it); at its default, or where it is used, it passes; a member struct's rule
+// holds in the config that includes it; kvbench list says when it is unused.
+struct Pooled {
+  int kernel = 7;
+  std::string pooling = "max";
+  static const ConfigFields<Pooled>& fields() {
+    static const auto f =
+        ConfigFields<Pooled>()
+            .field("kernel", &Pooled::kernel, "kernel")
+            .field("pooling", &Pooled::pooling, "pooling")
+            .unused_when("pooling", [](const Pooled& p) { return p.kernel == 1; }, "kernel is 1");
+    return f;
+  }
+};
+struct Outer {
+  Pooled pooled;
+  static const ConfigFields<Outer>& fields() {
+    static const auto f = ConfigFields<Outer>().fields_of(&Outer::pooled, Pooled::fields());
+    return f;
+  }
+};
+
+template <typename C>
+std::string unused_error(const json& j) {
+  try {
+    C::fields().refuse_unused(C::fields().read(j, "f.json: $.config"), "f.json: $.config");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ConfigFields, AFieldSetWhereItIsUnusedIsRefused) {
+  EXPECT_EQ(unused_error<Pooled>({{"kernel", 1}, {"pooling", "avg"}}),
+            "f.json: $.config.pooling: \"avg\" is set, but nothing reads it when kernel is 1"
+            "; leave it at its default, \"max\"");
+  EXPECT_EQ(unused_error<Pooled>({{"kernel", 1}, {"pooling", "max"}}), "");
+  EXPECT_EQ(unused_error<Pooled>({{"kernel", 3}, {"pooling", "avg"}}), "");
+  EXPECT_NE(unused_error<Outer>({{"kernel", 1}, {"pooling", "avg"}}).find("$.config.pooling"),
+            std::string::npos);
+  EXPECT_EQ(unused_error<Outer>({{"kernel", 5}, {"pooling", "avg"}}), "");
+  EXPECT_EQ(Outer::fields().docs()[1].doc, "pooling [unused when kernel is 1]");
+}
+
 }  // namespace
 }  // namespace kvb

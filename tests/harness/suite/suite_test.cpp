@@ -63,6 +63,22 @@ TEST(SuiteValidation, ScbenchNeedsContextSharingStated) {
   EXPECT_NO_THROW(parse_stored_suite(j, kPath));
 }
 
+// A method field that the config's other fields make unused is refused when given (H2O's
+// prefill window in its decode mode; KV-Compress's pooling under variant full, set by a preset),
+// and read as it ran in a stored suite.
+TEST(SuiteValidation, AMethodFieldSetWhereItIsUnusedIsRefused) {
+  json j = good();
+  j["methods"] = {{{"name", "h2o"}, {"config", {{"window", 16}}}}};
+  expect_message(error_of(j), "$.methods[0].config.window",
+                 "16 is set, but nothing reads it when mode is \"decode\"");
+  EXPECT_NO_THROW(parse_stored_suite(j, kPath));
+  j["methods"] = {{{"name", "h2o"}, {"config", {{"window", 16}, {"mode", "prefill"}}}}};
+  EXPECT_NO_THROW(parse_suite(j, kPath));
+  j["methods"] = {{{"name", "kv_compress:vllm-kvcompress"}, {"config", {{"variant", "full"}}}}};
+  expect_message(error_of(j), "$.methods[0].config.window",
+                 "32 is set, but nothing reads it when variant is \"full\"");
+}
+
 TEST(SuiteValidation, GoodSuiteParses) {
   Suite s = parse_suite(good(), kPath);
   EXPECT_EQ(s.name, "t");
