@@ -415,6 +415,7 @@ double pooled_counter(const std::map<std::string, std::pair<double, int>>& sums,
                       const std::string& name) {
   static const std::map<std::string, std::pair<std::string, std::string>> rates = {
       {"cache_hit_rate", {"cache_hits", "cache_lookups"}},
+      {"cluster_cache_hit_rate", {"cluster_cache_hits", "cluster_cache_lookups"}},
       {"fetched_bytes_per_step", {"fetched_bytes", "fetch_steps"}}};
   if (const auto rate = rates.find(name); rate != rates.end()) {
     const auto num = sums.find(rate->second.first), den = sums.find(rate->second.second);

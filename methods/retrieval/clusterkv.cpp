@@ -37,9 +37,14 @@
 //   "per_query_head" (preset sjtu-zhao-lab) lets every query head rank its KV head's clusters by
 //   its own q.mu, as the accuracy code, which repeats the centroids to the query heads (its
 //   cache then counted per query head, as cluster_cache_simulator.py).
-// - The cache of the last R steps is counted, not simulated as memory: a lookup is a clustered
-//   entry selected at this step (sinks and recent tokens stay on the device), a hit is one that
-//   was selected in one of the last R steps.
+// - The cache of the last R steps is counted, not simulated as memory, two ways. Entries
+//   (method.cache_hit_rate, what the efficiency code's swap kernel moves at R = 1): a lookup is
+//   a clustered entry selected at this step (sinks and recent tokens stay on the device), a
+//   hit one selected in one of the last R steps. Clusters (method.cluster_cache_hit_rate, the
+//   paper's cluster-granularity cache and its hit rates, as accuracy/cluster_cache_simulator.py
+//   counts them): a lookup is a selected cluster, a hit one that one of the last R steps
+//   selected, from step R + 1 on, each unit counting as many clusters as the unit that needs
+//   most (count_cluster_cache); pooled over the cell, where the simulator averages per step.
 // - `kmeans_dtype`: "float32" (default) runs the assignments' products in fp32, as the accuracy
 //   code's K-means (RAFT's fit on fp32 keys, accuracy/cluster_attention.py); "keys" runs them in
 //   the model's dtype, as the efficiency code (clusterkv_utils.build_cluster: matmul of the fp16
@@ -434,6 +439,7 @@ class ClusterKV : public RetrievalMethod {
     config_.check_budget(context.budget, "clusterkv");
     join_side_stream();  // a sequence that failed in its prefill may have left clusterings
     index_.assign(context.num_layers, LayerIndex{});
+    cluster_hits_ = cluster_lookups_ = at::Tensor();
     prompt_init_ = overlap() ? prompt_init_positions(context) : at::Tensor();
   }
 
@@ -519,6 +525,11 @@ class ClusterKV : public RetrievalMethod {
         ++layers;
       }
     if (layers > 0) c["clusters_per_head"] = clusters / layers;  // mean over sparse layers
+    if (cluster_lookups_.defined() && cluster_lookups_.item<int64_t>() > 0) {
+      c["cluster_cache_hits"] = cluster_hits_.item<double>();
+      c["cluster_cache_lookups"] = cluster_lookups_.item<double>();
+      c["cluster_cache_hit_rate"] = c["cluster_cache_hits"] / c["cluster_cache_lookups"];
+    }
     return c;
   }
 
@@ -562,7 +573,10 @@ class ClusterKV : public RetrievalMethod {
     // Sinks, the clusters' members and the recent entries, ascending (one kernel on a GPU).
     ClusterCacheStep cache;
     const bool counted = config_.cache_steps > 0 && taken > 0;
-    if (counted) cache = cache_step(ix, taken * units);
+    if (counted) {
+      cache = cache_step(ix, taken * units);
+      count_cluster_cache(ix, scores, per_unit(ix.sizes), taken);
+    }
     return {cluster_rows(scores, per_unit(ix.sizes), per_unit(ix.starts), per_unit(ix.members),
                          taken, ix.sinks, n - recent, n, counted ? &cache : nullptr)};
   }
@@ -584,6 +598,8 @@ class ClusterKV : public RetrievalMethod {
     at::Tensor sizes, starts;   // [Hkv, C] of index_dtype
     at::Tensor members;         // [Hkv, N] of index_dtype: entry indices sorted by label,
                                 // cluster by cluster
+    at::Tensor last_cluster;    // [units, >= C] int64: the step each cluster was last among
+                                // the clusters counted by count_cluster_cache, or -1
     at::Tensor last_selected;   // [units, >= entries] int64 (units: Hkv, or Hq under gqa
                                 // per_query_head): the step each entry was last selected, or -1
   };
@@ -628,6 +644,36 @@ class ClusterKV : public RetrievalMethod {
     // integers is one comparison: last >= max(0, steps - R).
     return {ix.last_selected, ix.steps, std::max<int64_t>(0, ix.steps - config_.cache_steps),
             device_cache_hits(ix.last_selected.device())};
+  }
+
+  // The paper's hit rate of its cluster-granularity cache, as accuracy/cluster_cache_simulator.py
+  // measures it: per selection unit, the share of the clusters selected now that one of the
+  // last R steps selected, from step R + 1 on (its queue of R + 1 selections full), every unit
+  // counting the same number of clusters, the most any unit needs to cover B - sinks
+  // (cluster_attention.py takes that many for every head). Pooled as hits over lookups, on
+  // the device (no host read). scores: [units, C]; sizes: [units, C].
+  void count_cluster_cache(LayerIndex& ix, const at::Tensor& scores, const at::Tensor& sizes,
+                           int64_t taken) {
+    const int64_t units = scores.size(0), C = scores.size(1);
+    const at::TensorOptions longs = scores.options().dtype(at::kLong);
+    if (!ix.last_cluster.defined() || ix.last_cluster.size(1) < C) {  // clusters added
+      at::Tensor more = at::full({units, C - (ix.last_cluster.defined() ? ix.last_cluster.size(1)
+                                                                          : 0)}, -1, longs);
+      ix.last_cluster = ix.last_cluster.defined() ? at::cat({ix.last_cluster, more}, 1) : more;
+    }
+    const at::Tensor order = scores.argsort(1, /*descending=*/true);  // [units, C]
+    const at::Tensor covered = sizes.gather(1, order).cumsum(1);      // [units, C]
+    const at::Tensor needed = ((covered < taken).sum(1) + 1).amax().clamp_max(C);  // []
+    const at::Tensor counted = at::arange(C, longs).lt(needed);                    // [C]
+    at::Tensor last = ix.last_cluster.narrow(1, 0, C);  // a view: written below
+    const at::Tensor last_in_order = last.gather(1, order);  // [units, C]
+    if (ix.steps > config_.cache_steps) {
+      cluster_hits_ = cluster_hits_.defined() ? cluster_hits_ : at::zeros({}, longs);
+      cluster_lookups_ = cluster_lookups_.defined() ? cluster_lookups_ : at::zeros({}, longs);
+      cluster_hits_ += (last_in_order.ge(ix.steps - config_.cache_steps) & counted).sum();
+      cluster_lookups_ += needed * units;
+    }
+    last.scatter_(1, order, at::where(counted, at::full({}, ix.steps, longs), last_in_order));
   }
 
   // Index bytes: centroids in the keys' dtype; sizes, prefix sums, sorted indices as int32.
@@ -676,6 +722,7 @@ class ClusterKV : public RetrievalMethod {
   std::vector<LayerIndex> index_;  // per layer
   std::unique_ptr<SideStream> side_;  // build: overlap's, made at the first prompt clustering
   at::Tensor prompt_init_;            // build: overlap's initial positions, on a GPU
+  at::Tensor cluster_hits_, cluster_lookups_;  // [] int64 on the device: count_cluster_cache's
   bool joined_ = true;                // no clustering left on the side stream
 };
 
@@ -699,7 +746,9 @@ KVB_REGISTER_METHOD(make_method_info<ClusterKV, ClusterKVConfig>({
                 "steps), m=320 decode tokens -> C+=4 clusters as the paper and its efficiency "
                 "code (which makes 8; the accuracy code behind the paper's accuracy numbers "
                 "never clusters decode tokens: decode_interval: 0), layers 0-1 dense, R=1 "
-                "cache counted; batched over KV heads; GQA: group's queries summed per KV head "
+                "cache counted in entries (the efficiency code's swaps) and in clusters (the "
+                "paper's hit rates, from its cache simulator; pooled where it averages steps); "
+                "batched over KV heads; GQA: group's queries summed per KV head "
                 "(the accuracy code: per query head, gqa: per_query_head, its preset's); K-means products in fp32 as the accuracy code "
                 "(kmeans_dtype: keys, the efficiency code's products in the model's dtype); "
                 "clustering inline until no label changes (build: overlap, the efficiency code's: "

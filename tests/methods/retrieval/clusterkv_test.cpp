@@ -462,6 +462,62 @@ TEST(ClusterKV, CacheOfTheLastRStepsCountsHits) {
   check_cache(2);
 }
 
+// The paper's cluster-granularity count (accuracy/cluster_cache_simulator.py), by hand from the
+// selections: 5 groups of 20 keys after the 16 sinks, along orthogonal directions, which
+// k-means|| starts apart, so each cluster is one group; a selected cluster is one the step's
+// list reaches; from step R + 1, a hit is a cluster that one of the last R steps selected. Per
+// query head, every head counts as many clusters as the head that needs most.
+void check_cluster_cache(int64_t R, const std::string& gqa) {
+  at::manual_seed(3);
+  const int64_t d = 8, sinks = 16, per = 20, groups = 5, B = 48;
+  at::Tensor dirs = at::eye(d).narrow(0, 0, groups).reshape({1, groups, 1, d});
+  at::Tensor grouped = (dirs + at::randn({1, groups, per, d}) * 0.05) *
+                       (at::rand({1, groups, per, 1}) * 4.0 + 0.5);
+  at::Tensor k = at::cat({at::randn({1, sinks, d}) * 10.0, grouped.reshape({1, groups * per, d})}, 1);
+  const int64_t L = k.size(1);
+  Driver drv({{"clusters", groups}, {"cache_steps", R}, {"gqa", gqa}, {"init", "kmeans_parallel"}},
+             k, B);
+  std::vector<at::Tensor> qs;
+  for (int i = 0; i < 3; ++i) qs.push_back(at::randn({2, d}));
+  std::vector<std::vector<std::set<int64_t>>> history;  // per step, per unit: clusters selected
+  int64_t hits = 0, lookups = 0;
+  for (int step : {0, 0, 1, 0, 2, 1, 1, 2}) {
+    std::vector<std::set<int64_t>> now;
+    size_t most = 0;
+    for (const std::vector<int64_t>& list : drv.step_lists(at::randn({1, d}), qs[step])) {
+      std::set<int64_t> clusters;
+      for (int64_t e : list)
+        if (e >= sinks && e < L) clusters.insert((e - sinks) / per);
+      most = std::max(most, clusters.size());
+      now.push_back(clusters);
+    }
+    if (int64_t(history.size()) >= R) {
+      lookups += int64_t(now.size() * most);
+      for (size_t u = 0; u < now.size() && gqa == "per_kv_head"; ++u)
+        for (int64_t c : now[u]) {
+          bool hit = false;
+          for (int64_t back = 1; back <= R; ++back)
+            hit = hit || history[history.size() - back][u].count(c);
+          hits += hit;
+        }
+    }
+    history.push_back(now);
+  }
+  auto c = drv.method->counters();
+  EXPECT_EQ(c.at("cluster_cache_lookups"), double(lookups)) << R << gqa;
+  if (gqa == "per_kv_head") EXPECT_EQ(c.at("cluster_cache_hits"), double(hits)) << R;
+  EXPECT_GT(c.at("cluster_cache_hits"), 0) << R << gqa;
+  EXPECT_LT(c.at("cluster_cache_hits"), c.at("cluster_cache_lookups")) << R << gqa;
+  EXPECT_DOUBLE_EQ(c.at("cluster_cache_hit_rate"),
+                   c.at("cluster_cache_hits") / c.at("cluster_cache_lookups"));
+}
+
+TEST(ClusterKV, ClusterCacheCountsThePapersHitRate) {
+  check_cluster_cache(1, "per_kv_head");
+  check_cluster_cache(2, "per_kv_head");
+  check_cluster_cache(1, "per_query_head");
+}
+
 TEST(ClusterKV, BadConfigsFailAtValidationNamingTheField) {
   std::string e = test::suite_error({{"name", "clusterkv"}, {"config", {{"sinks", 32}}}}, {32});
   EXPECT_NE(e.find("sinks"), std::string::npos) << e;
