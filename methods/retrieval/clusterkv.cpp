@@ -566,19 +566,16 @@ class ClusterKV : public RetrievalMethod {
     } else {
       scores = at::empty({units, ix.centroids.size(1)}, ix.centroids.options());
     }
-    // Each query head reads its KV head's clusters: the index repeated to the query heads.
-    const auto per_unit = [&](const at::Tensor& t) {
-      return each_query ? t.repeat_interleave(g, 0) : t;
-    };
+    const UnitIndex unit = unit_index(ix, g);
     // Sinks, the clusters' members and the recent entries, ascending (one kernel on a GPU).
     ClusterCacheStep cache;
     const bool counted = config_.cache_steps > 0 && taken > 0;
     if (counted) {
       cache = cache_step(ix, taken * units);
-      count_cluster_cache(ix, scores, per_unit(ix.sizes), taken);
+      count_cluster_cache(ix, scores, unit.sizes, taken);
     }
-    return {cluster_rows(scores, per_unit(ix.sizes), per_unit(ix.starts), per_unit(ix.members),
-                         taken, ix.sinks, n - recent, n, counted ? &cache : nullptr)};
+    return {cluster_rows(scores, unit.sizes, unit.starts, unit.members, taken, ix.sinks,
+                         n - recent, n, counted ? &cache : nullptr)};
   }
 
  private:
@@ -587,6 +584,10 @@ class ClusterKV : public RetrievalMethod {
   static at::ScalarType index_dtype(const at::Tensor& k) {
     return k.is_cuda() ? at::kInt : at::kLong;
   }
+
+  struct UnitIndex {
+    at::Tensor sizes, starts, members;
+  };
 
   struct LayerIndex {
     int64_t sinks = 0;
@@ -598,6 +599,10 @@ class ClusterKV : public RetrievalMethod {
     at::Tensor sizes, starts;   // [Hkv, C] of index_dtype
     at::Tensor members;         // [Hkv, N] of index_dtype: entry indices sorted by label,
                                 // cluster by cluster
+    // Under gqa per_query_head, the index repeated to each KV head's query heads (remade when
+    // clusters are added, not at every step; a harness copy, not counted in the index bytes):
+    // [Hq, C] and [Hq, N].
+    UnitIndex per_query;
     at::Tensor last_cluster;    // [units, >= C] int64: the step each cluster was last among
                                 // the clusters counted by count_cluster_cache, or -1
     at::Tensor last_selected;   // [units, >= entries] int64 (units: Hkv, or Hq under gqa
@@ -644,6 +649,18 @@ class ClusterKV : public RetrievalMethod {
     // integers is one comparison: last >= max(0, steps - R).
     return {ix.last_selected, ix.steps, std::max<int64_t>(0, ix.steps - config_.cache_steps),
             device_cache_hits(ix.last_selected.device())};
+  }
+
+  // The index tables as the selection units read them: the KV heads' own, or under gqa
+  // per_query_head each KV head's repeated to its g query heads.
+  UnitIndex unit_index(LayerIndex& ix, int64_t g) {
+    if (!per_query_head()) return {ix.sizes, ix.starts, ix.members};
+    UnitIndex& u = ix.per_query;
+    if (!u.members.defined() || u.members.size(1) != ix.members.size(1) ||
+        u.sizes.size(1) != ix.sizes.size(1))
+      u = {ix.sizes.repeat_interleave(g, 0), ix.starts.repeat_interleave(g, 0),
+           ix.members.repeat_interleave(g, 0)};
+    return u;
   }
 
   // The paper's hit rate of its cluster-granularity cache, as accuracy/cluster_cache_simulator.py
