@@ -29,18 +29,23 @@ void AttendedTally::reset(int layers, int kv_heads, at::Device device) {
   steps_ = 0;
 }
 
-void AttendedTally::add(int layer, const at::Tensor& counts) {
-  sum_[layer].add_(counts);
-  min_[layer] = at::minimum(min_[layer], counts);
-  max_[layer] = at::maximum(max_[layer], counts);
+void AttendedTally::add(int layer, const at::Tensor& counts, int64_t units_per_head) {
+  const at::Tensor per_head = counts.view({-1, units_per_head}).sum(1);  // [Hkv]
+  sum_[layer].add_(per_head, 1.0 / double(units_per_head));
+  const at::Tensor rounded = (per_head + units_per_head / 2).div(units_per_head, "floor");
+  min_[layer] = at::minimum(min_[layer], rounded);
+  max_[layer] = at::maximum(max_[layer], rounded);
 }
 
-void AttendedTally::add(int layer, const std::vector<int64_t>& counts) {
-  for (size_t h = 0; h < counts.size(); ++h) {
+void AttendedTally::add(int layer, const std::vector<int64_t>& counts, int64_t units_per_head) {
+  for (size_t h = 0; h < counts.size() / size_t(units_per_head); ++h) {
+    int64_t per_head = 0;
+    for (int64_t u = 0; u < units_per_head; ++u) per_head += counts[h * units_per_head + u];
+    const int64_t rounded = (per_head + units_per_head / 2) / units_per_head;
     const size_t i = size_t(layer) * size_t(sum_.size(1)) + h;  // sum_: [layers, Hkv]
-    host_sum_[i] += double(counts[h]);
-    host_min_[i] = std::min(host_min_[i], counts[h]);
-    host_max_[i] = std::max(host_max_[i], counts[h]);
+    host_sum_[i] += double(per_head) / double(units_per_head);
+    host_min_[i] = std::min(host_min_[i], rounded);
+    host_max_[i] = std::max(host_max_[i], rounded);
   }
 }
 
@@ -486,18 +491,13 @@ at::Tensor Session::decode_attention(int layer, const at::Tensor& q, const Selec
                            " lists, the layer has " + std::to_string(units) +
                            (chosen.per_query_head ? " query heads" : " KV heads"));
   const AttendedRows attended = attended_rows(kv, chosen, &all_rows_indptr_);
-  // Per KV head: the mean over its units' counts, rounded half up.
+  // Per KV head: the mean over its units' counts.
   if (int64_t(attended.host_counts.size()) == units) {
-    std::vector<int64_t> per_head(size_t(Hkv), 0);
-    for (int64_t u = 0; u < units; ++u)
-      per_head[size_t(u / units_per_head)] += attended.host_counts[size_t(u)];
-    for (int64_t& c : per_head) c = (c + units_per_head / 2) / units_per_head;
-    tally_.add(layer, per_head);
+    tally_.add(layer, attended.host_counts, units_per_head);
   } else {
     const at::Tensor& indptr = attended.indptr;
-    at::Tensor counts = indptr.narrow(0, 1, units) - indptr.narrow(0, 0, units);  // [units]
-    tally_.add(layer, (counts.view({Hkv, units_per_head}).sum(1) + units_per_head / 2)
-                          .div(units_per_head, "floor"));
+    tally_.add(layer, indptr.narrow(0, 1, units) - indptr.narrow(0, 0, units),  // [units]
+               units_per_head);
   }
   std::vector<at::Tensor> probs;
   std::vector<at::Tensor>* wanted = method_.wants_attention() ? &probs : nullptr;

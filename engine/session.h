@@ -30,10 +30,12 @@ struct AttendedCounts {
 class AttendedTally {
  public:
   void reset(int layers, int kv_heads, at::Device device);
-  // counts: [Hkv] int64 on the device, the entries each KV head of `layer` attended this step.
-  void add(int layer, const at::Tensor& counts);
+  // counts: [Hkv * u] int64 on the device, the entries each attention unit of `layer` attended
+  // this step, u units a KV head (1, or its g query heads under a per-query-head selection):
+  // a KV head's count is its units' mean, summed exactly, its min and max rounded half up.
+  void add(int layer, const at::Tensor& counts, int64_t units_per_head);
   // The same counts known on the host: no device op.
-  void add(int layer, const std::vector<int64_t>& counts);
+  void add(int layer, const std::vector<int64_t>& counts, int64_t units_per_head);
   void step() { ++steps_; }
   AttendedCounts read() const;
 

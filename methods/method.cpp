@@ -45,7 +45,15 @@ MethodChoice resolve_method(const std::string& name, const json& config, const s
     throw InputError(config_where + ": expected an object, got " + json_type_name(config));
   if (config.is_object()) merged.update(config);  // the entry's own fields win over the preset's
   choice.config = choice.info->normalise_config(merged, config_where);
-  if (source == ConfigSource::given) choice.info->refuse_unused(choice.config, config_where);
+  if (source == ConfigSource::given)
+    if (const std::optional<UnusedField> u = choice.info->unused_field(choice.config)) {
+      const bool by_preset = !(config.is_object() && config.contains(u->name));
+      throw InputError(config_where + "." + u->name + ": " + u->value + " is set" +
+                       (by_preset ? " by preset " + name : "") + ", but nothing reads it when " +
+                       u->when + "; " +
+                       (by_preset ? "give \"" + u->name + "\": " + u->default_value + " here"
+                                  : "leave it at its default, " + u->default_value));
+    }
   return choice;
 }
 

@@ -62,10 +62,10 @@ struct MethodInfo {
   // Validates `config` (defaults filled in) and returns it normalised; throws InputError
   // naming `where` and the field.
   std::function<json(const json& config, const std::string& where)> normalise_config;
-  // Refuses a normalised config's field set away from its default where the config's other
-  // fields make it unused (InputError naming `where` and the field): for configs given now,
-  // not for those stored with results, which ran as they read.
-  std::function<void(const json& config, const std::string& where)> refuse_unused;
+  // A normalised config's field set away from its default where the config's other fields
+  // make it unused: refused in configs given now, not in those stored with results, which ran
+  // as they read.
+  std::function<std::optional<UnusedField>(const json& config)> unused_field;
   // Checks a normalised config against one budget (e.g. window <= budget), before any model
   // is loaded; InputError naming `where` and the field.
   std::function<void(const json& config, int64_t budget, const std::string& where)> check_budget;
@@ -119,8 +119,8 @@ MethodInfo make_method_info(MethodInfo info) {
   info.normalise_config = [](const json& config, const std::string& where) {
     return Config::fields().write(Config::fields().read(config, where));
   };
-  info.refuse_unused = [](const json& config, const std::string& where) {
-    Config::fields().refuse_unused(Config::fields().read(config, where), where);
+  info.unused_field = [](const json& config) {
+    return Config::fields().first_unused(Config::fields().read(config, "config"));
   };
   info.check_budget = [](const json& config, int64_t budget, const std::string& where) {
     Config::fields().read(config, where).check_budget(budget, where);

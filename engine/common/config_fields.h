@@ -20,6 +20,8 @@
 #include <nlohmann/json.hpp>
 
 #include <functional>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -49,6 +51,12 @@ FieldCheck odd_at_least_one();
 FieldCheck one_of(std::vector<std::string> values);
 
 }  // namespace check
+
+// A field set where the config's other fields make it unused (ConfigFields::unused_when), its
+// value and default as JSON text.
+struct UnusedField {
+  std::string name, value, default_value, when;
+};
 
 // What `kvbench list` shows of one field.
 struct FieldDoc {
@@ -139,28 +147,31 @@ class ConfigFields {
 
   // A field that another field's value makes unused (H2O's prefill window in decode mode):
   // `when` says that condition for the error and for `kvbench list` ("mode is \"decode\"").
-  // refuse_unused then refuses the field set away from its default while `unused(c)` holds:
-  // the run would ignore it, and its results would be stored under a setting that never acted.
+  // first_unused then finds the field set away from its default while `unused(c)` holds: the
+  // run would ignore it, and its results would be stored under a setting that never acted.
   ConfigFields unused_when(const std::string& name, std::function<bool(const C&)> unused,
                            std::string when) const {
     ConfigFields out = *this;
+    bool declared = false;
     for (Field& f : out.fields_)
-      if (f.name == name) f.doc += " [unused when " + when + "]";
+      if (f.name == name) {
+        f.doc += " [unused when " + when + "]";
+        declared = true;
+      }
+    if (!declared) throw std::logic_error("unused_when: no field \"" + name + "\"");
     out.unused_.push_back(Unused{name, std::move(unused), std::move(when)});
     return out;
   }
 
-  // InputError at `where`.<field> for the first field set away from its default where
-  // unused_when says nothing reads it.
-  void refuse_unused(const C& c, const std::string& where) const {
+  // The first field set away from its default where unused_when says nothing reads it.
+  std::optional<UnusedField> first_unused(const C& c) const {
     const json given = write(c), defaults = write(C{});
     for (const Unused& u : unused_) {
       const json value = given.value(u.name, json()), default_value = defaults.value(u.name, json());
       if (u.unused(c) && value != default_value)
-        throw InputError(where + "." + u.name + ": " + value.dump() + " is set, but nothing reads "
-                         "it when " + u.when + "; leave it at its default, " +
-                         default_value.dump());
+        return UnusedField{u.name, value.dump(), default_text(u.name, default_value), u.when};
     }
+    return std::nullopt;
   }
 
   // Reads `j` (null reads as {}: every default) strictly over `c`'s values (the defaults);
@@ -246,6 +257,13 @@ class ConfigFields {
     else if constexpr (std::is_floating_point_v<T>) return "number";
     else if constexpr (std::is_same_v<T, std::string>) return "string";
     else return "list";
+  }
+
+  // A field's default as JSON text: an added field's is kept aside (write leaves it out).
+  std::string default_text(const std::string& name, const json& written) const {
+    for (const Field& f : fields_)
+      if (f.name == name && !f.default_text.empty()) return f.default_text;
+    return written.dump();
   }
 
   struct Unused {

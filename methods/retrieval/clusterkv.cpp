@@ -37,14 +37,16 @@
 //   "per_query_head" (preset sjtu-zhao-lab) lets every query head rank its KV head's clusters by
 //   its own q.mu, as the accuracy code, which repeats the centroids to the query heads (its
 //   cache then counted per query head, as cluster_cache_simulator.py).
-// - The cache of the last R steps is counted, not simulated as memory, two ways. Entries
+// - The cache of the last R steps is counted, not simulated as memory. In entries
 //   (method.cache_hit_rate, what the efficiency code's swap kernel moves at R = 1): a lookup is
 //   a clustered entry selected at this step (sinks and recent tokens stay on the device), a
-//   hit one selected in one of the last R steps. Clusters (method.cluster_cache_hit_rate, the
-//   paper's cluster-granularity cache and its hit rates, as accuracy/cluster_cache_simulator.py
-//   counts them): a lookup is a selected cluster, a hit one that one of the last R steps
-//   selected, from step R + 1 on, each unit counting as many clusters as the unit that needs
-//   most (count_cluster_cache); pooled over the cell, where the simulator averages per step.
+//   hit one selected in one of the last R steps. With `cluster_hit_rate: true` also in
+//   clusters (method.cluster_cache_hit_rate, the paper's hit rates, as its
+//   accuracy/cluster_cache_simulator.py counts them, a statistic its code computes only when
+//   asked too): a lookup is a selected cluster, a hit one that one of the last R selections
+//   selected, from the (R + 1)-th on, each unit counting as many clusters as the unit that
+//   needs most (count_cluster_cache); pooled over the cell, where the simulator averages its
+//   steps' rates.
 // - `kmeans_dtype`: "float32" (default) runs the assignments' products in fp32, as the accuracy
 //   code's K-means (RAFT's fit on fp32 keys, accuracy/cluster_attention.py); "keys" runs them in
 //   the model's dtype, as the efficiency code (clusterkv_utils.build_cluster: matmul of the fp16
@@ -336,6 +338,7 @@ struct ClusterKVConfig {
   int64_t cache_steps = 1;          // R
   std::string build = "inline";     // the prompt's clustering: inline or overlap (see above)
   std::string gqa = "per_kv_head";  // one selection per KV head, or per query head (see above)
+  bool cluster_hit_rate = false;    // also count the cache in clusters (count_cluster_cache)
 
   static const ConfigFields<ClusterKVConfig>& fields() {
     using C = ClusterKVConfig;
@@ -381,7 +384,7 @@ struct ClusterKVConfig {
                    check::one_of({"inline", "overlap"}))
             .field("cache_steps", &C::cache_steps,
                    "R: a selected clustered entry is a cache hit when it was selected in the "
-                   "last R steps (0: no cache)",
+                   "last R steps (0: no cache; cluster_hit_rate: clusters counted too)",
                    check::at_least(0))
             .added_field("gqa", &C::gqa,
                    "per_kv_head: one selection per KV head, the group's queries summed (q.mu is "
@@ -389,8 +392,14 @@ struct ClusterKVConfig {
                    "and attends its own selection, as the accuracy code (cluster_attention.py "
                    "repeats the centroids to every query head)",
                    check::one_of({"per_kv_head", "per_query_head"}))
+            .added_field("cluster_hit_rate", &C::cluster_hit_rate,
+                   "also count the cache in clusters, the paper's hit rates "
+                   "(method.cluster_cache_hit_rate, as accuracy/cluster_cache_simulator.py; "
+                   "about 20 small operators a layer a step, so off where latency is measured)")
             .unused_when("decode_clusters", [](const C& c) { return c.decode_interval == 0; },
                          "decode_interval is 0 (decode tokens are never clustered)")
+            .unused_when("cluster_hit_rate", [](const C& c) { return c.cache_steps == 0; },
+                         "cache_steps is 0 (no cache)")
             .rule([](C& c, const JsonFields& f) {
               if (c.init == "kmeans_parallel" && c.build == "overlap")
                 throw InputError(f.path("init") + ": kmeans_parallel reads the device on the "
@@ -572,7 +581,7 @@ class ClusterKV : public RetrievalMethod {
     const bool counted = config_.cache_steps > 0 && taken > 0;
     if (counted) {
       cache = cache_step(ix, taken * units);
-      count_cluster_cache(ix, scores, unit.sizes, taken);
+      if (config_.cluster_hit_rate) count_cluster_cache(ix, scores, unit.sizes, taken);
     }
     return {cluster_rows(scores, unit.sizes, unit.starts, unit.members, taken, ix.sinks,
                          n - recent, n, counted ? &cache : nullptr)};
@@ -603,8 +612,9 @@ class ClusterKV : public RetrievalMethod {
     // clusters are added, not at every step; a harness copy, not counted in the index bytes):
     // [Hq, C] and [Hq, N].
     UnitIndex per_query;
-    at::Tensor last_cluster;    // [units, >= C] int64: the step each cluster was last among
-                                // the clusters counted by count_cluster_cache, or -1
+    at::Tensor last_cluster;    // [units, >= C] int64: the selection (count_cluster_cache's
+                                // call) that last counted each cluster, or -1
+    int64_t cluster_counts = 0;  // count_cluster_cache's calls: the simulator's clock
     at::Tensor last_selected;   // [units, >= entries] int64 (units: Hkv, or Hq under gqa
                                 // per_query_head): the step each entry was last selected, or -1
   };
@@ -664,11 +674,14 @@ class ClusterKV : public RetrievalMethod {
   }
 
   // The paper's hit rate of its cluster-granularity cache, as accuracy/cluster_cache_simulator.py
-  // measures it: per selection unit, the share of the clusters selected now that one of the
-  // last R steps selected, from step R + 1 on (its queue of R + 1 selections full), every unit
-  // counting the same number of clusters, the most any unit needs to cover B - sinks
-  // (cluster_attention.py takes that many for every head). Pooled as hits over lookups, on
-  // the device (no host read). scores: [units, C]; sizes: [units, C].
+  // measures it (its code as written; cluster_attention.py's call to it names the wrong object,
+  // so the repository as published never runs it): per selection unit, the share of the
+  // clusters selected now that one of the last R selections selected, from the (R + 1)-th
+  // selection on (its queue of R + 1 full; steps that attend everything select nothing),
+  // every unit counting the same number of clusters, the most any unit needs to cover
+  // B - sinks (cluster_attention.py takes that many for every head), ranked as cluster_rows
+  // ranks them (ties to the lower id). Pooled as hits over lookups, on the device (no host
+  // read). scores: [units, C]; sizes: [units, C].
   void count_cluster_cache(LayerIndex& ix, const at::Tensor& scores, const at::Tensor& sizes,
                            int64_t taken) {
     const int64_t units = scores.size(0), C = scores.size(1);
@@ -678,19 +691,21 @@ class ClusterKV : public RetrievalMethod {
                                                                           : 0)}, -1, longs);
       ix.last_cluster = ix.last_cluster.defined() ? at::cat({ix.last_cluster, more}, 1) : more;
     }
-    const at::Tensor order = scores.argsort(1, /*descending=*/true);  // [units, C]
+    const at::Tensor order =
+        std::get<1>(scores.sort(/*stable=*/true, 1, /*descending=*/true));  // [units, C]
     const at::Tensor covered = sizes.gather(1, order).cumsum(1);      // [units, C]
     const at::Tensor needed = ((covered < taken).sum(1) + 1).amax().clamp_max(C);  // []
     const at::Tensor counted = at::arange(C, longs).lt(needed);                    // [C]
     at::Tensor last = ix.last_cluster.narrow(1, 0, C);  // a view: written below
     const at::Tensor last_in_order = last.gather(1, order);  // [units, C]
-    if (ix.steps > config_.cache_steps) {
+    const int64_t now = ++ix.cluster_counts;
+    if (now > config_.cache_steps) {
       cluster_hits_ = cluster_hits_.defined() ? cluster_hits_ : at::zeros({}, longs);
       cluster_lookups_ = cluster_lookups_.defined() ? cluster_lookups_ : at::zeros({}, longs);
-      cluster_hits_ += (last_in_order.ge(ix.steps - config_.cache_steps) & counted).sum();
+      cluster_hits_ += (last_in_order.ge(now - config_.cache_steps) & counted).sum();
       cluster_lookups_ += needed * units;
     }
-    last.scatter_(1, order, at::where(counted, at::full({}, ix.steps, longs), last_in_order));
+    last.scatter_(1, order, at::where(counted, at::full({}, now, longs), last_in_order));
   }
 
   // Index bytes: centroids in the keys' dtype; sizes, prefix sums, sorted indices as int32.
@@ -763,9 +778,9 @@ KVB_REGISTER_METHOD(make_method_info<ClusterKV, ClusterKVConfig>({
                 "steps), m=320 decode tokens -> C+=4 clusters as the paper and its efficiency "
                 "code (which makes 8; the accuracy code behind the paper's accuracy numbers "
                 "never clusters decode tokens: decode_interval: 0), layers 0-1 dense, R=1 "
-                "cache counted in entries (the efficiency code's swaps) and in clusters (the "
-                "paper's hit rates, from its cache simulator; pooled where it averages steps); "
-                "batched over KV heads; GQA: group's queries summed per KV head "
+                "cache counted in entries (the efficiency code's swaps; cluster_hit_rate: also "
+                "in clusters, the paper's hit rates as its cache simulator counts them, pooled "
+                "where it averages steps); batched over KV heads; GQA: group's queries summed per KV head "
                 "(the accuracy code: per query head, gqa: per_query_head, its preset's); K-means products in fp32 as the accuracy code "
                 "(kmeans_dtype: keys, the efficiency code's products in the model's dtype); "
                 "clustering inline until no label changes (build: overlap, the efficiency code's: "

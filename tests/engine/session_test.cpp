@@ -187,9 +187,9 @@ TEST(Session, DecodeOnTheCpuCountsNoDeviceSyncs) {
 TEST(Session, AttendedTallyMergesDeviceAndHostSteps) {
   AttendedTally tally;
   tally.reset(/*layers=*/2, /*kv_heads=*/2, at::kCPU);
-  tally.add(0, at::tensor({5, 9}, at::kLong));
-  tally.add(0, std::vector<int64_t>{3, 11});
-  tally.add(1, std::vector<int64_t>{4, 4});
+  tally.add(0, at::tensor({5, 9}, at::kLong), 1);
+  tally.add(0, std::vector<int64_t>{3, 11}, 1);
+  tally.add(1, std::vector<int64_t>{4, 4}, 1);
   tally.step();
   tally.step();
   const AttendedCounts a = tally.read();
@@ -197,6 +197,19 @@ TEST(Session, AttendedTallyMergesDeviceAndHostSteps) {
   EXPECT_EQ(a.sum, (std::vector<double>{8, 20, 4, 4}));
   EXPECT_EQ(a.min, (std::vector<int64_t>{3, 9, 4, 4}));
   EXPECT_EQ(a.max, (std::vector<int64_t>{5, 11, 4, 4}));
+}
+
+// Per-query-head counts: a KV head's count is its query heads' mean, summed exactly (3 and 4
+// are 3.5 at each step, not 4), its min and max rounded half up; device and host alike.
+TEST(Session, AttendedTallySumsTheQueryHeadsMeanExactly) {
+  AttendedTally tally;
+  tally.reset(/*layers=*/1, /*kv_heads=*/2, at::kCPU);
+  tally.add(0, at::tensor({3, 4, 8, 8}, at::kLong), 2);
+  tally.add(0, std::vector<int64_t>{3, 4, 6, 8}, 2);
+  const AttendedCounts a = tally.read();
+  EXPECT_EQ(a.sum, (std::vector<double>{7, 15}));
+  EXPECT_EQ(a.min, (std::vector<int64_t>{4, 7}));
+  EXPECT_EQ(a.max, (std::vector<int64_t>{4, 8}));
 }
 
 // A per-query-head selection: each even query head attends the B keys it weighs most, each

@@ -70,13 +70,19 @@ TEST(SuiteValidation, AMethodFieldSetWhereItIsUnusedIsRefused) {
   json j = good();
   j["methods"] = {{{"name", "h2o"}, {"config", {{"window", 16}}}}};
   expect_message(error_of(j), "$.methods[0].config.window",
-                 "16 is set, but nothing reads it when mode is \"decode\"");
+                 "16 is set, but nothing reads it when mode is \"decode\" (heavy_ratio splits "
+                 "B); leave it at its default, 8");
   EXPECT_NO_THROW(parse_stored_suite(j, kPath));
   j["methods"] = {{{"name", "h2o"}, {"config", {{"window", 16}, {"mode", "prefill"}}}}};
   EXPECT_NO_THROW(parse_suite(j, kPath));
   j["methods"] = {{{"name", "kv_compress:vllm-kvcompress"}, {"config", {{"variant", "full"}}}}};
   expect_message(error_of(j), "$.methods[0].config.window",
-                 "32 is set, but nothing reads it when variant is \"full\"");
+                 "32 is set by preset kv_compress:vllm-kvcompress, but nothing reads it when "
+                 "variant is \"full\" (every query scores); give \"window\": 8 here");
+  j["methods"] = {{{"name", "kv_compress:vllm-kvcompress"},
+                   {"config", {{"variant", "full"}, {"window", 8}, {"kernel", 7}}}}};
+  j["budgets"] = {128};  // room beside its 50 protected positions
+  EXPECT_NO_THROW(parse_suite(j, kPath));
 }
 
 TEST(SuiteValidation, GoodSuiteParses) {

@@ -475,7 +475,8 @@ void check_cluster_cache(int64_t R, const std::string& gqa) {
                        (at::rand({1, groups, per, 1}) * 4.0 + 0.5);
   at::Tensor k = at::cat({at::randn({1, sinks, d}) * 10.0, grouped.reshape({1, groups * per, d})}, 1);
   const int64_t L = k.size(1);
-  Driver drv({{"clusters", groups}, {"cache_steps", R}, {"gqa", gqa}, {"init", "kmeans_parallel"}},
+  Driver drv({{"clusters", groups}, {"cache_steps", R}, {"gqa", gqa}, {"init", "kmeans_parallel"},
+              {"cluster_hit_rate", true}},
              k, B);
   std::vector<at::Tensor> qs;
   for (int i = 0; i < 3; ++i) qs.push_back(at::randn({2, d}));
@@ -513,6 +514,13 @@ void check_cluster_cache(int64_t R, const std::string& gqa) {
 }
 
 TEST(ClusterKV, ClusterCacheCountsThePapersHitRate) {
+  {  // asked for only: about 20 operators a layer a step
+    at::manual_seed(3);
+    Driver drv({{"clusters", 4}}, grouped_keys(1, 20, 4, 8), 40);
+    for (int i = 0; i < 3; ++i) drv.step(at::randn({1, 8}), at::randn({2, 8}));
+    EXPECT_TRUE(drv.method->counters().count("cache_lookups"));
+    EXPECT_FALSE(drv.method->counters().count("cluster_cache_lookups"));
+  }
   check_cluster_cache(1, "per_kv_head");
   check_cluster_cache(2, "per_kv_head");
   check_cluster_cache(1, "per_query_head");
