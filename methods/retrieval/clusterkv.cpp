@@ -395,7 +395,7 @@ struct ClusterKVConfig {
             .added_field("cluster_hit_rate", &C::cluster_hit_rate,
                    "also count the cache in clusters, the paper's hit rates "
                    "(method.cluster_cache_hit_rate, as accuracy/cluster_cache_simulator.py; "
-                   "about 20 small operators a layer a step, so off where latency is measured)")
+                   "about 20 small operators a layer a step, so off by default)")
             .unused_when("decode_clusters", [](const C& c) { return c.decode_interval == 0; },
                          "decode_interval is 0 (decode tokens are never clustered)")
             .unused_when("cluster_hit_rate", [](const C& c) { return c.cache_steps == 0; },

@@ -513,6 +513,27 @@ void check_cluster_cache(int64_t R, const std::string& gqa) {
                    c.at("cluster_cache_hits") / c.at("cluster_cache_lookups"));
 }
 
+// Steps that attend everything select nothing and do not advance the cluster count's clock: a
+// prompt shorter than B attends every cluster once sparse, so after its first selection every
+// lookup hits (a clock of decode steps would count that first selection's lookups as misses).
+TEST(ClusterKV, ClusterCacheClockCountsSelectionsNotSteps) {
+  at::manual_seed(3);
+  const int64_t d = 8, B = 120;
+  at::Tensor k = at::cat({at::randn({1, 16, d}) * 10.0, grouped_keys(1, 20, 5, d)}, 1);  // 116
+  Driver drv({{"clusters", 5}, {"cluster_hit_rate", true}}, k, B);
+  int64_t sparse = 0;
+  for (int step = 0; step < 8; ++step) {
+    at::Tensor kt = at::randn({1, d}), vt = at::randn({1, d});
+    drv.kv.append(kt, vt, drv.position++);
+    drv.method->on_append(2, kt, vt, drv.kv);
+    sparse += !drv.method->select(2, at::randn({2, d}), drv.kv).all;
+  }
+  ASSERT_EQ(sparse, 4);  // n = 121..124 > B
+  const auto c = drv.method->counters();
+  EXPECT_EQ(c.at("cluster_cache_lookups"), double((sparse - 1) * 5));
+  EXPECT_EQ(c.at("cluster_cache_hits"), c.at("cluster_cache_lookups"));
+}
+
 TEST(ClusterKV, ClusterCacheCountsThePapersHitRate) {
   {  // asked for only: about 20 operators a layer a step
     at::manual_seed(3);
