@@ -649,16 +649,20 @@ class ClusterKV : public RetrievalMethod {
   ClusterCacheStep cache_step(LayerIndex& ix, int64_t lookups) {
     if (ix.last_selected.size(1) < ix.entries) {  // decode entries since the last growth
       // A quarter more at once, not a column per step (a copy of the whole table each time).
-      const int64_t columns = std::max(ix.entries, ix.last_selected.size(1) * 5 / 4);
-      at::Tensor more = at::full({ix.last_selected.size(0), columns - ix.last_selected.size(1)},
-                                 -1, ix.last_selected.options());
-      ix.last_selected = at::cat({ix.last_selected, more}, 1);
+      ix.last_selected = widened(ix.last_selected,
+                                 std::max(ix.entries, ix.last_selected.size(1) * 5 / 4));
     }
     count_cache_lookups(lookups);
     // A hit: selected within the last R steps, last >= 0 and steps - last <= R, which for
     // integers is one comparison: last >= max(0, steps - R).
     return {ix.last_selected, ix.steps, std::max<int64_t>(0, ix.steps - config_.cache_steps),
             device_cache_hits(ix.last_selected.device())};
+  }
+
+  // A table of last steps [units, c] widened to `columns`, its new columns -1 (never).
+  static at::Tensor widened(const at::Tensor& table, int64_t columns) {
+    return at::cat(
+        {table, at::full({table.size(0), columns - table.size(1)}, -1, table.options())}, 1);
   }
 
   // The index tables as the selection units read them: the KV heads' own, or under gqa
@@ -686,11 +690,8 @@ class ClusterKV : public RetrievalMethod {
                            int64_t taken) {
     const int64_t units = scores.size(0), C = scores.size(1);
     const at::TensorOptions longs = scores.options().dtype(at::kLong);
-    if (!ix.last_cluster.defined() || ix.last_cluster.size(1) < C) {  // clusters added
-      at::Tensor more = at::full({units, C - (ix.last_cluster.defined() ? ix.last_cluster.size(1)
-                                                                          : 0)}, -1, longs);
-      ix.last_cluster = ix.last_cluster.defined() ? at::cat({ix.last_cluster, more}, 1) : more;
-    }
+    if (!ix.last_cluster.defined()) ix.last_cluster = at::empty({units, 0}, longs);
+    if (ix.last_cluster.size(1) < C) ix.last_cluster = widened(ix.last_cluster, C);  // clusters added
     const at::Tensor order =
         std::get<1>(scores.sort(/*stable=*/true, 1, /*descending=*/true));  // [units, C]
     const at::Tensor covered = sizes.gather(1, order).cumsum(1);      // [units, C]
@@ -700,8 +701,10 @@ class ClusterKV : public RetrievalMethod {
     const at::Tensor last_in_order = last.gather(1, order);  // [units, C]
     const int64_t now = ++ix.cluster_counts;
     if (now > config_.cache_steps) {
-      cluster_hits_ = cluster_hits_.defined() ? cluster_hits_ : at::zeros({}, longs);
-      cluster_lookups_ = cluster_lookups_.defined() ? cluster_lookups_ : at::zeros({}, longs);
+      if (!cluster_hits_.defined()) {
+        cluster_hits_ = at::zeros({}, longs);
+        cluster_lookups_ = at::zeros({}, longs);
+      }
       cluster_hits_ += (last_in_order.ge(now - config_.cache_steps) & counted).sum();
       cluster_lookups_ += needed * units;
     }
