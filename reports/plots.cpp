@@ -208,6 +208,12 @@ std::optional<MetricTable> summary_table(const ReportData& data, const MetricSpe
   return std::nullopt;
 }
 
+bool every_cell_has(const ReportData& data, const std::string& metric) {
+  for (const CellData& c : data.cells)
+    if (!c.metrics.count(metric)) return false;
+  return true;
+}
+
 const MetricSpec* spec_named(const std::string& name) {
   for (const MetricSpec& s : report_metrics())
     if (s.name == name) return &s;
@@ -486,8 +492,10 @@ std::vector<PlotFile> write_plots(const ReportData& data, const std::string& out
     if (auto t = summary_table(one, *spec_named("recall")))
       emit("recall_vs_budget" + name_end, "Recall vs budget" + title_end,
            line_plot(*t, styles, axis_label(*t, "recall")));
-    // What the heads hold (results stored before kv_used_bytes: the pools' capacity).
-    if (auto t = summary_table(one, *spec_named("kv_used_bytes")))
+    // What the heads hold; the pools' capacity where a cell was stored before kv_used_bytes
+    // existed (a resumed run mixing both would otherwise plot only its newer cells).
+    if (auto t = every_cell_has(one, "kv_used_bytes")
+                     ? summary_table(one, *spec_named("kv_used_bytes")) : std::nullopt)
       emit("kv_memory_vs_budget" + name_end, "KV the heads hold vs budget" + title_end,
            "set yrange [0:*]\n" + line_plot(*t, styles, axis_label(*t, t->unit)));
     else if (auto t = summary_table(one, *spec_named("kv_resident_bytes")))

@@ -54,7 +54,9 @@ struct AdaSnapKVConfig {
             .field("alpha", &AdaSnapKVConfig::alpha, "floor share of B - W every head keeps",
                    check::in_interval("[0, 1]"))
             .field("normalize", &AdaSnapKVConfig::normalize,
-                   "reweight heads by their top-B' attention mass share (KVCache-Factory: on)");
+                   "reweight heads by their top-B' attention mass share (KVCache-Factory: on)")
+            .unused_when("normalize", [](const AdaSnapKVConfig& c) { return c.alpha == 1.0; },
+                         "alpha is 1 (every head keeps B - W, whatever its scores)");
     return f;
   }
   void check_budget(int64_t budget, const std::string& where) const {

@@ -164,8 +164,12 @@ struct KVCompressConfig {
                      "variant is \"full\" (every query scores)")
         .unused_when("kernel", [](const M& m) { return m.variant == "full"; },
                      "variant is \"full\" (no pooling)")
-        .unused_when("pool_scope", [](const M& m) { return m.variant == "full" || m.kernel == 1; },
-                     "variant is \"full\" or kernel is 1 (no pooling)")
+        .unused_when("pool_scope",
+                     [](const M& m) {
+                       return m.variant == "full" || m.kernel == 1 || m.protected_tail == 0;
+                     },
+                     "variant is \"full\", kernel is 1 (no pooling) or protected is 0 (all "
+                     "keys are evictable)")
         .unused_when("skip_queries", [](const M& m) { return m.variant == "w"; },
                      "variant is \"w\" (the window's queries score)");
   }

@@ -535,6 +535,27 @@ TEST(ReportTables, TheKVTheHeadsHoldIsShownBesideTheResidentKV) {
   EXPECT_NE(memory.find("\n32 3\n"), std::string::npos) << memory;  // 3072 bytes, not 4096
 }
 
+// A resumed run whose older cells were stored before kv_used_bytes existed plots the pools'
+// capacity for every cell, not what the heads hold for the newer cells alone.
+TEST(ReportPlots, AMemoryPlotMixingOldAndNewCellsPlotsTheCapacity) {
+  if (!std::filesystem::exists("/usr/bin/gnuplot")) GTEST_SKIP() << "no gnuplot: plot not drawn";
+  test::TempDir dir;
+  {
+    ResultStore store(dir.file("r.db"));
+    test::FakeCell newer{.method = "h2o", .budget = 32, .sample_scores = {100}, .kv_bytes = 4096};
+    newer.extra_metrics = {{std::nullopt, "kv_used_bytes", 3072, "bytes"}};
+    test::FakeCell older{.method = "snapkv", .budget = 32, .sample_scores = {100}, .kv_bytes = 8192};
+    test::fill_store(store, {newer, older});
+  }
+  ReportOptions o{dir.file("r.db"), dir.file("out")};
+  o.plot.gnuplot = "/usr/bin/gnuplot";
+  const ReportFiles files = write_report(o);
+  const std::string memory = slurp(o.out + "/plots/kv_memory_vs_budget.gp");
+  EXPECT_NE(memory.find("set title 'Resident KV"), std::string::npos) << memory;
+  EXPECT_NE(memory.find("\n32 4\n"), std::string::npos) << memory;  // h2o's capacity, 4096 bytes
+  EXPECT_NE(memory.find("\n32 8\n"), std::string::npos) << memory;  // snapkv's, 8192 bytes
+}
+
 // Several models: each gets its own average table and its own summary plots and heatmaps
 // (named and titled with it); nothing is averaged across models.
 TEST(ReportPlots, SummariesAreOnePerModelNeverAveragedAcrossThem) {

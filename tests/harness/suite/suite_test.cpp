@@ -83,6 +83,19 @@ TEST(SuiteValidation, AMethodFieldSetWhereItIsUnusedIsRefused) {
                    {"config", {{"variant", "full"}, {"window", 8}, {"kernel", 7}}}}};
   j["budgets"] = {128};  // room beside its 50 protected positions
   EXPECT_NO_THROW(parse_suite(j, kPath));
+  j["methods"] = {{{"name", "kv_compress"},
+                   {"config", {{"protected", 0}, {"pool_scope", "evictable"}}}}};
+  expect_message(error_of(j), "$.methods[0].config.pool_scope",
+                 "\"evictable\" is set, but nothing reads it when variant is \"full\", kernel "
+                 "is 1 (no pooling) or protected is 0 (all keys are evictable); leave it at its "
+                 "default, \"all\"");
+  j["methods"] = {{{"name", "ada_snapkv:kvcache-factory"}, {"config", {{"alpha", 1.0}}}}};
+  expect_message(error_of(j), "$.methods[0].config.normalize",
+                 "true is set by preset ada_snapkv:kvcache-factory, but nothing reads it when "
+                 "alpha is 1 (every head keeps B - W, whatever its scores); give \"normalize\": "
+                 "false here");
+  j["methods"] = {{{"name", "ada_snapkv"}, {"config", {{"alpha", 1.0}}}}};
+  EXPECT_NO_THROW(parse_suite(j, kPath));
 }
 
 TEST(SuiteValidation, GoodSuiteParses) {
