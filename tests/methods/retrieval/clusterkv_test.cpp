@@ -241,7 +241,9 @@ void check_first_step(const std::string& recent, int64_t take, int64_t expected_
   if (gqa == "per_query_head") q[1] = -q[0];  // opposite rankings: the two lists must differ
   const std::vector<std::vector<int64_t>> lists = drv.step_lists(at::randn({1, d}), q);
   ASSERT_EQ(lists.size(), gqa == "per_query_head" ? 2u : 1u);
-  if (lists.size() == 2) EXPECT_NE(lists[0], lists[1]);
+  if (lists.size() == 2) {
+    EXPECT_NE(lists[0], lists[1]);
+  }
   for (size_t unit = 0; unit < lists.size(); ++unit) {
   const std::vector<int64_t>& sel = lists[unit];
 
@@ -397,7 +399,9 @@ TEST(ClusterKV, OverlapBuildSelectsAsTheInlineBuild) {
   EXPECT_EQ(efficiency.at("build"), "overlap");
   EXPECT_EQ(efficiency.at("kmeans_dtype"), "keys");
   EXPECT_EQ(efficiency.at("max_iterations"), 20);
-  EXPECT_EQ(efficiency.at("clusters"), "L/80");
+  EXPECT_EQ(efficiency.at("clusters"), 200);        // bench_textgen.py's --nlist
+  EXPECT_EQ(efficiency.at("decode_clusters"), 8);   // its --window_nlist
+  EXPECT_EQ(efficiency.at("decode_interval"), 320);  // its --window
 }
 
 TEST(ClusterKV, ClusterCountIsLOver80OrFixed) {
@@ -506,7 +510,9 @@ void check_cluster_cache(int64_t R, const std::string& gqa) {
   }
   auto c = drv.method->counters();
   EXPECT_EQ(c.at("cluster_cache_lookups"), double(lookups)) << R << gqa;
-  if (gqa == "per_kv_head") EXPECT_EQ(c.at("cluster_cache_hits"), double(hits)) << R;
+  if (gqa == "per_kv_head") {
+    EXPECT_EQ(c.at("cluster_cache_hits"), double(hits)) << R;
+  }
   EXPECT_GT(c.at("cluster_cache_hits"), 0) << R << gqa;
   EXPECT_LT(c.at("cluster_cache_hits"), c.at("cluster_cache_lookups")) << R << gqa;
   EXPECT_DOUBLE_EQ(c.at("cluster_cache_hit_rate"),
