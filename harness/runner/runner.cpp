@@ -209,7 +209,10 @@ std::vector<int> encode_prompt(const LlamaModel& model, const Sample& sample) {
 }
 
 SplitPrompt split_prompt(const LlamaModel& model, const Sample& sample) {
-  return split_prompt(model, sample, encode_prompt(model, sample));
+  // A question encoded apart never reads the whole prompt's tokens: no encoding of it.
+  return split_prompt(model, sample,
+                      sample.question_encoded_apart ? std::vector<int>{}
+                                                    : encode_prompt(model, sample));
 }
 
 SplitPrompt split_prompt(const LlamaModel& model, const Sample& sample,
@@ -456,18 +459,20 @@ CellResult run_cell(const Cell& cell, const LlamaModel& model,
     options.model_view = view;
     options.cuda_graphs = cuda_graphs;
     Session session(model, *method, options);
-    const std::vector<int> prompt = encode_prompt(model, sample);
-    int64_t prompt_length = int64_t(prompt.size());  // the tokens the session reads
+    int64_t prompt_length = 0;  // the tokens the session reads
     const int max_new = cell.max_new_tokens > 0 ? cell.max_new_tokens : sample.max_new_tokens;
     const bool chat = !sample.follow_ups.empty();
     SampleOutcome outcome;
+    // Each way encodes the prompt once: a split one in its own parts.
     if (dataset->teacher_forced()) {
+      const std::vector<int> prompt = encode_prompt(model, sample);
+      prompt_length = int64_t(prompt.size());
       outcome = teacher_force(sample, model, session, prompt);
     } else if (cell.context_sharing == "per_sample") {
       if (sample.decoded_chars > 0)
         throw InputError("sample " + sample.id + ": context_sharing per_sample and its "
                          "dataset's decoded question end (pred_script) split it two ways");
-      const SplitPrompt split = split_prompt(model, sample, prompt);
+      const SplitPrompt split = split_prompt(model, sample);
       prompt_length = int64_t(split.context.size() + split.question.size());
       check_same_context(sample, split, shared_contexts);
       outcome = answer_after_context(*dataset, sample, model, session, split, max_new, chat);
@@ -476,6 +481,8 @@ CellResult run_cell(const Cell& cell, const LlamaModel& model,
       prompt_length = int64_t(split.context.size() + split.question.size());
       outcome = answer_after_context(*dataset, sample, model, session, split, max_new, chat);
     } else {
+      const std::vector<int> prompt = encode_prompt(model, sample);
+      prompt_length = int64_t(prompt.size());
       outcome = answer(*dataset, sample, model, session, session.prefill(prompt), max_new, chat);
     }
     answers.push_back(outcome.prediction);

@@ -85,7 +85,8 @@ struct SplitPrompt {
   std::vector<int> context, question;
 };
 SplitPrompt split_prompt(const LlamaModel& model, const Sample& sample);
-// The same from the prompt's tokens the caller already has (encode_prompt's).
+// The same from the prompt's tokens the caller already has (encode_prompt's; not read where
+// the sample's question is encoded apart, Sample::question_encoded_apart).
 SplitPrompt split_prompt(const LlamaModel& model, const Sample& sample,
                          const std::vector<int>& prompt);
 

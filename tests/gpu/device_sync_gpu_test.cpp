@@ -159,10 +159,11 @@ TEST(Gpu, DecodeStepsWaitForTheDeviceNowhereButH2osVictims) {
     std::cout << "  " << m->name << ": " << double(timings.decode_syncs) / kSteps
               << " device syncs per decode step (" << model->config.num_hidden_layers
               << " layers)\n";
-    if (m->name == "h2o")
+    if (m->name == "h2o") {
       EXPECT_LE(timings.decode_syncs, kSteps) << m->name;
-    else
+    } else {
       EXPECT_EQ(timings.decode_syncs, 0) << m->name;
+    }
   }
 }
 

@@ -146,8 +146,11 @@ TEST(PqTopK, MatchesAPerTokenRankingInDoubleAndTiesGoLow) {
             for (int64_t j = 0; j < n; ++j) {
               std::vector<uint8_t> key;
               for (int64_t u = 0; u < m; ++u) key.push_back(codes[size_t((h * m + u) * row + j)]);
-              if (taken[size_t(j)]) ASSERT_FALSE(skipped[key]) << "head " << h << ", token " << j;
-              else skipped[key] = true;
+              if (taken[size_t(j)]) {
+                ASSERT_FALSE(skipped[key]) << "head " << h << ", token " << j;
+              } else {
+                skipped[key] = true;
+              }
             }
           }
         }

@@ -139,8 +139,9 @@ TEST(ContextSharing, ADecodedEndsInputLengthIsTheTokensRead) {
     total += double(read);
   }
   for (const MetricRow& m : result.metrics)
-    if (m.name == "prompt_tokens" && !m.sample_id)
+    if (m.name == "prompt_tokens" && !m.sample_id) {
       EXPECT_DOUBLE_EQ(m.value, total / double(samples.size()));
+    }
 }
 
 // Full KV: reading the question after the context (decode path) gives the answers of reading

@@ -256,8 +256,11 @@ TEST(SuiteCells, ADatasetsRevisionIsPartOfItsCellsConfig) {
   for (const Cell& c : cells) {
     const json dataset = c.to_json()["dataset"];
     const bool ruler = c.dataset.name != "passkey" && c.dataset.params["generator"] == "ruler";
-    if (ruler) EXPECT_EQ(dataset.value("revision", 0), c.dataset.name == "vt" ? 1 : 2) << dataset;
-    else if (c.dataset.name == "passkey") EXPECT_EQ(dataset.value("revision", 0), 1) << dataset;
+    if (ruler) {
+      EXPECT_EQ(dataset.value("revision", 0), c.dataset.name == "vt" ? 1 : 2) << dataset;
+    } else if (c.dataset.name == "passkey") {
+      EXPECT_EQ(dataset.value("revision", 0), 1) << dataset;
+    }
     else EXPECT_FALSE(dataset.contains("revision")) << dataset;
     revised += ruler;
   }

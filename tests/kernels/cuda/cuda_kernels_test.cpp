@@ -106,8 +106,11 @@ TEST(CudaKernels, QuestPageScoresFoldTheStepsKeyFirst) {
       EXPECT_LT(relative_error(finite_got, finite_ref), 1e-5);
       for (const auto& [buffer, want] : {std::pair(dlo.get(), want_lo), std::pair(dhi.get(), want_hi)})
         for (size_t i = 0; i < want.size(); ++i) {
-          if (std::isnan(want[i])) EXPECT_TRUE(std::isnan(buffer[i])) << i;
-          else EXPECT_EQ(buffer[i], want[i]) << i;
+          if (std::isnan(want[i])) {
+            EXPECT_TRUE(std::isnan(buffer[i])) << i;
+          } else {
+            EXPECT_EQ(buffer[i], want[i]) << i;
+          }
         }
     }
 }
@@ -253,7 +256,9 @@ void check_cosine_assign(kernels::KvElement type, int64_t d, int64_t C, KernelRn
     ++near;
   }
   EXPECT_LE(near, int(want.size()) / 100);
-  if (C > 20) EXPECT_GT(ties, 0);  // the repeated centroid was some key's nearest
+  if (C > 20) {
+    EXPECT_GT(ties, 0);  // the repeated centroid was some key's nearest
+  }
   EXPECT_EQ(got[5], 0);
 }
 

@@ -422,7 +422,9 @@ void check_rms_norm(KvElement type, int mantissa_bits, float units) {
       else
         rms_norm(dx.ptr, dw.ptr, dout.ptr, type, rows, dim, eps);
       const std::vector<float> got = widened(dout.get());
-      if (with_residual) EXPECT_EQ(widened(dsum.get()), sum);
+      if (with_residual) {
+        EXPECT_EQ(widened(dsum.get()), sum);
+      }
       for (size_t i = 0; i < got.size(); ++i) {
         ASSERT_TRUE(std::isfinite(got[i])) << "element " << i;  // inf would make its own unit
         const float larger = std::max(std::abs(got[i]), std::abs(want[i]));
