@@ -128,7 +128,7 @@ SampleView view_of(const LlamaModel& model, const Cell& cell, const Sample& samp
   const std::vector<int> prompt = encode_prompt(model, sample);
   v.tokens = int64_t(prompt.size());
   if (cell.context_sharing == "per_sample") {
-    const SplitPrompt split = split_prompt(model, sample, prompt);
+    const SplitPrompt split = split_prompt(model, sample);
     v.context_tokens = int64_t(split.context.size());
     v.question_tokens = int64_t(split.question.size());
   }

@@ -49,11 +49,12 @@ struct Sample {
   // the same text before their question_offset.
   size_t question_offset = std::string::npos;
   std::string context_id;
-  // Under context_sharing "per_sample": the question encoded apart from the context, without
-  // BOS (SCBench encodes each turn apart and joins the ids), not as the rest of the whole
-  // prompt's tokens; a tokenizer that merges across the boundary would otherwise cut turns of
-  // one context at different tokens.
-  bool question_encoded_apart = false;
+  // Where the prompt is encoded in pieces (offsets into `prompt`, ascending, the first > 0;
+  // question_offset one of them): the text before the first with BOS, each piece from one
+  // offset to the next (the last to the end) apart without it, the ids joined, as SCBench
+  // encodes its turns. A tokenizer merging across a boundary then cuts one context's turns at
+  // the same tokens, and reads an answer as SCBench does. Empty: the prompt is one text.
+  std::vector<size_t> encoded_apart_at;
   // The end of the prompt the reference reads through decode steps, one token each, not the
   // prefill (Quest's and ClusterKV's LongBench pred.py, "simulate decoding in the question
   // stage"): of the prompt text as the model reads it (chat template applied), the part from
@@ -129,8 +130,9 @@ struct DatasetInfo {
   // template); niah 2, vt, cwe and fwe 1 (2026-11-30, RULER's sizing of a task); perplexity 1
   // (2026-11-29, a cell's score pooled over its tokens, not its windows' mean); scbench 1
   // (2026-11-30, multi_turn's first question in the shared context, each question encoded
-  // apart, no cut where max_length leaves no room for one, as run_scbench.py); passkey and
-  // multi_turn 1 (2026-11-30, scored by the answer's first number, as InfiniteBench).
+  // apart, no cut where max_length leaves no room for one, as run_scbench.py), scbench 2
+  // (2026-11-30, each later turn encoded apart, as SCBench, in every context_sharing); passkey
+  // and multi_turn 1 (2026-11-30, scored by the answer's first number, as InfiniteBench).
   std::function<int(const json& params)> revision;
   int sort_key() const { return 0; }
 };

@@ -197,6 +197,7 @@ class Scbench : public Dataset {
                          "cut into its first question; raise max_length");
       const size_t context_end = first.size() - question.size();
       std::string history = first.substr(context_end);
+      std::vector<size_t> turn_starts;  // where each later turn begins in the prompt
       for (size_t k = 0; k < r.turns.size(); ++k) {
         Sample s;
         s.context_id = r.id;
@@ -204,18 +205,22 @@ class Scbench : public Dataset {
         s.max_new_tokens = max_new_tokens_of(params_.task);
         s.meta = {{"turn", int64_t(k)}};
         if (multi_turn) {
-          if (k > 0) history += templates_.follow_up(r.turns[k - 1], r.turns[k]);
+          if (k > 0) {
+            turn_starts.push_back(context_end + history.size());
+            history += templates_.follow_up(r.turns[k - 1], r.turns[k]);
+          }
           s.id = r.id + ".turn" + std::to_string(k + 1);
           s.prompt = first.substr(0, context_end) + history;
+          s.encoded_apart_at = turn_starts;
         } else {
           s.id = r.id + ".q" + std::to_string(k + 1);
           s.prompt = first + templates_.request(r.turns[k]);
+          s.encoded_apart_at = {first.size()};
         }
         // What SCBench prefills (and a method compresses) before reading on: the context
         // (multi_request, test_scdq), or the first turn with its question (multi_turn: test
         // prefills turn 0's prompt whole, each later turn is read after it).
         s.question_offset = multi_turn ? first.size() : context_end;
-        s.question_encoded_apart = true;
         out.push_back(std::move(s));
       }
     }
@@ -242,15 +247,14 @@ KVB_REGISTER_DATASET(make_dataset_info<Scbench, ScbenchParams>({
                    "multi-request, from your scbench_<task>.jsonl",
     .source = "microsoft/MInference scbench/ (templates of eval_utils.py, scores of "
               "compute_scores.py), without a chat template",
-    .fidelity = "a turn's later parts joined as text and encoded once (SCBench encodes each "
-                "turn apart and joins the ids: a SentencePiece tokenizer reads \"Answer: a1\" "
-                "there, \"Answer:a1\" here; with per_sample the shared context and the rest "
-                "are encoded apart, as there); each turn recomputed from the context (with "
+    .fidelity = "the first turn cut to max_length in the middle as LongBench cuts (its two "
+                "halves decoded and the text encoded again; SCBench joins the halves' ids, so "
+                "the tokens at the cut may differ); each turn recomputed from the context (with "
                 "per_sample, its first turn prefilled and the rest read after it, as SCBench's "
                 "cache holds them)",
     .questions_per_context = "the record's turns (max_turns)",
     .reference_shares_context = true,
-    .revision = [](const json&) { return 1; },
+    .revision = [](const json&) { return 2; },
 }));
 
 }  // namespace

@@ -197,6 +197,41 @@ std::string prompt_text(const LlamaModel& model, const Sample& sample) {
   return apply_chat_template(choice.name, sample.prompt);
 }
 
+namespace {
+
+// Where `sample.prompt` begins in `text` (prompt_text's): a chat template wraps it unchanged.
+size_t prompt_start(const std::string& text, const Sample& sample) {
+  const size_t at = text.find(sample.prompt);
+  if (at == std::string::npos)
+    throw InputError("sample " + sample.id + ": its chat template changes the prompt's text, so "
+                     "its parts cannot be told apart");
+  return at;
+}
+
+// The prompt's pieces (Sample::encoded_apart_at) encoded apart: the first with BOS (and the
+// template's prefix), the rest without (the last with the template's suffix).
+std::vector<std::vector<int>> encoded_pieces(const LlamaModel& model, const Sample& sample) {
+  const std::string text = prompt_text(model, sample);
+  const size_t at = prompt_start(text, sample);
+  std::vector<size_t> cuts = {0};
+  for (size_t offset : sample.encoded_apart_at) cuts.push_back(at + offset);
+  cuts.push_back(text.size());
+  std::vector<std::vector<int>> pieces;
+  for (size_t i = 0; i + 1 < cuts.size(); ++i)
+    pieces.push_back(model.tokenizer->encode(text.substr(cuts[i], cuts[i + 1] - cuts[i]),
+                                             /*add_special=*/i == 0));
+  return pieces;
+}
+
+std::vector<int> joined(std::vector<std::vector<int>>::const_iterator begin,
+                        std::vector<std::vector<int>>::const_iterator end) {
+  std::vector<int> ids;
+  for (auto piece = begin; piece != end; ++piece) ids.insert(ids.end(), piece->begin(), piece->end());
+  return ids;
+}
+
+}  // namespace
+
 std::vector<int> encode_prompt(const LlamaModel& model, const Sample& sample) {
   if (!sample.prompt_ids.empty()) {
     if (sample.chat_template != "none")  // a template wraps text; these are tokens
@@ -205,35 +240,34 @@ std::vector<int> encode_prompt(const LlamaModel& model, const Sample& sample) {
     ids.insert(ids.end(), sample.prompt_ids.begin(), sample.prompt_ids.end());
     return ids;
   }
+  if (!sample.encoded_apart_at.empty()) {
+    const std::vector<std::vector<int>> pieces = encoded_pieces(model, sample);
+    return joined(pieces.begin(), pieces.end());
+  }
   return model.tokenizer->encode(prompt_text(model, sample), /*add_special=*/true);
 }
 
 SplitPrompt split_prompt(const LlamaModel& model, const Sample& sample) {
-  // A question encoded apart never reads the whole prompt's tokens: no encoding of it.
-  return split_prompt(model, sample,
-                      sample.question_encoded_apart ? std::vector<int>{}
-                                                    : encode_prompt(model, sample));
-}
-
-SplitPrompt split_prompt(const LlamaModel& model, const Sample& sample,
-                         const std::vector<int>& prompt) {
   if (!sample.prompt_ids.empty())
     throw InputError("sample " + sample.id + ": its dataset gives its tokens, not text that "
                      "context_sharing per_sample could split");
   if (sample.question_offset == std::string::npos || sample.question_offset > sample.prompt.size())
     throw InputError("sample " + sample.id + ": its dataset does not mark where its question "
                      "begins, which context_sharing per_sample needs");
+  if (!sample.encoded_apart_at.empty()) {  // the pieces before the question's: the context
+    const auto& apart = sample.encoded_apart_at;
+    const auto question = std::find(apart.begin(), apart.end(), sample.question_offset);
+    if (question == apart.end())
+      throw std::logic_error("sample " + sample.id + ": its question begins inside a piece");
+    const std::vector<std::vector<int>> pieces = encoded_pieces(model, sample);
+    const auto split = pieces.begin() + (question - apart.begin()) + 1;
+    return SplitPrompt{.context = joined(pieces.begin(), split),
+                       .question = joined(split, pieces.end())};
+  }
+  const std::vector<int> prompt = encode_prompt(model, sample);
   const std::string text = prompt_text(model, sample);
-  const size_t at = text.find(sample.prompt);  // a chat template wraps the prompt unchanged
-  if (at == std::string::npos)
-    throw InputError("sample " + sample.id + ": its chat template changes the prompt's text, so "
-                     "its context cannot be told from its question");
   const std::vector<int> context = model.tokenizer->encode(
-      text.substr(0, at + sample.question_offset), /*add_special=*/true);
-  if (sample.question_encoded_apart)
-    return SplitPrompt{.context = context,
-                       .question = model.tokenizer->encode(
-                           text.substr(at + sample.question_offset), /*add_special=*/false)};
+      text.substr(0, prompt_start(text, sample) + sample.question_offset), /*add_special=*/true);
   size_t shared = 0;
   while (shared < context.size() && shared < prompt.size() && context[shared] == prompt[shared])
     ++shared;

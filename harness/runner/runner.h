@@ -77,18 +77,15 @@ std::string prompt_text(const LlamaModel& model, const Sample& sample);
 std::vector<int> encode_prompt(const LlamaModel& model, const Sample& sample);
 
 // encode_prompt's tokens split where context_sharing "per_sample" compresses: the context
-// (BOS and any chat-template prefix included) and the question (the rest). The context is the
-// longest run of the prompt's tokens that the context text's own encoding begins with, so that
-// context + question is exactly the prompt. InputError when the sample does not mark its
-// question (Sample::question_offset).
+// (BOS and any chat-template prefix included) and the question (the rest), so that context +
+// question is exactly the prompt. A prompt encoded in pieces (Sample::encoded_apart_at) splits
+// between them; a prompt encoded whole after the longest run of its tokens that the context
+// text's own encoding begins with. InputError when the sample does not mark its question
+// (Sample::question_offset).
 struct SplitPrompt {
   std::vector<int> context, question;
 };
 SplitPrompt split_prompt(const LlamaModel& model, const Sample& sample);
-// The same from the prompt's tokens the caller already has (encode_prompt's; not read where
-// the sample's question is encoded apart, Sample::question_encoded_apart).
-SplitPrompt split_prompt(const LlamaModel& model, const Sample& sample,
-                         const std::vector<int>& prompt);
 
 // A sample with a decoded end (Sample::decoded_chars > 0) split as its reference splits it:
 // the prompt text before that end, encoded with BOS, and the end encoded apart, its first

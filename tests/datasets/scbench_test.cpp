@@ -124,6 +124,43 @@ TEST_F(ScbenchFiles, TurnsShareTheirContextOnAMergingTokenizer) {
   }
 }
 
+// SCBench encodes each later turn apart (without BOS) and joins the ids; on a tokenizer that
+// merges across a turn's start (kvbench-tiny-v2: the question's trailing space with the gold
+// answer after it), joining the turns as text reads other tokens. Both context_sharing ways
+// read SCBench's: per_sample splits those ids where the later turns begin.
+TEST_F(ScbenchFiles, EachLaterTurnIsEncodedApartAsScbenchJoinsTheIds) {
+  std::ofstream(dir.file("scbench_kv.jsonl"))
+      << R"({"id": 3, "context": "{\"alpha-1\": \"beta-2\", \"gamma-3\": \"delta-4\"}", )"
+      << R"("multi_turns": [{"input": "Key: \"alpha-1\"\nThe value of the key is: ", )"
+      << R"("answer": "beta-2"}, {"input": "Key: \"gamma-3\"\nThe value of the key is: ", )"
+      << R"("answer": "delta-4"}, {"input": "Key: \"alpha-1\"\nThe value of the key is: ", )"
+      << R"("answer": "beta-2"}]})" << "\n";
+  auto v2 = LlamaModel::from_reference("kvbench-tiny-v2");
+  const Tokenizer& tok = *v2->tokenizer;
+  const DatasetInfo& info = dataset_registry().get("scbench", "test");
+  const json params = info.normalise_params({{"task", "kv"}, {"data_dir", dir.path()}}, "test");
+  const std::vector<Sample> s = info.create(params)->samples(tok, 0);
+  ASSERT_EQ(s.size(), 3u);
+  const std::string first =
+      "Extract the value corresponding to the specified key in the JSON object below.\n\n"
+      "{\"alpha-1\": \"beta-2\", \"gamma-3\": \"delta-4\"}\n\n"
+      "Key: \"alpha-1\"\nThe value of the key is: ";
+  const std::string second = "beta-2\n\nKey: \"gamma-3\"\nThe value of the key is: ";
+  const std::string third = "delta-4\n\nKey: \"alpha-1\"\nThe value of the key is: ";
+  ASSERT_EQ(s[2].prompt, first + second + third);
+  std::vector<int> context = tok.encode(first, /*add_special=*/true);
+  std::vector<int> later = tok.encode(second, false), last = tok.encode(third, false);
+  later.insert(later.end(), last.begin(), last.end());
+  std::vector<int> whole = context;
+  whole.insert(whole.end(), later.begin(), later.end());
+  ASSERT_NE(whole, tok.encode(s[2].prompt, true)) << "the tokenizer merges across no turn";
+  EXPECT_EQ(encode_prompt(*v2, s[2]), whole);
+  const SplitPrompt split = split_prompt(*v2, s[2]);
+  EXPECT_EQ(split.context, context);
+  EXPECT_EQ(split.question, later);
+  EXPECT_EQ(encode_prompt(*v2, s[0]), context);  // the first turn alone: one text
+}
+
 // run_scbench.py's truncate_input keeps the input whole where max_length minus the answers'
 // room leaves a limit below 2 (here 1024 - 2 x 150 - 1000 < 0): nothing is cut.
 TEST_F(ScbenchFiles, NoRoomLeftCutsNothing) {
