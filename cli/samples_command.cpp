@@ -95,8 +95,10 @@ std::string abbreviated(const std::string& text, int keep, bool full) {
 std::string template_description(const LlamaModel& model, const Sample& sample) {
   const ChatTemplateChoice choice = chat_template_choice(model, sample);
   if (!choice.automatic) return choice.name;
-  if (choice.name == "none") return "auto: the model has no chat template";
-  return "auto: the model's " + choice.name + (choice.applied ? "" : ", left unwrapped for this dataset");
+  if (choice.family == "none") return "auto: the model has no chat template";
+  if (choice.name == choice.family) return "auto: the model's " + choice.family;
+  return "auto: the model's " + choice.family + ", " +
+         (choice.applied() ? "as " + choice.name : "left unwrapped") + " for this dataset";
 }
 
 std::string quoted_list(const std::vector<std::string>& answers) {

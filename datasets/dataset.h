@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,9 +35,9 @@ struct Sample {
   // "none": `prompt` is final. "auto": the runner wraps `prompt` in the model's own chat
   // template (detect_chat_template on its tokenizer_config.json) before encoding.
   std::string chat_template = "none";
-  // With "auto": the template families left unwrapped, where the dataset's reference scripts
-  // wrap nothing for such models (LongBench's: Mistral).
-  std::vector<std::string> auto_chat_unwrapped;
+  // With "auto": the template the dataset's reference scripts wrap a family's models in, where
+  // it is not the family's own ("none": left unwrapped; LongBench's pred.py: Mistral).
+  std::map<std::string, std::string> auto_chat_as;
   // Extra stop texts besides EOS (LongBench samsum stops at "\n"): generation also stops at the
   // last token id of tokenizer.encode(text, /*add_special=*/false), as LongBench does.
   std::vector<std::string> stop_texts;

@@ -146,6 +146,55 @@ std::vector<std::string> anchored_tasks(const std::string& script) {
   return tasks;
 }
 
+// LongBench's 16 English tasks, which the forks' runners are limited to.
+const std::vector<std::string> kEnglishTasks = {
+    "narrativeqa", "qasper", "multifieldqa_en", "hotpotqa", "2wikimqa", "musique",
+    "gov_report", "qmsum", "multi_news", "trec", "triviaqa", "samsum", "passage_count",
+    "passage_retrieval_en", "lcc", "repobench-p"};
+
+// How a reference's LongBench runner builds and generates otherwise than THUDM's pred.py (its
+// decoded end apart: kDecodedAnchors).
+struct PredScript {
+  std::string name;
+  // chat_template "reference": the form it wraps a template family's models in, where not
+  // the family's own ("none": unwrapped).
+  std::map<std::string, std::string> chat_as = {{"mistral", "none"}};
+  std::vector<std::string> unwrapped, wrapped;  // tasks it wraps otherwise than THUDM's
+  // The only tasks it runs (empty: all), `runs` naming the runner and why.
+  std::vector<std::string> tasks;
+  bool longbench_e = true;  // its tasks' LongBench-E files too
+  std::string runs;
+  bool first_token_never_stops = false;  // min_length / min_tokens 1 on every task
+  bool samsum_stops_at_newline = true;
+};
+
+const std::vector<PredScript>& pred_scripts() {
+  static const std::vector<PredScript> scripts = {
+      {.name = "longbench"},
+      {.name = "quest"},
+      {.name = "clusterkv", .wrapped = {"triviaqa"}, .tasks = anchored_tasks("clusterkv"),
+       .runs = "ClusterKV's pred.py reads only "},
+      {.name = "kvcache-factory", .tasks = kEnglishTasks, .longbench_e = false,
+       .runs = "KVCache-Factory's run_longbench.py runs only ",
+       .first_token_never_stops = true},
+      {.name = "kvcompress",
+       .chat_as = {{"mistral", "none"}, {"llama3", "llama3_snapkv"}, {"llama2", "llama2_longbench"}},
+       .unwrapped = {"passage_count"}, .tasks = kEnglishTasks, .longbench_e = false,
+       .runs = "vllm-kvcompress's experiments/run_longbench.py runs only ",
+       .first_token_never_stops = true, .samsum_stops_at_newline = false}};
+  return scripts;
+}
+
+const PredScript* pred_script_named(const std::string& name) {
+  for (const PredScript& s : pred_scripts())
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+bool listed(const std::vector<std::string>& names, const std::string& name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
 struct LongBenchParams {
   std::string dataset;
   std::string data_dir;
@@ -189,16 +238,23 @@ struct LongBenchParams {
             .custom("pred_script", "string",
                     "whose pred.py: longbench (THUDM's: the prompt prefilled whole), quest "
                     "(mit-han-lab/Quest's evaluation: the question's last <= 100 characters read "
-                    "through decode steps) or clusterkv (sjtu-zhao-lab/ClusterKV's accuracy "
+                    "through decode steps), clusterkv (sjtu-zhao-lab/ClusterKV's accuracy "
                     "code: the same with its anchors, triviaqa in the chat template; the 10 "
-                    "tasks it anchors)",
+                    "tasks it anchors), kvcache-factory (Zefan-Cai/KVCache-Factory's "
+                    "run_longbench.py: min_length 1 on every task; the 16 English tasks) or "
+                    "kvcompress (IsaacRe/vllm-kvcompress's experiments/run_longbench.py: "
+                    "SnapKV's Llama forms, passage_count unwrapped, min_tokens 1 and no samsum "
+                    "newline stop; the 16 English tasks)",
                     [](const json& v, const std::string& path, P& p) {
                       if (!v.is_string()) throw InputError(path + ": expected a string, got " +
                                                            json_type_name(v));
                       p.pred_script = v.get<std::string>();
-                      if (!kDecodedAnchors.count(p.pred_script) && p.pred_script != "longbench")
-                        throw InputError(path + ": \"" + p.pred_script + "\": expected one of "
-                                         "longbench, quest, clusterkv");
+                      if (!pred_script_named(p.pred_script)) {
+                        std::vector<std::string> names;
+                        for (const PredScript& s : pred_scripts()) names.push_back(s.name);
+                        throw InputError(path + ": \"" + p.pred_script + "\": expected one of " +
+                                         join(names, ", "));
+                      }
                     },
                     // Written only when not THUDM's, so that earlier cells keep their ids.
                     [](const P& p) {
@@ -227,10 +283,14 @@ struct LongBenchParams {
         throw InputError(f.path("chat_template") + ": " + e.what());
       }
     }
-    if (p.pred_script == "clusterkv" &&
-        !kDecodedAnchors.at("clusterkv").count(longbench_task_of(p.dataset)))
-      throw InputError(f.path("pred_script") + ": ClusterKV's pred.py reads only " +
-                       join(anchored_tasks("clusterkv"), ", ") + " (it asserts on the others)");
+    const PredScript& script = *pred_script_named(p.pred_script);
+    const std::string task = longbench_task_of(p.dataset);
+    if (!script.tasks.empty() && !listed(script.tasks, task))
+      throw InputError(f.path("pred_script") + ": " + script.runs + join(script.tasks, ", ") +
+                       (script.name == "clusterkv" ? " (it asserts on the others)" : ""));
+    if (!script.longbench_e && task != p.dataset)
+      throw InputError(f.path("pred_script") + ": " + script.runs + "LongBench's own files, "
+                       "not LongBench-E's (" + p.dataset + ")");
     if (!std::filesystem::is_regular_file(p.file()))
       throw InputError(f.path("data_dir") + ": " + p.file() + ": no such file");
   }
@@ -251,9 +311,9 @@ class LongBench : public Dataset {
   std::vector<Sample> samples(const Tokenizer& tokenizer, uint64_t /*seed*/) const override {
     std::vector<Sample> out;
     const std::vector<LongBenchRecord> records = read_longbench_jsonl(params_.file(), params_.samples);
-    // ClusterKV's pred.py leaves triviaqa out of THUDM's unwrapped tasks.
-    const bool wrapped =
-        task_.chat_template || (params_.pred_script == "clusterkv" && name_ == "triviaqa");
+    const PredScript& script = *pred_script_named(params_.pred_script);
+    const bool wrapped = (task_.chat_template && !listed(script.unwrapped, name_)) ||
+                         listed(script.wrapped, name_);
     const bool named = params_.chat_template != "auto" && params_.chat_template != "reference";
     if (wrapped && named)
       check_chat_template_tokens(params_.chat_template, tokenizer, "chat_template");
@@ -273,7 +333,7 @@ class LongBench : public Dataset {
           s.chat_template = "auto";  // the runner's model's
           // pred.py, KVCache-Factory's run_longbench.py and AdaKV's pred.py wrap no Mistral
           // prompt (they name Llama-2, Llama-3 or LongChat/Vicuna models only).
-          if (params_.chat_template == "reference") s.auto_chat_unwrapped = {"mistral"};
+          if (params_.chat_template == "reference") s.auto_chat_as = script.chat_as;
         } else {
           const std::string around = apply_chat_template(params_.chat_template, s.prompt);
           if (marked) s.question_offset += around.find(s.prompt);  // the template wraps it
@@ -286,10 +346,11 @@ class LongBench : public Dataset {
         const auto anchor = script->second.find(name_);
         if (anchor != script->second.end()) s.decoded_anchor = anchor->second;
       }
-      if (task_.stop_at_newline) {
+      if (task_.stop_at_newline && script.samsum_stops_at_newline) {
         s.stop_texts = {"\n"};
         s.min_new_tokens = 1;
       }
+      if (script.first_token_never_stops) s.min_new_tokens = 1;
       s.answers = r.answers;
       s.max_new_tokens = task_.max_new_tokens;
       if (longbench_e() && !r.length)  // LongBench-E scores by it
@@ -371,7 +432,15 @@ KVB_REGISTER_DATASET(make_dataset_info<LongBench, LongBenchParams>({
                 "pred.py, the end's first token dropped as there (BOS; GLM-4's <sop> is fed); "
                 "not reproduced: ClusterKV counts glm4's truncation without its special "
                 "tokens (kvbench with them: 2 tokens fewer kept) and wraps Llama-2 and Vicuna "
-                "prompts in nothing (kvbench's chat_template reference wraps them)",
+                "prompts in nothing (kvbench's chat_template reference wraps them); "
+                "kvcache-factory: its Llama-2 form ([INST] p [/INST] on every task, wrapped "
+                "before the cut) and its per-model max lengths (3950 / 7500 / 31500; give "
+                "max_length) are not built; kvcompress: its max lengths (130000 / 31500) are "
+                "max_length's to give, Mistral's slow tokenizer and the llama3-70b code "
+                "prompts are not built; not built at all: pqcache (Llama-3.1's own template "
+                "with a system message, Mistral as [INST]p[/INST], its 14 tasks) and adakv "
+                "(THUDM's for Mistral, its scripted model, with max_length 31500; on "
+                "Llama-3-Instruct two BOS and only the tokenizer's EOS stops)",
     .questions_per_context = "1: the template's text after {context} (question, instructions), "
                              "unmarked where truncation cut into it; records that repeat a "
                              "context are its questions",

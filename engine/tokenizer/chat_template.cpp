@@ -39,7 +39,7 @@ bool contains(const std::string& text, const char* marker) {
 void check_chat_template_tokens(const std::string& template_name, const Tokenizer& tokenizer,
                                 const std::string& where) {
   static const std::vector<std::string> markers = {
-      "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>",  // llama3
+      "<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>",  // llama3
       "<|im_start|>", "<|im_end|>",                             // qwen2, chatml
       "<|user|>", "<|assistant|>"};                             // glm4
   const ChatTemplateParts parts = chat_template_parts(template_name);
@@ -70,6 +70,13 @@ std::string apply_chat_template(const std::string& template_name, const std::str
   if (template_name == "llama3") {
     return "<|start_header_id|>user<|end_header_id|>\n\n" + user_message +
            "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n";
+  }
+  // SnapKV's build_chat for Llama-3 models (vllm-kvcompress's LongBench runner): its own BOS
+  // written out (the tokenizer adds another), a newline after <|eot_id|>, none after the
+  // assistant's header.
+  if (template_name == "llama3_snapkv") {
+    return "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\n" + user_message +
+           "<|eot_id|>\n<|start_header_id|>assistant<|end_header_id|>";
   }
   if (template_name == "qwen2" || template_name == "chatml") {
     return "<|im_start|>user\n" + user_message + "<|im_end|>\n<|im_start|>assistant\n";
@@ -109,7 +116,7 @@ std::string detect_chat_template(const nlohmann::json& tokenizer_config) {
 const std::vector<std::string>& chat_template_names() {
   static const std::vector<std::string> names = {
       "none", "llama2", "mistral", "llama3", "qwen2", "chatml", "glm4", "vicuna",
-      "llama2_longbench"};
+      "llama2_longbench", "llama3_snapkv"};
   return names;
 }
 

@@ -61,8 +61,9 @@ class Tokenizer {
 const std::vector<std::pair<std::string, std::string>>& tokenizer_config_key_table();
 
 // Built-in chat templates (no Jinja): chat_template_names(). apply_chat_template("none", s) == s.
-// "vicuna" is FastChat's vicuna_v1.1 and "llama2_longbench" LongBench pred.py's Llama-2 form
-// ("[INST]s[/INST]"); neither is detected. Unknown name: InputError.
+// "vicuna" is FastChat's vicuna_v1.1, "llama2_longbench" LongBench pred.py's Llama-2 form
+// ("[INST]s[/INST]") and "llama3_snapkv" SnapKV's Llama-3 form (vllm-kvcompress's LongBench
+// runner; its BOS written out); none is detected. Unknown name: InputError.
 std::string apply_chat_template(const std::string& template_name, const std::string& user_message);
 // What apply_chat_template(template_name, m) puts before and after the message m.
 struct ChatTemplateParts {

@@ -182,17 +182,15 @@ std::vector<int> stop_ids(const LlamaModel& model, const Sample& sample) {
 }  // namespace
 
 ChatTemplateChoice chat_template_choice(const LlamaModel& model, const Sample& sample) {
-  if (sample.chat_template != "auto")
-    return {sample.chat_template, false, sample.chat_template != "none"};
+  if (sample.chat_template != "auto") return {sample.chat_template, false, ""};
   const std::string family = detect_chat_template(model.tokenizer_config);
-  const std::vector<std::string>& unwrapped = sample.auto_chat_unwrapped;
-  const bool left = std::find(unwrapped.begin(), unwrapped.end(), family) != unwrapped.end();
-  return {family, true, !left && family != "none"};
+  const auto instead = sample.auto_chat_as.find(family);
+  return {instead == sample.auto_chat_as.end() ? family : instead->second, true, family};
 }
 
 std::string prompt_text(const LlamaModel& model, const Sample& sample) {
   const ChatTemplateChoice choice = chat_template_choice(model, sample);
-  if (!choice.applied) return sample.prompt;
+  if (!choice.applied()) return sample.prompt;
   check_chat_template_tokens(choice.name, *model.tokenizer, "sample " + sample.id);
   return apply_chat_template(choice.name, sample.prompt);
 }

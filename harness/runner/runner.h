@@ -60,12 +60,13 @@ struct CellResult {
   std::vector<MetricRow> metrics;
 };
 
-// The chat template a sample's prompt gets: its own, or for "auto" the model's family, which a
-// dataset may leave unwrapped (Sample::auto_chat_unwrapped).
+// The chat template a sample's prompt gets: its own, or for "auto" the model's family's, which
+// a dataset may replace or leave out (Sample::auto_chat_as).
 struct ChatTemplateChoice {
-  std::string name;     // "none", a template family, or for "auto" the model's family
-  bool automatic;       // the sample asked for "auto"
-  bool applied;         // false for "none" and for a family the dataset leaves unwrapped
+  std::string name;    // the template the prompt is wrapped in; "none": not wrapped
+  bool automatic;      // the sample asked for "auto"
+  std::string family;  // for "auto": the model's family (detect_chat_template), else ""
+  bool applied() const { return name != "none"; }
 };
 ChatTemplateChoice chat_template_choice(const LlamaModel& model, const Sample& sample);
 // A sample's prompt text as the model reads it: its chat template applied (before BOS); an

@@ -66,12 +66,12 @@ TEST(LongBenchLoader, ChatTemplateAutoNamedAndNeverForSixDatasets) {
   const std::string dir = kFixtures + "/good";
   auto hotpot = make_dataset("longbench", {{"dataset", "hotpotqa"}, {"data_dir", dir}});
   EXPECT_EQ(hotpot->samples(byte_tokenizer(), 0)[0].chat_template, "auto");
-  EXPECT_EQ(hotpot->samples(byte_tokenizer(), 0)[0].auto_chat_unwrapped,
-            std::vector<std::string>{"mistral"});  // "reference", the default
+  EXPECT_EQ(hotpot->samples(byte_tokenizer(), 0)[0].auto_chat_as,
+            (std::map<std::string, std::string>{{"mistral", "none"}}));  // "reference", the default
   auto every = make_dataset("longbench", {{"dataset", "hotpotqa"}, {"data_dir", dir},
                                           {"chat_template", "auto"}});
   EXPECT_EQ(every->samples(byte_tokenizer(), 0)[0].chat_template, "auto");
-  EXPECT_TRUE(every->samples(byte_tokenizer(), 0)[0].auto_chat_unwrapped.empty());
+  EXPECT_TRUE(every->samples(byte_tokenizer(), 0)[0].auto_chat_as.empty());
   auto named = make_dataset("longbench", {{"dataset", "hotpotqa"}, {"data_dir", dir},
                                           {"chat_template", "llama2"}});
   const Sample s = named->samples(byte_tokenizer(), 0)[0];
@@ -132,6 +132,50 @@ TEST(LongBenchLoader, PredScriptsMarkTheEndTheirReferenceDecodes) {
                                                 {"pred_script", script}})
                          ->samples(byte_tokenizer(), 0)[0];
     EXPECT_EQ(t.chat_template, std::string(script) == "clusterkv" ? "auto" : "none") << script;
+  }
+}
+
+// KVCache-Factory's run_longbench.py and vllm-kvcompress's experiments/run_longbench.py keep
+// THUDM's prompts but never stop at the first token (min_length / min_tokens on every task);
+// vllm-kvcompress also wraps Llama models in SnapKV's forms, leaves passage_count unwrapped
+// and does not stop samsum at a newline. Both run the 16 English tasks only.
+TEST(LongBenchLoader, ForkRunnersWrapAndStopAsTheirCode) {
+  const std::string good = kFixtures + "/good";
+  auto sample = [&](const std::string& dataset, const std::string& script) {
+    return make_dataset("longbench", {{"dataset", dataset}, {"data_dir", good},
+                                      {"pred_script", script}})
+        ->samples(byte_tokenizer(), 0)[0];
+  };
+  const Sample thudm = sample("hotpotqa", "longbench"), factory = sample("hotpotqa", "kvcache-factory"),
+               kvc = sample("hotpotqa", "kvcompress");
+  EXPECT_EQ(thudm.min_new_tokens, 0);
+  EXPECT_EQ(factory.min_new_tokens, 1);
+  EXPECT_EQ(kvc.min_new_tokens, 1);
+  EXPECT_EQ(factory.prompt, thudm.prompt);
+  EXPECT_EQ(kvc.prompt, thudm.prompt);
+  EXPECT_EQ(factory.auto_chat_as, thudm.auto_chat_as);
+  EXPECT_EQ(kvc.auto_chat_as, (std::map<std::string, std::string>{
+                                  {"llama2", "llama2_longbench"}, {"llama3", "llama3_snapkv"},
+                                  {"mistral", "none"}}));
+  EXPECT_EQ(sample("passage_count", "longbench").chat_template, "auto");
+  EXPECT_EQ(sample("passage_count", "kvcache-factory").chat_template, "auto");
+  EXPECT_EQ(sample("passage_count", "kvcompress").chat_template, "none");
+  const Sample samsum = sample("samsum", "kvcache-factory"), samsum_kvc = sample("samsum", "kvcompress");
+  EXPECT_EQ(samsum.stop_texts, std::vector<std::string>{"\n"});
+  EXPECT_EQ(samsum.min_new_tokens, 1);
+  EXPECT_TRUE(samsum_kvc.stop_texts.empty());
+  EXPECT_EQ(samsum_kvc.min_new_tokens, 1);
+  for (const char* script : {"kvcache-factory", "kvcompress"}) {
+    EXPECT_NE(error_of([&] {
+                make_dataset("longbench", {{"dataset", "multifieldqa_zh"}, {"data_dir", good},
+                                           {"pred_script", script}});
+              }).find("runs only narrativeqa, qasper, multifieldqa_en"),
+              std::string::npos) << script;
+    EXPECT_NE(error_of([&] {
+                make_dataset("longbench", {{"dataset", "hotpotqa_e"}, {"data_dir", good},
+                                           {"pred_script", script}});
+              }).find("LongBench's own files, not LongBench-E's (hotpotqa_e)"),
+              std::string::npos) << script;
   }
 }
 

@@ -24,9 +24,12 @@ TEST(TokenizerChatTemplate, Apply) {
 
 // LongBench pred.py's build_chat forms: Llama-2 without spaces, and FastChat's vicuna_v1.1
 // (what FastChat's conversation.py get_prompt() returns for one user message "P" and an empty
-// assistant turn).
+// assistant turn); SnapKV's Llama-3 form (vllm-kvcompress's experiments/util.py).
 TEST(TokenizerChatTemplate, LongBenchsForms) {
   EXPECT_EQ(apply_chat_template("llama2_longbench", "P"), "[INST]P[/INST]");
+  EXPECT_EQ(apply_chat_template("llama3_snapkv", "P"),
+            "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nP<|eot_id|>\n"
+            "<|start_header_id|>assistant<|end_header_id|>");
   EXPECT_EQ(apply_chat_template("vicuna", "P"),
             "A chat between a curious user and an artificial intelligence assistant. The "
             "assistant gives helpful, detailed, and polite answers to the user's questions. "

@@ -407,18 +407,23 @@ TEST(EncodePrompt, AutoWrapsInTheModelsFamilyUnlessTheSampleLeavesItUnwrapped) {
   model->tokenizer_config = {{"chat_template", "{{ bos_token }}{% for m in messages %}{{ '[INST] ' "
                                                "+ m['content'] + ' [/INST]' }}{% endfor %}"}};
   EXPECT_EQ(encode_prompt(*model, s), encoded("[INST] Hi [/INST]"));
-  s.auto_chat_unwrapped = {"mistral"};
+  s.auto_chat_as = {{"mistral", "none"}};
   EXPECT_EQ(encode_prompt(*model, s), encoded("Hi"));
   const ChatTemplateChoice left = chat_template_choice(*model, s);  // what kvbench samples shows
-  EXPECT_EQ(left.name, "mistral");
+  EXPECT_EQ(left.name, "none");
+  EXPECT_EQ(left.family, "mistral");
   EXPECT_TRUE(left.automatic);
-  EXPECT_FALSE(left.applied);
+  EXPECT_FALSE(left.applied());
+  s.auto_chat_as = {{"mistral", "llama2_longbench"}};  // another form for the family
+  EXPECT_EQ(encode_prompt(*model, s), encoded("[INST]Hi[/INST]"));
+  s.auto_chat_as = {{"mistral", "none"}};
   model->tokenizer_config = {{"chat_template", "<<SYS>>{{ '[INST] ' + m + ' [/INST]' }}"}};
   EXPECT_EQ(encode_prompt(*model, s), encoded("[INST] Hi [/INST]"));  // Llama-2: wrapped
-  EXPECT_TRUE(chat_template_choice(*model, s).applied);
+  EXPECT_TRUE(chat_template_choice(*model, s).applied());
   model->tokenizer_config = json::object();  // no template: "auto" wraps nothing
   EXPECT_EQ(chat_template_choice(*model, s).name, "none");
-  EXPECT_FALSE(chat_template_choice(*model, s).applied);
+  EXPECT_EQ(chat_template_choice(*model, s).family, "none");
+  EXPECT_FALSE(chat_template_choice(*model, s).applied());
   EXPECT_EQ(encode_prompt(*model, s), encoded("Hi"));
 }
 
