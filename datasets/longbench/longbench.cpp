@@ -157,8 +157,9 @@ const std::vector<std::string> kEnglishTasks = {
 struct PredScript {
   std::string name;
   // chat_template "reference": the form it wraps a template family's models in, where not
-  // the family's own ("none": unwrapped).
-  std::map<std::string, std::string> chat_as = {{"mistral", "none"}};
+  // the family's own ("none": unwrapped). THUDM's pred.py wraps no Mistral and no Llama-3
+  // prompt; kvbench's reference wraps Llama-3 and 3.1 as KVCache-Factory's written form.
+  std::map<std::string, std::string> chat_as = {{"llama3_1", "llama3"}, {"mistral", "none"}};
   std::vector<std::string> unwrapped, wrapped;  // tasks it wraps otherwise than THUDM's
   // The only tasks it runs (empty: all), `runs` naming the runner and why.
   std::vector<std::string> tasks;
@@ -178,10 +179,19 @@ const std::vector<PredScript>& pred_scripts() {
        .runs = "KVCache-Factory's run_longbench.py runs only ",
        .first_token_never_stops = true},
       {.name = "kvcompress",
-       .chat_as = {{"mistral", "none"}, {"llama3", "llama3_snapkv"}, {"llama2", "llama2_longbench"}},
+       .chat_as = {{"llama2", "llama2_longbench"}, {"llama3", "llama3_snapkv"},
+                   {"llama3_1", "llama3_snapkv"}, {"mistral", "none"}},
        .unwrapped = {"passage_count"}, .tasks = kEnglishTasks, .longbench_e = false,
        .runs = "vllm-kvcompress's experiments/run_longbench.py runs only ",
-       .first_token_never_stops = true, .samsum_stops_at_newline = false}};
+       .first_token_never_stops = true, .samsum_stops_at_newline = false},
+      {.name = "pqcache",
+       .chat_as = {{"llama2", "llama2_longbench"}, {"llama3", "llama3_pqcache"},
+                   {"llama3_1", "llama3_1_pqcache"}, {"mistral", "llama2_longbench"}},
+       .tasks = {"narrativeqa", "qasper", "multifieldqa_en", "hotpotqa", "2wikimqa", "musique",
+                 "gov_report", "qmsum", "multi_news", "trec", "triviaqa", "samsum",
+                 "passage_count", "passage_retrieval_en"},
+       .longbench_e = false,
+       .runs = "PQCache's vq_pred.py runs only "}};
   return scripts;
 }
 
@@ -241,10 +251,12 @@ struct LongBenchParams {
                     "through decode steps), clusterkv (sjtu-zhao-lab/ClusterKV's accuracy "
                     "code: the same with its anchors, triviaqa in the chat template; the 10 "
                     "tasks it anchors), kvcache-factory (Zefan-Cai/KVCache-Factory's "
-                    "run_longbench.py: min_length 1 on every task; the 16 English tasks) or "
+                    "run_longbench.py: min_length 1 on every task; the 16 English tasks), "
                     "kvcompress (IsaacRe/vllm-kvcompress's experiments/run_longbench.py: "
                     "SnapKV's Llama forms, passage_count unwrapped, min_tokens 1 and no samsum "
-                    "newline stop; the 16 English tasks)",
+                    "newline stop; the 16 English tasks) or pqcache (HugoZHL/PQCache's "
+                    "vq_pred.py: the Llama-3 models' own templates with a system message, "
+                    "Mistral as [INST]p[/INST]; its 14 tasks)",
                     [](const json& v, const std::string& path, P& p) {
                       if (!v.is_string()) throw InputError(path + ": expected a string, got " +
                                                            json_type_name(v));
@@ -336,7 +348,9 @@ class LongBench : public Dataset {
           if (params_.chat_template == "reference") s.auto_chat_as = script.chat_as;
         } else {
           const std::string around = apply_chat_template(params_.chat_template, s.prompt);
-          if (marked) s.question_offset += around.find(s.prompt);  // the template wraps it
+          // The template wraps the prompt, unchanged unless it trims an end (llama3_1).
+          const size_t at = around.find(s.prompt);
+          if (marked) s.question_offset = at == std::string::npos ? at : s.question_offset + at;
           s.prompt = around;
         }
       }
@@ -423,7 +437,8 @@ KVB_REGISTER_DATASET(make_dataset_info<LongBench, LongBenchParams>({
                    "from <data_dir>/<dataset>.jsonl",
     .source = "THUDM/LongBench v1 (pred.py prompts and truncation, metrics.py, eval.py)",
     .fidelity = "chat_template reference (the default) is the model's own template but none "
-                "for Mistral, as KVCache-Factory and AdaKV wrap them; pred.py's own forms are "
+                "for Mistral and Llama-3's written form for Llama-3.1, as KVCache-Factory "
+                "wraps them; pred.py's own forms are "
                 "named: llama2_longbench ([INST]{prompt}[/INST]), vicuna (LongChat, Vicuna; not "
                 "detected), none (Llama-3); LongBench-E's range scores as eval.py --e computes "
                 "them (numpy's pairwise mean and rounding); every record scored with the last "
@@ -437,10 +452,10 @@ KVB_REGISTER_DATASET(make_dataset_info<LongBench, LongBenchParams>({
                 "before the cut) and its per-model max lengths (3950 / 7500 / 31500; give "
                 "max_length) are not built; kvcompress: its max lengths (130000 / 31500) are "
                 "max_length's to give, Mistral's slow tokenizer and the llama3-70b code "
-                "prompts are not built; not built at all: pqcache (Llama-3.1's own template "
-                "with a system message, Mistral as [INST]p[/INST], its 14 tasks) and adakv "
-                "(THUDM's for Mistral, its scripted model, with max_length 31500; on "
-                "Llama-3-Instruct two BOS and only the tokenizer's EOS stops)",
+                "prompts are not built; pqcache: its max lengths (130000 / 32000) are "
+                "max_length's to give; not built at all: adakv (THUDM's for Mistral, its "
+                "scripted model, with max_length 31500; on Llama-3-Instruct two BOS and only "
+                "the tokenizer's EOS stops)",
     .questions_per_context = "1: the template's text after {context} (question, instructions), "
                              "unmarked where truncation cut into it; records that repeat a "
                              "context are its questions",

@@ -2,6 +2,7 @@
 #include <nlohmann/json.hpp>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/common/error.h"
@@ -32,6 +33,56 @@ std::string template_text(const nlohmann::json& value) {
 
 bool contains(const std::string& text, const char* marker) {
   return text.find(marker) != std::string::npos;
+}
+
+// Python's str.isspace, which Jinja's trim strips (str.strip()).
+bool python_space(char32_t c) {
+  return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 ||
+         c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 ||
+         c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+// The code point of the UTF-8 sequence at text[at, end) (0xFFFD where it is not well formed:
+// no space), and its length.
+std::pair<char32_t, size_t> code_point_at(const std::string& text, size_t at, size_t end) {
+  const auto byte = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
+  const unsigned char b = byte(at);
+  const size_t n = b < 0x80 ? 1 : (b >> 5) == 0x6 ? 2 : (b >> 4) == 0xE ? 3 : (b >> 3) == 0x1E ? 4 : 0;
+  if (n == 0 || at + n > end) return {0xFFFD, 1};
+  char32_t c = n == 1 ? b : b & (0xFF >> (n + 1));
+  for (size_t i = 1; i < n; ++i) {
+    if ((byte(at + i) & 0xC0) != 0x80) return {0xFFFD, 1};
+    c = (c << 6) | (byte(at + i) & 0x3F);
+  }
+  return {c, n};
+}
+
+// Jinja's `| trim` of a UTF-8 text: Python's whitespace stripped from both ends.
+std::string python_strip(const std::string& text) {
+  size_t begin = 0, end = text.size();
+  while (begin < end) {
+    const auto [c, n] = code_point_at(text, begin, end);
+    if (!python_space(c)) break;
+    begin += n;
+  }
+  while (end > begin) {
+    size_t start = end - 1;  // back to the last code point's first byte
+    while (start > begin && (static_cast<unsigned char>(text[start]) & 0xC0) == 0x80) --start;
+    const auto [c, n] = code_point_at(text, start, end);
+    if (!python_space(c) || start + n != end) break;
+    end = start;
+  }
+  return text.substr(begin, end - begin);
+}
+
+// Llama-3.1-Instruct's template (tokenizer_config.json) for one user message: its system block
+// always, with its default date and `system` ("" without a system message), the message
+// trimmed.
+std::string llama3_1_turn(const std::string& system, const std::string& user_message) {
+  return "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December "
+         "2023\nToday Date: 26 Jul 2024\n\n" + system +
+         "<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n" + python_strip(user_message) +
+         "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n";
 }
 
 }  // namespace
@@ -71,6 +122,18 @@ std::string apply_chat_template(const std::string& template_name, const std::str
     return "<|start_header_id|>user<|end_header_id|>\n\n" + user_message +
            "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n";
   }
+  // Llama-3.1's own, as transformers renders it (its BOS the tokenizer's).
+  if (template_name == "llama3_1") return llama3_1_turn("", user_message);
+  // PQCache's vq_pred.py: the model's own template with the system message "You are a helpful
+  // assistant." rendered as text (tokenize=False: its <|begin_of_text|> written out, and the
+  // tokenizer adds another), for Llama-3 and Llama-3.1.
+  if (template_name == "llama3_pqcache") {
+    return "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nYou are a helpful "
+           "assistant.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n" +
+           python_strip(user_message) + "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n";
+  }
+  if (template_name == "llama3_1_pqcache")
+    return "<|begin_of_text|>" + llama3_1_turn("You are a helpful assistant.", user_message);
   // SnapKV's build_chat for Llama-3 models (vllm-kvcompress's LongBench runner): its own BOS
   // written out (the tokenizer adds another), a newline after <|eot_id|>, none after the
   // assistant's header.
@@ -102,7 +165,8 @@ std::string detect_chat_template(const nlohmann::json& tokenizer_config) {
   const nlohmann::json& value = tokenizer_config["chat_template"];
   if (value.is_null()) return "none";
   const std::string text = template_text(value);
-  if (contains(text, "<|start_header_id|>")) return "llama3";
+  if (contains(text, "<|start_header_id|>"))
+    return contains(text, "Cutting Knowledge Date") ? "llama3_1" : "llama3";
   if (contains(text, "<|im_start|>")) {
     const std::string cls = tokenizer_config.value("tokenizer_class", "");
     return cls.rfind("Qwen2", 0) == 0 ? "qwen2" : "chatml";
@@ -116,7 +180,7 @@ std::string detect_chat_template(const nlohmann::json& tokenizer_config) {
 const std::vector<std::string>& chat_template_names() {
   static const std::vector<std::string> names = {
       "none", "llama2", "mistral", "llama3", "qwen2", "chatml", "glm4", "vicuna",
-      "llama2_longbench", "llama3_snapkv"};
+      "llama2_longbench", "llama3_snapkv", "llama3_1", "llama3_pqcache", "llama3_1_pqcache"};
   return names;
 }
 

@@ -61,11 +61,15 @@ class Tokenizer {
 const std::vector<std::pair<std::string, std::string>>& tokenizer_config_key_table();
 
 // Built-in chat templates (no Jinja): chat_template_names(). apply_chat_template("none", s) == s.
-// "vicuna" is FastChat's vicuna_v1.1, "llama2_longbench" LongBench pred.py's Llama-2 form
-// ("[INST]s[/INST]") and "llama3_snapkv" SnapKV's Llama-3 form (vllm-kvcompress's LongBench
-// runner; its BOS written out); none is detected. Unknown name: InputError.
+// "llama3" is Llama-3's template without its trim of the message (KVCache-Factory's written
+// form); "llama3_1" Llama-3.1's own (its system block and date, the message trimmed as Jinja's
+// trim does). Not detected: "vicuna" (FastChat's vicuna_v1.1), "llama2_longbench" (LongBench
+// pred.py's "[INST]s[/INST]"), "llama3_snapkv" (SnapKV's Llama-3 form, vllm-kvcompress's
+// LongBench runner), "llama3_pqcache" / "llama3_1_pqcache" (PQCache's: the model's own with a
+// system message); the last three write their BOS out. Unknown name: InputError.
 std::string apply_chat_template(const std::string& template_name, const std::string& user_message);
-// What apply_chat_template(template_name, m) puts before and after the message m.
+// What apply_chat_template(template_name, m) puts before and after the message m (a message
+// with whitespace at an end loses it in the templates that trim).
 struct ChatTemplateParts {
   std::string before, after;
 };

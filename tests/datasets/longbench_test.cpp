@@ -67,7 +67,8 @@ TEST(LongBenchLoader, ChatTemplateAutoNamedAndNeverForSixDatasets) {
   auto hotpot = make_dataset("longbench", {{"dataset", "hotpotqa"}, {"data_dir", dir}});
   EXPECT_EQ(hotpot->samples(byte_tokenizer(), 0)[0].chat_template, "auto");
   EXPECT_EQ(hotpot->samples(byte_tokenizer(), 0)[0].auto_chat_as,
-            (std::map<std::string, std::string>{{"mistral", "none"}}));  // "reference", the default
+            (std::map<std::string, std::string>{{"llama3_1", "llama3"},
+                                                 {"mistral", "none"}}));  // "reference", the default
   auto every = make_dataset("longbench", {{"dataset", "hotpotqa"}, {"data_dir", dir},
                                           {"chat_template", "auto"}});
   EXPECT_EQ(every->samples(byte_tokenizer(), 0)[0].chat_template, "auto");
@@ -156,7 +157,7 @@ TEST(LongBenchLoader, ForkRunnersWrapAndStopAsTheirCode) {
   EXPECT_EQ(factory.auto_chat_as, thudm.auto_chat_as);
   EXPECT_EQ(kvc.auto_chat_as, (std::map<std::string, std::string>{
                                   {"llama2", "llama2_longbench"}, {"llama3", "llama3_snapkv"},
-                                  {"mistral", "none"}}));
+                                  {"llama3_1", "llama3_snapkv"}, {"mistral", "none"}}));
   EXPECT_EQ(sample("passage_count", "longbench").chat_template, "auto");
   EXPECT_EQ(sample("passage_count", "kvcache-factory").chat_template, "auto");
   EXPECT_EQ(sample("passage_count", "kvcompress").chat_template, "none");
@@ -165,7 +166,24 @@ TEST(LongBenchLoader, ForkRunnersWrapAndStopAsTheirCode) {
   EXPECT_EQ(samsum.min_new_tokens, 1);
   EXPECT_TRUE(samsum_kvc.stop_texts.empty());
   EXPECT_EQ(samsum_kvc.min_new_tokens, 1);
-  for (const char* script : {"kvcache-factory", "kvcompress"}) {
+  // PQCache: the Llama-3 models' own templates with its system message, Mistral and Llama-2
+  // as [INST]p[/INST]; THUDM's generation; no lcc or repobench-p.
+  const Sample pq = sample("hotpotqa", "pqcache"), pq_samsum = sample("samsum", "pqcache");
+  EXPECT_EQ(pq.auto_chat_as, (std::map<std::string, std::string>{
+                                 {"llama2", "llama2_longbench"}, {"llama3", "llama3_pqcache"},
+                                 {"llama3_1", "llama3_1_pqcache"}, {"mistral", "llama2_longbench"}}));
+  EXPECT_EQ(pq.min_new_tokens, 0);
+  EXPECT_EQ(pq_samsum.stop_texts, std::vector<std::string>{"\n"});
+  EXPECT_EQ(sample("passage_count", "pqcache").chat_template, "auto");
+  EXPECT_NE(error_of([&] {
+              make_dataset("longbench", {{"dataset", "lcc"}, {"data_dir", good},
+                                         {"pred_script", "pqcache"}});
+            }).find("PQCache's vq_pred.py runs only narrativeqa"),
+            std::string::npos);
+  // THUDM's reference form for Llama-3.1: KVCache-Factory's written Llama-3 one.
+  EXPECT_EQ(thudm.auto_chat_as, (std::map<std::string, std::string>{{"llama3_1", "llama3"},
+                                                                     {"mistral", "none"}}));
+  for (const char* script : {"kvcache-factory", "kvcompress", "pqcache"}) {
     EXPECT_NE(error_of([&] {
                 make_dataset("longbench", {{"dataset", "multifieldqa_zh"}, {"data_dir", good},
                                            {"pred_script", script}});

@@ -36,6 +36,29 @@ TEST(TokenizerChatTemplate, LongBenchsForms) {
             "USER: P ASSISTANT:");
 }
 
+// Llama-3.1's template always writes its system block with the default date, and trims the
+// message (Jinja's trim: Python's str.strip(), Unicode whitespace too, not U+200B); PQCache
+// renders the model's own template with a system message as text, its BOS written out.
+TEST(TokenizerChatTemplate, Llama31AndPqcacheFormsTrimAsJinja) {
+  const std::string message = "\xc2\xa0 Hi  there\t\n\xe3\x80\x80";  // NBSP ... U+3000
+  EXPECT_EQ(apply_chat_template("llama3_1", message),
+            "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December "
+            "2023\nToday Date: 26 Jul 2024\n\n<|eot_id|><|start_header_id|>user<|end_header_id|>"
+            "\n\nHi  there<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+  EXPECT_EQ(apply_chat_template("llama3_1_pqcache", "The answer is: "),
+            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge "
+            "Date: December 2023\nToday Date: 26 Jul 2024\n\nYou are a helpful assistant."
+            "<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nThe answer is:<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  EXPECT_EQ(apply_chat_template("llama3_pqcache", "P\xe2\x80\x8b "),  // U+200B is no space
+            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nYou are a helpful "
+            "assistant.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nP\xe2\x80\x8b"
+            "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+  EXPECT_EQ(apply_chat_template("llama3_1", " \xff "), apply_chat_template("llama3_1", "\xff"));
+  EXPECT_EQ(chat_template_parts("llama3_1").after,
+            "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+}
+
 TEST(TokenizerChatTemplate, PartsAreWhatComesBeforeAndAfterTheMessage) {
   EXPECT_EQ(chat_template_parts("llama2").before, "[INST] ");
   EXPECT_EQ(chat_template_parts("llama2").after, " [/INST]");
@@ -65,6 +88,11 @@ TEST(TokenizerChatTemplate, Detect) {
                   "{% for message in messages %}{{ '<|start_header_id|>' + message['role'] + "
                   "'<|end_header_id|>\\n\\n' + message['content'] | trim + '<|eot_id|>' }}"}}),
             "llama3");
+  EXPECT_EQ(detect_chat_template(
+                {{"chat_template",
+                  "{{- bos_token }}{{- \"<|start_header_id|>system<|end_header_id|>\\n\\n\" }}"
+                  "{{- \"Cutting Knowledge Date: December 2023\\n\" }}"}}),
+            "llama3_1");
   EXPECT_EQ(detect_chat_template({{"chat_template",
                                    "{% if messages[0]['role'] == 'system' %}<<SYS>>\\n{% endif %}"
                                    "{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}"}}),
