@@ -132,7 +132,8 @@ struct DatasetInfo {
   // (2026-11-29, a cell's score pooled over its tokens, not its windows' mean); scbench 1
   // (2026-11-30, multi_turn's first question in the shared context, each question encoded
   // apart, no cut where max_length leaves no room for one, as run_scbench.py), scbench 2
-  // (2026-11-30, each later turn encoded apart, as SCBench, in every context_sharing); passkey
+  // (2026-11-30, each later turn encoded apart, as SCBench, in every context_sharing);
+  // longbench with chat_template auto 1 (2026-11-30, Llama-3.1 in its own template); passkey
   // and multi_turn 1 (2026-11-30, scored by the answer's first number, as InfiniteBench).
   std::function<int(const json& params)> revision;
   int sort_key() const { return 0; }

@@ -460,6 +460,9 @@ KVB_REGISTER_DATASET(make_dataset_info<LongBench, LongBenchParams>({
                              "unmarked where truncation cut into it; records that repeat a "
                              "context are its questions",
     .required_params = {"dataset", "data_dir"},
+    // 1 (2026-11-30): chat_template auto wraps Llama-3.1 in its own template (llama3_1), not
+    // Llama-3's; the other params' prompts are unchanged.
+    .revision = [](const json& p) { return p.value("chat_template", "") == "auto" ? 1 : 0; },
 }));
 
 }  // namespace

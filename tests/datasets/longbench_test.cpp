@@ -73,6 +73,10 @@ TEST(LongBenchLoader, ChatTemplateAutoNamedAndNeverForSixDatasets) {
                                           {"chat_template", "auto"}});
   EXPECT_EQ(every->samples(byte_tokenizer(), 0)[0].chat_template, "auto");
   EXPECT_TRUE(every->samples(byte_tokenizer(), 0)[0].auto_chat_as.empty());
+  // auto's prompts changed (Llama-3.1 in its own template): its cells are redone.
+  const DatasetInfo& info = dataset_registry().get("longbench", "test");
+  EXPECT_EQ(info.revision({{"chat_template", "auto"}}), 1);
+  EXPECT_EQ(info.revision({{"chat_template", "reference"}}), 0);
   auto named = make_dataset("longbench", {{"dataset", "hotpotqa"}, {"data_dir", dir},
                                           {"chat_template", "llama2"}});
   const Sample s = named->samples(byte_tokenizer(), 0)[0];
