@@ -209,12 +209,12 @@ struct LongBenchParams {
   std::string dataset;
   std::string data_dir;
   int64_t max_length = 7500;
-  // "reference": the model's own template family as the reference scripts wrap it (none for
-  // Mistral); "auto": the model's own, whatever the family; or a named template.
+  // "reference": the model's template family as the pred_script's runner wraps it
+  // (PredScript::chat_as); "auto": the model's own, whatever the family; or a named template.
   std::string chat_template = "reference";
   int samples = 0;  // 0 = all records
   std::string jieba_dict;  // the Chinese word metrics' dictionary; "" = Debian's python3-jieba
-  // Whose pred.py builds the prompts: longbench (THUDM's), quest or clusterkv (see below).
+  // Whose pred.py builds the prompts: longbench (THUDM's) or a fork's (pred_scripts()).
   std::string pred_script = "longbench";
 
   std::string file() const { return data_dir + "/" + dataset + ".jsonl"; }
@@ -232,9 +232,10 @@ struct LongBenchParams {
                    check::at_least(2))
             .field("chat_template", &P::chat_template,
                    "for the tasks LongBench wraps in a chat template: reference (the model's "
-                   "own family, but none for Mistral, as KVCache-Factory and AdaKV wrap it; "
-                   "README: where they differ), auto (the model's own, every family) or a "
-                   "named template")
+                   "family as pred_script's runner wraps it; THUDM's: the model's own, but "
+                   "none for Mistral and Llama-3's written form for Llama-3.1, as "
+                   "KVCache-Factory; README: where they differ), auto (the model's own, every "
+                   "family) or a named template")
             .field("samples", &P::samples, "records used (0: all)", check::at_least(0))
             .custom("jieba_dict", "string",
                     "the Chinese word metrics' dictionary (\"\": Debian's python3-jieba)",
@@ -343,13 +344,13 @@ class LongBench : public Dataset {
       if (wrapped) {
         if (!named) {
           s.chat_template = "auto";  // the runner's model's
-          // pred.py, KVCache-Factory's run_longbench.py and AdaKV's pred.py wrap no Mistral
-          // prompt (they name Llama-2, Llama-3 or LongChat/Vicuna models only).
+          // The family's form as the pred_script's runner wraps it (THUDM's pred.py,
+          // KVCache-Factory's and AdaKV's: no Mistral prompt).
           if (params_.chat_template == "reference") s.auto_chat_as = script.chat_as;
         } else {
           const std::string around = apply_chat_template(params_.chat_template, s.prompt);
-          // The template wraps the prompt, unchanged unless it trims an end (llama3_1).
-          const size_t at = around.find(s.prompt);
+          // The template wraps the prompt, unchanged or trimmed at its ends (llama3_1).
+          const size_t at = wrapped_prompt_start(around, s.prompt);
           if (marked) s.question_offset = at == std::string::npos ? at : s.question_offset + at;
           s.prompt = around;
         }
@@ -466,4 +467,9 @@ KVB_REGISTER_DATASET(make_dataset_info<LongBench, LongBenchParams>({
 }));
 
 }  // namespace
+
+bool longbench_decodes_question_end(const std::string& name) {
+  return kDecodedAnchors.count(name) > 0;
+}
+
 }  // namespace kvb

@@ -51,4 +51,8 @@ std::string longbench_question_tail(const std::string& prompt_template, const st
 std::string longbench_truncate(const Tokenizer& tokenizer, const std::string& prompt,
                                int64_t max_length);
 
+// Whether pred_script `name` reads each prompt's end through decode steps (quest, clusterkv):
+// its own split of the question, which context_sharing per_sample would split otherwise.
+bool longbench_decodes_question_end(const std::string& name);
+
 }  // namespace kvb

@@ -16,6 +16,21 @@
 
 namespace kvb {
 
+namespace {
+
+// The chat templates a RULER task may name: the built-in ones but the LongBench forks' forms
+// (their BOS written out, or their message trimmed, which RULER's sizing does not count).
+std::vector<std::string> ruler_chat_templates() {
+  std::vector<std::string> names;
+  for (const std::string& name : chat_template_names())
+    if (name != "llama3_1" && name != "llama3_snapkv" && name != "llama3_pqcache" &&
+        name != "llama3_1_pqcache")
+      names.push_back(name);
+  return names;
+}
+
+}  // namespace
+
 ConfigFields<RulerParams> RulerParams::fields(const RulerNeeds& needs) {
   using P = RulerParams;
   ConfigFields<P> f =
@@ -51,7 +66,7 @@ ConfigFields<RulerParams> RulerParams::fields(const RulerNeeds& needs) {
                    "none: RULER's base template; or a chat template around the task's text, "
                    "its tokens counted in the length, as RULER's model templates (llama2: "
                    "meta-chat, llama3: meta-llama3, vicuna: vicuna-chat)",
-                   check::one_of(chat_template_names()))
+                   check::one_of(ruler_chat_templates()))
       // Always written: a config stored before the field (built as kvbench_v1) must not share
       // its identity with a config of the new default.
       .field("generator", &P::generator,

@@ -34,7 +34,8 @@ struct RulerParams {
   // all about one context (tasks with several keys; context_sharing).
   std::string queries = "joint";
   // "none": RULER's base template (the task's text alone); a built-in chat template's name
-  // (chat_template_names()): the user turn wrapped in it, RULER's model templates.
+  // (chat_template_names(), but the LongBench forks' forms): the user turn wrapped in it,
+  // RULER's model templates.
   std::string chat_template = "none";
   // "ruler": as RULER's prepare scripts build a sample: its prompt's tokens without BOS plus
   // max_new_tokens (RULER's tokens_to_generate) fit context_length; noise and distractor-needle

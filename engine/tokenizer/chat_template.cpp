@@ -153,6 +153,16 @@ std::string apply_chat_template(const std::string& template_name, const std::str
                    known_templates() + ")");
 }
 
+size_t wrapped_prompt_start(const std::string& wrapped, const std::string& prompt) {
+  const size_t at = wrapped.find(prompt);
+  if (at != std::string::npos) return at;
+  const std::string trimmed = python_strip(prompt);
+  const size_t in_wrapped = wrapped.find(trimmed), in_prompt = prompt.find(trimmed);
+  if (trimmed.empty() || in_wrapped == std::string::npos || in_wrapped < in_prompt)
+    return std::string::npos;
+  return in_wrapped - in_prompt;
+}
+
 ChatTemplateParts chat_template_parts(const std::string& template_name) {
   const std::string marker = "\x01";  // in no template's own text
   const std::string wrapped = apply_chat_template(template_name, marker);

@@ -63,11 +63,17 @@ const std::vector<std::pair<std::string, std::string>>& tokenizer_config_key_tab
 // Built-in chat templates (no Jinja): chat_template_names(). apply_chat_template("none", s) == s.
 // "llama3" is Llama-3's template without its trim of the message (KVCache-Factory's written
 // form); "llama3_1" Llama-3.1's own (its system block and date, the message trimmed as Jinja's
-// trim does). Not detected: "vicuna" (FastChat's vicuna_v1.1), "llama2_longbench" (LongBench
+// trim does; also detected for Llama-3.2 and 3.3, whose templates write the same, but 3.2's
+// writes today's date where transformers has strftime_now). Not detected: "vicuna" (FastChat's vicuna_v1.1), "llama2_longbench" (LongBench
 // pred.py's "[INST]s[/INST]"), "llama3_snapkv" (SnapKV's Llama-3 form, vllm-kvcompress's
 // LongBench runner), "llama3_pqcache" / "llama3_1_pqcache" (PQCache's: the model's own with a
 // system message); the last three write their BOS out. Unknown name: InputError.
 std::string apply_chat_template(const std::string& template_name, const std::string& user_message);
+// Where `prompt` begins in `wrapped`, a chat template's output around it: the position of its
+// first byte, also where the template trimmed its ends (the trimmed text found, less the bytes
+// trimmed in front: an offset into the prompt past them maps to one into `wrapped`); npos
+// where neither is found.
+size_t wrapped_prompt_start(const std::string& wrapped, const std::string& prompt);
 // What apply_chat_template(template_name, m) puts before and after the message m (a message
 // with whitespace at an end loses it in the templates that trim).
 struct ChatTemplateParts {

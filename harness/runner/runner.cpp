@@ -197,9 +197,10 @@ std::string prompt_text(const LlamaModel& model, const Sample& sample) {
 
 namespace {
 
-// Where `sample.prompt` begins in `text` (prompt_text's): a chat template wraps it unchanged.
+// Where `sample.prompt` begins in `text` (prompt_text's): a chat template wraps it unchanged,
+// or trimmed at its ends (llama3_1).
 size_t prompt_start(const std::string& text, const Sample& sample) {
-  const size_t at = text.find(sample.prompt);
+  const size_t at = wrapped_prompt_start(text, sample.prompt);
   if (at == std::string::npos)
     throw InputError("sample " + sample.id + ": its chat template changes the prompt's text, so "
                      "its parts cannot be told apart");

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "datasets/dataset.h"
+#include "datasets/longbench/longbench.h"
 #include "engine/common/error.h"
 #include "engine/common/format.h"
 #include "engine/common/json_fields.h"
@@ -359,7 +360,8 @@ Suite validate_suite(const json& written, const std::string& path, bool stored) 
       throw InputError(f.path("context_sharing") + ": per_sample needs datasets that mark their "
                        "questions, and " + s.datasets[i].name + " does not (kvbench list "
                        "datasets says which do)");
-    else if (s.datasets[i].params.contains("pred_script"))  // its own split of the question
+    else if (s.datasets[i].name == "longbench" &&  // its own split of the question
+             longbench_decodes_question_end(s.datasets[i].params.value("pred_script", "")))
       throw InputError(f.path("context_sharing") + ": per_sample splits the prompts of " +
                        s.datasets[i].params.value("dataset", s.datasets[i].name) +
                        " otherwise than its pred_script " +

@@ -59,6 +59,22 @@ TEST(TokenizerChatTemplate, Llama31AndPqcacheFormsTrimAsJinja) {
             "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
+// Where a prompt begins in its wrapped text, also where the template trimmed it: an offset
+// past the trimmed front maps into the wrapped text.
+TEST(TokenizerChatTemplate, WrappedPromptStartSurvivesATrim) {
+  const std::string prompt = " \nContext. Question: ";
+  const std::string plain = apply_chat_template("llama3", prompt);
+  EXPECT_EQ(wrapped_prompt_start(plain, prompt), plain.find(prompt));
+  const std::string trimmed = apply_chat_template("llama3_1", prompt);
+  const size_t at = wrapped_prompt_start(trimmed, prompt);
+  ASSERT_NE(at, std::string::npos);
+  const size_t question = prompt.find("Question:");
+  EXPECT_EQ(trimmed.substr(at + question, 9), "Question:");
+  EXPECT_EQ(trimmed.substr(at + 2, 8), "Context.");
+  EXPECT_EQ(wrapped_prompt_start("other text", prompt), std::string::npos);
+  EXPECT_EQ(wrapped_prompt_start("<|eot_id|>", "  "), std::string::npos);  // nothing but spaces
+}
+
 TEST(TokenizerChatTemplate, PartsAreWhatComesBeforeAndAfterTheMessage) {
   EXPECT_EQ(chat_template_parts("llama2").before, "[INST] ");
   EXPECT_EQ(chat_template_parts("llama2").after, " [/INST]");

@@ -108,6 +108,10 @@ TEST(ContextSharing, ADecodedEndIsCutAsItsReferenceCutsIt) {
     EXPECT_NE(std::string(e.what()).find("otherwise than its pred_script quest"),
               std::string::npos) << e.what();
   }
+  // A pred_script that prefills the whole prompt (pqcache's) splits nothing itself.
+  json prefilled = suite;
+  prefilled["datasets"][0]["params"]["pred_script"] = "pqcache";
+  EXPECT_NO_THROW(parse_suite(prefilled, "prefilled.json"));
 }
 
 // A decoded end's sample reads its context and its end encoded apart: its input length (and the

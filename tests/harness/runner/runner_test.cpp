@@ -351,8 +351,8 @@ TEST(RunProvenance, NamesTheCommitTheBinaryWasBuiltFrom) {
 namespace kvb {
 namespace {
 
-// "auto" wraps a prompt in the model's own template family, except the families the sample
-// leaves unwrapped (LongBench's reference scripts wrap no Mistral prompt).
+// "auto" wraps a prompt in the model's own template family, except where the sample names
+// another form for the family (LongBench's reference scripts wrap no Mistral prompt).
 // A truncated weights file was found by each cell's load: the run recorded every cell as
 // failed (exit 1) where generate refuses the folder (exit 2). The pre-run check reads the
 // safetensors headers too.
