@@ -161,10 +161,11 @@ struct PredScript {
   // prompt; kvbench's reference wraps Llama-3 and 3.1 as KVCache-Factory's written form.
   std::map<std::string, std::string> chat_as = {{"llama3_1", "llama3"}, {"mistral", "none"}};
   std::vector<std::string> unwrapped, wrapped;  // tasks it wraps otherwise than THUDM's
-  // The only tasks it runs (empty: all), `runs` naming the runner and why.
+  // The only tasks it runs (empty: all); `runs` names the runner and `others` what it does
+  // with the rest, for the refusal.
   std::vector<std::string> tasks;
   bool longbench_e = true;  // its tasks' LongBench-E files too
-  std::string runs;
+  std::string runs, others;
   bool first_token_never_stops = false;  // min_length / min_tokens 1 on every task
   bool samsum_stops_at_newline = true;
 };
@@ -174,7 +175,7 @@ const std::vector<PredScript>& pred_scripts() {
       {.name = "longbench"},
       {.name = "quest"},
       {.name = "clusterkv", .wrapped = {"triviaqa"}, .tasks = anchored_tasks("clusterkv"),
-       .runs = "ClusterKV's pred.py reads only "},
+       .runs = "ClusterKV's pred.py reads only ", .others = " (it asserts on the others)"},
       {.name = "kvcache-factory", .tasks = kEnglishTasks, .longbench_e = false,
        .runs = "KVCache-Factory's run_longbench.py runs only ",
        .first_token_never_stops = true},
@@ -300,7 +301,7 @@ struct LongBenchParams {
     const std::string task = longbench_task_of(p.dataset);
     if (!script.tasks.empty() && !listed(script.tasks, task))
       throw InputError(f.path("pred_script") + ": " + script.runs + join(script.tasks, ", ") +
-                       (script.name == "clusterkv" ? " (it asserts on the others)" : ""));
+                       script.others);
     if (!script.longbench_e && task != p.dataset)
       throw InputError(f.path("pred_script") + ": " + script.runs + "LongBench's own files, "
                        "not LongBench-E's (" + p.dataset + ")");

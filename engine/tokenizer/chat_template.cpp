@@ -1,12 +1,13 @@
 // Built-in chat templates: the single-user-turn prompt of each model family, without Jinja.
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "engine/common/error.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "engine/tokenizer/unicode.h"
 
 namespace kvb {
 namespace {
@@ -35,44 +36,24 @@ bool contains(const std::string& text, const char* marker) {
   return text.find(marker) != std::string::npos;
 }
 
-// Python's str.isspace, which Jinja's trim strips (str.strip()).
-bool python_space(char32_t c) {
-  return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 ||
-         c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 ||
-         c == 0x202F || c == 0x205F || c == 0x3000;
-}
+// Python's str.isspace, which Jinja's trim strips (str.strip()): Unicode's \s and the
+// information separators U+001C-U+001F.
+bool python_space(char32_t c) { return unicode::is_whitespace(c) || (c >= 0x1C && c <= 0x1F); }
 
-// The code point of the UTF-8 sequence at text[at, end) (0xFFFD where it is not well formed:
-// no space), and its length.
-std::pair<char32_t, size_t> code_point_at(const std::string& text, size_t at, size_t end) {
-  const auto byte = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
-  const unsigned char b = byte(at);
-  const size_t n = b < 0x80 ? 1 : (b >> 5) == 0x6 ? 2 : (b >> 4) == 0xE ? 3 : (b >> 3) == 0x1E ? 4 : 0;
-  if (n == 0 || at + n > end) return {0xFFFD, 1};
-  char32_t c = n == 1 ? b : b & (0xFF >> (n + 1));
-  for (size_t i = 1; i < n; ++i) {
-    if ((byte(at + i) & 0xC0) != 0x80) return {0xFFFD, 1};
-    c = (c << 6) | (byte(at + i) & 0x3F);
-  }
-  return {c, n};
-}
-
-// Jinja's `| trim` of a UTF-8 text: Python's whitespace stripped from both ends.
+// Jinja's `| trim` of a UTF-8 text: Python's whitespace stripped from both ends (invalid bytes
+// read as U+FFFD, no space).
 std::string python_strip(const std::string& text) {
-  size_t begin = 0, end = text.size();
-  while (begin < end) {
-    const auto [c, n] = code_point_at(text, begin, end);
-    if (!python_space(c)) break;
-    begin += n;
+  size_t begin = text.size(), end = 0;  // the first non-space code point's start, the last's end
+  for (size_t at = 0; at < text.size();) {
+    char32_t c;
+    const size_t n = unicode::decode_utf8(text, at, &c);
+    if (!python_space(c)) {
+      begin = std::min(begin, at);
+      end = at + n;
+    }
+    at += n;
   }
-  while (end > begin) {
-    size_t start = end - 1;  // back to the last code point's first byte
-    while (start > begin && (static_cast<unsigned char>(text[start]) & 0xC0) == 0x80) --start;
-    const auto [c, n] = code_point_at(text, start, end);
-    if (!python_space(c) || start + n != end) break;
-    end = start;
-  }
-  return text.substr(begin, end - begin);
+  return begin < end ? text.substr(begin, end - begin) : "";
 }
 
 // Llama-3.1-Instruct's template (tokenizer_config.json) for one user message: its system block

@@ -263,8 +263,9 @@ SplitPrompt split_prompt(const LlamaModel& model, const Sample& sample) {
     return SplitPrompt{.context = joined(pieces.begin(), split),
                        .question = joined(split, pieces.end())};
   }
-  const std::vector<int> prompt = encode_prompt(model, sample);
+  // The prompt is one text here (no tokens given, no pieces): encode_prompt's encoding of it.
   const std::string text = prompt_text(model, sample);
+  const std::vector<int> prompt = model.tokenizer->encode(text, /*add_special=*/true);
   const std::vector<int> context = model.tokenizer->encode(
       text.substr(0, prompt_start(text, sample) + sample.question_offset), /*add_special=*/true);
   size_t shared = 0;
