@@ -44,12 +44,17 @@ void check_token_ids(const std::vector<int>& ids, int64_t vocab_size) {
 
 namespace {
 
-// Chat template to use: "auto" reads it from tokenizer_config.json.
-std::string chat_template_for(const std::string& requested, const std::string& model_dir) {
-  if (requested != "auto") return requested;
-  const std::string path = model_dir + "/tokenizer_config.json";
-  std::ifstream probe(path);
-  return probe ? detect_chat_template(read_json_file(path)) : "none";
+// The prompt wrapped in --chat-template: a built-in one, or for "auto" the model's own
+// (tokenizer_config.json's or chat_template.jinja's; none where it has none).
+std::string wrapped_prompt(const std::string& chat_template, const LlamaModel& model,
+                           const std::string& prompt) {
+  if (chat_template == "auto") {
+    if (detect_chat_template(model.tokenizer_config) == "none") return prompt;
+    return apply_model_chat_template(model.tokenizer_config, *model.tokenizer, prompt,
+                                     model.chat_template_file);
+  }
+  check_chat_template_tokens(chat_template, *model.tokenizer, "--chat-template " + chat_template);
+  return apply_chat_template(chat_template, prompt);
 }
 
 // generate --profile: decode steps run before the profiler starts (first calls, allocations).
@@ -164,7 +169,9 @@ void add_model_commands(CLI::App& app, std::vector<Command>& out) {
   gen->add_option("--budget", o->budget, "Budget B for the method")->check(non_negative());
   std::vector<std::string> templates = chat_template_names();  // "none" first, then "auto"
   templates.insert(templates.begin() + 1, "auto");
-  std::string template_help = "none (default), auto (from tokenizer_config.json)";
+  std::string template_help =
+      "none (default), auto (the model's own: tokenizer_config.json's or chat_template.jinja's, "
+      "rendered as transformers does)";
   for (size_t i = 2; i < templates.size(); ++i) template_help += ", " + templates[i];
   gen->add_option("--chat-template", o->chat_template, template_help)->check(one_of(templates));
   gen->add_option("--threads", o->threads, "CPU threads (default: all cores)")
@@ -198,10 +205,7 @@ void add_model_commands(CLI::App& app, std::vector<Command>& out) {
     if (info.uses_budget) info.check_budget(config, o->budget, "--method " + o->method);
     configure_threads(o->threads);
     auto model = load_for_cli(o->model, o->compute, o->allow_unknown_config_keys);
-    const std::string chat_template = chat_template_for(o->chat_template, o->model);
-    check_chat_template_tokens(chat_template, *model->tokenizer,
-                               "--chat-template " + o->chat_template);
-    const std::string text = apply_chat_template(chat_template, o->prompt);
+    const std::string text = wrapped_prompt(o->chat_template, *model, o->prompt);
     std::unique_ptr<Method> method = info.create(config);
     const ModelView view(*model, o->cache_dir);
     Session session(*model, *method, SessionOptions{.budget = o->budget, .model_view = &view,

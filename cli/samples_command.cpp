@@ -96,9 +96,10 @@ std::string template_description(const LlamaModel& model, const Sample& sample) 
   const ChatTemplateChoice choice = chat_template_choice(model, sample);
   if (!choice.automatic) return choice.name;
   if (choice.family == "none") return "auto: the model has no chat template";
-  if (choice.name == choice.family) return "auto: the model's " + choice.family;
-  return "auto: the model's " + choice.family + ", " +
-         (choice.applied() ? "as " + choice.name : "left unwrapped") + " for this dataset";
+  const std::string own = "auto: the model's own (" + choice.family + " family)";
+  if (choice.own) return own;
+  return own + ", " + (choice.applied() ? "as " + choice.name : "left unwrapped") +
+         " for this dataset";
 }
 
 std::string quoted_list(const std::vector<std::string>& answers) {

@@ -33,10 +33,11 @@ struct Sample {
   // a window may begin inside a word or a character).
   std::vector<int> prompt_ids, continuation_ids;
   // "none": `prompt` is final. "auto": the runner wraps `prompt` in the model's own chat
-  // template (detect_chat_template on its tokenizer_config.json) before encoding.
+  // template (apply_model_chat_template: its Jinja rendered) before encoding.
   std::string chat_template = "none";
-  // With "auto": the template the dataset's reference scripts wrap a family's models in, where
-  // it is not the family's own ("none": left unwrapped; LongBench's pred.py: Mistral).
+  // With "auto": the built-in template the dataset's reference scripts wrap a family's models
+  // in (detect_chat_template's family), where it is not the model's own ("none": left
+  // unwrapped; LongBench's pred.py: Mistral).
   std::map<std::string, std::string> auto_chat_as;
   // Extra stop texts besides EOS (LongBench samsum stops at "\n"): generation also stops at the
   // last token id of tokenizer.encode(text, /*add_special=*/false), as LongBench does.
@@ -133,7 +134,8 @@ struct DatasetInfo {
   // (2026-11-30, multi_turn's first question in the shared context, each question encoded
   // apart, no cut where max_length leaves no room for one, as run_scbench.py), scbench 2
   // (2026-11-30, each later turn encoded apart, as SCBench, in every context_sharing);
-  // longbench with chat_template auto 1 (2026-11-30, Llama-3.1 in its own template); passkey
+  // longbench with chat_template auto 1 (2026-11-30, Llama-3.1 in its own template), auto 2
+  // and reference 1 (2026-11-30, the model's own template rendered from its Jinja); passkey
   // and multi_turn 1 (2026-11-30, scored by the answer's first number, as InfiniteBench).
   std::function<int(const json& params)> revision;
   int sort_key() const { return 0; }

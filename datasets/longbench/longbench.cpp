@@ -156,10 +156,12 @@ const std::vector<std::string> kEnglishTasks = {
 // decoded end apart: kDecodedAnchors).
 struct PredScript {
   std::string name;
-  // chat_template "reference": the form it wraps a template family's models in, where not
-  // the family's own ("none": unwrapped). THUDM's pred.py wraps no Mistral and no Llama-3
-  // prompt; kvbench's reference wraps Llama-3 and 3.1 as KVCache-Factory's written form.
-  std::map<std::string, std::string> chat_as = {{"llama3_1", "llama3"}, {"mistral", "none"}};
+  // chat_template "reference": the built-in form it wraps a template family's models in, where
+  // not the model's own template ("none": unwrapped). THUDM's pred.py wraps no Mistral and no
+  // Llama-3 prompt; kvbench's reference wraps Llama-2 and Llama-3 and 3.1 as KVCache-Factory's
+  // written forms.
+  std::map<std::string, std::string> chat_as = {
+      {"llama2", "llama2"}, {"llama3", "llama3"}, {"llama3_1", "llama3"}, {"mistral", "none"}};
   std::vector<std::string> unwrapped, wrapped;  // tasks it wraps otherwise than THUDM's
   // The only tasks it runs (empty: all); `runs` names the runner and `others` what it does
   // with the rest, for the refusal.
@@ -233,10 +235,10 @@ struct LongBenchParams {
                    check::at_least(2))
             .field("chat_template", &P::chat_template,
                    "for the tasks LongBench wraps in a chat template: reference (the model's "
-                   "family as pred_script's runner wraps it; THUDM's: the model's own, but "
-                   "none for Mistral and Llama-3's written form for Llama-3.1, as "
-                   "KVCache-Factory; README: where they differ), auto (the model's own, every "
-                   "family) or a named template")
+                   "family as pred_script's runner wraps it; THUDM's: KVCache-Factory's written "
+                   "Llama-2 and Llama-3 forms, Llama-3.1 too, none for Mistral, the model's own "
+                   "template for the rest; README: where they differ), auto (the model's own "
+                   "template, its Jinja rendered, every family) or a named template")
             .field("samples", &P::samples, "records used (0: all)", check::at_least(0))
             .custom("jieba_dict", "string",
                     "the Chinese word metrics' dictionary (\"\": Debian's python3-jieba)",
@@ -438,9 +440,9 @@ KVB_REGISTER_DATASET(make_dataset_info<LongBench, LongBenchParams>({
     .description = "LongBench v1: one of its 21 datasets (or of LongBench-E's 13, <task>_e) read "
                    "from <data_dir>/<dataset>.jsonl",
     .source = "THUDM/LongBench v1 (pred.py prompts and truncation, metrics.py, eval.py)",
-    .fidelity = "chat_template reference (the default) is the model's own template but none "
-                "for Mistral and Llama-3's written form for Llama-3.1, as KVCache-Factory "
-                "wraps them; pred.py's own forms are "
+    .fidelity = "chat_template reference (the default) wraps Llama-2 and Llama-3 (3.1 too) in "
+                "KVCache-Factory's written forms, Mistral in none, the rest in the model's own "
+                "template (its Jinja rendered); pred.py's own forms are "
                 "named: llama2_longbench ([INST]{prompt}[/INST]), vicuna (LongChat, Vicuna; not "
                 "detected), none (Llama-3); LongBench-E's range scores as eval.py --e computes "
                 "them (numpy's pairwise mean and rounding); every record scored with the last "
@@ -462,9 +464,15 @@ KVB_REGISTER_DATASET(make_dataset_info<LongBench, LongBenchParams>({
                              "unmarked where truncation cut into it; records that repeat a "
                              "context are its questions",
     .required_params = {"dataset", "data_dir"},
-    // 1 (2026-11-30): chat_template auto wraps Llama-3.1 in its own template (llama3_1), not
-    // Llama-3's; the other params' prompts are unchanged.
-    .revision = [](const json& p) { return p.value("chat_template", "") == "auto" ? 1 : 0; },
+    // auto 1 (2026-11-30): Llama-3.1 in its own template (llama3_1), not Llama-3's. auto 2 and
+    // reference 1 (2026-11-30, later): the model's own template rendered from its Jinja (Llama-3's
+    // trim, Llama-2's strip, Qwen2's system message), where a built-in form stood for it; a
+    // named template's prompts are unchanged.
+    .revision =
+        [](const json& p) {
+          const std::string chat_template = p.value("chat_template", "reference");
+          return chat_template == "auto" ? 2 : chat_template == "reference" ? 1 : 0;
+        },
 }));
 
 }  // namespace

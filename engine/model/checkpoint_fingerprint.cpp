@@ -75,6 +75,9 @@ std::string checkpoint_fingerprint(const std::string& reference) {
   for (const char* name :
        {"config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json"})
     add_file(hash, dir, name);
+  // Only where present, so that the folders without it keep their fingerprints.
+  if (std::filesystem::exists(dir / "chat_template.jinja", error))
+    add_file(hash, dir, "chat_template.jinja");
   if (std::filesystem::exists(dir / "model.safetensors", error)) {
     add_file(hash, dir, "model.safetensors");
   } else {

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <sstream>
 
 #include "engine/common/error.h"
 #include "engine/common/format.h"
@@ -241,6 +242,20 @@ at::Tensor read_lm_head(WeightReader& w, const ModelConfig& c, const at::Tensor&
   return c.tie_word_embeddings ? embed : head;
 }
 
+// transformers (4.43 on) saves a tokenizer's chat template to chat_template.jinja and, where
+// that file is present, reads it instead of tokenizer_config.json's chat_template.
+void read_chat_template_file(const std::string& dir, LlamaModel& model) {
+  const std::string file = dir + "/chat_template.jinja";
+  model.chat_template_file = dir + "/tokenizer_config.json: chat_template";
+  if (!std::filesystem::is_regular_file(file)) return;
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw InputError(file + ": cannot be read");
+  std::stringstream text;
+  text << in.rdbuf();
+  model.tokenizer_config["chat_template"] = text.str();
+  model.chat_template_file = file;
+}
+
 }  // namespace
 
 std::shared_ptr<LlamaModel> LlamaModel::load(const std::string& dir, const LoadOptions& options) {
@@ -252,6 +267,7 @@ std::shared_ptr<LlamaModel> LlamaModel::load(const std::string& dir, const LoadO
   model->tokenizer_config = std::filesystem::exists(tokenizer_config)
                                 ? read_json_file(tokenizer_config)
                                 : json::object();
+  read_chat_template_file(dir, *model);
   // Tokenizer::load also reads generation_config.json's extra EOS ids.
   model->tokenizer = Tokenizer::load(dir, options.allow_unknown_config_keys);
   if (model->tokenizer->vocab_size() > model->config.vocab_size)  // a token with no embedding row
@@ -350,6 +366,7 @@ std::shared_ptr<LlamaModel> LlamaModel::to(at::Device device, at::ScalarType dty
   copy->tokenizer = tokenizer;
   copy->tokenizer_json = tokenizer_json;
   copy->tokenizer_config = tokenizer_config;
+  copy->chat_template_file = chat_template_file;
   copy->source = source;
   copy->description = description;
   copy->trained = trained;

@@ -73,7 +73,10 @@ struct LlamaModel {
   ModelConfig config;
   std::shared_ptr<Tokenizer> tokenizer;  // shared by copies made with to()
   nlohmann::json tokenizer_json;    // tokenizer.json the tokenizer was built from
-  nlohmann::json tokenizer_config;  // tokenizer_config.json ({} when the folder has none)
+  nlohmann::json tokenizer_config;  // tokenizer_config.json ({} when the folder has none); its
+                                    // chat_template replaced by chat_template.jinja's text where
+                                    // the folder has that file, as transformers reads it
+  std::string chat_template_file = "tokenizer_config.json: chat_template";  // for errors
   std::string source;       // folder path, or the generator's name
   std::string description;  // one line for outputs: what this model is
   bool trained = true;      // false for generated random weights: scores mean nothing

@@ -2,10 +2,12 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/common/error.h"
+#include "engine/tokenizer/jinja.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/tokenizer/unicode.h"
 
@@ -32,28 +34,41 @@ std::string template_text(const nlohmann::json& value) {
   return "";
 }
 
-bool contains(const std::string& text, const char* marker) {
-  return text.find(marker) != std::string::npos;
+// A special token as tokenizer_config.json gives it: "text" or {"content": "text"}.
+std::optional<std::string> special_token(const nlohmann::json& value) {
+  if (value.is_string()) return value.get<std::string>();
+  if (value.is_object() && value.contains("content") && value["content"].is_string())
+    return value["content"].get<std::string>();
+  return std::nullopt;
 }
 
-// Python's str.isspace, which Jinja's trim strips (str.strip()): Unicode's \s and the
-// information separators U+001C-U+001F.
-bool python_space(char32_t c) { return unicode::is_whitespace(c) || (c >= 0x1C && c <= 0x1F); }
-
-// Jinja's `| trim` of a UTF-8 text: Python's whitespace stripped from both ends (invalid bytes
-// read as U+FFFD, no space).
-std::string python_strip(const std::string& text) {
-  size_t begin = text.size(), end = 0;  // the first non-space code point's start, the last's end
-  for (size_t at = 0; at < text.size();) {
-    char32_t c;
-    const size_t n = unicode::decode_utf8(text, at, &c);
-    if (!python_space(c)) {
-      begin = std::min(begin, at);
-      end = at + n;
-    }
-    at += n;
+// What transformers passes a chat template besides the messages: tools and documents (None)
+// and the tokenizer's special_tokens_map, the tokens that are set.
+nlohmann::ordered_json template_variables(const nlohmann::json& tokenizer_config,
+                                          const std::string& user_message) {
+  nlohmann::ordered_json variables;
+  variables["messages"] = nlohmann::ordered_json::array(
+      {nlohmann::ordered_json{{"role", "user"}, {"content", user_message}}});
+  variables["tools"] = nullptr;
+  variables["documents"] = nullptr;
+  variables["add_generation_prompt"] = true;
+  for (const char* key : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token",
+                          "cls_token", "mask_token"}) {
+    if (!tokenizer_config.contains(key)) continue;
+    if (const auto token = special_token(tokenizer_config[key])) variables[key] = *token;
   }
-  return begin < end ? text.substr(begin, end - begin) : "";
+  if (tokenizer_config.contains("additional_special_tokens") &&
+      tokenizer_config["additional_special_tokens"].is_array()) {
+    nlohmann::ordered_json tokens = nlohmann::ordered_json::array();
+    for (const nlohmann::json& t : tokenizer_config["additional_special_tokens"])
+      if (const auto token = special_token(t)) tokens.push_back(*token);
+    variables["additional_special_tokens"] = tokens;
+  }
+  return variables;
+}
+
+bool contains(const std::string& text, const char* marker) {
+  return text.find(marker) != std::string::npos;
 }
 
 // Llama-3.1-Instruct's template (tokenizer_config.json) for one user message: its system block
@@ -62,7 +77,7 @@ std::string python_strip(const std::string& text) {
 std::string llama3_1_turn(const std::string& system, const std::string& user_message) {
   return "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December "
          "2023\nToday Date: 26 Jul 2024\n\n" + system +
-         "<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n" + python_strip(user_message) +
+         "<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n" + unicode::python_strip(user_message) +
          "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n";
 }
 
@@ -111,7 +126,7 @@ std::string apply_chat_template(const std::string& template_name, const std::str
   if (template_name == "llama3_pqcache") {
     return "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nYou are a helpful "
            "assistant.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n" +
-           python_strip(user_message) + "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n";
+           unicode::python_strip(user_message) + "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n";
   }
   if (template_name == "llama3_1_pqcache")
     return "<|begin_of_text|>" + llama3_1_turn("You are a helpful assistant.", user_message);
@@ -137,7 +152,7 @@ std::string apply_chat_template(const std::string& template_name, const std::str
 size_t wrapped_prompt_start(const std::string& wrapped, const std::string& prompt) {
   const size_t at = wrapped.find(prompt);
   if (at != std::string::npos) return at;
-  const std::string trimmed = python_strip(prompt);
+  const std::string trimmed = unicode::python_strip(prompt);
   const size_t in_wrapped = wrapped.find(trimmed), in_prompt = prompt.find(trimmed);
   if (trimmed.empty() || in_wrapped == std::string::npos || in_wrapped < in_prompt)
     return std::string::npos;
@@ -156,6 +171,9 @@ std::string detect_chat_template(const nlohmann::json& tokenizer_config) {
   const nlohmann::json& value = tokenizer_config["chat_template"];
   if (value.is_null()) return "none";
   const std::string text = template_text(value);
+  if (text.empty())
+    throw InputError("tokenizer_config.json: chat_template: neither a template's text nor a list "
+                     "holding a \"default\" one");
   if (contains(text, "<|start_header_id|>"))
     return contains(text, "Cutting Knowledge Date") ? "llama3_1" : "llama3";
   if (contains(text, "<|im_start|>")) {
@@ -164,8 +182,30 @@ std::string detect_chat_template(const nlohmann::json& tokenizer_config) {
   }
   if (contains(text, "[gMASK]") && contains(text, "<|user|>")) return "glm4";
   if (contains(text, "[INST]")) return contains(text, "<<SYS>>") ? "llama2" : "mistral";
-  throw InputError("tokenizer_config.json: chat_template: not one of the known families (" +
-                   known_templates() + "); name a template explicitly");
+  return "other";
+}
+
+std::string apply_model_chat_template(const nlohmann::json& tokenizer_config,
+                                      const Tokenizer& tokenizer, const std::string& user_message,
+                                      const std::string& where) {
+  const std::string source = tokenizer_config.contains("chat_template")
+                                 ? template_text(tokenizer_config["chat_template"])
+                                 : "";
+  if (source.empty())
+    throw InputError(where + ": the model has no chat template (nor chat_template.jinja): name "
+                     "one");
+  const std::string text =
+      render_jinja(source, template_variables(tokenizer_config, user_message), where);
+  // transformers encodes the rendered text without adding special tokens; kvbench's encode
+  // adds the tokenizer's prefix, so the text gives it up here.
+  const std::vector<int> prefix = tokenizer.special_prefix();
+  if (prefix.empty()) return text;
+  const std::string written = tokenizer.decode(prefix, /*skip_special=*/false);
+  if (text.compare(0, written.size(), written) != 0)
+    throw InputError(where + ": the text it renders does not begin with " +
+                     written + ", which the tokenizer adds (transformers' apply_chat_template "
+                     "would feed none): name a template");
+  return text.substr(written.size());
 }
 
 const std::vector<std::string>& chat_template_names() {

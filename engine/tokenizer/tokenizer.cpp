@@ -147,7 +147,7 @@ const std::vector<std::pair<std::string, std::string>>& tokenizer_config_key_tab
   static const std::vector<std::pair<std::string, std::string>> table = {
     {"add_bos_token", "read"}, {"add_eos_token", "read"}, {"bos_token", "read"},
     {"eos_token", "read"}, {"clean_up_tokenization_spaces", "read"},
-    {"chat_template", "read: its family"}, {"tokenizer_class", "read: the chat family"},
+    {"chat_template", "read: the model's own template (chat_template auto) and its family"}, {"tokenizer_class", "read: the chat family"},
     {"split_special_tokens", "refused when true"}, {"from_slow", "refused when true"},
     {"add_prefix_space", "refused when true"}, {"do_lower_case", "refused when true"},
     {"added_tokens_decoder", "checked: tokenizer.json's added tokens"},

@@ -60,14 +60,15 @@ class Tokenizer {
 // through (Tokenizer::load's allow_unknown_keys).
 const std::vector<std::pair<std::string, std::string>>& tokenizer_config_key_table();
 
-// Built-in chat templates (no Jinja): chat_template_names(). apply_chat_template("none", s) == s.
-// "llama3" is Llama-3's template without its trim of the message (KVCache-Factory's written
-// form); "llama3_1" Llama-3.1's own (its system block and date, the message trimmed as Jinja's
-// trim does; also detected for Llama-3.2 and 3.3, whose templates write the same, but 3.2's
-// writes today's date where transformers has strftime_now). Not detected: "vicuna" (FastChat's vicuna_v1.1), "llama2_longbench" (LongBench
-// pred.py's "[INST]s[/INST]"), "llama3_snapkv" (SnapKV's Llama-3 form, vllm-kvcompress's
-// LongBench runner), "llama3_pqcache" / "llama3_1_pqcache" (PQCache's: the model's own with a
-// system message); the last three write their BOS out. Unknown name: InputError.
+// Built-in chat templates, each one family's single-user-turn prompt as a reference script
+// writes it (the model's own template: apply_model_chat_template): chat_template_names().
+// apply_chat_template("none", s) == s. "llama3" is Llama-3's template without its trim of the
+// message (KVCache-Factory's written form); "llama3_1" Llama-3.1's own (its system block and
+// date, the message trimmed as Jinja's trim does). Not detected: "vicuna" (FastChat's
+// vicuna_v1.1), "llama2_longbench" (LongBench pred.py's "[INST]s[/INST]"), "llama3_snapkv"
+// (SnapKV's Llama-3 form, vllm-kvcompress's LongBench runner), "llama3_pqcache" /
+// "llama3_1_pqcache" (PQCache's: the model's own with a system message); the last three write
+// their BOS out. Unknown name: InputError.
 std::string apply_chat_template(const std::string& template_name, const std::string& user_message);
 // Where `prompt` begins in `wrapped`, a chat template's output around it: the position of its
 // first byte, also where the template trimmed its ends (the trimmed text found, less the bytes
@@ -88,8 +89,20 @@ void check_chat_template_tokens(const std::string& template_name, const Tokenize
                                 const std::string& where);
 // The names apply_chat_template knows, "none" first.
 const std::vector<std::string>& chat_template_names();
-// Guesses the template from tokenizer_config.json's chat_template text ("none" when absent).
-// A chat_template of none of the known families is an InputError (name one explicitly).
+// The family of tokenizer_config.json's chat_template, from its markers: a built-in template's
+// name ("llama3_1" also for Llama-3.2 and 3.3, whose templates write the same), "none" when
+// absent or null, "other" for a template of no known family. An InputError where the value is
+// no template (neither a text nor a list holding a "default" one).
 std::string detect_chat_template(const nlohmann::json& tokenizer_config);
+// The model's own chat template applied to one user message as transformers'
+// apply_chat_template(messages, add_generation_prompt=True) renders it (render_jinja: Jinja2
+// with transformers' settings; tools and documents None; the special tokens tokenizer_config
+// sets), less the tokenizer's BOS text at its start, which tokenizer.encode(text, true) adds:
+// transformers encodes the rendered text without adding special tokens. An InputError naming
+// `where` (the template's file and field) for a model without a template, a template outside render_jinja's subset or one that
+// raises, and a text that does not begin with the BOS the tokenizer adds.
+std::string apply_model_chat_template(const nlohmann::json& tokenizer_config,
+                                      const Tokenizer& tokenizer, const std::string& user_message,
+                                      const std::string& where);
 
 }  // namespace kvb

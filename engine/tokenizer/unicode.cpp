@@ -1,4 +1,5 @@
 #include "engine/tokenizer/unicode.h"
+#include <algorithm>
 
 namespace kvb::unicode {
 namespace {
@@ -102,6 +103,25 @@ bool is_whitespace(char32_t cp) {
   }
   return (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F ||
          cp == 0x205F || cp == 0x3000;
+}
+
+bool is_python_space(char32_t cp) { return is_whitespace(cp) || (cp >= 0x1C && cp <= 0x1F); }
+
+std::string python_strip(const std::string& text, bool front, bool back) {
+  size_t begin = text.size(), end = 0;  // the first non-space code point's start, the last's end
+  for (size_t at = 0; at < text.size();) {
+    char32_t c;
+    const size_t n = decode_utf8(text, at, &c);
+    if (!is_python_space(c)) {
+      begin = std::min(begin, at);
+      end = at + n;
+    }
+    at += n;
+  }
+  if (begin >= end) return "";
+  if (!front) begin = 0;
+  if (!back) end = text.size();
+  return text.substr(begin, end - begin);
 }
 
 }  // namespace kvb::unicode

@@ -29,5 +29,10 @@ bool is_letter(char32_t cp);
 bool is_number(char32_t cp);
 // \s as Oniguruma defines it for Unicode: \t \n \v \f \r, U+0085 and the Z* separators.
 bool is_whitespace(char32_t cp);
+// Python's str.isspace: is_whitespace and the information separators U+001C-U+001F.
+bool is_python_space(char32_t cp);
+// Python's str.strip() (lstrip: `back` false; rstrip: `front` false) of a UTF-8 text, which
+// Jinja's trim is: invalid bytes read as U+FFFD, no space.
+std::string python_strip(const std::string& text, bool front = true, bool back = true);
 
 }  // namespace kvb::unicode

@@ -182,15 +182,20 @@ std::vector<int> stop_ids(const LlamaModel& model, const Sample& sample) {
 }  // namespace
 
 ChatTemplateChoice chat_template_choice(const LlamaModel& model, const Sample& sample) {
-  if (sample.chat_template != "auto") return {sample.chat_template, false, ""};
+  if (sample.chat_template != "auto") return {.name = sample.chat_template};
   const std::string family = detect_chat_template(model.tokenizer_config);
+  if (family == "none") return {.name = "none", .automatic = true, .family = family};
   const auto instead = sample.auto_chat_as.find(family);
-  return {instead == sample.auto_chat_as.end() ? family : instead->second, true, family};
+  if (instead == sample.auto_chat_as.end()) return {.own = true, .automatic = true, .family = family};
+  return {.name = instead->second, .automatic = true, .family = family};
 }
 
 std::string prompt_text(const LlamaModel& model, const Sample& sample) {
   const ChatTemplateChoice choice = chat_template_choice(model, sample);
   if (!choice.applied()) return sample.prompt;
+  if (choice.own)
+    return apply_model_chat_template(model.tokenizer_config, *model.tokenizer, sample.prompt,
+                                     model.chat_template_file);
   check_chat_template_tokens(choice.name, *model.tokenizer, "sample " + sample.id);
   return apply_chat_template(choice.name, sample.prompt);
 }

@@ -60,18 +60,22 @@ struct CellResult {
   std::vector<MetricRow> metrics;
 };
 
-// The chat template a sample's prompt gets: its own, or for "auto" the model's family's, which
-// a dataset may replace or leave out (Sample::auto_chat_as).
+// The chat template a sample's prompt gets: its own, or for "auto" the model's own template,
+// which a dataset may replace by a built-in one or leave out for the model's family
+// (Sample::auto_chat_as).
 struct ChatTemplateChoice {
-  std::string name;    // the template the prompt is wrapped in; "none": not wrapped
-  bool automatic;      // the sample asked for "auto"
+  std::string name;    // the built-in template the prompt is wrapped in; "none": not wrapped;
+                       // "" where `own`
+  bool own = false;    // the model's own template (apply_model_chat_template)
+  bool automatic = false;  // the sample asked for "auto"
   std::string family;  // for "auto": the model's family (detect_chat_template), else ""
-  bool applied() const { return name != "none"; }
+  bool applied() const { return own || name != "none"; }
 };
 ChatTemplateChoice chat_template_choice(const LlamaModel& model, const Sample& sample);
 // A sample's prompt text as the model reads it: its chat template applied (before BOS); an
-// InputError where the template's markers are no tokens of the model's tokenizer
-// (check_chat_template_tokens).
+// InputError where a built-in template's markers are no tokens of the model's tokenizer
+// (check_chat_template_tokens) or where the model's own does not render
+// (apply_model_chat_template).
 std::string prompt_text(const LlamaModel& model, const Sample& sample);
 // A sample's prompt as the runner feeds it: its chat template applied, BOS added (or BOS and
 // its prompt_ids, where the dataset gives the tokens).

@@ -67,16 +67,19 @@ TEST(LongBenchLoader, ChatTemplateAutoNamedAndNeverForSixDatasets) {
   auto hotpot = make_dataset("longbench", {{"dataset", "hotpotqa"}, {"data_dir", dir}});
   EXPECT_EQ(hotpot->samples(byte_tokenizer(), 0)[0].chat_template, "auto");
   EXPECT_EQ(hotpot->samples(byte_tokenizer(), 0)[0].auto_chat_as,
-            (std::map<std::string, std::string>{{"llama3_1", "llama3"},
+            (std::map<std::string, std::string>{{"llama2", "llama2"}, {"llama3", "llama3"},
+                                                 {"llama3_1", "llama3"},
                                                  {"mistral", "none"}}));  // "reference", the default
   auto every = make_dataset("longbench", {{"dataset", "hotpotqa"}, {"data_dir", dir},
                                           {"chat_template", "auto"}});
   EXPECT_EQ(every->samples(byte_tokenizer(), 0)[0].chat_template, "auto");
   EXPECT_TRUE(every->samples(byte_tokenizer(), 0)[0].auto_chat_as.empty());
-  // auto's prompts changed (Llama-3.1 in its own template): its cells are redone.
+  // auto's and reference's prompts changed (the model's own template rendered from its Jinja):
+  // their cells are redone; a named template's are not.
   const DatasetInfo& info = dataset_registry().get("longbench", "test");
-  EXPECT_EQ(info.revision({{"chat_template", "auto"}}), 1);
-  EXPECT_EQ(info.revision({{"chat_template", "reference"}}), 0);
+  EXPECT_EQ(info.revision({{"chat_template", "auto"}}), 2);
+  EXPECT_EQ(info.revision({{"chat_template", "reference"}}), 1);
+  EXPECT_EQ(info.revision({{"chat_template", "llama3"}}), 0);
   auto named = make_dataset("longbench", {{"dataset", "hotpotqa"}, {"data_dir", dir},
                                           {"chat_template", "llama2"}});
   const Sample s = named->samples(byte_tokenizer(), 0)[0];
@@ -185,8 +188,9 @@ TEST(LongBenchLoader, ForkRunnersWrapAndStopAsTheirCode) {
             }).find("PQCache's vq_pred.py runs only narrativeqa"),
             std::string::npos);
   // THUDM's reference form for Llama-3.1: KVCache-Factory's written Llama-3 one.
-  EXPECT_EQ(thudm.auto_chat_as, (std::map<std::string, std::string>{{"llama3_1", "llama3"},
-                                                                     {"mistral", "none"}}));
+  EXPECT_EQ(thudm.auto_chat_as,
+            (std::map<std::string, std::string>{{"llama2", "llama2"}, {"llama3", "llama3"},
+                                                {"llama3_1", "llama3"}, {"mistral", "none"}}));
   for (const char* script : {"kvcache-factory", "kvcompress", "pqcache"}) {
     EXPECT_NE(error_of([&] {
                 make_dataset("longbench", {{"dataset", "multifieldqa_zh"}, {"data_dir", good},

@@ -2,6 +2,7 @@
 
 #include "engine/common/error.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "tests/engine/tokenizer/fixtures.h"
 
 namespace kvb {
 namespace {
@@ -130,7 +131,55 @@ TEST(TokenizerChatTemplate, Detect) {
                                    "'user' %}<|user|>\n{{ item['content'] }}{% endif %}{% endfor %}"
                                    "{% if add_generation_prompt %}<|assistant|>{% endif %}"}}),
             "glm4");
-  EXPECT_THROW(detect_chat_template({{"chat_template", "{{ messages }}"}}), InputError);
+  EXPECT_EQ(detect_chat_template({{"chat_template", "{{ messages }}"}}), "other");
+  EXPECT_THROW(detect_chat_template({{"chat_template", ""}}), InputError);  // no template
+  EXPECT_THROW(detect_chat_template({{"chat_template", json::array({{{"name", "tool_use"},
+                                                                      {"template", "x"}}})}}),
+               InputError);  // no "default" one
+}
+
+// The model's own template as transformers renders it for one user message (the generation
+// prompt added, the special tokens tokenizer_config.json sets), less the BOS the tokenizer
+// adds at encoding; refused where the text does not begin with that BOS.
+TEST(TokenizerChatTemplate, TheModelsOwnTemplateRenderedLessItsBos) {
+  const auto tokenizer = Tokenizer::load(std::string(KVBENCH_SOURCE_DIR) + "/models/kvbench-tiny");
+  json config = {{"bos_token", "<s>"}, {"eos_token", {{"content", "</s>"}, {"lstrip", false}}},
+                 {"chat_template",
+                  "{{ bos_token }}{% for m in messages %}[{{ m.role }}] {{ m.content | trim }} "
+                  "{{ eos_token }}{% endfor %}{% if add_generation_prompt %}[assistant]{% endif %}"
+                  "{{ tools is none }}{{ documents is none }}{{ pad_token is defined }}"}};
+  EXPECT_EQ(apply_model_chat_template(config, *tokenizer, " Hi ", "m/tokenizer_config.json: chat_template"),
+            "[user] Hi </s>[assistant]TrueTrueFalse");
+  config["chat_template"] = "[{{ messages[0].content }}]";  // no BOS written
+  try {
+    apply_model_chat_template(config, *tokenizer, "Hi", "m/tokenizer_config.json: chat_template");
+    ADD_FAILURE() << "a template without the tokenizer's BOS was taken";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "m/tokenizer_config.json: chat_template: the text it renders does not begin with "
+              "<s>, which the tokenizer adds (transformers' apply_chat_template would feed "
+              "none): name a template");
+  }
+  config["chat_template"] = "{{ bos_token }}{% macro x() %}{% endmacro %}";
+  EXPECT_THROW(apply_model_chat_template(config, *tokenizer, "Hi", "m"), InputError);
+  EXPECT_THROW(apply_model_chat_template(json::object(), *tokenizer, "Hi", "m"), InputError);
+}
+
+// A prefix of two special tokens (GLM-4's [gMASK] <sop>, here the fixture's two) that the
+// template writes out as text: both given up to the tokenizer.
+TEST(TokenizerChatTemplate, TheModelsOwnTemplateLessATwoTokenPrefix) {
+  nlohmann::json j = tokenizer_test::byte_level_tokenizer_json(true);
+  auto special = [](const char* id) {
+    return nlohmann::json{{"SpecialToken", {{"id", id}, {"type_id", 0}}}};
+  };
+  j["post_processor"] = {
+      {"type", "TemplateProcessing"},
+      {"single", {special("<|endoftext|>"), special("<|eot_id|>"),
+                  {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}}};
+  const auto tokenizer = Tokenizer::from_json(j, json::object(), "glm");
+  const json config = {{"chat_template", "<|endoftext|><|eot_id|>{% for m in messages %}<|user|>\n"
+                                         "{{ m.content }}{% endfor %}<|assistant|>"}};
+  EXPECT_EQ(apply_model_chat_template(config, *tokenizer, "ok", "glm"), "<|user|>\nok<|assistant|>");
 }
 
 }  // namespace

@@ -351,8 +351,6 @@ TEST(RunProvenance, NamesTheCommitTheBinaryWasBuiltFrom) {
 namespace kvb {
 namespace {
 
-// "auto" wraps a prompt in the model's own template family, except where the sample names
-// another form for the family (LongBench's reference scripts wrap no Mistral prompt).
 // A truncated weights file was found by each cell's load: the run recorded every cell as
 // failed (exit 1) where generate refuses the folder (exit 2). The pre-run check reads the
 // safetensors headers too.
@@ -373,17 +371,15 @@ TEST_F(RunnerTest, ATruncatedCheckpointIsRefusedBeforeTheRun) {
   }
 }
 
-// A template's special markers spelt out as text where the model's tokenizer has no such
-// token (llama3's on a SentencePiece model): a different prompt, refused. The same text in the
-// sample's own words is the sample's.
+// A built-in template's special markers spelt out as text where the model's tokenizer has no
+// such token (llama3's on a SentencePiece model): a different prompt, refused. The same text
+// in the sample's own words is the sample's.
 TEST(EncodePrompt, AChatTemplateMarkerThatIsNoTokenIsRefused) {
   auto model = LlamaModel::from_reference("kvbench-tiny");
   Sample s;
   s.id = "s";
   s.prompt = "Hi";
-  s.chat_template = "auto";
-  model->tokenizer_config = {{"chat_template", "{{ '<|start_header_id|>' + m + '<|eot_id|>' }}"}};
-  ASSERT_EQ(chat_template_choice(*model, s).name, "llama3");
+  s.chat_template = "llama3";
   try {
     encode_prompt(*model, s);
     ADD_FAILURE() << "llama3's markers read as text";
@@ -396,35 +392,45 @@ TEST(EncodePrompt, AChatTemplateMarkerThatIsNoTokenIsRefused) {
   EXPECT_NO_THROW(encode_prompt(*model, s));
 }
 
-TEST(EncodePrompt, AutoWrapsInTheModelsFamilyUnlessTheSampleLeavesItUnwrapped) {
+// "auto": the model's own template rendered, unless the sample names a built-in form for the
+// model's family (or none); a model without a template: unwrapped.
+TEST(EncodePrompt, AutoRendersTheModelsOwnUnlessTheSampleNamesAFormForItsFamily) {
   auto model = LlamaModel::from_reference("kvbench-tiny");
   Sample s;
-  s.prompt = "Hi";
+  s.prompt = " Hi";
   s.chat_template = "auto";
   const auto encoded = [&](const std::string& text) {
     return model->tokenizer->encode(text, /*add_special=*/true);
   };
-  model->tokenizer_config = {{"chat_template", "{{ bos_token }}{% for m in messages %}{{ '[INST] ' "
-                                               "+ m['content'] + ' [/INST]' }}{% endfor %}"}};
-  EXPECT_EQ(encode_prompt(*model, s), encoded("[INST] Hi [/INST]"));
+  model->tokenizer_config = {{"bos_token", "<s>"},
+                             {"chat_template", "{{ bos_token }}{% for m in messages %}{{ '[INST] ' "
+                                               "+ m['content'].strip() + ' [/INST]' }}{% endfor %}"}};
+  EXPECT_EQ(encode_prompt(*model, s), encoded("[INST] Hi [/INST]"));  // stripped, one BOS
+  const ChatTemplateChoice own = chat_template_choice(*model, s);
+  EXPECT_TRUE(own.own);
+  EXPECT_EQ(own.family, "mistral");
+  EXPECT_TRUE(own.applied());
   s.auto_chat_as = {{"mistral", "none"}};
-  EXPECT_EQ(encode_prompt(*model, s), encoded("Hi"));
+  EXPECT_EQ(encode_prompt(*model, s), encoded(" Hi"));
   const ChatTemplateChoice left = chat_template_choice(*model, s);  // what kvbench samples shows
   EXPECT_EQ(left.name, "none");
   EXPECT_EQ(left.family, "mistral");
   EXPECT_TRUE(left.automatic);
   EXPECT_FALSE(left.applied());
   s.auto_chat_as = {{"mistral", "llama2_longbench"}};  // another form for the family
-  EXPECT_EQ(encode_prompt(*model, s), encoded("[INST]Hi[/INST]"));
+  EXPECT_EQ(encode_prompt(*model, s), encoded("[INST] Hi[/INST]"));
   s.auto_chat_as = {{"mistral", "none"}};
-  model->tokenizer_config = {{"chat_template", "<<SYS>>{{ '[INST] ' + m + ' [/INST]' }}"}};
-  EXPECT_EQ(encode_prompt(*model, s), encoded("[INST] Hi [/INST]"));  // Llama-2: wrapped
+  model->tokenizer_config["chat_template"] =
+      "{{ bos_token }}<<SYS>>{{ '[INST] ' + messages[0].content + ' [/INST]' }}";
+  EXPECT_EQ(encode_prompt(*model, s), encoded("<<SYS>>[INST]  Hi [/INST]"));  // Llama-2: its own
   EXPECT_TRUE(chat_template_choice(*model, s).applied());
+  model->tokenizer_config["chat_template"] = "{{ undefined_name.attribute }}";
+  EXPECT_THROW(encode_prompt(*model, s), InputError);
   model->tokenizer_config = json::object();  // no template: "auto" wraps nothing
   EXPECT_EQ(chat_template_choice(*model, s).name, "none");
   EXPECT_EQ(chat_template_choice(*model, s).family, "none");
   EXPECT_FALSE(chat_template_choice(*model, s).applied());
-  EXPECT_EQ(encode_prompt(*model, s), encoded("Hi"));
+  EXPECT_EQ(encode_prompt(*model, s), encoded(" Hi"));
 }
 
 }  // namespace
