@@ -44,17 +44,21 @@ void check_token_ids(const std::vector<int>& ids, int64_t vocab_size) {
 
 namespace {
 
-// The prompt wrapped in --chat-template: a built-in one, or for "auto" the model's own
-// (tokenizer_config.json's or chat_template.jinja's; none where it has none).
-std::string wrapped_prompt(const std::string& chat_template, const LlamaModel& model,
-                           const std::string& prompt) {
+// The prompt's ids in --chat-template: a built-in template's text encoded with the tokenizer's
+// special tokens, or for "auto" the model's own template (tokenizer_config.json's or
+// chat_template.jinja's; none where it has none) as transformers' apply_chat_template
+// (tokenize=True) encodes it: its text as rendered, nothing added.
+std::vector<int> prompt_ids(const std::string& chat_template, const LlamaModel& model,
+                            const std::string& prompt) {
   if (chat_template == "auto") {
-    if (detect_chat_template(model.tokenizer_config) == "none") return prompt;
-    return apply_model_chat_template(model.tokenizer_config, *model.tokenizer, prompt,
-                                     model.chat_template_file);
+    if (detect_chat_template(model.tokenizer_config) == "none")
+      return model.tokenizer->encode(prompt, /*add_special=*/true);
+    const std::string text =
+        render_model_chat_template(model.tokenizer_config, prompt, model.chat_template_file);
+    return model.tokenizer->encode(text, /*add_special=*/false);
   }
   check_chat_template_tokens(chat_template, *model.tokenizer, "--chat-template " + chat_template);
-  return apply_chat_template(chat_template, prompt);
+  return model.tokenizer->encode(apply_chat_template(chat_template, prompt), /*add_special=*/true);
 }
 
 // generate --profile: decode steps run before the profiler starts (first calls, allocations).
@@ -205,12 +209,12 @@ void add_model_commands(CLI::App& app, std::vector<Command>& out) {
     if (info.uses_budget) info.check_budget(config, o->budget, "--method " + o->method);
     configure_threads(o->threads);
     auto model = load_for_cli(o->model, o->compute, o->allow_unknown_config_keys);
-    const std::string text = wrapped_prompt(o->chat_template, *model, o->prompt);
+
     std::unique_ptr<Method> method = info.create(config);
     const ModelView view(*model, o->cache_dir);
     Session session(*model, *method, SessionOptions{.budget = o->budget, .model_view = &view,
                                                     .cuda_graphs = o->cuda_graphs});
-    const std::vector<int> prompt = model->tokenizer->encode(text, true);
+    const std::vector<int> prompt = prompt_ids(o->chat_template, *model, o->prompt);
     std::vector<int> stop = model->tokenizer->eos_ids();
     stop.insert(stop.end(), model->config.eos_token_ids.begin(), model->config.eos_token_ids.end());
     const bool cuda = model->device().is_cuda();

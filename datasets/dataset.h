@@ -45,6 +45,14 @@ struct Sample {
   // Tokens generated before a stop id may end the answer (LongBench samsum: 1, its pred.py's
   // min_length of the prompt + 1 keeps the first token from being EOS or "\n").
   int min_new_tokens = 0;
+  // Generation stops at the tokenizer's eos_token (tokenizer_config.json's) and `stop_texts`
+  // alone, not at the model's other EOS ids (config.json's, generation_config.json's): the
+  // reference passes eos_token_id=[tokenizer.eos_token_id] or compares with it.
+  bool stops_at_eos_token_only = false;
+  // Generated tokens not compared with the stop ids (Quest's and ClusterKV's decode loops
+  // compare from the second on): a stop id among them is generated on, and its text dropped
+  // from the answer as a special token's. Unlike min_new_tokens, nothing is suppressed.
+  int unchecked_new_tokens = 0;
   // Where the question begins in `prompt` (npos: the dataset does not say): the text before it
   // is the context, which context_sharing "per_sample" prefills and compresses without the
   // question. Samples with the same non-empty `context_id` are questions about one context:
@@ -135,7 +143,9 @@ struct DatasetInfo {
   // apart, no cut where max_length leaves no room for one, as run_scbench.py), scbench 2
   // (2026-11-30, each later turn encoded apart, as SCBench, in every context_sharing);
   // longbench with chat_template auto 1 (2026-11-30, Llama-3.1 in its own template), auto 2
-  // and reference 1 (2026-11-30, the model's own template rendered from its Jinja); passkey
+  // and reference 1 (2026-11-30, the model's own template rendered from its Jinja), +1 where
+  // the stops or the chat forms of its pred_script changed (2026-11-30: samsum under longbench
+  // and pqcache, every quest and clusterkv cell); passkey
   // and multi_turn 1 (2026-11-30, scored by the answer's first number, as InfiniteBench).
   std::function<int(const json& params)> revision;
   int sort_key() const { return 0; }

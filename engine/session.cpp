@@ -572,7 +572,8 @@ std::vector<int> Session::generate(const std::vector<int>& prompt, int max_new,
 }
 
 std::vector<int> Session::generate_from(at::Tensor next_logits, int max_new,
-                                        const std::vector<int>& stop_ids, int min_new) {
+                                        const std::vector<int>& stop_ids, int min_new,
+                                        int unchecked) {
   std::vector<int> generated;
   for (int i = 0; i < max_new; ++i) {
     if (i < min_new && !stop_ids.empty()) {  // -inf at the stop ids, as MinLengthLogitsProcessor
@@ -581,7 +582,8 @@ std::vector<int> Session::generate_from(at::Tensor next_logits, int max_new,
       next_logits = next_logits.reshape({-1}).index_fill(0, ids, -INFINITY);
     }
     int token = argmax_token(next_logits);
-    if (std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end()) break;
+    if (i >= unchecked && std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end())
+      break;
     generated.push_back(token);
     if (i + 1 < max_new) next_logits = decode(token);
   }

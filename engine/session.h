@@ -123,9 +123,11 @@ class Session {
                             const std::vector<int>& stop_ids);
   // The same from the logits of the last token fed (prefill's, or decode's after tokens fed
   // one by one, as a question read after a compressed context). The first `min_new` tokens
-  // are never stop ids (their logits masked, as transformers' min_length does).
+  // are never stop ids (their logits masked, as transformers' min_length does); the first
+  // `unchecked` are not compared with them (a stop id there is kept and generated on).
   std::vector<int> generate_from(at::Tensor next_logits, int max_new,
-                                 const std::vector<int>& stop_ids, int min_new = 0);
+                                 const std::vector<int>& stop_ids, int min_new = 0,
+                                 int unchecked = 0);
 
   int64_t position() const { return position_; }
   const std::vector<LayerKV>& kv() const { return kv_; }

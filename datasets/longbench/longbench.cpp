@@ -170,17 +170,41 @@ struct PredScript {
   std::string runs, others;
   bool first_token_never_stops = false;  // min_length / min_tokens 1 on every task
   bool samsum_stops_at_newline = true;
+  // samsum's stops as THUDM's pred.py passes them: eos_token_id=[tokenizer.eos_token_id, "\n"]
+  // (KVCache-Factory: every EOS id of the model and "\n").
+  bool samsum_stops_at_eos_token = true;
+  bool eos_token_only = false;       // every task stops at the tokenizer's eos_token alone
+  bool first_token_unchecked = false;  // its decode loop compares from the second token on
 };
 
 const std::vector<PredScript>& pred_scripts() {
   static const std::vector<PredScript> scripts = {
       {.name = "longbench"},
-      {.name = "quest"},
-      {.name = "clusterkv", .wrapped = {"triviaqa"}, .tasks = anchored_tasks("clusterkv"),
-       .runs = "ClusterKV's pred.py reads only ", .others = " (it asserts on the others)"},
+      // Quest's build_chat: Llama-2 chat as [INST]p[/INST], Llama-3.1 and Mistral unwrapped.
+      {.name = "quest",
+       .chat_as = {{"llama2", "llama2_longbench"}, {"llama3", "none"}, {"llama3_1", "none"},
+                   {"mistral", "none"}},
+       .eos_token_only = true, .first_token_unchecked = true},
+      // Its Llama runs stop at the tokenizer's eos_token alone, its GLM-4 runs at GLM-4's three
+      // EOS ids: kvbench stops at every EOS id of the model (GLM-4's same three).
+      // Its build_chat: GLM-4 and Llama-3 models in their own template rendered as text, then
+      // encoded with the tokenizer's prefix again (two); nothing else wrapped.
+      {.name = "clusterkv",
+       .chat_as = {{"glm4", kOwnTemplateAsText}, {"llama3", kOwnTemplateAsText},
+                   {"llama3_1", kOwnTemplateAsText}, {"llama2", "none"}, {"mistral", "none"}},
+       .wrapped = {"triviaqa"}, .tasks = anchored_tasks("clusterkv"),
+       .runs = "ClusterKV's pred.py reads only ", .others = " (it asserts on the others)",
+       .first_token_unchecked = true},
       {.name = "kvcache-factory", .tasks = kEnglishTasks, .longbench_e = false,
        .runs = "KVCache-Factory's run_longbench.py runs only ",
-       .first_token_never_stops = true},
+       .first_token_never_stops = true, .samsum_stops_at_eos_token = false},
+      // FFY0/AdaKV's experiments/LongBench/pred.py: THUDM's, its 16 English tasks hard-coded,
+      // Llama-3-Instruct in its own template rendered as text (two BOS), every task stopped
+      // at the tokenizer's eos_token alone.
+      {.name = "adakv",
+       .chat_as = {{"llama2", "llama2_longbench"}, {"llama3", kOwnTemplateAsText},
+                   {"llama3_1", kOwnTemplateAsText}, {"mistral", "none"}},
+       .tasks = kEnglishTasks, .runs = "AdaKV's pred.py runs only ", .eos_token_only = true},
       {.name = "kvcompress",
        .chat_as = {{"llama2", "llama2_longbench"}, {"llama3", "llama3_snapkv"},
                    {"llama3_1", "llama3_snapkv"}, {"mistral", "none"}},
@@ -260,7 +284,10 @@ struct LongBenchParams {
                     "SnapKV's Llama forms, passage_count unwrapped, min_tokens 1 and no samsum "
                     "newline stop; the 16 English tasks) or pqcache (HugoZHL/PQCache's "
                     "vq_pred.py: the Llama-3 models' own templates with a system message, "
-                    "Mistral as [INST]p[/INST]; its 14 tasks)",
+                    "Mistral as [INST]p[/INST]; its 14 tasks) or adakv (FFY0/AdaKV's "
+                    "experiments/LongBench/pred.py: Llama-3-Instruct in its own template "
+                    "rendered as text, two BOS, every task stopped at the tokenizer's eos_token "
+                    "alone; the 16 English tasks)",
                     [](const json& v, const std::string& path, P& p) {
                       if (!v.is_string()) throw InputError(path + ": expected a string, got " +
                                                            json_type_name(v));
@@ -367,8 +394,11 @@ class LongBench : public Dataset {
       if (task_.stop_at_newline && script.samsum_stops_at_newline) {
         s.stop_texts = {"\n"};
         s.min_new_tokens = 1;
+        s.stops_at_eos_token_only = script.samsum_stops_at_eos_token;
       }
       if (script.first_token_never_stops) s.min_new_tokens = 1;
+      if (script.eos_token_only) s.stops_at_eos_token_only = true;
+      if (script.first_token_unchecked) s.unchecked_new_tokens = 1;
       s.answers = r.answers;
       s.max_new_tokens = task_.max_new_tokens;
       if (longbench_e() && !r.length)  // LongBench-E scores by it
@@ -450,16 +480,21 @@ KVB_REGISTER_DATASET(make_dataset_info<LongBench, LongBenchParams>({
                 "question's last <= 100 characters through decode steps as those papers' "
                 "pred.py, the end's first token dropped as there (BOS; GLM-4's <sop> is fed); "
                 "not reproduced: ClusterKV counts glm4's truncation without its special "
-                "tokens (kvbench with them: 2 tokens fewer kept) and wraps Llama-2 and Vicuna "
-                "prompts in nothing (kvbench's chat_template reference wraps them); "
+                "tokens (kvbench with them: 2 tokens fewer kept); Quest's LongChat/Vicuna "
+                "form (its template is not detected: name vicuna); "
                 "kvcache-factory: its Llama-2 form ([INST] p [/INST] on every task, wrapped "
                 "before the cut) and its per-model max lengths (3950 / 7500 / 31500; give "
                 "max_length) are not built; kvcompress: its max lengths (130000 / 31500) are "
                 "max_length's to give, Mistral's slow tokenizer and the llama3-70b code "
                 "prompts are not built; pqcache: its max lengths (130000 / 32000) are "
-                "max_length's to give; not built at all: adakv (THUDM's for Mistral, its "
-                "scripted model, with max_length 31500; on Llama-3-Instruct two BOS and only "
-                "the tokenizer's EOS stops)",
+                "max_length's to give; adakv: its max length (31500 for Mistral, its scripted "
+                "model) is max_length's to give, its Llama-2 form only where the model's path "
+                "holds \"llama2\" (kvbench wraps every Llama-2 chat model); quest and "
+                "clusterkv compare a generated token with the stops from the second on (a "
+                "first EOS is generated on); quest stops at the tokenizer's eos_token alone, "
+                "clusterkv's Llama runs too (kvbench: every EOS id; GLM-4's three alike); "
+                "samsum stops at the tokenizer's eos_token and \"\\n\" (THUDM's, PQCache's, "
+                "AdaKV's; KVCache-Factory's at every EOS id)",
     .questions_per_context = "1: the template's text after {context} (question, instructions), "
                              "unmarked where truncation cut into it; records that repeat a "
                              "context are its questions",
@@ -468,10 +503,17 @@ KVB_REGISTER_DATASET(make_dataset_info<LongBench, LongBenchParams>({
     // reference 1 (2026-11-30, later): the model's own template rendered from its Jinja (Llama-3's
     // trim, Llama-2's strip, Qwen2's system message), where a built-in form stood for it; a
     // named template's prompts are unchanged.
+    // Plus 1 (2026-11-30, later) where the stops or chat forms changed: samsum's at the
+    // tokenizer's eos_token alone under THUDM's and PQCache's scripts; quest's every task at
+    // it, quest's and clusterkv's first token not compared with them, their build_chat forms.
     .revision =
         [](const json& p) {
           const std::string chat_template = p.value("chat_template", "reference");
-          return chat_template == "auto" ? 2 : chat_template == "reference" ? 1 : 0;
+          const std::string script = p.value("pred_script", "longbench");
+          const bool samsum = longbench_task_of(p.value("dataset", "")) == "samsum";
+          const bool stops = script == "quest" || script == "clusterkv" ||
+                             (samsum && (script == "longbench" || script == "pqcache"));
+          return (chat_template == "auto" ? 2 : chat_template == "reference" ? 1 : 0) + stops;
         },
 }));
 

@@ -185,17 +185,21 @@ std::string detect_chat_template(const nlohmann::json& tokenizer_config) {
   return "other";
 }
 
-std::string apply_model_chat_template(const nlohmann::json& tokenizer_config,
-                                      const Tokenizer& tokenizer, const std::string& user_message,
-                                      const std::string& where) {
+std::string render_model_chat_template(const nlohmann::json& tokenizer_config,
+                                       const std::string& user_message, const std::string& where) {
   const std::string source = tokenizer_config.contains("chat_template")
                                  ? template_text(tokenizer_config["chat_template"])
                                  : "";
   if (source.empty())
     throw InputError(where + ": the model has no chat template (nor chat_template.jinja): name "
                      "one");
-  const std::string text =
-      render_jinja(source, template_variables(tokenizer_config, user_message), where);
+  return render_jinja(source, template_variables(tokenizer_config, user_message), where);
+}
+
+std::string apply_model_chat_template(const nlohmann::json& tokenizer_config,
+                                      const Tokenizer& tokenizer, const std::string& user_message,
+                                      const std::string& where) {
+  const std::string text = render_model_chat_template(tokenizer_config, user_message, where);
   // transformers encodes the rendered text without adding special tokens; kvbench's encode
   // adds the tokenizer's prefix, so the text gives it up here.
   const std::vector<int> prefix = tokenizer.special_prefix();

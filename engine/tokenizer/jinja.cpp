@@ -11,6 +11,8 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <regex>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -42,7 +44,9 @@ struct Piece {
   int line;
 };
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
 bool is_name_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
 bool is_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
 
@@ -69,9 +73,7 @@ class Lexer {
     while (pos_ < src_.size()) {
       const size_t open = next_tag(pos_);
       std::string text = src_.substr(pos_, open - pos_);
-      if (strip_next) text.erase(0, text.find_first_not_of(" \t\n\r\f\v") == std::string::npos
-                                           ? text.size()
-                                           : text.find_first_not_of(" \t\n\r\f\v"));
+      if (strip_next) text = unicode::python_strip(text, /*front=*/true, /*back=*/false);
       strip_next = false;
       if (open == src_.size()) {
         add_text(out, text);
@@ -81,14 +83,9 @@ class Lexer {
       const char kind = src_[open + 1];  // '{', '%' or '#'
       const char modifier = open + 2 < src_.size() ? src_[open + 2] : '\0';
       if (modifier == '-') {
-        while (!text.empty() && is_space(text.back())) text.pop_back();
+        text = unicode::python_strip(text, /*front=*/false, /*back=*/true);
       } else if (kind != '{' && modifier != '+') {
-        // lstrip_blocks: a block or comment tag alone after a line's indentation takes it.
-        const size_t line_start = text.find_last_of('\n');
-        const size_t from = line_start == std::string::npos ? 0 : line_start + 1;
-        const bool at_line_start = line_start != std::string::npos || begins_line(pos_);
-        if (at_line_start && text.find_first_not_of(" \t", from) == std::string::npos)
-          text.erase(from);
+        lstrip_block(text, pos_);
       }
       add_text(out, text);
       pos_ = open + 2 + (modifier == '-' || modifier == '+' ? 1 : 0);
@@ -97,19 +94,20 @@ class Lexer {
         const size_t close = src_.find("#}", pos_);
         if (close == std::string::npos) fail(line, "a comment is not closed");
         strip_next = close > pos_ && src_[close - 1] == '-';
+        const bool keep_newline = close > pos_ && src_[close - 1] == '+';
         pos_ = close + 2;
-        if (!strip_next) trim_block_newline();
+        if (!strip_next && !keep_newline) trim_block_newline();
         continue;
       }
       Piece piece{kind == '{' ? Piece::kOutput : Piece::kStatement, "", {}, line};
       const std::string close = kind == '{' ? "}}" : "%}";
       strip_next = read_tokens(close, piece.tokens);
-      if (kind == '%' && !strip_next && !plus_before_close_) trim_block_newline();
-      if (kind == '%' && is_raw(piece)) {
+      if (kind == '%' && is_raw(piece)) {  // {% raw %} keeps the newline after it
         add_text(out, read_raw(line, strip_next));
         strip_next = false;
         continue;
       }
+      if (kind == '%' && !strip_next && !plus_before_close_) trim_block_newline();
       out.push_back(std::move(piece));
     }
     return out;
@@ -119,13 +117,25 @@ class Lexer {
   [[noreturn]] void fail(int line, const std::string& what) const {
     throw InputError(where_ + ": line " + std::to_string(line) + ": " + what);
   }
-  int line_at(size_t at) const { return 1 + int(std::count(src_.begin(), src_.begin() + long(at), '\n')); }
+  int line_at(size_t at) const {
+    return 1 + int(std::count(src_.begin(), src_.begin() + long(at), '\n'));
+  }
   bool begins_line(size_t at) const { return at == 0 || src_[at - 1] == '\n'; }
+
+  // lstrip_blocks: a block or comment tag alone after a line's indentation takes it. `text`
+  // began at `text_start` in the source.
+  void lstrip_block(std::string& text, size_t text_start) const {
+    const size_t line_start = text.find_last_of('\n');
+    const size_t from = line_start == std::string::npos ? 0 : line_start + 1;
+    const bool at_line_start = line_start != std::string::npos || begins_line(text_start);
+    if (at_line_start && unicode::python_strip(text.substr(from)).empty()) text.erase(from);
+  }
 
   // The next "{{", "{%" or "{#" from `from` (the source's size if none).
   size_t next_tag(size_t from) const {
     for (size_t at = src_.find('{', from); at != std::string::npos; at = src_.find('{', at + 1))
-      if (at + 1 < src_.size() && (src_[at + 1] == '{' || src_[at + 1] == '%' || src_[at + 1] == '#'))
+      if (at + 1 < src_.size() &&
+          (src_[at + 1] == '{' || src_[at + 1] == '%' || src_[at + 1] == '#'))
         return at;
     return src_.size();
   }
@@ -151,13 +161,19 @@ class Lexer {
       while (name < src_.size() && is_space(src_[name])) ++name;
       if (src_.compare(name, 6, "endraw") != 0) continue;
       std::string text = src_.substr(pos_, at - pos_);
-      if (strip_front) text.erase(0, std::min(text.size(), text.find_first_not_of(" \t\n\r\f\v")));
-      if (src_[at + 2] == '-')
-        while (!text.empty() && is_space(text.back())) text.pop_back();
+      if (strip_front) text = unicode::python_strip(text, /*front=*/true, /*back=*/false);
+      if (src_[at + 2] == '-') {
+        text = unicode::python_strip(text, /*front=*/false, /*back=*/true);
+      } else if (src_[at + 2] != '+') {
+        lstrip_block(text, pos_);
+      }
       pos_ = name + 6;
       std::vector<Token> rest;
-      if (read_tokens("%}", rest)) {
-        while (pos_ < src_.size() && is_space(src_[pos_])) ++pos_;
+      if (read_tokens("%}", rest)) {  // "-%}": the text after it loses its front space
+        for (char32_t c; pos_ < src_.size(); pos_ += unicode::decode_utf8(src_, pos_, &c)) {
+          unicode::decode_utf8(src_, pos_, &c);
+          if (!unicode::is_python_space(c)) break;
+        }
       } else if (!plus_before_close_) {
         trim_block_newline();
       }
@@ -191,9 +207,9 @@ class Lexer {
       } else if (c == '\'' || c == '"') {
         tokens.push_back({Tok::kString, read_string(line), line});
       } else {
-        static const char* ops[] = {"==", "!=", "<=", ">=", "//", "**", "+", "-", "*", "/", "%",
-                                    "~", "|", ".", ",", ":", "(", ")", "[", "]", "{", "}", "=",
-                                    "<", ">"};
+        static const char* ops[] = {"==", "!=", "<=", ">=", "//", "**", "+", "-", "*",
+                                    "/",  "%",  "~",  "|",  ".",  ",",  ":", "(", ")",
+                                    "[",  "]",  "{",  "}",  "=",  "<",  ">"};
         bool found = false;
         for (const char* op : ops) {
           const size_t n = std::char_traits<char>::length(op);
@@ -213,11 +229,13 @@ class Lexer {
     std::string digits;
     bool is_float = false;
     auto take_digits = [&] {
-      while (pos_ < src_.size() && (std::isdigit(static_cast<unsigned char>(src_[pos_])) || src_[pos_] == '_'))
+      while (pos_ < src_.size() &&
+             (std::isdigit(static_cast<unsigned char>(src_[pos_])) || src_[pos_] == '_'))
         if (src_[pos_++] != '_') digits += src_[pos_ - 1];
     };
     take_digits();
-    if (pos_ + 1 < src_.size() && src_[pos_] == '.' && std::isdigit(static_cast<unsigned char>(src_[pos_ + 1]))) {
+    if (pos_ + 1 < src_.size() && src_[pos_] == '.' &&
+        std::isdigit(static_cast<unsigned char>(src_[pos_ + 1]))) {
       is_float = true;
       digits += src_[pos_++];
       take_digits();
@@ -246,24 +264,52 @@ class Lexer {
       if (pos_ >= src_.size()) fail(line, "a string is not closed");
       const char e = src_[pos_++];
       switch (e) {
-        case 'n': out += '\n'; break;
-        case 't': out += '\t'; break;
-        case 'r': out += '\r'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'v': out += '\v'; break;
-        case 'a': out += '\a'; break;
-        case '\\': out += '\\'; break;
-        case '\'': out += '\''; break;
-        case '"': out += '"'; break;
-        case '\n': break;  // a line continuation
-        case 'x': out += code_point(line, 2); break;
-        case 'u': out += code_point(line, 4); break;
-        case 'U': out += code_point(line, 8); break;
+        case 'n':
+          out += '\n';
+          break;
+        case 't':
+          out += '\t';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
+        case 'v':
+          out += '\v';
+          break;
+        case 'a':
+          out += '\a';
+          break;
+        case '\\':
+          out += '\\';
+          break;
+        case '\'':
+          out += '\'';
+          break;
+        case '"':
+          out += '"';
+          break;
+        case '\n':
+          break;  // a line continuation
+        case 'x':
+          out += code_point(line, 2);
+          break;
+        case 'u':
+          out += code_point(line, 4);
+          break;
+        case 'U':
+          out += code_point(line, 8);
+          break;
         default:
           if (e >= '0' && e <= '7') {
             int value = e - '0';
-            for (int i = 0; i < 2 && pos_ < src_.size() && src_[pos_] >= '0' && src_[pos_] <= '7'; ++i)
+            for (int i = 0; i < 2 && pos_ < src_.size() && src_[pos_] >= '0' && src_[pos_] <= '7';
+                 ++i)
               value = value * 8 + (src_[pos_++] - '0');
             unicode::append_utf8(char32_t(value), &out);
           } else if (e == 'N') {
@@ -279,7 +325,8 @@ class Lexer {
   std::string code_point(int line, int hex_digits) {
     if (pos_ + size_t(hex_digits) > src_.size()) fail(line, "a truncated \\x, \\u or \\U escape");
     uint32_t value = 0;
-    const auto [end, ec] = std::from_chars(src_.data() + pos_, src_.data() + pos_ + hex_digits, value, 16);
+    const auto [end, ec] =
+        std::from_chars(src_.data() + pos_, src_.data() + pos_ + hex_digits, value, 16);
     if (ec != std::errc() || end != src_.data() + pos_ + hex_digits || value > 0x10FFFF)
       fail(line, "an invalid \\x, \\u or \\U escape");
     pos_ += size_t(hex_digits);
@@ -328,17 +375,33 @@ using ExprPtr = std::shared_ptr<Expr>;
 
 struct Expr {
   enum Kind {
-    kLiteral, kName, kList, kTuple, kDict, kAttr, kItem, kSlice, kCall, kFilter, kTest,
-    kNot, kNegate, kBinary, kCompare, kAnd, kOr, kCondition
+    kLiteral,
+    kName,
+    kList,
+    kTuple,
+    kDict,
+    kAttr,
+    kItem,
+    kSlice,
+    kCall,
+    kFilter,
+    kTest,
+    kNot,
+    kNegate,
+    kBinary,
+    kCompare,
+    kAnd,
+    kOr,
+    kCondition
   } kind;
   int line = 0;
   json literal;
-  std::string name;                 // name, attribute, filter, test, binary operator
-  std::vector<ExprPtr> args;        // operands, elements, positional arguments
+  std::string name;           // name, attribute, filter, test, binary operator
+  std::vector<ExprPtr> args;  // operands, elements, positional arguments
   std::vector<std::pair<std::string, ExprPtr>> kwargs;
-  std::vector<std::string> ops;     // kCompare: the operators between args
-  bool negated = false;             // kTest: "is not"
-  int depth = 1;                    // of the tree under it, which evaluation recurses down
+  std::vector<std::string> ops;  // kCompare: the operators between args
+  bool negated = false;          // kTest: "is not"
+  int depth = 1;                 // of the tree under it, which evaluation recurses down
 };
 
 ExprPtr make(Expr::Kind kind, int line) {
@@ -357,23 +420,28 @@ using Body = std::vector<std::shared_ptr<Node>>;
 struct Node {
   enum Kind { kText, kOutput, kIf, kFor, kSet, kSetBlock, kBreak, kContinue, kGeneration } kind;
   int line = 0;
-  std::string text;                                  // kText
-  ExprPtr expr;                                      // kOutput, kFor's iterable, kSet's value
-  std::vector<std::pair<ExprPtr, Body>> branches;    // kIf: conditions and bodies
-  Body body, else_body;                              // kFor, kSetBlock, kGeneration; else
-  std::vector<std::string> targets;                  // kFor's loop variables; kSet's names
-  std::string attribute;                             // kSet on a namespace: ns.attribute
-  ExprPtr filter;                                    // kFor: {% for x in y if filter %}
+  std::string text;                                // kText
+  ExprPtr expr;                                    // kOutput, kFor's iterable, kSet's value
+  std::vector<std::pair<ExprPtr, Body>> branches;  // kIf: conditions and bodies
+  Body body, else_body;                            // kFor, kSetBlock, kGeneration; else
+  std::vector<std::string> targets;                // kFor's loop variables; kSet's names
+  std::string attribute;                           // kSet on a namespace: ns.attribute
+  ExprPtr filter;                                  // kFor: {% for x in y if filter %}
 };
 
 // Nesting deeper than this (brackets, blocks) is refused rather than recursed into.
 constexpr int kMaxDepth = 256;
-// Longer lists and texts than this a template builds are refused (a prompt is far shorter).
-constexpr double kMaxItems = 1e8;
+// What a template may build before it is refused rather than run out of memory or time: a
+// text or list of kMaxSize bytes or items (32 MiB: a prompt is far shorter), a range of kMaxRange
+// items (Jinja2's sandbox: MAX_RANGE), kMaxSteps statements run.
+constexpr double kMaxSize = 1 << 25;
+constexpr double kMaxRange = 100000;
+constexpr int64_t kMaxSteps = 300'000;
 
 class Parser {
  public:
-  Parser(std::vector<Piece> pieces, std::string where) : pieces_(std::move(pieces)), where_(std::move(where)) {}
+  Parser(std::vector<Piece> pieces, std::string where)
+      : pieces_(std::move(pieces)), where_(std::move(where)) {}
 
   Body parse() {
     std::string end;
@@ -414,7 +482,8 @@ class Parser {
         ++at_;
         continue;
       }
-      if (toks_->empty() || toks_->front().type != Tok::kName) fail(line_, "a statement without a name");
+      if (toks_->empty() || toks_->front().type != Tok::kName)
+        fail(line_, "a statement without a name");
       const std::string name = toks_->front().text;
       if (std::find(ends.begin(), ends.end(), name) != ends.end()) {
         *end = name;
@@ -504,18 +573,33 @@ class Parser {
       expect_end();
       ++at_;
     } else {
-      fail(line, "{% " + name + " %} is not supported (kvbench renders chat templates with "
-                 "if, for, set, break, continue, raw and generation)");
+      fail(line, "{% " + name +
+                     " %} is not supported (kvbench renders chat templates with "
+                     "if, for, set, break, continue, raw and generation)");
     }
     return n;
   }
 
   // --- tokens of the current piece
   const Token* peek() const { return tok_ < toks_->size() ? &(*toks_)[tok_] : nullptr; }
-  bool peek_op(const char* op) const { const Token* t = peek(); return t && t->type == Tok::kOp && t->text == op; }
-  bool peek_name(const char* name) const { const Token* t = peek(); return t && t->type == Tok::kName && t->text == name; }
-  bool skip_op(const char* op) { if (!peek_op(op)) return false; ++tok_; return true; }
-  bool skip_name(const char* name) { if (!peek_name(name)) return false; ++tok_; return true; }
+  bool peek_op(const char* op) const {
+    const Token* t = peek();
+    return t && t->type == Tok::kOp && t->text == op;
+  }
+  bool peek_name(const char* name) const {
+    const Token* t = peek();
+    return t && t->type == Tok::kName && t->text == name;
+  }
+  bool skip_op(const char* op) {
+    if (!peek_op(op)) return false;
+    ++tok_;
+    return true;
+  }
+  bool skip_name(const char* name) {
+    if (!peek_name(name)) return false;
+    ++tok_;
+    return true;
+  }
   void expect_op(const char* op) {
     if (!skip_op(op)) fail(line_, std::string("expected '") + op + "'" + found());
   }
@@ -528,7 +612,9 @@ class Parser {
   void expect_end() {
     if (peek()) fail(line_, "unexpected '" + peek()->text + "'");
   }
-  std::string found() const { return peek() ? ", found '" + peek()->text + "'" : ", found the tag's end"; }
+  std::string found() const {
+    return peek() ? ", found '" + peek()->text + "'" : ", found the tag's end";
+  }
 
   // --- expressions, in Jinja2's precedence (parser.py): condition, or, and, not, compare,
   // + -, ~, * / // %, **, unary, then postfix and filters/tests, which bind tightest.
@@ -850,9 +936,9 @@ std::string float_repr(double d) {
   // integer), else in exponent form with at least two exponent digits, as to_chars writes it.
   char buffer[400];
   const bool positional = d == 0 || (std::abs(d) >= 1e-4 && std::abs(d) < 1e16);
-  const auto [end, ec] = std::to_chars(buffer, buffer + sizeof buffer, d,
-                                       positional ? std::chars_format::fixed
-                                                  : std::chars_format::scientific);
+  const auto [end, ec] =
+      std::to_chars(buffer, buffer + sizeof buffer, d,
+                    positional ? std::chars_format::fixed : std::chars_format::scientific);
   std::string s(buffer, end);
   if (positional && s.find('.') == std::string::npos) s += ".0";
   return s;
@@ -860,10 +946,22 @@ std::string float_repr(double d) {
 
 std::string python_repr(const json& j);
 
+// Thrown where a value's repr is out of reach; the renderer names the line.
+struct UnsupportedRepr : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+std::string hex_code(char32_t c) {
+  char hex[12];
+  std::snprintf(hex, sizeof hex, "%04X", unsigned(c));
+  return hex;
+}
+
 // Python's repr of a str: quotes it does not contain, escapes for the quote, the backslash and
 // what it does not print (controls, and spaces other than ' ').
 std::string string_repr(const std::string& s) {
-  const char quote = s.find('\'') != std::string::npos && s.find('"') == std::string::npos ? '"' : '\'';
+  const char quote =
+      s.find('\'') != std::string::npos && s.find('"') == std::string::npos ? '"' : '\'';
   std::string out(1, quote);
   for (size_t at = 0; at < s.size();) {
     char32_t c;
@@ -878,8 +976,12 @@ std::string string_repr(const std::string& s) {
       char hex[12];
       std::snprintf(hex, sizeof hex, c < 0x100 ? "\\x%02x" : "\\u%04x", unsigned(c));
       out += hex;
-    } else {
+    } else if (c < 0x80 || unicode::is_letter(c) || unicode::is_number(c)) {
       out += s.substr(at, n);
+    } else {
+      // Python escapes what it does not print (format, private-use, unassigned characters...),
+      // which kvbench has no table of.
+      throw UnsupportedRepr("repr of a text holding U+" + hex_code(c) + " is not supported");
     }
     at += n;
   }
@@ -897,7 +999,8 @@ std::string python_repr(const json& j) {
   if (j.is_array()) {
     for (const json& e : j) out += (first ? "" : ", ") + python_repr(e), first = false;
   } else {
-    for (const auto& [k, v] : j.items()) out += (first ? "" : ", ") + string_repr(k) + ": " + python_repr(v), first = false;
+    for (const auto& [k, v] : j.items())
+      out += (first ? "" : ", ") + string_repr(k) + ": " + python_repr(v), first = false;
   }
   return out + (j.is_array() ? "]" : "}");
 }
@@ -905,7 +1008,7 @@ std::string python_repr(const json& j) {
 std::string python_str(const Value& v) {
   if (v.is_undefined()) return "";
   if (v.kind == Value::kNamespace) return "<Namespace " + python_repr(*v.attributes) + ">";
-  if (v.kind == Value::kCallable) return "<function " + v.callable + ">";
+  if (v.kind == Value::kCallable) throw UnsupportedRepr("printing a function is not supported");
   if (v.data.is_string()) return v.data.get<std::string>();
   return python_repr(v.data);
 }
@@ -947,7 +1050,9 @@ void python_json(const json& j, int indent, int depth, std::string& out) {
   }
   if (j.is_number_float()) {
     const double d = j.get<double>();
-    out += std::isnan(d) ? "NaN" : std::isinf(d) ? (d > 0 ? "Infinity" : "-Infinity") : float_repr(d);
+    out += std::isnan(d)   ? "NaN"
+           : std::isinf(d) ? (d > 0 ? "Infinity" : "-Infinity")
+                           : float_repr(d);
     return;
   }
   if (j.is_boolean()) {
@@ -970,7 +1075,11 @@ class Renderer {
   }
 
   void render(const Body& body, std::string& out) {
-    if (run(body, out) != Flow::kNormal) fail(line_, "break or continue outside a loop");
+    try {
+      if (run(body, out) != Flow::kNormal) fail(line_, "break or continue outside a loop");
+    } catch (const UnsupportedRepr& e) {
+      fail(line_, e.what());
+    }
   }
 
  private:
@@ -978,12 +1087,23 @@ class Renderer {
     throw InputError(where_ + ": line " + std::to_string(line) + ": " + what);
   }
 
+  std::string sized(std::string text, int line) const {
+    if (double(text.size()) > kMaxSize) fail(line, "too long a text");
+    return text;
+  }
+
   Flow run(const Body& body, std::string& out) {
     for (const auto& n : body) {
       line_ = n->line;
+      if (++steps_ > kMaxSteps) fail(n->line, "the template runs too long");
+      if (double(out.size()) > kMaxSize) fail(n->line, "too long a text");
       switch (n->kind) {
-        case Node::kText: out += n->text; break;
-        case Node::kOutput: out += python_str(eval(*n->expr)); break;
+        case Node::kText:
+          out += n->text;
+          break;
+        case Node::kOutput:
+          out += python_str(eval(*n->expr));
+          break;
         case Node::kIf: {
           bool taken = false;
           for (const auto& [condition, branch] : n->branches) {
@@ -997,16 +1117,26 @@ class Renderer {
             if (Flow f = run(n->else_body, out); f != Flow::kNormal) return f;
           break;
         }
-        case Node::kFor: run_for(*n, out); break;
-        case Node::kSet: assign(*n, eval(*n->expr)); break;
+        case Node::kFor:
+          run_for(*n, out);
+          break;
+        case Node::kSet:
+          assign(*n, eval(*n->expr));
+          break;
         case Node::kSetBlock: {
           std::string captured;
-          if (run(n->body, captured) != Flow::kNormal) fail(n->line, "break or continue in a set block");
+          {
+            const Frame frame(*this);
+            if (run(n->body, captured) != Flow::kNormal)
+              fail(n->line, "break or continue in a set block");
+          }
           assign(*n, Value::of(captured));
           break;
         }
-        case Node::kBreak: return Flow::kBreak;
-        case Node::kContinue: return Flow::kContinue;
+        case Node::kBreak:
+          return Flow::kBreak;
+        case Node::kContinue:
+          return Flow::kContinue;
         case Node::kGeneration:
           if (Flow f = run(n->body, out); f != Flow::kNormal) return f;
           break;
@@ -1019,7 +1149,8 @@ class Renderer {
     if (!n.attribute.empty()) {
       const Value target = lookup(n.targets[0]);
       if (target.kind != Value::kNamespace)
-        fail(n.line, "set " + n.targets[0] + "." + n.attribute + ": " + n.targets[0] + " is no namespace()");
+        fail(n.line, "set " + n.targets[0] + "." + n.attribute + ": " + n.targets[0] +
+                         " is no namespace()");
       (*target.attributes)[n.attribute] = to_json(value, n.line);
       return;
     }
@@ -1029,41 +1160,63 @@ class Renderer {
     }
     const std::vector<Value> items = iterate(value, n.line);
     if (items.size() != n.targets.size())
-      fail(n.line, "set: " + std::to_string(n.targets.size()) + " names for " + std::to_string(items.size()) + " values");
+      fail(n.line, "set: " + std::to_string(n.targets.size()) + " names for " +
+                       std::to_string(items.size()) + " values");
     for (size_t i = 0; i < items.size(); ++i) frames_.back()[n.targets[i]] = items[i];
   }
 
+  // Jinja2's scopes: each iteration of a loop, its else and a set block's body are a frame
+  // of their own; what they set is gone after them (namespace() objects outlive them).
+  struct Frame {
+    explicit Frame(Renderer& r) : renderer(r) { renderer.frames_.emplace_back(); }
+    ~Frame() { renderer.frames_.pop_back(); }
+    Renderer& renderer;
+  };
+
   void run_for(const Node& n, std::string& out) {
     std::vector<Value> items = iterate(eval(*n.expr), n.line);
-    frames_.emplace_back();  // the loop's variables and what its body sets stay inside it
     auto bind = [&](const Value& item) {
       if (n.targets.size() == 1) {
         frames_.back()[n.targets[0]] = item;
         return;
       }
       const std::vector<Value> parts = iterate(item, n.line);
-      if (parts.size() != n.targets.size()) fail(n.line, "for: cannot unpack an item into " + std::to_string(n.targets.size()) + " names");
+      if (parts.size() != n.targets.size())
+        fail(n.line,
+             "for: cannot unpack an item into " + std::to_string(n.targets.size()) + " names");
       for (size_t i = 0; i < parts.size(); ++i) frames_.back()[n.targets[i]] = parts[i];
     };
     if (n.filter) {  // the loop counts only the items the filter keeps
       std::vector<Value> kept;
       for (const Value& item : items) {
+        if (++steps_ > kMaxSteps) fail(n.line, "the template runs too long");
+        const Frame frame(*this);
         bind(item);
         if (truthy(eval(*n.filter))) kept.push_back(item);
       }
       items = std::move(kept);
     }
     for (size_t i = 0; i < items.size(); ++i) {
+      if (++steps_ > kMaxSteps) fail(n.line, "the template runs too long");
+      const Frame frame(*this);
       bind(items[i]);
       const int64_t length = int64_t(items.size()), index = int64_t(i);
-      frames_.back()["loop"] = Value::of({{"index0", index}, {"index", index + 1},
-                                          {"revindex0", length - index - 1},
-                                          {"revindex", length - index}, {"first", i == 0},
-                                          {"last", i + 1 == items.size()}, {"length", length}});
+      json loop = {{"index0", index},
+                   {"index", index + 1},
+                   {"revindex0", length - index - 1},
+                   {"revindex", length - index},
+                   {"first", i == 0},
+                   {"last", i + 1 == items.size()},
+                   {"length", length},
+                   {"depth", 1},
+                   {"depth0", 0}};
+      if (i > 0) loop["previtem"] = to_json(items[i - 1], n.line);
+      if (i + 1 < items.size()) loop["nextitem"] = to_json(items[i + 1], n.line);
+      frames_.back()["loop"] = Value::of(std::move(loop));
       if (run(n.body, out) == Flow::kBreak) break;
     }
-    frames_.pop_back();
     if (items.empty()) {
+      const Frame frame(*this);
       if (run(n.else_body, out) != Flow::kNormal) fail(n.line, "break or continue outside a loop");
     }
   }
@@ -1120,8 +1273,10 @@ class Renderer {
 
   Value eval(const Expr& e) {
     switch (e.kind) {
-      case Expr::kLiteral: return Value::of(e.literal);
-      case Expr::kName: return lookup(e.name);
+      case Expr::kLiteral:
+        return Value::of(e.literal);
+      case Expr::kName:
+        return lookup(e.name);
       case Expr::kList:
       case Expr::kTuple: {
         json list = json::array();
@@ -1137,16 +1292,26 @@ class Renderer {
         }
         return Value::of(dict);
       }
-      case Expr::kAttr: return attribute(eval(*e.args[0]), e.name, e.line);
-      case Expr::kItem: return item_of(eval(*e.args[0]), eval(*e.args[1]), e.line);
-      case Expr::kSlice: return slice(e);
-      case Expr::kCall: return call(e);
-      case Expr::kFilter: return filter(e);
-      case Expr::kTest: return Value::of(test(e) != e.negated);
-      case Expr::kNot: return Value::of(!truthy(eval(*e.args[0])));
+      case Expr::kAttr:
+        return attribute(eval(*e.args[0]), e.name, e.line);
+      case Expr::kItem:
+        return item_of(eval(*e.args[0]), eval(*e.args[1]), e.line);
+      case Expr::kSlice:
+        return slice(e);
+      case Expr::kCall:
+        return call(e);
+      case Expr::kFilter:
+        return filter(e);
+      case Expr::kTest:
+        return Value::of(test(e) != e.negated);
+      case Expr::kNot:
+        return Value::of(!truthy(eval(*e.args[0])));
       case Expr::kNegate: {
         const Value v = eval(*e.args[0]);
-        if (v.kind == Value::kData && v.data.is_number_integer()) return Value::of(-v.data.get<int64_t>());
+        if (v.kind == Value::kData && v.data.is_number_integer()) {
+          if (v.data.get<int64_t>() == INT64_MIN) fail(e.line, "an integer beyond 64 bits");
+          return Value::of(-v.data.get<int64_t>());
+        }
         if (v.kind == Value::kData && v.data.is_number()) return Value::of(-v.data.get<double>());
         fail(e.line, "bad operand for unary -");
       }
@@ -1161,7 +1326,8 @@ class Renderer {
       case Expr::kCondition:
         if (truthy(eval(*e.args[0]))) return eval(*e.args[1]);
         return e.args[2] ? eval(*e.args[2]) : Value::undefined("the condition's else");
-      case Expr::kBinary: return binary(e.name, eval(*e.args[0]), eval(*e.args[1]), e.line);
+      case Expr::kBinary:
+        return binary(e.name, eval(*e.args[0]), eval(*e.args[1]), e.line);
       case Expr::kCompare: {
         Value left = eval(*e.args[0]);
         for (size_t i = 0; i < e.ops.size(); ++i) {  // Python's chain: a < b < c
@@ -1176,21 +1342,22 @@ class Renderer {
   }
 
   // --- operators
-  static bool is_number(const Value& v) {
-    return v.kind == Value::kData && v.data.is_number();
-  }
+  static bool is_number(const Value& v) { return v.kind == Value::kData && v.data.is_number(); }
   static double number(const Value& v) { return v.data.get<double>(); }
   static bool both_int(const Value& a, const Value& b) {
     return a.data.is_number_integer() && b.data.is_number_integer();
   }
 
   Value binary(const std::string& op, const Value& a, const Value& b, int line) {
-    if (op == "~") return Value::of(python_str(a) + python_str(b));
+    if (op == "~") return Value::of(sized(python_str(a) + python_str(b), line));
     if (a.is_undefined() || b.is_undefined())
       fail(line, undefined_message(a.is_undefined() ? a : b));
     if (op == "+") {
-      if (a.is_string() && b.is_string()) return Value::of(a.data.get<std::string>() + b.data.get<std::string>());
-      if (a.kind == Value::kData && b.kind == Value::kData && a.data.is_array() && b.data.is_array()) {
+      if (a.is_string() && b.is_string())
+        return Value::of(sized(a.data.get<std::string>() + b.data.get<std::string>(), line));
+      if (a.kind == Value::kData && b.kind == Value::kData && a.data.is_array() &&
+          b.data.is_array()) {
+        if (double(a.data.size()) + double(b.data.size()) > kMaxSize) fail(line, "too long a list");
         json joined = a.data;
         for (const json& x : b.data) joined.push_back(x);
         return Value::of(joined);
@@ -1198,7 +1365,7 @@ class Renderer {
     }
     if (op == "*" && a.is_string() && b.kind == Value::kData && b.data.is_number_integer()) {
       if (b.data.get<int64_t>() > 0 &&
-          double(b.data.get<int64_t>()) * double(a.data.get<std::string>().size()) > kMaxItems)
+          double(b.data.get<int64_t>()) * double(a.data.get<std::string>().size()) > kMaxSize)
         fail(line, "a string repeated into too long a text");
       std::string out;
       for (int64_t i = 0; i < b.data.get<int64_t>(); ++i) out += a.data.get<std::string>();
@@ -1226,7 +1393,10 @@ class Renderer {
       if (op == "+" || op == "-" || op == "*" || (op == "**" && y >= 0)) return Value::of(r);
       if (x == INT64_MIN && y == -1) fail(line, "an integer beyond 64 bits");
       if (op == "//") return Value::of(x / y - ((x % y != 0) && ((x < 0) != (y < 0))));
-      if (op == "%") return Value::of(((x % y) + y) % y);
+      if (op == "%") {  // Python's: the sign of the divisor
+        const int64_t r = x % y;
+        return Value::of(r != 0 && ((r < 0) != (y < 0)) ? r + y : r);
+      }
     }
     const double x = number(a), y = number(b);
     if ((op == "/" || op == "//" || op == "%") && y == 0) fail(line, "division by zero");
@@ -1242,8 +1412,16 @@ class Renderer {
   bool equal(const Value& a, const Value& b) const {
     if (a.kind != Value::kData || b.kind != Value::kData)
       return a.kind == b.kind && (a.kind == Value::kUndefined || a.attributes == b.attributes);
-    if (a.data.is_number() && b.data.is_number() && !a.data.is_boolean() && !b.data.is_boolean())
-      return number(a) == number(b);
+    // Python's numbers compare by value, True and False as 1 and 0.
+    auto numeric = [](const json& j) { return j.is_number() || j.is_boolean(); };
+    auto value = [](const json& j) {
+      return j.is_boolean() ? double(j.get<bool>()) : j.get<double>();
+    };
+    if (numeric(a.data) && numeric(b.data)) {
+      if (a.data.is_number_integer() && b.data.is_number_integer())
+        return a.data.get<int64_t>() == b.data.get<int64_t>();
+      return value(a.data) == value(b.data);
+    }
     return a.data == b.data;
   }
 
@@ -1294,17 +1472,18 @@ class Renderer {
     }
     if (object.kind == Value::kData) {
       if (Value m = method(object, name); m.kind == Value::kCallable) return m;
-      if (object.data.is_object() && object.data.contains(name)) return Value::of(object.data[name]);
+      if (object.data.is_object() && object.data.contains(name))
+        return Value::of(object.data[name]);
     }
     return Value::undefined(name);
   }
 
   static Value method(const Value& object, const std::string& name) {
     static const std::vector<std::string> string_methods = {
-        "strip", "lstrip", "rstrip", "startswith", "endswith", "upper", "lower", "split",
-        "replace", "title", "capitalize"};
+        "strip", "lstrip", "rstrip",  "startswith", "endswith",  "upper",
+        "lower", "split",  "replace", "title",      "capitalize"};
     static const std::vector<std::string> dict_methods = {"items", "keys", "values", "get"};
-    const auto& names = object.data.is_string() ? string_methods
+    const auto& names = object.data.is_string()   ? string_methods
                         : object.data.is_object() ? dict_methods
                                                   : std::vector<std::string>{};
     if (std::find(names.begin(), names.end(), name) == names.end()) return Value::undefined(name);
@@ -1329,7 +1508,8 @@ class Renderer {
       if (key.is_string()) return attribute(object, key.data.get<std::string>(), line);
       return Value::undefined("item");
     }
-    if ((j.is_array() || j.is_string()) && key.kind == Value::kData && key.data.is_number_integer()) {
+    if ((j.is_array() || j.is_string()) && key.kind == Value::kData &&
+        key.data.is_number_integer()) {
       if (j.is_array()) {
         int64_t i = key.data.get<int64_t>(), n = int64_t(j.size());
         if (i < 0) i += n;
@@ -1338,7 +1518,8 @@ class Renderer {
       const std::u32string s = unicode::to_code_points(j.get<std::string>());
       int64_t i = key.data.get<int64_t>(), n = int64_t(s.size());
       if (i < 0) i += n;
-      return i >= 0 && i < n ? Value::of(unicode::to_utf8(s.substr(size_t(i), 1))) : Value::undefined("item");
+      return i >= 0 && i < n ? Value::of(unicode::to_utf8(s.substr(size_t(i), 1)))
+                             : Value::undefined("item");
     }
     if (key.is_string()) return attribute(object, key.data.get<std::string>(), line);
     return Value::undefined("item");
@@ -1352,7 +1533,8 @@ class Renderer {
       if (!e.args[i]) return std::nullopt;
       const Value v = eval(*e.args[i]);
       if (v.is_none()) return std::nullopt;
-      if (v.kind != Value::kData || !v.data.is_number_integer()) fail(e.line, "slice indices must be integers");
+      if (v.kind != Value::kData || !v.data.is_number_integer())
+        fail(e.line, "slice indices must be integers");
       return v.data.get<int64_t>();
     };
     const std::optional<int64_t> start = bound(1), stop = bound(2), step_given = bound(3);
@@ -1361,7 +1543,8 @@ class Renderer {
     const bool is_string = object.is_string();
     if (object.kind != Value::kData || (!is_string && !object.data.is_array()))
       fail(e.line, "only lists and strings can be sliced");
-    const std::u32string text = is_string ? unicode::to_code_points(object.data.get<std::string>()) : U"";
+    const std::u32string text =
+        is_string ? unicode::to_code_points(object.data.get<std::string>()) : U"";
     const int64_t n = is_string ? int64_t(text.size()) : int64_t(object.data.size());
     auto clamp = [&](std::optional<int64_t> v, int64_t if_none) {
       if (!v) return if_none;
@@ -1372,8 +1555,10 @@ class Renderer {
     json list = json::array();
     std::u32string picked;
     for (int64_t i = from; step > 0 ? i < to : i > to; i += step) {
-      if (is_string) picked += text[size_t(i)];
-      else list.push_back(object.data[size_t(i)]);
+      if (is_string)
+        picked += text[size_t(i)];
+      else
+        list.push_back(object.data[size_t(i)]);
     }
     return is_string ? Value::of(unicode::to_utf8(picked)) : Value::of(list);
   }
@@ -1389,6 +1574,14 @@ class Renderer {
     for (const auto& [k, v] : e.kwargs) a.keyword[k] = eval(*v);
     return a;
   }
+  // Refuses other argument counts (and keywords) than those handled, rather than ignore them.
+  void expect_args(const Args& a, size_t least, size_t most, const std::string& what,
+                   int line) const {
+    if (a.positional.size() < least || a.positional.size() > most || !a.keyword.empty())
+      fail(line, what + " takes " + std::to_string(least) +
+                     (most > least ? " to " + std::to_string(most) : "") +
+                     " positional argument(s) here");
+  }
   std::string string_arg(const Args& a, size_t i, const std::string& what, int line) const {
     if (i >= a.positional.size() || !a.positional[i].is_string())
       fail(line, what + " takes a string argument");
@@ -1398,13 +1591,25 @@ class Renderer {
   Value call(const Expr& e) {
     const Value callee = eval(*e.args[0]);
     if (callee.kind != Value::kCallable)
-      fail(e.line, callee.is_undefined() ? undefined_message(callee) : "a value that is no function is called");
+      fail(e.line, callee.is_undefined() ? undefined_message(callee)
+                                         : "a value that is no function is called");
     const Args a = arguments(e, 1);
     const std::string& f = callee.callable;
+    if (callee.self) {
+      static const std::map<std::string, std::pair<size_t, size_t>> counts = {
+          {"strip", {0, 1}},      {"lstrip", {0, 1}},  {"rstrip", {0, 1}}, {"startswith", {1, 1}},
+          {"endswith", {1, 1}},   {"upper", {0, 0}},   {"lower", {0, 0}},  {"title", {0, 0}},
+          {"capitalize", {0, 0}}, {"replace", {2, 2}}, {"split", {0, 1}},  {"get", {1, 2}},
+          {"items", {0, 0}},      {"keys", {0, 0}},    {"values", {0, 0}}};
+      const auto [least, most] = counts.at(f);
+      expect_args(a, least, most, "." + f, e.line);
+    }
     if (!callee.self) {
       if (f == "raise_exception")
-        fail(e.line, "the template raised: " + (a.positional.empty() ? "" : python_str(a.positional[0])));
+        fail(e.line,
+             "the template raised: " + (a.positional.empty() ? "" : python_str(a.positional[0])));
       if (f == "namespace") {
+        if (!a.positional.empty()) fail(e.line, "namespace takes keyword arguments only here");
         Value ns;
         ns.kind = Value::kNamespace;
         ns.attributes = std::make_shared<json>(json::object());
@@ -1414,16 +1619,19 @@ class Renderer {
       // range
       std::vector<int64_t> bounds;
       for (const Value& v : a.positional) {
-        if (v.kind != Value::kData || !v.data.is_number_integer()) fail(e.line, "range takes integers");
+        if (v.kind != Value::kData || !v.data.is_number_integer())
+          fail(e.line, "range takes integers");
         bounds.push_back(v.data.get<int64_t>());
       }
       if (bounds.empty() || bounds.size() > 3) fail(e.line, "range takes 1 to 3 arguments");
-      const int64_t start = bounds.size() > 1 ? bounds[0] : 0, stop = bounds.size() > 1 ? bounds[1] : bounds[0];
+      const int64_t start = bounds.size() > 1 ? bounds[0] : 0,
+                    stop = bounds.size() > 1 ? bounds[1] : bounds[0];
       const int64_t step = bounds.size() > 2 ? bounds[2] : 1;
       if (step == 0) fail(e.line, "range step cannot be zero");
-      if ((double(stop) - double(start)) / double(step) > kMaxItems) fail(e.line, "too long a range");
+      const double count = std::ceil((double(stop) - double(start)) / double(step));
+      if (count > kMaxRange) fail(e.line, "a range longer than 100000 (Jinja2's sandbox limit)");
       json list = json::array();
-      for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) list.push_back(i);
+      for (int64_t n = 0; n < int64_t(count); ++n) list.push_back(start + n * step);
       return Value::of(list);
     }
     const json& self = callee.self->data;
@@ -1435,9 +1643,12 @@ class Renderer {
       }
       json out = json::array();
       for (const auto& [k, v] : self.items()) {
-        if (f == "items") out.push_back(json::array({k, v}));
-        else if (f == "keys") out.push_back(k);
-        else out.push_back(v);
+        if (f == "items")
+          out.push_back(json::array({k, v}));
+        else if (f == "keys")
+          out.push_back(k);
+        else
+          out.push_back(v);
       }
       return Value::of(out);
     }
@@ -1448,21 +1659,28 @@ class Renderer {
         const std::u32string set = unicode::to_code_points(chars);
         std::u32string t = unicode::to_code_points(s);
         size_t begin = 0, end = t.size();
-        if (f != "rstrip") while (begin < end && set.find(t[begin]) != std::u32string::npos) ++begin;
-        if (f != "lstrip") while (end > begin && set.find(t[end - 1]) != std::u32string::npos) --end;
+        if (f != "rstrip")
+          while (begin < end && set.find(t[begin]) != std::u32string::npos) ++begin;
+        if (f != "lstrip")
+          while (end > begin && set.find(t[end - 1]) != std::u32string::npos) --end;
         return Value::of(unicode::to_utf8(t.substr(begin, end - begin)));
       }
       return Value::of(unicode::python_strip(s, f != "rstrip", f != "lstrip"));
     }
-    if (f == "startswith") return Value::of(s.rfind(string_arg(a, 0, ".startswith", e.line), 0) == 0);
+    if (f == "startswith")
+      return Value::of(s.rfind(string_arg(a, 0, ".startswith", e.line), 0) == 0);
     if (f == "endswith") {
       const std::string suffix = string_arg(a, 0, ".endswith", e.line);
-      return Value::of(s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0);
+      return Value::of(s.size() >= suffix.size() &&
+                       s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0);
     }
-    if (f == "upper" || f == "lower" || f == "title" || f == "capitalize") return Value::of(change_case(s, f, e.line));
+    if (f == "upper" || f == "lower" || f == "title" || f == "capitalize")
+      return Value::of(change_case(s, f, e.line));
     if (f == "replace") {
-      const std::string from = string_arg(a, 0, ".replace", e.line), to = string_arg(a, 1, ".replace", e.line);
-      return Value::of(replace_all(s, from, to));
+      const std::string from = string_arg(a, 0, ".replace", e.line),
+                        to = string_arg(a, 1, ".replace", e.line);
+      if (from.empty()) fail(e.line, ".replace of an empty text is not supported");
+      return Value::of(sized(replace_all(s, from, to), e.line));
     }
     // split
     json parts = json::array();
@@ -1497,6 +1715,20 @@ class Renderer {
     return s;
   }
 
+  // Jinja2's title filter: each piece after a run of whitespace, "-", "(", "{", "[" or "<"
+  // upper-cased at its first character and lower-cased after (ASCII; see change_case).
+  std::string jinja_title(const std::string& s, int line) const {
+    std::string out = change_case(s, "lower", line);
+    bool start = true;
+    for (char& c : out) {
+      const bool separator = std::isspace(static_cast<unsigned char>(c)) || c == '-' || c == '(' ||
+                             c == '{' || c == '[' || c == '<';
+      if (start && !separator) c = char(std::toupper(static_cast<unsigned char>(c)));
+      start = separator;
+    }
+    return out;
+  }
+
   // ASCII case changes; a non-ASCII letter is refused rather than left as Python would change it.
   std::string change_case(const std::string& s, const std::string& how, int line) const {
     std::string out = s;
@@ -1524,33 +1756,60 @@ class Renderer {
       return use_default ? (a.positional.empty() ? Value::of("") : a.positional[0]) : v;
     }
     if (f == "string") return Value::of(python_str(v));
-    if (f == "tojson") {
+    if (f == "tojson") {  // transformers' json.dumps(x, ensure_ascii=False, indent=indent)
       std::string out;
       int indent = -1;
-      if (!a.positional.empty() && a.positional[0].kind == Value::kData && a.positional[0].data.is_number_integer())
-        indent = int(a.positional[0].data.get<int64_t>());
-      if (a.keyword.count("indent") && a.keyword.at("indent").kind == Value::kData &&
-          a.keyword.at("indent").data.is_number_integer())
-        indent = int(a.keyword.at("indent").data.get<int64_t>());
+      if (!a.positional.empty() || a.keyword.size() > a.keyword.count("indent"))
+        fail(e.line, "tojson takes indent= alone here");
+      if (a.keyword.count("indent")) {
+        const Value& given = a.keyword.at("indent");
+        if (given.is_none()) {
+        } else if (given.kind == Value::kData && given.data.is_number_integer() &&
+                   given.data.get<int64_t>() >= 0 && given.data.get<int64_t>() <= 64) {
+          indent = int(given.data.get<int64_t>());
+        } else {
+          fail(e.line, "tojson's indent is a number from 0 to 64 here");
+        }
+      }
       python_json(to_json(v, e.line), indent, 0, out);
       return Value::of(out);
     }
     if (v.is_undefined()) fail(e.line, undefined_message(v) + " (filter " + f + ")");
+    static const std::map<std::string, std::pair<size_t, size_t>> counts = {
+        {"trim", {0, 0}},  {"length", {0, 0}}, {"count", {0, 0}},      {"upper", {0, 0}},
+        {"lower", {0, 0}}, {"title", {0, 0}},  {"capitalize", {0, 0}}, {"replace", {2, 2}},
+        {"join", {0, 1}},  {"list", {0, 0}},   {"first", {0, 0}},      {"last", {0, 0}},
+        {"items", {0, 0}}};
+    if (const auto count = counts.find(f); count != counts.end())
+      expect_args(a, count->second.first, count->second.second, f, e.line);
     if (f == "trim") {
       if (!v.is_string()) return Value::of(unicode::python_strip(python_str(v)));
       return Value::of(unicode::python_strip(v.data.get<std::string>()));
     }
     if (f == "length" || f == "count") {
-      if (v.is_string()) return Value::of(int64_t(unicode::to_code_points(v.data.get<std::string>()).size()));
-      if (v.kind == Value::kData && (v.data.is_array() || v.data.is_object())) return Value::of(int64_t(v.data.size()));
+      if (v.is_string())
+        return Value::of(int64_t(unicode::to_code_points(v.data.get<std::string>()).size()));
+      if (v.kind == Value::kData && (v.data.is_array() || v.data.is_object()))
+        return Value::of(int64_t(v.data.size()));
       fail(e.line, "length of a value that has none");
     }
-    if (f == "upper" || f == "lower" || f == "title" || f == "capitalize") return Value::of(change_case(python_str(v), f, e.line));
-    if (f == "replace") return Value::of(replace_all(python_str(v), string_arg(a, 0, "replace", e.line), string_arg(a, 1, "replace", e.line)));
+    if (f == "title") return Value::of(jinja_title(python_str(v), e.line));
+    if (f == "upper" || f == "lower" || f == "capitalize")
+      return Value::of(change_case(python_str(v), f, e.line));
+    if (f == "replace") {
+      const std::string from = string_arg(a, 0, "replace", e.line);
+      if (from.empty()) fail(e.line, "replace of an empty text is not supported");
+      return Value::of(
+          sized(replace_all(python_str(v), from, string_arg(a, 1, "replace", e.line)), e.line));
+    }
     if (f == "join") {
       std::string out, sep = a.positional.empty() ? "" : python_str(a.positional[0]);
       bool first = true;
-      for (const Value& x : iterate(v, e.line)) out += (first ? "" : sep) + python_str(x), first = false;
+      for (const Value& x : iterate(v, e.line)) {
+        out += (first ? "" : sep) + python_str(x);
+        first = false;
+        if (double(out.size()) > kMaxSize) fail(e.line, "too long a text");
+      }
       return Value::of(out);
     }
     if (f == "list") {
@@ -1564,14 +1823,17 @@ class Renderer {
       return f == "first" ? items.front() : items.back();
     }
     if (f == "items") {
-      if (v.kind != Value::kData || !v.data.is_object()) fail(e.line, "items of a value that is no dict");
+      if (v.kind != Value::kData || !v.data.is_object())
+        fail(e.line, "items of a value that is no dict");
       json out = json::array();
       for (const auto& [k, x] : v.data.items()) out.push_back(json::array({k, x}));
       return Value::of(out);
     }
-    if (f == "select" || f == "reject" || f == "selectattr" || f == "rejectattr") return select(f, v, a, e.line);
+    if (f == "select" || f == "reject" || f == "selectattr" || f == "rejectattr")
+      return select(f, v, a, e.line);
     if (f == "map") {
-      if (!a.keyword.count("attribute") || !a.keyword.at("attribute").is_string() || !a.positional.empty())
+      if (!a.keyword.count("attribute") || !a.keyword.at("attribute").is_string() ||
+          !a.positional.empty())
         fail(e.line, "map is supported with attribute= only");
       json out = json::array();
       for (const Value& item : iterate(v, e.line)) {
@@ -1581,15 +1843,49 @@ class Renderer {
       }
       return Value::of(out);
     }
-    if (f == "int") {
-      if (is_number(v)) return Value::of(int64_t(number(v)));
-      try {
-        return Value::of(int64_t(std::stoll(python_str(v))));
-      } catch (const std::exception&) {
-        return Value::of(int64_t(0));
-      }
+    if (f == "int") {  // Jinja2's: int(value), else int(float(value)), else 0
+      if (!a.positional.empty() || !a.keyword.empty()) fail(e.line, "int takes no arguments here");
+      if (v.kind != Value::kData) return Value::of(int64_t(0));
+      if (v.data.is_boolean()) return Value::of(int64_t(v.data.get<bool>()));
+      if (v.data.is_number_integer()) return v;
+      if (v.data.is_number()) return Value::of(truncated(v.data.get<double>(), e.line));
+      if (!v.data.is_string()) return Value::of(int64_t(0));
+      return Value::of(python_int(unicode::python_strip(v.data.get<std::string>()), e.line));
     }
     fail(e.line, "the filter '" + f + "' is not supported");
+  }
+
+  int64_t truncated(double d, int line) const {
+    if (std::isnan(d) || std::isinf(d)) return 0;  // int() raises, the filter's default
+    if (std::abs(d) >= 9.2e18) fail(line, "an integer beyond 64 bits");
+    return int64_t(d);
+  }
+
+  // Python's int(text) (a sign, digits, single underscores between them), else
+  // int(float(text)) for a decimal number, else 0.
+  int64_t python_int(const std::string& text, int line) const {
+    std::string digits;
+    size_t at = 0;
+    if (at < text.size() && (text[at] == '+' || text[at] == '-')) digits += text[at++];
+    bool plain = at < text.size();
+    for (size_t i = at; i < text.size() && plain; ++i) {
+      if (std::isdigit(static_cast<unsigned char>(text[i])))
+        digits += text[i];
+      else
+        plain = text[i] == '_' && i > at && i + 1 < text.size() && text[i - 1] != '_' &&
+                std::isdigit(static_cast<unsigned char>(text[i + 1]));
+    }
+    if (plain) {
+      int64_t value = 0;
+      const char* begin = digits.data() + (digits[0] == '+');
+      const auto [end, ec] = std::from_chars(begin, digits.data() + digits.size(), value);
+      if (ec != std::errc() || end != digits.data() + digits.size())
+        fail(line, "an integer beyond 64 bits");
+      return value;
+    }
+    static const std::regex decimal(R"([+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?)");
+    if (!std::regex_match(text, decimal)) return 0;
+    return truncated(std::strtod(text.c_str(), nullptr), line);
   }
 
   // --- tests
@@ -1599,18 +1895,22 @@ class Renderer {
     return apply_test(e.name, v, a.positional, e.line);
   }
 
-  bool apply_test(const std::string& t, const Value& v, const std::vector<Value>& args, int line) const {
+  bool apply_test(const std::string& t, const Value& v, const std::vector<Value>& args,
+                  int line) const {
     const bool data = v.kind == Value::kData;
     if (t == "defined" || t == "undefined") return v.is_undefined() == (t == "undefined");
     if (t == "none") return v.is_none();
-    if (t == "true" || t == "false") return data && v.data.is_boolean() && v.data.get<bool>() == (t == "true");
+    if (t == "true" || t == "false")
+      return data && v.data.is_boolean() && v.data.get<bool>() == (t == "true");
     if (t == "boolean") return data && v.data.is_boolean();
     if (t == "string") return v.is_string();
-    if (t == "number") return data && v.data.is_number() && !v.data.is_boolean();
+    if (t == "number") return data && (v.data.is_number() || v.data.is_boolean());  // bool is int
     if (t == "integer") return data && v.data.is_number_integer();
     if (t == "float") return data && v.data.is_number_float();
     if (t == "mapping") return (data && v.data.is_object()) || v.kind == Value::kNamespace;
-    if (t == "sequence" || t == "iterable") return data && (v.data.is_array() || v.data.is_string() || v.data.is_object());
+    if (t == "iterable" && v.is_undefined()) return true;  // Undefined iterates as empty
+    if (t == "sequence" || t == "iterable")
+      return data && (v.data.is_array() || v.data.is_string() || v.data.is_object());
     if (t == "callable") return v.kind == Value::kCallable;
     if (t == "equalto" || t == "eq" || t == "==" || t == "sameas" || t == "ne" || t == "!=") {
       if (args.empty()) fail(line, "the test '" + t + "' takes an argument");
@@ -1642,7 +1942,8 @@ class Renderer {
     size_t next = 0;
     std::string attribute;
     if (by_attribute) {
-      if (a.positional.empty() || !a.positional[0].is_string()) fail(line, f + " takes an attribute name");
+      if (a.positional.empty() || !a.positional[0].is_string())
+        fail(line, f + " takes an attribute name");
       attribute = a.positional[next++].data.get<std::string>();
     }
     std::string test_name;
@@ -1654,7 +1955,8 @@ class Renderer {
     json kept = json::array();
     for (const Value& item : iterate(v, line)) {
       const Value subject = by_attribute ? attribute_path(item, attribute, line) : item;
-      const bool passes = test_name.empty() ? truthy(subject) : apply_test(test_name, subject, test_args, line);
+      const bool passes =
+          test_name.empty() ? truthy(subject) : apply_test(test_name, subject, test_args, line);
       if (passes == keep) kept.push_back(to_json(item, line));
     }
     return Value::of(kept);
@@ -1666,11 +1968,12 @@ class Renderer {
     size_t from = 0;
     while (true) {
       const size_t dot = path.find('.', from);
-      const std::string part = path.substr(from, dot == std::string::npos ? std::string::npos : dot - from);
+      const std::string part =
+          path.substr(from, dot == std::string::npos ? std::string::npos : dot - from);
       int64_t index = 0;
       const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), index);
-      const bool numeric = !part.empty() && ec == std::errc() && end == part.data() + part.size() &&
-                           part[0] != '-';
+      const bool numeric =
+          !part.empty() && ec == std::errc() && end == part.data() + part.size() && part[0] != '-';
       if (v.is_undefined()) return v;
       v = numeric ? item_of(v, Value::of(index), line) : item_of(v, Value::of(part), line);
       if (dot == std::string::npos) return v;
@@ -1681,6 +1984,7 @@ class Renderer {
   std::string where_;
   std::vector<std::map<std::string, Value>> frames_;
   int line_ = 1;
+  int64_t steps_ = 0;
 };
 
 }  // namespace

@@ -94,13 +94,21 @@ const std::vector<std::string>& chat_template_names();
 // absent or null, "other" for a template of no known family. An InputError where the value is
 // no template (neither a text nor a list holding a "default" one).
 std::string detect_chat_template(const nlohmann::json& tokenizer_config);
-// The model's own chat template applied to one user message as transformers'
-// apply_chat_template(messages, add_generation_prompt=True) renders it (render_jinja: Jinja2
-// with transformers' settings; tools and documents None; the special tokens tokenizer_config
-// sets), less the tokenizer's BOS text at its start, which tokenizer.encode(text, true) adds:
-// transformers encodes the rendered text without adding special tokens. An InputError naming
-// `where` (the template's file and field) for a model without a template, a template outside render_jinja's subset or one that
-// raises, and a text that does not begin with the BOS the tokenizer adds.
+// A Sample::auto_chat_as value: the model's own template rendered as text and encoded with
+// special tokens, as a script calling apply_chat_template(tokenize=False) and then the
+// tokenizer does: the BOS it writes and the tokenizer's both (two on Llama-3).
+inline constexpr const char* kOwnTemplateAsText = "own_as_text";
+// The model's own chat template rendered for one user message as transformers'
+// apply_chat_template(messages, add_generation_prompt=True, tokenize=False) renders it
+// (render_jinja: Jinja2 with transformers' settings; tools and documents None; the special
+// tokens tokenizer_config sets). An InputError naming `where` (the template's file and field)
+// for a model without a template, or a template outside render_jinja's subset or that raises.
+std::string render_model_chat_template(const nlohmann::json& tokenizer_config,
+                                       const std::string& user_message, const std::string& where);
+// render_model_chat_template's text less the tokenizer's BOS at its start (its text before BOS,
+// as the built-in templates give theirs); an InputError also where it does not begin with that
+// BOS. Encoded back with the BOS written before it and no special tokens added, it is
+// apply_chat_template(..., tokenize=True)'s ids (the runner's encode_start).
 std::string apply_model_chat_template(const nlohmann::json& tokenizer_config,
                                       const Tokenizer& tokenizer, const std::string& user_message,
                                       const std::string& where);

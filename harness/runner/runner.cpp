@@ -168,9 +168,31 @@ struct CellTotals {
   }
 };
 
+// The id of tokenizer_config.json's eos_token (transformers' tokenizer.eos_token_id).
+int eos_token_id(const LlamaModel& model, const Sample& sample) {
+  const nlohmann::json& config = model.tokenizer_config;
+  const nlohmann::json token = config.is_object() ? config.value("eos_token", nlohmann::json())
+                                                  : nlohmann::json();
+  const nlohmann::json text = token.is_object() ? token.value("content", nlohmann::json()) : token;
+  if (!text.is_string())
+    throw InputError("sample " + sample.id + ": its reference stops at the tokenizer's "
+                     "eos_token, which " + model.source + "/tokenizer_config.json does not set");
+  const std::vector<int> ids = model.tokenizer->encode(text.get<std::string>(), false);
+  if (ids.size() != 1)
+    throw InputError(model.source + "/tokenizer_config.json: eos_token: not one token");
+  return ids[0];
+}
+
+}  // namespace
+
 std::vector<int> stop_ids(const LlamaModel& model, const Sample& sample) {
-  std::vector<int> ids = model.tokenizer->eos_ids();
-  for (int id : model.config.eos_token_ids) ids.push_back(id);
+  std::vector<int> ids;
+  if (sample.stops_at_eos_token_only) {
+    ids.push_back(eos_token_id(model, sample));
+  } else {
+    ids = model.tokenizer->eos_ids();
+    for (int id : model.config.eos_token_ids) ids.push_back(id);
+  }
   // LongBench's convention for extra stop texts: the last token of the text's encoding.
   for (const std::string& text : sample.stop_texts) {
     std::vector<int> encoded = model.tokenizer->encode(text, /*add_special=*/false);
@@ -179,20 +201,23 @@ std::vector<int> stop_ids(const LlamaModel& model, const Sample& sample) {
   return ids;
 }
 
-}  // namespace
-
 ChatTemplateChoice chat_template_choice(const LlamaModel& model, const Sample& sample) {
   if (sample.chat_template != "auto") return {.name = sample.chat_template};
   const std::string family = detect_chat_template(model.tokenizer_config);
   if (family == "none") return {.name = "none", .automatic = true, .family = family};
   const auto instead = sample.auto_chat_as.find(family);
   if (instead == sample.auto_chat_as.end()) return {.own = true, .automatic = true, .family = family};
+  if (instead->second == kOwnTemplateAsText)
+    return {.own = true, .as_text = true, .automatic = true, .family = family};
   return {.name = instead->second, .automatic = true, .family = family};
 }
 
 std::string prompt_text(const LlamaModel& model, const Sample& sample) {
   const ChatTemplateChoice choice = chat_template_choice(model, sample);
   if (!choice.applied()) return sample.prompt;
+  if (choice.as_text)
+    return render_model_chat_template(model.tokenizer_config, sample.prompt,
+                                      model.chat_template_file);
   if (choice.own)
     return apply_model_chat_template(model.tokenizer_config, *model.tokenizer, sample.prompt,
                                      model.chat_template_file);
@@ -212,8 +237,20 @@ size_t prompt_start(const std::string& text, const Sample& sample) {
   return at;
 }
 
+// A prompt text's start (prompt_text's, from its first byte) encoded: with the tokenizer's
+// special tokens, or under the model's own template as transformers' apply_chat_template
+// (tokenize=True) encodes its rendered text, the template's BOS (which prompt_text left to the
+// tokenizer) written before it and nothing added: a Metaspace "first" tokenizer then gives the
+// text's start no "▁" and add_eos_token appends no EOS, as there.
+std::vector<int> encode_start(const LlamaModel& model, const Sample& sample, const std::string& text) {
+  const ChatTemplateChoice choice = chat_template_choice(model, sample);
+  if (!choice.own || choice.as_text) return model.tokenizer->encode(text, /*add_special=*/true);
+  const std::string bos = model.tokenizer->decode(model.tokenizer->special_prefix(), false);
+  return model.tokenizer->encode(bos + text, /*add_special=*/false);
+}
+
 // The prompt's pieces (Sample::encoded_apart_at) encoded apart: the first with BOS (and the
-// template's prefix), the rest without (the last with the template's suffix).
+// template's prefix, encode_start), the rest without (the last with the template's suffix).
 std::vector<std::vector<int>> encoded_pieces(const LlamaModel& model, const Sample& sample) {
   const std::string text = prompt_text(model, sample);
   const size_t at = prompt_start(text, sample);
@@ -221,9 +258,11 @@ std::vector<std::vector<int>> encoded_pieces(const LlamaModel& model, const Samp
   for (size_t offset : sample.encoded_apart_at) cuts.push_back(at + offset);
   cuts.push_back(text.size());
   std::vector<std::vector<int>> pieces;
-  for (size_t i = 0; i + 1 < cuts.size(); ++i)
-    pieces.push_back(model.tokenizer->encode(text.substr(cuts[i], cuts[i + 1] - cuts[i]),
-                                             /*add_special=*/i == 0));
+  for (size_t i = 0; i + 1 < cuts.size(); ++i) {
+    const std::string piece = text.substr(cuts[i], cuts[i + 1] - cuts[i]);
+    pieces.push_back(i == 0 ? encode_start(model, sample, piece)
+                            : model.tokenizer->encode(piece, /*add_special=*/false));
+  }
   return pieces;
 }
 
@@ -248,7 +287,7 @@ std::vector<int> encode_prompt(const LlamaModel& model, const Sample& sample) {
     const std::vector<std::vector<int>> pieces = encoded_pieces(model, sample);
     return joined(pieces.begin(), pieces.end());
   }
-  return model.tokenizer->encode(prompt_text(model, sample), /*add_special=*/true);
+  return encode_start(model, sample, prompt_text(model, sample));
 }
 
 SplitPrompt split_prompt(const LlamaModel& model, const Sample& sample) {
@@ -270,9 +309,9 @@ SplitPrompt split_prompt(const LlamaModel& model, const Sample& sample) {
   }
   // The prompt is one text here (no tokens given, no pieces): encode_prompt's encoding of it.
   const std::string text = prompt_text(model, sample);
-  const std::vector<int> prompt = model.tokenizer->encode(text, /*add_special=*/true);
-  const std::vector<int> context = model.tokenizer->encode(
-      text.substr(0, prompt_start(text, sample) + sample.question_offset), /*add_special=*/true);
+  const std::vector<int> prompt = encode_start(model, sample, text);
+  const std::vector<int> context = encode_start(
+      model, sample, text.substr(0, prompt_start(text, sample) + sample.question_offset));
   size_t shared = 0;
   while (shared < context.size() && shared < prompt.size() && context[shared] == prompt[shared])
     ++shared;
@@ -295,7 +334,7 @@ SplitPrompt split_decoded_end(const LlamaModel& model, const Sample& sample) {
   std::vector<int> end = model.tokenizer->encode(text.substr(at), /*add_special=*/true);
   if (!end.empty()) end.erase(end.begin());
   return SplitPrompt{
-      .context = model.tokenizer->encode(text.substr(0, at), /*add_special=*/true),
+      .context = encode_start(model, sample, text.substr(0, at)),
       .question = std::move(end)};
 }
 
@@ -315,7 +354,8 @@ SampleOutcome answer(const Dataset& dataset, const Sample& sample, const LlamaMo
                      Session& session, const at::Tensor& logits, int max_new,
                      bool keep_in_cache) {
   std::vector<int> tokens =
-      session.generate_from(logits, max_new, stop_ids(model, sample), sample.min_new_tokens);
+      session.generate_from(logits, max_new, stop_ids(model, sample), sample.min_new_tokens,
+                            sample.unchecked_new_tokens);
   // generate_from feeds every token but the last when it stops at max_new.
   if (keep_in_cache && !tokens.empty() && int(tokens.size()) == max_new)
     session.decode(tokens.back());

@@ -67,11 +67,16 @@ struct ChatTemplateChoice {
   std::string name;    // the built-in template the prompt is wrapped in; "none": not wrapped;
                        // "" where `own`
   bool own = false;    // the model's own template (apply_model_chat_template)
+  bool as_text = false;  // own, rendered as text with the BOS it writes (kOwnTemplateAsText)
   bool automatic = false;  // the sample asked for "auto"
   std::string family;  // for "auto": the model's family (detect_chat_template), else ""
   bool applied() const { return own || name != "none"; }
 };
 ChatTemplateChoice chat_template_choice(const LlamaModel& model, const Sample& sample);
+// The ids generation stops at: the model's EOS ids (the tokenizer's, config.json's and
+// generation_config.json's), or tokenizer_config.json's eos_token alone where the sample says
+// so (an InputError where it sets none), and the last token of each of its stop_texts.
+std::vector<int> stop_ids(const LlamaModel& model, const Sample& sample);
 // A sample's prompt text as the model reads it: its chat template applied (before BOS); an
 // InputError where a built-in template's markers are no tokens of the model's tokenizer
 // (check_chat_template_tokens) or where the model's own does not render

@@ -579,7 +579,8 @@ TEST(CliList, MethodsDatasetsSuites) {
       EXPECT_TRUE(contains(r[1].out, "    fidelity: " + d->fidelity + "\n")) << d->name;
     }
   }
-  EXPECT_TRUE(contains(r[1].out, "    fidelity: chat_template reference (the default) is the model's own")) << r[1].out;
+  EXPECT_TRUE(contains(r[1].out, "    fidelity: chat_template reference (the default) wraps Llama-2"))
+      << r[1].out;
   const std::string niah = r[1].out.substr(r[1].out.find("niah_single_1  "));
   EXPECT_TRUE(contains(niah.substr(0, niah.find("\n", niah.find("required:"))),
                        "\"context_length\":4096"))

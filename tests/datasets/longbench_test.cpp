@@ -205,6 +205,65 @@ TEST(LongBenchLoader, ForkRunnersWrapAndStopAsTheirCode) {
   }
 }
 
+// AdaKV's pred.py: THUDM's prompts and cut, Llama-3-Instruct in its own template rendered as
+// text (apply_chat_template(tokenize=False), then the tokenizer: two BOS), every task stopped
+// at the tokenizer's eos_token alone; its 16 English tasks. The stops of the other scripts:
+// samsum's at the tokenizer's eos_token and "\n" (THUDM's, PQCache's), at every EOS id and
+// "\n" (KVCache-Factory's); Quest's every task at the eos_token, Quest's and ClusterKV's first
+// token not compared with the stops; Quest's and ClusterKV's chat forms.
+TEST(LongBenchLoader, AdakvsRunnerAndEachScriptsStopsAndForms) {
+  const std::string good = kFixtures + "/good";
+  auto sample = [&](const std::string& dataset, const std::string& script) {
+    return make_dataset("longbench", {{"dataset", dataset}, {"data_dir", good},
+                                      {"pred_script", script}})
+        ->samples(byte_tokenizer(), 0)[0];
+  };
+  const Sample ada = sample("hotpotqa", "adakv");
+  EXPECT_EQ(ada.chat_template, "auto");
+  EXPECT_EQ(ada.auto_chat_as, (std::map<std::string, std::string>{
+                                  {"llama2", "llama2_longbench"}, {"llama3", kOwnTemplateAsText},
+                                  {"llama3_1", kOwnTemplateAsText}, {"mistral", "none"}}));
+  EXPECT_TRUE(ada.stops_at_eos_token_only);
+  EXPECT_EQ(ada.min_new_tokens, 0);
+  EXPECT_EQ(ada.unchecked_new_tokens, 0);
+  EXPECT_EQ(ada.prompt, sample("hotpotqa", "longbench").prompt);
+  EXPECT_NE(error_of([&] {
+              make_dataset("longbench", {{"dataset", "dureader"}, {"data_dir", good},
+                                         {"pred_script", "adakv"}});
+            }).find("AdaKV's pred.py runs only narrativeqa"),
+            std::string::npos);
+  EXPECT_FALSE(sample("hotpotqa", "longbench").stops_at_eos_token_only);
+  for (const char* script : {"longbench", "pqcache", "adakv"}) {
+    const Sample samsum = sample("samsum", script);
+    EXPECT_TRUE(samsum.stops_at_eos_token_only) << script;
+    EXPECT_EQ(samsum.stop_texts, std::vector<std::string>{"\n"}) << script;
+  }
+  EXPECT_FALSE(sample("samsum", "kvcache-factory").stops_at_eos_token_only);
+  EXPECT_FALSE(sample("samsum", "kvcompress").stops_at_eos_token_only);
+  const Sample quest = sample("hotpotqa", "quest"), cluster = sample("hotpotqa", "clusterkv");
+  EXPECT_TRUE(quest.stops_at_eos_token_only);
+  EXPECT_EQ(quest.unchecked_new_tokens, 1);
+  EXPECT_FALSE(cluster.stops_at_eos_token_only);
+  EXPECT_EQ(cluster.unchecked_new_tokens, 1);
+  // Their build_chat forms: Quest's Llama-2 as [INST]p[/INST], the rest unwrapped; ClusterKV's
+  // GLM-4 and Llama-3 in their own templates as text (the prefix twice), the rest unwrapped.
+  EXPECT_EQ(quest.auto_chat_as, (std::map<std::string, std::string>{
+                                    {"llama2", "llama2_longbench"}, {"llama3", "none"},
+                                    {"llama3_1", "none"}, {"mistral", "none"}}));
+  EXPECT_EQ(cluster.auto_chat_as, (std::map<std::string, std::string>{
+                                      {"glm4", kOwnTemplateAsText}, {"llama2", "none"},
+                                      {"llama3", kOwnTemplateAsText},
+                                      {"llama3_1", kOwnTemplateAsText}, {"mistral", "none"}}));
+  // The cells whose stops changed are redone.
+  const DatasetInfo& info = dataset_registry().get("longbench", "test");
+  EXPECT_EQ(info.revision({{"dataset", "samsum"}, {"chat_template", "reference"}}), 2);
+  EXPECT_EQ(info.revision({{"dataset", "samsum"}, {"chat_template", "reference"},
+                           {"pred_script", "kvcache-factory"}}), 1);
+  EXPECT_EQ(info.revision({{"dataset", "hotpotqa"}, {"chat_template", "none"},
+                           {"pred_script", "quest"}}), 1);
+  EXPECT_EQ(info.revision({{"dataset", "hotpotqa"}, {"chat_template", "none"}}), 0);
+}
+
 TEST(LongBenchLoader, MiddleTruncationKeepsBothHalves) {
   auto d = make_dataset("longbench", {{"dataset", "hotpotqa"}, {"data_dir", kFixtures + "/good"},
                                       {"chat_template", "none"}, {"max_length", 64}});

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <chrono>
 #include <cmath>
 
@@ -138,6 +140,26 @@ TEST(Session, MinNewTokensMaskTheStopIdsAtFirst) {
   const std::vector<int> out = kept.generate_from(kept.prefill(prompt), 3, {greedy}, 1);
   ASSERT_FALSE(out.empty());
   EXPECT_EQ(out[0], second);
+}
+
+// unchecked: the first tokens are not compared with the stop ids, nor masked: a stop id
+// there is kept and generated on (Quest's decode loop).
+TEST(Session, UncheckedTokensKeepAStopIdAndGoOn) {
+  auto model = LlamaModel::from_reference("random-tiny");
+  auto method = full_method();
+  const std::vector<int> prompt = {1, 40, 41, 42, 43};
+  Session probe(*model, *method, SessionOptions{});
+  const int greedy = argmax_token(probe.prefill(prompt));
+  Session unchecked(*model, *method, SessionOptions{});
+  const std::vector<int> out =
+      unchecked.generate_from(unchecked.prefill(prompt), 3, {greedy}, /*min_new=*/0, /*unchecked=*/1);
+  ASSERT_FALSE(out.empty());
+  EXPECT_EQ(out[0], greedy);  // the stop id itself, kept
+  Session unstopped(*model, *method, SessionOptions{});
+  const std::vector<int> free_run = unstopped.generate(prompt, 3, {});
+  // Past the first token the stop id ends it again, wherever the free run emits it.
+  const auto again = std::find(free_run.begin() + 1, free_run.end(), greedy);
+  EXPECT_EQ(out, std::vector<int>(free_run.begin(), again));
 }
 
 TEST(Session, RejectsTokensOutsideTheVocabulary) {

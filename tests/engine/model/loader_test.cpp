@@ -9,6 +9,7 @@
 #include "engine/common/error.h"
 #include "engine/common/files.h"
 #include "engine/common/json_fields.h"
+#include "engine/model/checkpoint_fingerprint.h"
 #include "engine/model/llama_model.h"
 #include "engine/session.h"
 #include "engine/model/safetensors.h"
@@ -83,6 +84,23 @@ std::string config_name(const ::testing::TestParamInfo<ModelConfig>& info) {
 INSTANTIATE_TEST_SUITE_P(Configs, RoundTrip,
                          ::testing::Values(random_tiny_config(), qwen2_config(), untied_config()),
                          config_name);
+
+// chat_template.jinja replaces tokenizer_config.json's chat_template, as transformers reads it;
+// it changes the checkpoint's fingerprint only where present.
+TEST(LoadModel, ReadsChatTemplateJinjaAsTransformers) {
+  TempDir tmp;
+  const std::string dir = tmp.file("model");
+  save_model(*LlamaModel::random(random_tiny_config(), 7), dir);
+  const std::string before = checkpoint_fingerprint(dir);
+  auto plain = LlamaModel::load(dir, LoadOptions{.weights = false});
+  EXPECT_FALSE(plain->tokenizer_config.contains("chat_template"));
+  EXPECT_EQ(plain->chat_template_file, dir + "/tokenizer_config.json: chat_template");
+  std::ofstream(dir + "/chat_template.jinja") << "{{ bos_token }}[{{ messages[0].content }}]";
+  auto loaded = LlamaModel::load(dir, LoadOptions{.weights = false});
+  EXPECT_EQ(loaded->tokenizer_config["chat_template"], "{{ bos_token }}[{{ messages[0].content }}]");
+  EXPECT_EQ(loaded->chat_template_file, dir + "/chat_template.jinja");
+  EXPECT_NE(checkpoint_fingerprint(dir), before);
+}
 
 TEST(SaveModel, ThreeShardsLoadBackIdentically) {
   auto model = LlamaModel::random(untied_config(), 3);

@@ -15,7 +15,7 @@ namespace {
 using ojson = nlohmann::ordered_json;
 
 ojson variables(const ojson& messages) {
-  return {{"messages", messages}, {"tools", nullptr}, {"documents", nullptr},
+  return {{"messages", messages},          {"tools", nullptr},   {"documents", nullptr},
           {"add_generation_prompt", true}, {"bos_token", "<s>"}, {"eos_token", "</s>"}};
 }
 
@@ -114,7 +114,8 @@ TEST(Jinja, ExpressionsStatementsAndFiltersAsJinja) {
             "2/3 assistant: Hi |re|ereht iH\n"
             "3/3 last user: Aga|in|niagA\n"
             "n=3 3 -4 2 3.5 1024 3.0 1e+20 0.0001 1e-05 0.30000000000000004\n"
-            "[1, 'a', None, True, 2.5] {'k': \"it's\"} None |\xc3\xa9""AA\tmultipart\n"
+            "[1, 'a', None, True, 2.5] {'k': \"it's\"} None |\xc3\xa9"
+            "AA\tmultipart\n"
             "x3None True True True True True or and\n"
             "pad|a b|hi|l|r|['a', 'b', '', 'c'] ['a', 'b']\n"
             "True False bbXbb MIXED mixed Two Words Two words\n"
@@ -122,7 +123,8 @@ TEST(Jinja, ExpressionsStatementsAndFiltersAsJinja) {
             "True True True True True True True True\n"
             "[' Hello', 'Again'] [1, 3] ['b'] 2\n"
             "b=1;a=2; z0023 [2, 5] 2 user\n"
-            "3 captured 2 {{ not rendered }}{\"a\": [1, 2.0, \"\xc3\xa9""\"], \"b\": null} {\n"
+            "3 captured 2 {{ not rendered }}{\"a\": [1, 2.0, \"\xc3\xa9"
+            "\"], \"b\": null} {\n"
             "  \"a\": [\n"
             "    1,\n"
             "    {\n"
@@ -138,14 +140,50 @@ TEST(Jinja, AChatTemplateWithADefaultSystemMessage) {
   EXPECT_EQ(render(source, one_message()),
             "<s><sys>You are a test model.</sys><user>Hi</user><assistant>");
   EXPECT_EQ(render(source, four_messages()),
-            "<s><sys>Sys </sys><user>Hello</user><assistant>Hi there</assistant><user>Again</user><assistant>");
-  ojson two_users = ojson::array({{{"role", "user"}, {"content", "a"}}, {{"role", "user"}, {"content", "b"}}});
+            "<s><sys>Sys </sys><user>Hello</user><assistant>Hi "
+            "there</assistant><user>Again</user><assistant>");
+  ojson two_users =
+      ojson::array({{{"role", "user"}, {"content", "a"}}, {{"role", "user"}, {"content", "b"}}});
   try {
     render(source, two_users);
     ADD_FAILURE() << "raise_exception did not raise";
   } catch (const InputError& e) {
-    EXPECT_EQ(std::string(e.what()), "test.jinja: line 10: the template raised: roles must alternate");
+    EXPECT_EQ(std::string(e.what()),
+              "test.jinja: line 10: the template raised: roles must alternate");
   }
+}
+
+// Jinja2's scopes (each loop iteration, a loop's else, a set block), loop.previtem/nextitem,
+// raw blocks under trim_blocks and lstrip_blocks, "+#}", Python's bool as a number, Jinja2's
+// title and int filters, Unicode spaces at "-": each expected text is Jinja2's.
+TEST(Jinja, ScopesRawBlocksAndPythonValuesAsJinja) {
+  EXPECT_EQ(render("{% for m in messages if m.role == 'system' %}{% set sys = m.content %}"
+                   "{% else %}{% set sys = 'default' %}{% endfor %}<<{{ sys }}>>",
+                   one_message()),
+            "<<>>");
+  EXPECT_EQ(render("{% for i in range(2) %}{% if i == 0 %}{% set first = 'F' %}{% endif %}"
+                   "{{ first | default('-') }}{% endfor %}",
+                   one_message()),
+            "F-");
+  EXPECT_EQ(render("{% set y %}{% set x = 2 %}{% endset %}[{{ x }}]", one_message()), "[]");
+  EXPECT_EQ(render("{% for i in range(3) %}{{ loop.previtem | default('-') }}"
+                   "{{ loop.nextitem | default('-') }};{% endfor %}",
+                   one_message()),
+            "-1;02;1-;");
+  EXPECT_EQ(render("{% raw %}\n<tools>{% endraw %}|{% raw %}abc\n    {% endraw %}\nY|{# c +#}\nx",
+                   one_message()),
+            "\n<tools>|abc\nY|\nx");
+  EXPECT_EQ(render("{{ true == 1 }} {{ 1 in [true] }} {{ true is number }} "
+                   "{{ undefined_name is iterable }} {{ 1.0 == 1 }}",
+                   one_message()),
+            "True True True True True");
+  EXPECT_EQ(render("{{ \"hello's a1b-c(d\" | title }} {{ '12abc' | int }} {{ '1e3' | int }} "
+                   "{{ true | int }} {{ ' 1_000 ' | int }} {{ 2.9 | int }} {{ -7 % 3 }} "
+                   "{{ 7 % -3 }}",
+                   one_message()),
+            "Hello's A1b-C(D 0 1000 1 1000 2 2 -2");
+  EXPECT_EQ(render("a\xe3\x80\x80{{- 'b' }}\xe3\x80\x80{%- if true %}c{% endif %}", one_message()),
+            "abc");
 }
 
 // What the subset leaves out, and the template's own errors, are refused naming the line.
@@ -153,18 +191,23 @@ TEST(Jinja, UnsupportedSyntaxAndTemplateErrorsAreRefused) {
   EXPECT_EQ(error_of("a\n{% macro m() %}x{% endmacro %}"),
             "test.jinja: line 2: {% macro %} is not supported (kvbench renders chat templates with "
             "if, for, set, break, continue, raw and generation)");
-  EXPECT_EQ(error_of("{{ messages | batch(2) }}"), "test.jinja: line 1: the filter 'batch' is not supported");
+  EXPECT_EQ(error_of("{{ messages | batch(2) }}"),
+            "test.jinja: line 1: the filter 'batch' is not supported");
   EXPECT_EQ(error_of("{{ 1 is prime }}"), "test.jinja: line 1: the test 'prime' is not supported");
   // strftime_now is left undefined: a prompt must not change with the day.
-  EXPECT_EQ(error_of("{{ strftime_now('%d %b %Y') }}"), "test.jinja: line 1: 'strftime_now' is undefined");
-  EXPECT_EQ(render("{{ strftime_now('%Y') if strftime_now is defined else '26 Jul 2024' }}", one_message()),
+  EXPECT_EQ(error_of("{{ strftime_now('%d %b %Y') }}"),
+            "test.jinja: line 1: 'strftime_now' is undefined");
+  EXPECT_EQ(render("{{ strftime_now('%Y') if strftime_now is defined else '26 Jul 2024' }}",
+                   one_message()),
             "26 Jul 2024");
   EXPECT_EQ(error_of("{% for m in messages %}{{ m.missing.deeper }}{% endfor %}"),
             "test.jinja: line 1: 'missing' is undefined (reading .deeper)");
   EXPECT_EQ(error_of("{{ 'a' + 1 }}"), "test.jinja: line 1: unsupported operands for +: 'a' and 1");
-  EXPECT_EQ(error_of("{% if true %}open"), "test.jinja: line 1: expected {% endif %} before the template's end");
+  EXPECT_EQ(error_of("{% if true %}open"),
+            "test.jinja: line 1: expected {% endif %} before the template's end");
   EXPECT_EQ(error_of("{{ 'unclosed }}"), "test.jinja: line 1: a string is not closed");
-  EXPECT_EQ(error_of("{{ 99999999999999999999 }}"), "test.jinja: line 1: 99999999999999999999: kvbench's integers are 64-bit");
+  EXPECT_EQ(error_of("{{ 99999999999999999999 }}"),
+            "test.jinja: line 1: 99999999999999999999: kvbench's integers are 64-bit");
   EXPECT_EQ(error_of("{{ 2 ** 63 }}"), "test.jinja: line 1: an integer beyond 64 bits");
   EXPECT_EQ(error_of("{{ " + std::string(1000, '(') + "1" + std::string(1000, ')') + " }}"),
             "test.jinja: line 1: nested too deeply");
@@ -172,6 +215,27 @@ TEST(Jinja, UnsupportedSyntaxAndTemplateErrorsAreRefused) {
   for (int i = 0; i < 5000; ++i) chain += " + 1";
   EXPECT_EQ(error_of(chain + " }}"), "test.jinja: line 1: an expression nested too deeply");
   EXPECT_EQ(error_of("{% break %}"), "test.jinja: line 1: break or continue outside a loop");
+  // Arguments kvbench does not read are refused, not ignored.
+  EXPECT_EQ(error_of("{{ 'a b c'.split(' ', 1) }}"),
+            "test.jinja: line 1: .split takes 0 to 1 positional argument(s) here");
+  EXPECT_EQ(error_of("{{ 'x' | trim('x') }}"),
+            "test.jinja: line 1: trim takes 0 positional argument(s) here");
+  EXPECT_EQ(error_of("{{ messages | tojson(sort_keys=true) }}"),
+            "test.jinja: line 1: tojson takes indent= alone here");
+  // Jinja2's sandbox range limit, and what would run out of memory or time.
+  EXPECT_EQ(error_of("{% for i in range(100001) %}{% endfor %}"),
+            "test.jinja: line 1: a range longer than 100000 (Jinja2's sandbox limit)");
+  EXPECT_EQ(error_of("{% set ns = namespace(s='ab') %}{% for i in range(64) %}"
+                     "{% set ns.s = ns.s ~ ns.s %}{% endfor %}"),
+            "test.jinja: line 1: too long a text");
+  EXPECT_EQ(
+      error_of("{% for i in range(100000) %}{% for j in range(10) %}{% endfor %}{% endfor %}"),
+      "test.jinja: line 1: the template runs too long");
+  // What Python would print otherwise: a function, a character it escapes (U+200B).
+  EXPECT_EQ(error_of("{{ 'abc'.upper }}"),
+            "test.jinja: line 1: printing a function is not supported");
+  EXPECT_EQ(error_of("{{ ['\xe2\x80\x8b'] }}"),
+            "test.jinja: line 1: repr of a text holding U+200B is not supported");
 }
 
 // Every cut of a template either renders or is an InputError: no other exception, no crash.

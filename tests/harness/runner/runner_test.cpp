@@ -392,6 +392,69 @@ TEST(EncodePrompt, AChatTemplateMarkerThatIsNoTokenIsRefused) {
   EXPECT_NO_THROW(encode_prompt(*model, s));
 }
 
+// A sample that stops at the tokenizer's eos_token alone: that id and its stop texts', not the
+// model's other EOS ids; refused where tokenizer_config.json sets no eos_token.
+TEST(EncodePrompt, StopIdsAtTheEosTokenAloneWhereTheSampleSaysSo) {
+  auto model = LlamaModel::from_reference("kvbench-tiny");
+  model->config.eos_token_ids = {5};
+  Sample s;
+  s.id = "s";
+  s.stop_texts = {"\n"};
+  const int eos = model->tokenizer->encode("</s>", false).at(0);
+  const int newline = model->tokenizer->encode("\n", false).back();
+  std::vector<int> every = model->tokenizer->eos_ids();
+  every.insert(every.end(), {5, newline});
+  EXPECT_EQ(stop_ids(*model, s), every);
+  s.stops_at_eos_token_only = true;
+  EXPECT_EQ(stop_ids(*model, s), (std::vector<int>{eos, newline}));
+  model->tokenizer_config.erase("eos_token");
+  try {
+    stop_ids(*model, s);
+    ADD_FAILURE() << "no eos_token, yet stop ids";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("sample s: its reference stops at the tokenizer's "
+                                         "eos_token, which"), std::string::npos) << e.what();
+  }
+}
+
+// The model's own template's text is encoded as transformers' apply_chat_template(tokenize=True)
+// encodes it: as written, its BOS read from the text, nothing added (here no EOS, which this
+// tokenizer's add_eos_token would append to a text encoded with its special tokens).
+TEST(EncodePrompt, TheModelsOwnTemplateIsEncodedAsWrittenWithNothingAdded) {
+  auto model = LlamaModel::from_reference("kvbench-tiny");
+  json config = model->tokenizer_config;
+  config["add_eos_token"] = true;
+  model->tokenizer = Tokenizer::from_json(model->tokenizer_json, config, "kvbench-tiny");
+  model->tokenizer_config = config;
+  model->tokenizer_config["chat_template"] = "{{ bos_token }}[INST] {{ messages[0].content }} [/INST]";
+  Sample s;
+  s.prompt = "Hi";
+  s.chat_template = "auto";
+  const std::vector<int> ids = encode_prompt(*model, s);
+  EXPECT_EQ(ids, model->tokenizer->encode("<s>[INST] Hi [/INST]", /*add_special=*/false));
+  EXPECT_NE(ids.back(), model->tokenizer->eos_ids().front());
+  EXPECT_EQ(model->tokenizer->encode("[INST] Hi [/INST]", true).back(),
+            model->tokenizer->eos_ids().front());  // what encoding with special tokens adds
+}
+
+// "auto" with a family mapped to kOwnTemplateAsText: the model's own template as text, its
+// BOS kept, so that encoding adds another (AdaKV's pred.py on Llama-3).
+TEST(EncodePrompt, OwnTemplateAsTextKeepsTheBosItWrites) {
+  auto model = LlamaModel::from_reference("kvbench-tiny");
+  Sample s;
+  s.prompt = "Hi";
+  s.chat_template = "auto";
+  s.auto_chat_as = {{"mistral", kOwnTemplateAsText}};
+  model->tokenizer_config["chat_template"] = "{{ bos_token }}[INST] {{ messages[0].content }} [/INST]";
+  const std::vector<int> ids = encode_prompt(*model, s);
+  const int bos = model->tokenizer->bos_id();
+  ASSERT_GE(ids.size(), 2u);
+  EXPECT_EQ(ids[0], bos);
+  EXPECT_EQ(ids[1], bos);
+  EXPECT_EQ(ids, model->tokenizer->encode("<s>[INST] Hi [/INST]", true));
+  EXPECT_TRUE(chat_template_choice(*model, s).as_text);
+}
+
 // "auto": the model's own template rendered, unless the sample names a built-in form for the
 // model's family (or none); a model without a template: unwrapped.
 TEST(EncodePrompt, AutoRendersTheModelsOwnUnlessTheSampleNamesAFormForItsFamily) {
