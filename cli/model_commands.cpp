@@ -209,7 +209,6 @@ void add_model_commands(CLI::App& app, std::vector<Command>& out) {
     if (info.uses_budget) info.check_budget(config, o->budget, "--method " + o->method);
     configure_threads(o->threads);
     auto model = load_for_cli(o->model, o->compute, o->allow_unknown_config_keys);
-
     std::unique_ptr<Method> method = info.create(config);
     const ModelView view(*model, o->cache_dir);
     Session session(*model, *method, SessionOptions{.budget = o->budget, .model_view = &view,

@@ -97,7 +97,8 @@ std::string template_description(const LlamaModel& model, const Sample& sample) 
   if (!choice.automatic) return choice.name;
   if (choice.family == "none") return "auto: the model has no chat template";
   const std::string own = "auto: the model's own (" + choice.family + " family)";
-  if (choice.as_text) return own + ", rendered as text and encoded with its BOS again for this dataset";
+  if (choice.as_text)
+    return own + ", rendered as text and encoded with its BOS again for this dataset";
   if (choice.own) return own;
   return own + ", " + (choice.applied() ? "as " + choice.name : "left unwrapped") +
          " for this dataset";

@@ -9,7 +9,8 @@ namespace kvb {
 
 // "v1:<16 hex digits>": a hash of the files the loader reads in the model's folder, in a fixed
 // order: config.json, tokenizer.json, tokenizer_config.json and generation_config.json
-// (chat_template.jinja too where present) whole, then model.safetensors, or model.safetensors.index.json and each shard it names:
+// (chat_template.jinja too where present) whole, then model.safetensors, or
+// model.safetensors.index.json and each shard it names:
 // each file's name and size, a file up to 8 MiB whole, a larger one by its first MiB (the
 // safetensors header and the first tensors) and 256 blocks of 4 KiB spread evenly over it (a
 // retrained or fine-tuned checkpoint differs in all of them; one that changed a few small

@@ -242,8 +242,8 @@ at::Tensor read_lm_head(WeightReader& w, const ModelConfig& c, const at::Tensor&
   return c.tie_word_embeddings ? embed : head;
 }
 
-// transformers (since late 2024) saves a tokenizer's chat template to chat_template.jinja and, where
-// that file is present, reads it instead of tokenizer_config.json's chat_template.
+// transformers (since late 2024) saves a tokenizer's chat template to chat_template.jinja and,
+// where that file is present, reads it instead of tokenizer_config.json's chat_template.
 void read_chat_template_file(const std::string& dir, LlamaModel& model) {
   const std::string file = dir + "/chat_template.jinja";
   model.chat_template_file = dir + "/tokenizer_config.json: chat_template";

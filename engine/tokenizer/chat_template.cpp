@@ -34,14 +34,6 @@ std::string template_text(const nlohmann::json& value) {
   return "";
 }
 
-// A special token as tokenizer_config.json gives it: "text" or {"content": "text"}.
-std::optional<std::string> special_token(const nlohmann::json& value) {
-  if (value.is_string()) return value.get<std::string>();
-  if (value.is_object() && value.contains("content") && value["content"].is_string())
-    return value["content"].get<std::string>();
-  return std::nullopt;
-}
-
 // What transformers passes a chat template besides the messages: tools and documents (None)
 // and the tokenizer's special_tokens_map, the tokens that are set.
 nlohmann::ordered_json template_variables(const nlohmann::json& tokenizer_config,
@@ -55,13 +47,13 @@ nlohmann::ordered_json template_variables(const nlohmann::json& tokenizer_config
   for (const char* key : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token",
                           "cls_token", "mask_token"}) {
     if (!tokenizer_config.contains(key)) continue;
-    if (const auto token = special_token(tokenizer_config[key])) variables[key] = *token;
+    if (const auto token = special_token_text(tokenizer_config[key])) variables[key] = *token;
   }
   if (tokenizer_config.contains("additional_special_tokens") &&
       tokenizer_config["additional_special_tokens"].is_array()) {
     nlohmann::ordered_json tokens = nlohmann::ordered_json::array();
     for (const nlohmann::json& t : tokenizer_config["additional_special_tokens"])
-      if (const auto token = special_token(t)) tokens.push_back(*token);
+      if (const auto token = special_token_text(t)) tokens.push_back(*token);
     variables["additional_special_tokens"] = tokens;
   }
   return variables;
@@ -77,11 +69,19 @@ bool contains(const std::string& text, const char* marker) {
 std::string llama3_1_turn(const std::string& system, const std::string& user_message) {
   return "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December "
          "2023\nToday Date: 26 Jul 2024\n\n" + system +
-         "<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n" + unicode::python_strip(user_message) +
+         "<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n" +
+         unicode::python_strip(user_message) +
          "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n";
 }
 
 }  // namespace
+
+std::optional<std::string> special_token_text(const nlohmann::json& value) {
+  if (value.is_string()) return value.get<std::string>();
+  if (value.is_object() && value.contains("content") && value["content"].is_string())
+    return value["content"].get<std::string>();
+  return std::nullopt;
+}
 
 void check_chat_template_tokens(const std::string& template_name, const Tokenizer& tokenizer,
                                 const std::string& where) {
@@ -126,7 +126,8 @@ std::string apply_chat_template(const std::string& template_name, const std::str
   if (template_name == "llama3_pqcache") {
     return "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nYou are a helpful "
            "assistant.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n" +
-           unicode::python_strip(user_message) + "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n";
+           unicode::python_strip(user_message) +
+           "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n";
   }
   if (template_name == "llama3_1_pqcache")
     return "<|begin_of_text|>" + llama3_1_turn("You are a helpful assistant.", user_message);
@@ -206,9 +207,9 @@ std::string apply_model_chat_template(const nlohmann::json& tokenizer_config,
   if (prefix.empty()) return text;
   const std::string written = tokenizer.decode(prefix, /*skip_special=*/false);
   if (text.compare(0, written.size(), written) != 0)
-    throw InputError(where + ": the text it renders does not begin with " +
-                     written + ", which the tokenizer adds (transformers' apply_chat_template "
-                     "would feed none): name a template");
+    throw InputError(where + ": the text it renders does not begin with " + written +
+                     ", which the tokenizer adds (transformers' apply_chat_template would feed "
+                     "none): name a template");
   return text.substr(written.size());
 }
 

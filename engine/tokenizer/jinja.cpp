@@ -7,7 +7,6 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -25,10 +24,15 @@ namespace {
 // Python's dicts keep their keys' order, so the values here do too.
 using json = nlohmann::ordered_json;
 
+// The template's errors: "<where>: line N: what".
+[[noreturn]] void fail_at(const std::string& where, int line, const std::string& what) {
+  throw InputError(where + ": line " + std::to_string(line) + ": " + what);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Lexing
 
-enum class Tok { kName, kString, kInt, kFloat, kOp, kEnd };
+enum class Tok { kName, kString, kInt, kFloat, kOp };
 
 struct Token {
   Tok type;
@@ -103,8 +107,7 @@ class Lexer {
       const std::string close = kind == '{' ? "}}" : "%}";
       strip_next = read_tokens(close, piece.tokens);
       if (kind == '%' && is_raw(piece)) {  // {% raw %} keeps the newline after it
-        add_text(out, read_raw(line, strip_next));
-        strip_next = false;
+        add_text(out, read_raw(line, strip_next, &strip_next));
         continue;
       }
       if (kind == '%' && !strip_next && !plus_before_close_) trim_block_newline();
@@ -114,9 +117,7 @@ class Lexer {
   }
 
  private:
-  [[noreturn]] void fail(int line, const std::string& what) const {
-    throw InputError(where_ + ": line " + std::to_string(line) + ": " + what);
-  }
+  [[noreturn]] void fail(int line, const std::string& what) const { fail_at(where_, line, what); }
   int line_at(size_t at) const {
     return 1 + int(std::count(src_.begin(), src_.begin() + long(at), '\n'));
   }
@@ -153,8 +154,8 @@ class Lexer {
     return p.tokens.size() == 1 && p.tokens[0].type == Tok::kName && p.tokens[0].text == "raw";
   }
 
-  // {% raw %}...{% endraw %}: the text between, untouched.
-  std::string read_raw(int line, bool strip_front) {
+  // {% raw %}...{% endraw %}: the text between, untouched; *strip_after: its end tag's "-%}".
+  std::string read_raw(int line, bool strip_front, bool* strip_after) {
     for (size_t at = src_.find("{%", pos_); at != std::string::npos; at = src_.find("{%", at + 2)) {
       size_t name = at + 2;
       if (name < src_.size() && (src_[name] == '-' || src_[name] == '+')) ++name;
@@ -169,14 +170,8 @@ class Lexer {
       }
       pos_ = name + 6;
       std::vector<Token> rest;
-      if (read_tokens("%}", rest)) {  // "-%}": the text after it loses its front space
-        for (char32_t c; pos_ < src_.size(); pos_ += unicode::decode_utf8(src_, pos_, &c)) {
-          unicode::decode_utf8(src_, pos_, &c);
-          if (!unicode::is_python_space(c)) break;
-        }
-      } else if (!plus_before_close_) {
-        trim_block_newline();
-      }
+      *strip_after = read_tokens("%}", rest);
+      if (!*strip_after && !plus_before_close_) trim_block_newline();
       return text;
     }
     fail(line, "{% raw %} is not closed");
@@ -450,9 +445,7 @@ class Parser {
   }
 
  private:
-  [[noreturn]] void fail(int line, const std::string& what) const {
-    throw InputError(where_ + ": line " + std::to_string(line) + ": " + what);
-  }
+  [[noreturn]] void fail(int line, const std::string& what) const { fail_at(where_, line, what); }
 
   // Nodes up to a statement named in `ends` (its name in *end, its piece consumed); at the
   // source's end when `ends` is empty.
@@ -512,16 +505,13 @@ class Parser {
         n->branches.push_back({condition, body});
         if (end == "elif") {
           condition = expression();
-          expect_end();
-          ++at_;
+          close_tag();
           continue;
         }
-        expect_end();
-        ++at_;
+        close_tag();
         if (end == "else") {
           n->else_body = parse_body({"endif"}, &end);
-          expect_end();
-          ++at_;
+          close_tag();
         }
         break;
       }
@@ -536,12 +526,10 @@ class Parser {
       if (skip_name("recursive")) fail(line, "recursive loops are not supported");
       expect_end();
       n->body = parse_body({"else", "endfor"}, &end);
-      expect_end();
-      ++at_;
+      close_tag();
       if (end == "else") {
         n->else_body = parse_body({"endfor"}, &end);
-        expect_end();
-        ++at_;
+        close_tag();
       }
     } else if (name == "set") {
       n->targets.push_back(expect_name());
@@ -560,8 +548,7 @@ class Parser {
         n->kind = Node::kSetBlock;
         expect_end();
         n->body = parse_body({"endset"}, &end);
-        expect_end();
-        ++at_;
+        close_tag();
       }
     } else if (name == "break" || name == "continue") {
       n->kind = name == "break" ? Node::kBreak : Node::kContinue;
@@ -570,8 +557,7 @@ class Parser {
       n->kind = Node::kGeneration;
       expect_end();
       n->body = parse_body({"endgeneration"}, &end);
-      expect_end();
-      ++at_;
+      close_tag();
     } else {
       fail(line, "{% " + name +
                      " %} is not supported (kvbench renders chat templates with "
@@ -611,6 +597,11 @@ class Parser {
   }
   void expect_end() {
     if (peek()) fail(line_, "unexpected '" + peek()->text + "'");
+  }
+  // The end tag parse_body stopped at, read whole, and the pieces after it next.
+  void close_tag() {
+    expect_end();
+    ++at_;
   }
   std::string found() const {
     return peek() ? ", found '" + peek()->text + "'" : ", found the tag's end";
@@ -1027,19 +1018,19 @@ void python_json(const json& j, int indent, int depth, std::string& out) {
     }
     out += j.is_array() ? "[" : "{";
     bool first = true;
-    auto item = [&](const json& value) {
+    auto next_item = [&] {
       if (!first) out += item_sep;
       first = false;
       newline(depth + 1);
-      python_json(value, indent, depth + 1, out);
     };
     if (j.is_array()) {
-      for (const json& e : j) item(e);
+      for (const json& e : j) {
+        next_item();
+        python_json(e, indent, depth + 1, out);
+      }
     } else {
       for (const auto& [k, v] : j.items()) {
-        if (!first) out += item_sep;
-        first = false;
-        newline(depth + 1);
+        next_item();
         out += json(k).dump(-1, ' ', false, json::error_handler_t::replace) + ": ";
         python_json(v, indent, depth + 1, out);
       }
@@ -1083,9 +1074,7 @@ class Renderer {
   }
 
  private:
-  [[noreturn]] void fail(int line, const std::string& what) const {
-    throw InputError(where_ + ": line " + std::to_string(line) + ": " + what);
-  }
+  [[noreturn]] void fail(int line, const std::string& what) const { fail_at(where_, line, what); }
 
   std::string sized(std::string text, int line) const {
     if (double(text.size()) > kMaxSize) fail(line, "too long a text");
@@ -1478,15 +1467,26 @@ class Renderer {
     return Value::undefined(name);
   }
 
+  // The str and dict methods kvbench calls, with the positional arguments each takes here.
+  struct MethodInfo {
+    bool on_string;  // else on a dict
+    size_t least, most;
+  };
+  static const std::map<std::string, MethodInfo>& methods() {
+    static const std::map<std::string, MethodInfo> table = {
+        {"strip", {true, 0, 1}},    {"lstrip", {true, 0, 1}},   {"rstrip", {true, 0, 1}},
+        {"startswith", {true, 1, 1}}, {"endswith", {true, 1, 1}}, {"upper", {true, 0, 0}},
+        {"lower", {true, 0, 0}},    {"title", {true, 0, 0}},    {"capitalize", {true, 0, 0}},
+        {"replace", {true, 2, 2}},  {"split", {true, 0, 1}},    {"get", {false, 1, 2}},
+        {"items", {false, 0, 0}},   {"keys", {false, 0, 0}},    {"values", {false, 0, 0}}};
+    return table;
+  }
+
   static Value method(const Value& object, const std::string& name) {
-    static const std::vector<std::string> string_methods = {
-        "strip", "lstrip", "rstrip",  "startswith", "endswith",  "upper",
-        "lower", "split",  "replace", "title",      "capitalize"};
-    static const std::vector<std::string> dict_methods = {"items", "keys", "values", "get"};
-    const auto& names = object.data.is_string()   ? string_methods
-                        : object.data.is_object() ? dict_methods
-                                                  : std::vector<std::string>{};
-    if (std::find(names.begin(), names.end(), name) == names.end()) return Value::undefined(name);
+    const auto known = methods().find(name);
+    if (known == methods().end() ||
+        !(known->second.on_string ? object.data.is_string() : object.data.is_object()))
+      return Value::undefined(name);
     Value m;
     m.kind = Value::kCallable;
     m.callable = name;
@@ -1596,13 +1596,8 @@ class Renderer {
     const Args a = arguments(e, 1);
     const std::string& f = callee.callable;
     if (callee.self) {
-      static const std::map<std::string, std::pair<size_t, size_t>> counts = {
-          {"strip", {0, 1}},      {"lstrip", {0, 1}},  {"rstrip", {0, 1}}, {"startswith", {1, 1}},
-          {"endswith", {1, 1}},   {"upper", {0, 0}},   {"lower", {0, 0}},  {"title", {0, 0}},
-          {"capitalize", {0, 0}}, {"replace", {2, 2}}, {"split", {0, 1}},  {"get", {1, 2}},
-          {"items", {0, 0}},      {"keys", {0, 0}},    {"values", {0, 0}}};
-      const auto [least, most] = counts.at(f);
-      expect_args(a, least, most, "." + f, e.line);
+      const MethodInfo& info = methods().at(f);
+      expect_args(a, info.least, info.most, "." + f, e.line);
     }
     if (!callee.self) {
       if (f == "raise_exception")

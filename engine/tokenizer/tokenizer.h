@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -94,6 +95,9 @@ const std::vector<std::string>& chat_template_names();
 // absent or null, "other" for a template of no known family. An InputError where the value is
 // no template (neither a text nor a list holding a "default" one).
 std::string detect_chat_template(const nlohmann::json& tokenizer_config);
+// A special token's text as tokenizer_config.json gives it ("text" or {"content": "text"});
+// none for any other value.
+std::optional<std::string> special_token_text(const nlohmann::json& value);
 // A Sample::auto_chat_as value: the model's own template rendered as text and encoded with
 // special tokens, as a script calling apply_chat_template(tokenize=False) and then the
 // tokenizer does: the BOS it writes and the tokenizer's both (two on Llama-3).

@@ -170,14 +170,12 @@ struct CellTotals {
 
 // The id of tokenizer_config.json's eos_token (transformers' tokenizer.eos_token_id).
 int eos_token_id(const LlamaModel& model, const Sample& sample) {
-  const nlohmann::json& config = model.tokenizer_config;
-  const nlohmann::json token = config.is_object() ? config.value("eos_token", nlohmann::json())
-                                                  : nlohmann::json();
-  const nlohmann::json text = token.is_object() ? token.value("content", nlohmann::json()) : token;
-  if (!text.is_string())
+  const std::optional<std::string> text =
+      special_token_text(model.tokenizer_config.value("eos_token", nlohmann::json()));
+  if (!text)
     throw InputError("sample " + sample.id + ": its reference stops at the tokenizer's "
                      "eos_token, which " + model.source + "/tokenizer_config.json does not set");
-  const std::vector<int> ids = model.tokenizer->encode(text.get<std::string>(), false);
+  const std::vector<int> ids = model.tokenizer->encode(*text, /*add_special=*/false);
   if (ids.size() != 1)
     throw InputError(model.source + "/tokenizer_config.json: eos_token: not one token");
   return ids[0];
@@ -206,7 +204,8 @@ ChatTemplateChoice chat_template_choice(const LlamaModel& model, const Sample& s
   const std::string family = detect_chat_template(model.tokenizer_config);
   if (family == "none") return {.name = "none", .automatic = true, .family = family};
   const auto instead = sample.auto_chat_as.find(family);
-  if (instead == sample.auto_chat_as.end()) return {.own = true, .automatic = true, .family = family};
+  if (instead == sample.auto_chat_as.end())
+    return {.own = true, .automatic = true, .family = family};
   if (instead->second == kOwnTemplateAsText)
     return {.own = true, .as_text = true, .automatic = true, .family = family};
   return {.name = instead->second, .automatic = true, .family = family};
@@ -242,7 +241,8 @@ size_t prompt_start(const std::string& text, const Sample& sample) {
 // (tokenize=True) encodes its rendered text, the template's BOS (which prompt_text left to the
 // tokenizer) written before it and nothing added: a Metaspace "first" tokenizer then gives the
 // text's start no "▁" and add_eos_token appends no EOS, as there.
-std::vector<int> encode_start(const LlamaModel& model, const Sample& sample, const std::string& text) {
+std::vector<int> encode_start(const LlamaModel& model, const Sample& sample,
+                              const std::string& text) {
   const ChatTemplateChoice choice = chat_template_choice(model, sample);
   if (!choice.own || choice.as_text) return model.tokenizer->encode(text, /*add_special=*/true);
   const std::string bos = model.tokenizer->decode(model.tokenizer->special_prefix(), false);

@@ -2,7 +2,8 @@
 // fixed, valid tokenizer.json (KVBENCH_FUZZ_TOKENIZER_JSON, set by ci/fuzz.sh to
 // stories260K's). Tokenizer::from_json and detect_chat_template must return or throw
 // kvb::InputError; an accepted pair must encode (BOS as configured), render its chat template
-// (render_jinja's parser and renderer on any text), and decode without crashing. Run with ci/fuzz.sh.
+// (render_jinja's parser and renderer on any text), and decode without crashing. Run with
+// ci/fuzz.sh.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>

@@ -108,8 +108,7 @@ tail {{- "  " -}}   x
 }
 
 TEST(Jinja, ExpressionsStatementsAndFiltersAsJinja) {
-  const std::string source = kExpressionsTemplate;
-  EXPECT_EQ(render(source, four_messages()),
+  EXPECT_EQ(render(kExpressionsTemplate, four_messages()),
             "1/3 first user:  He|lo|olleH \n"
             "2/3 assistant: Hi |re|ereht iH\n"
             "3/3 last user: Aga|in|niagA\n"
@@ -136,7 +135,7 @@ TEST(Jinja, ExpressionsStatementsAndFiltersAsJinja) {
 }
 
 TEST(Jinja, AChatTemplateWithADefaultSystemMessage) {
-  const std::string source = kSystemMessageTemplate;
+  const std::string source = kSystemMessageTemplate;  // rendered three times
   EXPECT_EQ(render(source, one_message()),
             "<s><sys>You are a test model.</sys><user>Hi</user><assistant>");
   EXPECT_EQ(render(source, four_messages()),
