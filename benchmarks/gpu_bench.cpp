@@ -48,9 +48,9 @@
 //                                   gpu_cosine_assign_block/<n>/24/1
 //   gpu_cosine_assign_block/<n>/<log2 block>/<bf16>
 //                                   the same assignments (bf16: 1) in chunks of keys whose
-//                                   similarities hold at most 2^block elements (24: the
-//                                   default, kAssignBlockElements; 26, 28: 4 and 16 times
-//                                   fewer chunks); counter chunks
+//                                   similarities hold at most 2^block elements (26: the
+//                                   default, kAssignBlockElements, since 2026-11-30; 24 and
+//                                   28: 4 times more and fewer chunks); counter chunks
 //   gpu_centroid_update/<n>         the mean update of the same clusters (the kernel)
 //   gpu_kmeans/<n>                  a whole prefill clustering of one layer (cosine_kmeans, at
 //                                   most 20 Lloyd steps, ClusterKV's default); counter steps
