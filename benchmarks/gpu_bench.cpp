@@ -8,6 +8,9 @@
 //   gpu_decode_splits/<n>/<splits>  the kernel over every row with a given number of splits
 //                                   (the raw kernel, not the glue's choice; counter `chosen`:
 //                                   the count decode_attention_splits picks, one full wave)
+//   gpu_decode_registers/<n>/<cap>  the same in its one-wave count, as compiled (0: 3 blocks an
+//                                   SM) or capped at 128 registers (1: 4 blocks; kvbench_cuda.h
+//                                   DecodeRegisters)
 //   gpu_sdpa/<n>                    ATen's scaled_dot_product_attention on the same shapes: one
 //                                   decode query per head, 32 over 8 KV heads (enable_gqa, so
 //                                   K/V are read unrepeated; PyTorch >= 2.5)
@@ -235,33 +238,55 @@ void BM_gpu_decode_sparse(benchmark::State& state) {
 BENCHMARK(BM_gpu_decode_sparse)->Args({32768, 1024})->Args({131072, 1024})->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 
-// Whether the split count the glue picks is the fastest: the same dense call with other counts.
-void BM_gpu_decode_splits(benchmark::State& state) {
+// The raw kernel (not the glue) over every row of n tokens in `splits` splits (0: the count
+// decode_attention_splits picks for `registers`, one full wave; counter `chosen`: that count).
+void raw_decode(benchmark::State& state, int64_t n, int64_t splits,
+                cuda::DecodeRegisters registers) {
   if (!at::cuda::is_available()) return state.SkipWithError("skipped: no GPU");
-  const int64_t n = state.range(0), splits = state.range(1), g = kHq / kHkv;
+  const int64_t g = kHq / kHkv;
   const Pool pool = make_pool(n);
   const std::pair<at::Tensor, at::Tensor> selection = pages_of_heads(n, n / 16);
   const at::Tensor& indptr = selection.first;  // [Hkv + 1]
   const at::Tensor& rows = selection.second;   // [Hkv * n]
   at::Tensor out = at::empty_like(pool.q);     // [Hq, d]
+  const auto bf16 = kernels::KvElement::kBF16;
+  const int64_t chosen = cuda::decode_attention_splits(bf16, pool.k.data_ptr(), pool.v.data_ptr(),
+                                                       kHkv, g, kD, n, registers);
+  if (splits == 0) splits = chosen;
   at::Tensor workspace =
       at::empty({cuda::decode_attention_workspace_floats(kHkv, g, kD, splits)},
                 pool.q.options().dtype(at::kFloat));
-  const auto bf16 = kernels::KvElement::kBF16;
   time_with_events(state, [&] {
     cuda::sparse_decode_attention(pool.q.data_ptr(), bf16, pool.k.data_ptr(), pool.v.data_ptr(),
                                   bf16, indptr.data_ptr<int64_t>(), rows.data_ptr<int64_t>(),
                                   /*row_list_stride=*/0, out.data_ptr(), /*probs=*/nullptr, kHkv,
                                   g, kD, float(1.0 / std::sqrt(double(kD))), splits,
                                   workspace.data_ptr<float>(),
-                                  at::cuda::getCurrentCUDAStream().stream());
+                                  at::cuda::getCurrentCUDAStream().stream(), registers);
   });
-  state.counters["chosen"] = double(cuda::decode_attention_splits(
-      bf16, pool.k.data_ptr(), pool.v.data_ptr(), kHkv, g, kD, n));
+  state.counters["chosen"] = double(chosen);
   set_bytes(state, decode_bytes(n));
+}
+
+// Whether the split count the glue picks is the fastest: the same dense call with other counts.
+void BM_gpu_decode_splits(benchmark::State& state) {
+  raw_decode(state, state.range(0), state.range(1), cuda::DecodeRegisters::kAsCompiled);
 }
 BENCHMARK(BM_gpu_decode_splits)
     ->ArgsProduct({{32768}, {16, 33, 49, 66, 99, 132, 264}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+
+// The dense call as compiled (0) or capped at 128 registers for 4 blocks an SM (1), each in
+// its own one-wave split count: whether occupancy is what bounds the kernel (on an H200 it
+// read 2.1-2.5 TB/s where SDPA read 3.2-4.1, the same time as on an H100).
+void BM_gpu_decode_registers(benchmark::State& state) {
+  raw_decode(state, state.range(0), 0,
+             state.range(1) ? cuda::DecodeRegisters::kFourBlocksPerSm
+                            : cuda::DecodeRegisters::kAsCompiled);
+}
+BENCHMARK(BM_gpu_decode_registers)
+    ->ArgsProduct({{32768, 131072}, {0, 1}})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 

@@ -7,6 +7,9 @@ from the same run, as the targets ask):
   the same at 128k:                                                         >= 10x faster
   the split count the glue chooses (gpu_decode_splits' `chosen`) vs the fastest one tried.
 
+Then the dense kernel as compiled against capped at 128 registers (gpu_decode_registers), not
+a target: whether more resident blocks close its gap to SDPA.
+
 Times are the device's (kvbench_bench holds the stream while the host queues a call, so launch
 costs on the host are not counted; counter `held`); the same ratios of the calls as called, the
 host's launches included (counter `with_host_us`), follow the targets, for comparison.
@@ -91,6 +94,27 @@ def with_host_table(benchmarks):
         a, b = t(num), t(den)
         lines.append(f"| {what} | absent |" if a is None or b is None or b <= 0
                      else f"| {what} | {a / b:.2f}x ({a:.1f} / {b:.1f} us) |")
+    return "\n".join(lines)
+
+
+def registers_table(benchmarks, times):
+    """The decode kernel as compiled against capped at 128 registers (gpu_decode_registers: 3
+    or 4 blocks an SM, each in its one-wave split count), and the capped one against SDPA: the
+    experiment that says whether occupancy is what keeps the dense kernel from SDPA's rate."""
+    lines = ["| decode kernel, every row (one wave) | as compiled | capped at 128 registers | "
+             "capped / as compiled | capped / SDPA |", "|---|---|---|---|---|"]
+    for n, label in ((32768, "32k"), (131072, "128k")):
+        runs = [f"BM_gpu_decode_registers/{n}/{cap}" for cap in (0, 1)]
+        compiled, capped = (find(times, r) for r in runs)
+        sdpa = find(times, f"BM_gpu_sdpa/{n}")
+        if compiled is None or capped is None:
+            lines.append(f"| {label} | absent | absent | - | - |")
+            continue
+        splits = [counter_us(benchmarks, r, "chosen") for r in runs]
+        cells = [f"{t:.1f} us ({s:.0f} splits)" if s is not None else f"{t:.1f} us"
+                 for t, s in zip((compiled, capped), splits)]
+        vs_sdpa = f"{capped / sdpa:.2f}x" if sdpa else "absent"
+        lines.append(f"| {label} | {cells[0]} | {cells[1]} | {capped / compiled:.2f}x | {vs_sdpa} |")
     return "\n".join(lines)
 
 
@@ -204,6 +228,8 @@ def main(argv):
         print(ratio_row(f"dense / sparse B=1024, {label}", find(times, f"BM_gpu_decode_all/{n}"),
                         find(times, f"BM_gpu_decode_sparse/{n}/1024"), limit, at_most=False))
     print(splits_row(benchmarks, times))
+    print()
+    print(registers_table(benchmarks, times))
     print()
     print(with_host_table(benchmarks))
     print()

@@ -150,9 +150,11 @@ static_assert(size_t(kWarps) * kMaxGroup * 32 * kMaxChannelsPerLane * sizeof(flo
 // the block waits on another lane. Where the loads went to registers (2026-11-27 and before),
 // a warp waited for its loads before computing them and had nothing in flight while it
 // computed; its 166 registers (Llama's shape) left 3 blocks an SM, and the kernel read 1.7-2.1
-// TB/s of the H100's 3.
-template <typename T, int LPR, int G>
-__global__ void vector_split_kernel(const void* __restrict__ q, kernels::KvElement q_type,
+// TB/s of the H100's 3. kMinBlocks: the blocks an SM must hold (__launch_bounds__; 1: as many
+// registers as ptxas wants, 158 for Llama's shape on sm_90, so 3 blocks; DecodeRegisters).
+template <typename T, int LPR, int G, int kMinBlocks>
+__global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
+    vector_split_kernel(const void* __restrict__ q, kernels::KvElement q_type,
                                     const T* __restrict__ k_pool,
                                     const T* __restrict__ v_pool,
                                     const int64_t* __restrict__ indptr,
@@ -376,6 +378,7 @@ struct Call {
   int64_t splits;
   float* workspace;
   cudaStream_t stream;
+  DecodeRegisters registers = DecodeRegisters::kAsCompiled;
 };
 
 // The workspace's partials: acc [units, splits, g, d], then (m, l) [units, splits, g, 2].
@@ -458,24 +461,31 @@ struct Scalar {
     return 0;
   }
 };
+template <typename T, int LPR, int G, int kMinBlocks>
+int vector_act(const Call& c, Pass1 what) {
+  // Its ring is 48 KiB, beyond the default limit with the static arrays: opted in once on
+  // each device (before its occupancy is asked).
+  static PerDevice opted_in, blocks;
+  once_per_device(opted_in, [] {
+    return allow_shared(vector_split_kernel<T, LPR, G, kMinBlocks>, kVectorSharedBytes) ? 1 : 0;
+  });
+  if (what == Pass1::kBlocksPerSm)
+    return once_per_device(blocks, [] {
+      return blocks_per_sm(vector_split_kernel<T, LPR, G, kMinBlocks>, kVectorSharedBytes);
+    });
+  vector_split_kernel<T, LPR, G, kMinBlocks>
+      <<<dim3(unsigned(c.splits), unsigned(c.units)), kWarps * 32, kVectorSharedBytes, c.stream>>>(
+          c.q, c.q_type, static_cast<const T*>(c.k_pool), static_cast<const T*>(c.v_pool), c.indptr,
+          c.rows, c.row_list_stride, c.workspace, partial_ml(c), c.probs, int(c.g), c.scale);
+  return 0;
+}
 template <typename T, int LPR, int G>
 struct Vector {
   static int act(const Call& c, Pass1 what) {
-    // Its ring is 48 KiB, beyond the default limit with the static arrays: opted in once on
-    // each device (before its occupancy is asked).
-    static PerDevice opted_in, blocks;
-    once_per_device(opted_in, [] {
-      return allow_shared(vector_split_kernel<T, LPR, G>, kVectorSharedBytes) ? 1 : 0;
-    });
-    if (what == Pass1::kBlocksPerSm)
-      return once_per_device(blocks, [] {
-        return blocks_per_sm(vector_split_kernel<T, LPR, G>, kVectorSharedBytes);
-      });
-    vector_split_kernel<T, LPR, G>
-        <<<dim3(unsigned(c.splits), unsigned(c.units)), kWarps * 32, kVectorSharedBytes, c.stream>>>(
-            c.q, c.q_type, static_cast<const T*>(c.k_pool), static_cast<const T*>(c.v_pool), c.indptr,
-            c.rows, c.row_list_stride, c.workspace, partial_ml(c), c.probs, int(c.g), c.scale);
-    return 0;
+    // The capped instance only for the shape it is timed on (16-bit d = 128, 3-4 query heads).
+    if constexpr (sizeof(T) == 2 && LPR == 16 && G == 4)
+      if (c.registers == DecodeRegisters::kFourBlocksPerSm) return vector_act<T, LPR, G, 4>(c, what);
+    return vector_act<T, LPR, G, 1>(c, what);
   }
 };
 
@@ -537,14 +547,15 @@ bool decode_attention_supported(int64_t g, int64_t d) {
 }
 
 int64_t decode_attention_splits(kernels::KvElement type, const void* k_pool, const void* v_pool,
-                                int64_t units, int64_t g, int64_t d, int64_t longest) {
+                                int64_t units, int64_t g, int64_t d, int64_t longest,
+                                DecodeRegisters registers) {
   // As many blocks as the GPU holds at once (one wave: a second, partly filled wave would
   // double the time of a step whose blocks all take the same time), but no split of fewer
   // than kRowsPerSplit rows.
   static PerDevice sm_counts;
   const int sms = once_per_device(sm_counts, multiprocessors);
   Call c;
-  c.k_pool = k_pool, c.v_pool = v_pool, c.g = g, c.d = d;
+  c.k_pool = k_pool, c.v_pool = v_pool, c.g = g, c.d = d, c.registers = registers;
   const int64_t resident = int64_t(pass1(c, type, Pass1::kBlocksPerSm)) * sms;
   const int64_t to_fill = resident / std::max<int64_t>(units, 1);
   const int64_t worth = (longest + kRowsPerSplit - 1) / kRowsPerSplit;
@@ -559,7 +570,8 @@ void sparse_decode_attention(const void* q, kernels::KvElement q_type, const voi
                              const void* v_pool, kernels::KvElement type, const int64_t* indptr,
                              const int64_t* rows, int64_t row_list_stride, void* out,
                              float* probs, int64_t units, int64_t g, int64_t d, float scale,
-                             int64_t splits, float* workspace, void* stream) {
+                             int64_t splits, float* workspace, void* stream,
+                             DecodeRegisters registers) {
   if (!decode_attention_supported(g, d))
     throw std::invalid_argument("sparse_decode_attention: g = " + std::to_string(g) +
                                 ", d = " + std::to_string(d) + " (needs g <= 8, d <= 256)");
@@ -569,6 +581,7 @@ void sparse_decode_attention(const void* q, kernels::KvElement q_type, const voi
   call.row_list_stride = row_list_stride;
   call.out = out, call.probs = probs, call.units = units, call.g = g, call.d = d, call.scale = scale;
   call.splits = splits, call.workspace = workspace, call.stream = as_stream(stream);
+  call.registers = registers;
   pass1(call, type, Pass1::kLaunch);
   merge(call);
 }

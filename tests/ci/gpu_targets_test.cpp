@@ -70,6 +70,20 @@ TEST(GpuTargets, RatiosOfTheMediansAgainstEachTarget) {
       << r.output;
 }
 
+// The dense kernel as compiled and capped at 128 registers, each with its split count, the
+// capped one against it and against SDPA; a size without both runs says absent.
+TEST(GpuTargets, TheCappedDecodeKernelIsComparedWithTheCompiledOneAndSdpa) {
+  test::TempDir dir;
+  const test::CliRun r = targets(write_report(dir, {
+      run("BM_gpu_sdpa/32768", 40), run("BM_gpu_decode_registers/32768/0", 64, ", \"chosen\": 49"),
+      run("BM_gpu_decode_registers/32768/1", 48, ", \"chosen\": 66"),
+      run("BM_gpu_decode_registers/131072/0", 200)}));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "| 32k | 64.0 us (49 splits) | 48.0 us (66 splits) | 0.75x | 1.20x |"))
+      << r.output;
+  EXPECT_TRUE(contains(r.output, "| 128k | absent | absent | - | - |")) << r.output;
+}
+
 // The same ratios from the counter with_host_us (each call as called, the host's launches
 // included), beside the targets and not judged; its stddev entry is not read.
 TEST(GpuTargets, TheCallsAsCalledAreComparedBesideTheTargets) {
