@@ -48,7 +48,7 @@
 //                                   (ClusterKV's kmeans_dtype: keys): since 2026-11-29 the
 //                                   tensor-core kernel with the argmax fused (kvbench_cuda.h
 //                                   cosine_assign); ATen's bf16 bmm and argmax, as before:
-//                                   gpu_cosine_assign_block/<n>/24/1
+//                                   gpu_cosine_assign_block/<n>/26/1 (24 before 2026-11-30)
 //   gpu_cosine_assign_block/<n>/<log2 block>/<bf16>
 //                                   the same assignments (bf16: 1) in chunks of keys whose
 //                                   similarities hold at most 2^block elements (26: the

@@ -175,8 +175,8 @@ void pq_encode_rows(const at::Tensor& centroids, const at::Tensor& k_pool, const
 // centroids: [H, C, d] any floating dtype. Returns [H, n] int64. The ATen path scores chunks
 // of keys whose similarities [H, chunk, C] hold at most `block_elements` (a chunk has at least
 // one key); the labels do not depend on it beyond rounding. 64 Mi (256 MiB of fp32
-// similarities): on an H200 (2026-11-30, gpu_cosine_assign_block) a Lloyd step at 128k took
-// 14.5 ms in fp32 against 16.9 in chunks of 16 Mi and 13.2 in 256 Mi (1 GiB).
+// similarities): on an H200 (2026-11-30, gpu_cosine_assign_block) a Lloyd step's assignment
+// at 128k took 14.5 ms in fp32 against 16.9 in chunks of 16 Mi and 13.2 in 256 Mi (1 GiB).
 constexpr int64_t kAssignBlockElements = int64_t(64) << 20;
 // Keys per chunk of that ATen path for H heads and C centroids: at least one.
 inline int64_t cosine_assign_chunk(int64_t H, int64_t C, int64_t block_elements) {
