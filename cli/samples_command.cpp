@@ -110,6 +110,26 @@ std::string quoted_list(const std::vector<std::string>& answers) {
   return quoted.empty() ? "(none)" : join(quoted, " | ");
 }
 
+// The ids that end the sample's answer, as the runner stops it (runner.h stop_ids), and the
+// script's rules around them: "the model's EOS ids" or "the tokenizer's eos_token alone", the
+// stop texts, each id with its text, then min_new_tokens (the ids suppressed, as
+// transformers' min_length does) and unchecked_new_tokens.
+std::string stop_rule(const LlamaModel& model, const Sample& s, const std::vector<int>& ids) {
+  std::string rule = s.stops_at_eos_token_only ? "the tokenizer's eos_token alone"
+                                               : "the model's EOS ids";
+  if (!s.stop_texts.empty()) rule += " and " + quoted_list(s.stop_texts);
+  std::vector<std::string> shown;
+  for (int id : ids)
+    shown.push_back(std::to_string(id) + " " + json(model.tokenizer->decode({id}, false)).dump());
+  rule += " (ids " + join(shown, ", ") + ")";
+  if (s.min_new_tokens > 0)
+    rule += "; suppressed in the first " + std::to_string(s.min_new_tokens) + " generated token(s)";
+  if (s.unchecked_new_tokens > 0)
+    rule += "; the first " + std::to_string(s.unchecked_new_tokens) +
+            " generated token(s) not compared with them (generated on)";
+  return rule;
+}
+
 // What the runner adds to the sample's own tokens: encode(text, add_special = true)'s, or, for
 // a sample that gives its tokens, the tokenizer's prefix alone.
 std::string special_tokens(const Tokenizer& tokenizer, const Sample& sample) {
@@ -155,6 +175,11 @@ json to_json(const SampleView& v, const LlamaModel& model) {
             {"min_new_tokens", s.min_new_tokens},
             {"stop_texts", s.stop_texts},
             {"meta", s.meta}};
+  if (s.reference_continuation.empty()) {
+    j["stop_ids"] = stop_ids(model, s);
+    j["stops_at_eos_token_only"] = s.stops_at_eos_token_only;
+    j["unchecked_new_tokens"] = s.unchecked_new_tokens;
+  }
   if (v.context_tokens >= 0) {
     j["context_tokens"] = v.context_tokens;
     j["question_tokens"] = v.question_tokens;
@@ -186,8 +211,10 @@ void print(const SampleView& v, const LlamaModel& model, const SamplesOptions& o
     std::cout << ", then its " << s.continuation_ids.size() << " continuation tokens are scored\n";
   else
     std::cout << ", then its reference continuation is scored\n";
-  if (s.reference_continuation.empty()) std::cout << "answers: " << quoted_list(s.answers) << "\n";
-  if (!s.stop_texts.empty()) std::cout << "also stops at: " << quoted_list(s.stop_texts) << "\n";
+  if (s.reference_continuation.empty()) {
+    std::cout << "answers: " << quoted_list(s.answers) << "\n";
+    std::cout << "stops at: " << stop_rule(model, s, stop_ids(model, s)) << "\n";
+  }
   if (!s.meta.empty()) std::cout << "meta: " << s.meta.dump() << "\n";
   if (s.prompt_ids.empty())
     std::cout << "prompt (the runner's chat template: " << template_description(model, s) << "):\n";

@@ -178,6 +178,46 @@ TEST(CliSamples, PromptTokensAreTheRunsInputLengths) {
   EXPECT_EQ(shown, stored);
 }
 
+// Each sample's stop rule: LongBench samsum under THUDM's pred.py stops at the tokenizer's
+// eos_token ("</s>", id 2 in stories260K's tokenizer.json) and "\n" (its byte token <0x0A>, id
+// 13), neither in the first token (min_length); under Quest's the same (its pred.py asserts on
+// samsum; kvbench runs it as THUDM's), the first token not compared with them either.
+TEST(CliSamples, EachSampleShowsWhatItsAnswerStopsAt) {
+  KVB_REQUIRE_STORIES260K(model);
+  test::TempDir dir;
+  auto samsum = [](const std::string& script) {
+    return json{{"name", "longbench"},
+                {"params", {{"dataset", "samsum"},
+                            {"data_dir", std::string(KVBENCH_SOURCE_DIR) + "/tests/data/longbench/good"},
+                            {"pred_script", script}}}};
+  };
+  const json suite = {{"name", "stops"},
+                      {"models", {model}},
+                      {"datasets", {samsum("longbench"), samsum("quest")}},
+                      {"methods", {"full"}},
+                      {"max_new_tokens", 2}};
+  const std::string path = write_suite(dir, "suite.json", suite);
+  const std::vector<Output> r =
+      kvbench_all({{"samples", path}, {"samples", path, "--json"}}, dir.path());
+  for (const Output& o : r) ASSERT_EQ(o.code, 0) << describe(o);
+  const std::string stops = "stops at: the tokenizer's eos_token alone and \"\\n\" (ids 2 "
+                            "\"</s>\", 13 \"\\n\"); suppressed in the first 1 generated token(s)";
+  EXPECT_TRUE(contains(r[0].out, stops + "\n")) << r[0].out;
+  EXPECT_TRUE(contains(r[0].out, stops + "; the first 1 generated token(s) not compared with them "
+                                         "(generated on)\n"))
+      << r[0].out;
+  const json groups = json::parse(r[1].out);
+  ASSERT_EQ(groups.size(), 2u) << r[1].out;
+  const json thudm = groups[0]["samples"][0], quest = groups[1]["samples"][0];
+  for (const json& s : {thudm, quest}) {
+    EXPECT_EQ(s["stop_ids"], json::array({2, 13})) << s.dump();
+    EXPECT_EQ(s["stops_at_eos_token_only"], true);
+    EXPECT_EQ(s["min_new_tokens"], 1);
+  }
+  EXPECT_EQ(thudm["unchecked_new_tokens"], 0);
+  EXPECT_EQ(quest["unchecked_new_tokens"], 1);
+}
+
 // `kvbench samples` reads tokenizers only: the 8B model's weights (14 GB) are never made.
 TEST(LoadOptions, WithoutWeightsGivesTheTokenizerAlone) {
   LoadOptions options;
