@@ -114,12 +114,12 @@ std::string quoted_list(const std::vector<std::string>& answers) {
 // script's rules around them: "the model's EOS ids" or "the tokenizer's eos_token alone", the
 // stop texts, each id with its text, then min_new_tokens (the ids suppressed, as
 // transformers' min_length does) and unchecked_new_tokens.
-std::string stop_rule(const LlamaModel& model, const Sample& s, const std::vector<int>& ids) {
+std::string stop_rule(const LlamaModel& model, const Sample& s) {
   std::string rule = s.stops_at_eos_token_only ? "the tokenizer's eos_token alone"
                                                : "the model's EOS ids";
   if (!s.stop_texts.empty()) rule += " and " + quoted_list(s.stop_texts);
   std::vector<std::string> shown;
-  for (int id : ids)
+  for (int id : stop_ids(model, s))
     shown.push_back(std::to_string(id) + " " + json(model.tokenizer->decode({id}, false)).dump());
   rule += " (ids " + join(shown, ", ") + ")";
   if (s.min_new_tokens > 0)
@@ -213,7 +213,7 @@ void print(const SampleView& v, const LlamaModel& model, const SamplesOptions& o
     std::cout << ", then its reference continuation is scored\n";
   if (s.reference_continuation.empty()) {
     std::cout << "answers: " << quoted_list(s.answers) << "\n";
-    std::cout << "stops at: " << stop_rule(model, s, stop_ids(model, s)) << "\n";
+    std::cout << "stops at: " << stop_rule(model, s) << "\n";
   }
   if (!s.meta.empty()) std::cout << "meta: " << s.meta.dump() << "\n";
   if (s.prompt_ids.empty())

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <numeric>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/cuda/kvbench_cuda.h"
@@ -359,29 +360,27 @@ void check_decode_attention(KvElement type) {
       for (const int64_t splits : {int64_t(1), asked})
         for (const bool in_table : {false, true}) {
           SCOPED_TRACE(shape_trace({{"g", g}, {"d", d}, {"splits", splits}, {"table", in_table}}));
-          DeviceBuffer<T> out(std::vector<T>(want.size(), from_float<T>(NAN)));
-          DeviceBuffer<float> probs(poisoned<float>(want_probs.size()));
-          DeviceBuffer<float> work(
-              poisoned<float>(size_t(decode_attention_workspace_floats(units, g, d, splits))));
-          sparse_decode_attention(dq.ptr, type, dk.ptr, dv.ptr, type, dindptr.ptr,
-                                  in_table ? dtable.ptr : drows.ptr, in_table ? table_width : 0,
-                                  out.ptr, probs.ptr, units, g, d, scale, splits, work.ptr);
-          const std::vector<float> got = widened(out.get());
+          // One call into fresh poisoned buffers: its output widened to fp32, its probabilities.
+          auto attend = [&](DecodeRegisters registers) {
+            DeviceBuffer<T> out(std::vector<T>(want.size(), from_float<T>(NAN)));
+            DeviceBuffer<float> probs(poisoned<float>(want_probs.size()));
+            DeviceBuffer<float> work(
+                poisoned<float>(size_t(decode_attention_workspace_floats(units, g, d, splits))));
+            sparse_decode_attention(dq.ptr, type, dk.ptr, dv.ptr, type, dindptr.ptr,
+                                    in_table ? dtable.ptr : drows.ptr, in_table ? table_width : 0,
+                                    out.ptr, probs.ptr, units, g, d, scale, splits, work.ptr,
+                                    nullptr, registers);
+            return std::make_pair(widened(out.get()), probs.get());
+          };
+          const auto [got, got_probs] = attend(DecodeRegisters::kAsCompiled);
           EXPECT_LT(relative_error(got, want), tol);
           for (int64_t i = 0; i < g * d; ++i) EXPECT_EQ(got[size_t(i)], 0.f) << "empty unit";
-          EXPECT_LT(relative_error(probs.get(), want_probs), 1e-5);
+          EXPECT_LT(relative_error(got_probs, want_probs), 1e-5);
           if (type == KvElement::kF32 || g != 4 || d != 128) continue;
           // Llama's shape capped at 128 registers: the same arithmetic, so the same bits.
-          DeviceBuffer<T> capped(std::vector<T>(want.size(), from_float<T>(NAN)));
-          DeviceBuffer<float> capped_probs(poisoned<float>(want_probs.size()));
-          DeviceBuffer<float> capped_work(
-              poisoned<float>(size_t(decode_attention_workspace_floats(units, g, d, splits))));
-          sparse_decode_attention(dq.ptr, type, dk.ptr, dv.ptr, type, dindptr.ptr,
-                                  in_table ? dtable.ptr : drows.ptr, in_table ? table_width : 0,
-                                  capped.ptr, capped_probs.ptr, units, g, d, scale, splits,
-                                  capped_work.ptr, nullptr, DecodeRegisters::kFourBlocksPerSm);
-          EXPECT_EQ(widened(capped.get()), got);
-          EXPECT_EQ(capped_probs.get(), probs.get());
+          const auto [capped, capped_probs] = attend(DecodeRegisters::kFourBlocksPerSm);
+          EXPECT_EQ(capped, got);
+          EXPECT_EQ(capped_probs, got_probs);
         }
     }
 }
