@@ -9,6 +9,9 @@
 // decode_method/<method>/4096/512: the same 32 steps on the random model at 4k tokens with each
 // method at budget 512: what a method's per-step work (selection, bookkeeping, eviction) costs
 // beside Full's decode.
+// prefill_method/<method>/4096/512: one prefill of 4k tokens on the same random model with each
+// method at budget 512; counter method_share: the share of it in the method's prefill hook
+// (scoring, eviction, index build).
 // decode_host/<method>/1024/256: the same 32 steps at 1k tokens, budget 256, on a random model
 // with Llama-3-8B's 32 layers and GQA group of 4 but so narrow (hidden 128, 8 / 2 heads of 16)
 // that the arithmetic is a small share of the step: the host's cost of a decode step (ATen's
@@ -259,6 +262,21 @@ void bench_method_decode(benchmark::State& state, const std::string& name,
   bench_decode_with(state, source, context, *method, budget);
 }
 
+void bench_method_prefill(benchmark::State& state, const std::string& name, int64_t tokens,
+                          int64_t budget) {
+  auto model = random_llama();
+  auto method = method_registry().get(name, "engine_bench").create(json::object());
+  const std::vector<int> prompt = synthetic_prompt(tokens, model->config.vocab_size);
+  double hook_s = 0, total_s = 0;
+  for (auto _ : state) {
+    Session session(*model, *method, SessionOptions{.budget = budget});
+    benchmark::DoNotOptimize(session.prefill(prompt));  // [V]
+    hook_s += session.timings().prefill_method_s;
+    total_s += session.timings().prefill_s;
+  }
+  state.counters["method_share"] = total_s > 0 ? hook_s / total_s : 0;
+}
+
 void bench_kv_evict(benchmark::State& state, bool scattered) {
   constexpr int kHeads = 8, kDim = 128;
   constexpr int64_t kBudget = 1024, kSinks = 4;
@@ -362,6 +380,11 @@ void register_methods() {
   for (const MethodInfo* info : method_registry().all())
     benchmark::RegisterBenchmark(("decode_method/" + info->name + "/4096/512").c_str(),
                                  bench_method_decode, info->name, random_llama, 4096, 512)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+  for (const MethodInfo* info : method_registry().all())
+    benchmark::RegisterBenchmark(("prefill_method/" + info->name + "/4096/512").c_str(),
+                                 bench_method_prefill, info->name, 4096, 512)
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
   for (const MethodInfo* info : method_registry().all())

@@ -44,15 +44,18 @@ at::Tensor column_attention_sum(const at::Tensor& q_any, const at::Tensor& k_any
   at::Tensor total = at::zeros({Hq, L}, q.options().dtype(at::kFloat));
   for (int64_t c0 = 0; c0 < L; c0 += chunk) {
     const int64_t n = std::min(chunk, L - c0);
-    at::Tensor probs = causal_probs(q, k, c0, n, L);  // [Hq, n, L]
+    // Queries c0.. see keys 0..c0+n-1 only: the later keys' probabilities would be exact zeros
+    // (about half of the products and softmax of a prompt's chunks, computed then masked).
+    const int64_t keys = c0 + n;
+    at::Tensor probs = causal_probs(q, k, c0, n, keys);  // [Hq, n, keys]
     if (power != 1.0) probs = probs.pow(power);
     if (skip_after > 0) {
       // Query c0+i counts for key j only when c0+i >= j + skip_after.
-      at::Tensor too_close = at::arange(L, longs).unsqueeze(0) + skip_after >
-                             (at::arange(n, longs) + c0).unsqueeze(1);  // [n, L]
+      at::Tensor too_close = at::arange(keys, longs).unsqueeze(0) + skip_after >
+                             (at::arange(n, longs) + c0).unsqueeze(1);  // [n, keys]
       probs.masked_fill_(too_close, 0.0);
     }
-    total += probs.sum(1);
+    total.narrow(1, 0, keys) += probs.sum(1);
   }
   return total;
 }
