@@ -10,8 +10,9 @@
 // method at budget 512: what a method's per-step work (selection, bookkeeping, eviction) costs
 // beside Full's decode.
 // prefill_method/<method>/4096/512: one prefill of 4k tokens on the same random model with each
-// method at budget 512; counter method_share: the share of it in the method's prefill hook
-// (scoring, eviction, index build).
+// method at budget 512; counter method_share: the share of prefill_s in the method's prefill
+// hook (scoring, eviction, index build). The wall time also holds Method::begin, which
+// prefill_s does not (InfiniGen calibrates on its text there, in every iteration here).
 // decode_host/<method>/1024/256: the same 32 steps at 1k tokens, budget 256, on a random model
 // with Llama-3-8B's 32 layers and GQA group of 4 but so narrow (hidden 128, 8 / 2 heads of 16)
 // that the arithmetic is a small share of the step: the host's cost of a decode step (ATen's
@@ -19,6 +20,8 @@
 // step is launch-bound.
 // pqcache_select/<n>/<composition>: PQCache's selection of one layer (bench_pqcache_select).
 // pqcache_lfu/<n>: one layer's step of PQCache's LFU cache accounting on the host.
+// weights_hash/random-llama-8L-1024: weights_hash over that model's fp32 weights (0.62 GB)
+// (what InfiniGen's calibration cache is named by), counter bytes_per_second.
 // kv_evict/<pattern>/1024: one decode step's KV bookkeeping alone, on one layer of 8 KV heads of
 // 128 (fp32), B = 1024: append a token, then evict one entry per head, as StreamingLLM does
 // (`sinks`: B entries between steps, the oldest after 4 sinks goes) or as H2O does
@@ -277,6 +280,20 @@ void bench_method_prefill(benchmark::State& state, const std::string& name, int6
   state.counters["method_share"] = total_s > 0 ? hook_s / total_s : 0;
 }
 
+void bench_weights_hash(benchmark::State& state) {
+  auto model = random_llama();
+  double bytes = 0;
+  auto count = [&bytes](const at::Tensor& t) { bytes += t.defined() ? double(t.nbytes()) : 0.0; };
+  count(model->embed);
+  count(model->final_norm);
+  count(model->lm_head);
+  for (const LayerWeights& l : model->layers)
+    for (const at::Tensor* t : l.all()) count(*t);
+  for (auto _ : state) benchmark::DoNotOptimize(weights_hash(*model));
+  state.counters["bytes_per_second"] =
+      benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 void bench_kv_evict(benchmark::State& state, bool scattered) {
   constexpr int kHeads = 8, kDim = 128;
   constexpr int64_t kBudget = 1024, kSinks = 4;
@@ -408,6 +425,9 @@ void register_methods() {
         ->Arg(n)
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("weights_hash/random-llama-8L-1024", bench_weights_hash)
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("kv_evict/sinks/1024", bench_kv_evict, false)
       ->UseRealTime()
       ->Unit(benchmark::kMicrosecond);

@@ -225,7 +225,11 @@ void add_model_commands(CLI::App& app, std::vector<Command>& out) {
     std::cout << model->tokenizer->decode(ids) << "\n";
     const SessionTimings& t = session.timings();
     std::cerr << "prompt " << prompt.size() << " tokens: prefill " << t.prefill_s << " s ("
-              << prompt.size() / std::max(t.prefill_s, 1e-9) << " tok/s); " << ids.size()
+              << prompt.size() / std::max(t.prefill_s, 1e-9) << " tok/s"
+              << (t.method_setup_s >= 1e-3
+                      ? "; the method's set-up before it " + std::to_string(t.method_setup_s) + " s"
+                      : std::string())
+              << "); " << ids.size()
               << " new tokens: decode " << t.decode_steps / std::max(t.decode_s, 1e-9)
               << " tok/s";
     if (t.decode_steps > 0 && t.syncs_counted)  // on a GPU: is the host what the device waits on?

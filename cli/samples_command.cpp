@@ -115,8 +115,8 @@ std::string quoted_list(const std::vector<std::string>& answers) {
 // stop texts, each id with its text, then min_new_tokens (the ids suppressed, as
 // transformers' min_length does) and unchecked_new_tokens.
 std::string stop_rule(const LlamaModel& model, const Sample& s) {
-  std::string rule = s.stops_at_eos_token_only ? "the tokenizer's eos_token alone"
-                                               : "the model's EOS ids";
+  std::string rule = stops_at_eos_token_alone(model, s) ? "the tokenizer's eos_token alone"
+                                                       : "the model's EOS ids";
   if (!s.stop_texts.empty()) rule += " and " + quoted_list(s.stop_texts);
   std::vector<std::string> shown;
   for (int id : stop_ids(model, s))
@@ -177,7 +177,7 @@ json to_json(const SampleView& v, const LlamaModel& model) {
             {"meta", s.meta}};
   if (s.reference_continuation.empty()) {
     j["stop_ids"] = stop_ids(model, s);
-    j["stops_at_eos_token_only"] = s.stops_at_eos_token_only;
+    j["stops_at_eos_token_only"] = stops_at_eos_token_alone(model, s);  // for this model
     j["unchecked_new_tokens"] = s.unchecked_new_tokens;
   }
   if (v.context_tokens >= 0) {

@@ -49,6 +49,9 @@ struct Sample {
   // alone, not at the model's other EOS ids (config.json's, generation_config.json's): the
   // reference passes eos_token_id=[tokenizer.eos_token_id] or compares with it.
   bool stops_at_eos_token_only = false;
+  // Chat families (detect_chat_template's names) whose models stop at every EOS id all the
+  // same (ClusterKV's pred.py: GLM-4 at its three ids, every other model at eos_token alone).
+  std::vector<std::string> every_eos_id_families;
   // Generated tokens not compared with the stop ids (Quest's and ClusterKV's decode loops
   // compare from the second on): a stop id among them is generated on, and its text dropped
   // from the answer as a special token's. Unlike min_new_tokens, nothing is suppressed.

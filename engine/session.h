@@ -47,7 +47,10 @@ class AttendedTally {
 };
 
 struct SessionTimings {
-  double prefill_s = 0;  // whole prefill, method hooks included
+  double prefill_s = 0;  // whole prefill, method hooks included (not Method::begin)
+  // Method::begin at the prefill's start, timed apart from it: a method's set-up (InfiniGen's
+  // calibration on its text, once per model: its authors compute it offline).
+  double method_setup_s = 0;
   double prefill_method_s = 0;  // of which in Method::on_prefill (index build, eviction)
   double decode_s = 0;   // all decode steps
   // The host's time in them until each step's wait for the device (on a GPU, where the host

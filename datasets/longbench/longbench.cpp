@@ -174,6 +174,7 @@ struct PredScript {
   // (KVCache-Factory: every EOS id of the model and "\n").
   bool samsum_stops_at_eos_token = true;
   bool eos_token_only = false;       // every task stops at the tokenizer's eos_token alone
+  std::vector<std::string> every_eos_id_families;  // but these families at every EOS id
   bool first_token_unchecked = false;  // its decode loop compares from the second token on
 };
 
@@ -186,7 +187,7 @@ const std::vector<PredScript>& pred_scripts() {
                    {"mistral", "none"}},
        .eos_token_only = true, .first_token_unchecked = true},
       // Its Llama runs stop at the tokenizer's eos_token alone, its GLM-4 runs at GLM-4's three
-      // EOS ids: kvbench stops at every EOS id of the model (GLM-4's same three).
+      // EOS ids (written out in its pred.py), which are GLM-4's every EOS id.
       // Its build_chat: GLM-4 and Llama-3 models in their own template rendered as text, then
       // encoded with the tokenizer's prefix again (two); nothing else wrapped.
       {.name = "clusterkv",
@@ -194,7 +195,7 @@ const std::vector<PredScript>& pred_scripts() {
                    {"llama3_1", kOwnTemplateAsText}, {"llama2", "none"}, {"mistral", "none"}},
        .wrapped = {"triviaqa"}, .tasks = anchored_tasks("clusterkv"),
        .runs = "ClusterKV's pred.py reads only ", .others = " (it asserts on the others)",
-       .first_token_unchecked = true},
+       .eos_token_only = true, .every_eos_id_families = {"glm4"}, .first_token_unchecked = true},
       {.name = "kvcache-factory", .tasks = kEnglishTasks, .longbench_e = false,
        .runs = "KVCache-Factory's run_longbench.py runs only ",
        .first_token_never_stops = true, .samsum_stops_at_eos_token = false},
@@ -397,7 +398,10 @@ class LongBench : public Dataset {
         s.stops_at_eos_token_only = script.samsum_stops_at_eos_token;
       }
       if (script.first_token_never_stops) s.min_new_tokens = 1;
-      if (script.eos_token_only) s.stops_at_eos_token_only = true;
+      if (script.eos_token_only) {
+        s.stops_at_eos_token_only = true;
+        s.every_eos_id_families = script.every_eos_id_families;
+      }
       if (script.first_token_unchecked) s.unchecked_new_tokens = 1;
       s.answers = r.answers;
       s.max_new_tokens = task_.max_new_tokens;
@@ -492,7 +496,7 @@ KVB_REGISTER_DATASET(make_dataset_info<LongBench, LongBenchParams>({
                 "holds \"llama2\" (kvbench wraps every Llama-2 chat model); quest and "
                 "clusterkv compare a generated token with the stops from the second on (a "
                 "first EOS is generated on); quest stops at the tokenizer's eos_token alone, "
-                "clusterkv's Llama runs too (kvbench: every EOS id; GLM-4's three alike); "
+                "clusterkv too but GLM-4 at its three EOS ids; "
                 "samsum stops at the tokenizer's eos_token and \"\\n\" (THUDM's, PQCache's, "
                 "AdaKV's; KVCache-Factory's at every EOS id)",
     .questions_per_context = "1: the template's text after {context} (question, instructions), "
@@ -506,6 +510,8 @@ KVB_REGISTER_DATASET(make_dataset_info<LongBench, LongBenchParams>({
     // Plus 1 (2026-11-30, later) where the stops or chat forms changed: samsum's at the
     // tokenizer's eos_token alone under THUDM's and PQCache's scripts; quest's every task at
     // it, quest's and clusterkv's first token not compared with them, their build_chat forms.
+    // Plus 1 more for clusterkv (2026-11-30, later still): its models but GLM-4 stop at the
+    // tokenizer's eos_token alone.
     .revision =
         [](const json& p) {
           const std::string chat_template = p.value("chat_template", "reference");
@@ -513,7 +519,8 @@ KVB_REGISTER_DATASET(make_dataset_info<LongBench, LongBenchParams>({
           const bool samsum = longbench_task_of(p.value("dataset", "")) == "samsum";
           const bool stops = script == "quest" || script == "clusterkv" ||
                              (samsum && (script == "longbench" || script == "pqcache"));
-          return (chat_template == "auto" ? 2 : chat_template == "reference" ? 1 : 0) + stops;
+          return (chat_template == "auto" ? 2 : chat_template == "reference" ? 1 : 0) + stops +
+                 (script == "clusterkv");
         },
 }));
 

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/model/llama_model.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace kvb {
 namespace {
@@ -78,6 +79,11 @@ std::string checkpoint_fingerprint(const std::string& reference) {
   // Only where present, so that the folders without it keep their fingerprints.
   if (std::filesystem::exists(dir / "chat_template.jinja", error))
     add_file(hash, dir, "chat_template.jinja");
+  // Only where it changes the tokenizer's settings (engine/tokenizer/tokenizer.h
+  // read_tokenizer_config): a folder whose map repeats its config keeps its fingerprint.
+  if (std::filesystem::exists(dir / "special_tokens_map.json", error) &&
+      special_tokens_map_changes_config(folder))
+    add_file(hash, dir, "special_tokens_map.json");
   if (std::filesystem::exists(dir / "model.safetensors", error)) {
     add_file(hash, dir, "model.safetensors");
   } else {

@@ -129,8 +129,9 @@ void save_model(const LlamaModel& model, const std::string& dir, int shards = 1,
                 at::ScalarType dtype = at::kFloat,
                 const std::map<std::string, nlohmann::json>& extra_json = {});
 
-// 64-bit FNV-1a over the bytes of every weight, in a fixed order: identifies the weights
-// (e.g. to key caches derived from them). Reads all weights once.
+// A 64-bit hash of the bytes of every weight, in a fixed order (xxHash64's rounds in four
+// lanes; llama_model.cpp): identifies the weights (e.g. to key caches derived from them).
+// Reads all weights once, copying those on a GPU to the host.
 uint64_t weights_hash(const LlamaModel& model);
 
 // The shape of a Llama-layout model; the rest of its config takes Llama's defaults

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "engine/common/json_fields.h"
 #include "engine/tokenizer/bpe_tokenizer.h"
@@ -14,6 +15,17 @@ namespace {
 
 using nlohmann::json;
 using tok::fail;
+
+// Which file a tokenizer setting came from, for its errors: tokenizer_config.json, or
+// special_tokens_map.json for the special tokens that file set (read_tokenizer_config).
+struct ConfigFiles {
+  std::string config, special_tokens_map;
+  std::vector<std::string> from_map;  // keys set by special_tokens_map.json
+  std::string of(const std::string& key) const {
+    return std::find(from_map.begin(), from_map.end(), key) != from_map.end() ? special_tokens_map
+                                                                              : config;
+  }
+};
 
 bool uses_byte_level(const json& pre_tokenizer) {
   if (!pre_tokenizer.is_object()) return false;
@@ -88,15 +100,15 @@ struct SpecialIds {
 // special tokens (GLM-4's [gMASK] <sop>) is added whole.
 SpecialIds special_ids(const tok::BpeTokenizer& tokenizer, const json& tokenizer_json,
                        const json& config, const std::string& json_file,
-                       const std::string& config_file) {
+                       const ConfigFiles& files) {
   SpecialIds ids;
   const std::vector<int> template_prefix =
       post_processor_prefix(tokenizer_json.value("post_processor", json()), tokenizer, json_file);
-  const std::string bos = config_token(config, "bos_token", config_file);
-  const int config_bos = bos.empty() ? -1 : require_token(tokenizer, bos, config_file, "bos_token");
+  const std::string bos = config_token(config, "bos_token", files.of("bos_token"));
+  const int config_bos = bos.empty() ? -1 : require_token(tokenizer, bos, files.of("bos_token"), "bos_token");
   if (template_prefix.size() > 1) {
     if (config_bos >= 0 && config_bos != template_prefix[0])
-      fail(config_file, "bos_token", "\"" + bos + "\" is not the first token of tokenizer.json's "
+      fail(files.of("bos_token"), "bos_token", "\"" + bos + "\" is not the first token of tokenizer.json's "
                                      "post_processor template");
     ids.prefix = template_prefix;
   } else if (config_bos >= 0) {
@@ -105,7 +117,7 @@ SpecialIds special_ids(const tok::BpeTokenizer& tokenizer, const json& tokenizer
     // never): without it, which of two BOS tokens is added depends on the class.
     if (template_prefix.size() == 1 && config_bos != template_prefix[0] &&
         !config.contains("add_bos_token"))
-      fail(config_file, "bos_token",
+      fail(files.of("bos_token"), "bos_token",
            "\"" + bos + "\" is not the BOS of tokenizer.json's post_processor template (id " +
                std::to_string(template_prefix[0]) + "), and without add_bos_token transformers' "
                "tokenizer classes differ on which one they add: set add_bos_token");
@@ -113,12 +125,12 @@ SpecialIds special_ids(const tok::BpeTokenizer& tokenizer, const json& tokenizer
   } else {
     ids.prefix = template_prefix;
   }
-  ids.add_bos = tok::optional_bool(config, "add_bos_token", !template_prefix.empty(), config_file, "");
-  if (ids.add_bos && ids.prefix.empty()) fail(config_file, "add_bos_token", "true, but there is no bos_token");
-  const std::string eos = config_token(config, "eos_token", config_file);
-  if (!eos.empty()) ids.eos.push_back(require_token(tokenizer, eos, config_file, "eos_token"));
-  ids.add_eos = tok::optional_bool(config, "add_eos_token", false, config_file, "");
-  if (ids.add_eos && ids.eos.empty()) fail(config_file, "add_eos_token", "true, but there is no eos_token");
+  ids.add_bos = tok::optional_bool(config, "add_bos_token", !template_prefix.empty(), files.config, "");
+  if (ids.add_bos && ids.prefix.empty()) fail(files.config, "add_bos_token", "true, but there is no bos_token");
+  const std::string eos = config_token(config, "eos_token", files.of("eos_token"));
+  if (!eos.empty()) ids.eos.push_back(require_token(tokenizer, eos, files.of("eos_token"), "eos_token"));
+  ids.add_eos = tok::optional_bool(config, "add_eos_token", false, files.config, "");
+  if (ids.add_eos && ids.eos.empty()) fail(files.config, "add_eos_token", "true, but there is no eos_token");
   return ids;
 }
 
@@ -178,14 +190,15 @@ namespace {
 // added_tokens_decoder must give them the ids tokenizer.json does: transformers adds any other
 // as a new token, and the text's ids change.
 void check_named_tokens(const json& config, const tok::BpeTokenizer& tokenizer,
-                        const std::string& file) {
+                        const ConfigFiles& files) {
   for (const char* key : {"pad_token", "unk_token", "mask_token", "sep_token", "cls_token"})
-    if (const std::string token = config_token(config, key, file); !token.empty())
-      require_token(tokenizer, token, file, key);
+    if (const std::string token = config_token(config, key, files.of(key)); !token.empty())
+      require_token(tokenizer, token, files.of(key), key);
   for (const char* key : {"additional_special_tokens", "extra_special_tokens",
                           "model_specific_special_tokens"}) {
     auto it = config.find(key);
     if (it == config.end() || it->is_null()) continue;
+    const std::string file = files.of(key);
     if (!it->is_array() && !it->is_object()) fail(file, key, "expected a list or an object of tokens");
     for (const auto& [name, value] : it->items()) {
       const std::string field = std::string(key) + (it->is_array() ? "[" + name + "]" : "." + name);
@@ -195,6 +208,7 @@ void check_named_tokens(const json& config, const tok::BpeTokenizer& tokenizer,
   }
   auto decoder = config.find("added_tokens_decoder");
   if (decoder == config.end() || decoder->is_null()) return;
+  const std::string& file = files.config;
   if (!decoder->is_object()) fail(file, "added_tokens_decoder", "expected an object");
   for (const auto& [id, entry] : decoder->items()) {
     const std::string field = "added_tokens_decoder." + id;
@@ -234,12 +248,71 @@ void add_generation_eos(const std::string& file, int vocab_size, std::vector<int
 
 }  // namespace
 
+namespace {
+
+// tokenizer_config.json as written, {} where absent.
+json plain_tokenizer_config(const std::string& dir) {
+  const std::string file = dir + "/tokenizer_config.json";
+  return std::filesystem::exists(file) ? read_json_file(file) : json::object();
+}
+
+// The config's list of extra special tokens with the map's appended, those it lacks (by text),
+// as transformers merges additional_special_tokens; the map's value where either is no list.
+json merged_token_list(const json& config_value, const json& map_value, const std::string& file,
+                       const std::string& key) {
+  if (!config_value.is_array() || !map_value.is_array()) return map_value;
+  json merged = config_value;
+  for (const json& token : map_value) {
+    const std::string text = token_text(token, file, key);
+    const bool known = std::any_of(merged.begin(), merged.end(), [&](const json& t) {
+      return token_text(t, file, key) == text;
+    });
+    if (!known) merged.push_back(token);
+  }
+  return merged;
+}
+
+}  // namespace
+
+json read_tokenizer_config(const std::string& dir, std::vector<std::string>* map_keys,
+                           bool allow_unknown_keys) {
+  json config = plain_tokenizer_config(dir);
+  const std::string map_file = dir + "/special_tokens_map.json";
+  if (!config.is_object() || config.contains("added_tokens_decoder") ||
+      !std::filesystem::exists(map_file))
+    return config;
+  const json map = read_json_file(map_file);
+  if (!map.is_object()) fail(map_file, "", "expected a JSON object");
+  const auto& table = tokenizer_config_key_table();
+  for (const auto& [key, value] : map.items()) {
+    const bool known = std::any_of(table.begin(), table.end(),
+                                   [&key = key](const auto& k) { return k.first == key; });
+    if (!known && !allow_unknown_keys)
+      fail(map_file, key, "a key kvbench neither reads nor knows to leave the ids unchanged "
+                          "(kvbench list config-keys)");
+    const bool list = key == "additional_special_tokens" || key == "extra_special_tokens";
+    const bool in_config = config.contains(key) && !config[key].is_null();
+    config[key] = list && in_config ? merged_token_list(config[key], value, map_file, key) : value;
+    if (map_keys && !(list && in_config)) map_keys->push_back(key);  // a merged list: the config's
+  }
+  return config;
+}
+
+bool special_tokens_map_changes_config(const std::string& dir) {
+  try {
+    return read_tokenizer_config(dir, nullptr, /*allow_unknown_keys=*/true) !=
+           plain_tokenizer_config(dir);
+  } catch (const std::exception&) {
+    return true;  // a file that does not parse: the loader says why
+  }
+}
+
 std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& dir, bool allow_unknown_keys) {
   const json tokenizer_json = read_json_file(dir + "/tokenizer.json");
-  const std::string config_file = dir + "/tokenizer_config.json";
-  const json config =
-      std::filesystem::exists(config_file) ? read_json_file(config_file) : json::object();
-  std::unique_ptr<Tokenizer> tokenizer = from_json(tokenizer_json, config, dir, allow_unknown_keys);
+  std::vector<std::string> map_keys;
+  const json config = read_tokenizer_config(dir, &map_keys, allow_unknown_keys);
+  std::unique_ptr<Tokenizer> tokenizer =
+      from_json(tokenizer_json, config, dir, allow_unknown_keys, map_keys);
   const std::string generation_file = dir + "/generation_config.json";
   if (std::filesystem::exists(generation_file)) {
     add_generation_eos(generation_file, tokenizer->vocab_size(), &tokenizer->eos_ids_);
@@ -250,9 +323,11 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& dir, bool allow_un
 std::unique_ptr<Tokenizer> Tokenizer::from_json(const json& tokenizer_json,
                                                 const json& tokenizer_config,
                                                 const std::string& path_for_errors,
-                                                bool allow_unknown_keys) {
+                                                bool allow_unknown_keys,
+                                                const std::vector<std::string>& map_keys) {
   const std::string json_file = path_for_errors + "/tokenizer.json";
   const std::string config_file = path_for_errors + "/tokenizer_config.json";
+  const ConfigFiles files{config_file, path_for_errors + "/special_tokens_map.json", map_keys};
   if (!tokenizer_json.is_object()) fail(json_file, "", "expected a JSON object");
   if (!tokenizer_config.is_object()) fail(config_file, "", "expected a JSON object");
 
@@ -275,8 +350,8 @@ std::unique_ptr<Tokenizer> Tokenizer::from_json(const json& tokenizer_json,
   std::vector<std::string> unknown =
       unknown_keys_of(tokenizer_config, config_file, allow_unknown_keys);
   refuse_unreproduced_settings(tokenizer_config, config_file);
-  check_named_tokens(tokenizer_config, *tokenizer, config_file);
-  SpecialIds ids = special_ids(*tokenizer, tokenizer_json, tokenizer_config, json_file, config_file);
+  check_named_tokens(tokenizer_config, *tokenizer, files);
+  SpecialIds ids = special_ids(*tokenizer, tokenizer_json, tokenizer_config, json_file, files);
   Tokenizer& base = *tokenizer;
   base.bos_id_ = ids.prefix.empty() ? -1 : ids.prefix[0];
   base.prefix_ids_ = std::move(ids.prefix);

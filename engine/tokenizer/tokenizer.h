@@ -32,7 +32,8 @@ class Tokenizer {
   // tokenizer_config.json's keys kvbench does not know, let through by allow_unknown_keys.
   const std::vector<std::string>& unknown_config_keys() const { return unknown_config_keys_; }
 
-  // Loads `dir`/tokenizer.json and, if present, `dir`/tokenizer_config.json. Chooses the
+  // Loads `dir`/tokenizer.json and, if present, `dir`/tokenizer_config.json (with a legacy
+  // special_tokens_map.json: read_tokenizer_config). Chooses the
   // SentencePiece-style or byte-level BPE implementation from the file's model/pre-tokenizer.
   // Throws InputError naming the file and field on anything malformed or unsupported, and on a
   // tokenizer_config.json key kvbench neither reads nor knows to be inert, unless
@@ -40,11 +41,14 @@ class Tokenizer {
   // Also adds generation_config.json's eos_token_id(s), when that file is present, to eos_ids().
   static std::unique_ptr<Tokenizer> load(const std::string& dir, bool allow_unknown_keys = false);
   // `path_for_errors` is the folder the two files come from: errors name
-  // <path_for_errors>/tokenizer.json or <path_for_errors>/tokenizer_config.json.
+  // <path_for_errors>/tokenizer.json or <path_for_errors>/tokenizer_config.json, or
+  // <path_for_errors>/special_tokens_map.json for the keys in `map_keys`
+  // (read_tokenizer_config's: the config's special tokens that file set).
   static std::unique_ptr<Tokenizer> from_json(const nlohmann::json& tokenizer_json,
                                               const nlohmann::json& tokenizer_config,
                                               const std::string& path_for_errors,
-                                              bool allow_unknown_keys = false);
+                                              bool allow_unknown_keys = false,
+                                              const std::vector<std::string>& map_keys = {});
 
  protected:
   int bos_id_ = -1;
@@ -55,6 +59,20 @@ class Tokenizer {
   bool clean_up_spaces_ = false;
   std::vector<std::string> unknown_config_keys_;
 };
+
+// `dir`/tokenizer_config.json ({} where absent) as transformers reads it: where that file has
+// no added_tokens_decoder (written before transformers 4.34) and `dir` holds a
+// special_tokens_map.json, the map's keys replace the config's, but for a list of extra special
+// tokens in both, which gets the map's tokens it lacks appended (transformers' legacy path; a
+// config with added_tokens_decoder makes it ignore the map). `map_keys` (nullable) gets the keys
+// whose value is the map's. A map key kvbench does not know (tokenizer_config_key_table) is
+// refused, an InputError naming the map and the key, unless `allow_unknown_keys`.
+nlohmann::json read_tokenizer_config(const std::string& dir,
+                                     std::vector<std::string>* map_keys = nullptr,
+                                     bool allow_unknown_keys = false);
+// Whether special_tokens_map.json makes read_tokenizer_config(dir) differ from
+// tokenizer_config.json as written (true where a file does not parse).
+bool special_tokens_map_changes_config(const std::string& dir);
 
 // tokenizer_config.json's keys kvbench reads or knows to leave a text's ids unchanged, each with
 // what kvbench does with it (kvbench list config-keys); any other key is refused unless let

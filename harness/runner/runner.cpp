@@ -35,8 +35,8 @@ struct CellTotals {
   std::vector<double> attended_sum;  // per layer * Hkv
   std::vector<int64_t> attended_min, attended_max;
   int64_t decode_steps = 0;
-  double prefill_s = 0, prefill_method_s = 0, decode_s = 0, decode_host_s = 0, select_s = 0,
-         select_host_s = 0, attention_host_s = 0, graph_capture_s = 0;
+  double prefill_s = 0, prefill_method_s = 0, method_setup_s = 0, decode_s = 0, decode_host_s = 0,
+         select_s = 0, select_host_s = 0, attention_host_s = 0, graph_capture_s = 0;
   int64_t decode_syncs = 0, graph_steps = 0;
   int prefill_attention_kernel = -1;  // the last session's (the same shapes in every sample)
   bool syncs_counted = false;
@@ -73,6 +73,7 @@ struct CellTotals {
     const SessionTimings& t = s.timings();
     prefill_s += t.prefill_s;
     prefill_method_s += t.prefill_method_s;
+    method_setup_s += t.method_setup_s;
     decode_s += t.decode_s;
     decode_host_s += t.decode_host_s;
     decode_syncs += t.decode_syncs;
@@ -107,6 +108,7 @@ struct CellTotals {
     metric("kv_fragmentation", fragmentation / samples, "ratio");
     metric("prefill_s", prefill_s / samples, "s");
     metric("prefill_method_share", prefill_s > 0 ? prefill_method_s / prefill_s : 0, "ratio");
+    metric("method_setup_s", method_setup_s / samples, "s");
     if (prefill_attention_kernel >= 0)  // ATen's fused kernel ran it (a GPU, bf16/f16)
       metric("prefill_attention_kernel", prefill_attention_kernel, "SDPBackend");
     if (decode_steps == 0) return;
@@ -174,18 +176,27 @@ int eos_token_id(const LlamaModel& model, const Sample& sample) {
       special_token_text(model.tokenizer_config.value("eos_token", nlohmann::json()));
   if (!text)
     throw InputError("sample " + sample.id + ": its reference stops at the tokenizer's "
-                     "eos_token, which " + model.source + "/tokenizer_config.json does not set");
+                     "eos_token, which " + model.source + "/tokenizer_config.json does not set "
+                     "(nor a special_tokens_map.json read beside it)");
   const std::vector<int> ids = model.tokenizer->encode(*text, /*add_special=*/false);
   if (ids.size() != 1)
-    throw InputError(model.source + "/tokenizer_config.json: eos_token: not one token");
+    throw InputError(model.source + "/tokenizer_config.json (or special_tokens_map.json): "
+                     "eos_token: not one token");
   return ids[0];
 }
 
 }  // namespace
 
+bool stops_at_eos_token_alone(const LlamaModel& model, const Sample& sample) {
+  if (!sample.stops_at_eos_token_only) return false;
+  const std::vector<std::string>& every = sample.every_eos_id_families;
+  return every.empty() || std::find(every.begin(), every.end(),
+                                    detect_chat_template(model.tokenizer_config)) == every.end();
+}
+
 std::vector<int> stop_ids(const LlamaModel& model, const Sample& sample) {
   std::vector<int> ids;
-  if (sample.stops_at_eos_token_only) {
+  if (stops_at_eos_token_alone(model, sample)) {
     ids.push_back(eos_token_id(model, sample));
   } else {
     ids = model.tokenizer->eos_ids();

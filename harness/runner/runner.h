@@ -73,9 +73,13 @@ struct ChatTemplateChoice {
   bool applied() const { return own || name != "none"; }
 };
 ChatTemplateChoice chat_template_choice(const LlamaModel& model, const Sample& sample);
+// Whether generation stops at tokenizer_config.json's eos_token alone: the sample says so, and
+// the model's chat family is not among its every_eos_id_families.
+bool stops_at_eos_token_alone(const LlamaModel& model, const Sample& sample);
 // The ids generation stops at: the model's EOS ids (the tokenizer's, config.json's and
-// generation_config.json's), or tokenizer_config.json's eos_token alone where the sample says
-// so (an InputError where it sets none), and the last token of each of its stop_texts.
+// generation_config.json's), or tokenizer_config.json's eos_token alone where
+// stops_at_eos_token_alone (an InputError where it sets none), and the last token of each of
+// its stop_texts.
 std::vector<int> stop_ids(const LlamaModel& model, const Sample& sample);
 // A sample's prompt text as the model reads it: its chat template applied (before BOS); an
 // InputError where a built-in template's markers are no tokens of the model's tokenizer

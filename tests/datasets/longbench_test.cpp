@@ -243,7 +243,10 @@ TEST(LongBenchLoader, AdakvsRunnerAndEachScriptsStopsAndForms) {
   const Sample quest = sample("hotpotqa", "quest"), cluster = sample("hotpotqa", "clusterkv");
   EXPECT_TRUE(quest.stops_at_eos_token_only);
   EXPECT_EQ(quest.unchecked_new_tokens, 1);
-  EXPECT_FALSE(cluster.stops_at_eos_token_only);
+  EXPECT_TRUE(quest.every_eos_id_families.empty());
+  // ClusterKV's pred.py: GLM-4 at its three EOS ids, every other model at eos_token alone.
+  EXPECT_TRUE(cluster.stops_at_eos_token_only);
+  EXPECT_EQ(cluster.every_eos_id_families, std::vector<std::string>{"glm4"});
   EXPECT_EQ(cluster.unchecked_new_tokens, 1);
   // Their build_chat forms: Quest's Llama-2 as [INST]p[/INST], the rest unwrapped; ClusterKV's
   // GLM-4 and Llama-3 in their own templates as text (the prefix twice), the rest unwrapped.
@@ -261,6 +264,8 @@ TEST(LongBenchLoader, AdakvsRunnerAndEachScriptsStopsAndForms) {
                            {"pred_script", "kvcache-factory"}}), 1);
   EXPECT_EQ(info.revision({{"dataset", "hotpotqa"}, {"chat_template", "none"},
                            {"pred_script", "quest"}}), 1);
+  EXPECT_EQ(info.revision({{"dataset", "hotpotqa"}, {"chat_template", "none"},
+                           {"pred_script", "clusterkv"}}), 2);
   EXPECT_EQ(info.revision({{"dataset", "hotpotqa"}, {"chat_template", "none"}}), 0);
 }
 

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <regex>
 #include <sstream>
+#include <thread>
 
 #include "tests/test_util.h"
 
@@ -121,6 +122,26 @@ TEST(Session, ChunkedPrefillEqualsOneChunk) {
   tiny_chunks.prefill_score_bytes = 1;  // forces chunks of a single query
   Session a(*model, *method, one_chunk), b(*model, *method, tiny_chunks);
   EXPECT_LT(relative_error(b.prefill(ids, true), a.prefill(ids, true)), 1e-5);
+}
+
+// A method whose set-up (begin) takes 0.4 s: InfiniGen's calibration on its text stands there.
+class SlowSetUp : public Method {
+ public:
+  void begin(const MethodContext& context) override {
+    Method::begin(context);
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  }
+};
+
+// Method::begin is timed as the method's set-up, apart from the prompt's prefill: a tiny
+// model's prefill of 8 tokens takes milliseconds, not the 0.4 s of the set-up.
+TEST(Session, MethodSetUpIsTimedApartFromThePrefill) {
+  auto model = LlamaModel::from_reference("random-tiny");
+  SlowSetUp method;
+  Session session(*model, method, SessionOptions{});
+  session.prefill({3, 4, 5, 6, 7, 8, 9, 10});
+  EXPECT_GE(session.timings().method_setup_s, 0.4);
+  EXPECT_LT(session.timings().prefill_s, 0.4);
 }
 
 // min_new: the first tokens are never stop ids (their logits masked), as transformers' min_length.

@@ -407,6 +407,13 @@ TEST(EncodePrompt, StopIdsAtTheEosTokenAloneWhereTheSampleSaysSo) {
   EXPECT_EQ(stop_ids(*model, s), every);
   s.stops_at_eos_token_only = true;
   EXPECT_EQ(stop_ids(*model, s), (std::vector<int>{eos, newline}));
+  // A family listed as stopping at every EOS id does so whatever stops_at_eos_token_only says
+  // (ClusterKV's GLM-4); another family does not.
+  const std::string family = detect_chat_template(model->tokenizer_config);
+  s.every_eos_id_families = {family};
+  EXPECT_EQ(stop_ids(*model, s), every);
+  s.every_eos_id_families = {family + "_other"};
+  EXPECT_EQ(stop_ids(*model, s), (std::vector<int>{eos, newline}));
   model->tokenizer_config.erase("eos_token");
   try {
     stop_ids(*model, s);
