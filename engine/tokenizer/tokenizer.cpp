@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <set>
 
 #include "engine/common/json_fields.h"
 #include "engine/tokenizer/bpe_tokenizer.h"
@@ -20,10 +21,14 @@ using tok::fail;
 // special_tokens_map.json for the special tokens that file set (read_tokenizer_config).
 struct ConfigFiles {
   std::string config, special_tokens_map;
-  std::vector<std::string> from_map;  // keys set by special_tokens_map.json
+  SpecialTokensMapKeys from_map;
   std::string of(const std::string& key) const {
-    return std::find(from_map.begin(), from_map.end(), key) != from_map.end() ? special_tokens_map
-                                                                              : config;
+    auto has = [&key](const std::vector<std::string>& keys) {
+      return std::find(keys.begin(), keys.end(), key) != keys.end();
+    };
+    if (has(from_map.replaced)) return special_tokens_map;
+    if (has(from_map.merged)) return config + " merged with " + special_tokens_map;
+    return config;
   }
 };
 
@@ -125,29 +130,29 @@ SpecialIds special_ids(const tok::BpeTokenizer& tokenizer, const json& tokenizer
   } else {
     ids.prefix = template_prefix;
   }
-  ids.add_bos = tok::optional_bool(config, "add_bos_token", !template_prefix.empty(), files.config, "");
-  if (ids.add_bos && ids.prefix.empty()) fail(files.config, "add_bos_token", "true, but there is no bos_token");
+  ids.add_bos = tok::optional_bool(config, "add_bos_token", !template_prefix.empty(), files.of("add_bos_token"), "");
+  if (ids.add_bos && ids.prefix.empty()) fail(files.of("add_bos_token"), "add_bos_token", "true, but there is no bos_token");
   const std::string eos = config_token(config, "eos_token", files.of("eos_token"));
   if (!eos.empty()) ids.eos.push_back(require_token(tokenizer, eos, files.of("eos_token"), "eos_token"));
-  ids.add_eos = tok::optional_bool(config, "add_eos_token", false, files.config, "");
-  if (ids.add_eos && ids.eos.empty()) fail(files.config, "add_eos_token", "true, but there is no eos_token");
+  ids.add_eos = tok::optional_bool(config, "add_eos_token", false, files.of("add_eos_token"), "");
+  if (ids.add_eos && ids.eos.empty()) fail(files.of("add_eos_token"), "add_eos_token", "true, but there is no eos_token");
   return ids;
 }
 
 // tokenizer_config.json's keys that would make transformers encode or decode otherwise than
 // tokenizer.json says, and that kvbench does not reproduce: refused where set to true.
-void refuse_unreproduced_settings(const json& config, const std::string& config_file) {
+void refuse_unreproduced_settings(const json& config, const ConfigFiles& files) {
   static const std::pair<const char*, const char*> kRefused[] = {
       {"split_special_tokens", "special tokens written in the text split as plain text"},
       {"from_slow", "the tokenizer rebuilt from its slow (SentencePiece) files"},
       {"add_prefix_space", "transformers rebuilds the pre-tokenizer with a prefix space"},
       {"do_lower_case", "the text lowercased before encoding"}};
   for (const auto& [key, what] : kRefused)
-    if (tok::optional_bool(config, key, false, config_file, ""))
-      fail(config_file, key, std::string("true (") + what + ") is not reproduced by kvbench");
+    if (tok::optional_bool(config, key, false, files.of(key), ""))
+      fail(files.of(key), key, std::string("true (") + what + ") is not reproduced by kvbench");
   if (auto backend = config.find("backend");
       backend != config.end() && *backend != json("tokenizers"))
-    fail(config_file, "backend", backend->dump() + ": kvbench reads tokenizer.json, "
+    fail(files.of("backend"), "backend", backend->dump() + ": kvbench reads tokenizer.json, "
                                  "transformers' \"tokenizers\" backend");
 }
 
@@ -257,24 +262,50 @@ json plain_tokenizer_config(const std::string& dir) {
 }
 
 // The config's list of extra special tokens with the map's appended, those it lacks (by text),
-// as transformers merges additional_special_tokens; the map's value where either is no list.
-json merged_token_list(const json& config_value, const json& map_value, const std::string& file,
+// as transformers merges additional_special_tokens (5: extra_special_tokens). Both lists.
+json merged_token_list(const json& config_list, const json& map_list, const std::string& dir,
                        const std::string& key) {
-  if (!config_value.is_array() || !map_value.is_array()) return map_value;
-  json merged = config_value;
-  for (const json& token : map_value) {
-    const std::string text = token_text(token, file, key);
-    const bool known = std::any_of(merged.begin(), merged.end(), [&](const json& t) {
-      return token_text(t, file, key) == text;
-    });
-    if (!known) merged.push_back(token);
+  json merged = config_list;
+  std::vector<std::string> texts;
+  for (size_t i = 0; i < config_list.size(); ++i)
+    texts.push_back(token_text(config_list[i], dir + "/tokenizer_config.json",
+                               key + "[" + std::to_string(i) + "]"));
+  for (size_t i = 0; i < map_list.size(); ++i) {
+    const std::string text = token_text(map_list[i], dir + "/special_tokens_map.json",
+                                        key + "[" + std::to_string(i) + "]");
+    if (std::find(texts.begin(), texts.end(), text) == texts.end()) {
+      merged.push_back(map_list[i]);
+      texts.push_back(text);
+    }
   }
   return merged;
 }
 
+// A config's settings with each token written as its text: tokenizer_config.json and
+// special_tokens_map.json write one token as a string or as {"content": ...} with flags.
+json token_texts(const json& config, const std::string& file) {
+  json out = json::object();
+  for (const auto& [key, value] : config.items()) {
+    static const std::set<std::string> kTokens = {"bos_token", "eos_token", "unk_token",
+                                                  "pad_token", "mask_token", "sep_token",
+                                                  "cls_token"};
+    if (kTokens.count(key)) {
+      out[key] = token_text(value, file, key);
+    } else if ((key == "additional_special_tokens" || key == "extra_special_tokens") &&
+               value.is_array()) {
+      out[key] = json::array();
+      for (size_t i = 0; i < value.size(); ++i)
+        out[key].push_back(token_text(value[i], file, key + "[" + std::to_string(i) + "]"));
+    } else {
+      out[key] = value;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
-json read_tokenizer_config(const std::string& dir, std::vector<std::string>* map_keys,
+json read_tokenizer_config(const std::string& dir, SpecialTokensMapKeys* from_map,
                            bool allow_unknown_keys) {
   json config = plain_tokenizer_config(dir);
   const std::string map_file = dir + "/special_tokens_map.json";
@@ -290,18 +321,19 @@ json read_tokenizer_config(const std::string& dir, std::vector<std::string>* map
     if (!known && !allow_unknown_keys)
       fail(map_file, key, "a key kvbench neither reads nor knows to leave the ids unchanged "
                           "(kvbench list config-keys)");
-    const bool list = key == "additional_special_tokens" || key == "extra_special_tokens";
-    const bool in_config = config.contains(key) && !config[key].is_null();
-    config[key] = list && in_config ? merged_token_list(config[key], value, map_file, key) : value;
-    if (map_keys && !(list && in_config)) map_keys->push_back(key);  // a merged list: the config's
+    const bool merge = (key == "additional_special_tokens" || key == "extra_special_tokens") &&
+                       value.is_array() && config.contains(key) && config[key].is_array();
+    config[key] = merge ? merged_token_list(config[key], value, dir, key) : value;
+    if (from_map) (merge ? from_map->merged : from_map->replaced).push_back(key);
   }
   return config;
 }
 
 bool special_tokens_map_changes_config(const std::string& dir) {
   try {
-    return read_tokenizer_config(dir, nullptr, /*allow_unknown_keys=*/true) !=
-           plain_tokenizer_config(dir);
+    const std::string file = dir + "/tokenizer_config.json";
+    return token_texts(read_tokenizer_config(dir, nullptr, /*allow_unknown_keys=*/true), file) !=
+           token_texts(plain_tokenizer_config(dir), file);
   } catch (const std::exception&) {
     return true;  // a file that does not parse: the loader says why
   }
@@ -309,10 +341,10 @@ bool special_tokens_map_changes_config(const std::string& dir) {
 
 std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& dir, bool allow_unknown_keys) {
   const json tokenizer_json = read_json_file(dir + "/tokenizer.json");
-  std::vector<std::string> map_keys;
-  const json config = read_tokenizer_config(dir, &map_keys, allow_unknown_keys);
+  SpecialTokensMapKeys from_map;
+  const json config = read_tokenizer_config(dir, &from_map, allow_unknown_keys);
   std::unique_ptr<Tokenizer> tokenizer =
-      from_json(tokenizer_json, config, dir, allow_unknown_keys, map_keys);
+      from_json(tokenizer_json, config, dir, allow_unknown_keys, from_map);
   const std::string generation_file = dir + "/generation_config.json";
   if (std::filesystem::exists(generation_file)) {
     add_generation_eos(generation_file, tokenizer->vocab_size(), &tokenizer->eos_ids_);
@@ -324,10 +356,10 @@ std::unique_ptr<Tokenizer> Tokenizer::from_json(const json& tokenizer_json,
                                                 const json& tokenizer_config,
                                                 const std::string& path_for_errors,
                                                 bool allow_unknown_keys,
-                                                const std::vector<std::string>& map_keys) {
+                                                const SpecialTokensMapKeys& from_map) {
   const std::string json_file = path_for_errors + "/tokenizer.json";
   const std::string config_file = path_for_errors + "/tokenizer_config.json";
-  const ConfigFiles files{config_file, path_for_errors + "/special_tokens_map.json", map_keys};
+  const ConfigFiles files{config_file, path_for_errors + "/special_tokens_map.json", from_map};
   if (!tokenizer_json.is_object()) fail(json_file, "", "expected a JSON object");
   if (!tokenizer_config.is_object()) fail(config_file, "", "expected a JSON object");
 
@@ -349,7 +381,7 @@ std::unique_ptr<Tokenizer> Tokenizer::from_json(const json& tokenizer_json,
 
   std::vector<std::string> unknown =
       unknown_keys_of(tokenizer_config, config_file, allow_unknown_keys);
-  refuse_unreproduced_settings(tokenizer_config, config_file);
+  refuse_unreproduced_settings(tokenizer_config, files);
   check_named_tokens(tokenizer_config, *tokenizer, files);
   SpecialIds ids = special_ids(*tokenizer, tokenizer_json, tokenizer_config, json_file, files);
   Tokenizer& base = *tokenizer;
@@ -361,7 +393,8 @@ std::unique_ptr<Tokenizer> Tokenizer::from_json(const json& tokenizer_json,
   base.unknown_config_keys_ = std::move(unknown);
   // Absent: false, transformers' default since 4.45 and in 5 (older versions defaulted to true).
   base.clean_up_spaces_ =
-      tok::optional_bool(tokenizer_config, "clean_up_tokenization_spaces", false, config_file, "");
+      tok::optional_bool(tokenizer_config, "clean_up_tokenization_spaces", false,
+                         files.of("clean_up_tokenization_spaces"), "");
   return tokenizer;
 }
 

@@ -9,6 +9,12 @@
 
 namespace kvb {
 
+// The keys of a tokenizer config that special_tokens_map.json set (read_tokenizer_config): its
+// value in place of the config's, or a list of the config's tokens and the map's merged.
+struct SpecialTokensMapKeys {
+  std::vector<std::string> replaced, merged;
+};
+
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
@@ -42,13 +48,13 @@ class Tokenizer {
   static std::unique_ptr<Tokenizer> load(const std::string& dir, bool allow_unknown_keys = false);
   // `path_for_errors` is the folder the two files come from: errors name
   // <path_for_errors>/tokenizer.json or <path_for_errors>/tokenizer_config.json, or
-  // <path_for_errors>/special_tokens_map.json for the keys in `map_keys`
-  // (read_tokenizer_config's: the config's special tokens that file set).
+  // <path_for_errors>/special_tokens_map.json (both, for a merged list) for the keys in
+  // `from_map` (read_tokenizer_config's).
   static std::unique_ptr<Tokenizer> from_json(const nlohmann::json& tokenizer_json,
                                               const nlohmann::json& tokenizer_config,
                                               const std::string& path_for_errors,
                                               bool allow_unknown_keys = false,
-                                              const std::vector<std::string>& map_keys = {});
+                                              const SpecialTokensMapKeys& from_map = {});
 
  protected:
   int bos_id_ = -1;
@@ -64,14 +70,15 @@ class Tokenizer {
 // no added_tokens_decoder (written before transformers 4.34) and `dir` holds a
 // special_tokens_map.json, the map's keys replace the config's, but for a list of extra special
 // tokens in both, which gets the map's tokens it lacks appended (transformers' legacy path; a
-// config with added_tokens_decoder makes it ignore the map). `map_keys` (nullable) gets the keys
-// whose value is the map's. A map key kvbench does not know (tokenizer_config_key_table) is
-// refused, an InputError naming the map and the key, unless `allow_unknown_keys`.
+// config with added_tokens_decoder makes it ignore the map). `from_map` (nullable) gets which
+// keys the map set. A map key kvbench does not know (tokenizer_config_key_table) is refused, an
+// InputError naming the map and the key, unless `allow_unknown_keys`.
 nlohmann::json read_tokenizer_config(const std::string& dir,
-                                     std::vector<std::string>* map_keys = nullptr,
+                                     SpecialTokensMapKeys* from_map = nullptr,
                                      bool allow_unknown_keys = false);
-// Whether special_tokens_map.json makes read_tokenizer_config(dir) differ from
-// tokenizer_config.json as written (true where a file does not parse).
+// Whether special_tokens_map.json makes read_tokenizer_config(dir) name other tokens or settings
+// than tokenizer_config.json as written (tokens compared by their text, however each file
+// writes them; true where a file does not parse).
 bool special_tokens_map_changes_config(const std::string& dir);
 
 // tokenizer_config.json's keys kvbench reads or knows to leave a text's ids unchanged, each with

@@ -25,7 +25,10 @@ TEST(WeightsHash, EveryByteCounts) {
   EXPECT_NE(weights_hash(*LlamaModel::random(odd_sized_config(), 2)), original);
   ASSERT_NE(model->final_norm.nbytes() % 32, 0u);
   for (at::Tensor* t : {&model->final_norm, &model->embed}) {
-    for (int64_t offset : {int64_t(0), int64_t(t->nbytes() / 2), int64_t(t->nbytes() - 1)}) {
+    // A word of each of the four lanes (bytes 0, 8, 16, 24 of a stripe), one in the middle
+    // and the last byte (among the final nbytes % 32 of the norm).
+    for (int64_t offset : {int64_t(0), int64_t(8), int64_t(16), int64_t(24),
+                           int64_t(t->nbytes() / 2), int64_t(t->nbytes() - 1)}) {
       flip_byte(*t, offset);
       EXPECT_NE(weights_hash(*model), original) << "byte " << offset << " of " << t->nbytes();
       flip_byte(*t, offset);

@@ -39,8 +39,8 @@ TEST(SpecialTokensMap, ReplacesTheConfigsTokensWithoutAddedTokensDecoder) {
   write_folder(dir, {{"bos_token", "<s>"}, {"eos_token", "<unk>"}},
                {{"eos_token", {{"content", "</s>"}, {"lstrip", false}}}, {"unk_token", "<unk>"}});
   EXPECT_EQ(Tokenizer::load(dir.path())->eos_ids(), std::vector<int>{2});
-  EXPECT_EQ(read_tokenizer_config(dir.path())["eos_token"]["content"], "</s>");
-  EXPECT_EQ(read_tokenizer_config(dir.path())["bos_token"], "<s>");  // the config's, not in the map
+  EXPECT_EQ(read_tokenizer_config(dir.path()).at("eos_token").at("content"), "</s>");
+  EXPECT_EQ(read_tokenizer_config(dir.path()).at("bos_token"), "<s>");  // the config's, not in the map
 }
 
 TEST(SpecialTokensMap, IgnoredBesideAddedTokensDecoder) {
@@ -66,13 +66,15 @@ TEST(SpecialTokensMap, MergesListsOfExtraTokensAndTakesKnownKeys) {
   write_folder(dir, {{"additional_special_tokens", json::array({"<s>"})}},
                {{"additional_special_tokens", json::array({"</s>", json{{"content", "<s>"}}})},
                 {"model_max_length", 512}});
-  std::vector<std::string> from_map;
+  SpecialTokensMapKeys from_map;
   const json config = read_tokenizer_config(dir.path(), &from_map);
-  EXPECT_EQ(config["additional_special_tokens"], json::array({"<s>", "</s>"}));
-  EXPECT_EQ(config["model_max_length"], 512);
-  EXPECT_EQ(from_map, std::vector<std::string>{"model_max_length"});  // the merged list: the config's
+  EXPECT_EQ(config.at("additional_special_tokens"), json::array({"<s>", "</s>"}));
+  EXPECT_EQ(config.at("model_max_length"), 512);
+  EXPECT_EQ(from_map.replaced, std::vector<std::string>{"model_max_length"});
+  EXPECT_EQ(from_map.merged, std::vector<std::string>{"additional_special_tokens"});
   write_folder(unknown, json::object(), {{"tokenizer_kind", "x"}});
-  EXPECT_EQ(read_tokenizer_config(unknown.path(), nullptr, /*allow_unknown_keys=*/true)["tokenizer_kind"],
+  EXPECT_EQ(read_tokenizer_config(unknown.path(), nullptr, /*allow_unknown_keys=*/true)
+                .at("tokenizer_kind"),
             "x");
 }
 
@@ -91,6 +93,11 @@ TEST(SpecialTokensMap, CountsInTheFingerprintWhereItChangesTheConfig) {
   const std::string current_before = checkpoint_fingerprint(current);
   const std::string map_file = "/special_tokens_map.json";
   tokenizer_test::write_file(legacy + map_file, json{{"eos_token", eos}}.dump());  // the same
+  EXPECT_EQ(checkpoint_fingerprint(legacy), legacy_before);
+  // The same token written as an object with flags, as older files do.
+  tokenizer_test::write_file(
+      legacy + map_file,
+      json{{"eos_token", {{"content", eos.get<std::string>()}, {"lstrip", false}}}}.dump());
   EXPECT_EQ(checkpoint_fingerprint(legacy), legacy_before);
   for (const std::string& dir : {legacy, current})
     tokenizer_test::write_file(dir + map_file, R"({"eos_token": "<unk>"})");
