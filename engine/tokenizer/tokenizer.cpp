@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <set>
 
 #include "engine/common/json_fields.h"
@@ -226,13 +225,15 @@ void check_named_tokens(const json& config, const tok::BpeTokenizer& tokenizer,
 
 // The keys of `config` neither read nor known: an InputError naming the first, or, where
 // `allow_unknown`, the list.
+bool is_known_config_key(const std::string& key) {
+  const auto& table = tokenizer_config_key_table();
+  return std::any_of(table.begin(), table.end(), [&](const auto& k) { return k.first == key; });
+}
+
 std::vector<std::string> unknown_keys_of(const json& config, const std::string& file,
                                          bool allow_unknown) {
-  const auto is_known = [](const std::string& key) {
-    const auto& table = tokenizer_config_key_table();
-    return std::any_of(table.begin(), table.end(), [&](const auto& k) { return k.first == key; });
-  };
-  return unknown_config_keys(config, file, is_known, "how text is encoded", allow_unknown);
+  return unknown_config_keys(config, file, is_known_config_key, "how text is encoded",
+                             allow_unknown);
 }
 
 // generation_config.json's eos_token_id (an id or a list: Llama 3 stops at several tokens).
@@ -251,9 +252,11 @@ void add_generation_eos(const std::string& file, int vocab_size, std::vector<int
   }
 }
 
-}  // namespace
-
-namespace {
+// The lists of extra special tokens transformers merges from special_tokens_map.json
+// (additional_special_tokens; 5: extra_special_tokens).
+bool is_token_list_key(const std::string& key) {
+  return key == "additional_special_tokens" || key == "extra_special_tokens";
+}
 
 // tokenizer_config.json as written, {} where absent.
 json plain_tokenizer_config(const std::string& dir) {
@@ -291,8 +294,7 @@ json token_texts(const json& config, const std::string& file) {
                                                   "cls_token"};
     if (kTokens.count(key)) {
       out[key] = token_text(value, file, key);
-    } else if ((key == "additional_special_tokens" || key == "extra_special_tokens") &&
-               value.is_array()) {
+    } else if (is_token_list_key(key) && value.is_array()) {
       out[key] = json::array();
       for (size_t i = 0; i < value.size(); ++i)
         out[key].push_back(token_text(value[i], file, key + "[" + std::to_string(i) + "]"));
@@ -314,15 +316,12 @@ json read_tokenizer_config(const std::string& dir, SpecialTokensMapKeys* from_ma
     return config;
   const json map = read_json_file(map_file);
   if (!map.is_object()) fail(map_file, "", "expected a JSON object");
-  const auto& table = tokenizer_config_key_table();
   for (const auto& [key, value] : map.items()) {
-    const bool known = std::any_of(table.begin(), table.end(),
-                                   [&key = key](const auto& k) { return k.first == key; });
-    if (!known && !allow_unknown_keys)
+    if (!is_known_config_key(key) && !allow_unknown_keys)
       fail(map_file, key, "a key kvbench neither reads nor knows to leave the ids unchanged "
                           "(kvbench list config-keys)");
-    const bool merge = (key == "additional_special_tokens" || key == "extra_special_tokens") &&
-                       value.is_array() && config.contains(key) && config[key].is_array();
+    const bool merge = is_token_list_key(key) && value.is_array() && config.contains(key) &&
+                       config[key].is_array();
     config[key] = merge ? merged_token_list(config[key], value, dir, key) : value;
     if (from_map) (merge ? from_map->merged : from_map->replaced).push_back(key);
   }
