@@ -8,9 +8,8 @@
 //   gpu_decode_splits/<n>/<splits>  the kernel over every row with a given number of splits
 //                                   (the raw kernel, not the glue's choice; counter `chosen`:
 //                                   the count decode_attention_splits picks, one full wave)
-//   gpu_decode_registers/<n>/<cap>  the same in its one-wave count, as compiled (0: 3 blocks an
-//                                   SM) or capped at 128 registers (1: 4 blocks; kvbench_cuda.h
-//                                   DecodeRegisters)
+//   gpu_decode_kernel/<n>/<kernel>  the same in its one-wave count on the tensor cores (0: the
+//                                   default) or the CUDA cores (1; kvbench_cuda.h DecodeKernel)
 //   gpu_sdpa/<n>                    ATen's scaled_dot_product_attention on the same shapes: one
 //                                   decode query per head, 32 over 8 KV heads (enable_gqa, so
 //                                   K/V are read unrepeated; PyTorch >= 2.5)
@@ -239,9 +238,8 @@ BENCHMARK(BM_gpu_decode_sparse)->Args({32768, 1024})->Args({131072, 1024})->UseM
     ->Unit(benchmark::kMicrosecond);
 
 // The raw kernel (not the glue) over every row of n tokens in `splits` splits (0: the count
-// decode_attention_splits picks for `registers`, one full wave; counter `chosen`: that count).
-void raw_decode(benchmark::State& state, int64_t n, int64_t splits,
-                cuda::DecodeRegisters registers) {
+// decode_attention_splits picks for `kernel`, one full wave; counter `chosen`: that count).
+void raw_decode(benchmark::State& state, int64_t n, int64_t splits, cuda::DecodeKernel kernel) {
   if (!at::cuda::is_available()) return state.SkipWithError("skipped: no GPU");
   const int64_t g = kHq / kHkv;
   const Pool pool = make_pool(n);
@@ -250,8 +248,8 @@ void raw_decode(benchmark::State& state, int64_t n, int64_t splits,
   const at::Tensor& rows = selection.second;   // [Hkv * n]
   at::Tensor out = at::empty_like(pool.q);     // [Hq, d]
   const auto bf16 = kernels::KvElement::kBF16;
-  const int64_t chosen = cuda::decode_attention_splits(bf16, pool.k.data_ptr(), pool.v.data_ptr(),
-                                                       kHkv, g, kD, n, registers);
+  const int64_t chosen = cuda::decode_attention_splits(bf16, bf16, pool.k.data_ptr(),
+                                                       pool.v.data_ptr(), kHkv, g, kD, n, kernel);
   if (splits == 0) splits = chosen;
   at::Tensor workspace =
       at::empty({cuda::decode_attention_workspace_floats(kHkv, g, kD, splits)},
@@ -262,7 +260,7 @@ void raw_decode(benchmark::State& state, int64_t n, int64_t splits,
                                   /*row_list_stride=*/0, out.data_ptr(), /*probs=*/nullptr, kHkv,
                                   g, kD, float(1.0 / std::sqrt(double(kD))), splits,
                                   workspace.data_ptr<float>(),
-                                  at::cuda::getCurrentCUDAStream().stream(), registers);
+                                  at::cuda::getCurrentCUDAStream().stream(), kernel);
   });
   state.counters["chosen"] = double(chosen);
   set_bytes(state, decode_bytes(n));
@@ -270,22 +268,20 @@ void raw_decode(benchmark::State& state, int64_t n, int64_t splits,
 
 // Whether the split count the glue picks is the fastest: the same dense call with other counts.
 void BM_gpu_decode_splits(benchmark::State& state) {
-  raw_decode(state, state.range(0), state.range(1), cuda::DecodeRegisters::kAsCompiled);
+  raw_decode(state, state.range(0), state.range(1), cuda::DecodeKernel::kTensorCores);
 }
 BENCHMARK(BM_gpu_decode_splits)
     ->ArgsProduct({{32768}, {16, 33, 49, 66, 99, 132, 264}})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 
-// The dense call as compiled (0) or capped at 128 registers for 4 blocks an SM (1), each in
-// its own one-wave split count: whether occupancy is what bounds the kernel (on an H200 it
-// read 2.1-2.5 TB/s where SDPA read 3.2-4.1, the same time as on an H100).
-void BM_gpu_decode_registers(benchmark::State& state) {
+// The dense call on each pass-1 kernel (0: tensor cores, the default; 1: CUDA cores), each in
+// its own one-wave split count.
+void BM_gpu_decode_kernel(benchmark::State& state) {
   raw_decode(state, state.range(0), 0,
-             state.range(1) ? cuda::DecodeRegisters::kFourBlocksPerSm
-                            : cuda::DecodeRegisters::kAsCompiled);
+             state.range(1) ? cuda::DecodeKernel::kCudaCores : cuda::DecodeKernel::kTensorCores);
 }
-BENCHMARK(BM_gpu_decode_registers)
+BENCHMARK(BM_gpu_decode_kernel)
     ->ArgsProduct({{32768, 131072}, {0, 1}})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);

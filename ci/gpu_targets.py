@@ -7,8 +7,8 @@ from the same run, as the targets ask):
   the same at 128k:                                                         >= 10x faster
   the split count the glue chooses (gpu_decode_splits' `chosen`) vs the fastest one tried.
 
-Then the dense kernel as compiled against capped at 128 registers (gpu_decode_registers), not
-a target: whether more resident blocks close its gap to SDPA.
+Then the dense call on each pass-1 kernel (gpu_decode_kernel: tensor cores, the default; CUDA
+cores), each against SDPA: not a target, the comparison that chose the default.
 
 Times are the device's (kvbench_bench holds the stream while the host queues a call, so launch
 costs on the host are not counted; counter `held`); the same ratios of the calls as called, the
@@ -97,24 +97,26 @@ def with_host_table(benchmarks):
     return "\n".join(lines)
 
 
-def registers_table(benchmarks, times):
-    """The decode kernel as compiled against capped at 128 registers (gpu_decode_registers: 3
-    or 4 blocks an SM, each in its one-wave split count), and the capped one against SDPA: the
-    experiment that says whether occupancy is what keeps the dense kernel from SDPA's rate."""
-    lines = ["| decode kernel, every row (one wave) | as compiled | capped at 128 registers | "
-             "capped / as compiled | capped / SDPA |", "|---|---|---|---|---|"]
+def kernels_table(benchmarks, times):
+    """The dense call on each pass-1 kernel (gpu_decode_kernel/<n>/<kernel>: 0 tensor cores,
+    the default; 1 CUDA cores), each in its one-wave split count, and each against SDPA on the
+    same shapes."""
+    names = ("tensor cores", "CUDA cores")
+    lines = ["| decode kernel, every row (one wave) | " + " | ".join(names) + " |",
+             "|---" * (len(names) + 1) + "|"]
     for n, label in ((32768, "32k"), (131072, "128k")):
-        runs = [f"BM_gpu_decode_registers/{n}/{cap}" for cap in (0, 1)]
-        compiled, capped = (find(times, r) for r in runs)
         sdpa = find(times, f"BM_gpu_sdpa/{n}")
-        if compiled is None or capped is None:
-            lines.append(f"| {label} | absent | absent | - | - |")
-            continue
-        splits = [counter_us(benchmarks, r, "chosen") for r in runs]
-        cells = [f"{t:.1f} us ({s:.0f} splits)" if s is not None else f"{t:.1f} us"
-                 for t, s in zip((compiled, capped), splits)]
-        vs_sdpa = f"{capped / sdpa:.2f}x" if sdpa else "absent"
-        lines.append(f"| {label} | {cells[0]} | {cells[1]} | {capped / compiled:.2f}x | {vs_sdpa} |")
+        cells = []
+        for kernel in range(len(names)):
+            run = f"BM_gpu_decode_kernel/{n}/{kernel}"
+            t = find(times, run)
+            if t is None:
+                cells.append("absent")
+                continue
+            splits = counter_us(benchmarks, run, "chosen")
+            cell = f"{t:.1f} us" + (f" ({splits:.0f} splits)" if splits is not None else "")
+            cells.append(cell + (f", {t / sdpa:.2f}x SDPA" if sdpa else ""))
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -229,7 +231,7 @@ def main(argv):
                         find(times, f"BM_gpu_decode_sparse/{n}/1024"), limit, at_most=False))
     print(splits_row(benchmarks, times))
     print()
-    print(registers_table(benchmarks, times))
+    print(kernels_table(benchmarks, times))
     print()
     print(with_host_table(benchmarks))
     print()

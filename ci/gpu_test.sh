@@ -16,7 +16,8 @@
 #      32k/128k, ATen SDPA on the same shapes; CUDA events around each call queued behind a held
 #      stream: the device's time, counter with_host_us the call as called), its medians printed before the table,
 #      then issue 21's kernel targets from them (ci/gpu_targets.py: ratios met or missed) and
-#      the selection pieces' times per layer;
+#      the selection pieces' times per layer (KVBENCH_GPU_BENCH_FILTER, default gpu_: another
+#      filter, e.g. 'gpu_(copy|decode|sdpa)' for the attention kernels alone on a short lease);
 #   9. kvbench train-tiny --recipe training/recipes/v2.json --device cuda --dtype bf16
 #      --scale 0.02 (86 steps of every phase: the seconds per step of each phase;
 #      skipped, saying so, without the shared folder's word lists and essays);
@@ -231,7 +232,8 @@ fi
 # 8. The GPU kernel benchmarks (benchmarks/gpu_bench.cpp), then issue 21's kernel targets.
 rm -f "$build/gpu-bench.json"
 skipped 8 "kvbench_bench gpu_" ||
-  timed_step "kvbench_bench gpu_" "./$build/kvbench_bench" --benchmark_filter=gpu_ \
+  timed_step "kvbench_bench ${KVBENCH_GPU_BENCH_FILTER:-gpu_}" "./$build/kvbench_bench" \
+    --benchmark_filter="${KVBENCH_GPU_BENCH_FILTER:-gpu_}" \
     --benchmark_min_time=0.2 --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
     --benchmark_out="$build/gpu-bench.json" --benchmark_out_format=json
 targets=""

@@ -3,7 +3,10 @@
 // Pass 1, grid (splits, units), kWarps warps per block: split s of unit u takes a contiguous
 // share of the unit's row list, and the group's g query heads are served from one read of each
 // K/V row (online softmax: running max m, sum l, accumulator per query head in registers).
-// Two kernels do pass 1:
+// Three kernels do pass 1:
+//  - mma_split_kernel (DecodeKernel::kTensorCores, the default where it applies: 16-bit K/V of
+//    d = 128, q of their type): q k^T and p v as tensor-core products, the unit's query heads
+//    as the rows of a 16-row tile (its comment says more);
 //  - vector_split_kernel, where a row is a power-of-two number (<= 32) of 16-byte vectors and
 //    the pools are 16-byte aligned (Llama's d = 128 in bf16: 16 lanes a row): a warp copies
 //    kRowsInFlight rows per lane group an iteration into shared memory (cp.async), kStages - 1
@@ -12,8 +15,9 @@
 //    updated once per tile of rows;
 //  - scalar_split_kernel otherwise (odd head dims): one row per warp at a time, lane l holding
 //    channels [l*CPL, l*CPL + CPL).
-// Both merge their warps in shared memory into one partial (m, l, acc) per (unit, split, query
-// head) in the workspace and, when probabilities are asked for, write each row's raw score.
+// All three merge their warps in shared memory into one partial (m, l, acc) per (unit, split,
+// query head) in the workspace and, when probabilities are asked for, write each row's raw
+// score.
 // Pass 2, grid (units, g): the splits of each unit merged by their log-sum-exp weights; the raw
 // scores normalised into probabilities by the unit's max and sum.
 // Empty units (no rows) give zeros, as the engine's gathered path does.
@@ -31,6 +35,7 @@
 
 #include "kernels/cuda/element_cast.cuh"
 #include "kernels/cuda/kvbench_cuda.h"
+#include "kernels/cuda/warp_mma.cuh"
 #include "kernels/cuda/warp_sum.cuh"
 
 namespace kvb::cuda {
@@ -90,8 +95,29 @@ __device__ inline void start_state(const void* q, kernels::KvElement q_type, int
   }
 }
 
-// The end of pass 1: each warp's state (lane 0..: channels [c0, c0 + C) of every query head)
-// goes to shared memory, then the block's warps are merged into the split's partial.
+// The end of pass 1, after a __syncthreads: the block's warps' states in shared memory
+// (warp_acc [kWarps, g, d], warp_m and warp_l [kWarps][g]) merged into the split's partial.
+__device__ void merge_warps(const float* warp_acc, const float (*warp_m)[kMaxGroup],
+                            const float (*warp_l)[kMaxGroup], int g, int d, float* part_acc,
+                            float* part_ml) {
+  const int64_t part = int64_t(blockIdx.y) * gridDim.x + blockIdx.x;
+  for (int x = threadIdx.x; x < g * d; x += blockDim.x) {
+    const int i = x / d;
+    float top = -INFINITY;
+    for (int w = 0; w < kWarps; ++w) top = fmaxf(top, warp_m[w][i]);
+    float sum = 0.f, value = 0.f;
+    for (int w = 0; w < kWarps; ++w) {
+      const float weight = rescale(warp_m[w][i], top);
+      sum += warp_l[w][i] * weight;
+      value += warp_acc[(w * g + i) * d + x % d] * weight;
+    }
+    part_acc[part * g * d + x] = value;
+    if (x % d == 0) part_ml[(part * g + i) * 2] = top, part_ml[(part * g + i) * 2 + 1] = sum;
+  }
+}
+
+// The end of the CUDA-core pass 1: each warp's state (lane 0..: channels [c0, c0 + C) of every
+// query head) goes to shared memory, then the block's warps are merged.
 template <int G, int C>
 __device__ void store_split(const float (&m)[G], const float (&l)[G], const float (&acc)[G][C],
                             float* warp_acc, float (*warp_m)[kMaxGroup],
@@ -107,20 +133,7 @@ __device__ void store_split(const float (&m)[G], const float (&l)[G], const floa
       if (c0 + c < d) warp_acc[(warp * g + i) * d + c0 + c] = acc[i][c];
   }
   __syncthreads();
-  const int64_t part = int64_t(blockIdx.y) * gridDim.x + blockIdx.x;
-  for (int x = threadIdx.x; x < g * d; x += blockDim.x) {
-    const int i = x / d;
-    float top = -INFINITY;
-    for (int w = 0; w < kWarps; ++w) top = fmaxf(top, warp_m[w][i]);
-    float sum = 0.f, value = 0.f;
-    for (int w = 0; w < kWarps; ++w) {
-      const float weight = rescale(warp_m[w][i], top);
-      sum += warp_l[w][i] * weight;
-      value += warp_acc[(w * g + i) * d + x % d] * weight;
-    }
-    part_acc[part * g * d + x] = value;
-    if (x % d == 0) part_ml[(part * g + i) * 2] = top, part_ml[(part * g + i) * 2 + 1] = sum;
-  }
+  merge_warps(warp_acc, warp_m, warp_l, g, d, part_acc, part_ml);
 }
 
 // The pool rows of a warp-iteration's list entries base + r * kGroups + group (0 from `end` on:
@@ -150,10 +163,10 @@ static_assert(size_t(kWarps) * kMaxGroup * 32 * kMaxChannelsPerLane * sizeof(flo
 // the block waits on another lane. Where the loads went to registers (2026-11-27 and before),
 // a warp waited for its loads before computing them and had nothing in flight while it
 // computed; its 166 registers (Llama's shape) left 3 blocks an SM, and the kernel read 1.7-2.1
-// TB/s of the H100's 3. kMinBlocks: the blocks an SM must hold (__launch_bounds__; 1: as many
-// registers as ptxas wants, 158 for Llama's shape on sm_90, so 3 blocks; DecodeRegisters).
-template <typename T, int LPR, int G, int kMinBlocks>
-__global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
+// TB/s of the H100's 3. It takes 158 registers for Llama's shape on sm_90 (3 blocks an SM);
+// capped at 128 for 4 blocks it was slower on an H200 (66.6 against 63.3 us at 32k, 2026-11-30).
+template <typename T, int LPR, int G>
+__global__ void __launch_bounds__(kWarps * 32)
     vector_split_kernel(const void* __restrict__ q, kernels::KvElement q_type,
                                     const T* __restrict__ k_pool,
                                     const T* __restrict__ v_pool,
@@ -318,6 +331,171 @@ __global__ void scalar_split_kernel(const void* __restrict__ q, kernels::KvEleme
   store_split<G, CPL>(m, l, acc, warp_acc, warp_m, warp_l, lane * CPL, g, d, part_acc, part_ml);
 }
 
+// The tensor-core pass 1 (DecodeKernel::kTensorCores): K and V of 16-bit T with d = D, q of the
+// same type. A warp takes 16 rows a tile. Its copies of K and V land in its ring of kMmaStages
+// tiles (cp.async, kMmaStages - 1 tiles ahead, as the vector kernel's), chunk c of row r at
+// c ^ (r % 8) so that the 8 rows of a matrix load hit 8 different bank groups. 3 stages are 96
+// KiB a block at d = 128, 2 blocks an SM: on an H200 a hair faster than 2 stages with 3 blocks
+// (44.4 against 44.6 us at 32k, 135.1 against 137.3 at 128k, 2026-11-30). With the unit's
+// query heads as the rows of a 16-row product (head i in row i, rows g..15 zero: the tensor
+// cores' waste is free beside the bytes read), s = q k^T is 2 x D/16 products of
+// warp_mma.cuh, the online softmax runs on the lanes holding each (head, row) score, and p v
+// is D/8 products with p rounded to T, as FlashAttention rounds it. Where the CUDA-core kernel
+// spends about 600 warp instructions on 8 rows (the g heads' dot products reduced over 16
+// lanes, the softmax repeated on every lane), this one spends about 150 on 16.
+constexpr int kMmaTileRows = 16;
+constexpr int kMmaStages = 3;
+template <int D>
+constexpr size_t mma_shared_bytes() {  // the rings: [kWarps, kMmaStages, 2 (K, V), 16, D] of T
+  return size_t(kWarps) * kMmaStages * 2 * kMmaTileRows * D * 2;
+}
+
+template <typename T, int D>
+__global__ void __launch_bounds__(kWarps * 32)
+    mma_split_kernel(const T* __restrict__ q, const T* __restrict__ k_pool,
+                     const T* __restrict__ v_pool, const int64_t* __restrict__ indptr,
+                     const int64_t* __restrict__ rows, int64_t row_list_stride,
+                     float* __restrict__ part_acc, float* __restrict__ part_ml,
+                     float* __restrict__ probs, int g, float scale) {
+  static_assert(sizeof(T) == 2 && D % 64 == 0 && D <= 256, "16-bit rows of 8 to 32 chunks");
+  constexpr int kChunks = D * 2 / 16;               // 16-byte chunks a row
+  constexpr int kElements = 16 / 2;                 // elements a chunk
+  constexpr int kRowsPerCopy = 32 / kChunks;        // rows one warp-wide copy covers
+  constexpr int kCopies = kMmaTileRows / kRowsPerCopy;  // a lane's copies a tile, of K and of V
+  constexpr int kSteps = D / 16;                    // the 16-channel steps of q k^T
+  constexpr int kColumnTiles = D / 8;               // the 8-channel tiles of p v
+  extern __shared__ uint4 ring[];  // mma_shared_bytes<D>(); after the loop the accumulators
+  __shared__ float warp_m[kWarps][kMaxGroup], warp_l[kWarps][kMaxGroup];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int head = lane / 4, t = lane % 4;  // the fragments' row (query head) and column pair
+  const SplitRows split = split_rows(indptr, row_list_stride);
+  const int64_t first = split.first, begin = split.begin, end = split.end, n = split.n;
+  float* const scores = unit_scores(probs, indptr, g);
+  // q's A fragments, registers 0 and 2 (rows `head`; registers 1 and 3, rows 8..15, are zero):
+  // channels 16 kk + 2t, +1 and 16 kk + 8 + 2t, +1 of query head `head` (zero past g).
+  uint32_t qa[kSteps][2];
+  const T* const q_head = q + (int64_t(blockIdx.y) * g + min(head, g - 1)) * D;
+#pragma unroll
+  for (int kk = 0; kk < kSteps; ++kk)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      uint32_t pair = 0;
+      if (head < g) memcpy(&pair, q_head + 16 * kk + 8 * half + 2 * t, sizeof(pair));
+      qa[kk][half] = pair;
+    }
+  float acc[kColumnTiles][2] = {};  // head `head`'s channels 8 nt + 2t, +1
+  float m = -INFINITY, l = 0.f;     // l: this lane's rows only until the end
+  constexpr int64_t kStride = int64_t(kWarps) * kMmaTileRows;  // rows between a warp's tiles
+  const int64_t start = begin + int64_t(warp) * kMmaTileRows;  // the warp's first tile
+  const int iterations = start < end ? int((end - start + kStride - 1) / kStride) : 0;
+  uint4* const warp_ring = ring + size_t(warp) * kMmaStages * 2 * kMmaTileRows * kChunks;
+  auto tile = [warp_ring](int it, int kv) {  // tile it's K (kv 0) or V (kv 1) slot
+    return warp_ring + (size_t(it % kMmaStages) * 2 + kv) * kMmaTileRows * kChunks;
+  };
+  auto at = [](uint4* slot, int r, int c) { return slot + r * kChunks + (c ^ (r % 8)); };
+  // This lane copies chunk `chunk` of the tile's rows copy_row + kRowsPerCopy * i.
+  const int chunk = lane % kChunks, copy_row = lane / kChunks;
+  int64_t row[kCopies];  // their pool rows (-1: past the end) for the next tile to start
+  auto read_row_ids = [&](int it) {
+    const int64_t base = start + int64_t(it) * kStride;
+#pragma unroll
+    for (int i = 0; i < kCopies; ++i) {
+      const int64_t j = base + copy_row + kRowsPerCopy * i;
+      row[i] = it < iterations && j < end ? rows[first + j] : -1;
+    }
+  };
+  // One commit group a tile, empty past the last (see start_copies in vector_split_kernel);
+  // rows past the end zero-filled, never read: a zero v times a zero p, not garbage times 0.
+  auto start_copies = [&](int it) {
+    if (it < iterations)
+#pragma unroll
+      for (int i = 0; i < kCopies; ++i) {
+        const int r = copy_row + kRowsPerCopy * i;
+        const int64_t offset = (row[i] < 0 ? 0 : row[i]) * D + chunk * kElements;
+        const size_t zeros = row[i] < 0 ? sizeof(uint4) : 0;
+        __pipeline_memcpy_async(at(tile(it, 0), r, chunk), k_pool + offset, sizeof(uint4), zeros);
+        __pipeline_memcpy_async(at(tile(it, 1), r, chunk), v_pool + offset, sizeof(uint4), zeros);
+      }
+    __pipeline_commit();
+  };
+  read_row_ids(0);
+  for (int it = 0; it < kMmaStages - 1; ++it) {
+    start_copies(it);
+    read_row_ids(it + 1);
+  }
+  for (int it = 0; it < iterations; ++it) {
+    __syncwarp();  // every lane done with tile it - 1, whose slot the next copies take
+    start_copies(it + kMmaStages - 1);
+    read_row_ids(it + kMmaStages);
+    __pipeline_wait_prior(kMmaStages - 1);  // this lane's copies of tile it
+    __syncwarp();                           // and every other lane's, for the matrix loads
+    uint4* const k_tile = tile(it, 0);
+    uint4* const v_tile = tile(it, 1);
+    // s[j]: q k^T of the tile's rows 8j + 2t, +1 (registers 0, 1; 2, 3 are the zero rows').
+    float s[2][4] = {};
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int kk = 0; kk < kSteps; kk += 2) {
+        uint32_t b[4];  // B fragments of steps kk and kk + 1: rows 8j.., chunks 2kk..2kk+3
+        ldmatrix_x4<false>(b, at(k_tile, 8 * j + lane % 8, 2 * kk + lane / 8));
+        mma_m16n8k16<T>(s[j], {qa[kk][0], 0u, qa[kk][1], 0u}, {b[0], b[1]}, s[j]);
+        mma_m16n8k16<T>(s[j], {qa[kk + 1][0], 0u, qa[kk + 1][1], 0u}, {b[2], b[3]}, s[j]);
+      }
+    // Scaled scores (rows past the end -inf), the running max over the quad's 16 rows.
+    const int64_t base = start + int64_t(it) * kStride;
+    float p[2][2], top = m;
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int64_t r = base + 8 * j + 2 * t + e;
+        p[j][e] = r < end ? s[j][e] * scale : -INFINITY;
+        top = fmaxf(top, p[j][e]);
+        if (scores && r < end && head < g) scores[int64_t(head) * n + r] = p[j][e];
+      }
+    top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 1));
+    top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 2));
+    const float old = rescale(m, top);
+    m = top, l *= old;
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        p[j][e] = p[j][e] == -INFINITY ? 0.f : __expf(p[j][e] - top);
+        l += p[j][e];
+      }
+    // p as the A fragment of p v (k: the tile's rows), then D/8 products into acc.
+    const uint32_t pa[4] = {pack_pair<T>(p[0][0], p[0][1]), 0u, pack_pair<T>(p[1][0], p[1][1]),
+                            0u};
+#pragma unroll
+    for (int nt = 0; nt < kColumnTiles; nt += 2) {
+      uint32_t b[4];  // transposed: B fragments of channel tiles nt and nt + 1
+      ldmatrix_x4<true>(b, at(v_tile, (lane / 8 % 2) * 8 + lane % 8, nt + lane / 16));
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float o[4] = {acc[nt + h][0] * old, acc[nt + h][1] * old, 0.f, 0.f};
+        mma_m16n8k16<T>(o, pa, {b[2 * h], b[2 * h + 1]}, o);
+        acc[nt + h][0] = o[0], acc[nt + h][1] = o[1];
+      }
+    }
+  }
+  l += __shfl_xor_sync(0xffffffffu, l, 1);  // the quad's rows
+  l += __shfl_xor_sync(0xffffffffu, l, 2);
+  __pipeline_wait_prior(0);  // the trailing empty groups
+  __syncthreads();           // every warp done with its ring before it holds accumulators
+  float* const warp_acc = reinterpret_cast<float*>(ring);  // [kWarps, g, D]
+  if (head < g) {
+    if (t == 0) warp_m[warp][head] = m, warp_l[warp][head] = l;
+#pragma unroll
+    for (int nt = 0; nt < kColumnTiles; ++nt)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) warp_acc[(warp * g + head) * D + 8 * nt + 2 * t + e] = acc[nt][e];
+  }
+  __syncthreads();
+  merge_warps(warp_acc, warp_m, warp_l, g, D, part_acc, part_ml);
+}
+
 // The largest of x over the block (every thread gets it); `scratch` holds kWarps floats.
 __device__ float block_max(float x, float* scratch) {
   for (int offset = 16; offset > 0; offset >>= 1)
@@ -378,7 +556,7 @@ struct Call {
   int64_t splits;
   float* workspace;
   cudaStream_t stream;
-  DecodeRegisters registers = DecodeRegisters::kAsCompiled;
+  DecodeKernel kernel = DecodeKernel::kTensorCores;
 };
 
 // The workspace's partials: acc [units, splits, g, d], then (m, l) [units, splits, g, 2].
@@ -461,31 +639,25 @@ struct Scalar {
     return 0;
   }
 };
-template <typename T, int LPR, int G, int kMinBlocks>
-int vector_act(const Call& c, Pass1 what) {
-  // Its ring is 48 KiB, beyond the default limit with the static arrays: opted in once on
-  // each device (before its occupancy is asked).
-  static PerDevice opted_in, blocks;
-  once_per_device(opted_in, [] {
-    return allow_shared(vector_split_kernel<T, LPR, G, kMinBlocks>, kVectorSharedBytes) ? 1 : 0;
-  });
-  if (what == Pass1::kBlocksPerSm)
-    return once_per_device(blocks, [] {
-      return blocks_per_sm(vector_split_kernel<T, LPR, G, kMinBlocks>, kVectorSharedBytes);
-    });
-  vector_split_kernel<T, LPR, G, kMinBlocks>
-      <<<dim3(unsigned(c.splits), unsigned(c.units)), kWarps * 32, kVectorSharedBytes, c.stream>>>(
-          c.q, c.q_type, static_cast<const T*>(c.k_pool), static_cast<const T*>(c.v_pool), c.indptr,
-          c.rows, c.row_list_stride, c.workspace, partial_ml(c), c.probs, int(c.g), c.scale);
-  return 0;
-}
 template <typename T, int LPR, int G>
 struct Vector {
   static int act(const Call& c, Pass1 what) {
-    // The capped instance only for the shape it is timed on (16-bit d = 128, 3-4 query heads).
-    if constexpr (sizeof(T) == 2 && LPR == 16 && G == 4)
-      if (c.registers == DecodeRegisters::kFourBlocksPerSm) return vector_act<T, LPR, G, 4>(c, what);
-    return vector_act<T, LPR, G, 1>(c, what);
+    // Its ring is 48 KiB, beyond the default limit with the static arrays: opted in once on
+    // each device (before its occupancy is asked).
+    static PerDevice opted_in, blocks;
+    once_per_device(opted_in, [] {
+      return allow_shared(vector_split_kernel<T, LPR, G>, kVectorSharedBytes) ? 1 : 0;
+    });
+    if (what == Pass1::kBlocksPerSm)
+      return once_per_device(blocks, [] {
+        return blocks_per_sm(vector_split_kernel<T, LPR, G>, kVectorSharedBytes);
+      });
+    vector_split_kernel<T, LPR, G><<<dim3(unsigned(c.splits), unsigned(c.units)), kWarps * 32,
+                                     kVectorSharedBytes, c.stream>>>(
+        c.q, c.q_type, static_cast<const T*>(c.k_pool), static_cast<const T*>(c.v_pool),
+        c.indptr, c.rows, c.row_list_stride, c.workspace, partial_ml(c), c.probs, int(c.g),
+        c.scale);
+    return 0;
   }
 };
 
@@ -506,9 +678,39 @@ int vector_lanes(const Call& c) {
   return vector_row_lanes(c.d * int64_t(sizeof(T)), aligned);
 }
 
-// The pass-1 kernel for c's element type T, row width and group size (vector where it can).
+// The tensor-core pass 1 for 16-bit T and d = D (mma_split_kernel), as vector_act.
+template <typename T, int D>
+int mma_act(const Call& c, Pass1 what) {
+  constexpr size_t kShared = mma_shared_bytes<D>();
+  static PerDevice opted_in, blocks;
+  once_per_device(opted_in,
+                  [] { return allow_shared(mma_split_kernel<T, D>, kShared) ? 1 : 0; });
+  if (what == Pass1::kBlocksPerSm)
+    return once_per_device(blocks,
+                           [] { return blocks_per_sm(mma_split_kernel<T, D>, kShared); });
+  mma_split_kernel<T, D>
+      <<<dim3(unsigned(c.splits), unsigned(c.units)), kWarps * 32, kShared, c.stream>>>(
+          static_cast<const T*>(c.q), static_cast<const T*>(c.k_pool),
+          static_cast<const T*>(c.v_pool), c.indptr, c.rows, c.row_list_stride, c.workspace,
+          partial_ml(c), c.probs, int(c.g), c.scale);
+  return 0;
+}
+
+// Whether c runs on the tensor cores: asked for, 16-bit K/V with d = 128 (the one instance),
+// q of the same type, the pools 16-byte aligned.
 template <typename T>
-int pass1(const Call& c, Pass1 what) {
+bool on_tensor_cores(const Call& c, kernels::KvElement type) {
+  return c.kernel == DecodeKernel::kTensorCores && sizeof(T) == 2 && c.q_type == type &&
+         c.d == 128 && reinterpret_cast<uintptr_t>(c.k_pool) % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(c.v_pool) % 16 == 0;
+}
+
+// The pass-1 kernel for c's element type T, row width and group size: the tensor cores'
+// where they apply, else the vector kernel where it can run, else the scalar one.
+template <typename T>
+int pass1(const Call& c, kernels::KvElement type, Pass1 what) {
+  if constexpr (sizeof(T) == 2)
+    if (on_tensor_cores<T>(c, type)) return mma_act<T, 128>(c, what);
   int result = 0;
   if (launch_with_vector_lanes(vector_lanes<T>(c), [&](auto lanes) {
         result = for_group<Vector, T, decltype(lanes)::value>(c, what);
@@ -523,9 +725,9 @@ int pass1(const Call& c, Pass1 what) {
 
 int pass1(const Call& c, kernels::KvElement type, Pass1 what) {
   switch (type) {
-    case kernels::KvElement::kF32: return pass1<float>(c, what);
-    case kernels::KvElement::kBF16: return pass1<__nv_bfloat16>(c, what);
-    case kernels::KvElement::kF16: return pass1<__half>(c, what);
+    case kernels::KvElement::kF32: return pass1<float>(c, type, what);
+    case kernels::KvElement::kBF16: return pass1<__nv_bfloat16>(c, type, what);
+    case kernels::KvElement::kF16: return pass1<__half>(c, type, what);
   }
   return 0;
 }
@@ -546,16 +748,16 @@ bool decode_attention_supported(int64_t g, int64_t d) {
   return g >= 1 && g <= kMaxGroup && d >= 1 && d <= 32 * kMaxChannelsPerLane;
 }
 
-int64_t decode_attention_splits(kernels::KvElement type, const void* k_pool, const void* v_pool,
-                                int64_t units, int64_t g, int64_t d, int64_t longest,
-                                DecodeRegisters registers) {
+int64_t decode_attention_splits(kernels::KvElement q_type, kernels::KvElement type,
+                                const void* k_pool, const void* v_pool, int64_t units, int64_t g,
+                                int64_t d, int64_t longest, DecodeKernel kernel) {
   // As many blocks as the GPU holds at once (one wave: a second, partly filled wave would
   // double the time of a step whose blocks all take the same time), but no split of fewer
   // than kRowsPerSplit rows.
   static PerDevice sm_counts;
   const int sms = once_per_device(sm_counts, multiprocessors);
   Call c;
-  c.k_pool = k_pool, c.v_pool = v_pool, c.g = g, c.d = d, c.registers = registers;
+  c.q_type = q_type, c.k_pool = k_pool, c.v_pool = v_pool, c.g = g, c.d = d, c.kernel = kernel;
   const int64_t resident = int64_t(pass1(c, type, Pass1::kBlocksPerSm)) * sms;
   const int64_t to_fill = resident / std::max<int64_t>(units, 1);
   const int64_t worth = (longest + kRowsPerSplit - 1) / kRowsPerSplit;
@@ -571,7 +773,7 @@ void sparse_decode_attention(const void* q, kernels::KvElement q_type, const voi
                              const int64_t* rows, int64_t row_list_stride, void* out,
                              float* probs, int64_t units, int64_t g, int64_t d, float scale,
                              int64_t splits, float* workspace, void* stream,
-                             DecodeRegisters registers) {
+                             DecodeKernel kernel) {
   if (!decode_attention_supported(g, d))
     throw std::invalid_argument("sparse_decode_attention: g = " + std::to_string(g) +
                                 ", d = " + std::to_string(d) + " (needs g <= 8, d <= 256)");
@@ -581,7 +783,7 @@ void sparse_decode_attention(const void* q, kernels::KvElement q_type, const voi
   call.row_list_stride = row_list_stride;
   call.out = out, call.probs = probs, call.units = units, call.g = g, call.d = d, call.scale = scale;
   call.splits = splits, call.workspace = workspace, call.stream = as_stream(stream);
-  call.registers = registers;
+  call.kernel = kernel;
   pass1(call, type, Pass1::kLaunch);
   merge(call);
 }

@@ -219,25 +219,28 @@ void write_kv_rows(void* k_pool, void* v_pool, const int64_t* rows, int64_t rows
 // ---- Paged sparse GQA decode attention (flash-decoding) ------------------------------------
 // Whether the kernel takes g query heads per unit and head dim d: g <= 8, d <= 256.
 bool decode_attention_supported(int64_t g, int64_t d);
-// The registers of the kernel's 16-byte-vector pass for 16-bit K/V with d = 128 and 3-4 query
-// heads per unit (Llama's shape; other shapes run kAsCompiled): kAsCompiled, as many as ptxas
-// wants (158 on sm_90: 3 blocks of 128 threads an SM), or kFourBlocksPerSm, capped at 128 by
-// __launch_bounds__ (ptxas spills 8 bytes) for a third more resident warps. Not yet timed
-// against each other on a GPU (gpu_bench's gpu_decode_registers), so the engine runs the
-// default; the two give the same bits.
-enum class DecodeRegisters { kAsCompiled, kFourBlocksPerSm };
+// Which kernel runs a call's first pass. kTensorCores (the default): q k^T and p v as
+// tensor-core products (mma.m16n8k16, sm_80 or later) where the call is Llama's shape in 16
+// bits: bf16 or fp16 K/V with d = 128, q of the same type; p is rounded to that type before
+// p v, as FlashAttention rounds it; elsewhere the CUDA-core kernel. kCudaCores: the CUDA-core
+// kernel always (fp32 products of the widened values). On an H200 (2026-11-30, gpu_bench's
+// gpu_decode_kernel) the tensor cores' read every row of Llama-3-8B's layer at 32k / 128k in
+// 44.4 / 135.1 us, the CUDA cores' in 63.3 / 207.7, SDPA in 40.7 / 129.4.
+enum class DecodeKernel { kTensorCores, kCudaCores };
 // How many splits of the row lists to run for `units` units whose longest list has `longest`
 // rows (an upper bound will do: each unit divides its own rows), for the kernel a call with
-// these pools, element type, g, d and registers runs: as many blocks as stay resident on the GPU at once
-// (one wave), none of fewer than 64 rows. The GPU's SM count and each kernel's resident blocks
-// are asked once per process, on the device of the first call (GPUs of one model assumed).
-int64_t decode_attention_splits(kernels::KvElement type, const void* k_pool, const void* v_pool,
-                                int64_t units, int64_t g, int64_t d, int64_t longest,
-                                DecodeRegisters registers = DecodeRegisters::kAsCompiled);
+// this q type, these pools, element type, g, d and kernel runs: as many blocks as stay
+// resident on the GPU at once (one wave), none of fewer than 64 rows. The GPU's SM count and
+// each kernel's resident blocks are asked once per process, on the device of the first call
+// (GPUs of one model assumed).
+int64_t decode_attention_splits(kernels::KvElement q_type, kernels::KvElement type,
+                                const void* k_pool, const void* v_pool, int64_t units, int64_t g,
+                                int64_t d, int64_t longest,
+                                DecodeKernel kernel = DecodeKernel::kTensorCores);
 // Floats of workspace a call with these sizes needs.
 int64_t decode_attention_workspace_floats(int64_t units, int64_t g, int64_t d, int64_t splits);
 // out[u*g + i] = softmax(scale * q[u*g + i] . K_u) V_u over the rows unit u attends, read in
-// place from the pools (no gathered copy), fp32 accumulation:
+// place from the pools (no gathered copy), fp32 accumulation (`kernel`: how, above):
 //   q:       [units * g, d] of `q_type` (a unit's g query heads share its rows: GQA), widened
 //            to fp32 as read
 //   k_pool, v_pool: [pool rows, d] of `type`, rows d elements apart
@@ -257,6 +260,6 @@ void sparse_decode_attention(const void* q, kernels::KvElement q_type, const voi
                              const int64_t* rows, int64_t row_list_stride, void* out,
                              float* probs, int64_t units, int64_t g, int64_t d, float scale,
                              int64_t splits, float* workspace, void* stream = nullptr,
-                             DecodeRegisters registers = DecodeRegisters::kAsCompiled);
+                             DecodeKernel kernel = DecodeKernel::kTensorCores);
 
 }  // namespace kvb::cuda

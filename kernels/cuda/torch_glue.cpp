@@ -102,12 +102,12 @@ at::Tensor sparse_decode_attention(const at::Tensor& q, const at::Tensor& k_pool
           "sparse_decode_attention: indptr and rows must be int64 on " + q.device().str());
   const c10::cuda::CUDAGuard guard(q.device());
   const int64_t d = q.size(1), g = q.size(0) / units;
-  const int64_t splits =
-      decode_attention_splits(*kv_element(k_pool.scalar_type()), k_pool.data_ptr(),
-                              v_pool.data_ptr(), units, g, d, std::max<int64_t>(longest, 0));
   // q is read and out written in q's dtype where the kernel has it (the model's: f32, bf16,
   // f16), so a call is the kernel's two launches, with no cast before or after.
   const at::Tensor qc = kv_element(q.scalar_type()) ? q.contiguous() : q.to(at::kFloat).contiguous();
+  const int64_t splits = decode_attention_splits(
+      *kv_element(qc.scalar_type()), *kv_element(k_pool.scalar_type()), k_pool.data_ptr(),
+      v_pool.data_ptr(), units, g, d, std::max<int64_t>(longest, 0));
   // [units, n] lists (unit u's in row u, maybe of a wider table) are read through their row
   // stride: in place where it is one, else from a packed copy.
   const bool table = rows.dim() == 2 && rows.size(0) == units;

@@ -70,18 +70,19 @@ TEST(GpuTargets, RatiosOfTheMediansAgainstEachTarget) {
       << r.output;
 }
 
-// The dense kernel as compiled and capped at 128 registers, each with its split count, the
-// capped one against it and against SDPA; a size without both runs says absent.
-TEST(GpuTargets, TheCappedDecodeKernelIsComparedWithTheCompiledOneAndSdpa) {
+// The dense call on each pass-1 kernel, each with its split count and against SDPA; a kernel
+// not run says absent, and without SDPA no ratio is given.
+TEST(GpuTargets, EachDecodeKernelIsComparedWithSdpa) {
   test::TempDir dir;
   const test::CliRun r = targets(write_report(dir, {
-      run("BM_gpu_sdpa/32768", 40), run("BM_gpu_decode_registers/32768/0", 64, ", \"chosen\": 49"),
-      run("BM_gpu_decode_registers/32768/1", 48, ", \"chosen\": 66"),
-      run("BM_gpu_decode_registers/131072/0", 200)}));
+      run("BM_gpu_sdpa/32768", 40), run("BM_gpu_decode_kernel/32768/0", 44, ", \"chosen\": 33"),
+      run("BM_gpu_decode_kernel/32768/1", 64, ", \"chosen\": 49"),
+      run("BM_gpu_decode_kernel/131072/1", 200)}));
   ASSERT_EQ(r.code, 0) << r.output;
-  EXPECT_TRUE(contains(r.output, "| 32k | 64.0 us (49 splits) | 48.0 us (66 splits) | 0.75x | 1.20x |"))
+  EXPECT_TRUE(contains(r.output, "| 32k | 44.0 us (33 splits), 1.10x SDPA | 64.0 us (49 splits), "
+                                 "1.60x SDPA |"))
       << r.output;
-  EXPECT_TRUE(contains(r.output, "| 128k | absent | absent | - | - |")) << r.output;
+  EXPECT_TRUE(contains(r.output, "| 128k | absent | 200.0 us |")) << r.output;
 }
 
 // The same ratios from the counter with_host_us (each call as called, the host's launches

@@ -313,14 +313,14 @@ float rounded_to(float x) {
 // The paged sparse decode attention against the reference over the same (rounded) values:
 // ragged units (none, one, a few, thousands of rows), rows listed packed or as rows of a wider
 // table (row_list_stride), one split and the count the kernel asks for, the probabilities;
-// fp32, bf16 and fp16 pools; the vector path (d = 128) and the scalar one (d = 40); at g = 4,
-// d = 128 in 16 bits the vector pass capped at 128 registers gives the default's bits.
+// fp32, bf16 and fp16 pools; in 16 bits at d = 128 the tensor cores' pass (the default) and
+// the CUDA cores' (asked for), elsewhere the vector path (d = 128) and the scalar one (d = 40).
 template <class T>
 void check_decode_attention(KvElement type) {
   KernelRng rng;
   SCOPED_TRACE(rng.trace());
   const double tol = type == KvElement::kF32 ? 2e-5 : 1e-2;  // out rounded to the q's type
-  for (const int64_t g : {1, 4})
+  for (const int64_t g : {1, 4, 8})
     for (const int64_t d : {128, 40}) {
       ASSERT_TRUE(decode_attention_supported(g, d));
       const int64_t pool_rows = 5000, units = 5;
@@ -348,20 +348,13 @@ void check_decode_attention(KvElement type) {
                                                  units, d, scale, want_probs.data());
       DeviceBuffer<T> dq(q), dk(k), dv(v);
       DeviceBuffer<int64_t> dindptr(indptr), drows(rows), dtable(table);
-      const int64_t asked = decode_attention_splits(type, dk.ptr, dv.ptr, units, g, d, 3000);
-#ifndef KVBENCH_CUDA_EMULATION  // which holds one occupancy for every kernel
-      // On a GPU the capped instance is another kernel with more resident blocks (one wave of
-      // 8 long units: 66 splits against 49 on an H100 or H200), not the default run again.
-      if (type != KvElement::kF32 && g == 4 && d == 128)
-        EXPECT_GT(decode_attention_splits(type, dk.ptr, dv.ptr, 8, g, d, int64_t(1) << 20,
-                                          DecodeRegisters::kFourBlocksPerSm),
-                  decode_attention_splits(type, dk.ptr, dv.ptr, 8, g, d, int64_t(1) << 20));
-#endif
+      const int64_t asked =
+          decode_attention_splits(type, type, dk.ptr, dv.ptr, units, g, d, 3000);
       for (const int64_t splits : {int64_t(1), asked})
         for (const bool in_table : {false, true}) {
           SCOPED_TRACE(shape_trace({{"g", g}, {"d", d}, {"splits", splits}, {"table", in_table}}));
           // One call into fresh poisoned buffers: its output widened to fp32, its probabilities.
-          auto attend = [&](DecodeRegisters registers) {
+          auto attend = [&](DecodeKernel kernel) {
             DeviceBuffer<T> out(std::vector<T>(want.size(), from_float<T>(NAN)));
             DeviceBuffer<float> probs(poisoned<float>(want_probs.size()));
             DeviceBuffer<float> work(
@@ -369,18 +362,23 @@ void check_decode_attention(KvElement type) {
             sparse_decode_attention(dq.ptr, type, dk.ptr, dv.ptr, type, dindptr.ptr,
                                     in_table ? dtable.ptr : drows.ptr, in_table ? table_width : 0,
                                     out.ptr, probs.ptr, units, g, d, scale, splits, work.ptr,
-                                    nullptr, registers);
+                                    nullptr, kernel);
             return std::make_pair(widened(out.get()), probs.get());
           };
-          const auto [got, got_probs] = attend(DecodeRegisters::kAsCompiled);
-          EXPECT_LT(relative_error(got, want), tol);
-          for (int64_t i = 0; i < g * d; ++i) EXPECT_EQ(got[size_t(i)], 0.f) << "empty unit";
-          EXPECT_LT(relative_error(got_probs, want_probs), 1e-5);
-          if (type == KvElement::kF32 || g != 4 || d != 128) continue;
-          // Llama's shape capped at 128 registers: the same arithmetic, so the same bits.
-          const auto [capped, capped_probs] = attend(DecodeRegisters::kFourBlocksPerSm);
-          EXPECT_EQ(capped, got);
-          EXPECT_EQ(capped_probs, got_probs);
+          // The default, and where it runs on the tensor cores the CUDA cores' kernel too.
+          const bool tensor_cores = type != KvElement::kF32 && d == 128;
+          std::vector<std::vector<float>> outs;
+          for (const DecodeKernel kernel : {DecodeKernel::kTensorCores, DecodeKernel::kCudaCores}) {
+            if (kernel == DecodeKernel::kCudaCores && !tensor_cores) break;
+            SCOPED_TRACE(kernel == DecodeKernel::kTensorCores ? "default" : "CUDA cores");
+            const auto [got, got_probs] = attend(kernel);
+            EXPECT_LT(relative_error(got, want), tol);
+            for (int64_t i = 0; i < g * d; ++i) EXPECT_EQ(got[size_t(i)], 0.f) << "empty unit";
+            EXPECT_LT(relative_error(got_probs, want_probs), 1e-5);
+            outs.push_back(got);
+          }
+          // Two kernels ran, not one twice: p rounded to T before p v moves some outputs.
+          if (tensor_cores) EXPECT_NE(outs[0], outs[1]);
         }
     }
 }
