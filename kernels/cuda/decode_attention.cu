@@ -698,10 +698,9 @@ int mma_act(const Call& c, Pass1 what) {
 
 // Whether c runs on the tensor cores: asked for, 16-bit K/V with d = 128 (the one instance),
 // q of the same type, the pools 16-byte aligned.
-template <typename T>
 bool on_tensor_cores(const Call& c, kernels::KvElement type) {
-  return c.kernel == DecodeKernel::kTensorCores && sizeof(T) == 2 && c.q_type == type &&
-         c.d == 128 && reinterpret_cast<uintptr_t>(c.k_pool) % 16 == 0 &&
+  return c.kernel == DecodeKernel::kTensorCores && type != kernels::KvElement::kF32 &&
+         c.q_type == type && c.d == 128 && reinterpret_cast<uintptr_t>(c.k_pool) % 16 == 0 &&
          reinterpret_cast<uintptr_t>(c.v_pool) % 16 == 0;
 }
 
@@ -710,7 +709,7 @@ bool on_tensor_cores(const Call& c, kernels::KvElement type) {
 template <typename T>
 int pass1(const Call& c, kernels::KvElement type, Pass1 what) {
   if constexpr (sizeof(T) == 2)
-    if (on_tensor_cores<T>(c, type)) return mma_act<T, 128>(c, what);
+    if (on_tensor_cores(c, type)) return mma_act<T, 128>(c, what);
   int result = 0;
   if (launch_with_vector_lanes(vector_lanes<T>(c), [&](auto lanes) {
         result = for_group<Vector, T, decltype(lanes)::value>(c, what);
@@ -746,6 +745,14 @@ int multiprocessors() {
 
 bool decode_attention_supported(int64_t g, int64_t d) {
   return g >= 1 && g <= kMaxGroup && d >= 1 && d <= 32 * kMaxChannelsPerLane;
+}
+
+bool decode_attention_on_tensor_cores(kernels::KvElement q_type, kernels::KvElement type,
+                                      const void* k_pool, const void* v_pool, int64_t d,
+                                      DecodeKernel kernel) {
+  Call c;
+  c.q_type = q_type, c.k_pool = k_pool, c.v_pool = v_pool, c.d = d, c.kernel = kernel;
+  return on_tensor_cores(c, type);
 }
 
 int64_t decode_attention_splits(kernels::KvElement q_type, kernels::KvElement type,

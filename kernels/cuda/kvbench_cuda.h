@@ -227,6 +227,10 @@ bool decode_attention_supported(int64_t g, int64_t d);
 // gpu_decode_kernel) the tensor cores' read every row of Llama-3-8B's layer at 32k / 128k in
 // 44.4 / 135.1 us, the CUDA cores' in 63.3 / 207.7, SDPA in 40.7 / 129.4.
 enum class DecodeKernel { kTensorCores, kCudaCores };
+// Whether a call with these types, pools, d and kernel runs on the tensor cores.
+bool decode_attention_on_tensor_cores(kernels::KvElement q_type, kernels::KvElement type,
+                                      const void* k_pool, const void* v_pool, int64_t d,
+                                      DecodeKernel kernel = DecodeKernel::kTensorCores);
 // How many splits of the row lists to run for `units` units whose longest list has `longest`
 // rows (an upper bound will do: each unit divides its own rows), for the kernel a call with
 // this q type, these pools, element type, g, d and kernel runs: as many blocks as stay
@@ -242,7 +246,8 @@ int64_t decode_attention_workspace_floats(int64_t units, int64_t g, int64_t d, i
 // out[u*g + i] = softmax(scale * q[u*g + i] . K_u) V_u over the rows unit u attends, read in
 // place from the pools (no gathered copy), fp32 accumulation (`kernel`: how, above):
 //   q:       [units * g, d] of `q_type` (a unit's g query heads share its rows: GQA), widened
-//            to fp32 as read
+//            to fp32 as read on the CUDA cores; on the tensor cores taken as it is (16 bits,
+//            the pools' type) into the products, scale applied to q . k in fp32
 //   k_pool, v_pool: [pool rows, d] of `type`, rows d elements apart
 //   indptr:  [units + 1] int64: unit u attends n_u = indptr[u + 1] - indptr[u] pool rows
 //            (ragged; an empty unit gives zeros), listed in

@@ -330,6 +330,9 @@ void* dynamic_shared_bytes() { return g_block->shared; }
 void require_multiple(uintptr_t value, size_t of, const char* what) {
   if (value % of != 0) fail(std::string(what) + ": not a multiple of " + std::to_string(of));
 }
+void require(bool ok, const char* what) {
+  if (!ok) fail(what);
+}
 void* static_shared_bytes(const void* tag, size_t bytes) {
   StaticShared& v = g_static_shared[tag];
   if (!v.bytes) {

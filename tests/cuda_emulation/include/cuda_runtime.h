@@ -64,6 +64,8 @@ void* dynamic_shared_bytes();  // 128-byte aligned, as `extern __shared__ __alig
 // Fails the launch unless value is a multiple of `of` (what an instruction needs of an
 // address or a stride).
 void require_multiple(uintptr_t value, size_t of, const char* what);
+// Fails the launch, saying `what`, unless `ok`.
+void require(bool ok, const char* what);
 template <class T>
 T* dynamic_shared() {
   return static_cast<T*>(dynamic_shared_bytes());

@@ -17,10 +17,13 @@
 namespace kvb::cuda {
 namespace emu_mma {
 
-// Every lane's 64 bits (the kernels call these with the whole warp, as a GPU requires).
+// Every lane's 64 bits; fails the launch unless the whole warp takes part (PTX's .aligned:
+// a lane that returned would otherwise leave stale bits in the product).
 inline void exchange_all(uint64_t mine, uint64_t (&all)[32]) {
   unsigned taking_part = 0;
   kvb_emu::warp_exchange(mine, kvb_emu::lane(), all, &taking_part);
+  kvb_emu::require(taking_part == 0xffffffffu,
+                   "mma.m16n8k16 / ldmatrix: a lane of the warp did not take part");
 }
 template <typename T>
 float half_of(uint32_t reg, int which) {  // element `which` (0: low half) of a register

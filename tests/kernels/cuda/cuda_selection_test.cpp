@@ -320,7 +320,7 @@ void check_decode_attention(KvElement type) {
   KernelRng rng;
   SCOPED_TRACE(rng.trace());
   const double tol = type == KvElement::kF32 ? 2e-5 : 1e-2;  // out rounded to the q's type
-  for (const int64_t g : {1, 4, 8})
+  for (const int64_t g : {1, 3, 4, 8})
     for (const int64_t d : {128, 40}) {
       ASSERT_TRUE(decode_attention_supported(g, d));
       const int64_t pool_rows = 5000, units = 5;
@@ -350,6 +350,26 @@ void check_decode_attention(KvElement type) {
       DeviceBuffer<int64_t> dindptr(indptr), drows(rows), dtable(table);
       const int64_t asked =
           decode_attention_splits(type, type, dk.ptr, dv.ptr, units, g, d, 3000);
+      // The default runs on the tensor cores for 16-bit K/V with d = 128 and q of their type.
+      const bool tensor_cores = type != KvElement::kF32 && d == 128;
+      EXPECT_EQ(decode_attention_on_tensor_cores(type, type, dk.ptr, dv.ptr, d), tensor_cores);
+      EXPECT_FALSE(decode_attention_on_tensor_cores(type, type, dk.ptr, dv.ptr, d,
+                                                    DecodeKernel::kCudaCores));
+      EXPECT_FALSE(decode_attention_on_tensor_cores(KvElement::kF32, type, dk.ptr, dv.ptr, d));
+#ifndef KVBENCH_CUDA_EMULATION  // which holds one occupancy for every kernel
+      // On a GPU the split count is the resident blocks of the kernel that will run: the
+      // tensor cores' (96 KiB of shared memory a block) fewer than the CUDA cores' (33 and 49
+      // for 8 long units on an H200), and an fp32 q on bf16/f16 pools the CUDA cores' count.
+      if (tensor_cores) {
+        auto splits_for = [&](KvElement q_type, DecodeKernel kernel) {
+          return decode_attention_splits(q_type, type, dk.ptr, dv.ptr, 8, g, d, int64_t(1) << 20,
+                                         kernel);
+        };
+        const int64_t cuda_cores = splits_for(type, DecodeKernel::kCudaCores);
+        EXPECT_LT(splits_for(type, DecodeKernel::kTensorCores), cuda_cores);
+        EXPECT_EQ(splits_for(KvElement::kF32, DecodeKernel::kTensorCores), cuda_cores);
+      }
+#endif
       for (const int64_t splits : {int64_t(1), asked})
         for (const bool in_table : {false, true}) {
           SCOPED_TRACE(shape_trace({{"g", g}, {"d", d}, {"splits", splits}, {"table", in_table}}));
@@ -366,7 +386,6 @@ void check_decode_attention(KvElement type) {
             return std::make_pair(widened(out.get()), probs.get());
           };
           // The default, and where it runs on the tensor cores the CUDA cores' kernel too.
-          const bool tensor_cores = type != KvElement::kF32 && d == 128;
           std::vector<std::vector<float>> outs;
           for (const DecodeKernel kernel : {DecodeKernel::kTensorCores, DecodeKernel::kCudaCores}) {
             if (kernel == DecodeKernel::kCudaCores && !tensor_cores) break;

@@ -117,10 +117,13 @@ void check_decode_attention(int64_t Hq, int64_t d, int64_t pool_rows,
   if (q.scalar_type() == at::kBFloat16 || q.scalar_type() == at::kHalf) {
     at::Tensor f32 = sparse_decode_attention(qg.to(at::kFloat), kg, vg, at::tensor(indptr).to(kGpu),
                                              at::tensor(rows).to(kGpu), scale, longest);
-    if (d == 128)  // a 16-bit q on the tensor cores (p rounded), an fp32 one on the CUDA cores
+    // A 16-bit q of the pools' type at d = 128 runs on the tensor cores (p rounded), the fp32
+    // one on the CUDA cores. Elsewhere both run on the CUDA cores: q read as it is and out
+    // written in its dtype, the bits of the fp32 call rounded to it, as casts before and after
+    // the kernel gave.
+    if (d == 128 && q.scalar_type() == dtype)
       expect_close(f32.to(q.scalar_type()), want, tolerance);
-    else  // both on the CUDA cores: q read as it is and out written in its dtype, the bits of
-          // an fp32 call rounded to it, as the casts before and after the kernel gave
+    else
       EXPECT_TRUE(got.equal(f32.to(q.scalar_type())));
   }
   // An upper bound for `longest` (nnz, as when the host does not know) gives the same result.
