@@ -357,16 +357,18 @@ void check_decode_attention(KvElement type) {
                                                     DecodeKernel::kCudaCores));
       EXPECT_FALSE(decode_attention_on_tensor_cores(KvElement::kF32, type, dk.ptr, dv.ptr, d));
 #ifndef KVBENCH_CUDA_EMULATION  // which holds one occupancy for every kernel
-      // On a GPU the split count is the resident blocks of the kernel that will run: the
-      // tensor cores' (96 KiB of shared memory a block) fewer than the CUDA cores' (33 and 49
-      // for 8 long units on an H200), and an fp32 q on bf16/f16 pools the CUDA cores' count.
+      // On a GPU the split count is the resident blocks of the kernel that will run: an fp32 q
+      // on bf16/f16 pools gets the CUDA cores' count, and at Llama's g = 4 the tensor cores'
+      // kernel (2 blocks an SM: 96 KiB of shared memory a block) fewer than the CUDA cores'
+      // (3 blocks: 33 and 49 splits for 8 long units on an H200; at g = 8 they hold 2 blocks
+      // too, 33 against 33 there).
       if (tensor_cores) {
         auto splits_for = [&](KvElement q_type, DecodeKernel kernel) {
           return decode_attention_splits(q_type, type, dk.ptr, dv.ptr, 8, g, d, int64_t(1) << 20,
                                          kernel);
         };
         const int64_t cuda_cores = splits_for(type, DecodeKernel::kCudaCores);
-        EXPECT_LT(splits_for(type, DecodeKernel::kTensorCores), cuda_cores);
+        if (g == 4) EXPECT_LT(splits_for(type, DecodeKernel::kTensorCores), cuda_cores);
         EXPECT_EQ(splits_for(KvElement::kF32, DecodeKernel::kTensorCores), cuda_cores);
       }
 #endif
