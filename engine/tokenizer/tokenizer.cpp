@@ -105,15 +105,19 @@ struct SpecialIds {
 SpecialIds special_ids(const tok::BpeTokenizer& tokenizer, const json& tokenizer_json,
                        const json& config, const std::string& json_file,
                        const ConfigFiles& files) {
+  // The file each setting came from, for its errors.
+  const std::string bos_file = files.of("bos_token"), eos_file = files.of("eos_token"),
+                    add_bos_file = files.of("add_bos_token"),
+                    add_eos_file = files.of("add_eos_token");
   SpecialIds ids;
   const std::vector<int> template_prefix =
       post_processor_prefix(tokenizer_json.value("post_processor", json()), tokenizer, json_file);
-  const std::string bos = config_token(config, "bos_token", files.of("bos_token"));
-  const int config_bos = bos.empty() ? -1 : require_token(tokenizer, bos, files.of("bos_token"), "bos_token");
+  const std::string bos = config_token(config, "bos_token", bos_file);
+  const int config_bos = bos.empty() ? -1 : require_token(tokenizer, bos, bos_file, "bos_token");
   if (template_prefix.size() > 1) {
     if (config_bos >= 0 && config_bos != template_prefix[0])
-      fail(files.of("bos_token"), "bos_token", "\"" + bos + "\" is not the first token of tokenizer.json's "
-                                     "post_processor template");
+      fail(bos_file, "bos_token", "\"" + bos + "\" is not the first token of tokenizer.json's "
+                                  "post_processor template");
     ids.prefix = template_prefix;
   } else if (config_bos >= 0) {
     // transformers rebuilds the template with tokenizer_config.json's BOS only where the file
@@ -121,7 +125,7 @@ SpecialIds special_ids(const tok::BpeTokenizer& tokenizer, const json& tokenizer
     // never): without it, which of two BOS tokens is added depends on the class.
     if (template_prefix.size() == 1 && config_bos != template_prefix[0] &&
         !config.contains("add_bos_token"))
-      fail(files.of("bos_token"), "bos_token",
+      fail(bos_file, "bos_token",
            "\"" + bos + "\" is not the BOS of tokenizer.json's post_processor template (id " +
                std::to_string(template_prefix[0]) + "), and without add_bos_token transformers' "
                "tokenizer classes differ on which one they add: set add_bos_token");
@@ -129,12 +133,12 @@ SpecialIds special_ids(const tok::BpeTokenizer& tokenizer, const json& tokenizer
   } else {
     ids.prefix = template_prefix;
   }
-  ids.add_bos = tok::optional_bool(config, "add_bos_token", !template_prefix.empty(), files.of("add_bos_token"), "");
-  if (ids.add_bos && ids.prefix.empty()) fail(files.of("add_bos_token"), "add_bos_token", "true, but there is no bos_token");
-  const std::string eos = config_token(config, "eos_token", files.of("eos_token"));
-  if (!eos.empty()) ids.eos.push_back(require_token(tokenizer, eos, files.of("eos_token"), "eos_token"));
-  ids.add_eos = tok::optional_bool(config, "add_eos_token", false, files.of("add_eos_token"), "");
-  if (ids.add_eos && ids.eos.empty()) fail(files.of("add_eos_token"), "add_eos_token", "true, but there is no eos_token");
+  ids.add_bos = tok::optional_bool(config, "add_bos_token", !template_prefix.empty(), add_bos_file, "");
+  if (ids.add_bos && ids.prefix.empty()) fail(add_bos_file, "add_bos_token", "true, but there is no bos_token");
+  const std::string eos = config_token(config, "eos_token", eos_file);
+  if (!eos.empty()) ids.eos.push_back(require_token(tokenizer, eos, eos_file, "eos_token"));
+  ids.add_eos = tok::optional_bool(config, "add_eos_token", false, add_eos_file, "");
+  if (ids.add_eos && ids.eos.empty()) fail(add_eos_file, "add_eos_token", "true, but there is no eos_token");
   return ids;
 }
 

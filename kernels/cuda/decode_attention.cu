@@ -639,19 +639,29 @@ struct Scalar {
     return 0;
   }
 };
+// A pass-1 kernel whose dynamic shared memory (`bytes`) may pass the default 48 KiB with its
+// static arrays: opted in to it once on each device, before its occupancy is asked. With
+// kBlocksPerSm its resident blocks an SM (asked once per device); else -1, and the caller
+// launches it. `cache`: the kernel instance's own.
+struct SharedOptIn {
+  PerDevice opted_in, blocks;
+};
+template <typename Kernel>
+int opt_in_shared(Kernel kernel, size_t bytes, SharedOptIn& cache, Pass1 what) {
+  once_per_device(cache.opted_in, [&] { return allow_shared(kernel, bytes) ? 1 : 0; });
+  if (what == Pass1::kBlocksPerSm)
+    return once_per_device(cache.blocks, [&] { return blocks_per_sm(kernel, bytes); });
+  return -1;
+}
+
 template <typename T, int LPR, int G>
 struct Vector {
   static int act(const Call& c, Pass1 what) {
-    // Its ring is 48 KiB, beyond the default limit with the static arrays: opted in once on
-    // each device (before its occupancy is asked).
-    static PerDevice opted_in, blocks;
-    once_per_device(opted_in, [] {
-      return allow_shared(vector_split_kernel<T, LPR, G>, kVectorSharedBytes) ? 1 : 0;
-    });
-    if (what == Pass1::kBlocksPerSm)
-      return once_per_device(blocks, [] {
-        return blocks_per_sm(vector_split_kernel<T, LPR, G>, kVectorSharedBytes);
-      });
+    static SharedOptIn cache;  // its ring is 48 KiB
+    if (const int blocks =
+            opt_in_shared(vector_split_kernel<T, LPR, G>, kVectorSharedBytes, cache, what);
+        blocks >= 0)
+      return blocks;
     vector_split_kernel<T, LPR, G><<<dim3(unsigned(c.splits), unsigned(c.units)), kWarps * 32,
                                      kVectorSharedBytes, c.stream>>>(
         c.q, c.q_type, static_cast<const T*>(c.k_pool), static_cast<const T*>(c.v_pool),
@@ -678,16 +688,13 @@ int vector_lanes(const Call& c) {
   return vector_row_lanes(c.d * int64_t(sizeof(T)), aligned);
 }
 
-// The tensor-core pass 1 for 16-bit T and d = D (mma_split_kernel), as vector_act.
+// The tensor-core pass 1 for 16-bit T and d = D (mma_split_kernel), as Vector::act.
 template <typename T, int D>
 int mma_act(const Call& c, Pass1 what) {
   constexpr size_t kShared = mma_shared_bytes<D>();
-  static PerDevice opted_in, blocks;
-  once_per_device(opted_in,
-                  [] { return allow_shared(mma_split_kernel<T, D>, kShared) ? 1 : 0; });
-  if (what == Pass1::kBlocksPerSm)
-    return once_per_device(blocks,
-                           [] { return blocks_per_sm(mma_split_kernel<T, D>, kShared); });
+  static SharedOptIn cache;  // its rings are 96 KiB at d = 128
+  if (const int blocks = opt_in_shared(mma_split_kernel<T, D>, kShared, cache, what); blocks >= 0)
+    return blocks;
   mma_split_kernel<T, D>
       <<<dim3(unsigned(c.splits), unsigned(c.units)), kWarps * 32, kShared, c.stream>>>(
           static_cast<const T*>(c.q), static_cast<const T*>(c.k_pool),

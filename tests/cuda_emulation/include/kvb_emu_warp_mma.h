@@ -8,11 +8,11 @@
 #pragma once
 #include <cstdint>
 #include <cstring>
-#include <type_traits>
 
 #include "cuda_bf16.h"
 #include "cuda_fp16.h"
 #include "cuda_runtime.h"
+#include "kernels/cuda/element_cast.cuh"
 
 namespace kvb::cuda {
 namespace emu_mma {
@@ -29,8 +29,7 @@ template <typename T>
 float half_of(uint32_t reg, int which) {  // element `which` (0: low half) of a register
   T e[2];
   std::memcpy(e, &reg, sizeof(reg));
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) return __bfloat162float(e[which]);
-  else return __half2float(e[which]);
+  return widen(e[which]);
 }
 
 }  // namespace emu_mma
