@@ -149,12 +149,12 @@ KVB_TARGET_AVX2 inline void add_row(const float* row, __m256& a0, __m256& a1) {
 KVB_TARGET_AVX2 float kv_stream_avx2(const float* k, const float* v, int64_t n) {
 #if KVB_X86_DISPATCH
   constexpr int64_t kTileRows = 16;
-  const bool two_level = cpu_prefetch_t1_stops_at_l2();
+  const RowPrefetch plan = cpu_row_prefetch();
   __m256 a0 = _mm256_setzero_ps(), a1 = a0;
   for (int64_t t0 = 0; t0 < n; t0 += kTileRows) {
     const int64_t t1 = std::min(n, t0 + kTileRows);
     for (int64_t j = t0; j < t1; ++j) {
-      prefetch_ahead(k, v, nullptr, j, n, kD, two_level);
+      prefetch_ahead(k, v, nullptr, j, n, kD, plan);
       add_row(k + j * kD, a0, a1);
     }
     for (int64_t j = t0; j < t1; ++j) add_row(v + j * kD, a0, a1);

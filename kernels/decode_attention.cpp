@@ -298,14 +298,14 @@ KVB_TARGET_AVX2 void attend_rows_avx2_blocked(const float* q, int64_t d, float s
                                               float* m, float* l, float* acc, float* raw,
                                               int64_t raw_stride) {
   constexpr int kB = kG < 4 ? kG : 4;  // query heads per register block
-  const bool two_level = cpu_prefetch_t1_stops_at_l2();
+  const RowPrefetch plan = cpu_row_prefetch();
   float s[kG][kTile];
   const E* vrows[kTile];
   for (int64_t t0 = r0; t0 < r1; t0 += kTile) {
     const int64_t T = std::min(kTile, r1 - t0);
     for (int64_t j = 0; j < T; ++j) {
       const int64_t row = idx ? idx[t0 + j] : t0 + j;
-      prefetch_ahead(k, v, idx, t0 + j, r1, d, two_level);
+      prefetch_ahead(k, v, idx, t0 + j, r1, d, plan);
       const E* kr = k + row * d;
       vrows[j] = v + row * d;
       for (int ib = 0; ib < kG; ib += kB) {
@@ -434,7 +434,7 @@ KVB_TARGET_AVX512 void attend_rows_avx512_blocked(const float* q, int64_t d, flo
                                                   int64_t raw_stride) {
   constexpr int kB = kG < 4 ? kG : 4;  // query heads per block
   constexpr int kR = 16 / kB;          // rows per block: kR * kB dot products reduced at once
-  const bool two_level = cpu_prefetch_t1_stops_at_l2();
+  const RowPrefetch plan = cpu_row_prefetch();
   float s[kG][kTile];
   const E* vrows[kTile];
   for (int64_t t0 = r0; t0 < r1; t0 += kTile) {
@@ -456,7 +456,7 @@ KVB_TARGET_AVX512 void attend_rows_avx512_blocked(const float* q, int64_t d, flo
           // dense 32k, 94-96% of the one-stream read_sum of then at once, 102-103% spread,
           // Sapphire Rapids VM).
           if (ib == 0 && c0 / 16 < kR)
-            prefetch_ahead(k, v, idx, t0 + j0 + c0 / 16, r1, d, two_level);
+            prefetch_ahead(k, v, idx, t0 + j0 + c0 / 16, r1, d, plan);
           __m512 qs[kB];
           for (int i = 0; i < kB; ++i) qs[i] = _mm512_loadu_ps(q + (ib + i) * d + c0);
           for (int r = 0; r < kR; ++r) {
@@ -472,7 +472,7 @@ KVB_TARGET_AVX512 void attend_rows_avx512_blocked(const float* q, int64_t d, flo
           for (int64_t r = 0; r < rows; ++r) s[ib + i][j0 + r] = sums[i * kR + r];
       }
       for (int64_t r = d / 16; r < kR; ++r)
-        prefetch_ahead(k, v, idx, t0 + j0 + r, r1, d, two_level);
+        prefetch_ahead(k, v, idx, t0 + j0 + r, r1, d, plan);
     }
     softmax_tile_avx2<kG>(s, T, d, m, l, acc, raw, raw_stride, t0);
     accumulate_values_avx512<kG, kS>(s, vrows, T, d, acc);

@@ -49,14 +49,19 @@ inline bool cpu_has_avx512f() {
 #endif
 }
 
-// Whether PREFETCHT1 stops at L2: on Intel's cores, and on AMD's from Zen 4 (the first with
-// AVX-512); AMD's earlier cores fill L1 with it as with T0.
-inline bool cpu_prefetch_t1_stops_at_l2() {
+// How the decode kernels prefetch fp32 K/V rows on this CPU (kernels/kv_prefetch.h has the
+// measurements behind each): in two levels on Intel's cores, where PREFETCHT1 stops at L2; into
+// L1 8 rows ahead on AMD's with AVX-512 (Zen 4 on); into L1 16 rows ahead elsewhere (AMD's
+// earlier cores fill L1 with T1 as with T0).
+enum class RowPrefetch { kTwoLevels, kL1Near, kL1 };
+inline RowPrefetch cpu_row_prefetch() {
 #if KVB_X86_DISPATCH
-  static const bool stops = __builtin_cpu_is("intel") || __builtin_cpu_supports("avx512f");
-  return stops;
+  static const RowPrefetch plan = __builtin_cpu_is("intel")           ? RowPrefetch::kTwoLevels
+                                  : __builtin_cpu_supports("avx512f") ? RowPrefetch::kL1Near
+                                                                      : RowPrefetch::kL1;
+  return plan;
 #else
-  return false;
+  return RowPrefetch::kL1;
 #endif
 }
 
