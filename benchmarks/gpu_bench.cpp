@@ -41,6 +41,9 @@
 //   gpu_topk_chunk/<n>/<chunk>      the same top-k on the kernel in one launch (chunk 0) or in
 //                                   two, the first over chunks of `chunk` scores (the glue's
 //                                   choice: kvbench_cuda.h top_pages_auto_chunk)
+//   gpu_cluster_rows/<n>            ClusterKV's rows of a decode step for 8 KV heads at B = 1024
+//                                   (n / 80 clusters of random sizes, 16 sinks, 64 recent
+//                                   entries): cluster_rows_kernel, one block a head
 //   gpu_cosine_assign/<n>           ClusterKV's assignment of n fp32 keys per KV head to n / 80
 //                                   centroids (the paper's C0): ATen's bmm and argmax
 //   gpu_cosine_assign_bf16/<n>      the same assignment of the keys in bf16, products in bf16
@@ -386,6 +389,35 @@ void BM_gpu_quest_select_chunk(benchmark::State& state) {
 }
 BENCHMARK(BM_gpu_quest_select_chunk)->ArgsProduct({{2048, 8192}, {0, 512, 1024, 2048}})
     ->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+// ClusterKV's rows of one decode step for 8 KV heads at B = 1024 (its defaults: 16 sinks,
+// n / 80 clusters; 64 recent entries not yet clustered, so 944 members of the best clusters),
+// the clusters' sizes random, the step's cache accounting on: one launch of
+// cluster_rows_kernel, 35 us a layer at 32k in the H200's profile (2026-11-30), where issue
+// 21's selection share leaves about 25.
+void BM_gpu_cluster_rows(benchmark::State& state) {
+  if (!at::cuda::is_available()) return state.SkipWithError("skipped: no GPU");
+  const int64_t n = state.range(0), sinks = 16, recent = 64, clusters = n / 80;
+  const int64_t members_count = n - sinks - recent, taken = 1024 - sinks - recent;
+  const auto longs = at::TensorOptions(kGpu).dtype(at::kLong);
+  const at::Tensor labels = at::randint(clusters, {kHkv, members_count}, longs);  // [Hkv, N]
+  const at::Tensor members = (labels.argsort(int64_t(-1), false) + sinks).to(at::kInt);  // grouped by cluster
+  std::vector<at::Tensor> counts;
+  for (int64_t h = 0; h < kHkv; ++h) counts.push_back(at::bincount(labels[h], {}, clusters));
+  const at::Tensor sizes = at::stack(counts).to(at::kInt);                // [Hkv, C]
+  const at::Tensor starts = (sizes.cumsum(-1, at::kInt) - sizes).contiguous();
+  const at::Tensor scores = at::randn({kHkv, clusters}, longs.dtype(at::kFloat));
+  const at::Tensor last_selected = at::zeros({kHkv, n}, longs), hits = at::zeros({}, longs);
+  time_with_events(state, [&] {
+    cuda::cluster_rows(scores, sizes, starts, members, taken, sinks, n - recent, n,
+                       last_selected, /*step=*/100, /*oldest_hit=*/99, hits);
+  });
+  // Every cluster's score, size and start; the taken members' ids, their cache steps read
+  // and written, and the rows written.
+  set_bytes(state, double(kHkv) * double(clusters * 12 + taken * (4 + 16) + 1024 * 8));
+}
+BENCHMARK(BM_gpu_cluster_rows)->Arg(32768)->Arg(131072)->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
 
 void BM_gpu_topk(benchmark::State& state) {
   if (!at::cuda::is_available()) return state.SkipWithError("skipped: no GPU");

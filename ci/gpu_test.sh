@@ -30,7 +30,13 @@
 #      (selection / attention / rest, the host's time in each, prefill), its table printed;
 #  12. kvbench run latency_gpu_128k_targets: Full, Quest, ClusterKV and PQCache at 128k / B=1024
 #      (issue 21's selection and clustering targets are stated there), then
-#  13. the same with --cuda-graphs.
+#  13. the same with --cuda-graphs;
+#  14. (not under --quick) the selection's kernels under Nsight Compute: each step-8 benchmark
+#      that launches one (Quest's page scores and top-k, PQCache's selection, ClusterKV's rows)
+#      run under `ncu --clock-control none` (NCU: the ncu to use, else ncu on PATH or CUDA's),
+#      launches 2-3 of its kernels profiled (the first is the benchmark's untimed warm-up), the
+#      raw metrics in build-gpu/ncu-BENCHMARK.csv, summarised by ci/ncu_summary.py (time,
+#      launch shape, occupancy, throughputs, the stall reasons that cost the most).
 # Then the skipped tests with their reasons, the kernel targets (step 8) and the step targets
 # of the latency databases there are (ci/latency_targets.py), and a table of the steps. Exit 0
 # when every step passed, 1 otherwise, 2 when the set-up could not start (no CUDA LibTorch, no nvcc: its one line).
@@ -40,7 +46,7 @@
 # KVBENCH_CUDA_ARCHITECTURES, JOBS (ci/setup.sh's header). Logs and databases go to build-gpu/.
 # Usage: bash ci/gpu_test.sh [--quick] [--only N,M,...] [--pack FILE]
 #   --pack FILE: on exit, whatever the steps did, FILE (a .tar.gz) holds build-gpu/'s logs,
-#   JUnit files, benchmark JSON, profile TSVs (not their Chrome traces) and result databases,
+#   JUnit files, benchmark JSON, profile TSVs (not their Chrome traces), ncu CSVs and result databases,
 #   each database first checkpointed (a kvbench run killed by a time limit leaves its cells in
 #   the -wal file beside it, which a copy of the .db alone loses): one file to bring back from
 #   a machine that returns few.
@@ -84,7 +90,7 @@ pack_results() {
   for f in "$build"/*.db; do
     [ -f "$f" ] && python3 -c 'import sqlite3, sys; sqlite3.connect(sys.argv[1]).execute("PRAGMA wal_checkpoint(TRUNCATE)")' "$f"
   done
-  for f in "$build"/*.log "$build"/*.xml "$build"/*.json "$build"/*.tsv "$build"/*.db; do
+  for f in "$build"/*.log "$build"/*.xml "$build"/*.json "$build"/*.tsv "$build"/*.csv "$build"/*.db; do
     [ -f "$f" ] && [[ "$f" != *.trace.json ]] && files+=("$f")
   done
   case "$pack" in /*) ;; *) pack="$root/$pack" ;; esac
@@ -276,6 +282,41 @@ skipped 12 "latency_gpu_128k_targets" ||
 skipped 13 "latency_gpu_128k_targets --cuda-graphs" ||
   timed_step "latency_gpu_128k_targets --cuda-graphs" "./$build/kvbench" run \
     latency_gpu_128k_targets --cuda-graphs --db "$build/gpu-latency-128k-graphs.db" --fresh
+
+# 14. The selection's kernels under Nsight Compute (issue 21's selection share: the H200's
+# profiles put Quest's top-k at 16 us a layer, PQCache's pq_select_kernel at 55 and ClusterKV's
+# cluster_rows_kernel at 35, each one block a KV head; what they wait on was never measured).
+ncu_bin=${NCU:-$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)}
+ncu_selection() {  # each "benchmark filter|kernel regex": ncu-<filter's first word>.csv
+  local run filter kernels csv rc=0 files=()
+  for run in 'gpu_quest_scores/131072|quest_vector_kernel' \
+             'gpu_quest_select/(2048|8192)/0|top_pages_kernel' \
+             'gpu_pq_select/(32768|131072)/0|pq_select_kernel|pq_slice_counts_kernel' \
+             'gpu_cluster_rows/|cluster_rows_kernel'; do
+    filter=${run%%|*} kernels=${run#*|}
+    csv="$build/ncu-$(echo "$filter" | sed 's/[^a-z_]*$//; s/[^a-z_].*//').csv"
+    rm -f "$csv" "$csv.ncu-rep"
+    # OMP_WAIT_POLICY set: kvbench_bench runs as itself, not re-executed (ncu follows either).
+    OMP_WAIT_POLICY=PASSIVE "$ncu_bin" --target-processes all --clock-control none \
+      --kernel-name "regex:$kernels" --launch-skip 1 --launch-count 6 \
+      --section SpeedOfLight --section LaunchStats --section Occupancy \
+      --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis \
+      --export "$csv.ncu-rep" --force-overwrite \
+      "./$build/kvbench_bench" --benchmark_filter="$filter" --benchmark_min_time=0.01 \
+      --benchmark_repetitions=1 > "$csv.log" 2>&1 || rc=1
+    "$ncu_bin" --import "$csv.ncu-rep" --csv --page raw > "$csv" 2>> "$csv.log" || rc=1
+    files+=("$csv")
+  done
+  python3 ci/ncu_summary.py "${files[@]}" || rc=1
+  return "$rc"
+}
+if skipped 14 "ncu selection kernels"; then
+  :
+elif [ -z "$ncu_bin" ]; then
+  record "ncu selection kernels" SKIP "no ncu (NCU, PATH, /usr/local/cuda/bin)"
+else
+  timed_step "ncu selection kernels" ncu_selection
+fi
 
 echo
 skips=()

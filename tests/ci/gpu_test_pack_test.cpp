@@ -1,7 +1,7 @@
 // ci/gpu_test.sh --pack on a stand-in project whose set-up cannot start (as on a machine
-// without a CUDA LibTorch): on exit the archive holds build-gpu/'s logs and databases, a
-// database's rows still only in its -wal file (a run killed by a time limit) included, and not
-// the profiles' Chrome traces.
+// without a CUDA LibTorch): on exit the archive holds build-gpu/'s logs, ncu CSVs and
+// databases, a database's rows still only in its -wal file (a run killed by a time limit)
+// included, and not the profiles' Chrome traces.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -22,6 +22,7 @@ TEST(GpuTestPack, ArchivesTheResultsWithTheirWalRowsWhateverTheSteps) {
   std::ofstream(dir.file("ci/setup.sh")) << "echo 'setup: error: no CUDA LibTorch' >&2\nexit 2\n";
   std::ofstream(dir.file("build-gpu/setup.log")) << "a log\n";
   std::ofstream(dir.file("build-gpu/profile-full.tsv.trace.json")) << "{}\n";
+  std::ofstream(dir.file("build-gpu/ncu-gpu_quest_select.csv")) << "\"ID\"\n";
   // Rows committed to the -wal file, the process gone without a checkpoint.
   const test::CliRun wal = test::run_shell(
       "python3 -c 'import os, sqlite3; c = sqlite3.connect(\"" + dir.file("build-gpu/run.db") +
@@ -34,7 +35,7 @@ TEST(GpuTestPack, ArchivesTheResultsWithTheirWalRowsWhateverTheSteps) {
   const test::CliRun r =
       test::run_shell("bash " + dir.file("ci/gpu_test.sh") + " --pack out.tar.gz < /dev/null");
   EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_NE(r.output.find("packed 2 files into " + dir.file("out.tar.gz")), std::string::npos)
+  EXPECT_NE(r.output.find("packed 3 files into " + dir.file("out.tar.gz")), std::string::npos)
       << r.output;
   fs::create_directories(dir.file("unpacked"));
   const test::CliRun listed = test::run_shell("tar xzvf " + dir.file("out.tar.gz") + " -C " +
@@ -42,6 +43,8 @@ TEST(GpuTestPack, ArchivesTheResultsWithTheirWalRowsWhateverTheSteps) {
   ASSERT_EQ(listed.code, 0) << listed.output;
   EXPECT_EQ(listed.output.find("trace.json"), std::string::npos) << listed.output;
   EXPECT_NE(listed.output.find("build-gpu/setup.log"), std::string::npos) << listed.output;
+  EXPECT_NE(listed.output.find("build-gpu/ncu-gpu_quest_select.csv"), std::string::npos)
+      << listed.output;
   ASSERT_FALSE(fs::exists(dir.file("unpacked/build-gpu/run.db-wal")));
   const test::CliRun rows = test::run_shell(
       "python3 -c 'import sqlite3; print(sqlite3.connect(\"" +
