@@ -49,10 +49,10 @@ inline bool cpu_has_avx512f() {
 #endif
 }
 
-// How the decode kernels prefetch fp32 K/V rows on this CPU (kernels/kv_prefetch.h has the
-// measurements behind each): in two levels on Intel's cores, where PREFETCHT1 stops at L2; into
-// L1 8 rows ahead on AMD's with AVX-512 (Zen 4 on); into L1 16 rows ahead elsewhere (AMD's
-// earlier cores fill L1 with T1 as with T0).
+// How the decode kernels prefetch K/V rows on this CPU (kernels/kv_prefetch.h has the
+// measurements behind each): fp32 rows in two levels on Intel's cores, where PREFETCHT1 stops
+// at L2; into L1 8 rows ahead on AMD's with AVX-512 (Zen 4 on); into L1 16 rows ahead
+// elsewhere (AMD's earlier cores fill L1 with T1 as with T0).
 enum class RowPrefetch { kTwoLevels, kL1Near, kL1 };
 inline RowPrefetch cpu_row_prefetch() {
 #if KVB_X86_DISPATCH
