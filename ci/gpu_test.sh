@@ -36,7 +36,8 @@
 #      run under `ncu --clock-control none` (NCU: the ncu to use, else ncu on PATH or CUDA's),
 #      launches 2-3 of its kernels profiled (the first is the benchmark's untimed warm-up), the
 #      raw metrics in build-gpu/ncu-BENCHMARK.csv, summarised by ci/ncu_summary.py (time,
-#      launch shape, occupancy, throughputs, the stall reasons that cost the most).
+#      launch shape, occupancy, throughputs, the stall reasons that cost the most), and where
+#      this ncu prints it, each SASS instruction's stall samples in ncu-BENCHMARK-sass.csv.
 # Then the skipped tests with their reasons, the kernel targets (step 8) and the step targets
 # of the latency databases there are (ci/latency_targets.py), and a table of the steps. Exit 0
 # when every step passed, 1 otherwise, 2 when the set-up could not start (no CUDA LibTorch, no nvcc: its one line).
@@ -301,10 +302,14 @@ ncu_selection() {  # each "benchmark filter|kernel regex": ncu-<filter's first w
       --kernel-name "regex:$kernels" --launch-skip 1 --launch-count 6 \
       --section SpeedOfLight --section LaunchStats --section Occupancy \
       --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis \
+      --section SourceCounters \
       --export "$csv.ncu-rep" --force-overwrite \
       "./$build/kvbench_bench" --benchmark_filter="$filter" --benchmark_min_time=0.01 \
       --benchmark_repetitions=1 > "$csv.log" 2>&1 || rc=1
     "$ncu_bin" --import "$csv.ncu-rep" --csv --page raw > "$csv" 2>> "$csv.log" || rc=1
+    # Best effort, for reading by hand: each SASS instruction with its stall samples.
+    "$ncu_bin" --import "$csv.ncu-rep" --csv --page source --print-source sass \
+      > "${csv%.csv}-sass.csv" 2>> "$csv.log" || echo "(no SASS page: see $csv.log)"
     files+=("$csv")
   done
   python3 ci/ncu_summary.py "${files[@]}" || rc=1
