@@ -78,6 +78,7 @@ struct Fiber {
   State state = State::kReady;
   uint3 index{0, 0, 0};
   unsigned warp_ops = 0;  // warp operations passed: which exchange slot a lane uses
+  unsigned syncs = 0;     // __syncwarp and __syncthreads passed: the lane's visibility epoch
   std::vector<PendingCopy> uncommitted;              // since the last __pipeline_commit
   std::deque<std::vector<PendingCopy>> committed;  // oldest group first
 };
@@ -87,6 +88,26 @@ struct Fiber {
 struct WarpSlots {
   uint64_t bits[2][32];
   unsigned op[2][32];  // 1 + the operation count the lane's bits belong to (0: none yet)
+};
+
+// Shared-memory ranges of one visibility epoch of a warp (its lanes' count of __syncwarp and
+// __syncthreads passed), by first byte: each at most 16 bytes, with the lane behind it. A
+// warp's lanes are never more than one epoch apart (a barrier waits for all of them), so two
+// buckets, by the epoch's parity, hold every range that can still matter.
+struct Span {
+  uintptr_t end;
+  int lane;
+};
+struct EpochSpans {
+  unsigned epoch = 0;
+  std::map<uintptr_t, Span> spans;
+};
+// What a warp's lanes made visible to themselves alone, and read as a warp, since the barrier
+// that began their epoch: the bytes their cp.async copies landed (at the wait), and the rows
+// their ldmatrix read. Reading the one or copying into the other within one epoch is a race
+// among the warp's lanes on a GPU (tests/cuda_emulation/README.md).
+struct WarpHazards {
+  EpochSpans landed[2], read[2];
 };
 
 constexpr size_t kStackBytes = 256 * 1024;
@@ -101,6 +122,7 @@ struct Block {
   uint3 index{0, 0, 0};
   std::vector<Fiber> fibers;
   std::vector<WarpSlots> warps;
+  std::vector<WarpHazards> hazards;  // per warp
   Context scheduler;
   int current = -1;
   unsigned char* shared = nullptr;
@@ -269,6 +291,7 @@ void run_block(Block& b) {
   while (g_stacks.stacks.size() < threads) g_stacks.stacks.push_back(std::malloc(kStackBytes));
   b.fibers.assign(threads, Fiber());
   b.warps.assign((threads + 31) / 32, WarpSlots());
+  b.hazards.assign((threads + 31) / 32, WarpHazards());
   for (size_t t = 0; t < threads; ++t) {
     Fiber& f = b.fibers[t];
     f.index = {unsigned(t % bd.x), unsigned(t / bd.x % bd.y), unsigned(t / (size_t(bd.x) * bd.y))};
@@ -304,11 +327,62 @@ dim3 block_dim() { return g_block->config->block; }
 dim3 grid_dim() { return g_block->config->grid; }
 int lane() { return linear(me().index) % 32; }
 
+namespace {
+
+WarpHazards& my_warp_hazards() { return g_block->hazards[size_t(linear(me().index) / 32)]; }
+
+// The bucket of `epoch` in `buckets`, emptied first if it still holds an older epoch's.
+EpochSpans& spans_of(EpochSpans (&buckets)[2], unsigned epoch) {
+  EpochSpans& b = buckets[epoch % 2];
+  if (b.epoch != epoch) b.spans.clear(), b.epoch = epoch;
+  return b;
+}
+
+// A span of the bucket overlapping [begin, end), or nullptr (spans are at most 16 bytes).
+const Span* overlapping(const EpochSpans& b, uintptr_t begin, uintptr_t end) {
+  for (auto it = b.spans.lower_bound(begin >= 16 ? begin - 15 : 0);
+       it != b.spans.end() && it->first < end; ++it)
+    if (it->second.end > begin) return &it->second;
+  return nullptr;
+}
+
+bool in_block_shared(uintptr_t begin, uintptr_t end) {
+  const auto dynamic = reinterpret_cast<uintptr_t>(g_block->shared);
+  if (begin >= dynamic && end <= dynamic + g_block->config->shared) return true;
+  for (const auto& [tag, v] : g_static_shared) {
+    const auto first = reinterpret_cast<uintptr_t>(v.bytes.get());
+    if (begin >= first && end <= first + v.size) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void warp_reads_shared(const void* p, size_t bytes, const char* what) {
+  const auto begin = reinterpret_cast<uintptr_t>(p), end = begin + bytes;
+  if (!in_block_shared(begin, end))
+    fail(std::string(what) + ": reads " + std::to_string(bytes) +
+         " bytes outside the block's shared memory");
+  const unsigned epoch = me().syncs;
+  WarpHazards& h = my_warp_hazards();
+  if (const Span* copy = overlapping(spans_of(h.landed, epoch), begin, end))
+    fail(std::string(what) + ": reads bytes lane " + std::to_string(copy->lane) +
+         "'s cp.async landed since the warp's last __syncwarp or __syncthreads, which alone "
+         "would make them visible to the warp");
+  spans_of(h.read, epoch).spans[begin] = Span{end, lane()};
+}
+
 // cp.async: a thread's copies land only when it waits for their group, so that a kernel that
 // reads a slot before waiting reads the block's 0xFF garbage, as a GPU may give it stale bytes.
 void pipeline_copy(void* dst, const void* src, size_t bytes, size_t zfill) {
   if (bytes != 4 && bytes != 8 && bytes != 16) fail("cp.async of " + std::to_string(bytes) + " bytes");
   if (zfill > bytes) fail("cp.async zero-fills more than it copies");
+  const auto begin = reinterpret_cast<uintptr_t>(dst);
+  if (const Span* read = overlapping(spans_of(my_warp_hazards().read, me().syncs), begin,
+                                     begin + bytes))
+    fail("cp.async into bytes the warp's ldmatrix read (lane " + std::to_string(read->lane) +
+         "'s row) since its last __syncwarp or __syncthreads: a lane still reading them may "
+         "see the new ones");
   me().uncommitted.push_back({dst, src, bytes, zfill});
 }
 void pipeline_commit() {
@@ -319,9 +393,12 @@ void pipeline_commit() {
 void pipeline_wait_prior(size_t prior) {
   Fiber& f = me();
   while (f.committed.size() > prior) {
+    EpochSpans& landed = spans_of(my_warp_hazards().landed, f.syncs);
     for (const PendingCopy& c : f.committed.front()) {
       std::memcpy(c.dst, c.src, c.bytes - c.zfill);
       std::memset(static_cast<char*>(c.dst) + (c.bytes - c.zfill), 0, c.zfill);
+      const auto begin = reinterpret_cast<uintptr_t>(c.dst);
+      landed.spans[begin] = Span{begin + c.bytes, lane()};
     }
     f.committed.pop_front();
   }
@@ -347,6 +424,11 @@ void* static_shared_bytes(const void* tag, size_t bytes) {
 void sync_threads() {
   me().state = State::kAtBarrier;
   yield();
+  ++me().syncs;
+}
+void sync_warp() {
+  warp_exchange(0, lane());
+  ++me().syncs;
 }
 
 uint64_t warp_exchange(uint64_t bits, int source, uint64_t* all, unsigned* taking_part) {

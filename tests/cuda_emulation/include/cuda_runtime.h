@@ -53,6 +53,12 @@ uint3 block_index();
 dim3 block_dim();
 dim3 grid_dim();
 void sync_threads();
+void sync_warp();  // __syncwarp: a warp operation that also begins the lanes' next epoch
+// A read of `bytes` of shared memory at p by the whole warp (ldmatrix): fails the launch unless
+// they lie in the block's shared memory, and where a cp.async of any lane landed in them since
+// the warp's last __syncwarp or __syncthreads; recorded, so that a cp.async into them before the
+// next one fails too (cuda_emulation.cpp, WarpHazards).
+void warp_reads_shared(const void* p, size_t bytes, const char* what);
 // A warp operation: every lane of the warp still running hands in `bits`; returns the bits lane
 // `source` (0..31) handed in. With `all`: every lane's bits (garbage where a lane did not take
 // part), and in *taking_part a bit per lane that took part (the lanes that returned before it
@@ -100,7 +106,7 @@ T from_bits(uint64_t bits) {
 
 inline void __syncthreads() { kvb_emu::sync_threads(); }
 // Every lane of the warp still running must reach it (a warp operation: a switch point).
-inline void __syncwarp(unsigned = 0xffffffffu) { kvb_emu::warp_exchange(0, kvb_emu::lane()); }
+inline void __syncwarp(unsigned = 0xffffffffu) { kvb_emu::sync_warp(); }
 // Only full masks are emulated (all the kernels use): every lane of the warp must take part.
 template <class T>
 T __shfl_sync(unsigned, T v, int src, int = 32) {

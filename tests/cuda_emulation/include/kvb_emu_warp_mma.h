@@ -70,6 +70,7 @@ inline void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (
 template <bool kTrans>
 inline void ldmatrix_x4(uint32_t (&r)[4], const void* row) {
   kvb_emu::require_multiple(reinterpret_cast<uintptr_t>(row), 16, "ldmatrix: a row's address");
+  kvb_emu::warp_reads_shared(row, 16, "ldmatrix");
   uint64_t rows[32];
   emu_mma::exchange_all(reinterpret_cast<uintptr_t>(row), rows);
   const int group = kvb_emu::lane() / 4, t = kvb_emu::lane() % 4;
