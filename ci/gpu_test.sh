@@ -32,9 +32,11 @@
 #      (issue 21's selection and clustering targets are stated there), then
 #  13. the same with --cuda-graphs;
 #  14. (not under --quick) the selection's kernels under Nsight Compute: each step-8 benchmark
-#      that launches one (Quest's page scores and top-k, PQCache's selection, ClusterKV's rows)
-#      run under `ncu --clock-control none` (NCU: the ncu to use, else ncu on PATH or CUDA's),
-#      launches 2-3 of its kernels profiled (the first is the benchmark's untimed warm-up), the
+#      that launches one (Quest's page scores and top-k, PQCache's selection, ClusterKV's rows;
+#      at 32k and 128k) run under `ncu --clock-control none` (NCU: the ncu to use, else ncu on
+#      PATH, CUDA's, or the newest under /opt/nvidia/nsight-compute), launches 2-5 of its
+#      kernels profiled (the first is the benchmark's untimed warm-up; ncu flushes the caches
+#      before each pass, so the data come colder than in the benchmark's loop), the
 #      raw metrics in build-gpu/ncu-BENCHMARK.csv, summarised by ci/ncu_summary.py (time,
 #      launch shape, occupancy, throughputs, the stall reasons that cost the most), and where
 #      this ncu prints it, each SASS instruction's stall samples in ncu-BENCHMARK-sass.csv.
@@ -287,26 +289,37 @@ skipped 13 "latency_gpu_128k_targets --cuda-graphs" ||
 # 14. The selection's kernels under Nsight Compute (issue 21's selection share: the H200's
 # profiles put Quest's top-k at 16 us a layer, PQCache's pq_select_kernel at 55 and ClusterKV's
 # cluster_rows_kernel at 35, each one block a KV head; what they wait on was never measured).
-ncu_bin=${NCU:-$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)}
-ncu_selection() {  # each "benchmark filter|kernel regex": ncu-<filter's first word>.csv
-  local run filter kernels csv rc=0 files=()
-  for run in 'gpu_quest_scores/131072|quest_vector_kernel' \
-             'gpu_quest_select/(2048|8192)/0|top_pages_kernel' \
-             'gpu_pq_select/(32768|131072)/0|pq_select_kernel|pq_slice_counts_kernel' \
-             'gpu_cluster_rows/|cluster_rows_kernel'; do
-    filter=${run%%|*} kernels=${run#*|}
-    csv="$build/ncu-$(echo "$filter" | sed 's/[^a-z_]*$//; s/[^a-z_].*//').csv"
+ncu_bin=${NCU:-$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null ||
+                 ls -d /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | sort -V | tail -n 1)}
+ncu_selection() {  # each "benchmark filter" "kernel regex" pair: ncu-<filter>.csv
+  local runs=(
+    gpu_quest_scores/131072 quest_vector_kernel
+    gpu_quest_select/8192/0 top_pages_kernel
+    gpu_quest_select/2048/0 top_pages_kernel
+    gpu_pq_select/131072/0 'pq_select_kernel|pq_slice_counts_kernel'
+    gpu_pq_select/32768/0 'pq_select_kernel|pq_slice_counts_kernel'
+    gpu_cluster_rows/131072 cluster_rows_kernel
+    gpu_cluster_rows/32768 cluster_rows_kernel
+  )
+  local i filter kernels csv rc=0 files=()
+  for ((i = 0; i < ${#runs[@]}; i += 2)); do
+    filter=${runs[i]} kernels=${runs[i + 1]}
+    csv="$build/ncu-$(echo "$filter" | tr '/' '-').csv"
     rm -f "$csv" "$csv.ncu-rep"
     # OMP_WAIT_POLICY set: kvbench_bench runs as itself, not re-executed (ncu follows either).
     OMP_WAIT_POLICY=PASSIVE "$ncu_bin" --target-processes all --clock-control none \
-      --kernel-name "regex:$kernels" --launch-skip 1 --launch-count 6 \
+      --kernel-name "regex:$kernels" --launch-skip 1 --launch-count 4 \
       --section SpeedOfLight --section LaunchStats --section Occupancy \
       --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis \
       --section SourceCounters \
       --export "$csv.ncu-rep" --force-overwrite \
       "./$build/kvbench_bench" --benchmark_filter="$filter" --benchmark_min_time=0.01 \
       --benchmark_repetitions=1 > "$csv.log" 2>&1 || rc=1
-    "$ncu_bin" --import "$csv.ncu-rep" --csv --page raw > "$csv" 2>> "$csv.log" || rc=1
+    if grep -q ERR_NVGPUCTRPERM "$csv.log"; then
+      say "ncu may not read this GPU's performance counters (ERR_NVGPUCTRPERM): $csv.log"
+    fi
+    "$ncu_bin" --import "$csv.ncu-rep" --csv --page raw --print-units base > "$csv" \
+      2>> "$csv.log" || rc=1
     # Best effort, for reading by hand: each SASS instruction with its stall samples.
     "$ncu_bin" --import "$csv.ncu-rep" --csv --page source --print-source sass \
       > "${csv%.csv}-sass.csv" 2>> "$csv.log" || echo "(no SASS page: see $csv.log)"
@@ -318,7 +331,7 @@ ncu_selection() {  # each "benchmark filter|kernel regex": ncu-<filter's first w
 if skipped 14 "ncu selection kernels"; then
   :
 elif [ -z "$ncu_bin" ]; then
-  record "ncu selection kernels" SKIP "no ncu (NCU, PATH, /usr/local/cuda/bin)"
+  record "ncu selection kernels" SKIP "no ncu (NCU, PATH, /usr/local/cuda/bin, /opt/nvidia)"
 else
   timed_step "ncu selection kernels" ncu_selection
 fi

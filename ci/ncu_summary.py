@@ -13,6 +13,7 @@ import re
 import sys
 
 STALL = re.compile(r"^smsp__average_warps_issue_stalled_(.+)_per_issue_active\.ratio$")
+NOT_A_STALL = {"selected"}  # a warp issuing, which the same family of metrics counts
 COLUMNS = [  # (label, metric, digits)
     ("grid", "launch__grid_size", 0),
     ("block", "launch__block_size", 0),
@@ -70,7 +71,7 @@ def describe(row, units):
         value = number(row.get(metric))
         cells.append(f"{label} {value:.{digits}f}" if value is not None else f"{label} -")
     stalls = sorted(((number(v) or 0.0, m.group(1)) for k, v in row.items()
-                     if (m := STALL.match(k))), reverse=True)
+                     if (m := STALL.match(k)) and m.group(1) not in NOT_A_STALL), reverse=True)
     total = sum(s for s, _ in stalls)
     if total > 0:
         cells.append("stalls: " + ", ".join(f"{name} {100 * s / total:.0f}%"

@@ -28,10 +28,11 @@ KVB_INLINE void prefetch_row(const E* k, const E* v, const int64_t* idx, int64_t
 // Measured (dense 32k, fp32, 2 threads): 14 ms without prefetch, 10-11 ms with T0 at 16 rows
 // (2-core Zen 3 EPYC VM, where single-level distances of 8-64 rows gained nothing); on a
 // 2-core Sapphire Rapids VM `BM_dense_decode/32768` at 95-96% of the one-stream `BM_read_sum`
-// of then with T0 at 16 rows, 111-115% with the two levels (alternate runs), and 10-11% faster
-// with them than with T0 alone 8 rows ahead (PERFORMANCE.md, 2026-11-29). On a 2-core Zen 5
-// EPYC VM (2026-11-30) the two levels were the slowest: 32.0-33.8 GB/s against 37.4-38.4 with
-// T0 alone 8 rows ahead and 34.2-35.7 at 16, eight alternate rounds; bf16 rows there took
+// of then with T0 at 16 rows, 111-115% with the two levels (alternate runs); later sessions
+// there found them 10-11% faster than T0 alone 8 rows ahead in one sweep and as fast in
+// another (PERFORMANCE.md, 2026-11-29). On a 2-core Zen 5 EPYC VM (2026-11-30) the two levels
+// were the slowest: 32.0-33.8 GB/s against 37.4-38.4 with T0 alone 8 rows ahead and 34.2-35.7
+// at 16, eight alternate rounds; bf16 rows there took
 // 3.94-4.61 ms at 8 rows against 4.24-4.75 at 16 (six rounds, each faster at 8). 16-bit rows
 // (`BM_all_rows_bf16`) measured faster with T0 at 16 rows than with the two levels on the
 // Sapphire Rapids: 26.4-27.0 GB/s against 23.8-26.2.
