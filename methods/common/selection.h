@@ -12,8 +12,9 @@ namespace kvb {
 // Softmax(q.k / sqrt(d)) of each query head of KV head `head`'s group over all resident keys,
 // summed over the group. q: [Hq, d]. Returns [n_head] (logical order).
 at::Tensor group_attention_weights(const at::Tensor& q, const LayerKV& kv, int head);
-// The same for every KV head at once, for equally filled heads: [Hkv, n], in 6 device ops
-// whatever Hkv (on a GPU, a launch each).
+// The same for every KV head at once, for equally filled heads: [Hkv, n], from the decode
+// attention kernel's probabilities where a kernel runs (sparse_attention_supported: every row,
+// read in place), else ATen's 6 operators on the gathered keys in fp32.
 at::Tensor group_attention_weights(const at::Tensor& q, const LayerKV& kv);
 
 // Indices of the k largest scores (all when k >= n), ascending by index; among scores equal to
