@@ -108,6 +108,7 @@ struct EpochSpans {
 // among the warp's lanes on a GPU (tests/cuda_emulation/README.md).
 struct WarpHazards {
   EpochSpans landed[2], read[2];
+  std::map<uintptr_t, Span> in_flight;  // cp.async copies issued and not yet landed, any epoch
 };
 
 constexpr size_t kStackBytes = 256 * 1024;
@@ -338,12 +339,18 @@ EpochSpans& spans_of(EpochSpans (&buckets)[2], unsigned epoch) {
   return b;
 }
 
-// A span of the bucket overlapping [begin, end), or nullptr (spans are at most 16 bytes).
-const Span* overlapping(const EpochSpans& b, uintptr_t begin, uintptr_t end) {
-  for (auto it = b.spans.lower_bound(begin >= 16 ? begin - 15 : 0);
-       it != b.spans.end() && it->first < end; ++it)
+// A span of `spans` overlapping [begin, end), or nullptr (spans are at most 16 bytes).
+const Span* overlapping(const std::map<uintptr_t, Span>& spans, uintptr_t begin, uintptr_t end) {
+  for (auto it = spans.lower_bound(begin >= 16 ? begin - 15 : 0);
+       it != spans.end() && it->first < end; ++it)
     if (it->second.end > begin) return &it->second;
   return nullptr;
+}
+
+// Records [begin, end) of `lane` in `spans`; of two spans from one address, the longer stays.
+void record(std::map<uintptr_t, Span>& spans, uintptr_t begin, uintptr_t end, int lane) {
+  Span& s = spans.try_emplace(begin, Span{end, lane}).first->second;
+  if (end > s.end) s = Span{end, lane};
 }
 
 bool in_block_shared(uintptr_t begin, uintptr_t end) {
@@ -360,16 +367,20 @@ bool in_block_shared(uintptr_t begin, uintptr_t end) {
 
 void warp_reads_shared(const void* p, size_t bytes, const char* what) {
   const auto begin = reinterpret_cast<uintptr_t>(p), end = begin + bytes;
+  if (bytes > 16) fail(std::string(what) + ": a tracked read of more than 16 bytes");
   if (!in_block_shared(begin, end))
     fail(std::string(what) + ": reads " + std::to_string(bytes) +
          " bytes outside the block's shared memory");
   const unsigned epoch = me().syncs;
   WarpHazards& h = my_warp_hazards();
-  if (const Span* copy = overlapping(spans_of(h.landed, epoch), begin, end))
+  if (const Span* copy = overlapping(h.in_flight, begin, end))
+    fail(std::string(what) + ": reads bytes a cp.async of lane " + std::to_string(copy->lane) +
+         " still has in flight (it may land during the read)");
+  if (const Span* copy = overlapping(spans_of(h.landed, epoch).spans, begin, end))
     fail(std::string(what) + ": reads bytes lane " + std::to_string(copy->lane) +
          "'s cp.async landed since the warp's last __syncwarp or __syncthreads, which alone "
          "would make them visible to the warp");
-  spans_of(h.read, epoch).spans[begin] = Span{end, lane()};
+  record(spans_of(h.read, epoch).spans, begin, end, lane());
 }
 
 // cp.async: a thread's copies land only when it waits for their group, so that a kernel that
@@ -378,11 +389,15 @@ void pipeline_copy(void* dst, const void* src, size_t bytes, size_t zfill) {
   if (bytes != 4 && bytes != 8 && bytes != 16) fail("cp.async of " + std::to_string(bytes) + " bytes");
   if (zfill > bytes) fail("cp.async zero-fills more than it copies");
   const auto begin = reinterpret_cast<uintptr_t>(dst);
-  if (const Span* read = overlapping(spans_of(my_warp_hazards().read, me().syncs), begin,
-                                     begin + bytes))
+  WarpHazards& h = my_warp_hazards();
+  if (const Span* read = overlapping(spans_of(h.read, me().syncs).spans, begin, begin + bytes))
     fail("cp.async into bytes the warp's ldmatrix read (lane " + std::to_string(read->lane) +
          "'s row) since its last __syncwarp or __syncthreads: a lane still reading them may "
          "see the new ones");
+  if (const Span* other = overlapping(h.in_flight, begin, begin + bytes))
+    fail("cp.async into bytes a cp.async of lane " + std::to_string(other->lane) +
+         " still has in flight");
+  h.in_flight[begin] = Span{begin + bytes, lane()};
   me().uncommitted.push_back({dst, src, bytes, zfill});
 }
 void pipeline_commit() {
@@ -393,12 +408,14 @@ void pipeline_commit() {
 void pipeline_wait_prior(size_t prior) {
   Fiber& f = me();
   while (f.committed.size() > prior) {
-    EpochSpans& landed = spans_of(my_warp_hazards().landed, f.syncs);
+    WarpHazards& h = my_warp_hazards();
+    EpochSpans& landed = spans_of(h.landed, f.syncs);
     for (const PendingCopy& c : f.committed.front()) {
       std::memcpy(c.dst, c.src, c.bytes - c.zfill);
       std::memset(static_cast<char*>(c.dst) + (c.bytes - c.zfill), 0, c.zfill);
       const auto begin = reinterpret_cast<uintptr_t>(c.dst);
-      landed.spans[begin] = Span{begin + c.bytes, lane()};
+      h.in_flight.erase(begin);
+      record(landed.spans, begin, begin + c.bytes, lane());
     }
     f.committed.pop_front();
   }
@@ -427,7 +444,14 @@ void sync_threads() {
   ++me().syncs;
 }
 void sync_warp() {
-  warp_exchange(0, lane());
+  // Every lane at the same epoch: a __syncwarp met by another lane's other warp operation
+  // (a divergent call with the same count of operations) would leave them apart.
+  uint64_t epochs[32];
+  unsigned taking_part = 0;
+  warp_exchange(me().syncs, lane(), epochs, &taking_part);
+  for (int l = 0; l < 32; ++l)
+    if ((taking_part >> l & 1u) && epochs[l] != me().syncs)
+      fail("__syncwarp met lane " + std::to_string(l) + " at another warp operation");
   ++me().syncs;
 }
 

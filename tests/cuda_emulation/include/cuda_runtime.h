@@ -54,9 +54,10 @@ dim3 block_dim();
 dim3 grid_dim();
 void sync_threads();
 void sync_warp();  // __syncwarp: a warp operation that also begins the lanes' next epoch
-// A read of `bytes` of shared memory at p by the whole warp (ldmatrix): fails the launch unless
-// they lie in the block's shared memory, and where a cp.async of any lane landed in them since
-// the warp's last __syncwarp or __syncthreads; recorded, so that a cp.async into them before the
+// A read of `bytes` (at most 16) of shared memory at p by the whole warp (ldmatrix): fails the
+// launch unless they lie in the launch's dynamic shared memory or a static __shared__ variable,
+// where a cp.async of any lane still has them in flight, and where one landed in them since the
+// warp's last __syncwarp or __syncthreads; recorded, so that a cp.async into them before the
 // next one fails too (cuda_emulation.cpp, WarpHazards).
 void warp_reads_shared(const void* p, size_t bytes, const char* what);
 // A warp operation: every lane of the warp still running hands in `bits`; returns the bits lane

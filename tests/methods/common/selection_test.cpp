@@ -5,16 +5,21 @@
 
 #include <gtest/gtest.h>
 
+#include "engine/kernel_adapter.h"
+
 namespace kvb {
 namespace {
 
 TEST(GroupAttentionWeights, EveryHeadAtOnceEqualsEachHeadsSoftmaxSummedOverItsGroup) {
   at::manual_seed(7);
-  const int64_t Hkv = 3, g = 4, n = 700, d = 32;  // n over a tile and a chunk, not a multiple
+  // Over 2 MiB of fp32 K/V, so the CPU kernel splits each head into chunks of rows whose
+  // softmax states it merges; n not a multiple of a tile.
+  const int64_t Hkv = 2, g = 4, n = 2100, d = 128;
   for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16, at::kHalf}) {
     LayerKV kv(int(Hkv), d, dtype);
     kv.append_many(at::randn({Hkv, n, d}).to(dtype), at::randn({Hkv, n, d}).to(dtype), 0);
     const at::Tensor q = (2 * at::randn({Hkv * g, d})).to(dtype);  // [Hq, d]
+    ASSERT_TRUE(sparse_attention_supported(q, kv.key_pool(), kv.value_pool(), Hkv));
     const at::Tensor all = group_attention_weights(q, kv);         // [Hkv, n]
     ASSERT_EQ(all.sizes(), (at::IntArrayRef{Hkv, n}));
     EXPECT_EQ(all.scalar_type(), at::kFloat);
