@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "tests/test_util.h"
+#include "tests/ci/script_test_util.h"
 
 namespace kvb {
 namespace {
@@ -19,11 +19,7 @@ namespace fs = std::filesystem;
 
 TEST(GpuTestNcu, ProfilesEachSelectionBenchmarkAtOneSizeWithItsKernels) {
   test::TempDir dir;
-  fs::create_directories(dir.file("ci"));
-  fs::create_directories(dir.file("build-gpu"));
-  for (const char* script : {"gpu_test.sh", "ncu_summary.py"})
-    fs::copy_file(std::string(KVBENCH_SOURCE_DIR "/ci/") + script, dir.file("ci/") + script);
-  std::ofstream(dir.file("ci/setup.sh")) << "exit 0\n";
+  test::write_gpu_test_stand_in(dir, "exit 0\n", {"ncu_summary.py"});
   std::ofstream(dir.file("build-gpu/kvbench_bench")) << "#!/bin/sh\nexit 0\n";
   std::ofstream(dir.file("raw.csv"))
       << "\"ID\",\"Kernel Name\",\"gpu__time_duration.sum\"\n\"\",\"\",\"nsecond\"\n"

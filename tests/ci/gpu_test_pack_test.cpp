@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "tests/test_util.h"
+#include "tests/ci/script_test_util.h"
 
 namespace kvb {
 namespace {
@@ -16,10 +16,7 @@ namespace fs = std::filesystem;
 
 TEST(GpuTestPack, ArchivesTheResultsWithTheirWalRowsWhateverTheSteps) {
   test::TempDir dir;
-  fs::create_directories(dir.file("ci"));
-  fs::create_directories(dir.file("build-gpu"));
-  fs::copy_file(KVBENCH_SOURCE_DIR "/ci/gpu_test.sh", dir.file("ci/gpu_test.sh"));
-  std::ofstream(dir.file("ci/setup.sh")) << "echo 'setup: error: no CUDA LibTorch' >&2\nexit 2\n";
+  test::write_gpu_test_stand_in(dir, "echo 'setup: error: no CUDA LibTorch' >&2\nexit 2\n");
   std::ofstream(dir.file("build-gpu/setup.log")) << "a log\n";
   std::ofstream(dir.file("build-gpu/profile-full.tsv.trace.json")) << "{}\n";
   std::ofstream(dir.file("build-gpu/ncu-gpu_quest_select.csv")) << "\"ID\"\n";

@@ -7,15 +7,10 @@
 #include <vector>
 
 #include "harness/store/result_store.h"
-#include "tests/test_util.h"
+#include "tests/ci/script_test_util.h"
 
 namespace kvb {
 namespace {
-
-// The script's output holds `part`, printed whole where it does not.
-void expect_output(const test::CliRun& r, const std::string& part) {
-  EXPECT_NE(r.output.find(part), std::string::npos) << "no \"" << part << "\" in:\n" << r.output;
-}
 
 struct LatencyCell {
   std::string method;
@@ -74,32 +69,32 @@ TEST(LatencyTargets, SharesAgainstEachTargetAcrossDatabases) {
        std::nullopt, 50.0}});
   const test::CliRun r = targets(long_cells + " " + short_cells);
   ASSERT_EQ(r.code, 0) << r.output;
-  expect_output(r, "| quest | 1024 | 131072 | yes | 12.00 | 1.50 | 12.5% | 11.00 | - | - | 40.0 | "
+  test::expect_output(r, "| quest | 1024 | 131072 | yes | 12.00 | 1.50 | 12.5% | 11.00 | - | - | 40.0 | "
                    "0.1% |");
-  expect_output(r, "| full | - | 32768 | no | 11.10 | 0.08 | 0.7% | 10.10 | 2.58 | 2.00 | 40.0 | "
+  test::expect_output(r, "| full | - | 32768 | no | 11.10 | 0.08 | 0.7% | 10.10 | 2.58 | 2.00 | 40.0 | "
                    "0.0% |");
-  expect_output(r, "- quest, 128k, B = 1024: selection's share of the decode step "
+  test::expect_output(r, "- quest, 128k, B = 1024: selection's share of the decode step "
                    "7.5%, met (<= 10%)");
-  expect_output(r, "- quest, 128k, B = 1024, graphs: selection's share of the "
+  test::expect_output(r, "- quest, 128k, B = 1024, graphs: selection's share of the "
                    "decode step 12.5%, missed by 2.5 points (<= 10%)");
-  expect_output(r, "- clusterkv, 128k, B = 1024: selection's share of the decode "
+  test::expect_output(r, "- clusterkv, 128k, B = 1024: selection's share of the decode "
                    "step 40.0%, missed by 30.0 points (<= 10%)");
-  expect_output(r, "- pqcache, 128k, B = 1024: selection share: no cell");
-  expect_output(r, "- clusterkv at 131072 tokens: clustering's share of prefill "
+  test::expect_output(r, "- pqcache, 128k, B = 1024: selection share: no cell");
+  test::expect_output(r, "- clusterkv at 131072 tokens: clustering's share of prefill "
                    "35.0%, missed by 25.0 points (<= 10%)");
-  expect_output(r, "- clusterkv at 32768 tokens: clustering's share of prefill "
+  test::expect_output(r, "- clusterkv at 32768 tokens: clustering's share of prefill "
                    "8.0%, met (<= 10%)");
-  expect_output(r, "- clusterkv_keys_dtype at 32768 tokens: clustering's share of prefill "
+  test::expect_output(r, "- clusterkv_keys_dtype at 32768 tokens: clustering's share of prefill "
                    "5.0%, met (<= 10%) (its hooks' phase 5.0%; its prefill beyond Full's 0.0%: "
                    "40.0 s against 40.0 s)");
-  expect_output(r, "- clusterkv:efficiency at 32768 tokens: clustering's share of prefill "
+  test::expect_output(r, "- clusterkv:efficiency at 32768 tokens: clustering's share of prefill "
                    "20.0%, missed by 10.0 points (<= 10%) (its hooks' phase 1.0%; its prefill "
                    "beyond Full's 20.0%: 50.0 s against 40.0 s)");
   // No Full cell at 128k: the hooks' phase alone.
-  expect_output(r, "- clusterkv at 131072 tokens: clustering's share of prefill "
+  test::expect_output(r, "- clusterkv at 131072 tokens: clustering's share of prefill "
                    "35.0%, missed by 25.0 points (<= 10%)\n");
-  expect_output(r, "- full at 32k (random-llama3-8b): 11.10 ms/token, met");
-  expect_output(r, "- full at 32768 tokens: attention 2.58 ms a token, 1.29x ATen's SDPA on the "
+  test::expect_output(r, "- full at 32k (random-llama3-8b): 11.10 ms/token, met");
+  test::expect_output(r, "- full at 32768 tokens: attention 2.58 ms a token, 1.29x ATen's SDPA on the "
                    "same shapes (2.00 ms)");
 }
 
@@ -107,12 +102,12 @@ TEST(LatencyTargets, NoCellsSaySoAndAnUnreadableDatabaseExitsTwo) {
   test::TempDir dir;
   const test::CliRun r = targets(write_db(dir, "empty.db", {}));
   ASSERT_EQ(r.code, 0) << r.output;
-  expect_output(r, "- clusterkv clustering: no cell");
-  expect_output(r, "- full at 32k: no cell");
+  test::expect_output(r, "- clusterkv clustering: no cell");
+  test::expect_output(r, "- full at 32k: no cell");
 
   const test::CliRun missing = targets(dir.file("no-such.db"));
   EXPECT_EQ(missing.code, 2) << missing.output;
-  expect_output(missing, "latency_targets: cannot read");
+  test::expect_output(missing, "latency_targets: cannot read");
   EXPECT_EQ(targets("").code, 2);
 }
 

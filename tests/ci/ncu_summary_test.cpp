@@ -6,17 +6,13 @@
 #include <fstream>
 #include <string>
 
-#include "tests/test_util.h"
+#include "tests/ci/script_test_util.h"
 
 namespace kvb {
 namespace {
 
 test::CliRun summary(const std::string& args) {
   return test::run_shell("python3 " KVBENCH_SOURCE_DIR "/ci/ncu_summary.py " + args);
-}
-
-void expect_output(const test::CliRun& r, const std::string& part) {
-  EXPECT_NE(r.output.find(part), std::string::npos) << "no \"" << part << "\" in:\n" << r.output;
 }
 
 TEST(NcuSummary, NamesEachLaunchWithItsTimeShapeAndLargestStalls) {
@@ -34,11 +30,11 @@ TEST(NcuSummary, NamesEachLaunchWithItsTimeShapeAndLargestStalls) {
          "\"16.5\",\"8\",\"1024\",\"48.2\",\"6.5\",\"2.5\",\"1\"\n";
   const test::CliRun r = summary(dir.file("raw.csv"));
   EXPECT_EQ(r.code, 0) << r.output;
-  expect_output(r, "quest_vector_kernel | 1234.5 us | grid 1024 | block 256 | regs - | occupancy % 61.3");
-  expect_output(r, "stalls: long_scoreboard 75%, barrier 25%\n");  // no 0% reason listed
-  expect_output(r, "top_pages_kernel | 16.5 us | grid 8 | block 1024");
+  test::expect_output(r, "quest_vector_kernel | 1234.5 us | grid 1024 | block 256 | regs - | occupancy % 61.3");
+  test::expect_output(r, "stalls: long_scoreboard 75%, barrier 25%\n");  // no 0% reason listed
+  test::expect_output(r, "top_pages_kernel | 16.5 us | grid 8 | block 1024");
   // "selected" counts a warp issuing, not stalled: left out.
-  expect_output(r, "stalls: barrier 72%, long_scoreboard 28%\n");
+  test::expect_output(r, "stalls: barrier 72%, long_scoreboard 28%\n");
 }
 
 TEST(NcuSummary, FailsOnAPageWithoutLaunches) {
@@ -46,7 +42,7 @@ TEST(NcuSummary, FailsOnAPageWithoutLaunches) {
   std::ofstream(dir.file("empty.csv")) << "==PROF== Disconnected from process 42\n";
   const test::CliRun r = summary(dir.file("empty.csv"));
   EXPECT_EQ(r.code, 1) << r.output;
-  expect_output(r, "no kernel launch in this file");
+  test::expect_output(r, "no kernel launch in this file");
   EXPECT_EQ(summary("").code, 2);
 }
 
