@@ -402,11 +402,20 @@ KVB_TARGET_AVX512 inline __m512 sum16x16(const __m512 (&x)[16]) {
                        _mm512_shuffle_f32x4(w[0], w[1], 0xDD));
 }
 
+// Rows whose K lines the PV loop prefetches (kSpreadNta), one per V row it reads: row
+// first + j beside the tile's row j, if below end; none when k is null.
+template <typename E>
+struct KeysAhead {
+  const E* k = nullptr;
+  const int64_t* idx = nullptr;
+  int64_t first = 0, end = 0;
+};
+
 // acc[i, :] += sum_j s[i][j] * V[row j, :], kS zmm slices of each query head at a time.
 template <int kG, int kS, typename E>
 KVB_TARGET_AVX512 void accumulate_values_avx512(const float (&s)[kG][kTile],
                                                 const E* const (&vrows)[kTile], int64_t T,
-                                                int64_t d, float* acc) {
+                                                int64_t d, float* acc, KeysAhead<E> ahead) {
   constexpr int kB = kG < 4 ? kG : 4;
   for (int ib = 0; ib < kG; ib += kB)
     for (int64_t c0 = 0; c0 < d; c0 += 16 * kS) {
@@ -416,6 +425,9 @@ KVB_TARGET_AVX512 void accumulate_values_avx512(const float (&s)[kG][kTile],
       for (int64_t j = 0; j < T; ++j) {
         __m512 vv[kS];
         for (int x = 0; x < kS; ++x) vv[x] = load16(vrows[j] + c0 + 16 * x);
+        if (ib == 0 && ahead.k && ahead.first + j < ahead.end)  // the same slice of a later K row
+          prefetch_nta(row_at(ahead.k, ahead.idx, ahead.first + j, d) + c0,
+                       16 * kS * int64_t(sizeof(E)));
         for (int i = 0; i < kB; ++i) {
           const __m512 p = _mm512_set1_ps(s[ib + i][j]);
           for (int x = 0; x < kS; ++x) a[i][x] = _mm512_fmadd_ps(p, vv[x], a[i][x]);
@@ -435,6 +447,8 @@ KVB_TARGET_AVX512 void attend_rows_avx512_blocked(const float* q, int64_t d, flo
   constexpr int kB = kG < 4 ? kG : 4;  // query heads per block
   constexpr int kR = 16 / kB;          // rows per block: kR * kB dot products reduced at once
   const RowPrefetch plan = cpu_row_prefetch();
+  const bool spread = plan == RowPrefetch::kSpreadNta;
+  if (spread) prefetch_first_rows_nta(k, v, idx, r0, r1, d);
   float s[kG][kTile];
   const E* vrows[kTile];
   for (int64_t t0 = r0; t0 < r1; t0 += kTile) {
@@ -451,12 +465,18 @@ KVB_TARGET_AVX512 void attend_rows_avx512_blocked(const float* q, int64_t d, flo
         __m512 dots[16];  // dots[i * kR + r]: query head ib + i, row j0 + r
         for (__m512& x : dots) x = _mm512_setzero_ps();
         for (int64_t c0 = 0; c0 < d; c0 += 16) {
-          // The block's rows prefetched one per slice among the FMAs: issued at once, their
-          // prefetches wait on the line-fill buffers with no work beside them (measured:
-          // dense 32k, 94-96% of the one-stream read_sum of then at once, 102-103% spread,
-          // Sapphire Rapids VM).
-          if (ib == 0 && c0 / 16 < kR)
+          // Prefetches spread among the FMAs: issued at once, they wait on the line-fill
+          // buffers with no work beside them (measured: dense 32k, 94-96% of the one-stream
+          // read_sum of then at once, 102-103% spread, Sapphire Rapids VM). kSpreadNta: a
+          // line of later V rows per slice (kv_prefetch.h); otherwise a row K and V per slice.
+          if (ib == 0 && spread && c0 * int64_t(sizeof(E)) % 64 == 0) {
+            for (int r = 0; r < kR; ++r) {
+              const int64_t later = t0 + j0 + r + kSpreadValuesAhead;
+              if (later < r1) prefetch_nta(row_at(v, idx, later, d) + c0, 1);
+            }
+          } else if (ib == 0 && !spread && c0 / 16 < kR) {
             prefetch_ahead(k, v, idx, t0 + j0 + c0 / 16, r1, d, plan);
+          }
           __m512 qs[kB];
           for (int i = 0; i < kB; ++i) qs[i] = _mm512_loadu_ps(q + (ib + i) * d + c0);
           for (int r = 0; r < kR; ++r) {
@@ -471,11 +491,13 @@ KVB_TARGET_AVX512 void attend_rows_avx512_blocked(const float* q, int64_t d, flo
         for (int i = 0; i < kB; ++i)
           for (int64_t r = 0; r < rows; ++r) s[ib + i][j0 + r] = sums[i * kR + r];
       }
-      for (int64_t r = d / 16; r < kR; ++r)
+      for (int64_t r = d / 16; !spread && r < kR; ++r)
         prefetch_ahead(k, v, idx, t0 + j0 + r, r1, d, plan);
     }
     softmax_tile_avx2<kG>(s, T, d, m, l, acc, raw, raw_stride, t0);
-    accumulate_values_avx512<kG, kS>(s, vrows, T, d, acc);
+    const KeysAhead<E> ahead =
+        spread ? KeysAhead<E>{k, idx, t0 + kSpreadKeysAhead, r1} : KeysAhead<E>{};
+    accumulate_values_avx512<kG, kS>(s, vrows, T, d, acc, ahead);
   }
 }
 

@@ -2,6 +2,7 @@
 // kernel (decode_attention.cpp) and the benchmark that times its reads alone (`kv_stream`).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/simd.h"
@@ -23,7 +24,8 @@ KVB_INLINE void prefetch_row(const E* k, const E* v, const int64_t* idx, int64_t
 
 // Software prefetch, one row's lines per row attended (paged or indexed rows defeat the
 // hardware prefetcher), as the CPU's plan says (cpu_row_prefetch): kTwoLevels, for fp32 rows,
-// row j + 64 into L2 and row j + 8 from there into L1; kL1Near, row j + 8 into L1; otherwise,
+// row j + 64 into L2 and row j + 8 from there into L1; kSpreadNta (where a kernel does not
+// spread its prefetches, below), row j + 8 into L1; otherwise,
 // and for 16-bit rows under kTwoLevels, row j + 16 into L1.
 // Measured (dense 32k, fp32, 2 threads): 14 ms without prefetch, 10-11 ms with T0 at 16 rows
 // (2-core Zen 3 EPYC VM, where single-level distances of 8-64 rows gained nothing); on a
@@ -42,11 +44,49 @@ KVB_INLINE void prefetch_ahead(const E* k, const E* v, const int64_t* idx, int64
   if (sizeof(E) == 4 && plan == RowPrefetch::kTwoLevels) {
     prefetch_row<2>(k, v, idx, j + 64, r1, d);
     prefetch_row<3>(k, v, idx, j + 8, r1, d);
-  } else if (plan == RowPrefetch::kL1Near) {
+  } else if (plan == RowPrefetch::kSpreadNta) {
     prefetch_row<3>(k, v, idx, j + 8, r1, d);
   } else {
     prefetch_row<3>(k, v, idx, j + 16, r1, d);
   }
+}
+
+// kSpreadNta: the AVX-512 kernel (decode_attention.cpp) prefetches each row's K lines while it
+// multiplies an earlier tile's V rows, and each row's V lines while it scores an earlier tile's
+// K rows, so that a prefetch leaves at every step of the tile, non-temporally (PREFETCHNTA,
+// for lines read once: the CPU may keep them out of its outer caches; why it is faster here was
+// not measured, no performance counters in the VM). Row j's K lines go out
+// while the kernel multiplies row j - kSpreadKeysAhead's V, its V lines while it scores row
+// j - kSpreadValuesAhead's K. Before, the kernel prefetched both 8 rows ahead into L1 during
+// the scores alone, half of each tile, in bursts. Measured on a 2-core Zen 5 EPYC VM
+// (2026-12-01; dense 32k, fp32, 2 threads; a throwaway driver timing configurations in turn
+// beside an 8-stream read-only sum in one process, 8-10 rounds, medians of the rounds' shares
+// of that sum): the old schedule 59-73%; spread into L1 62-68%, into L2 68%; spread
+// non-temporally 71-89% over K 16-28 rows ahead and V 12-24 (flat from K 20 on; 20 / 16
+// taken); spread with K or V alone non-temporal 70-75%; the old schedule non-temporal 67%.
+constexpr int64_t kSpreadKeysAhead = 20;
+constexpr int64_t kSpreadValuesAhead = 16;
+
+template <typename E>
+KVB_INLINE const E* row_at(const E* base, const int64_t* idx, int64_t j, int64_t d) {
+  return base + (idx ? idx[j] : j) * d;
+}
+
+// The cache lines of bytes [p, p + bytes), non-temporally.
+KVB_INLINE void prefetch_nta(const void* p, int64_t bytes) {
+  for (int64_t b = 0; b < bytes; b += 64)
+    __builtin_prefetch(static_cast<const char*>(p) + b, 0, 0);
+}
+
+// Before the first tile: the K rows and V rows that no earlier tile's steps prefetch.
+template <typename E>
+KVB_INLINE void prefetch_first_rows_nta(const E* k, const E* v, const int64_t* idx, int64_t r0,
+                                        int64_t r1, int64_t d) {
+  const int64_t row_bytes = d * int64_t(sizeof(E));
+  for (int64_t j = r0; j < std::min(r1, r0 + kSpreadKeysAhead); ++j)
+    prefetch_nta(row_at(k, idx, j, d), row_bytes);
+  for (int64_t j = r0; j < std::min(r1, r0 + kSpreadValuesAhead); ++j)
+    prefetch_nta(row_at(v, idx, j, d), row_bytes);
 }
 
 }  // namespace kvb::kernels
