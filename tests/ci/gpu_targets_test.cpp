@@ -5,14 +5,13 @@
 
 #include <fstream>
 
+#include "tests/ci/script_test_util.h"
 #include "tests/test_util.h"
 
 namespace kvb {
 namespace {
 
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using test::contains;
 
 // One aggregate entry as Google Benchmark 1.7 writes it (--benchmark_report_aggregates_only).
 std::string entry(const std::string& run, const std::string& aggregate, double us,

@@ -11,6 +11,10 @@
 
 namespace kvb::test {
 
+inline bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
 // The script's output holds `part`, printed whole where it does not.
 inline void expect_output(const CliRun& r, const std::string& part) {
   EXPECT_NE(r.output.find(part), std::string::npos) << "no \"" << part << "\" in:\n" << r.output;

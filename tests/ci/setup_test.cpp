@@ -6,16 +6,15 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/ci/script_test_util.h"
 #include "tests/test_util.h"
 
 namespace kvb {
 namespace {
 
-namespace fs = std::filesystem;
+using test::contains;
 
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+namespace fs = std::filesystem;
 
 void expect_all(const std::string& output, const std::vector<std::string>& parts) {
   for (const std::string& part : parts) EXPECT_TRUE(contains(output, part)) << part << " missing:\n" << output;

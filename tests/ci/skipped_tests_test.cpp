@@ -4,14 +4,13 @@
 
 #include <fstream>
 
+#include "tests/ci/script_test_util.h"
 #include "tests/test_util.h"
 
 namespace kvb {
 namespace {
 
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using test::contains;
 
 // What `ctest --output-junit` writes (CMake 3.25), trimmed.
 const char* kJunit = R"xml(<?xml version="1.0" encoding="UTF-8"?>
