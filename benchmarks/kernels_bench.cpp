@@ -134,9 +134,10 @@ void BM_read_sum(benchmark::State& state) {
 }
 BENCHMARK(BM_read_sum)->Arg(256)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// One KV head's K then V rows of each 16-row tile summed, with the kernel's prefetch per row
-// (kernels/kv_prefetch.h): the dense kernel's reads without its scores, softmax and PV
-// products.
+// One KV head's K then V rows of each 16-row tile summed, prefetched as the AVX-512 kernel
+// does (kernels/kv_prefetch.h; under kSpreadNta, later V rows' lines beside the K rows and
+// later K rows' lines beside the V rows, non-temporally): the dense kernel's reads without its
+// scores, softmax and PV products.
 #if KVB_X86_DISPATCH
 KVB_TARGET_AVX2 inline void add_row(const float* row, __m256& a0, __m256& a1) {
   for (int64_t c = 0; c < kD; c += 16) {
@@ -150,14 +151,22 @@ KVB_TARGET_AVX2 float kv_stream_avx2(const float* k, const float* v, int64_t n) 
 #if KVB_X86_DISPATCH
   constexpr int64_t kTileRows = 16;
   const RowPrefetch plan = cpu_row_prefetch();
+  const bool spread = plan == RowPrefetch::kSpreadNta;
+  if (spread) prefetch_first_rows_nta(k, v, static_cast<const int64_t*>(nullptr), 0, n, kD);
   __m256 a0 = _mm256_setzero_ps(), a1 = a0;
   for (int64_t t0 = 0; t0 < n; t0 += kTileRows) {
     const int64_t t1 = std::min(n, t0 + kTileRows);
     for (int64_t j = t0; j < t1; ++j) {
-      prefetch_ahead(k, v, nullptr, j, n, kD, plan);
+      if (!spread) prefetch_ahead(k, v, nullptr, j, n, kD, plan);
+      if (spread && j + kSpreadValuesAhead < n)
+        prefetch_nta(v + (j + kSpreadValuesAhead) * kD, kD * int64_t(sizeof(float)));
       add_row(k + j * kD, a0, a1);
     }
-    for (int64_t j = t0; j < t1; ++j) add_row(v + j * kD, a0, a1);
+    for (int64_t j = t0; j < t1; ++j) {
+      if (spread && j + kSpreadKeysAhead < n)
+        prefetch_nta(k + (j + kSpreadKeysAhead) * kD, kD * int64_t(sizeof(float)));
+      add_row(v + j * kD, a0, a1);
+    }
   }
   float lanes[8];
   _mm256_storeu_ps(lanes, _mm256_add_ps(a0, a1));

@@ -425,9 +425,11 @@ KVB_TARGET_AVX512 void accumulate_values_avx512(const float (&s)[kG][kTile],
       for (int64_t j = 0; j < T; ++j) {
         __m512 vv[kS];
         for (int x = 0; x < kS; ++x) vv[x] = load16(vrows[j] + c0 + 16 * x);
-        if (ib == 0 && ahead.k && ahead.first + j < ahead.end)  // the same slice of a later K row
+        // The lines from this slice's start in a later K row (a line at most every 64 bytes:
+        // with 16-bit elements and kS = 1 a slice is half a line).
+        if (ib == 0 && ahead.k && ahead.first + j < ahead.end && c0 * int64_t(sizeof(E)) % 64 == 0)
           prefetch_nta(row_at(ahead.k, ahead.idx, ahead.first + j, d) + c0,
-                       16 * kS * int64_t(sizeof(E)));
+                       std::max<int64_t>(64, 16 * kS * int64_t(sizeof(E))));
         for (int i = 0; i < kB; ++i) {
           const __m512 p = _mm512_set1_ps(s[ib + i][j]);
           for (int x = 0; x < kS; ++x) a[i][x] = _mm512_fmadd_ps(p, vv[x], a[i][x]);
@@ -467,8 +469,9 @@ KVB_TARGET_AVX512 void attend_rows_avx512_blocked(const float* q, int64_t d, flo
         for (int64_t c0 = 0; c0 < d; c0 += 16) {
           // Prefetches spread among the FMAs: issued at once, they wait on the line-fill
           // buffers with no work beside them (measured: dense 32k, 94-96% of the one-stream
-          // read_sum of then at once, 102-103% spread, Sapphire Rapids VM). kSpreadNta: a
-          // line of later V rows per slice (kv_prefetch.h); otherwise a row K and V per slice.
+          // read_sum of then at once, 102-103% spread, Sapphire Rapids VM). kSpreadNta: at
+          // each slice starting a 64-byte line, that line of each of kR later V rows
+          // (kv_prefetch.h); otherwise one row's K and V at each of the first kR slices.
           if (ib == 0 && spread && c0 * int64_t(sizeof(E)) % 64 == 0) {
             for (int r = 0; r < kR; ++r) {
               const int64_t later = t0 + j0 + r + kSpreadValuesAhead;

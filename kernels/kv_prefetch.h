@@ -1,5 +1,6 @@
 // Software prefetch of the K/V rows a decode attention kernel is about to read, shared by the
-// kernel (decode_attention.cpp) and the benchmark that times its reads alone (`kv_stream`).
+// kernel (decode_attention.cpp) and the benchmark that times its reads alone (`kv_stream`,
+// which follows the AVX-512 kernel's schedule).
 #pragma once
 
 #include <algorithm>
@@ -53,11 +54,13 @@ KVB_INLINE void prefetch_ahead(const E* k, const E* v, const int64_t* idx, int64
 
 // kSpreadNta: the AVX-512 kernel (decode_attention.cpp) prefetches each row's K lines while it
 // multiplies an earlier tile's V rows, and each row's V lines while it scores an earlier tile's
-// K rows, so that a prefetch leaves at every step of the tile, non-temporally (PREFETCHNTA,
+// K rows, so that prefetches leave all through the tile (in its first block of query heads),
+// non-temporally (PREFETCHNTA,
 // for lines read once: the CPU may keep them out of its outer caches; why it is faster here was
 // not measured, no performance counters in the VM). Row j's K lines go out
 // while the kernel multiplies row j - kSpreadKeysAhead's V, its V lines while it scores row
-// j - kSpreadValuesAhead's K. Before, the kernel prefetched both 8 rows ahead into L1 during
+// j - kSpreadValuesAhead's K (distances in rows: K rows 20-31 ahead of a tile's start belong to
+// the next tile, read soon after their last slices leave). Before, the kernel prefetched both 8 rows ahead into L1 during
 // the scores alone, half of each tile, in bursts. Measured on a 2-core Zen 5 EPYC VM
 // (2026-12-01; dense 32k, fp32, 2 threads; a throwaway driver timing configurations in turn
 // beside an 8-stream read-only sum in one process, 8-10 rounds, medians of the rounds' shares
@@ -78,7 +81,8 @@ KVB_INLINE void prefetch_nta(const void* p, int64_t bytes) {
     __builtin_prefetch(static_cast<const char*>(p) + b, 0, 0);
 }
 
-// Before the first tile: the K rows and V rows that no earlier tile's steps prefetch.
+// Before the first tile: the K rows and V rows that no earlier tile's steps prefetch (36 rows
+// at once, a burst each call: short sparse lists pay it per KV head).
 template <typename E>
 KVB_INLINE void prefetch_first_rows_nta(const E* k, const E* v, const int64_t* idx, int64_t r0,
                                         int64_t r1, int64_t d) {

@@ -51,9 +51,10 @@ inline bool cpu_has_avx512f() {
 
 // How the decode kernels prefetch K/V rows on this CPU (kernels/kv_prefetch.h has the
 // measurements behind each): fp32 rows in two levels on Intel's cores, where PREFETCHT1 stops
-// at L2; on AMD's with AVX-512 (Zen 4 on) non-temporally, spread over the AVX-512 kernel's
-// phases (kSpreadNta; kernels without those phases prefetch into L1 8 rows ahead there); into
-// L1 16 rows ahead elsewhere (AMD's earlier cores fill L1 with T1 as with T0).
+// at L2; on other CPUs with AVX-512 (AMD's from Zen 4; measured on Zen 5) non-temporally,
+// spread over the AVX-512 kernel's phases (kSpreadNta; kernels without those phases prefetch
+// into L1 8 rows ahead there); into L1 16 rows ahead elsewhere (AMD's earlier cores fill L1
+// with T1 as with T0).
 enum class RowPrefetch { kTwoLevels, kSpreadNta, kL1 };
 inline RowPrefetch cpu_row_prefetch() {
 #if KVB_X86_DISPATCH
