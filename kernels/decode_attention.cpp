@@ -427,7 +427,8 @@ KVB_TARGET_AVX512 void accumulate_values_avx512(const float (&s)[kG][kTile],
         for (int x = 0; x < kS; ++x) vv[x] = load16(vrows[j] + c0 + 16 * x);
         // The lines from this slice's start in a later K row (a line at most every 64 bytes:
         // with 16-bit elements and kS = 1 a slice is half a line).
-        if (ib == 0 && ahead.k && ahead.first + j < ahead.end && c0 * int64_t(sizeof(E)) % 64 == 0)
+        if (ib == 0 && ahead.k && ahead.first + j < ahead.end &&
+            c0 * int64_t(sizeof(E)) % 64 == 0)
           prefetch_nta(row_at(ahead.k, ahead.idx, ahead.first + j, d) + c0,
                        std::max<int64_t>(64, 16 * kS * int64_t(sizeof(E))));
         for (int i = 0; i < kB; ++i) {

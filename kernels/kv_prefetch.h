@@ -55,18 +55,18 @@ KVB_INLINE void prefetch_ahead(const E* k, const E* v, const int64_t* idx, int64
 // kSpreadNta: the AVX-512 kernel (decode_attention.cpp) prefetches each row's K lines while it
 // multiplies an earlier tile's V rows, and each row's V lines while it scores an earlier tile's
 // K rows, so that prefetches leave all through the tile (in its first block of query heads),
-// non-temporally (PREFETCHNTA,
-// for lines read once: the CPU may keep them out of its outer caches; why it is faster here was
-// not measured, no performance counters in the VM). Row j's K lines go out
-// while the kernel multiplies row j - kSpreadKeysAhead's V, its V lines while it scores row
-// j - kSpreadValuesAhead's K (distances in rows: K rows 20-31 ahead of a tile's start belong to
-// the next tile, read soon after their last slices leave). Before, the kernel prefetched both 8 rows ahead into L1 during
-// the scores alone, half of each tile, in bursts. Measured on a 2-core Zen 5 EPYC VM
-// (2026-12-01; dense 32k, fp32, 2 threads; a throwaway driver timing configurations in turn
-// beside an 8-stream read-only sum in one process, 8-10 rounds, medians of the rounds' shares
-// of that sum): the old schedule 59-73%; spread into L1 62-68%, into L2 68%; spread
-// non-temporally 71-89% over K 16-28 rows ahead and V 12-24 (flat from K 20 on; 20 / 16
-// taken); spread with K or V alone non-temporal 70-75%; the old schedule non-temporal 67%.
+// non-temporally (PREFETCHNTA, for lines read once: the CPU may keep them out of its outer
+// caches; why it is faster here was not measured, no performance counters in the VM). Row j's
+// K lines go out while the kernel multiplies row j - kSpreadKeysAhead's V, its V lines while
+// it scores row j - kSpreadValuesAhead's K (distances in rows: K rows 20-31 ahead of a tile's
+// start belong to the next tile, read soon after their last slices leave). Before, the kernel
+// prefetched both 8 rows ahead into L1 during the scores alone, half of each tile, in bursts.
+// Measured on a 2-core Zen 5 EPYC VM (2026-12-01; dense 32k, fp32, 2 threads; a throwaway
+// driver timing configurations in turn beside an 8-stream read-only sum in one process, 8-10
+// rounds, medians of the rounds' shares of that sum): the old schedule 59-73%; spread into L1
+// 62-68%, into L2 68%; spread non-temporally 71-89% over K 16-28 rows ahead and V 12-24 (flat
+// from K 20 on; 20 / 16 taken); spread with K or V alone non-temporal 70-75%; the old schedule
+// non-temporal 67%.
 constexpr int64_t kSpreadKeysAhead = 20;
 constexpr int64_t kSpreadValuesAhead = 16;
 
