@@ -6,7 +6,7 @@
 //                                   KV head's K and V in 16-row tiles, prefetched as the AVX2
 //                                   kernel does (what its access pattern alone reaches), each
 //                                   head in chunks of rows as the kernel splits its work
-//   fma_peak                        the widest FMA the CPU has, on every thread: the compute
+//   fma_peak                        the widest FMA the kernels use, on every thread: the compute
 //                                   ceiling (GBps_ceiling: dense fp32 decode at g = 4 does one
 //                                   lane-FMA per K/V byte, so lane-FMAs per ns = GB/s)
 //   all_rows_bf16/<n>               every row of a bf16 pool of n tokens (--dtype bf16's path)
@@ -150,7 +150,7 @@ KVB_TARGET_AVX2 inline void add_row(const float* row, __m256& a0, __m256& a1) {
 KVB_TARGET_AVX2 float kv_stream_avx2(const float* k, const float* v, int64_t n) {
 #if KVB_X86_DISPATCH
   constexpr int64_t kTileRows = 16;
-  const RowPrefetch plan = cpu_row_prefetch();
+  const RowPrefetch plan = cpu_row_prefetch(int(sizeof(float)));
   const bool spread = plan == RowPrefetch::kSpreadNta;
   if (spread) prefetch_first_rows_nta(k, v, static_cast<const int64_t*>(nullptr), 0, n, kD);
   __m256 a0 = _mm256_setzero_ps(), a1 = a0;
@@ -287,9 +287,10 @@ BENCHMARK(BM_dense_decode_cached)->Arg(512)->UseRealTime();
 
 // The same with the kernels capped at AVX2 (on a CPU with AVX-512: the gain of its path).
 void BM_dense_decode_avx2(benchmark::State& state) {
+  const SimdLevel before = simd_limit();
   simd_limit() = SimdLevel::kAvx2;
   BM_dense_decode(state);
-  simd_limit() = SimdLevel::kAvx512;
+  simd_limit() = before;
 }
 BENCHMARK(BM_dense_decode_avx2)->Arg(32768)->Unit(benchmark::kMillisecond)->UseRealTime();
 

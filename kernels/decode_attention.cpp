@@ -298,7 +298,7 @@ KVB_TARGET_AVX2 void attend_rows_avx2_blocked(const float* q, int64_t d, float s
                                               float* m, float* l, float* acc, float* raw,
                                               int64_t raw_stride) {
   constexpr int kB = kG < 4 ? kG : 4;  // query heads per register block
-  const RowPrefetch plan = cpu_row_prefetch();
+  const RowPrefetch plan = cpu_row_prefetch(int(sizeof(E)));
   float s[kG][kTile];
   const E* vrows[kTile];
   for (int64_t t0 = r0; t0 < r1; t0 += kTile) {
@@ -449,7 +449,7 @@ KVB_TARGET_AVX512 void attend_rows_avx512_blocked(const float* q, int64_t d, flo
                                                   int64_t raw_stride) {
   constexpr int kB = kG < 4 ? kG : 4;  // query heads per block
   constexpr int kR = 16 / kB;          // rows per block: kR * kB dot products reduced at once
-  const RowPrefetch plan = cpu_row_prefetch();
+  const RowPrefetch plan = cpu_row_prefetch(int(sizeof(E)));
   const bool spread = plan == RowPrefetch::kSpreadNta;
   if (spread) prefetch_first_rows_nta(k, v, idx, r0, r1, d);
   float s[kG][kTile];

@@ -24,10 +24,10 @@ KVB_INLINE void prefetch_row(const E* k, const E* v, const int64_t* idx, int64_t
 }
 
 // Software prefetch, one row's lines per row attended (paged or indexed rows defeat the
-// hardware prefetcher), as the CPU's plan says (cpu_row_prefetch): kTwoLevels, for fp32 rows,
-// row j + 64 into L2 and row j + 8 from there into L1; kSpreadNta (where a kernel does not
-// spread its prefetches, below), row j + 8 into L1; otherwise,
-// and for 16-bit rows under kTwoLevels, row j + 16 into L1.
+// hardware prefetcher), as the CPU's plan for the rows' element width says
+// (cpu_row_prefetch): kTwoLevels, row j + 64 into L2 and row j + 8 from there into L1;
+// kSpreadNta (where a kernel does not spread its prefetches, below), row j + 8 into L1;
+// kL1, row j + 16 into L1.
 // Measured (dense 32k, fp32, 2 threads): 14 ms without prefetch, 10-11 ms with T0 at 16 rows
 // (2-core Zen 3 EPYC VM, where single-level distances of 8-64 rows gained nothing); on a
 // 2-core Sapphire Rapids VM `BM_dense_decode/32768` at 95-96% of the one-stream `BM_read_sum`
@@ -38,11 +38,15 @@ KVB_INLINE void prefetch_row(const E* k, const E* v, const int64_t* idx, int64_t
 // at 16, eight alternate rounds; bf16 rows there took
 // 3.94-4.61 ms at 8 rows against 4.24-4.75 at 16 (six rounds, each faster at 8). 16-bit rows
 // (`BM_all_rows_bf16`) measured faster with T0 at 16 rows than with the two levels on the
-// Sapphire Rapids: 26.4-27.0 GB/s against 23.8-26.2.
+// Sapphire Rapids: 26.4-27.0 GB/s against 23.8-26.2. On a 2-core Zen 4 EPYC VM (2026-12-01,
+// alternate runs) the two levels were the fastest for fp32 rows, the spread the slowest: dense
+// 32k 10.4-10.6 ms against 13.8-14.3 spread and 14.7-15.4 at 16 rows (AVX2's kernel 9.3-10.4
+// against 11.4-13.3 at 8 rows); bf16 rows the other way, 6.86 / 7.50 / 7.28 ms spread against
+// 11.7 / 8.34 / 7.31 (three rounds).
 template <typename E>
 KVB_INLINE void prefetch_ahead(const E* k, const E* v, const int64_t* idx, int64_t j, int64_t r1,
                                int64_t d, RowPrefetch plan) {
-  if (sizeof(E) == 4 && plan == RowPrefetch::kTwoLevels) {
+  if (plan == RowPrefetch::kTwoLevels) {
     prefetch_row<2>(k, v, idx, j + 64, r1, d);
     prefetch_row<3>(k, v, idx, j + 8, r1, d);
   } else if (plan == RowPrefetch::kSpreadNta) {

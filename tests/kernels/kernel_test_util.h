@@ -25,12 +25,13 @@ namespace kvb::test {
 template <class Check>
 void for_each_simd_level(Check check) {
   using kernels::SimdLevel;
+  const SimdLevel before = kernels::simd_limit();
   for (SimdLevel level : {SimdLevel::kAvx512, SimdLevel::kAvx2, SimdLevel::kPortable}) {
     SCOPED_TRACE(level == SimdLevel::kAvx512 ? "AVX-512" : level == SimdLevel::kAvx2 ? "AVX2" : "portable");
     kernels::simd_limit() = level;
     check();
   }
-  kernels::simd_limit() = SimdLevel::kAvx512;
+  kernels::simd_limit() = before;
 }
 
 // Random inputs from a fresh seed each run, named in a failure's trace ("seed N");
