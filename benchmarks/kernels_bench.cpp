@@ -12,7 +12,8 @@
 //   all_rows_bf16/<n>               every row of a bf16 pool of n tokens (--dtype bf16's path)
 //   dense_decode/<n>                dense GQA decode attention over n tokens (4k..32k)
 //   dense_decode_cached/<n>         one KV head of n rows, in cache: the kernel's arithmetic rate
-//   dense_decode_avx2/<n>           the same capped at AVX2 (what a CPU without AVX-512 runs)
+//   dense_decode_avx2/<n>           the same capped at AVX2 (what a CPU without AVX-512 runs,
+//                                   and a Zen 4 by default: dense_decode there too)
 //   sparse_decode/<n>/<budget>      sparse decode attention, `budget` rows per KV head picked as
 //                                   whole 16-row pages at random from a paged pool of n rows
 //   quest_scores/<n>, pq_scores/<n>, cosine_assign/<n>, centroid_update/<n>
@@ -285,7 +286,8 @@ void BM_dense_decode_cached(benchmark::State& state) {
 }
 BENCHMARK(BM_dense_decode_cached)->Arg(512)->UseRealTime();
 
-// The same with the kernels capped at AVX2 (on a CPU with AVX-512: the gain of its path).
+// The same with the kernels capped at AVX2 (where dense_decode runs AVX-512: that path's gain;
+// on a Zen 4, which runs AVX2 by default, the same kernel as dense_decode).
 void BM_dense_decode_avx2(benchmark::State& state) {
   const SimdLevel before = simd_limit();
   simd_limit() = SimdLevel::kAvx2;

@@ -39,7 +39,7 @@ enum class SimdLevel { kPortable, kAvx2, kAvx512 };
 // AVX-512 where the CPU has it, but not on Zen 4, whose cores run a zmm operation as two ymm
 // halves: there the AVX2 decode kernel read dense 32k faster from memory (fp32 8.33-8.90 ms
 // against 9.53-10.6, bf16 5.49-5.87 against 5.97-7.31; three alternate rounds, 2-core EPYC VM,
-// 2026-12-01) though from cache it was 8% slower (`dense_decode_cached`).
+// 2026-12-01) though from cache it was 7-11% slower (`dense_decode_cached`).
 inline SimdLevel default_simd_limit() {
   return cpu_is_amd_zen4() ? SimdLevel::kAvx2 : SimdLevel::kAvx512;
 }
@@ -76,9 +76,10 @@ inline bool cpu_has_avx512f() {
 // How the decode kernels prefetch K/V rows of `element_bytes` an element on this CPU
 // (kernels/kv_prefetch.h has the measurements behind each): fp32 rows in two levels on Intel's
 // cores, where PREFETCHT1 stops at L2, and on Zen 4; on other CPUs with AVX-512 (measured on
-// Zen 5), and for 16-bit rows on Zen 4, non-temporally, spread over the AVX-512 kernel's phases
-// (kSpreadNta; kernels without those phases prefetch into L1 8 rows ahead there); into L1 16
-// rows ahead elsewhere (AMD's earlier cores fill L1 with T1 as with T0; Intel's 16-bit rows).
+// Zen 5) non-temporally, spread over the AVX-512 kernel's phases (kSpreadNta; kernels without
+// those phases, as the AVX2 kernel Zen 4 runs by default for its 16-bit rows too, prefetch
+// into L1 8 rows ahead there); into L1 16 rows ahead elsewhere (AMD's earlier cores fill L1
+// with T1 as with T0; Intel's 16-bit rows).
 enum class RowPrefetch { kTwoLevels, kSpreadNta, kL1 };
 inline RowPrefetch cpu_row_prefetch(int element_bytes) {
 #if KVB_X86_DISPATCH
