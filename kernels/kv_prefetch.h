@@ -41,8 +41,8 @@ KVB_INLINE void prefetch_row(const E* k, const E* v, const int64_t* idx, int64_t
 // Sapphire Rapids: 26.4-27.0 GB/s against 23.8-26.2. On a 2-core Zen 4 EPYC VM (2026-12-01,
 // alternate runs) the two levels were the fastest for fp32 rows, the spread the slowest: dense
 // 32k 10.4-10.6 ms against 13.8-14.3 spread and 14.7-15.4 at 16 rows (AVX2's kernel 9.3-10.4
-// against 11.4-13.3 at 8 rows); bf16 rows the other way, 6.86 / 7.50 / 7.28 ms spread against
-// 11.7 / 8.34 / 7.31 (three rounds).
+// against 11.4-13.3 at 8 rows); bf16 rows in the AVX2 kernel (Zen 4's default) 5.34-6.18 ms in
+// two levels against 6.41-7.07 at 8 rows and 6.48-7.12 at 16 (five and three rounds).
 template <typename E>
 KVB_INLINE void prefetch_ahead(const E* k, const E* v, const int64_t* idx, int64_t j, int64_t r1,
                                int64_t d, RowPrefetch plan) {

@@ -74,19 +74,18 @@ inline bool cpu_has_avx512f() {
 }
 
 // How the decode kernels prefetch K/V rows of `element_bytes` an element on this CPU
-// (kernels/kv_prefetch.h has the measurements behind each): fp32 rows in two levels on Intel's
-// cores, where PREFETCHT1 stops at L2, and on Zen 4; on other CPUs with AVX-512 (measured on
+// (kernels/kv_prefetch.h has the measurements behind each): in two levels on Zen 4 and for fp32
+// rows on Intel's cores, where PREFETCHT1 stops at L2; on other CPUs with AVX-512 (measured on
 // Zen 5) non-temporally, spread over the AVX-512 kernel's phases (kSpreadNta; kernels without
-// those phases, as the AVX2 kernel Zen 4 runs by default for its 16-bit rows too, prefetch
-// into L1 8 rows ahead there); into L1 16 rows ahead elsewhere (AMD's earlier cores fill L1
-// with T1 as with T0; Intel's 16-bit rows).
+// those phases prefetch into L1 8 rows ahead there); into L1 16 rows ahead elsewhere (AMD's
+// earlier cores fill L1 with T1 as with T0; Intel's 16-bit rows).
 enum class RowPrefetch { kTwoLevels, kSpreadNta, kL1 };
 inline RowPrefetch cpu_row_prefetch(int element_bytes) {
 #if KVB_X86_DISPATCH
   static const bool intel = __builtin_cpu_is("intel"), zen4 = cpu_is_amd_zen4(),
                     avx512 = __builtin_cpu_supports("avx512f");
   if (intel) return element_bytes == 4 ? RowPrefetch::kTwoLevels : RowPrefetch::kL1;
-  if (zen4) return element_bytes == 4 ? RowPrefetch::kTwoLevels : RowPrefetch::kSpreadNta;
+  if (zen4) return RowPrefetch::kTwoLevels;
   return avx512 ? RowPrefetch::kSpreadNta : RowPrefetch::kL1;
 #else
   (void)element_bytes;
