@@ -3,8 +3,8 @@
 //   copy/<MiB>                      memcpy of a buffer as large as the 32k K+V (read + write)
 //   read_sum/<MiB>                  a parallel sum over it: read-only streaming, decode's ceiling
 //   kv_stream/<n>                   dense decode's reads at n tokens without its arithmetic: each
-//                                   KV head's K and V in 16-row tiles, prefetched as the AVX2
-//                                   kernel does (what its access pattern alone reaches), each
+//                                   KV head's K and V in 16-row tiles, prefetched as the
+//                                   kernel does here (what its access pattern alone reaches), each
 //                                   head in chunks of rows as the kernel splits its work
 //   fma_peak                        the widest FMA the kernels use, on every thread: the compute
 //                                   ceiling (GBps_ceiling: dense fp32 decode at g = 4 does one
@@ -135,10 +135,10 @@ void BM_read_sum(benchmark::State& state) {
 }
 BENCHMARK(BM_read_sum)->Arg(256)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// One KV head's K then V rows of each 16-row tile summed, prefetched as the AVX-512 kernel
-// does (kernels/kv_prefetch.h; under kSpreadNta, later V rows' lines beside the K rows and
-// later K rows' lines beside the V rows, non-temporally): the dense kernel's reads without its
-// scores, softmax and PV products.
+// One KV head's K then V rows of each 16-row tile summed, prefetched as the decode kernel
+// does on this CPU (kernels/kv_prefetch.h; under kSpreadNta, as the AVX-512 kernel: later V
+// rows' lines beside the K rows and later K rows' lines beside the V rows, non-temporally): the
+// dense kernel's reads without its scores, softmax and PV products.
 #if KVB_X86_DISPATCH
 KVB_TARGET_AVX2 inline void add_row(const float* row, __m256& a0, __m256& a1) {
   for (int64_t c = 0; c < kD; c += 16) {

@@ -39,7 +39,7 @@ KVB_INLINE void prefetch_row(const E* k, const E* v, const int64_t* idx, int64_t
 // 3.94-4.61 ms at 8 rows against 4.24-4.75 at 16 (six rounds, each faster at 8). 16-bit rows
 // (`BM_all_rows_bf16`) measured faster with T0 at 16 rows than with the two levels on the
 // Sapphire Rapids: 26.4-27.0 GB/s against 23.8-26.2. On a 2-core Zen 4 EPYC VM (2026-12-01,
-// alternate runs) the two levels were the fastest for fp32 rows, the spread the slowest: dense
+// alternate runs) the two levels were the fastest for fp32 rows, 16 rows ahead the slowest: dense
 // 32k 10.4-10.6 ms against 13.8-14.3 spread and 14.7-15.4 at 16 rows (AVX2's kernel 9.3-10.4
 // against 11.4-13.3 at 8 rows); bf16 rows in the AVX2 kernel (Zen 4's default) 5.34-6.18 ms in
 // two levels against 6.41-7.07 at 8 rows and 6.48-7.12 at 16 (five and three rounds).

@@ -37,9 +37,10 @@ inline bool cpu_is_amd_zen4() {
 enum class SimdLevel { kPortable, kAvx2, kAvx512 };
 
 // AVX-512 where the CPU has it, but not on Zen 4, whose cores run a zmm operation as two ymm
-// halves: there the AVX2 decode kernel read dense 32k faster from memory (fp32 8.33-8.90 ms
-// against 9.53-10.6, bf16 5.49-5.87 against 5.97-7.31; three alternate rounds, 2-core EPYC VM,
-// 2026-12-01) though from cache it was 7-11% slower (`dense_decode_cached`).
+// halves: there the AVX2 decode kernel read from memory faster (dense 32k in fp32 8.33-8.90 ms
+// against 9.53-10.6, every row of a bf16 pool 5.49-5.87 against 5.97-7.31; three alternate
+// rounds, 2-core EPYC VM, 2026-12-01) though from cache it was 7-11% slower
+// (`dense_decode_cached`).
 inline SimdLevel default_simd_limit() {
   return cpu_is_amd_zen4() ? SimdLevel::kAvx2 : SimdLevel::kAvx512;
 }
