@@ -14,6 +14,8 @@
 //   dense_decode_cached/<n>         one KV head of n rows, in cache: the kernel's arithmetic rate
 //   dense_decode_avx2/<n>           the same capped at AVX2 (what a CPU without AVX-512 runs,
 //                                   and a Zen 4 by default: dense_decode there too)
+//   dense_decode_avx512/<n>         the same with AVX-512 (a Zen 4's other path; an error
+//                                   line where the CPU has no AVX-512F)
 //   sparse_decode/<n>/<budget>      sparse decode attention, `budget` rows per KV head picked as
 //                                   whole 16-row pages at random from a paged pool of n rows
 //   quest_scores/<n>, pq_scores/<n>, cosine_assign/<n>, centroid_update/<n>
@@ -286,15 +288,27 @@ void BM_dense_decode_cached(benchmark::State& state) {
 }
 BENCHMARK(BM_dense_decode_cached)->Arg(512)->UseRealTime();
 
-// The same with the kernels capped at AVX2 (where dense_decode runs AVX-512: that path's gain;
-// on a Zen 4, which runs AVX2 by default, the same kernel as dense_decode).
-void BM_dense_decode_avx2(benchmark::State& state) {
+// dense_decode with the kernels' instruction set set to `level` (and restored after): the other
+// paths' rates on one CPU, which runs only its default_simd_limit() in dense_decode.
+void dense_decode_at(benchmark::State& state, SimdLevel level) {
   const SimdLevel before = simd_limit();
-  simd_limit() = SimdLevel::kAvx2;
-  BM_dense_decode(state);
+  simd_limit() = level;
+  const bool has = level == SimdLevel::kAvx512 ? cpu_has_avx512f() : cpu_has_avx2_fma();
+  if (has) BM_dense_decode(state);
+  else state.SkipWithError("this CPU lacks that instruction set");
   simd_limit() = before;
 }
+
+// Capped at AVX2: where dense_decode runs AVX-512, that path's gain; on a Zen 4, which runs
+// AVX2 by default, the same kernel as dense_decode.
+void BM_dense_decode_avx2(benchmark::State& state) { dense_decode_at(state, SimdLevel::kAvx2); }
 BENCHMARK(BM_dense_decode_avx2)->Arg(32768)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The AVX-512 kernel where the CPU has it (a Zen 4 runs AVX2 by default: what it leaves).
+void BM_dense_decode_avx512(benchmark::State& state) {
+  dense_decode_at(state, SimdLevel::kAvx512);
+}
+BENCHMARK(BM_dense_decode_avx512)->Arg(32768)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // Every row of a bf16 pool through the sparse entry point (the engine's path for --dtype bf16
 // on the CPU): half the K/V bytes of fp32, plus the row ids.
