@@ -1,9 +1,9 @@
 #include "cli/commands.h"
 
-#include <ATen/Parallel.h>
 
 
 #include "engine/common/error.h"
+#include "engine/common/thread_pools.h"
 #include "engine/decode_graphs.h"
 #include "engine/model/llama_model.h"
 
@@ -39,9 +39,7 @@ int run_selected_command(const CLI::App& app) {
 }
 
 int configure_threads(int requested) {
-  const int threads = requested > 0 ? requested : machine_cores();
-  at::set_num_threads(threads);
-  return at::get_num_threads();
+  return set_cpu_threads(requested > 0 ? requested : machine_cores());
 }
 
 void add_allow_unknown_config_keys_flag(CLI::App* cmd, bool& flag) {
