@@ -37,14 +37,22 @@ json as_named_object(const json& entry) {
   return entry.is_string() ? json{{"name", entry}} : entry;
 }
 
-// Keeps the suite's entries whose name is listed, adding default entries for new names.
+// Keeps the suite's entries that a listed value names: by label (that entry), else by name
+// (every entry of that name, labelled variants included); a value naming none is a new entry
+// with the defaults of that name.
 json select_named(const json& entries, const std::vector<std::string>& names) {
   json out = json::array();
+  const auto labelled = [&](const std::string& value) {
+    for (const json& e : entries)
+      if (e.is_object() && e.value("label", "") == value) return true;
+    return false;
+  };
   for (const std::string& name : names) {
+    const std::string key = labelled(name) ? "label" : "name";
     bool found = false;
     for (const json& e : entries) {
       json obj = as_named_object(e);
-      if (obj.is_object() && obj.value("name", "") == name) {
+      if (obj.is_object() && obj.value(key, "") == name) {
         out.push_back(obj);
         found = true;
       }

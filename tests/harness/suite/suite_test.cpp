@@ -536,6 +536,24 @@ TEST(SuiteOverrides, MethodsKeepFileConfigsAndAddDefaults) {
       << m;
 }
 
+// A value naming an entry's label picks that entry alone; a method's name picks every entry of
+// that name, its labelled variants too.
+TEST(SuiteOverrides, MethodsByLabelOrByName) {
+  json j = good();
+  j["methods"] = {"streaming_llm",
+                  {{"name", "streaming_llm"}, {"label", "s8"}, {"config", {{"sinks", 8}}}},
+                  "full"};
+  Suite by_label = parse_suite(j, kPath, {"method=s8"});
+  ASSERT_EQ(by_label.methods.size(), 1u);
+  EXPECT_EQ(by_label.methods[0].label, "s8");
+  EXPECT_EQ(by_label.methods[0].config["sinks"], 8);
+
+  Suite by_name = parse_suite(j, kPath, {"method=streaming_llm"});
+  ASSERT_EQ(by_name.methods.size(), 2u);
+  EXPECT_EQ(by_name.methods[0].label, "streaming_llm");
+  EXPECT_EQ(by_name.methods[1].label, "s8");
+}
+
 TEST(SuiteOverrides, SeedsModelsDatasetsAndMaxNewTokens) {
   Suite s = parse_suite(good(), kPath, {"seed=3", "max_new_tokens=4"});
   EXPECT_EQ(s.seeds, (std::vector<uint64_t>{3}));
