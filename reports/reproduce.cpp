@@ -8,6 +8,7 @@
 
 #include "engine/common/format.h"
 #include "engine/common/json_fields.h"
+#include "engine/common/nearest_name.h"
 #include "reports/tables.h"
 
 namespace kvb {
@@ -199,7 +200,8 @@ Reproduction load_reproduction(const std::string& name) {
   if (!std::filesystem::exists(path)) {
     std::string known;
     for (const auto& n : reproduction_names()) known += (known.empty() ? "" : ", ") + n;
-    throw InputError("reproduce " + name + ": no such reproduction (known: " + known + ")");
+    throw InputError("reproduce " + name + ": no such reproduction (known: " + known + ")" +
+                     did_you_mean(name, reproduction_names()));
   }
   const json j = read_json_file(path);
   Reproduction r;

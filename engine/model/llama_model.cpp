@@ -16,6 +16,7 @@
 #include "engine/common/format.h"
 #include "engine/common/files.h"
 #include "engine/common/json_fields.h"
+#include "engine/common/nearest_name.h"
 #include "engine/model/safetensors.h"
 #include "engine/tokenizer/sentencepiece_json.h"
 
@@ -661,6 +662,13 @@ std::shared_ptr<LlamaModel> LlamaModel::from_reference(const std::string& refere
     model->source = reference;
     model->description = reference + ": " + about;
     return model;
+  }
+  if (!std::filesystem::is_directory(reference)) {
+    std::string builtins;
+    for (const std::string& name : builtin_model_names())
+      builtins += (builtins.empty() ? "" : ", ") + name;
+    throw InputError(reference + ": model folder not found, and not a built-in model (" +
+                     builtins + ")" + did_you_mean(reference, builtin_model_names()));
   }
   return load(reference, options);
 }

@@ -12,6 +12,7 @@
 #include "engine/common/error.h"
 #include "engine/common/format.h"
 #include "engine/common/json_fields.h"
+#include "engine/common/nearest_name.h"
 #include "engine/common/shared_folder.h"
 #include "engine/device.h"
 #include "engine/model/llama_model.h"
@@ -87,7 +88,10 @@ std::string apply_override(json& j, const std::string& text) {
     j[key] = parse_integer(values[0], where);
   } else {
     throw InputError(where + ": unknown axis (expected model, device, dtype, dataset, method, "
-                     "budget, seed, context_sharing or max_new_tokens)");
+                     "budget, seed, context_sharing or max_new_tokens)" +
+                     did_you_mean(text.substr(0, eq),
+                                  {"model", "device", "dtype", "dataset", "method", "budget",
+                                   "seed", "context_sharing", "max_new_tokens"}));
   }
   return key;
 }
@@ -271,7 +275,7 @@ std::string resolve_suite_path(const std::string& name_or_path) {
   std::string known;
   for (const auto& n : builtin_suite_names()) known += (known.empty() ? "" : ", ") + n;
   throw InputError("suite \"" + name_or_path + "\": no such file, and not a built-in suite (" +
-                   known + ")");
+                   known + ")" + did_you_mean(name_or_path, builtin_suite_names()));
 }
 
 Suite load_suite(const std::string& name_or_path, const std::vector<std::string>& overrides) {

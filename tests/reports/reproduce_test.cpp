@@ -30,6 +30,13 @@ TEST(Reproduce, EveryDefinitionLoads) {
   EXPECT_DOUBLE_EQ(ckv.table->values.at("clusterkv").at("2048"), 48.70);
   EXPECT_DOUBLE_EQ(ckv.table->reference.at("full"), 49.01);
   EXPECT_THROW(load_reproduction("no_such"), InputError);
+  try {
+    load_reproduction("clusterkv_tabl1");
+    ADD_FAILURE() << "no error for a mistyped reproduction";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("(did you mean clusterkv_table1?)"), std::string::npos)
+        << e.what();
+  }
 }
 
 // A definition whose suite has two models is refused: the comparison would average them.

@@ -102,6 +102,19 @@ TEST(LoadModel, ReadsChatTemplateJinjaAsTransformers) {
   EXPECT_NE(checkpoint_fingerprint(dir), before);
 }
 
+// A reference that is neither a folder nor a built-in lists the built-ins and the nearest one.
+TEST(LoadModel, UnknownReferenceNamesTheNearestBuiltin) {
+  try {
+    LlamaModel::from_reference("kvbench-tiny-v3");
+    ADD_FAILURE() << "no error for a mistyped built-in";
+  } catch (const InputError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("kvbench-tiny-v3: model folder not found"), std::string::npos) << m;
+    EXPECT_NE(m.find("random-llama3-8b"), std::string::npos) << "built-ins not listed: " << m;
+    EXPECT_NE(m.find("(did you mean kvbench-tiny-v2?)"), std::string::npos) << m;
+  }
+}
+
 TEST(SaveModel, ThreeShardsLoadBackIdentically) {
   auto model = LlamaModel::random(untied_config(), 3);
   TempDir tmp;

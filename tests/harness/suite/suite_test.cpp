@@ -379,6 +379,12 @@ TEST(SuiteFiles, MissingAndMalformedFiles) {
     EXPECT_NE(std::string(e.what()).find("smoke"), std::string::npos)
         << "built-in suites not listed: " << e.what();
   }
+  try {
+    load_suite("smok");
+    ADD_FAILURE() << "no error for a mistyped suite";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("(did you mean smoke?)"), std::string::npos) << e.what();
+  }
   const std::string broken = dir.file("broken.json");
   std::ofstream(broken) << "{\"name\": \"x\", ";
   try {
@@ -614,6 +620,8 @@ TEST(SuiteOverrides, BadForms) {
   m = override_error("colour=red");
   EXPECT_NE(m.find("--set colour"), std::string::npos) << m;
   EXPECT_NE(m.find("unknown axis"), std::string::npos) << m;
+  m = override_error("budgt=64");
+  EXPECT_NE(m.find("(did you mean budget?)"), std::string::npos) << m;
   m = override_error("=3");
   EXPECT_NE(m.find("expected KEY=VALUE"), std::string::npos) << m;
   m = override_error("budget=");
