@@ -42,6 +42,15 @@ std::string models_of(const ReportData& data) {
   return out;
 }
 
+// The report's first sentence: the run and its models (those of its complete cells).
+std::string run_sentence(const ReportData& data) {
+  const std::string run = "Run " + std::to_string(data.run_id);
+  const std::string models = models_of(data);
+  if (models.empty()) return run + ": no cell is complete.";
+  return run + " on " + models + ". Each cell is the mean over seeds, with the number of "
+         "samples behind it.";
+}
+
 // A note for a run that did not finish (stopped, or its process gone); "" for a run that
 // finished. Its tables hold the suite's cells complete in the database, later runs' included.
 std::string unfinished_note(const ReportData& data) {
@@ -152,10 +161,8 @@ const char* kCss =
 
 std::string report_markdown(const ReportData& data, const std::vector<PlotFile>& plots,
                             const std::string& report_command) {
-  std::string md = "# kvbench report: " + markdown_text(data.suite_name) + "\n\nRun " +
-                   std::to_string(data.run_id) + " on " + markdown_text(models_of(data)) +
-                   ". Each cell is the mean over seeds, with the number of samples behind it."
-                   "\n\n";
+  std::string md = "# kvbench report: " + markdown_text(data.suite_name) + "\n\n" +
+                   markdown_text(run_sentence(data)) + "\n\n";
   if (untrained(data)) md += std::string("> ") + kUntrainedNote + "\n\n";
   if (const std::string note = unfinished_note(data); !note.empty())
     md += "> " + markdown_text(note) + "\n\n";
@@ -186,9 +193,8 @@ std::string report_html(const ReportData& data, const std::vector<PlotFile>& plo
                         const std::string& plot_dir, const std::string& report_command) {
   std::string h = "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>kvbench report: " +
                   html_escape(data.suite_name) + "</title><style>" + kCss + "</style></head><body>\n";
-  h += "<h1>kvbench report: " + html_escape(data.suite_name) + "</h1>\n<p>Run " +
-       std::to_string(data.run_id) + " on " + html_escape(models_of(data)) +
-       ". Each cell is the mean over seeds, with the number of samples behind it.</p>\n";
+  h += "<h1>kvbench report: " + html_escape(data.suite_name) + "</h1>\n<p>" +
+       html_escape(run_sentence(data)) + "</p>\n";
   if (untrained(data)) h += std::string("<p class=\"note\">") + kUntrainedNote + "</p>\n";
   if (const std::string note = unfinished_note(data); !note.empty())
     h += "<p class=\"note\">" + html_escape(note) + "</p>\n";

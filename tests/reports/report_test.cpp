@@ -170,10 +170,15 @@ TEST(ReportTables, ListsTheSuitesCellsWithoutACompleteResult) {
     return store.claim_cell(run, c.key(), c.model, c.dataset.name, c.method.name, c.budget, c.seed)
         .cell_id;
   };
-  store.complete_cell(claim(cells[0]), {}, {{std::nullopt, "score", 100, "passkey_accuracy"}}, 0.1);
   store.fail_cell(claim(cells[1]), "out of memory\nat layer 3", 0.1);
+  // No cell complete yet: no models to name (the sentence once read "Run 1 on .").
+  EXPECT_NE(report_markdown(load(store), {}, "kvbench report").find("\n\nRun 1: no cell is complete.\n"),
+            std::string::npos);
+  store.complete_cell(claim(cells[0]), {}, {{std::nullopt, "score", 100, "passkey_accuracy"}}, 0.1);
   store.finish_run(run, "failures");
   const ReportData data = load(store);
+  EXPECT_NE(report_markdown(data, {}, "kvbench report").find("\n\nRun 1 on kvbench-tiny-v2. Each cell"),
+            std::string::npos);
   EXPECT_EQ(data.suite_cells, 3);
   ASSERT_EQ(data.missing.size(), 2u);
   EXPECT_EQ(data.missing[0].description, "h2o @ 32 on passkey (kvbench-tiny-v2, seed 0)");
