@@ -207,7 +207,11 @@ std::vector<int> stop_ids(const LlamaModel& model, const Sample& sample) {
     std::vector<int> encoded = model.tokenizer->encode(text, /*add_special=*/false);
     if (!encoded.empty()) ids.push_back(encoded.back());
   }
-  return ids;
+  // Each id once, in the order found: the tokenizer's EOS and config.json's are often the same.
+  std::vector<int> distinct;
+  for (int id : ids)
+    if (std::find(distinct.begin(), distinct.end(), id) == distinct.end()) distinct.push_back(id);
+  return distinct;
 }
 
 ChatTemplateChoice chat_template_choice(const LlamaModel& model, const Sample& sample) {

@@ -405,6 +405,12 @@ TEST(EncodePrompt, StopIdsAtTheEosTokenAloneWhereTheSampleSaysSo) {
   std::vector<int> every = model->tokenizer->eos_ids();
   every.insert(every.end(), {5, newline});
   EXPECT_EQ(stop_ids(*model, s), every);
+  // An id named twice (config.json's EOS is the tokenizer's, a stop text's last token) once.
+  model->config.eos_token_ids = {5, eos};
+  s.stop_texts = {"\n", "</s>"};
+  EXPECT_EQ(stop_ids(*model, s), every);
+  model->config.eos_token_ids = {5};
+  s.stop_texts = {"\n"};
   s.stops_at_eos_token_only = true;
   EXPECT_EQ(stop_ids(*model, s), (std::vector<int>{eos, newline}));
   // A family listed as stopping at every EOS id does so whatever stops_at_eos_token_only says
