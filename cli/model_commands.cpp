@@ -46,13 +46,18 @@ namespace {
 
 // The prompt's ids in --chat-template: a built-in template's text encoded with the tokenizer's
 // special tokens, or for "auto" the model's own template (tokenizer_config.json's or
-// chat_template.jinja's; none where it has none) as transformers' apply_chat_template
-// (tokenize=True) encodes it: its text as rendered, nothing added.
+// chat_template.jinja's) as transformers' apply_chat_template (tokenize=True) encodes it: its
+// text as rendered, nothing added. A model with none (where transformers raises) gets the prompt
+// as `none` does, with a note.
 std::vector<int> prompt_ids(const std::string& chat_template, const LlamaModel& model,
                             const std::string& prompt) {
   if (chat_template == "auto") {
-    if (detect_chat_template(model.tokenizer_config) == "none")
+    if (detect_chat_template(model.tokenizer_config) == "none") {
+      std::cerr << "note: --chat-template auto: the model has no chat template "
+                   "(tokenizer_config.json, chat_template.jinja), so the prompt is encoded as "
+                   "with none\n";
       return model.tokenizer->encode(prompt, /*add_special=*/true);
+    }
     const std::string text =
         render_model_chat_template(model.tokenizer_config, prompt, model.chat_template_file);
     return model.tokenizer->encode(text, /*add_special=*/false);

@@ -128,6 +128,13 @@ TEST(CliRun, ErrorsNameTheFlagAndTheSharedFolder) {
   EXPECT_TRUE(contains(r[1].err, "did you mean chatml?")) << describe(r[1]);
   EXPECT_TRUE(contains(r[2].err, "not a kvbench results database")) << describe(r[2]);
 
+  // `auto` on a model without a template runs as `none`, and says so.
+  const Output untemplated = kvbench(
+      {"generate", "--model", "random-tiny", "--prompt", "hi", "--chat-template", "auto",
+       "--max-new", "1"}, dir.path());
+  EXPECT_EQ(untemplated.code, 0) << describe(untemplated);
+  EXPECT_TRUE(contains(untemplated.err, "the model has no chat template")) << describe(untemplated);
+
   test::ScopedSharedFolder shared(dir.file("nowhere"));
   const Output missing = kvbench({"run", "recall"}, dir.path());
   EXPECT_EQ(missing.code, 2) << describe(missing);
