@@ -1,6 +1,6 @@
 #include "cli/commands.h"
 
-
+#include <filesystem>
 
 #include "engine/common/error.h"
 #include "engine/common/thread_pools.h"
@@ -75,6 +75,17 @@ void add_cache_dir_option(CLI::App* cmd, std::string& dir) {
   cmd->add_option("--cache-dir", dir,
                   "Where methods keep what they derive from a model and reuse across runs "
                   "(InfiniGen's calibrations; default: none, derived again each time)");
+}
+
+void add_run_cache_dir_option(CLI::App* cmd, std::string& dir) {
+  cmd->add_option("--cache-dir", dir,
+                  "Where methods keep what they derive from a model and reuse across runs "
+                  "(InfiniGen's calibrations; default: kvbench-cache/ beside the database)");
+}
+
+std::string run_cache_dir(const std::string& asked, const std::string& db_path) {
+  if (!asked.empty()) return asked;
+  return (std::filesystem::path(db_path).parent_path() / "kvbench-cache").string();
 }
 
 }  // namespace kvb

@@ -51,6 +51,10 @@ void check_cuda_graphs_flag(bool flag);
 void add_model_option(CLI::App* cmd, std::string& model);
 // --cache-dir of a one-off command (generate, inspect): none unless given.
 void add_cache_dir_option(CLI::App* cmd, std::string& dir);
+// --cache-dir of the commands that run suites into a database (run, reproduce), and the folder
+// it names: the one asked for, else kvbench-cache/ beside the database.
+void add_run_cache_dir_option(CLI::App* cmd, std::string& dir);
+std::string run_cache_dir(const std::string& asked, const std::string& db_path);
 
 // Shared by the commands that run one sequence (model_commands.cpp: generate, forward; inspect).
 // "1,403,407" -> ids; InputError naming --tokens otherwise.

@@ -24,7 +24,7 @@ const char* const kMiniatureModel = "kvbench-tiny-v2";
 
 void add_reproduce_command(CLI::App& app, std::vector<Command>& out, const std::string& command_line) {
   struct Options {
-    std::string name, model, data, db, out, shared = shared_folder();
+    std::string name, model, data, db, out, cache_dir, shared = shared_folder();
     int threads = 0;
     bool list = false, context_sharing = false, redo_changed_models = false;
   };
@@ -38,6 +38,7 @@ void add_reproduce_command(CLI::App& app, std::vector<Command>& out, const std::
                                        "(default: the documented miniature on a tiny model)");
   cmd->add_option("--data", o->data, "Folder of LongBench <dataset>.jsonl files (with --model)");
   cmd->add_option("--db", o->db, "Results database (default: results/runs/<suite>.db)");
+  add_run_cache_dir_option(cmd, o->cache_dir);
   cmd->add_option("--out", o->out, "Also write the comparison (Markdown) to this file");
   cmd->add_option("--shared", o->shared, "The shared folder (haystack, word lists; default: $KVBENCH_SHARED, else "
                   "../shared beside the checkout)")
@@ -94,6 +95,7 @@ void add_reproduce_command(CLI::App& app, std::vector<Command>& out, const std::
     }
     RunOptions options;
     options.db_path = o->db.empty() ? default_db_path(suite_name) : o->db;
+    options.cache_dir = run_cache_dir(o->cache_dir, options.db_path);
     options.threads = configure_threads(o->threads);
     options.command = command_line;
     options.redo_changed_models = o->redo_changed_models;

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <filesystem>
 #include <iostream>
 #include <optional>
 #include <set>
@@ -166,9 +165,7 @@ void add_run_command(CLI::App& app, std::vector<Command>& out, const std::string
                   "Combine the shards with `kvbench merge`");
   cmd->add_option("--threads", o->threads, "Intra-op CPU threads (default: all cores)")
       ->check(thread_count());
-  cmd->add_option("--cache-dir", o->cache_dir,
-                  "Where methods keep what they derive from a model and reuse across runs "
-                  "(InfiniGen's calibrations; default: kvbench-cache/ beside the database)");
+  add_run_cache_dir_option(cmd, o->cache_dir);
   cmd->add_option("--workers", o->workers,
                   "Run N worker processes on this machine sharing the database: each claims the "
                   "next free cell; on the CPU they split the cores, with --device cuda worker i "
@@ -202,10 +199,7 @@ void add_run_command(CLI::App& app, std::vector<Command>& out, const std::string
     options.db_path = !o->db.empty() ? o->db
                       : options.shard ? default_shard_db_path(suite.name, *options.shard)
                                       : default_db_path(suite.name);
-    options.cache_dir = !o->cache_dir.empty()
-                            ? o->cache_dir
-                            : (std::filesystem::path(options.db_path).parent_path() /
-                               "kvbench-cache").string();
+    options.cache_dir = run_cache_dir(o->cache_dir, options.db_path);
     options.fresh = o->fresh;
     options.redo_changed_models = o->redo_changed_models;
     options.command = command_line;

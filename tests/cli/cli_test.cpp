@@ -148,7 +148,8 @@ TEST(CliRun, ErrorsNameTheFlagAndTheSharedFolder) {
 TEST(CliUsage, HelpOfEverySubcommand) {
   test::TempDir dir;
   const std::vector<std::pair<std::string, std::vector<std::string>>> options = {
-      {"run", {"suite", "--db", "--set", "--fresh", "--threads"}},
+      {"run", {"suite", "--db", "--set", "--fresh", "--threads", "--cache-dir"}},
+      {"reproduce", {"name", "--model", "--data", "--db", "--cache-dir", "--context-sharing"}},
       {"list", {"what", "methods", "datasets", "suites"}},
       {"show", {"run", "--db", "last"}},
       {"samples", {"suite", "--set", "--dataset", "--model", "--seed", "--samples", "--full",
