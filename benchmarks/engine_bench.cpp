@@ -450,8 +450,8 @@ int main(int argc, char** argv) {
                  "integer, or a list such as 4,2)\n", std::getenv("OMP_NUM_THREADS"));
     return 2;
   }
-  kvb::set_cpu_threads(*asked > 0 ? *asked
-                                  : int(std::max(1u, std::thread::hardware_concurrency())));
+  if (*asked > 0) kvb::set_cpu_threads(*asked);  // OpenBLAS's pool too, as the CLI's --threads
+  else at::set_num_threads(int(std::max(1u, std::thread::hardware_concurrency())));
   benchmark::AddCustomContext("torch_threads", std::to_string(at::get_num_threads()));
   kvb::register_model("stories260K", kvb::stories260k, {256, 512});
   kvb::register_model("kvbench-tiny", kvb::kvbench_tiny, {1024, 2048});

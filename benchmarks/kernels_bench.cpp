@@ -14,8 +14,8 @@
 //   dense_decode_cached/<n>         one KV head of n rows, in cache: the kernel's arithmetic rate
 //   dense_decode_avx2/<n>           the same capped at AVX2 (what a CPU without AVX-512 runs,
 //                                   and a Zen 4 by default: dense_decode there too)
-//   dense_decode_avx512/<n>         the same with AVX-512 (a Zen 4's other path; an error
-//                                   line where the CPU has no AVX-512F)
+//   dense_decode_avx512/<n>         the same with AVX-512 (a Zen 4's other path); each of
+//                                   the two an error line where the CPU lacks its set
 //   sparse_decode/<n>/<budget>      sparse decode attention, `budget` rows per KV head picked as
 //                                   whole 16-row pages at random from a paged pool of n rows
 //   quest_scores/<n>, pq_scores/<n>, cosine_assign/<n>, centroid_update/<n>

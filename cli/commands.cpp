@@ -1,5 +1,7 @@
 #include "cli/commands.h"
 
+#include <ATen/Parallel.h>
+
 #include <filesystem>
 
 #include "engine/common/error.h"
@@ -39,7 +41,11 @@ int run_selected_command(const CLI::App& app) {
 }
 
 int configure_threads(int requested) {
-  return set_cpu_threads(requested > 0 ? requested : machine_cores());
+  // Asked for: both pools. Not: OpenBLAS keeps its own default, which, unlike
+  // machine_cores(), respects the process's CPU affinity (taskset, cgroups, Slurm).
+  if (requested > 0) return set_cpu_threads(requested);
+  at::set_num_threads(machine_cores());
+  return at::get_num_threads();
 }
 
 void add_allow_unknown_config_keys_flag(CLI::App* cmd, bool& flag) {

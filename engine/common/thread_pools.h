@@ -20,9 +20,9 @@ void use_passive_omp_wait(char** argv);
 // count ("abc", "0", "4x"), which libgomp warns about and ignores.
 std::optional<int> omp_num_threads(const char* value);
 
-// Both pools to `threads` (> 0): at::set_num_threads sets LibTorch's OpenMP threads (and MKL's,
-// in builds with MKL) but leaves OpenBLAS's pool at its own default, every core, so `--threads
-// 1` still ran matrix products on two. OpenBLAS is found in the process by its symbol (it comes
+// Both pools to `threads` (> 0), for a count the user asked for: at::set_num_threads sets
+// LibTorch's OpenMP threads (and MKL's, in builds with MKL) but leaves OpenBLAS's pool at its
+// own default, every core it may use, so `--threads 1` still ran matrix products on two. OpenBLAS is found in the process by its symbol (it comes
 // in through libblas.so.3, not linked by name). Returns the OpenMP pool's size.
 int set_cpu_threads(int threads);
 

@@ -38,25 +38,28 @@ json as_named_object(const json& entry) {
   return entry.is_string() ? json{{"name", entry}} : entry;
 }
 
-// Keeps the suite's entries that a listed value names: by label (that entry), else by name
-// (every entry of that name, labelled variants included); a value naming none is a new entry
-// with the defaults of that name.
+// Whether entry `e` (a name or an object) has `value` as its `key` ("name" or "label"); an
+// entry of the wrong shape has none (validation reports it).
+bool entry_has(const json& e, const char* key, const std::string& value) {
+  const json obj = as_named_object(e);
+  return obj.is_object() && obj.contains(key) && obj[key].is_string() && obj[key] == value;
+}
+
+// Keeps the suite's entries that a listed value names: by label (that method entry), else by
+// name (every entry of that name, labelled variants included), each entry once; a value naming
+// none is a new entry with the defaults of that name.
 json select_named(const json& entries, const std::vector<std::string>& names) {
   json out = json::array();
-  const auto labelled = [&](const std::string& value) {
-    for (const json& e : entries)
-      if (e.is_object() && e.value("label", "") == value) return true;
-    return false;
-  };
   for (const std::string& name : names) {
-    const std::string key = labelled(name) ? "label" : "name";
+    const bool labelled = std::any_of(entries.begin(), entries.end(), [&](const json& e) {
+      return entry_has(e, "label", name);
+    });
     bool found = false;
     for (const json& e : entries) {
-      json obj = as_named_object(e);
-      if (obj.is_object() && obj.value(key, "") == name) {
-        out.push_back(obj);
-        found = true;
-      }
+      if (!entry_has(e, labelled ? "label" : "name", name)) continue;
+      found = true;
+      const json obj = as_named_object(e);
+      if (std::find(out.begin(), out.end(), obj) == out.end()) out.push_back(obj);
     }
     if (!found) out.push_back(json{{"name", name}});
   }
@@ -140,7 +143,8 @@ void check_model(const std::string& as_written, const std::string& model, const 
   for (const std::string& name : LlamaModel::builtin_model_names())
     builtins += (builtins.empty() ? "" : ", ") + name;
   throw InputError(where + ": \"" + as_written + "\" is neither a built-in model (" + builtins +
-                   ") nor a model folder (" + looked + ")");
+                   ") nor a model folder (" + looked + ")" +
+                   did_you_mean(as_written, LlamaModel::builtin_model_names()));
 }
 
 DatasetSpec parse_dataset(const json& entry, const std::string& where) {

@@ -558,6 +558,15 @@ TEST(SuiteOverrides, MethodsByLabelOrByName) {
   ASSERT_EQ(by_name.methods.size(), 2u);
   EXPECT_EQ(by_name.methods[0].label, "streaming_llm");
   EXPECT_EQ(by_name.methods[1].label, "s8");
+  // A label the name already picked is not taken twice (two entries of one label are refused).
+  EXPECT_EQ(parse_suite(j, kPath, {"method=streaming_llm,s8"}).methods.size(), 2u);
+  // An entry with a label of the wrong type, which --set leaves out here, does not crash it
+  // (it threw nlohmann's type_error: exit 3).
+  j["methods"].push_back({{"name", "h2o"}, {"label", 5}});
+  Suite t;
+  EXPECT_NO_THROW(t = parse_suite(j, kPath, {"method=full"}));
+  ASSERT_EQ(t.methods.size(), 1u);
+  EXPECT_EQ(t.methods[0].name, "full");
 }
 
 TEST(SuiteOverrides, SeedsModelsDatasetsAndMaxNewTokens) {
@@ -622,6 +631,8 @@ TEST(SuiteOverrides, BadForms) {
   EXPECT_NE(m.find("unknown axis"), std::string::npos) << m;
   m = override_error("budgt=64");
   EXPECT_NE(m.find("(did you mean budget?)"), std::string::npos) << m;
+  m = override_error("model=random-tiy");
+  EXPECT_NE(m.find("(did you mean random-tiny?)"), std::string::npos) << m;
   m = override_error("=3");
   EXPECT_NE(m.find("expected KEY=VALUE"), std::string::npos) << m;
   m = override_error("budget=");
