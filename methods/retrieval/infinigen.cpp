@@ -114,13 +114,14 @@ at::Tensor infinigen_partial_keys(const at::Tensor& k, const at::Tensor& skew,
 
 at::Tensor infinigen_speculative_scores(const at::Tensor& q, const at::Tensor& skew,
                                         const InfiniGenChannels& channels,
-                                        const at::Tensor& partial_keys) {
+                                        const at::Tensor& partial_keys, bool group_mean) {
   const int64_t heads = skew.size(0), d = skew.size(1), g = q.size(0) / heads;
   const double scale = 1.0 / std::sqrt(double(d));
   const at::Tensor skewed = at::bmm(q.to(at::kFloat).view({heads, g, d}), skew);  // [Hkv, g, d]
   const at::Tensor qs = skewed.gather(2, channels.ids.unsqueeze(1).expand({heads, g, -1}))
                             .mul_(channels.mask);  // [Hkv, g, c], padding zeroed
-  return at::bmm(qs, partial_keys.transpose(1, 2)).mul_(scale).mean(1);  // [Hkv, n]
+  const at::Tensor each = at::bmm(qs, partial_keys.transpose(1, 2)).mul_(scale);  // [Hkv, g, n]
+  return group_mean ? each.mean(1) : each.sum(1);  // [Hkv, n]
 }
 
 at::Tensor infinigen_threshold_count(const at::Tensor& scores, double alpha) {
@@ -338,6 +339,10 @@ const ConfigFields<InfiniGenConfig>& InfiniGenConfig::fields() {
                  check::in_interval("[0, 1]"))
           .field("fill_to_budget", &C::fill_to_budget,
                  "attend exactly the cap, top by speculative score, not the threshold count")
+          .field("gqa_score", &C::gqa_score,
+                 "a KV head's speculative score under GQA (not in the reference): sum over "
+                 "its query heads (specs/methods.md) or mean (alpha on one head's scale)",
+                 check::one_of({"sum", "mean"}))
           .unused_when("alpha", [](const C& c) { return c.fill_to_budget; },
                        "fill_to_budget is true (no threshold)")
           .rule([](C& c, const JsonFields& f) {
@@ -440,8 +445,9 @@ RetrievalMethod::DeviceRows InfiniGen::select_rows(int layer, const at::Tensor& 
     throw std::logic_error("infinigen: no attention input or partial keys for layer " +
                            std::to_string(layer));
   at::Tensor q_spec = context_.model->queries(layer, x, position_);  // RoPE(x_i Wq_{i+1}): [Hq, d]
-  const at::Tensor scores = infinigen_speculative_scores(q_spec, calibration().skew[layer],
-                                                         p.channels, p.keys());  // [Hkv, n]
+  const at::Tensor scores =
+      infinigen_speculative_scores(q_spec, calibration().skew[layer], p.channels, p.keys(),
+                                   config_.gqa_score == "mean");  // [Hkv, n]
   // Every head holds n entries; at least the current one is fetched.
   const int64_t cap = std::max<int64_t>(1, config_.cap(context_.budget, kv.size(0)));
   if (config_.fill_to_budget) return {infinigen_fetch(scores, cap)};
@@ -472,7 +478,7 @@ KVB_REGISTER_METHOD(make_method_info<InfiniGen, InfiniGenConfig>({
         "reference: 2048 tokens of PG19's first book; calibration_file: another text, "
         "calibration=prompt: the prompt itself); per-head max (the reference's head-0 max is a "
         "bug); current entry always fetched; GQA: one A per KV head from the group's stacked "
-        "queries, group-mean score; fill_to_budget=true: exactly B by speculative score; "
+        "queries, the group's scores summed (gqa_score=mean: averaged); fill_to_budget=true: exactly B by speculative score; "
         "calibrations computed once per model, kept in the run's cache directory (--cache-dir)",
 }));
 

@@ -45,10 +45,11 @@ at::Tensor infinigen_partial_keys(const at::Tensor& k, const at::Tensor& skew,
 
 // The speculative scores of every KV head: the speculated queries q [Hq, d] (group h: rows
 // h*g .. h*g+g-1) in the skewed basis on their head's partial channels, against the partial
-// skewed keys [Hkv, n, c], / sqrt(d), averaged over the group. Returns [Hkv, n] float32.
+// skewed keys [Hkv, n, c], / sqrt(d), summed over the group (specs/methods.md's rule for GQA,
+// which the reference lacks), or with group_mean averaged. Returns [Hkv, n] float32.
 at::Tensor infinigen_speculative_scores(const at::Tensor& q, const at::Tensor& skew,
                                         const InfiniGenChannels& channels,
-                                        const at::Tensor& partial_keys);
+                                        const at::Tensor& partial_keys, bool group_mean = false);
 
 // InfiniGen's fetch count: per head, the keys whose speculative score is within alpha of that
 // head's max (score >= max - alpha, as the reference), averaged over the heads and truncated
@@ -83,6 +84,9 @@ struct InfiniGenConfig {
   int64_t calibration_tokens = 2048;
   double budget_ratio = 0.0;     // > 0: cap = int(n x ratio) (the reference's `budget`); 0: B
   bool fill_to_budget = false;   // true: attend exactly the cap, top by speculative score
+  // GQA (not in the reference): a KV head's score is its group's query scores' "sum" (the
+  // spec's rule) or "mean" (kvbench's until 2026-12-01: alpha then keeps one head's scale).
+  std::string gqa_score = "sum";
 
   static const ConfigFields<InfiniGenConfig>& fields();
   void check_budget(int64_t budget, const std::string& where) const;

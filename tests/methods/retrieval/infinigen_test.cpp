@@ -104,13 +104,16 @@ TEST(InfiniGen, SpeculativeScoresUseTheSkewedQueryOnThePartialChannels) {
   //   key 2 (3, -1): ((6 - 1) + (12 + 1)) / 4 = 4.5.
   // Head 1's queries on channel 3 are 1 and 3 (the padding column's 5s count 0):
   //   key 0 (2): (2 + 6) / 4 = 2; key 1 (-1): -4 / 4 = -1; key 2 (0.5): 2 / 4 = 0.5.
+  // Summed over the group (the default) each is twice that.
   at::Tensor eye = at::eye(4).expand({2, 4, 4});
-  at::Tensor s = infinigen_speculative_scores(q, eye, channels, keys);
+  at::Tensor s = infinigen_speculative_scores(q, eye, channels, keys, /*group_mean=*/true);
   EXPECT_TRUE(at::allclose(s, at::tensor({1.5f, 0.0f, 4.5f, 2.0f, -1.0f, 0.5f}).view({2, 3}))) << s;
+  s = infinigen_speculative_scores(q, eye, channels, keys);
+  EXPECT_TRUE(at::allclose(s, at::tensor({3.0f, 0.0f, 9.0f, 4.0f, -2.0f, 1.0f}).view({2, 3}))) << s;
   // A swapping channels 0 and 1 for head 0: (q A)_0 = q_1 = 9 for both query heads.
   at::Tensor swap = at::stack({at::eye(4).index_select(0, at::tensor({1, 0, 2, 3}, at::kLong)),
                                at::eye(4)});
-  s = infinigen_speculative_scores(q, swap, channels, keys);
+  s = infinigen_speculative_scores(q, swap, channels, keys, /*group_mean=*/true);
   //   key 0: (9 + 9) / 4 = 4.5; key 1: (2 - 2) / 4 = 0; key 2: (27 - 1 + 27 + 1) / 4 = 13.5.
   EXPECT_TRUE(at::allclose(s[0], at::tensor({4.5f, 0.0f, 13.5f}))) << s;
 }
