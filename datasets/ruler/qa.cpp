@@ -232,7 +232,9 @@ DatasetInfo qa_info(const std::string& name, const std::string& description) {
       "faithful yet: the probe's documents are drawn once (qa.py draws them anew for each size "
       "it tries), and a sample that overflows keeps its draw a step smaller (qa.py draws anew); "
       "at 10 documents or fewer a sample that overflows loses one document at a time down to "
-      "its own (qa.py retries forever); SQuAD v1.1 files are read (no unanswerable questions)";
+      "its own (qa.py retries forever); SQuAD v1.1 files are read (no unanswerable questions); "
+      "of the RULER tasks' shared params, question_position after and generator ruler only "
+      "(the others are refused: qa.py has neither)";
   return info;
 }
 
