@@ -10,33 +10,46 @@ namespace {
 
 using Tokens = std::vector<std::string>;
 
-// "<0xNN>" -> NN, else -1.
+// "<0xNN>" -> NN, else -1: NN as Rust's u8::from_str_radix(.., 16) reads it (either case, an
+// optional '+' before one digit), which the reference's ByteFallback decoder uses.
 int byte_of_token(const std::string& token) {
   if (token.size() != 6 || token.compare(0, 3, "<0x") != 0 || token[5] != '>') return -1;
-  int value = 0;
-  for (int i = 3; i < 5; ++i) {
-    const char c = token[i];
-    const int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-    if (digit < 0) return -1;
-    value = value * 16 + digit;
-  }
-  return value;
+  const auto digit = [](char c) {
+    return c >= '0' && c <= '9' ? c - '0'
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                  : -1;
+  };
+  if (token[3] == '+') return digit(token[4]);
+  const int high = digit(token[3]), low = digit(token[4]);
+  return high < 0 || low < 0 ? -1 : high * 16 + low;
 }
 
-// Runs of <0xNN> tokens become the text their bytes spell (invalid UTF-8 -> U+FFFD).
+// Each run of <0xNN> tokens becomes the text its bytes spell where they are valid UTF-8 as a
+// whole, else one U+FFFD per byte (HF tokenizers' ByteFallback; not a lossy decoding, which
+// gives one U+FFFD per invalid sequence).
 Tokens byte_fallback(Tokens tokens) {
   Tokens out;
   std::string bytes;
+  const auto flush = [&] {
+    if (bytes.empty()) return;
+    if (unicode::utf8_lossy(bytes) == bytes) {
+      out.push_back(bytes);
+    } else {
+      for (size_t i = 0; i < bytes.size(); ++i) out.push_back("\uFFFD");
+    }
+    bytes.clear();
+  };
   for (std::string& token : tokens) {
     const int byte = byte_of_token(token);
     if (byte >= 0) {
       bytes.push_back(static_cast<char>(byte));
       continue;
     }
-    if (!bytes.empty()) out.push_back(unicode::utf8_lossy(bytes)), bytes.clear();
+    flush();
     out.push_back(std::move(token));
   }
-  if (!bytes.empty()) out.push_back(unicode::utf8_lossy(bytes));
+  flush();
   return out;
 }
 

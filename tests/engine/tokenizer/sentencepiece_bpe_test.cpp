@@ -119,6 +119,10 @@ TEST(TokenizerSentencePiece, ByteFallbackAndItsDecoding) {
   EXPECT_EQ(tok->decode({259, 3 + 0xC3, 3 + 0xA9}), "\u00e9");
   // A lone lead byte is not UTF-8: U+FFFD.
   EXPECT_EQ(tok->decode({260, 3 + 0xC3, 260}), "a\uFFFDa");
+  // A run that is not UTF-8 as a whole: one U+FFFD per byte, as HF's ByteFallback (a lossy
+  // decoding gives one for E5 83, a three-byte character cut short, and keeps the valid 00).
+  EXPECT_EQ(tok->decode({260, 3 + 0xE5, 3 + 0x83, 260}), "a\uFFFD\uFFFDa");
+  EXPECT_EQ(tok->decode({3 + 0x00, 3 + 0xC8}), "\uFFFD\uFFFD");
   for (const std::string& text : varied_texts()) {
     EXPECT_EQ(tok->decode(tok->encode(text, false)), text);
   }
