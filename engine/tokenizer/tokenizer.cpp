@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include "engine/common/json_fields.h"
@@ -61,6 +62,54 @@ int require_token(const tok::BpeTokenizer& tokenizer, const std::string& token,
   return id;
 }
 
+// tokenizer.json's own keys, as the tokenizers library reads the file (which refuses others, and
+// any version but 1.0).
+void check_file_keys(const json& tokenizer_json, const std::string& file) {
+  static const std::set<std::string> kKeys = {"version",     "truncation",    "padding",
+                                              "added_tokens", "normalizer",   "pre_tokenizer",
+                                              "model",       "post_processor", "decoder"};
+  for (const auto& [key, value] : tokenizer_json.items())
+    if (!kKeys.count(key)) fail(file, key, "not a key of tokenizer.json's format");
+  if (tokenizer_json.contains("version") && tokenizer_json["version"] != "1.0")
+    fail(file, "version", tokenizer_json["version"].dump() + ": only \"1.0\" is read");
+  if (tokenizer_json.contains("added_tokens") && !tokenizer_json["added_tokens"].is_array())
+    fail(file, "added_tokens", "expected an array");
+}
+
+// Added tokens as kvbench matches them: on the raw text, each id and text once, the text not a
+// vocabulary token of another id. Flags that change the match (stripping spaces around it, whole
+// words only, matching the normalized text where there is a normalizer) are refused.
+void check_added_tokens(const json& tokenizer_json, const tok::BpeModel& model,
+                        const std::string& file) {
+  const json& added = tokenizer_json.value("added_tokens", json::array());
+  const bool normalizer = !tokenizer_json.value("normalizer", json()).is_null();
+  std::map<int64_t, size_t> ids;
+  std::map<std::string, size_t> texts;
+  for (size_t i = 0; i < added.size(); ++i) {
+    const std::string field = "added_tokens[" + std::to_string(i) + "]";
+    const json& entry = added[i];
+    if (!entry.is_object()) fail(file, field, "expected an object");
+    for (const char* flag : {"lstrip", "rstrip", "single_word"})
+      if (tok::optional_bool(entry, flag, false, file, field))
+        fail(file, field + "." + flag, "true: kvbench matches added tokens as written only");
+    if (normalizer && tok::optional_bool(entry, "normalized", false, file, field))
+      fail(file, field + ".normalized", "true: kvbench matches added tokens on the raw text, not "
+                                        "the normalizer's output");
+    const int64_t id = entry["id"].get<int64_t>();
+    const std::string text = entry["content"].get<std::string>();
+    if (auto [at, fresh] = ids.emplace(id, i); !fresh)
+      fail(file, field + ".id", std::to_string(id) + " is also added_tokens[" +
+                                    std::to_string(at->second) + "]'s");
+    if (auto [at, fresh] = texts.emplace(text, i); !fresh)
+      fail(file, field + ".content", "\"" + text + "\" is also added_tokens[" +
+                                         std::to_string(at->second) + "]'s");
+    const int in_vocab = model.find(text);
+    if (in_vocab >= 0 && in_vocab != id)
+      fail(file, field + ".content", "\"" + text + "\" is token " + std::to_string(in_vocab) +
+                                         " of the model's vocabulary, not " + std::to_string(id));
+  }
+}
+
 // The special tokens a TemplateProcessing post-processor puts before a single sequence
 // (Llama 3: <|begin_of_text|>; GLM-4: [gMASK] <sop>); empty when there is none. A template that
 // adds tokens after the sequence is refused: encode() would silently leave them out.
@@ -74,7 +123,10 @@ std::vector<int> post_processor_prefix(const json& processor, const tok::BpeToke
     }
     return {};
   }
-  if (type != "TemplateProcessing") return {};
+  if (type == "ByteLevel") return {};  // offsets only (Llama 3's, beside its template)
+  if (type != "TemplateProcessing")
+    fail(file, "post_processor.type", "\"" + type + "\": kvbench reproduces TemplateProcessing "
+                                      "(in a Sequence, beside ByteLevel) only");
   const json& single = tok::required(processor, "single", file, "post_processor");
   if (!single.is_array()) return {};
   std::vector<int> prefix;
@@ -87,7 +139,15 @@ std::vector<int> post_processor_prefix(const json& processor, const tok::BpeToke
     }
     if (after_sequence) fail(file, field, "special tokens after the sequence are not supported");
     const std::string name = tok::required_string(single[i]["SpecialToken"], "id", file, field + ".SpecialToken");
-    prefix.push_back(require_token(tokenizer, name, file, field + ".SpecialToken.id"));
+    const int id = require_token(tokenizer, name, file, field + ".SpecialToken.id");
+    // The template's own ids for the token, which transformers adds, where it lists them.
+    const json map = processor.value("special_tokens", json::object());
+    if (map.is_object() && map.contains(name) && map[name].is_object() &&
+        map[name].contains("ids") && map[name]["ids"] != json::array({id}))
+      fail(file, "post_processor.special_tokens." + name + ".ids",
+           map[name]["ids"].dump() + " is not [" + std::to_string(id) + "], the id of \"" + name +
+               "\" in the vocabulary");
+    prefix.push_back(id);
   }
   return prefix;
 }
@@ -133,6 +193,9 @@ SpecialIds special_ids(const tok::BpeTokenizer& tokenizer, const json& tokenizer
   } else {
     ids.prefix = template_prefix;
   }
+  if (config.contains("add_bos_token") && config["add_bos_token"].is_null())
+    fail(add_bos_file, "add_bos_token", "null, which transformers' tokenizer classes read "
+                                        "differently (false, or their default): write true or false");
   ids.add_bos = tok::optional_bool(config, "add_bos_token", !template_prefix.empty(), add_bos_file, "");
   if (ids.add_bos && ids.prefix.empty()) fail(add_bos_file, "add_bos_token", "true, but there is no bos_token");
   const std::string eos = config_token(config, "eos_token", eos_file);
@@ -241,11 +304,38 @@ std::vector<std::string> unknown_keys_of(const json& config, const std::string& 
 }
 
 // generation_config.json's eos_token_id (an id or a list: Llama 3 stops at several tokens).
+// generation_config.json's settings that would change a greedy decoding in transformers'
+// generate() (which reads them unless a script overrides them), at their no-op values: kvbench
+// decodes greedily and applies none of them, so a file setting one otherwise is refused.
+// Sampling (do_sample, temperature, top_p, top_k) and lengths (max_length, max_new_tokens) are
+// set by the references' scripts, as by kvbench's datasets, and left alone.
+void refuse_decoding_changes(const json& config, const std::string& file) {
+  static const std::vector<std::pair<const char*, json>> kNoOp = {
+      {"repetition_penalty", 1.0},     {"encoder_repetition_penalty", 1.0},
+      {"no_repeat_ngram_size", 0},     {"min_length", 0},
+      {"min_new_tokens", 0},           {"num_beams", 1},
+      {"suppress_tokens", json::array()}, {"begin_suppress_tokens", json::array()},
+      {"bad_words_ids", nullptr},      {"forced_bos_token_id", nullptr},
+      {"forced_eos_token_id", nullptr}, {"sequence_bias", nullptr},
+      {"exponential_decay_length_penalty", nullptr}, {"forced_decoder_ids", nullptr}};
+  for (const auto& [key, no_op] : kNoOp) {
+    if (!config.contains(key)) continue;
+    const json& value = config[key];
+    const bool same = value.is_null() || value == no_op ||
+                      (value.is_number() && no_op.is_number() &&
+                       value.get<double>() == no_op.get<double>()) ||
+                      (value.is_array() && value.empty() && no_op.is_array());
+    if (!same)
+      fail(file, key, value.dump() + " would change transformers' greedy decoding, which "
+                      "kvbench does not reproduce (it decodes greedily with no such rule)");
+  }
+}
+
 void add_generation_eos(const std::string& file, int vocab_size, std::vector<int>* eos) {
   const json config = read_json_file(file);
-  if (!config.is_object() || !config.contains("eos_token_id") || config["eos_token_id"].is_null()) {
-    return;
-  }
+  if (!config.is_object()) fail(file, "", "expected a JSON object");
+  refuse_decoding_changes(config, file);
+  if (!config.contains("eos_token_id") || config["eos_token_id"].is_null()) return;
   const json& value = config["eos_token_id"];
   const json list = value.is_array() ? value : json::array({value});
   for (const json& id : list) {
@@ -369,10 +459,12 @@ std::unique_ptr<Tokenizer> Tokenizer::from_json(const json& tokenizer_json,
   tok::BpeParts parts{tok::BpeModel::from_json(tok::required(tokenizer_json, "model", json_file, ""),
                                                json_file, "model"),
                       {}, {}, {}};
+  check_file_keys(tokenizer_json, json_file);
   const int added_count =
       tokenizer_json.contains("added_tokens") ? static_cast<int>(tokenizer_json["added_tokens"].size()) : 0;
   parts.added = tok::AddedTokens::from_json(tokenizer_json.value("added_tokens", json()),
                                             parts.model.size() + added_count, json_file);
+  check_added_tokens(tokenizer_json, parts.model, json_file);  // after from_json's own checks
   parts.normalizer = tok::Normalizer::from_json(tokenizer_json.value("normalizer", json()), json_file);
   parts.decoder = tok::Decoder::from_json(tokenizer_json.value("decoder", json()), json_file);
 

@@ -193,6 +193,72 @@ TEST(TokenizerErrors, NamedSpecialTokensMustBeTokenizerJsonsOwn) {
                "/tokenizer_config.json: ", "added_tokens_decoder.3");
 }
 
+// What transformers would read otherwise than kvbench encodes is refused, naming the field.
+TEST(TokenizerErrors, AddedTokensKvbenchDoesNotMatchAsTransformers) {
+  json t = sentencepiece();
+  t["added_tokens"][1]["lstrip"] = true;
+  expect_error(load_error(t.dump()), "/tokenizer.json: ", "added_tokens[1].lstrip: true");
+  t = sentencepiece();
+  t["added_tokens"][2]["single_word"] = true;
+  expect_error(load_error(t.dump()), "/tokenizer.json: ", "added_tokens[2].single_word");
+  t = sentencepiece();
+  t["added_tokens"][1]["id"] = 0;  // <s> at <unk>'s id
+  expect_error(load_error(t.dump()), "/tokenizer.json: ", "added_tokens[1].id: 0 is also");
+  t = sentencepiece();
+  t["added_tokens"].push_back(t["added_tokens"][1]);
+  t["added_tokens"].back()["id"] = 5;  // "<s>" again, at a vocabulary id of another token
+  const std::string twice = load_error(t.dump());
+  expect_error(twice, "/tokenizer.json: ", "added_tokens[3].content: \"<s>\" is also");
+}
+
+TEST(TokenizerErrors, FileKeysVersionAndPostProcessors) {
+  json t = sentencepiece();
+  t["foo"] = 1;
+  expect_error(load_error(t.dump()), "/tokenizer.json: ", "foo: not a key");
+  t = sentencepiece();
+  t["version"] = "2.0";
+  expect_error(load_error(t.dump()), "/tokenizer.json: ", "version: \"2.0\"");
+  t = sentencepiece();
+  t["added_tokens"] = nullptr;
+  expect_error(load_error(t.dump()), "/tokenizer.json: ", "added_tokens: expected an array");
+  t = sentencepiece();
+  t["post_processor"] = {{"type", "RobertaProcessing"}};
+  expect_error(load_error(t.dump()), "/tokenizer.json: ", "post_processor.type: \"RobertaProcessing\"");
+  t = sentencepiece();
+  t["post_processor"] = {{"type", "TemplateProcessing"},
+                         {"single", {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
+                                     {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+                         {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {2}}}}}}};
+  expect_error(load_error(t.dump()), "/tokenizer.json: ", "post_processor.special_tokens.<s>.ids");
+  t["post_processor"]["special_tokens"]["<s>"]["ids"] = {1};  // as the vocabulary: read
+  EXPECT_EQ(load_error(t.dump()), "no error");
+}
+
+TEST(TokenizerErrors, NullAddBosAndGenerationSettingsThatChangeGreedyDecoding) {
+  expect_error(load_error(sentencepiece().dump(), {{"add_bos_token", nullptr}}),
+               "/tokenizer_config.json: ", "add_bos_token: null");
+  for (const char* setting :
+       {R"({"repetition_penalty": 1.2})", R"({"suppress_tokens": [5]})",
+        R"({"min_new_tokens": 3})", R"({"num_beams": 4})", R"([])"}) {
+    test::TempDir dir;
+    tokenizer_test::write_file(dir.file("tokenizer.json"), sentencepiece().dump());
+    tokenizer_test::write_file(dir.file("generation_config.json"), setting);
+    try {
+      Tokenizer::load(dir.path());
+      ADD_FAILURE() << "no error for " << setting;
+    } catch (const InputError& e) {
+      expect_error(e.what(), "/generation_config.json: ", "");
+    }
+  }
+  // Sampling settings, which the references' scripts override to greedy, and no-op values load.
+  test::TempDir dir;
+  tokenizer_test::write_file(dir.file("tokenizer.json"), sentencepiece().dump());
+  tokenizer_test::write_file(dir.file("generation_config.json"),
+                             R"({"do_sample": true, "temperature": 0.6, "top_p": 0.9,
+                                 "repetition_penalty": 1.0, "eos_token_id": 2})");
+  EXPECT_NO_THROW(Tokenizer::load(dir.path()));
+}
+
 TEST(TokenizerErrors, UnreadableFiles) {
   expect_error(load_error("{ not json"), "/tokenizer.json: ", "malformed JSON");
   {
