@@ -136,6 +136,11 @@ std::string supported_list() {
 
 // model_type when it is one we run, else the first supported entry of "architectures".
 std::string read_model_type(const Fields& f) {
+  if (const json* archs = f.find("architectures"); archs && !archs->is_null()) {
+    const bool names = archs->is_array() && std::all_of(archs->begin(), archs->end(),
+                                                        [](const json& a) { return a.is_string(); });
+    if (!names) f.fail("architectures", archs->dump() + ": expected a list of class names");
+  }
   std::string type = f.string("model_type", "");
   if (architectures().count(type)) return type;
   if (const json* archs = f.find("architectures"); archs && type.empty()) {

@@ -190,6 +190,10 @@ TEST(ModelConfig, ErrorsNameFileAndField) {
        "512 is outside the vocabulary [0, 512)"},
       {"bos beyond the vocabulary", [](json& j) { j["bos_token_id"] = 99999; }, "bos_token_id",
        "outside the vocabulary"},
+      {"architectures a string", [](json& j) { j["architectures"] = "LlamaForCausalLM"; },
+       "architectures", "expected a list of class names"},
+      {"architectures of numbers", [](json& j) { j["architectures"] = {1}; }, "architectures",
+       "expected a list of class names"},
       {"no model_type, unknown class", [](json& j) {
          j.erase("model_type");
          j["architectures"] = {"FooForCausalLM"};
