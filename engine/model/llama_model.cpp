@@ -291,8 +291,19 @@ void read_chat_template_file(const std::string& dir, LlamaModel& model) {
   if (!in) throw InputError(file + ": cannot be read");
   std::stringstream text;
   text << in.rdbuf();
+  if (text.str().empty()) throw InputError(file + ": empty (a chat template file with no template)");
   model.tokenizer_config["chat_template"] = text.str();
   model.chat_template_file = file;
+}
+
+// The chat template's shape checked at load, its error naming the model's folder (the check
+// itself names the key alone: it also reads configs that come from no file).
+void check_chat_template(const std::string& dir, const LlamaModel& model) {
+  try {
+    detect_chat_template(model.tokenizer_config);
+  } catch (const InputError& e) {
+    throw InputError(dir + "/" + e.what());
+  }
 }
 
 }  // namespace
@@ -306,6 +317,7 @@ std::shared_ptr<LlamaModel> LlamaModel::load(const std::string& dir, const LoadO
   model->tokenizer_config =
       read_tokenizer_config(dir, nullptr, options.allow_unknown_config_keys);
   read_chat_template_file(dir, *model);
+  check_chat_template(dir, *model);
   // Tokenizer::load also reads generation_config.json's extra EOS ids.
   model->tokenizer = Tokenizer::load(dir, options.allow_unknown_config_keys);
   if (model->tokenizer->vocab_size() > model->config.vocab_size)  // a token with no embedding row

@@ -100,6 +100,25 @@ TEST(LoadModel, ReadsChatTemplateJinjaAsTransformers) {
   EXPECT_EQ(loaded->tokenizer_config["chat_template"], "{{ bos_token }}[{{ messages[0].content }}]");
   EXPECT_EQ(loaded->chat_template_file, dir + "/chat_template.jinja");
   EXPECT_NE(checkpoint_fingerprint(dir), before);
+  // An empty file, and a chat_template of no template's shape, are refused naming their file.
+  std::ofstream(dir + "/chat_template.jinja", std::ios::trunc).close();
+  try {
+    LlamaModel::load(dir, LoadOptions{.weights = false});
+    ADD_FAILURE() << "an empty chat_template.jinja loaded";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), dir + "/chat_template.jinja: empty (a chat template file with no template)");
+  }
+  std::filesystem::remove(dir + "/chat_template.jinja");
+  json config = read_json_file(dir + "/tokenizer_config.json");
+  config["chat_template"] = 5;
+  std::ofstream(dir + "/tokenizer_config.json", std::ios::trunc) << config.dump();
+  try {
+    LlamaModel::load(dir, LoadOptions{.weights = false});
+    ADD_FAILURE() << "chat_template 5 loaded";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind(dir + "/tokenizer_config.json: chat_template: ", 0), 0u)
+        << e.what();
+  }
 }
 
 // A reference that is neither a folder nor a built-in lists the built-ins and the nearest one.
