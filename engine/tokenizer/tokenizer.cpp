@@ -74,6 +74,9 @@ void check_file_keys(const json& tokenizer_json, const std::string& file) {
     fail(file, "version", tokenizer_json["version"].dump() + ": only \"1.0\" is read");
   if (tokenizer_json.contains("added_tokens") && !tokenizer_json["added_tokens"].is_array())
     fail(file, "added_tokens", "expected an array");
+  if (tokenizer_json.value("decoder", json()).is_null())
+    fail(file, "decoder", "none: the tokenizers library then joins the tokens with spaces, which "
+                          "kvbench does not reproduce");
 }
 
 // Added tokens as kvbench matches them: on the raw text, each id and text once, the text not a

@@ -219,6 +219,9 @@ TEST(TokenizerErrors, FileKeysVersionAndPostProcessors) {
   t["version"] = "2.0";
   expect_error(load_error(t.dump()), "/tokenizer.json: ", "version: \"2.0\"");
   t = sentencepiece();
+  t["decoder"] = nullptr;  // the library joins tokens with spaces then
+  expect_error(load_error(t.dump()), "/tokenizer.json: ", "decoder: none");
+  t = sentencepiece();
   t["added_tokens"] = nullptr;
   expect_error(load_error(t.dump()), "/tokenizer.json: ", "added_tokens: expected an array");
   t = sentencepiece();
