@@ -96,7 +96,13 @@ void JsonFields::read(const json& v, const std::string& key, std::vector<std::st
 }
 
 json read_json_file(const std::string& path) {
-  if (std::filesystem::is_directory(path)) throw InputError(path + ": is a folder, not a file");
+  std::error_code error;
+  const std::filesystem::file_status status = std::filesystem::status(path, error);
+  if (error && error != std::errc::no_such_file_or_directory)
+    throw InputError(path + ": " + error.message());  // a symbolic link loop, say
+  if (std::filesystem::is_directory(status)) throw InputError(path + ": is a folder, not a file");
+  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
+    throw InputError(path + ": not a regular file");  // a FIFO would block the read
   std::ifstream in(path);
   if (!in) throw InputError(path + ": cannot open file");
   std::stringstream buffer;

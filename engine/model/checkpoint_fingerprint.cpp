@@ -57,6 +57,8 @@ void add_file(Fnv1a64& hash, const std::filesystem::path& dir, const std::string
 // loader then says why).
 std::set<std::string> shards_of(const std::filesystem::path& index) {
   std::set<std::string> out;
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(index, error)) return out;  // a FIFO would block
   std::ifstream in(index);
   const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object()) return out;

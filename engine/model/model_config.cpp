@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <set>
@@ -587,13 +586,8 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& path, bool 
 }
 
 ModelConfig ModelConfig::load(const std::string& path, bool allow_unknown_keys) {
-  std::ifstream in(path);
-  if (!in) throw InputError(path + ": cannot open model config");
-  std::stringstream text;
-  text << in.rdbuf();
-  json j = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) throw InputError(path + ": not valid JSON");
-  return from_json(j, path, allow_unknown_keys);
+  // read_json_file: a FIFO or a link loop refused, a parse error with its line and column.
+  return from_json(read_json_file(path), path, allow_unknown_keys);
 }
 
 json ModelConfig::to_json() const {

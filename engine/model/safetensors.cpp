@@ -38,7 +38,8 @@ std::string dtype_name_of(const at::Tensor& t, const std::string& path, const st
 
 // Maps the whole file read-only. Returns nullptr for an empty file (mmap refuses length 0).
 const uint8_t* map_file(const std::string& path, size_t& size) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO without a writer is refused below instead of blocking the open.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) throw InputError(path + ": cannot open: " + std::strerror(errno));
   struct stat st {};
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

@@ -502,7 +502,7 @@ TEST(ModelConfig, LoadErrorsNameTheFile) {
     ADD_FAILURE() << "broken JSON accepted";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find(broken), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("not valid JSON"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("malformed JSON"), std::string::npos) << e.what();
   }
 }
 

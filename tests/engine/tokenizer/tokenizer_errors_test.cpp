@@ -1,6 +1,8 @@
 // Malformed or unsupported tokenizer files: one InputError naming the file and the field.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <filesystem>
 
 #include "engine/common/error.h"
@@ -273,6 +275,16 @@ TEST(TokenizerErrors, UnreadableFiles) {
       ADD_FAILURE() << "no error";
     } catch (const InputError& e) {
       expect_error(e.what(), "/generation_config.json", "is a folder");
+    }
+  }
+  {  // a FIFO, whose read would wait for a writer forever
+    test::TempDir dir;
+    ASSERT_EQ(::mkfifo(dir.file("tokenizer.json").c_str(), 0600), 0);
+    try {
+      Tokenizer::load(dir.path());
+      ADD_FAILURE() << "no error";
+    } catch (const InputError& e) {
+      expect_error(e.what(), "/tokenizer.json", "not a regular file");
     }
   }
   try {
