@@ -343,8 +343,15 @@ std::vector<std::string> LlamaModel::unknown_key_warnings() const {
   std::vector<std::string> out;
   for (const std::string& key : config.unknown_keys)
     out.push_back(unknown_key_warning(source + "/config.json", key));
-  for (const std::string& key : tokenizer->unknown_config_keys())
-    out.push_back(unknown_key_warning(source + "/tokenizer_config.json", key));
+  // The tokenizer's keys are tokenizer_config.json's, but for those naming their own file
+  // ("generation_config.json: repetition_penalty").
+  for (const std::string& key : tokenizer->unknown_config_keys()) {
+    const size_t named = key.find(".json: ");
+    out.push_back(named == std::string::npos
+                      ? unknown_key_warning(source + "/tokenizer_config.json", key)
+                      : unknown_key_warning(source + "/" + key.substr(0, named + 5),
+                                            key.substr(named + 7)));
+  }
   return out;
 }
 

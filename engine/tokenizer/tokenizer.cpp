@@ -306,13 +306,15 @@ std::vector<std::string> unknown_keys_of(const json& config, const std::string& 
                              allow_unknown);
 }
 
-// generation_config.json's eos_token_id (an id or a list: Llama 3 stops at several tokens).
 // generation_config.json's settings that would change a greedy decoding in transformers'
 // generate() (which reads them unless a script overrides them), at their no-op values: kvbench
-// decodes greedily and applies none of them, so a file setting one otherwise is refused.
+// decodes greedily and applies none of them, so a file setting one otherwise is refused, or
+// with allow_ignored listed in *ignored as "generation_config.json: KEY" (LlamaModel's
+// unknown_key_warnings names that file; Qwen2-Instruct's repetition_penalty 1.05, say).
 // Sampling (do_sample, temperature, top_p, top_k) and lengths (max_length, max_new_tokens) are
 // set by the references' scripts, as by kvbench's datasets, and left alone.
-void refuse_decoding_changes(const json& config, const std::string& file) {
+void refuse_decoding_changes(const json& config, const std::string& file, bool allow_ignored,
+                             std::vector<std::string>* ignored) {
   static const std::vector<std::pair<const char*, json>> kNoOp = {
       {"repetition_penalty", 1.0},     {"encoder_repetition_penalty", 1.0},
       {"no_repeat_ngram_size", 0},     {"min_length", 0},
@@ -328,16 +330,22 @@ void refuse_decoding_changes(const json& config, const std::string& file) {
                       (value.is_number() && no_op.is_number() &&
                        value.get<double>() == no_op.get<double>()) ||
                       (value.is_array() && value.empty() && no_op.is_array());
-    if (!same)
+    if (same) continue;
+    if (!allow_ignored)
       fail(file, key, value.dump() + " would change transformers' greedy decoding, which "
-                      "kvbench does not reproduce (it decodes greedily with no such rule)");
+                      "kvbench does not reproduce (pass --allow-unknown-config-keys to run "
+                      "without it; the run records it)");
+    ignored->push_back(std::string("generation_config.json: ") + key);
   }
 }
 
-void add_generation_eos(const std::string& file, int vocab_size, std::vector<int>* eos) {
+// generation_config.json's eos_token_id (an id or a list: Llama 3 stops at several tokens),
+// after its decoding settings are checked.
+void add_generation_eos(const std::string& file, int vocab_size, bool allow_ignored,
+                        std::vector<int>* eos, std::vector<std::string>* ignored) {
   const json config = read_json_file(file);
   if (!config.is_object()) fail(file, "", "expected a JSON object");
-  refuse_decoding_changes(config, file);
+  refuse_decoding_changes(config, file, allow_ignored, ignored);
   if (!config.contains("eos_token_id") || config["eos_token_id"].is_null()) return;
   const json& value = config["eos_token_id"];
   const json list = value.is_array() ? value : json::array({value});
@@ -443,7 +451,8 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& dir, bool allow_un
       from_json(tokenizer_json, config, dir, allow_unknown_keys, from_map);
   const std::string generation_file = dir + "/generation_config.json";
   if (std::filesystem::exists(generation_file)) {
-    add_generation_eos(generation_file, tokenizer->vocab_size(), &tokenizer->eos_ids_);
+    add_generation_eos(generation_file, tokenizer->vocab_size(), allow_unknown_keys,
+                       &tokenizer->eos_ids_, &tokenizer->unknown_config_keys_);
   }
   return tokenizer;
 }

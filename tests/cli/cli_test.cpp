@@ -769,6 +769,12 @@ TEST(CliModelConfig, UnknownTokenizerConfigKeysRefusedUnlessAllowed) {
     tokenizer_config = json::parse(read_file(model + "/tokenizer_config.json"));
   tokenizer_config["auto_map"] = {{"AutoTokenizer", {"tokenization_x.XTokenizer", nullptr}}};
   std::ofstream(model + "/tokenizer_config.json") << tokenizer_config.dump(2);
+  // A generation setting kvbench does not apply (Qwen2-Instruct's), let through the same way.
+  json generation = json::object();
+  if (std::filesystem::exists(model + "/generation_config.json"))
+    generation = json::parse(read_file(model + "/generation_config.json"));
+  generation["repetition_penalty"] = 1.05;
+  std::ofstream(model + "/generation_config.json") << generation.dump(2);
   json suite = small_suite("tokenizerkeys");
   suite["models"] = {model};
   suite["methods"] = {"full"};
@@ -785,6 +791,9 @@ TEST(CliModelConfig, UnknownTokenizerConfigKeysRefusedUnlessAllowed) {
   EXPECT_EQ(allowed.code, 0) << describe(allowed);
   const Output show = kvbench({"show", "--db", db}, dir.path());
   EXPECT_TRUE(contains(show.out, model + "/tokenizer_config.json: unknown key 'auto_map' ignored"))
+      << show.out;
+  EXPECT_TRUE(contains(show.out,
+                       model + "/generation_config.json: unknown key 'repetition_penalty' ignored"))
       << show.out;
 }
 

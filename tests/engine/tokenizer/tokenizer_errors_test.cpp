@@ -255,6 +255,14 @@ TEST(TokenizerErrors, NullAddBosAndGenerationSettingsThatChangeGreedyDecoding) {
       expect_error(e.what(), "/generation_config.json: ", "");
     }
   }
+  {  // let through, recorded with the file it came from
+    test::TempDir dir;
+    tokenizer_test::write_file(dir.file("tokenizer.json"), sentencepiece().dump());
+    tokenizer_test::write_file(dir.file("generation_config.json"), R"({"repetition_penalty": 1.05})");
+    const auto tokenizer = Tokenizer::load(dir.path(), /*allow_unknown_keys=*/true);
+    EXPECT_EQ(tokenizer->unknown_config_keys(),
+              std::vector<std::string>{"generation_config.json: repetition_penalty"});
+  }
   // Sampling settings, which the references' scripts override to greedy, and no-op values load.
   test::TempDir dir;
   tokenizer_test::write_file(dir.file("tokenizer.json"), sentencepiece().dump());
