@@ -200,6 +200,10 @@ SpecialIds special_ids(const tok::BpeTokenizer& tokenizer, const json& tokenizer
     fail(add_bos_file, "add_bos_token", "null, which transformers' tokenizer classes read "
                                         "differently (false, or their default): write true or false");
   ids.add_bos = tok::optional_bool(config, "add_bos_token", !template_prefix.empty(), add_bos_file, "");
+  if (ids.add_bos && config.contains("add_bos_token") && config.contains("bos_token") &&
+      config["bos_token"].is_null())
+    fail(bos_file, "bos_token", "null while add_bos_token is true, which transformers' Llama "
+                                "tokenizer refuses");
   if (ids.add_bos && ids.prefix.empty()) fail(add_bos_file, "add_bos_token", "true, but there is no bos_token");
   const std::string eos = config_token(config, "eos_token", eos_file);
   if (!eos.empty()) ids.eos.push_back(require_token(tokenizer, eos, eos_file, "eos_token"));

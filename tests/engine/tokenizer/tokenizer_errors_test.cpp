@@ -242,6 +242,8 @@ TEST(TokenizerErrors, FileKeysVersionAndPostProcessors) {
 TEST(TokenizerErrors, NullAddBosAndGenerationSettingsThatChangeGreedyDecoding) {
   expect_error(load_error(sentencepiece().dump(), {{"add_bos_token", nullptr}}),
                "/tokenizer_config.json: ", "add_bos_token: null");
+  expect_error(load_error(sentencepiece().dump(), {{"add_bos_token", true}, {"bos_token", nullptr}}),
+               "/tokenizer_config.json: ", "bos_token: null while add_bos_token is true");
   for (const char* setting :
        {R"({"repetition_penalty": 1.2})", R"({"suppress_tokens": [5]})",
         R"({"min_new_tokens": 3})", R"({"num_beams": 4})", R"([])"}) {
