@@ -198,10 +198,9 @@ ReproductionMode parse_reproduction_mode(const json& j, const std::string& where
 Reproduction load_reproduction(const std::string& name) {
   const std::string path = kReportsDir + "/reproductions/" + name + ".json";
   if (!std::filesystem::exists(path)) {
-    std::string known;
-    for (const auto& n : reproduction_names()) known += (known.empty() ? "" : ", ") + n;
-    throw InputError("reproduce " + name + ": no such reproduction (known: " + known + ")" +
-                     did_you_mean(name, reproduction_names()));
+    const std::vector<std::string> known = reproduction_names();  // the folder listed once
+    throw InputError("reproduce " + name + ": no such reproduction (known: " + join(known, ", ") +
+                     ")" + did_you_mean(name, known));
   }
   const json j = read_json_file(path);
   Reproduction r;

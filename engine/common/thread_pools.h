@@ -22,8 +22,9 @@ std::optional<int> omp_num_threads(const char* value);
 
 // Both pools to `threads` (> 0), for a count the user asked for: at::set_num_threads sets
 // LibTorch's OpenMP threads (and MKL's, in builds with MKL) but leaves OpenBLAS's pool at its
-// own default, every core it may use, so `--threads 1` still ran matrix products on two. OpenBLAS is found in the process by its symbol (it comes
-// in through libblas.so.3, not linked by name). Returns the OpenMP pool's size.
+// own default, every core it may use, so `--threads 1` still ran matrix products on two.
+// OpenBLAS is found in the process by its symbol (it comes in through libblas.so.3, not linked
+// by name). Returns the OpenMP pool's size.
 int set_cpu_threads(int threads);
 
 // OpenBLAS's pool size where the process has OpenBLAS, else nullopt (for tests and provenance).

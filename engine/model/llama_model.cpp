@@ -682,13 +682,10 @@ std::shared_ptr<LlamaModel> LlamaModel::from_reference(const std::string& refere
     model->description = reference + ": " + about;
     return model;
   }
-  if (!std::filesystem::is_directory(reference)) {
-    std::string builtins;
-    for (const std::string& name : builtin_model_names())
-      builtins += (builtins.empty() ? "" : ", ") + name;
+  if (!std::filesystem::is_directory(reference))
     throw InputError(reference + ": model folder not found, and not a built-in model (" +
-                     builtins + ")" + did_you_mean(reference, builtin_model_names()));
-  }
+                     join(builtin_model_names(), ", ") + ")" +
+                     did_you_mean(reference, builtin_model_names()));
   return load(reference, options);
 }
 

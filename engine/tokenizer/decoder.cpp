@@ -106,8 +106,11 @@ Tokens byte_level(const Tokens& tokens) {
 }  // namespace
 
 Decoder Decoder::from_json(const nlohmann::json& decoder, const std::string& file) {
+  if (decoder.is_null())
+    fail(file, "decoder", "none: the tokenizers library then joins the tokens with spaces, which "
+                          "kvbench does not reproduce");
   Decoder result;
-  if (!decoder.is_null()) result.add(decoder, file, "decoder");
+  result.add(decoder, file, "decoder");
   return result;
 }
 

@@ -139,12 +139,11 @@ void check_model(const std::string& as_written, const std::string& model, const 
   if (as_written.rfind("../shared/", 0) == 0)
     looked += "; write ${SHARED}/" + as_written.substr(10) + " to find it wherever the shared "
               "folder is";
-  std::string builtins;
-  for (const std::string& name : LlamaModel::builtin_model_names())
-    builtins += (builtins.empty() ? "" : ", ") + name;
-  throw InputError(where + ": \"" + as_written + "\" is neither a built-in model (" + builtins +
+  const std::vector<std::string> builtins = LlamaModel::builtin_model_names();
+  throw InputError(where + ": \"" + as_written + "\" is neither a built-in model (" +
+                   join(builtins, ", ") +
                    ") nor a model folder (" + looked + ")" +
-                   did_you_mean(as_written, LlamaModel::builtin_model_names()));
+                   did_you_mean(as_written, builtins));
 }
 
 DatasetSpec parse_dataset(const json& entry, const std::string& where) {
@@ -276,10 +275,9 @@ std::string resolve_suite_path(const std::string& name_or_path) {
   if (std::filesystem::is_regular_file(name_or_path)) return name_or_path;
   std::string builtin = std::string(kSuiteDir) + "/" + name_or_path + ".json";
   if (std::filesystem::is_regular_file(builtin)) return builtin;
-  std::string known;
-  for (const auto& n : builtin_suite_names()) known += (known.empty() ? "" : ", ") + n;
+  const std::vector<std::string> known = builtin_suite_names();  // the folder listed once
   throw InputError("suite \"" + name_or_path + "\": no such file, and not a built-in suite (" +
-                   known + ")" + did_you_mean(name_or_path, builtin_suite_names()));
+                   join(known, ", ") + ")" + did_you_mean(name_or_path, known));
 }
 
 Suite load_suite(const std::string& name_or_path, const std::vector<std::string>& overrides) {
